@@ -1,0 +1,1 @@
+"""launch: expand a study (sizes x mixture weights x seeds) into runs and execute them."""

@@ -1,0 +1,53 @@
+"""mnmt-scaling: scaling-law studies of multilingual machine translation."""
+
+from setuptools import find_packages, setup
+
+# Versions are pinned in requirements/constraints.txt (install with `-c`); ranges here stay loose
+# so the package also installs beside other pinned stacks.
+FITTING_REQUIRES = ["numpy>=1.26", "scipy>=1.11", "pandas>=2.0", "matplotlib>=3.8"]
+TRAINING_REQUIRES = [
+    "jax>=0.4.30",
+    "flax>=0.10",
+    "optax>=0.2",
+    "orbax-checkpoint>=0.6",
+    "gin-config>=0.5",
+    "seqio>=0.0.19",
+    "tensorflow>=2.16",
+    "tensorflow-text>=2.16",
+    "tensorboard>=2.16",
+    "sentencepiece>=0.2",
+    "sacrebleu>=2.4",
+    "pyarrow>=14",
+]
+
+setup(
+    name="mnmt-scaling",
+    version="0.1.0",
+    description="Scaling-law studies of multilingual machine translation: JAX/Flax training "
+    "stack and a fitting package for the published laws.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["mnmt", "mnmt.*", "fitting", "fitting.*", "launch", "launch.*"]),
+    package_data={"": ["*.gin"]},
+    data_files=[],
+    install_requires=FITTING_REQUIRES + TRAINING_REQUIRES,
+    extras_require={
+        "dev": ["pytest>=8", "ruff>=0.5"],
+        # Peer libraries measured against in benchmarks/ (never imported by the package).
+        "bench": ["chinchilla>=0.2", "psutil>=5"],
+        "tpu": ["jax[tpu]"],
+        "gpu": ["jax[cuda12]"],
+    },
+    entry_points={
+        "console_scripts": [
+            "mnmt-train=mnmt.train:main",
+            "mnmt-study=mnmt.study:main",
+            "mnmt-export=mnmt.export:main",
+            "mnmt-fit=fitting.cli:main",
+            "mnmt-zoo=mnmt.models.zoo:main",
+            "mnmt-vocab=mnmt.data.vocab:main",
+        ]
+    },
+)
