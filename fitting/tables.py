@@ -1,0 +1,539 @@
+"""The tidy metrics table of docs/metrics_schema.md: reading, writing, validation, run directories.
+
+Input-validation helpers raise :class:`fitting.base.FitError` naming the column and the row (or
+the file and line) and what was expected. Nothing is silently dropped: the ``drop_invalid``
+options drop rows only when asked and report how many were dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fitting.base import FitError
+
+__all__ = [
+    "TIDY_COLUMNS",
+    "require_columns",
+    "check_numeric",
+    "check_finite_positive",
+    "check_weights",
+    "check_min_points",
+    "parse_column_map",
+    "apply_column_map",
+    "read_table",
+    "write_table",
+    "collect_runs",
+    "read_run_dir",
+    "final_losses",
+    "drop_invalid_rows",
+    "validate_tidy",
+]
+
+# Column -> pandas dtype kind of the tidy table (docs/metrics_schema.md, "The tidy table").
+TIDY_COLUMNS: dict[str, str] = {
+    "run_id": "str",
+    "study": "str",
+    "family": "str",
+    "size": "str",
+    "n": "int",
+    "n_enc": "int",
+    "n_dec": "int",
+    "pair": "str",
+    "weight": "float",
+    "data_size": "float",
+    "eval_set": "str",
+    "metric": "str",
+    "step": "int",
+    "tokens": "int",
+    "value": "float",
+    "final": "bool",
+}
+
+
+def _row_label(df: pd.DataFrame, idx: Any) -> str:
+    """'row 3' (0-based position) plus the run/pair where the table has them."""
+    try:
+        pos = df.index.get_loc(idx)
+        pos = pos if isinstance(pos, int | np.integer) else idx
+    except (KeyError, TypeError):
+        pos = idx
+    label = f"row {pos}"
+    extra = [f"{c}={df.at[idx, c]!r}" for c in ("run_id", "pair") if c in df.columns]
+    if extra:
+        label += " (" + ", ".join(extra) + ")"
+    return label
+
+
+def _src(source: str | None) -> str:
+    return f"{source}: " if source else ""
+
+
+def require_columns(df: pd.DataFrame, cols: Iterable[str], source: str | None = None) -> None:
+    """Raise FitError naming every missing column (and the columns that are there)."""
+    if not isinstance(df, pd.DataFrame):
+        raise FitError(f"{_src(source)}expected a pandas DataFrame, got {type(df).__name__}")
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise FitError(
+            f"{_src(source)}missing column(s) {missing}; the table has {list(df.columns)} "
+            "(map other names with columns={'n': 'params', ...} or --columns n=params)",
+            column=missing[0],
+            source=source,
+        )
+
+
+def check_numeric(df: pd.DataFrame, col: str, source: str | None = None) -> np.ndarray:
+    """Return ``df[col]`` as float64, or raise naming the first row that is not a number."""
+    require_columns(df, [col], source)
+    s = df[col]
+    if pd.api.types.is_bool_dtype(s):
+        return s.to_numpy(dtype=np.float64)
+    conv = pd.to_numeric(s, errors="coerce")
+    bad = conv.isna() & s.notna()
+    if bad.any():
+        idx = bad[bad].index[0]
+        raise FitError(
+            f"{_src(source)}column {col!r}, {_row_label(df, idx)}: expected a number, "
+            f"got {s.loc[idx]!r}",
+            column=col,
+            row=idx,
+            source=source,
+        )
+    return conv.to_numpy(dtype=np.float64)
+
+
+def check_finite_positive(
+    df: pd.DataFrame, col: str, source: str | None = None, *, allow_zero: bool = False
+) -> np.ndarray:
+    """Values of ``col`` as float64; FitError naming the first NaN/inf/non-positive row."""
+    x = check_numeric(df, col, source)
+    bad = ~np.isfinite(x) | ((x < 0) if allow_zero else (x <= 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        idx = df.index[i]
+        what = "non-negative" if allow_zero else "positive"
+        raise FitError(
+            f"{_src(source)}column {col!r}, {_row_label(df, idx)}: expected a finite {what} "
+            f"number, got {x[i]!r} ({int(bad.sum())} bad row(s) in total; "
+            "pass drop_invalid=True / --drop-invalid to drop them)",
+            column=col,
+            row=idx,
+            source=source,
+        )
+    return x
+
+
+def check_weights(df: pd.DataFrame, col: str = "weight", source: str | None = None) -> np.ndarray:
+    """Sampling weights as float64; FitError naming the first row outside [0, 1] or not finite."""
+    x = check_numeric(df, col, source)
+    bad = ~np.isfinite(x) | (x < 0) | (x > 1)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        idx = df.index[i]
+        raise FitError(
+            f"{_src(source)}column {col!r}, {_row_label(df, idx)}: a sampling weight must lie "
+            f"in [0, 1], got {x[i]!r}",
+            column=col,
+            row=idx,
+            source=source,
+        )
+    return x
+
+
+def check_min_points(n_points: int, n_params: int, law: str, what: str = "points") -> None:
+    """FitError when a law with ``n_params`` free parameters gets fewer than that many points."""
+    if n_points < n_params:
+        raise FitError(
+            f"law {law!r} has {n_params} free parameters but only {n_points} {what} were given; "
+            f"need at least {n_params}"
+        )
+
+
+def drop_invalid_rows(
+    df: pd.DataFrame, cols: Sequence[str], *, positive: Sequence[str] = ()
+) -> tuple[pd.DataFrame, int]:
+    """Drop rows with non-numeric/non-finite values in ``cols`` (non-positive in ``positive``).
+
+    Returns the kept rows and the number dropped; callers report that count.
+    """
+    keep = pd.Series(True, index=df.index)
+    for c in cols:
+        v = pd.to_numeric(df[c], errors="coerce")
+        ok = np.isfinite(v.to_numpy(dtype=np.float64))
+        if c in positive:
+            ok &= v.to_numpy(dtype=np.float64) > 0
+        keep &= ok
+    return df[keep.to_numpy()], int((~keep).sum())
+
+
+# -- column mapping -------------------------------------------------------------------------------
+
+
+def parse_column_map(spec: str | Mapping[str, str] | None) -> dict[str, str]:
+    """``"n=params,loss=val_loss"`` (or a dict) -> ``{"n": "params", "loss": "val_loss"}``.
+
+    Keys are the names `fitting` expects; values are the user's column names.
+    """
+    if spec is None or spec == "":
+        return {}
+    if isinstance(spec, Mapping):
+        return {str(k): str(v) for k, v in spec.items()}
+    out: dict[str, str] = {}
+    for item in str(spec).split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if "=" not in item:
+            raise FitError(
+                f"column mapping item {item!r} must look like ours=theirs, e.g. n=params"
+            )
+        k, v = (t.strip() for t in item.split("=", 1))
+        if not k or not v:
+            raise FitError(f"column mapping item {item!r} has an empty side")
+        out[k] = v
+    return out
+
+
+def apply_column_map(
+    df: pd.DataFrame, columns: str | Mapping[str, str] | None, source: str | None = None
+) -> pd.DataFrame:
+    """Rename the user's columns to ours (``{ours: theirs}``); FitError if a mapped one is absent."""
+    cmap = parse_column_map(columns)
+    if not cmap:
+        return df
+    absent = [theirs for theirs in cmap.values() if theirs not in df.columns]
+    if absent:
+        raise FitError(
+            f"{_src(source)}column mapping refers to missing column(s) {absent}; "
+            f"the table has {list(df.columns)}",
+            column=absent[0],
+            source=source,
+        )
+    return df.rename(columns={theirs: ours for ours, theirs in cmap.items()})
+
+
+# -- reading and writing ----------------------------------------------------------------------
+
+
+def _is_gcs(path: str) -> bool:
+    return str(path).startswith("gs://")
+
+
+def _open(path: str, mode: str = "r"):
+    """Open a local path, or a ``gs://`` path through a lazy ``tensorflow.io.gfile`` import."""
+    if _is_gcs(path):
+        try:
+            from tensorflow.io import gfile  # lazy: only for gs:// paths
+        except ImportError as e:  # pragma: no cover - depends on the environment
+            raise FitError(
+                f"{path}: reading gs:// paths needs tensorflow (tensorflow.io.gfile): {e}"
+            ) from e
+        return gfile.GFile(path, mode)
+    return open(path, mode, encoding=None if "b" in mode else "utf-8")
+
+
+def _exists(path: str) -> bool:
+    if _is_gcs(path):
+        from tensorflow.io import gfile
+
+        return bool(gfile.exists(path))
+    return os.path.exists(path)
+
+
+def read_table(
+    path_or_df: str | os.PathLike | pd.DataFrame,
+    columns: str | Mapping[str, str] | None = None,
+) -> pd.DataFrame:
+    """Read a CSV or Parquet table (or take a DataFrame), renaming mapped columns to ours.
+
+    ``columns`` maps our names to the user's, e.g. ``"n=params,loss=val_loss"``. A directory (or
+    list of directories) holding ``run.json`` is read as run directories via :func:`collect_runs`.
+    """
+    if isinstance(path_or_df, pd.DataFrame):
+        return apply_column_map(path_or_df.copy(), columns, "table")
+    path = os.fspath(path_or_df)
+    if not _is_gcs(path) and os.path.isdir(path):
+        if os.path.exists(os.path.join(path, "run.json")):
+            return apply_column_map(collect_runs([path]), columns, path)
+        subdirs = sorted(
+            os.path.join(path, d)
+            for d in os.listdir(path)
+            if os.path.exists(os.path.join(path, d, "run.json"))
+        )
+        if not subdirs:
+            raise FitError(f"{path}: a directory but neither a run directory nor a folder of them")
+        return apply_column_map(collect_runs(subdirs), columns, path)
+    if not _exists(path):
+        raise FitError(f"{path}: no such file", source=path)
+    lower = path.lower()
+    try:
+        if lower.endswith((".parquet", ".pq")):
+            with _open(path, "rb") as f:
+                df = pd.read_parquet(f)
+        elif lower.endswith((".csv", ".csv.gz", ".tsv", ".txt")):
+            sep = "\t" if lower.endswith(".tsv") else ","
+            with _open(path, "rb") as f:
+                df = pd.read_csv(f, sep=sep, compression="gzip" if lower.endswith(".gz") else None)
+        elif lower.endswith(".jsonl"):
+            with _open(path, "rb") as f:
+                df = pd.read_json(f, lines=True)
+        else:
+            raise FitError(
+                f"{path}: unknown table format; expected .csv, .csv.gz, .tsv, .parquet or .jsonl",
+                source=path,
+            )
+    except FitError:
+        raise
+    except Exception as e:  # pandas/pyarrow errors: say which file
+        raise FitError(f"{path}: could not read table: {e}", source=path) from e
+    return apply_column_map(df, columns, path)
+
+
+def write_table(df: pd.DataFrame, path: str | os.PathLike) -> str:
+    """Write CSV or Parquet (by extension); returns the path. Parent directories are created."""
+    path = os.fspath(path)
+    if not _is_gcs(path):
+        parent = os.path.dirname(os.path.abspath(path))
+        os.makedirs(parent, exist_ok=True)
+    lower = path.lower()
+    if lower.endswith((".parquet", ".pq")):
+        with _open(path, "wb") as f:
+            df.to_parquet(f, index=False)
+    elif lower.endswith((".csv", ".csv.gz")):
+        if _is_gcs(path):
+            with _open(path, "w") as f:
+                f.write(df.to_csv(index=False))
+        else:
+            df.to_csv(path, index=False)
+    else:
+        raise FitError(f"{path}: unknown table format; use .csv, .csv.gz or .parquet", source=path)
+    return path
+
+
+# -- run directories ------------------------------------------------------------------------------
+
+_METRIC_FIELDS = {
+    "step": (int,),
+    "task": (str,),
+    "eval_set": (str,),
+    "metric": (str,),
+    "value": (int, float),
+}
+
+
+def _get(d: Mapping, dotted: str, source: str, default: Any = ...) -> Any:
+    cur: Any = d
+    for part in dotted.split("."):
+        if not isinstance(cur, Mapping) or part not in cur:
+            if default is not ...:
+                return default
+            raise FitError(f"{source}: missing field {dotted!r}", column=dotted, source=source)
+        cur = cur[part]
+    return cur
+
+
+def _read_run_json(run_dir: str) -> dict:
+    path = f"{run_dir.rstrip('/')}/run.json"
+    if not _exists(path):
+        raise FitError(f"{path}: no such file (is {run_dir!r} a run directory?)", source=path)
+    with _open(path) as f:
+        text = f.read()
+    try:
+        meta = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise FitError(f"{path}: line {e.lineno}: invalid JSON: {e.msg}", source=path) from e
+    if not isinstance(meta, dict):
+        raise FitError(f"{path}: expected a JSON object", source=path)
+    return meta
+
+
+def _read_metrics(path: str) -> list[dict]:
+    rows: list[dict] = []
+    if not _exists(path):
+        raise FitError(f"{path}: no such file", source=path)
+    with _open(path) as f:
+        for lineno, line in enumerate(f, start=1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise FitError(f"{path}: line {lineno}: invalid JSON: {e.msg}", source=path) from e
+            if not isinstance(rec, dict):
+                raise FitError(f"{path}: line {lineno}: expected a JSON object", source=path)
+            for key, types in _METRIC_FIELDS.items():
+                if key not in rec:
+                    raise FitError(
+                        f"{path}: line {lineno}: missing field {key!r}", column=key, source=path
+                    )
+                v = rec[key]
+                if isinstance(v, bool) or not isinstance(v, types):
+                    if key == "value" and v is None:
+                        v = math.nan  # a diverged evaluation written as null
+                    else:
+                        raise FitError(
+                            f"{path}: line {lineno}: field {key!r} should be "
+                            f"{'/'.join(t.__name__ for t in types)}, got {v!r}",
+                            column=key,
+                            source=path,
+                        )
+                rec[key] = v
+            rec["_line"] = lineno
+            rows.append(rec)
+    return rows
+
+
+def read_run_dir(run_dir: str | os.PathLike) -> pd.DataFrame:
+    """One run directory (run.json + metrics.jsonl) -> its rows of the tidy table."""
+    run_dir = os.fspath(run_dir)
+    meta = _read_run_json(run_dir)
+    src = f"{run_dir.rstrip('/')}/run.json"
+    params = _get(meta, "model.params", src, {}) or {}
+    weights = _get(meta, "mixture.weights", src, {}) or {}
+    caps = _get(meta, "mixture.caps", src, {}) or {}
+    run_id = str(_get(meta, "run_id", src))
+    metrics = _read_metrics(f"{run_dir.rstrip('/')}/metrics.jsonl")
+    mpath = f"{run_dir.rstrip('/')}/metrics.jsonl"
+    recs = []
+    for r in metrics:
+        if "run_id" in r and str(r["run_id"]) != run_id:
+            raise FitError(
+                f"{mpath}: line {r['_line']}: run_id {r['run_id']!r} differs from run.json's "
+                f"{run_id!r}",
+                column="run_id",
+                source=mpath,
+            )
+        pair = r["task"]
+        cap = caps.get(pair) if isinstance(caps, Mapping) else None
+        recs.append(
+            {
+                "run_id": run_id,
+                "study": str(meta.get("study", "")),
+                "family": str(_get(meta, "model.family", src, "")),
+                "size": str(_get(meta, "model.size", src, "")),
+                "n": params.get("non_embedding"),
+                "n_enc": params.get("encoder"),
+                "n_dec": params.get("decoder"),
+                "pair": pair,
+                "weight": float(weights[pair]) if pair in weights else math.nan,
+                "data_size": math.nan if cap is None else float(cap),
+                "eval_set": r["eval_set"],
+                "metric": r["metric"],
+                "step": int(r["step"]),
+                "tokens": r.get("tokens"),
+                "value": float(r["value"]),
+            }
+        )
+    df = pd.DataFrame.from_records(recs, columns=[c for c in TIDY_COLUMNS if c != "final"])
+    if len(df):
+        # Duplicates of (step, task, eval_set, metric) violate the schema: keep the last, but say so
+        # by failing loudly - a resumed run must never write one.
+        dup = df.duplicated(["step", "pair", "eval_set", "metric"], keep=False)
+        if dup.any():
+            i = int(np.flatnonzero(dup.to_numpy())[0])
+            raise FitError(
+                f"{mpath}: line {metrics[i]['_line']}: duplicate (step, task, eval_set, metric) "
+                f"= ({df.step.iat[i]}, {df.pair.iat[i]!r}, {df.eval_set.iat[i]!r}, "
+                f"{df.metric.iat[i]!r})",
+                source=mpath,
+            )
+        # "final": rows at the run's last evaluated step of that (pair, eval_set, metric) series
+        # among evaluation metrics; train-only rows get their own last step.
+        last = df.groupby(["eval_set", "metric"])["step"].transform("max")
+        df["final"] = df["step"] == last
+    else:
+        df["final"] = pd.Series(dtype=bool)
+    return df
+
+
+def collect_runs(run_dirs: str | os.PathLike | Iterable[str | os.PathLike]) -> pd.DataFrame:
+    """Collect run directories (local or ``gs://``) into the tidy table of the metrics schema."""
+    if isinstance(run_dirs, str | os.PathLike):
+        run_dirs = [run_dirs]
+    frames = [read_run_dir(d) for d in run_dirs]
+    if not frames:
+        raise FitError("collect_runs: no run directories given")
+    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    return _coerce_tidy(df)
+
+
+def _coerce_tidy(df: pd.DataFrame) -> pd.DataFrame:
+    for c, kind in TIDY_COLUMNS.items():
+        if c not in df.columns:
+            continue
+        if kind == "int":
+            df[c] = pd.to_numeric(df[c], errors="coerce").astype("Int64")
+        elif kind == "float":
+            df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
+        elif kind == "bool":
+            df[c] = df[c].astype(bool)
+        else:
+            df[c] = df[c].astype(str)
+    return df.reset_index(drop=True)
+
+
+def validate_tidy(df: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
+    """Check the columns the laws use (n, pair, weight, eval_set, metric, step, value)."""
+    require_columns(df, ["n", "pair", "eval_set", "metric", "value"], source)
+    check_finite_positive(df, "n", source)
+    if "weight" in df.columns:
+        w = pd.to_numeric(df["weight"], errors="coerce")
+        sub = df[w.notna()]
+        if len(sub):
+            check_weights(sub, "weight", source)
+    return df
+
+
+def final_losses(
+    df: pd.DataFrame,
+    *,
+    eval_set: str = "validation",
+    metric: str = "loss",
+    source: str | None = None,
+    drop_invalid: bool = False,
+) -> tuple[pd.DataFrame, int]:
+    """Rows at each run's final step for one (eval_set, metric), with finite positive values.
+
+    Returns ``(rows, n_dropped)``; without ``drop_invalid`` a bad value raises FitError naming it.
+    When the table has no ``final`` column the largest step per (run, pair) is used.
+    """
+    require_columns(df, ["pair", "n", "value"], source)
+    sub = df
+    if "eval_set" in sub.columns:
+        sub = sub[sub["eval_set"].astype(str) == eval_set]
+    if "metric" in sub.columns:
+        sub = sub[sub["metric"].astype(str) == metric]
+    if not len(sub):
+        have = (
+            sorted(df[["eval_set", "metric"]].drop_duplicates().astype(str).agg("/".join, axis=1))
+            if {"eval_set", "metric"} <= set(df.columns)
+            else []
+        )
+        raise FitError(
+            f"{_src(source)}no rows with eval_set={eval_set!r} and metric={metric!r}; "
+            f"available eval_set/metric: {have}",
+            column="metric",
+            source=source,
+        )
+    if "final" in sub.columns:
+        fin = sub["final"]
+        if fin.dtype != bool:
+            fin = fin.astype(str).str.lower().isin(["true", "1", "1.0"])
+        sub = sub[fin.to_numpy()]
+    elif "step" in sub.columns and "run_id" in sub.columns:
+        last = sub.groupby(["run_id", "pair"])["step"].transform("max")
+        sub = sub[sub["step"] == last]
+    n_dropped = 0
+    if drop_invalid:
+        sub, n_dropped = drop_invalid_rows(sub, ["n", "value"], positive=["n", "value"])
+    check_finite_positive(sub, "n", source)
+    check_finite_positive(sub, "value", source)
+    return sub.copy(), n_dropped
