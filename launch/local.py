@@ -1,0 +1,108 @@
+"""Run a study's runs one after another on this host (CPU, or one multi-device host).
+
+Each run is an ordinary `mnmt.trainer.train` call writing its own run directory
+(docs/metrics_schema.md), so a study interrupted at any point resumes where it stopped: finished
+runs are skipped and an unfinished run continues from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import time
+from pathlib import Path
+
+from launch.progress import StudyProgress
+from launch.study import RunSpec, StudySpec
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyData:
+    """What the data stage of a study produced, shared by all of its runs."""
+
+    vocabulary_path: str
+    tasks: dict[str, str]  # pair -> SeqIO task name
+    irreducible_loss: dict[str, dict[str, float]]  # pair -> eval set -> exact L∞ (nats/token)
+
+
+def seqio_name(text: str) -> str:
+    """A SeqIO-safe registry name (letters, digits, '_', '.', ':')."""
+    return re.sub(r"[^\w.:]", "_", text)
+
+
+def run_status(run_dir: Path) -> str | None:
+    """`finished`, `running` (started, not finished) or None (never started)."""
+    path = run_dir / "run.json"
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text()).get("status", "running")
+    except json.JSONDecodeError:
+        return "running"  # a run.json being rewritten; the trainer decides whether it can resume
+
+
+def register_run_mixture(spec: StudySpec, run: RunSpec, data: StudyData) -> str:
+    """Register (idempotently) the SeqIO mixture of one run's weights and return its name."""
+    from mnmt.data import mixtures
+
+    tag = run.run_id.split("_", 1)[1].rsplit("_", 1)[0]  # e.g. "p0.50" or "w0.20-0.30-0.50"
+    name = seqio_name(f"{spec.name}_{tag}")
+    trained = {data.tasks[pair]: w for pair, w in run.weights.items() if w > 0}
+    return mixtures.register_weighted_mixture(name, trained)
+
+
+def make_train_config(spec: StudySpec, run: RunSpec, data: StudyData, run_dir: Path):
+    """The trainer configuration of one run of `spec`."""
+    from mnmt.trainer import TrainConfig
+
+    return TrainConfig(
+        model_dir=str(run_dir),
+        mixture_or_task_name=register_run_mixture(spec, run, data),
+        model_size=run.size,
+        vocabulary_path=data.vocabulary_path,
+        feature_lengths=spec.lengths,
+        batch_size=spec.batch_size,
+        train_steps=spec.train_steps,
+        eval_tasks={pair: data.tasks[pair] for pair in spec.pairs},
+        eval_sets=tuple(spec.eval_sets),
+        eval_every=spec.eval_every,
+        checkpoint_every=spec.checkpoint_every,
+        learning_rate=spec.learning_rate,
+        warmup_steps=spec.warmup_steps,
+        dropout_rate=spec.dropout_rate,
+        seed=run.seed,
+        decode_at_end=spec.decode_at_end,
+        num_decode_examples=spec.num_decode_examples,
+        run_id=run.run_id,
+        study=spec.name,
+        mixture_weights=dict(run.weights),
+        mixture_caps={pair: None for pair in spec.pairs},
+        extra={"irreducible_loss": data.irreducible_loss, "data_preset": spec.data_preset},
+    )
+
+
+def run_all(
+    spec: StudySpec,
+    runs: list[RunSpec],
+    data: StudyData,
+    runs_dir: Path,
+    progress: StudyProgress,
+) -> list[Path]:
+    """Train every run of the study that has not finished; return all run directories."""
+    from mnmt.trainer import train
+
+    run_dirs = []
+    for run in runs:
+        run_dir = runs_dir / run.run_id
+        run_dirs.append(run_dir)
+        if run_status(run_dir) == "finished":
+            progress.skip_run(run.run_id)
+            continue
+        progress.start_run(run.run_id)
+        start = time.monotonic()
+        summary = train(make_train_config(spec, run, data, run_dir), progress=progress.update)
+        losses = getattr(summary, "final_eval", {}) or {}
+        text = ", ".join(f"{pair} loss {value:.3f}" for pair, value in losses.items())
+        progress.finish_run(run.run_id, text, wall_s=time.monotonic() - start)
+    return run_dirs

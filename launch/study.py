@@ -1,0 +1,185 @@
+"""Studies: a grid of model sizes x mixture weights x seeds, expanded into runs.
+
+A study follows Fernandes et al. 2023 §3: every language pair is trained in mixtures whose
+sampling weights vary over a grid (two pairs: p for the first pair and 1 - p for the second;
+K pairs: points of a simplex grid), every model size of a zoo is trained on every mixture, and
+every run is evaluated on every pair (p = 0 still means "evaluated, not trained").
+
+`StudySpec` is gin-configurable, so a study is a gin file in `t5x_configs/studies/`; the built-in
+CPU presets are plain Python values in `PRESETS`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from collections.abc import Sequence
+
+import gin
+
+# Fernandes et al. 2023 §3.2: weights of the first pair in two-pair mixtures.
+FERNANDES_TWO_PAIR_GRID: tuple[float, ...] = (0.0, 0.05, 0.1, 0.3, 0.5, 0.7, 0.9, 0.95, 1.0)
+
+
+class StudyError(ValueError):
+    """A study definition that cannot be run; the message names the field and what was expected."""
+
+
+@gin.configurable("StudySpec")
+@dataclasses.dataclass(frozen=True)
+class StudySpec:
+    """Everything that defines a study. Sizes and weights span the grid; the rest is shared.
+
+    `weights` holds one entry per mixture: a number p (two pairs: p for `pairs[0]`, 1 - p for
+    `pairs[1]`) or a sequence with one weight per pair (any number of pairs; normalised to sum 1).
+    """
+
+    name: str = "cpu-default"
+    data_preset: str = "cpu-tiny"
+    pairs: tuple[str, ...] = ("en-de", "en-zh")
+    sizes: tuple[str, ...] = ("mini-1", "mini-2", "mini-3", "mini-4")
+    weights: tuple = (0.3, 0.5, 0.7)
+    seeds: tuple[int, ...] = (0,)
+    train_steps: int = 800
+    batch_size: int = 48
+    feature_lengths: tuple[tuple[str, int], ...] = (("inputs", 32), ("targets", 32))
+    eval_every: int = 100
+    checkpoint_every: int = 200
+    learning_rate: float = 1.0
+    warmup_steps: int = 100
+    dropout_rate: float = 0.0
+    vocab_size: int = 512
+    decode_at_end: bool = True
+    num_decode_examples: int = 64
+    eval_sets: tuple[str, ...] = ("validation",)
+    # Sizes (non-embedding parameters) at which the report predicts beyond the trained grid.
+    report_target_sizes: tuple[float, ...] = (2e6, 8e6)
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    @property
+    def lengths(self) -> dict[str, int]:
+        return dict(self.feature_lengths)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """One training run of a study."""
+
+    run_id: str
+    size: str
+    weights: dict[str, float]  # pair -> sampling weight (sums to 1)
+    seed: int
+
+    @property
+    def trained_pairs(self) -> list[str]:
+        return [pair for pair, w in self.weights.items() if w > 0]
+
+
+def validate(spec: StudySpec) -> None:
+    """Raise StudyError naming the first field of `spec` that cannot be run."""
+    if not spec.name or any(c in spec.name for c in "/\\ "):
+        raise StudyError(f"StudySpec.name: expected a non-empty name without '/', '\\' or spaces, got {spec.name!r}")
+    if len(spec.pairs) < 1 or len(set(spec.pairs)) != len(spec.pairs):
+        raise StudyError(f"StudySpec.pairs: expected distinct language pairs, got {spec.pairs!r}")
+    for pair in spec.pairs:
+        parts = pair.split("-")
+        if len(parts) != 2 or not all(parts):
+            raise StudyError(f"StudySpec.pairs: expected pairs like 'en-de', got {pair!r}")
+    if not spec.sizes:
+        raise StudyError("StudySpec.sizes: expected at least one model size")
+    if not spec.weights:
+        raise StudyError("StudySpec.weights: expected at least one mixture")
+    for w in spec.weights:
+        mixture_weights(spec.pairs, w)
+    if not spec.seeds:
+        raise StudyError("StudySpec.seeds: expected at least one seed")
+    for field in ("train_steps", "batch_size", "eval_every", "checkpoint_every", "vocab_size"):
+        value = getattr(spec, field)
+        if not isinstance(value, int) or value <= 0:
+            raise StudyError(f"StudySpec.{field}: expected a positive integer, got {value!r}")
+    lengths = dict(spec.feature_lengths)
+    if set(lengths) != {"inputs", "targets"} or any(v <= 0 for v in lengths.values()):
+        raise StudyError(
+            f"StudySpec.feature_lengths: expected positive 'inputs' and 'targets' lengths, got {lengths!r}"
+        )
+
+
+def mixture_weights(pairs: Sequence[str], w: float | Sequence[float]) -> dict[str, float]:
+    """The per-pair sampling weights of one grid point (see `StudySpec.weights`)."""
+    if isinstance(w, int | float):
+        if len(pairs) != 2:
+            raise StudyError(
+                f"StudySpec.weights: a single number p needs exactly two pairs, got {len(pairs)} pairs; "
+                "give one weight per pair instead"
+            )
+        p = float(w)
+        if not (0.0 <= p <= 1.0) or math.isnan(p):
+            raise StudyError(f"StudySpec.weights: expected p in [0, 1], got {w!r}")
+        return {pairs[0]: p, pairs[1]: 1.0 - p}
+    values = [float(x) for x in w]
+    if len(values) != len(pairs):
+        raise StudyError(
+            f"StudySpec.weights: expected {len(pairs)} weights (one per pair {list(pairs)}), got {list(w)!r}"
+        )
+    if any(math.isnan(x) or x < 0 for x in values) or sum(values) <= 0:
+        raise StudyError(f"StudySpec.weights: expected non-negative weights with a positive sum, got {list(w)!r}")
+    total = sum(values)
+    return {pair: x / total for pair, x in zip(pairs, values, strict=True)}
+
+
+def simplex_grid(num_pairs: int, resolution: int) -> list[tuple[float, ...]]:
+    """All weight vectors on the K-simplex with coordinates in multiples of 1/resolution."""
+    if num_pairs < 1 or resolution < 1:
+        raise StudyError(f"simplex_grid: expected num_pairs >= 1 and resolution >= 1, got {num_pairs}, {resolution}")
+    points = []
+    for combo in itertools.product(range(resolution + 1), repeat=num_pairs - 1):
+        if sum(combo) <= resolution:
+            last = resolution - sum(combo)
+            points.append(tuple(c / resolution for c in (*combo, last)))
+    return points
+
+
+def run_id(size: str, weights: dict[str, float], seed: int) -> str:
+    """Stable, readable run id: `mini-2_p0.50_s0` for two pairs, `mini-2_w0.20-0.30-0.50_s0` for K."""
+    values = list(weights.values())
+    if len(values) == 2:
+        tag = f"p{values[0]:.2f}"
+    else:
+        tag = "w" + "-".join(f"{v:.2f}" for v in values)
+    return f"{size}_{tag}_s{seed}"
+
+
+def expand(spec: StudySpec) -> list[RunSpec]:
+    """The study's runs, smallest size first within each mixture (cheap results arrive early)."""
+    runs = []
+    for w, seed, size in itertools.product(spec.weights, spec.seeds, spec.sizes):
+        weights = mixture_weights(spec.pairs, w)
+        runs.append(RunSpec(run_id=run_id(size, weights, seed), size=size, weights=weights, seed=seed))
+    ids = [r.run_id for r in runs]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise StudyError(f"StudySpec.weights/sizes/seeds: the grid repeats runs {duplicates}")
+    return runs
+
+
+PRESETS: dict[str, StudySpec] = {
+    # The main job: 4 mini sizes x 3 weights on the 2-pair synthetic family (SPEC §6).
+    "default": StudySpec(),
+    # A miniature of the main job for the integration test and CI (at most ~2 minutes).
+    "ci": StudySpec(
+        name="cpu-ci",
+        sizes=("mini-1", "mini-2", "mini-3", "mini-4"),
+        weights=(0.5,),
+        train_steps=150,
+        batch_size=32,
+        eval_every=50,
+        checkpoint_every=100,
+        warmup_steps=50,
+        decode_at_end=True,
+        num_decode_examples=16,
+        report_target_sizes=(2e6,),
+    ),
+}

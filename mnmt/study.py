@@ -1,0 +1,288 @@
+"""`mnmt-study`: the main job — train a study's grid, export its metrics, fit the laws, report.
+
+    mnmt-study run                          # the built-in CPU study (preset "default")
+    mnmt-study run --preset ci --out DIR    # a 2-minute miniature
+    mnmt-study run t5x_configs/studies/fernandes_en_de_zh.gin --gin.StudySpec.train_steps=2000
+    mnmt-study plan [STUDY]                 # list the runs without training
+    mnmt-study presets                      # list the built-in presets
+
+Stages (each resumable, so re-running the same command picks up where it stopped):
+1. data: the synthetic family's shared SentencePiece vocabulary, SeqIO tasks, exact L∞ per pair;
+2. train: one run directory per (size, mixture weights, seed) under OUT/runs/;
+3. export: OUT/metrics.csv, the tidy table of docs/metrics_schema.md;
+4. fit + report: OUT/report/ (Markdown, HTML, PNG figures, fits.json).
+
+Errors in the command line or the study (unknown preset, unreadable study file, an output
+directory that cannot be written or that holds a different study) print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import gin
+
+from launch.study import PRESETS, StudyError, StudySpec, expand
+
+EXIT_USAGE = 2
+STUDY_FILE = "study.json"
+
+
+class UsageError(Exception):
+    """A problem with the command line or its inputs; reported in one line with exit status 2."""
+
+
+def repo_root() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+def load_spec(study: str | None, preset: str | None, gin_bindings: Sequence[str]) -> StudySpec:
+    """The StudySpec named by a preset or a gin file, with `--gin.NAME=value` overrides applied."""
+    if study and preset:
+        raise UsageError("give either a study gin file or --preset, not both")
+    if study is None:
+        name = preset or "default"
+        if name not in PRESETS:
+            raise UsageError(f"unknown preset {name!r}; expected one of: {', '.join(sorted(PRESETS))}")
+        base = PRESETS[name]
+        if not gin_bindings:
+            return base
+        overrides = _parse_bindings(gin_bindings)
+        try:
+            return dataclasses.replace(base, **overrides)
+        except TypeError as err:
+            raise UsageError(f"--gin: {err}") from err
+    path = Path(study)
+    if not path.is_file():
+        candidate = repo_root() / "t5x_configs" / "studies" / study
+        path = candidate if candidate.is_file() else candidate.with_suffix(".gin")
+    if not path.is_file():
+        raise UsageError(f"study file not found: {study}")
+    gin.clear_config()
+    try:
+        gin.parse_config_files_and_bindings(
+            [str(path)], list(gin_bindings), skip_unknown=False, finalize_config=False
+        )
+        return StudySpec()
+    except (ValueError, KeyError, SyntaxError, OSError) as err:
+        raise UsageError(f"{path}: {str(err).splitlines()[0]}") from err
+
+
+def _parse_bindings(bindings: Sequence[str]) -> dict:
+    """`StudySpec.train_steps=100` style bindings applied to a preset (values parsed as gin does)."""
+    overrides = {}
+    for binding in bindings:
+        name, sep, value = binding.partition("=")
+        field = name.strip().removeprefix("StudySpec.")
+        if not sep or field not in {f.name for f in dataclasses.fields(StudySpec)}:
+            raise UsageError(f"--gin.{binding}: expected StudySpec.FIELD=VALUE with a StudySpec field")
+        try:
+            parsed = gin.config.parse_value(value.strip())
+        except (ValueError, SyntaxError) as err:
+            raise UsageError(f"--gin.{binding}: cannot parse value {value!r}") from err
+        overrides[field] = tuple(parsed) if isinstance(parsed, list) else parsed
+    return overrides
+
+
+def prepare_out_dir(out: Path, spec: StudySpec) -> None:
+    """Create OUT (if needed), check it is writable, and refuse one that holds a different study."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"output path is not a directory: {out}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".write-test-{os.getpid()}"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as err:
+        raise UsageError(f"cannot write to output directory {out}: {err.strerror or err}") from err
+    record = out / STUDY_FILE
+    current = _spec_json(spec)
+    if record.exists():
+        try:
+            previous = json.loads(record.read_text())
+        except json.JSONDecodeError as err:
+            raise UsageError(f"{record}: not valid JSON ({err}); move it away or use another --out") from err
+        differing = sorted(k for k in set(previous) | set(current) if previous.get(k) != current.get(k))
+        if differing:
+            raise UsageError(
+                f"{out} holds a different study (fields differ: {', '.join(differing)}); "
+                "use another --out to keep both"
+            )
+        return
+    _atomic_write(record, json.dumps(current, indent=2, sort_keys=True) + "\n")
+
+
+def _spec_json(spec: StudySpec) -> dict:
+    return json.loads(json.dumps(dataclasses.asdict(spec)))
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def prepare_data(spec: StudySpec, out: Path, log):
+    """Stage 1: vocabulary, SeqIO tasks and the exact irreducible loss of every eval set."""
+    from launch.local import StudyData
+    from mnmt.data import synthetic, tasks, vocab
+
+    data_dir = out / "data"
+    data_dir.mkdir(exist_ok=True)
+    family = synthetic.get_family(spec.data_preset)
+    missing = sorted(set(spec.pairs) - set(family.pairs))
+    if missing:
+        raise UsageError(
+            f"StudySpec.pairs: {missing} not in data preset {spec.data_preset!r} (has {family.pairs})"
+        )
+    vocab_path = data_dir / "spm.model"
+    if not vocab_path.exists():
+        log(f"data: training a {spec.vocab_size}-piece SentencePiece vocabulary on {spec.pairs}")
+        trained = vocab.train_vocabulary(family, str(data_dir), spec.vocab_size)
+        if Path(trained) != vocab_path:
+            os.replace(trained, vocab_path)
+            vocab_model_companion = Path(trained).with_suffix(".vocab")
+            if vocab_model_companion.exists():
+                os.replace(vocab_model_companion, vocab_path.with_suffix(".vocab"))
+    task_names = tasks.register_synthetic_tasks(spec.data_preset, str(vocab_path))
+    truth_path = data_dir / "irreducible_loss.json"
+    if truth_path.exists():
+        truth = json.loads(truth_path.read_text())
+    else:
+        vocabulary = vocab.get_vocabulary(str(vocab_path))
+        truth = {
+            pair: {
+                eval_set: float(synthetic.irreducible_loss(family, pair, eval_set, vocabulary))
+                for eval_set in spec.eval_sets
+            }
+            for pair in spec.pairs
+        }
+        _atomic_write(truth_path, json.dumps(truth, indent=2) + "\n")
+    log("data: exact irreducible loss (nats/token): " + ", ".join(
+        f"{pair} {sets[spec.eval_sets[0]]:.3f}" for pair, sets in truth.items()))
+    return StudyData(
+        vocabulary_path=str(vocab_path),
+        tasks={pair: task_names[pair] for pair in spec.pairs},
+        irreducible_loss=truth,
+    )
+
+
+def export_and_report(spec: StudySpec, run_dirs: list[Path], data, out: Path, log):
+    """Stages 3 and 4: the tidy table, the fits and the report."""
+    from fitting.report import write_report
+    from fitting.tables import collect_runs, write_table
+
+    table = collect_runs([str(d) for d in run_dirs])
+    table_path = out / "metrics.csv"
+    write_table(table, str(table_path))
+    log(f"export: {len(table)} rows from {len(run_dirs)} runs -> {table_path}")
+    eval_set = spec.eval_sets[0]
+    report = write_report(
+        table,
+        str(out / "report"),
+        ground_truth={pair: sets[eval_set] for pair, sets in data.irreducible_loss.items()},
+        target_sizes=list(spec.report_target_sizes),
+        title=f"Study {spec.name}",
+        eval_set=eval_set,
+    )
+    return report
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    spec = load_spec(args.study, args.preset, args.gin)
+    out = Path(args.out)
+    prepare_out_dir(out, spec)
+    runs = expand(spec)
+    from launch.local import run_all
+    from launch.progress import StudyProgress
+
+    progress = StudyProgress([(r.run_id, r.size, spec.train_steps) for r in runs])
+    log = progress.message
+    start = time.monotonic()
+    log(f"study {spec.name}: {len(runs)} runs ({len(spec.sizes)} sizes x {len(spec.weights)} "
+        f"mixtures x {len(spec.seeds)} seeds) on {spec.pairs} -> {out}")
+    data = prepare_data(spec, out, log)
+    run_dirs = run_all(spec, runs, data, out / "runs", progress)
+    report = export_and_report(spec, run_dirs, data, out, log)
+    log(_summary(report))
+    log(f"study {spec.name}: finished in {time.monotonic() - start:.0f} s; report: "
+        f"{getattr(report, 'markdown_path', out / 'report')}")
+    return 0
+
+
+def _summary(report) -> str:
+    lines = ["fitted power laws L(N) = beta * N^-alpha + L_inf (per pair and weight):"]
+    for fit in getattr(report, "power_fits", []) or []:
+        lines.append("  " + str(fit))
+    return "\n".join(lines)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    spec = load_spec(args.study, args.preset, args.gin)
+    for run in expand(spec):
+        weights = " ".join(f"{pair}={w:.2f}" for pair, w in run.weights.items())
+        print(f"{run.run_id}\t{run.size}\t{weights}\tseed={run.seed}\tsteps={spec.train_steps}")
+    return 0
+
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    for name, spec in sorted(PRESETS.items()):
+        print(f"{name}\t{len(expand(spec))} runs\tsizes={','.join(spec.sizes)}\tweights={list(spec.weights)}"
+              f"\tsteps={spec.train_steps}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mnmt-study", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, func, help_text in (
+        ("run", cmd_run, "train, export, fit and report a study"),
+        ("plan", cmd_plan, "list a study's runs without training"),
+    ):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("study", nargs="?", help="study gin file (t5x_configs/studies/*.gin)")
+        p.add_argument("--preset", help=f"built-in study: {', '.join(sorted(PRESETS))} (default: default)")
+        p.add_argument("--gin", action="append", default=[], metavar="NAME=VALUE",
+                       help="gin binding, e.g. --gin StudySpec.train_steps=100 (repeatable)")
+        if name == "run":
+            p.add_argument("--out", default="mnmt_study_out", help="output directory (default: %(default)s)")
+        p.set_defaults(func=func)
+    p = sub.add_parser("presets", help="list the built-in presets")
+    p.set_defaults(func=cmd_presets)
+    return parser
+
+
+def _normalise_gin_flags(argv: list[str]) -> list[str]:
+    """Accept T5X-style `--gin.NAME=value` as well as `--gin NAME=value`."""
+    out = []
+    for arg in argv:
+        if arg.startswith("--gin."):
+            out.extend(["--gin", arg[len("--gin."):]])
+        else:
+            out.append(arg)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(_normalise_gin_flags(list(sys.argv[1:] if argv is None else argv)))
+    try:
+        return args.func(args)
+    except (UsageError, StudyError) as err:
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        print(f"mnmt-study: error: {first_line}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("mnmt-study: interrupted; re-run the same command to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

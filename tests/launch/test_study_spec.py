@@ -1,0 +1,104 @@
+"""Study expansion: the grid of sizes x weights x seeds, and the errors for bad studies."""
+
+import io
+
+import pytest
+
+from launch.progress import StudyProgress, format_duration
+from launch.study import (
+    FERNANDES_TWO_PAIR_GRID,
+    PRESETS,
+    StudyError,
+    StudySpec,
+    expand,
+    mixture_weights,
+    simplex_grid,
+)
+
+
+def test_two_pair_grid_expands_every_size_weight_and_seed_once():
+    spec = StudySpec(sizes=("mini-1", "mini-2"), weights=FERNANDES_TWO_PAIR_GRID, seeds=(0, 1))
+    runs = expand(spec)
+    assert len(runs) == 2 * len(FERNANDES_TWO_PAIR_GRID) * 2
+    assert len({r.run_id for r in runs}) == len(runs)
+    for run in runs:
+        assert set(run.weights) == {"en-de", "en-zh"}
+        assert sum(run.weights.values()) == pytest.approx(1.0)
+    p0 = [r for r in runs if r.weights["en-de"] == 0.0]
+    assert p0 and all(r.trained_pairs == ["en-zh"] for r in p0)
+
+
+def test_k_pair_weights_are_normalised_and_named_by_all_weights():
+    spec = StudySpec(pairs=("en-de", "en-fr", "en-zh"), weights=((1, 1, 2), (0, 0, 1)), sizes=("mini-1",))
+    runs = expand(spec)
+    assert runs[0].weights == pytest.approx({"en-de": 0.25, "en-fr": 0.25, "en-zh": 0.5})
+    assert runs[0].run_id == "mini-1_w0.25-0.25-0.50_s0"
+    assert runs[1].trained_pairs == ["en-zh"]
+
+
+def test_simplex_grid_covers_the_simplex_exactly():
+    grid = simplex_grid(3, 4)
+    assert len(grid) == 15  # C(4 + 2, 2)
+    assert all(sum(w) == pytest.approx(1.0) and min(w) >= 0 for w in grid)
+    assert len(set(grid)) == len(grid)
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"weights": (1.2,)}, "weights"),
+        ({"weights": (float("nan"),)}, "weights"),
+        ({"weights": ((0.5, 0.5, 0.0),)}, "weights"),
+        ({"weights": ((0.0, 0.0),)}, "weights"),
+        ({"pairs": ("en-de", "en-fr", "en-zh"), "weights": (0.5,)}, "weights"),
+        ({"pairs": ("ende", "en-zh")}, "pairs"),
+        ({"sizes": ()}, "sizes"),
+        ({"train_steps": 0}, "train_steps"),
+        ({"feature_lengths": (("inputs", 32),)}, "feature_lengths"),
+        ({"name": "a b"}, "name"),
+    ],
+)
+def test_bad_studies_name_the_field(kwargs, field):
+    with pytest.raises(StudyError, match=f"StudySpec.{field}"):
+        StudySpec(**kwargs)
+
+
+def test_repeated_grid_points_are_refused():
+    with pytest.raises(StudyError, match="repeats runs"):
+        expand(StudySpec(weights=(0.5, 0.5)))
+
+
+def test_mixture_weights_two_pairs():
+    assert mixture_weights(("a-b", "a-c"), 0.3) == pytest.approx({"a-b": 0.3, "a-c": 0.7})
+
+
+def test_presets_are_valid_and_ci_is_a_miniature_of_default():
+    default, ci = PRESETS["default"], PRESETS["ci"]
+    assert len(expand(ci)) < len(expand(default))
+    assert ci.train_steps * len(expand(ci)) < default.train_steps * len(expand(default)) / 10
+    assert len(default.sizes) >= 4  # the issue asks for at least 4 mini sizes
+
+
+def test_progress_eta_uses_measured_speed_per_size():
+    now = [0.0]
+    out = io.StringIO()
+    progress = StudyProgress(
+        [("a", "mini-1", 100), ("b", "mini-1", 100), ("c", "mini-2", 100)],
+        stream=out, log_interval_s=0.0, clock=lambda: now[0],
+    )
+    assert progress.eta_s() is None
+    progress.start_run("a")
+    progress.finish_run("a", wall_s=10.0)  # mini-1 at 10 steps/s
+    # b: 100 steps at 10/s; c: size not measured yet -> slowest known speed (10/s).
+    assert progress.eta_s() == pytest.approx(20.0)
+    progress.start_run("b")
+    progress.update(type("E", (), {"step": 50, "total_steps": 100, "steps_per_s": 5.0, "loss": 1.5})())
+    assert progress.eta_s() == pytest.approx(50 / 5.0 + 100 / 5.0)
+    text = out.getvalue()
+    assert "[1/3] a: done" in text and "step 50/100" in text and "loss 1.500" in text
+
+
+def test_format_duration():
+    assert format_duration(65) == "1:05"
+    assert format_duration(3725) == "1:02:05"
+    assert format_duration(None) == "?"
