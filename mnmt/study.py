@@ -217,6 +217,58 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run_one(args: argparse.Namespace) -> int:
+    """Train one run of a study (what each host of a remote launch executes)."""
+    spec = load_spec(args.study, args.preset, args.gin)
+    runs = {r.run_id: r for r in expand(spec)}
+    if args.run not in runs:
+        raise UsageError(f"--run {args.run!r} is not a run of study {spec.name!r}; see `mnmt-study plan`")
+    out = Path(args.out)
+    prepare_out_dir(out, spec)
+    from launch.local import run_all
+    from launch.progress import StudyProgress
+
+    progress = StudyProgress([(args.run, runs[args.run].size, spec.train_steps)])
+    data = prepare_data(spec, out, progress.message)
+    run_all(spec, [runs[args.run]], data, out / "runs", progress)
+    return 0
+
+
+def cmd_prepare(args: argparse.Namespace) -> int:
+    """Prepare a study's data only (vocabulary, tasks, L∞) — once, before a multi-host launch."""
+    spec = load_spec(args.study, args.preset, args.gin)
+    out = Path(args.out)
+    prepare_out_dir(out, spec)
+    prepare_data(spec, out, lambda text: print(text, file=sys.stderr))
+    return 0
+
+
+def cmd_launch(args: argparse.Namespace) -> int:
+    """Write a Cloud TPU or SLURM script that trains every run of the study."""
+    from launch import remote
+
+    spec = load_spec(args.study, args.preset, args.gin)
+    runs = expand(spec)
+    study_args = [args.study] if args.study else ["--preset", args.preset or "default"]
+    study_args += [f"--gin.{binding}" for binding in args.gin]
+    if args.target == "tpu":
+        if not args.tpu_name or not args.zone:
+            raise UsageError("--target tpu needs --tpu-name and --zone")
+        text = remote.cloud_tpu_script(study_args, runs, args.out, tpu_name=args.tpu_name,
+                                       zone=args.zone, project=args.project)
+    else:
+        text = remote.slurm_script(study_args, runs, args.out, nodes=args.nodes,
+                                   gpus_per_node=args.gpus_per_node, partition=args.partition)
+    script = Path(args.script)
+    try:
+        _atomic_write(script, text)
+    except OSError as err:
+        raise UsageError(f"cannot write launch script {script}: {err.strerror or err}") from err
+    script.chmod(0o755)
+    print(f"wrote {script}: {len(runs)} runs on {args.target}; run it with: bash {script}")
+    return 0
+
+
 def _summary(report) -> str:
     lines = ["fitted power laws L(N) = beta * N^-alpha + L_inf (per pair and weight):"]
     for fit in getattr(report, "power_fits", []) or []:
@@ -254,6 +306,28 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "run":
             p.add_argument("--out", default="mnmt_study_out", help="output directory (default: %(default)s)")
         p.set_defaults(func=func)
+    for name, func, help_text in (
+        ("prepare", cmd_prepare, "prepare a study's data only (before a multi-host launch)"),
+        ("run-one", cmd_run_one, "train one run of a study (used by remote launches)"),
+        ("launch", cmd_launch, "write a Cloud TPU or SLURM script for a study"),
+    ):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("study", nargs="?", help="study gin file (t5x_configs/studies/*.gin)")
+        p.add_argument("--preset", help="built-in study preset")
+        p.add_argument("--gin", action="append", default=[], metavar="NAME=VALUE")
+        p.add_argument("--out", required=True, help="output directory visible to every host")
+        p.set_defaults(func=func)
+        if name == "run-one":
+            p.add_argument("--run", required=True, help="run id (see `mnmt-study plan`)")
+        elif name == "launch":
+            p.add_argument("--target", choices=("tpu", "slurm"), required=True)
+            p.add_argument("--script", required=True, help="where to write the launch script")
+            p.add_argument("--tpu-name")
+            p.add_argument("--zone")
+            p.add_argument("--project")
+            p.add_argument("--nodes", type=int, default=1)
+            p.add_argument("--gpus-per-node", type=int, default=8)
+            p.add_argument("--partition")
     p = sub.add_parser("presets", help="list the built-in presets")
     p.set_defaults(func=cmd_presets)
     return parser
