@@ -36,7 +36,13 @@ class StudySpec:
     """
 
     name: str = "cpu-default"
+    # Synthetic data preset (mnmt.data.synthetic), used unless `tasks` names registered tasks.
     data_preset: str = "cpu-tiny"
+    # Real data: pair -> registered SeqIO task name, the module that registers them (imported
+    # first, as T5X's MIXTURE_OR_TASK_MODULE) and their SentencePiece vocabulary.
+    tasks: tuple[tuple[str, str], ...] = ()
+    task_module: str = ""
+    vocabulary_path: str = ""
     pairs: tuple[str, ...] = ("en-de", "en-zh")
     sizes: tuple[str, ...] = ("mini-1", "mini-2", "mini-3", "mini-4")
     weights: tuple = (0.3, 0.5, 0.7)
@@ -100,6 +106,12 @@ def validate(spec: StudySpec) -> None:
         value = getattr(spec, field)
         if not isinstance(value, int) or value <= 0:
             raise StudyError(f"StudySpec.{field}: expected a positive integer, got {value!r}")
+    if spec.tasks:
+        named = [pair for pair, _ in spec.tasks]
+        if sorted(named) != sorted(spec.pairs):
+            raise StudyError(f"StudySpec.tasks: expected one task per pair {list(spec.pairs)}, got pairs {named}")
+        if not spec.vocabulary_path:
+            raise StudyError("StudySpec.vocabulary_path: required when StudySpec.tasks names registered tasks")
     lengths = dict(spec.feature_lengths)
     if set(lengths) != {"inputs", "targets"} or any(v <= 0 for v in lengths.values()):
         raise StudyError(

@@ -73,6 +73,8 @@ def load_spec(study: str | None, preset: str | None, gin_bindings: Sequence[str]
         return StudySpec()
     except (ValueError, KeyError, SyntaxError, OSError) as err:
         raise UsageError(f"{path}: {str(err).splitlines()[0]}") from err
+    finally:
+        gin.clear_config()  # the spec is built; leave no study bindings behind for the runs
 
 
 def _parse_bindings(bindings: Sequence[str]) -> dict:
@@ -130,8 +132,11 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def prepare_data(spec: StudySpec, out: Path, log):
-    """Stage 1: vocabulary, SeqIO tasks and the exact irreducible loss of every eval set."""
+    """Stage 1: vocabulary, SeqIO tasks and (synthetic data only) the exact irreducible loss."""
     from launch.local import StudyData
+
+    if spec.tasks:
+        return _registered_tasks(spec, log)
     from mnmt.data import synthetic, tasks, vocab
 
     data_dir = out / "data"
@@ -144,13 +149,12 @@ def prepare_data(spec: StudySpec, out: Path, log):
         )
     vocab_path = data_dir / "spm.model"
     if not vocab_path.exists():
-        log(f"data: training a {spec.vocab_size}-piece SentencePiece vocabulary on {spec.pairs}")
-        trained = vocab.train_vocabulary(family, str(data_dir), spec.vocab_size)
-        if Path(trained) != vocab_path:
-            os.replace(trained, vocab_path)
-            vocab_model_companion = Path(trained).with_suffix(".vocab")
-            if vocab_model_companion.exists():
-                os.replace(vocab_model_companion, vocab_path.with_suffix(".vocab"))
+        log(f"data: training a {spec.vocab_size}-piece SentencePiece vocabulary on {list(spec.pairs)}")
+        trained = Path(vocab.train_vocabulary(family, str(data_dir), spec.vocab_size))
+        if trained != vocab_path:
+            for suffix in (".vocab", ".model"):
+                if trained.with_suffix(suffix).exists():
+                    os.replace(trained.with_suffix(suffix), vocab_path.with_suffix(suffix))
     task_names = tasks.register_synthetic_tasks(spec.data_preset, str(vocab_path))
     truth_path = data_dir / "irreducible_loss.json"
     if truth_path.exists():
@@ -174,6 +178,29 @@ def prepare_data(spec: StudySpec, out: Path, log):
     )
 
 
+def _registered_tasks(spec: StudySpec, log):
+    """Real-data studies: tasks registered by `spec.task_module`; no known irreducible loss."""
+    import importlib
+
+    import seqio
+
+    from launch.local import StudyData
+
+    if spec.task_module:
+        try:
+            importlib.import_module(spec.task_module)
+        except ImportError as err:
+            raise UsageError(f"StudySpec.task_module: cannot import {spec.task_module!r}: {err}") from err
+    for pair, task in spec.tasks:
+        if task not in seqio.TaskRegistry.names():
+            raise UsageError(f"StudySpec.tasks: task {task!r} for {pair} is not registered "
+                             f"(set StudySpec.task_module to the module that registers it)")
+    if not Path(spec.vocabulary_path).exists() and "://" not in spec.vocabulary_path:
+        raise UsageError(f"StudySpec.vocabulary_path: file not found: {spec.vocabulary_path}")
+    log(f"data: {len(spec.tasks)} registered tasks; irreducible loss unknown (real data)")
+    return StudyData(vocabulary_path=spec.vocabulary_path, tasks=dict(spec.tasks), irreducible_loss={})
+
+
 def export_and_report(spec: StudySpec, run_dirs: list[Path], data, out: Path, log):
     """Stages 3 and 4: the tidy table, the fits and the report."""
     from fitting.report import write_report
@@ -187,7 +214,7 @@ def export_and_report(spec: StudySpec, run_dirs: list[Path], data, out: Path, lo
     report = write_report(
         table,
         str(out / "report"),
-        ground_truth={pair: sets[eval_set] for pair, sets in data.irreducible_loss.items()},
+        ground_truth={pair: sets[eval_set] for pair, sets in data.irreducible_loss.items()} or None,
         target_sizes=list(spec.report_target_sizes),
         title=f"Study {spec.name}",
         eval_set=eval_set,

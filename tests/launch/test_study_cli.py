@@ -63,3 +63,9 @@ def test_output_directory_of_another_study_is_refused_and_kept(capsys, tmp_path)
 def test_bad_preset_overrides(capsys, binding):
     code, err = run_cli(["plan", "--preset", "ci", f"--gin.{binding}"], capsys)
     assert code == 2 and err.startswith("mnmt-study: error:")
+
+
+def test_shipped_default_study_gin_equals_the_default_preset():
+    path = study.repo_root() / "t5x_configs" / "studies" / "cpu_default.gin"
+    from_gin = study.load_spec(str(path), None, [])
+    assert study._spec_json(from_gin) == study._spec_json(study.PRESETS["default"])
