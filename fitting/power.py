@@ -138,7 +138,7 @@ def leave_largest_out(
     refit: Callable[[np.ndarray], Callable[[np.ndarray], np.ndarray]],
     noise: float,
     *,
-    tolerance: float = 2.0,
+    tolerance: float = 3.0,
     min_sizes: int = 4,
 ) -> tuple[dict[str, float] | None, str | None]:
     """Backtest (Caillaut et al. 2024 §4.1): refit without the largest x, predict it.
@@ -191,7 +191,7 @@ def fit_power_law(
     seed: int = 0,
     backtest: bool = True,
     noise_level: float | None = None,
-    backtest_tolerance: float = 2.0,
+    backtest_tolerance: float = 3.0,
     alpha_bounds: tuple[float, float] = ALPHA_BOUNDS,
 ) -> PowerLawFit:
     """Fit L(N) = β·N^(−α) + L∞ (Fernandes eq. 6) robustly, with uncertainty and a backtest.

@@ -1,0 +1,247 @@
+"""Figures in the style of the papers (matplotlib ``Figure`` objects, no pyplot state).
+
+* :func:`plot_power_fits`      loss vs N per weight with fitted curves (Fernandes Fig. 2)
+* :func:`plot_reducible`       L − L∞ on log-log axes (Fernandes Fig. 3)
+* :func:`plot_coefficients`    per-weight α, β, L∞ against p with ±1 sd (Fernandes Fig. 4)
+* :func:`plot_joint`           the joint law eq. 7 against the data (Fernandes Fig. 5)
+* :func:`plot_fraction`        effective fraction f(p) with f̂ (Fernandes Fig. 6 / 7 left)
+* :func:`plot_frontier`        trade-off frontier per size (Fernandes Fig. 7 right / Fig. 8)
+* :func:`plot_learning_curves` loss against steps (convergence check, Fernandes App. G)
+* :func:`plot_allocation_penalty` α#/α* against N_d/N (Ghorbani Fig. 6)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+__all__ = [
+    "new_figure",
+    "save",
+    "plot_power_fits",
+    "plot_reducible",
+    "plot_coefficients",
+    "plot_joint",
+    "plot_fraction",
+    "plot_frontier",
+    "plot_learning_curves",
+    "plot_allocation_penalty",
+]
+
+
+def new_figure(ncols: int = 1, nrows: int = 1, size: tuple[float, float] = (4.2, 3.4)):
+    """A pyplot-free Figure with a grid of axes (safe in headless processes and threads)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(size[0] * ncols, size[1] * nrows), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    return fig, axes
+
+
+def save(fig, path: str, dpi: int = 110) -> str:
+    """Save a figure as PNG (directories created); returns the path."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    return path
+
+
+def _cmap(values: Sequence[float]):
+    from matplotlib import colormaps
+
+    cm = colormaps["viridis"]
+    return {v: cm(0.1 + 0.8 * float(v)) for v in values}
+
+
+def plot_power_fits(data: Mapping[str, Mapping[float, tuple]], fits: Mapping[str, Mapping], *,
+                    x_label: str = "non-embedding parameters N", title: str = ""):
+    """One panel per pair: points per weight p, fitted β N^−α + L∞ per weight (Fernandes Fig. 2).
+
+    ``data[pair][p] = (n, loss)``; ``fits[pair][p]`` = a PowerLawFit or None.
+    """
+    pairs = list(data)
+    fig, axes = new_figure(ncols=max(1, len(pairs)))
+    for ax, pair in zip(axes[0], pairs, strict=False):
+        colors = _cmap(list(data[pair]))
+        for p, (n, y) in sorted(data[pair].items()):
+            ax.scatter(n, y, color=colors[p], s=18, label=f"p={p:g}", zorder=3)
+            fit = fits.get(pair, {}).get(p)
+            if fit is not None:
+                grid = np.geomspace(np.min(n) / 1.5, np.max(n) * 1.5, 100)
+                ax.plot(grid, fit.predict(grid), color=colors[p], lw=1.2)
+        ax.set_xscale("log")
+        ax.set_xlabel(x_label)
+        ax.set_ylabel("test cross-entropy (nats/token)")
+        ax.set_title(f"{pair}")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, ncols=2)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def plot_reducible(data: Mapping[str, Mapping[float, tuple]], l_inf: Mapping[str, float], *,
+                   curves: Mapping[str, Mapping[float, callable]] | None = None):
+    """log-log plot of L − L∞ per weight, L∞ from the joint law (Fernandes Fig. 3)."""
+    pairs = list(data)
+    fig, axes = new_figure(ncols=max(1, len(pairs)))
+    for ax, pair in zip(axes[0], pairs, strict=False):
+        colors = _cmap(list(data[pair]))
+        li = l_inf.get(pair, 0.0)
+        for p, (n, y) in sorted(data[pair].items()):
+            r = np.asarray(y) - li
+            ok = r > 0
+            ax.scatter(np.asarray(n)[ok], r[ok], color=colors[p], s=18, label=f"p={p:g}")
+            fn = (curves or {}).get(pair, {}).get(p)
+            if fn is not None:
+                grid = np.geomspace(np.min(n) / 1.5, np.max(n) * 1.5, 50)
+                ax.plot(grid, fn(grid) - li, color=colors[p], lw=1.0)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("N")
+        ax.set_ylabel(f"L − L∞ (L∞={li:.3f})")
+        ax.set_title(pair)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7, ncols=2)
+    return fig
+
+
+def plot_coefficients(coefs: Mapping[str, Mapping[float, tuple[dict, dict | None]]],
+                      joint: Mapping[str, dict] | None = None):
+    """α, β, L∞ per weight with ±1 sd bands; dashed: the joint-law values (Fernandes Fig. 4).
+
+    ``coefs[pair][p] = (params, stderr)``; ``joint[pair] = {"alpha":…, "l_inf":…}``.
+    """
+    pairs = list(coefs)
+    names = ["alpha", "beta", "l_inf"]
+    fig, axes = new_figure(ncols=3, nrows=max(1, len(pairs)), size=(3.3, 2.7))
+    for r, pair in enumerate(pairs):
+        ps = sorted(coefs[pair])
+        for c, name in enumerate(names):
+            ax = axes[r][c]
+            v = np.array([coefs[pair][p][0][name] for p in ps])
+            sd = np.array([(coefs[pair][p][1] or {}).get(name, np.nan) for p in ps])
+            ax.plot(ps, v, "o-", ms=4)
+            if np.isfinite(sd).any():
+                ax.fill_between(ps, v - sd, v + sd, alpha=0.25)
+            if joint and pair in joint and name in joint[pair]:
+                ax.axhline(joint[pair][name], ls="--", color="k", lw=1)
+            if name == "beta":
+                ax.set_yscale("log")
+            ax.set_xlabel(f"weight p of {pair}")
+            ax.set_title({"alpha": "α", "beta": "β", "l_inf": "L∞"}[name] + f" ({pair})")
+            ax.grid(alpha=0.3)
+    return fig
+
+
+def plot_joint(data, predict, pairs: Sequence[str]):
+    """Data against the joint law eq. 7 per weight (Fernandes Fig. 5).
+
+    ``predict(pair, p, n_grid)`` returns the law's loss.
+    """
+    fig, axes = new_figure(ncols=max(1, len(pairs)))
+    for ax, pair in zip(axes[0], pairs, strict=False):
+        colors = _cmap(list(data[pair]))
+        for p, (n, y) in sorted(data[pair].items()):
+            ax.scatter(n, y, color=colors[p], s=18, label=f"p={p:g}")
+            grid = np.geomspace(np.min(n) / 1.5, np.max(n) * 1.5, 100)
+            try:
+                ax.plot(grid, predict(pair, p, grid), color=colors[p], lw=1.2, ls="--")
+            except Exception:  # weight without a β (e.g. zero-shot): points only
+                pass
+        ax.set_xscale("log")
+        ax.set_xlabel("N")
+        ax.set_ylabel("test cross-entropy")
+        ax.set_title(f"{pair}: joint law (eq. 7)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, ncols=2)
+    return fig
+
+
+def plot_fraction(points: Mapping[str, Mapping[float, tuple[float, float]]],
+                  curves: Mapping[str, callable] | None = None):
+    """Effective fraction f_i(p) (eq. 10) with error bars; f̂ (eq. 12/13) as a dashed line."""
+    fig, axes = new_figure()
+    ax = axes[0][0]
+    grid = np.linspace(0.0, 1.0, 101)
+    ax.plot(grid, grid, color="grey", lw=0.8, ls=":", label="f(p) = p")
+    for pair, pts in points.items():
+        ps = sorted(pts)
+        v = np.array([pts[p][0] for p in ps])
+        e = np.array([pts[p][1] for p in ps])
+        line = ax.errorbar(ps, v, yerr=np.where(np.isfinite(e), e, 0), fmt="o", ms=4, label=pair)
+        fn = (curves or {}).get(pair)
+        if fn is not None:
+            ax.plot(grid[1:], fn(grid[1:]), ls="--", color=line[0].get_color(), lw=1)
+    ax.set_xlabel("weight p")
+    ax.set_ylabel("effective fraction f(p) = N_eff / N")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_frontier(frontiers: Mapping[float, tuple[np.ndarray, np.ndarray]], pairs: Sequence[str], *,
+                  observed: Mapping[float, tuple[np.ndarray, np.ndarray]] | None = None,
+                  bands: Mapping[float, tuple] | None = None, metric: str = "loss"):
+    """Trade-off frontier L_1 vs L_2 per model size (Fernandes Fig. 7 right; Fig. 8 in ChrF)."""
+    from matplotlib import colormaps
+
+    fig, axes = new_figure()
+    ax = axes[0][0]
+    cm = colormaps["plasma"]
+    sizes = sorted(frontiers)
+    for j, n in enumerate(sizes):
+        col = cm(0.1 + 0.75 * j / max(1, len(sizes) - 1))
+        a, b = frontiers[n]
+        ax.plot(a, b, ls="--", color=col, label=f"N={n:.3g}")
+        if bands and n in bands:
+            (alo, ahi), (blo, bhi) = bands[n]
+            ax.fill_betweenx(b, alo, ahi, color=col, alpha=0.12, lw=0)
+        if observed and n in observed:
+            ax.scatter(*observed[n], color=col, s=16, zorder=3)
+    ax.set_xlabel(f"{metric} {pairs[0]}")
+    ax.set_ylabel(f"{metric} {pairs[1]}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title("predicted trade-off frontier (eq. 11)")
+    return fig
+
+
+def plot_learning_curves(curves: Mapping[str, tuple[np.ndarray, np.ndarray]],
+                         fits: Mapping[str, callable] | None = None, title: str = ""):
+    """Loss against training step per run (log-log), with extrapolated curves (App. G)."""
+    fig, axes = new_figure(size=(5.0, 3.6))
+    ax = axes[0][0]
+    for label, (s, y) in curves.items():
+        line = ax.plot(s, y, lw=1, label=label)
+        fn = (fits or {}).get(label)
+        if fn is not None:
+            grid = np.geomspace(np.max(s) / 4, np.max(s) * 8, 60)
+            ax.plot(grid, fn(grid), ls=":", color=line[0].get_color())
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    if len(curves) <= 12:
+        ax.legend(fontsize=6)
+    ax.grid(alpha=0.3, which="both")
+    if title:
+        ax.set_title(title)
+    return fig
+
+
+def plot_allocation_penalty(ratios: np.ndarray, penalties: Mapping[str, np.ndarray],
+                            optimum: Mapping[str, float] | None = None):
+    """α#/α* against the decoder fraction N_d/N (Ghorbani Fig. 6 left)."""
+    fig, axes = new_figure()
+    ax = axes[0][0]
+    for label, pen in penalties.items():
+        line = ax.plot(ratios, pen, label=label)
+        if optimum and label in optimum:
+            ax.axvline(optimum[label], ls=":", color=line[0].get_color())
+    ax.set_xlabel("decoder fraction N_d / N")
+    ax.set_ylabel("α# / α*")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig

@@ -1,0 +1,440 @@
+"""Study report: fitted laws with uncertainty, regime, figures — Markdown, HTML, PNG and JSON.
+
+:func:`write_report` takes the tidy table (docs/metrics_schema.md) and writes into ``out_dir``:
+``report.md``, ``report.html``, ``fits.json`` and ``figures/*.png``. It fits, on final losses,
+the power law (Fernandes eq. 6) per pair and weight, the joint law (eq. 7) with effective
+fractions (eq. 10), and — when the effective-law module is available — the eq. 11 law with the
+predicted frontier and recommended weights at ``target_sizes``. Every section that cannot be
+computed (too few points, no p = 1 runs, …) is skipped with its reason stated; it never crashes
+on small studies.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fitting.base import FitError
+from fitting.joint import JointLawFit, fit_joint_law
+from fitting.learning_curve import convergence_check
+from fitting.power import PowerLawFit, fit_power_law
+from fitting.tables import final_losses, read_table
+
+__all__ = ["Report", "write_report"]
+
+
+@dataclass
+class Report:
+    """What :func:`write_report` produced (paths) and computed (fits, regime, skipped sections)."""
+
+    out_dir: str
+    markdown_path: str
+    html_path: str
+    json_path: str
+    figures: dict[str, str] = field(default_factory=dict)
+    power_fits: dict[str, dict[float, PowerLawFit]] = field(default_factory=dict)
+    joint: JointLawFit | None = None
+    effective: Any = None
+    frontier: Any = None
+    recommendation: Any = None
+    regime: dict = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    markdown: str = ""
+
+
+# -- a tiny document model rendered to Markdown and HTML --------------------------------------
+
+
+class _Doc:
+    def __init__(self) -> None:
+        self.blocks: list[tuple] = []
+
+    def h(self, level: int, text: str) -> None:
+        self.blocks.append(("h", level, text))
+
+    def p(self, text: str) -> None:
+        self.blocks.append(("p", text))
+
+    def ul(self, items: list[str]) -> None:
+        if items:
+            self.blocks.append(("ul", items))
+
+    def table(self, header: list[str], rows: list[list[str]]) -> None:
+        if rows:
+            self.blocks.append(("table", header, rows))
+
+    def img(self, path: str, caption: str) -> None:
+        self.blocks.append(("img", path, caption))
+
+    def markdown(self) -> str:
+        out: list[str] = []
+        for b in self.blocks:
+            if b[0] == "h":
+                out.append("#" * b[1] + " " + b[2])
+            elif b[0] == "p":
+                out.append(b[1])
+            elif b[0] == "ul":
+                out.append("\n".join(f"- {i}" for i in b[1]))
+            elif b[0] == "table":
+                out.append("| " + " | ".join(b[1]) + " |")
+                out[-1] += "\n|" + "---|" * len(b[1])
+                out[-1] += "".join("\n| " + " | ".join(r) + " |" for r in b[2])
+            elif b[0] == "img":
+                out.append(f"![{b[2]}]({b[1]})\n\n*{b[2]}*")
+        return "\n\n".join(out) + "\n"
+
+    def html(self, title: str) -> str:
+        e = html.escape
+        out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title>",
+               "<style>body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}"
+               "table{border-collapse:collapse;font-size:90%}td,th{border:1px solid #ccc;"
+               "padding:2px 6px;text-align:right}img{max-width:100%}figcaption{color:#555}"
+               "</style></head><body>"]
+        for b in self.blocks:
+            if b[0] == "h":
+                out.append(f"<h{b[1]}>{e(b[2])}</h{b[1]}>")
+            elif b[0] == "p":
+                out.append(f"<p>{e(b[1]).replace('**', '')}</p>")
+            elif b[0] == "ul":
+                out.append("<ul>" + "".join(f"<li>{e(i)}</li>" for i in b[1]) + "</ul>")
+            elif b[0] == "table":
+                out.append("<table><tr>" + "".join(f"<th>{e(c)}</th>" for c in b[1]) + "</tr>")
+                out += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in b[2]]
+                out.append("</table>")
+            elif b[0] == "img":
+                out.append(f"<figure><img src='{e(b[1])}'><figcaption>{e(b[2])}</figcaption></figure>")
+        out.append("</body></html>")
+        return "\n".join(out)
+
+
+def _fmt(v: float | None, sd: float | None = None, digits: int = 4) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "–"
+    s = f"{v:.{digits}g}"
+    if sd is not None and math.isfinite(sd):
+        s += f" ± {sd:.2g}"
+    return s
+
+
+# -- the report ---------------------------------------------------------------------------------
+
+
+def _points(fin: pd.DataFrame) -> dict[str, dict[float, tuple[np.ndarray, np.ndarray]]]:
+    data: dict[str, dict[float, tuple[np.ndarray, np.ndarray]]] = {}
+    has_w = "weight" in fin.columns
+    for pair, sub in fin.groupby("pair", sort=True):
+        data[str(pair)] = {}
+        groups = sub.groupby("weight", sort=True) if has_w else [(1.0, sub)]
+        for w, g in groups:
+            if not np.isfinite(float(w)):
+                continue
+            g = g.sort_values("n")
+            data[str(pair)][float(w)] = (g["n"].to_numpy(float), g["value"].to_numpy(float))
+    return data
+
+
+def _regime(table: pd.DataFrame, fin: pd.DataFrame, l_inf: dict[str, float],
+            ground_truth: dict[str, float] | None, eval_set: str, metric: str) -> dict:
+    reg: dict[str, Any] = {"pairs": {}, "curves": {}}
+    for pair, sub in fin.groupby("pair"):
+        best = float(sub["value"].min())
+        d: dict[str, Any] = {"best_loss": best}
+        if pair in l_inf and math.isfinite(l_inf[pair]) and l_inf[pair] > 0:
+            d["l_inf_fit"] = l_inf[pair]
+            d["gap_over_fit"] = best / l_inf[pair]
+        if ground_truth and pair in ground_truth:
+            d["l_inf_true"] = float(ground_truth[pair])
+            d["gap_over_true"] = best / float(ground_truth[pair])
+        reg["pairs"][str(pair)] = d
+    n_drop = n_curves = 0
+    if {"run_id", "step", "eval_set", "metric"} <= set(table.columns):
+        series = table[(table["eval_set"] == eval_set) & (table["metric"] == metric)]
+        for (run, pair), g in series.groupby(["run_id", "pair"]):
+            g = g[(g["step"] > 0) & (g["value"] > 0)].sort_values("step")
+            if len(g) < 3:
+                continue
+            chk = convergence_check(g["step"].to_numpy(float), g["value"].to_numpy(float))
+            reg["curves"][f"{run}/{pair}"] = chk
+            n_curves += 1
+            n_drop += bool(chk["still_dropping"])
+    reg["n_curves"], reg["n_still_dropping"] = n_curves, n_drop
+    gaps = [d.get("gap_over_true", d.get("gap_over_fit")) for d in reg["pairs"].values()]
+    gaps = [g for g in gaps if g is not None]
+    far = bool(gaps) and max(gaps) > 1.5
+    compute_limited = n_curves > 0 and n_drop / n_curves > 0.5
+    if compute_limited:
+        verdict = "compute-limited"
+        text = (f"{n_drop} of {n_curves} learning curves still drop by more than 1% per doubling "
+                "of training steps at their end: the runs are not converged, so the fitted laws "
+                "describe this training budget rather than the capacity-limited regime of "
+                "Fernandes et al. (models trained to near convergence).")
+    elif n_curves:
+        verdict = "near convergence"
+        text = (f"{n_curves - n_drop} of {n_curves} learning curves have flattened (< 1% loss drop "
+                "per doubling of steps at the end): the runs are near convergence, the "
+                "capacity-limited regime the laws describe.")
+    else:
+        verdict = "unknown"
+        text = "No learning curves (only final values) — convergence could not be checked."
+    if far:
+        text += (f" The best losses are still {max(gaps):.2g}× the (fitted or true) irreducible "
+                 "loss: the models are far from L∞, and L∞ is an extrapolation.")
+    elif gaps:
+        text += f" The best losses are within {max(gaps):.2g}× of L∞."
+    reg.update(verdict=verdict, far_from_l_inf=far, text=text)
+    return reg
+
+
+def write_report(
+    table: pd.DataFrame | str,
+    out_dir: str,
+    *,
+    ground_truth: dict[str, float] | None = None,
+    target_sizes: list[float] | None = None,
+    title: str = "Scaling-law report",
+    eval_set: str = "validation",
+    metric: str = "loss",
+    uncertainty: str | None = "perturbation",
+    n_refits: int = 100,
+    seed: int = 0,
+    drop_invalid: bool = False,
+    preferences: dict[str, float] | None = None,
+) -> Report:
+    """Fit the laws to ``table``'s final losses and write the report into ``out_dir``.
+
+    Args:
+      table: the tidy table (DataFrame or CSV/Parquet path or run directories).
+      ground_truth: ``{pair: L∞_true}`` printed next to the fitted L∞ (synthetic studies).
+      target_sizes: model sizes N at which to predict the frontier and recommend weights
+        (default: 4× and 16× the largest fitted size).
+      uncertainty / n_refits: passed to the fits (Fernandes footnote 5 perturbations).
+      drop_invalid: drop rows with non-finite/non-positive losses (count reported) instead of
+        raising FitError.
+      preferences: ``{pair: importance}`` for the recommendation (default: equal).
+    """
+    from fitting import plots
+
+    if not isinstance(table, pd.DataFrame):
+        table = read_table(table)
+    os.makedirs(os.path.join(out_dir, "figures"), exist_ok=True)
+    fin, n_dropped = final_losses(table, eval_set=eval_set, metric=metric,
+                                  drop_invalid=drop_invalid, source="report")
+    rep = Report(out_dir=out_dir, markdown_path=os.path.join(out_dir, "report.md"),
+                 html_path=os.path.join(out_dir, "report.html"),
+                 json_path=os.path.join(out_dir, "fits.json"))
+    if n_dropped:
+        rep.warnings.append(f"{n_dropped} final row(s) with invalid values were dropped")
+    data = _points(fin)
+    doc = _Doc()
+    doc.h(1, title)
+    n_runs = fin["run_id"].nunique() if "run_id" in fin.columns else len(fin)
+    sizes = sorted(fin["n"].unique())
+    doc.p(f"Data: {n_runs} runs, pairs {', '.join(data)}, {len(sizes)} model sizes "
+          f"(N = {sizes[0]:.3g} … {sizes[-1]:.3g} non-embedding parameters), eval set "
+          f"`{eval_set}`, metric `{metric}`, final values.")
+
+    # 1. per pair and weight: power law (eq. 6)
+    for pair, by_w in data.items():
+        rep.power_fits[pair] = {}
+        for w, (n, y) in by_w.items():
+            if w <= 0:
+                rep.skipped[f"power {pair} p={w:g}"] = "zero-shot weight (p = 0) is outside the law"
+                continue
+            try:
+                rep.power_fits[pair][w] = fit_power_law(n, y, uncertainty=uncertainty,
+                                                        n_refits=n_refits, seed=seed)
+            except FitError as e:
+                rep.skipped[f"power {pair} p={w:g}"] = str(e)
+    # 2. joint law (eq. 7)
+    try:
+        sub = fin[fin["weight"].notna()] if "weight" in fin.columns else fin.assign(weight=1.0)
+        rep.joint = fit_joint_law(sub, uncertainty=uncertainty, n_refits=n_refits, seed=seed)
+    except FitError as e:
+        rep.skipped["joint law (eq. 7)"] = str(e)
+    l_inf: dict[str, float] = {}
+    for pair in data:
+        if rep.joint is not None and f"l_inf[{pair}]" in rep.joint.params:
+            l_inf[pair] = rep.joint.params[f"l_inf[{pair}]"]
+        elif rep.power_fits.get(pair):
+            l_inf[pair] = float(np.median([f.params["l_inf"] for f in rep.power_fits[pair].values()]))
+    rep.regime = _regime(table, fin, l_inf, ground_truth, eval_set, metric)
+
+    doc.h(2, "Regime")
+    doc.p(f"**{rep.regime['verdict']}.** {rep.regime['text']}")
+    rows = []
+    for pair, d in rep.regime["pairs"].items():
+        rows.append([pair, _fmt(d["best_loss"]), _fmt(d.get("l_inf_fit")),
+                     _fmt(d.get("l_inf_true")), _fmt(d.get("gap_over_fit"), digits=3),
+                     _fmt(d.get("gap_over_true"), digits=3)])
+    doc.table(["pair", "best loss", "fitted L∞", "true L∞", "best / fitted L∞",
+               "best / true L∞"], rows)
+
+    # power-law table
+    doc.h(2, "Power law per pair and weight (Fernandes eq. 6)")
+    doc.p("L_i(N; p) = β N^−α + L∞, fitted separately for every weight p; ± is the standard "
+          "deviation over refits with 1% Gaussian perturbations of the losses (footnote 5). "
+          "Backtest: refitted without the largest size, error of its prediction there.")
+    rows = []
+    for pair, fits in rep.power_fits.items():
+        for w, f in sorted(fits.items()):
+            sd = f.stderr or {}
+            bt = f.backtest or {}
+            rows.append([pair, f"{w:g}", str(f.n_points), _fmt(f["alpha"], sd.get("alpha")),
+                         _fmt(f["beta"], sd.get("beta")), _fmt(f["l_inf"], sd.get("l_inf")),
+                         _fmt(f.goodness.get("rmse"), digits=2),
+                         _fmt(bt.get("error"), digits=2) if bt else "–"])
+            rep.warnings += [f"power {pair} p={w:g}: {m}" for m in f.warnings]
+    doc.table(["pair", "p", "points", "α", "β", "L∞", "rmse", "backtest err"], rows)
+    fits_by_pair = {pair: dict(fits) for pair, fits in rep.power_fits.items()}
+    try:
+        rep.figures["power_fits"] = plots.save(
+            plots.plot_power_fits(data, fits_by_pair),
+            os.path.join(out_dir, "figures", "power_fits.png"))
+        doc.img("figures/power_fits.png", "Final loss against model size per weight, with "
+                "per-weight fits (cf. Fernandes Fig. 2).")
+        coefs = {pair: {w: (f.params, f.stderr) for w, f in fits.items()}
+                 for pair, fits in rep.power_fits.items() if len(fits) >= 2}
+        if coefs:
+            joint_vals = None
+            if rep.joint is not None:
+                joint_vals = {pair: {"alpha": rep.joint.params.get(f"alpha[{pair}]"),
+                                     "l_inf": rep.joint.params.get(f"l_inf[{pair}]")}
+                              for pair in coefs}
+            rep.figures["coefficients"] = plots.save(
+                plots.plot_coefficients(coefs, joint_vals),
+                os.path.join(out_dir, "figures", "coefficients.png"))
+            doc.img("figures/coefficients.png", "Per-weight coefficients against p (±1 sd); "
+                    "dashed: joint-law values (cf. Fernandes Fig. 4).")
+    except Exception as e:  # plotting must never break the report
+        rep.skipped["figures (power)"] = f"{type(e).__name__}: {e}"
+
+    _joint_section(doc, rep, data, ground_truth, out_dir)
+    _effective_section(doc, rep, fin, data, target_sizes, preferences, out_dir, uncertainty,
+                       n_refits, seed)
+    _curves_figure(doc, rep, table, eval_set, metric, out_dir)
+
+    if rep.skipped:
+        doc.h(2, "Skipped")
+        doc.ul([f"{k}: {v}" for k, v in rep.skipped.items()])
+    if rep.warnings:
+        doc.h(2, "Warnings")
+        doc.ul(rep.warnings)
+    rep.markdown = doc.markdown()
+    with open(rep.markdown_path, "w", encoding="utf-8") as f:
+        f.write(rep.markdown)
+    with open(rep.html_path, "w", encoding="utf-8") as f:
+        f.write(doc.html(title))
+    payload = {
+        "title": title, "eval_set": eval_set, "metric": metric,
+        "ground_truth": ground_truth, "regime": rep.regime, "skipped": rep.skipped,
+        "warnings": rep.warnings, "figures": rep.figures,
+        "power": {pair: {f"{w:g}": f.to_json() for w, f in fits.items()}
+                  for pair, fits in rep.power_fits.items()},
+        "joint": None if rep.joint is None else rep.joint.to_json(),
+        "effective": None if rep.effective is None else rep.effective.to_json(),
+        "recommendation": rep.recommendation,
+    }
+    from fitting.base import json_safe
+
+    with open(rep.json_path, "w", encoding="utf-8") as f:
+        json.dump(json_safe(payload), f, indent=1)
+    return rep
+
+
+def _joint_section(doc: _Doc, rep: Report, data, ground_truth, out_dir: str) -> None:
+    from fitting import plots
+
+    doc.h(2, "Joint law (Fernandes eq. 7) and effective parameters (eq. 9–10)")
+    if rep.joint is None:
+        doc.p(f"Skipped: {rep.skipped.get('joint law (eq. 7)', 'not fitted')}")
+        return
+    j = rep.joint
+    sd = j.stderr or {}
+    iv = j.intervals or {}
+    rows = []
+    for pair in j.pairs or []:
+        a, li = f"alpha[{pair}]", f"l_inf[{pair}]"
+        lo_hi = iv.get(li)
+        truth = (ground_truth or {}).get(pair)
+        inside = ("–" if truth is None or lo_hi is None else
+                  ("yes" if lo_hi[0] <= truth <= lo_hi[1] else "no"))
+        bt = (j.backtest or {}).get(pair, {})
+        rows.append([pair, _fmt(j.params[a], sd.get(a)), _fmt(j.params[li], sd.get(li)),
+                     "–" if lo_hi is None else f"[{lo_hi[0]:.4g}, {lo_hi[1]:.4g}]",
+                     _fmt(truth), inside, _fmt(j.goodness.get(f"r2[{pair}]"), digits=4),
+                     _fmt(bt.get("error"), digits=2) if bt else "–"])
+    doc.table(["pair", "α", "L∞", "L∞ 95% interval", "true L∞", "truth inside", "R²",
+               "backtest err"], rows)
+    rep.warnings += [f"joint: {m}" for m in j.warnings]
+    frac_pts: dict[str, dict[float, tuple[float, float]]] = {}
+    for pair in j.pairs or []:
+        if 1.0 not in (j.weights or {}).get(pair, []):
+            rep.skipped[f"f(p) {pair}"] = "no runs with p = 1 (single-pair baseline): eq. 10 needs β_1"
+            continue
+        fs = j.fraction_samples(pair) if j.samples else {}
+        frac_pts[pair] = {w: (float(j.fraction(w, pair)[0]),
+                              float(np.std(fs[w], ddof=1)) if w in fs else float("nan"))
+                          for w in j.weights[pair] if w > 0}
+    if frac_pts:
+        doc.table(["pair", *[f"p={w:g}" for w in sorted({w for d in frac_pts.values() for w in d})]],
+                  [[pair] + [_fmt(d.get(w, (None,))[0], d.get(w, (0, None))[1], 3)
+                             for w in sorted({w for d in frac_pts.values() for w in d})]
+                   for pair, d in frac_pts.items()])
+    try:
+        rep.figures["joint"] = plots.save(
+            plots.plot_joint(data, lambda pair, p, n: j.predict(n, p, pair), j.pairs or []),
+            os.path.join(out_dir, "figures", "joint.png"))
+        doc.img("figures/joint.png", "Joint law eq. 7 (dashed) against the data (cf. Fernandes Fig. 5).")
+        rep.figures["reducible"] = plots.save(
+            plots.plot_reducible(data, {p: j.params[f"l_inf[{p}]"] for p in j.pairs or []}),
+            os.path.join(out_dir, "figures", "reducible.png"))
+        doc.img("figures/reducible.png", "Reducible loss L − L∞ on log-log axes; parallel lines "
+                "mean a shared exponent (cf. Fernandes Fig. 3).")
+        if frac_pts:
+            rep.figures["fraction"] = plots.save(plots.plot_fraction(frac_pts),
+                                                 os.path.join(out_dir, "figures", "fraction.png"))
+            doc.img("figures/fraction.png", "Effective fraction of parameters f(p) (eq. 10; "
+                    "cf. Fernandes Fig. 6).")
+    except Exception as e:
+        rep.skipped["figures (joint)"] = f"{type(e).__name__}: {e}"
+
+
+def _effective_section(doc, rep, fin, data, target_sizes, preferences, out_dir, uncertainty,
+                       n_refits, seed) -> None:
+    """Eq. 11 law, frontier and recommendation (needs fitting.effective / fitting.frontier)."""
+    try:
+        from fitting.report_frontier import frontier_section
+    except ImportError:
+        rep.skipped["eq. 11 frontier"] = "fitting.effective is not available in this version"
+        return
+    frontier_section(doc, rep, fin, data, target_sizes, preferences, out_dir, uncertainty,
+                     n_refits, seed)
+
+
+def _curves_figure(doc, rep, table, eval_set, metric, out_dir) -> None:
+    from fitting import plots
+
+    if not {"run_id", "step"} <= set(table.columns):
+        return
+    series = table[(table["eval_set"] == eval_set) & (table["metric"] == metric)
+                   & (table["step"] > 0)]
+    if series.empty or series.groupby(["run_id", "pair"]).size().max() < 3:
+        return
+    curves = {f"{r}/{p}": (g["step"].to_numpy(float), g["value"].to_numpy(float))
+              for (r, p), g in series.sort_values("step").groupby(["run_id", "pair"])}
+    try:
+        rep.figures["learning_curves"] = plots.save(
+            plots.plot_learning_curves(curves, title=rep.regime.get("verdict", "")),
+            os.path.join(out_dir, "figures", "learning_curves.png"))
+        doc.img("figures/learning_curves.png", "Validation loss against training step per run "
+                "(convergence check, cf. Fernandes App. G).")
+    except Exception as e:
+        rep.skipped["figures (learning curves)"] = f"{type(e).__name__}: {e}"
