@@ -1,0 +1,142 @@
+"""Evaluation: teacher-forced per-pair cross-entropy and beam-search BLEU / ChrF (sacrebleu).
+
+`loss` (SPEC §5, docs/metrics_schema.md) is the mean per-target-token cross-entropy in nats over
+a whole eval split — Σ NLL / Σ target tokens, EOS included, padding excluded, no label smoothing
+and no z-loss. It is the quantity the scaling laws describe (Fernandes et al. 2023 eq. 1;
+Ghorbani et al. 2021 eq. 1–2). BLEU and ChrF are corpus-level sacrebleu scores of beam-search
+output (beam 4 and a length penalty α, as in Fernandes §3.1) against the references, used for the
+quality laws (Ghorbani eq. 5: BLEU = c·L^−p; Fernandes Fig. 8).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+
+# sacrebleu tokenizers for target languages whose text has no spaces between words.
+_BLEU_TOKENIZERS = {"zh": "zh", "ja": "char", "th": "char", "ko": "char"}
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeScores:
+    """Corpus BLEU/ChrF of one pair and eval set, with a few examples for inspection."""
+
+    bleu: float
+    chrf: float
+    num_examples: int
+    examples: tuple[tuple[str, str, str], ...]   # (source, hypothesis, reference)
+
+
+def target_language(pair: str) -> str:
+    """`"en-de"` → `"de"` (the part after the last dash)."""
+    return pair.rsplit("-", 1)[-1]
+
+
+def bleu_tokenizer(pair: str) -> str:
+    """sacrebleu tokenizer for the pair's target language (`zh` for Chinese, else `13a`)."""
+    return _BLEU_TOKENIZERS.get(target_language(pair).split("_")[0].lower(), "13a")
+
+
+def corpus_scores(hypotheses: Sequence[str], references: Sequence[str], pair: str) -> tuple[float, float]:
+    """(BLEU, ChrF) of `hypotheses` against one reference each, via sacrebleu."""
+    import sacrebleu  # noqa: PLC0415
+
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
+    if not hypotheses:
+        raise ValueError(f"no examples to score for {pair}")
+    bleu = sacrebleu.corpus_bleu(list(hypotheses), [list(references)],
+                                 tokenize=bleu_tokenizer(pair))
+    chrf = sacrebleu.corpus_chrf(list(hypotheses), [list(references)])
+    return float(bleu.score), float(chrf.score)
+
+
+BatchPutter = Callable[[Mapping[str, np.ndarray]], Mapping[str, jax.Array]]
+
+
+def evaluate_loss(
+    score_fn: Callable[[Any, Mapping[str, jax.Array]], tuple[jax.Array, jax.Array]],
+    params: Any,
+    batches: Iterable[Mapping[str, np.ndarray]],
+    put: BatchPutter,
+) -> tuple[float, int]:
+    """Teacher-forced mean per-token NLL over all `batches`: (Σ nll / Σ tokens, Σ tokens).
+
+    `score_fn(params, batch) -> (nll_sum_per_example, num_tokens_per_example)` is the model's
+    `score_batch` (jitted); `put` places a host batch on the mesh. Sums are accumulated in
+    float64 on the host so long eval sets do not lose precision.
+    """
+    total_nll = 0.0
+    total_tokens = 0
+    pending = []
+    for batch in batches:
+        pending.append(score_fn(params, put(batch)))
+        if len(pending) > 2:  # keep a couple of batches in flight
+            total_nll, total_tokens = _accumulate(pending.pop(0), total_nll, total_tokens)
+    for out in pending:
+        total_nll, total_tokens = _accumulate(out, total_nll, total_tokens)
+    if total_tokens == 0:
+        raise ValueError("the eval set has no target tokens (empty split, or all padding)")
+    return total_nll / total_tokens, total_tokens
+
+
+def _accumulate(out, total_nll: float, total_tokens: int) -> tuple[float, int]:
+    nll, ntok = out
+    nll = np.asarray(jax.device_get(nll), np.float64)
+    ntok = np.asarray(jax.device_get(ntok))
+    return total_nll + float(nll.sum()), total_tokens + int(np.rint(ntok.sum()))
+
+
+def _strip(ids: Sequence[int], eos_id: int) -> list[int]:
+    out = []
+    for t in ids:
+        t = int(t)
+        if t == eos_id:
+            break
+        if t > 0:
+            out.append(t)
+    return out
+
+
+def decode_and_score(
+    predict_fn: Callable[[Any, Mapping[str, jax.Array]], jax.Array],
+    params: Any,
+    batches: Iterable[Mapping[str, np.ndarray]],
+    put: BatchPutter,
+    vocabulary: Any,
+    pair: str,
+    *,
+    num_examples: int,
+    keep_examples: int = 3,
+) -> DecodeScores:
+    """Beam-search the first `num_examples` real examples and score them with sacrebleu.
+
+    `predict_fn(params, batch) -> tokens [batch, length]` (e.g. the model's `predict_batch` with
+    beam size and α bound); references and sources are read back from the batch's
+    `decoder_target_tokens` / `encoder_input_tokens` with the vocabulary.
+    """
+    eos = int(getattr(vocabulary, "eos_id", 1))
+    hyps: list[str] = []
+    refs: list[str] = []
+    srcs: list[str] = []
+    for batch in batches:
+        if len(hyps) >= num_examples:
+            break
+        real = np.asarray(batch["decoder_loss_weights"]).sum(axis=1) > 0
+        if not real.any():
+            continue
+        tokens = np.asarray(jax.device_get(predict_fn(params, put(batch))))
+        for i in np.flatnonzero(real):
+            if len(hyps) >= num_examples:
+                break
+            hyps.append(vocabulary.decode(_strip(tokens[i], eos)))
+            refs.append(vocabulary.decode(_strip(batch["decoder_target_tokens"][i], eos)))
+            srcs.append(vocabulary.decode(_strip(batch["encoder_input_tokens"][i], eos)))
+    bleu, chrf = corpus_scores(hyps, refs, pair)
+    examples = tuple(zip(srcs[:keep_examples], hyps[:keep_examples], refs[:keep_examples],
+                         strict=True))
+    return DecodeScores(bleu=bleu, chrf=chrf, num_examples=len(hyps), examples=examples)

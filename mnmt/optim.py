@@ -1,0 +1,84 @@
+"""Optimiser and learning-rate schedule (T5X's `adafactor` + `rsqrt_decay` roles, on optax).
+
+Fernandes et al. (2023, §3.1 / App. A) train every model with Adafactor and an inverse
+square-root schedule, as T5X does by default. The defaults below follow T5X's
+`adafactor_decay_rate=0.8`, update clipping at RMS 1.0, parameter-scale multiplication and
+factored second moments for matrices whose smaller side is at least 128.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import gin
+import jax.numpy as jnp
+import optax
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class OptimizerConfig:
+    """Adafactor settings (T5X-like defaults) plus optional global-norm gradient clipping.
+
+    `max_grad_norm` clips the *gradient* by its global L2 norm before Adafactor (off by default,
+    as in T5X); `clipping_threshold` is Adafactor's own update clipping (Shazeer & Stern 2018).
+    """
+
+    decay_rate: float = 0.8
+    clipping_threshold: float | None = 1.0
+    multiply_by_parameter_scale: bool = True
+    factored: bool = True
+    min_dim_size_to_factor: int = 128
+    momentum: float | None = None
+    weight_decay_rate: float | None = None
+    eps: float = 1e-30
+    max_grad_norm: float | None = None
+
+
+def rsqrt_schedule(
+    learning_rate: float, warmup_steps: int, warmup: str = "linear"
+) -> optax.Schedule:
+    """Inverse square-root decay: ``lr · rsqrt(max(step, warmup_steps))``.
+
+    `warmup="constant"` is T5X's `rsqrt_decay` (flat at ``lr/√warmup`` during warm-up);
+    `warmup="linear"` ramps linearly from ``lr/√warmup / warmup`` to that value over the first
+    `warmup_steps` updates. `step` counts updates from 0, so the first update uses step 1.
+    """
+    if warmup_steps < 1:
+        raise ValueError(f"warmup_steps must be ≥ 1, got {warmup_steps}")
+    if warmup not in ("linear", "constant"):
+        raise ValueError(f"warmup must be 'linear' or 'constant', got {warmup!r}")
+    lr = float(learning_rate)
+    w = float(warmup_steps)
+
+    def schedule(count):
+        step = jnp.asarray(count, jnp.float32) + 1.0
+        value = lr * jnp.reciprocal(jnp.sqrt(jnp.maximum(step, w)))
+        if warmup == "linear":
+            value = value * jnp.minimum(step / w, 1.0)
+        return value
+
+    return schedule
+
+
+def make_optimizer(
+    schedule: optax.Schedule, config: OptimizerConfig | None = None
+) -> optax.GradientTransformation:
+    """Adafactor (optax) driven by `schedule`, optionally preceded by global-norm clipping."""
+    config = config or OptimizerConfig()
+    adafactor = optax.adafactor(
+        learning_rate=schedule,
+        min_dim_size_to_factor=config.min_dim_size_to_factor,
+        decay_rate=config.decay_rate,
+        multiply_by_parameter_scale=config.multiply_by_parameter_scale,
+        clipping_threshold=config.clipping_threshold,
+        momentum=config.momentum,
+        weight_decay_rate=config.weight_decay_rate,
+        eps=config.eps,
+        factored=config.factored,
+    )
+    if config.max_grad_norm is None:
+        return adafactor
+    if config.max_grad_norm <= 0:
+        raise ValueError(f"max_grad_norm must be positive, got {config.max_grad_norm}")
+    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), adafactor)

@@ -1,0 +1,276 @@
+"""The run directory of docs/metrics_schema.md: `run.json` and the append-only `metrics.jsonl`.
+
+Both files are written through `tf.io.gfile`-compatible paths when the path is a URL
+(`gs://…`), and through the local file system otherwise. `run.json` is always replaced
+atomically (write to a temporary name, then rename), so a reader never sees half a file.
+`metrics.jsonl` is append-only: on open, the rows already present are read (a torn last line
+left by a SIGKILL is cut off), and a row whose `(step, task, eval_set, metric)` is already in
+the file is never written again, so a resumed run neither duplicates nor loses rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import platform
+from collections.abc import Iterable, Mapping
+from importlib import metadata
+from typing import Any
+
+SCHEMA_VERSION = 1
+RUN_JSON = "run.json"
+METRICS_JSONL = "metrics.jsonl"
+
+# Fields that must agree between an existing run.json and a run resuming into the directory.
+_IDENTITY_FIELDS: tuple[tuple[str, ...], ...] = (
+    ("model", "size"),
+    ("model", "config"),
+    ("model", "vocab_size"),
+    ("mixture", "name"),
+    ("mixture", "weights"),
+    ("mixture", "caps"),
+    ("training", "feature_lengths"),
+    ("training", "batch_size"),
+    ("training", "seed"),
+    ("vocabulary", "sha256"),
+)
+
+_VERSION_PACKAGES = (
+    "jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "seqio", "tensorflow",
+    "sentencepiece", "sacrebleu", "numpy", "gin-config", "mnmt-scaling",
+)
+
+
+class RunMismatchError(ValueError):
+    """Raised when a MODEL_DIR's run.json describes a different run than the one requested."""
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def _open(path: str, mode: str):
+    if _is_remote(path):
+        import tensorflow as tf  # noqa: PLC0415  (only for gs:// and other URLs)
+
+        return tf.io.gfile.GFile(path, mode)
+    return open(path, mode, encoding=None if "b" in mode else "utf-8")
+
+
+def _exists(path: str) -> bool:
+    if _is_remote(path):
+        import tensorflow as tf  # noqa: PLC0415
+
+        return tf.io.gfile.exists(path)
+    return os.path.exists(path)
+
+
+def _rename(src: str, dst: str) -> None:
+    if _is_remote(src):
+        import tensorflow as tf  # noqa: PLC0415
+
+        tf.io.gfile.rename(src, dst, overwrite=True)
+    else:
+        os.replace(src, dst)
+
+
+def join(*parts: str) -> str:
+    """`os.path.join` that also works for URLs."""
+    return "/".join([parts[0].rstrip("/")] + [p.strip("/") for p in parts[1:]]) if _is_remote(
+        parts[0]) else os.path.join(*parts)
+
+
+def file_sha256(path: str) -> str:
+    """Hex SHA-256 of a file (the vocabulary's identity in run.json)."""
+    digest = hashlib.sha256()
+    with _open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of the packages that determine a run's numbers (run.json `versions`)."""
+    out = {"python": platform.python_version()}
+    for name in _VERSION_PACKAGES:
+        try:
+            out["mnmt" if name == "mnmt-scaling" else name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def write_json_atomic(path: str, obj: Mapping[str, Any]) -> None:
+    """Write `obj` as indented JSON to `path` via a temporary file and an atomic rename."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with _open(tmp, "w") as f:
+        f.write(json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
+        if not _is_remote(path):
+            f.flush()
+            os.fsync(f.fileno())
+    _rename(tmp, path)
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def read_run_json(model_dir: str) -> dict[str, Any] | None:
+    """The run.json of `model_dir`, or None when there is none."""
+    path = join(model_dir, RUN_JSON)
+    if not _exists(path):
+        return None
+    with _open(path, "r") as f:
+        text = f.read()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from e
+
+
+def write_run_json(model_dir: str, run: Mapping[str, Any]) -> None:
+    write_json_atomic(join(model_dir, RUN_JSON), run)
+
+
+def _get(d: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
+    for k in keys:
+        if not isinstance(d, Mapping) or k not in d:
+            return None
+        d = d[k]
+    return d
+
+
+def _normalise(value: Any) -> Any:
+    """JSON round-trip so that tuples/lists and int/float keys compare as run.json stores them."""
+    return json.loads(json.dumps(value, default=_json_default, sort_keys=True))
+
+
+def check_compatible(existing: Mapping[str, Any], requested: Mapping[str, Any], path: str) -> None:
+    """Refuse to resume into a directory that describes a different model, mixture or vocabulary.
+
+    Raises `RunMismatchError` listing every differing field with both values.
+    """
+    diffs = []
+    for keys in _IDENTITY_FIELDS:
+        old, new = _normalise(_get(existing, keys)), _normalise(_get(requested, keys))
+        if old != new:
+            diffs.append(f"  {'.'.join(keys)}: directory has {json.dumps(old)}, "
+                         f"this run asks for {json.dumps(new)}")
+    if diffs:
+        raise RunMismatchError(
+            f"{path} already holds a different run; refusing to resume into it. Differences:\n"
+            + "\n".join(diffs)
+            + "\nUse a fresh MODEL_DIR (or delete this one) to start the new run."
+        )
+
+
+class MetricsWriter:
+    """Append-only writer of `metrics.jsonl` rows that skips keys already in the file.
+
+    Every process of a multi-host job reads the file (so all take the same skip decisions);
+    only the one constructed with `enabled=True` (the primary) writes or repairs it.
+    """
+
+    def __init__(self, model_dir: str, run_id: str, *, enabled: bool = True):
+        self.path = join(model_dir, METRICS_JSONL)
+        self.run_id = run_id
+        self.enabled = enabled
+        self._seen: set[tuple[int, str, str, str]] = set()
+        self._load_and_repair()
+
+    def _load_and_repair(self) -> None:
+        if not _exists(self.path):
+            return
+        with _open(self.path, "rb") as f:
+            data = f.read()
+        keep = data if data.endswith(b"\n") or not data else data[: data.rfind(b"\n") + 1]
+        for lineno, line in enumerate(keep.decode("utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                self._seen.add(_key(row))
+            except (json.JSONDecodeError, KeyError, TypeError) as e:
+                raise ValueError(f"{self.path}:{lineno}: not a metrics row ({e}): {line[:120]!r}") from e
+        if len(keep) != len(data) and self.enabled:  # a torn final line from a killed writer: drop it
+            if _is_remote(self.path):
+                with _open(self.path, "wb") as f:
+                    f.write(keep)
+            else:
+                with open(self.path, "r+b") as f:
+                    f.truncate(len(keep))
+
+    def __contains__(self, key: tuple[int, str, str, str]) -> bool:
+        return key in self._seen
+
+    def has(self, step: int, task: str, eval_set: str, metric: str) -> bool:
+        return (int(step), task, eval_set, metric) in self._seen
+
+    def write(self, rows: Iterable[Mapping[str, Any]]) -> int:
+        """Append the rows not yet in the file; returns how many were written."""
+        lines = []
+        for row in rows:
+            full = {
+                "run_id": self.run_id,
+                "step": int(row["step"]),
+                "tokens": int(row["tokens"]),
+                "task": str(row["task"]),
+                "eval_set": str(row["eval_set"]),
+                "metric": str(row["metric"]),
+                "value": _finite_or_none(row["value"]),
+            }
+            key = _key(full)
+            if key in self._seen:
+                continue
+            self._seen.add(key)
+            if not self.enabled:
+                continue
+            lines.append(json.dumps(full) + "\n")
+        if not lines:
+            return 0
+        if _is_remote(self.path):  # object stores cannot append: rewrite the whole object
+            old = b""
+            if _exists(self.path):
+                with _open(self.path, "rb") as f:
+                    old = f.read()
+            with _open(self.path, "wb") as f:
+                f.write(old + "".join(lines).encode("utf-8"))
+        else:
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write("".join(lines))
+                f.flush()
+                os.fsync(f.fileno())
+        return len(lines)
+
+
+def _finite_or_none(value: Any) -> float | None:
+    v = float(value)
+    return v if math.isfinite(v) else None
+
+
+def _key(row: Mapping[str, Any]) -> tuple[int, str, str, str]:
+    return (int(row["step"]), str(row["task"]), str(row["eval_set"]), str(row["metric"]))
+
+
+def read_metrics(model_dir: str) -> list[dict[str, Any]]:
+    """All complete rows of `metrics.jsonl` (a torn last line is ignored)."""
+    path = join(model_dir, METRICS_JSONL)
+    if not _exists(path):
+        return []
+    with _open(path, "r") as f:
+        text = f.read()
+    rows = []
+    lines = text.split("\n")
+    for lineno, line in enumerate(lines[:-1] if not text.endswith("\n") else lines, start=1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{lineno}: not JSON ({e})") from e
+    return rows
