@@ -1,0 +1,424 @@
+"""Training iterator with a checkpointable input position, and evaluation batches.
+
+:class:`TrainInputs` yields batches in the format of T5X's ``EncDecFeatureConverter``
+(``encoder_input_tokens``, ``decoder_input_tokens``, ``decoder_target_tokens``,
+``decoder_loss_weights`` and, when packed, ``*_segment_ids`` / ``*_positions``). Examples are
+drawn from the mixture with its weights (implicit scalarization, Fernandes et al. 2023 eq. 8),
+deterministically given ``seed``, and packed exactly as seqio's ``trim_and_pack_dataset`` does
+(greedy, in order, within windows of ``max(feature_lengths)`` examples). The packer is plain
+numpy (a test checks it against seqio's converter token for token), so the position is exact:
+``get_state()`` = (window start in the mixed stream, rows already emitted from that window,
+per-task cursors), and a restored iterator continues with the very next row — nothing repeated,
+nothing skipped, the same batches as an uninterrupted run.
+
+:func:`eval_batches` runs seqio's own task pipeline and ``EncDecFeatureConverter(pack=False)``
+over a whole split once; the final batch is padded with rows of zero loss weight.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from mnmt.data.synthetic_grammar import stable_seed
+
+__all__ = ["TrainInputs", "eval_batches", "eval_examples", "pack_examples", "pad_examples"]
+
+_DRAW_BLOCK = 8192
+STATE_VERSION = 1
+
+
+# ---- packing (seqio-equivalent) ----------------------------------------------------------------
+def _shift_right(tgt: np.ndarray, seg: np.ndarray | None) -> np.ndarray:
+    out = np.zeros_like(tgt)
+    out[:, 1:] = tgt[:, :-1]
+    if seg is not None:
+        first = np.ones_like(seg, dtype=bool)
+        first[:, 1:] = seg[:, 1:] != seg[:, :-1]
+        out[first] = 0
+    return out
+
+
+def pack_examples(
+    examples: Sequence[tuple[Sequence[int], Sequence[int]]], lengths: Mapping[str, int]
+) -> dict[str, np.ndarray]:
+    """Pack (inputs, targets) token lists greedily in order, like seqio's tf-ops packer.
+
+    Each example is trimmed to the feature length; a new row starts when the next example does
+    not fit. Returns converted features (EncDecFeatureConverter, pack=True), one row per pack.
+    """
+    li, lt = int(lengths["inputs"]), int(lengths["targets"])
+    rows: list[list[tuple[Sequence[int], Sequence[int]]]] = []
+    cur: list[tuple[Sequence[int], Sequence[int]]] = []
+    ni = nt = 0
+    for inp, tgt in examples:
+        inp, tgt = inp[:li], tgt[:lt]
+        if cur and (ni + len(inp) > li or nt + len(tgt) > lt):
+            rows.append(cur)
+            cur, ni, nt = [], 0, 0
+        cur.append((inp, tgt))
+        ni += len(inp)
+        nt += len(tgt)
+    if cur:
+        rows.append(cur)
+    n = len(rows)
+    enc = np.zeros((n, li), np.int32)
+    dec = np.zeros((n, lt), np.int32)
+    eseg, epos = np.zeros_like(enc), np.zeros_like(enc)
+    dseg, dpos = np.zeros_like(dec), np.zeros_like(dec)
+    for r, row in enumerate(rows):
+        a = b = 0
+        for s, (inp, tgt) in enumerate(row, start=1):
+            k, m = len(inp), len(tgt)
+            enc[r, a:a + k] = inp
+            eseg[r, a:a + k] = s
+            epos[r, a:a + k] = np.arange(k)
+            dec[r, b:b + m] = tgt
+            dseg[r, b:b + m] = s
+            dpos[r, b:b + m] = np.arange(m)
+            a += k
+            b += m
+    # seqio: segment ids count positions == 0 along the row and are zeroed on padding.
+    eseg = (np.cumsum(epos == 0, axis=1) * (enc != 0)).astype(np.int32)
+    dseg = (np.cumsum(dpos == 0, axis=1) * (dec != 0)).astype(np.int32)
+    return {
+        "encoder_input_tokens": enc,
+        "decoder_target_tokens": dec,
+        "decoder_input_tokens": _shift_right(dec, dseg),
+        "decoder_loss_weights": (dec != 0).astype(np.int32),
+        "encoder_segment_ids": eseg,
+        "decoder_segment_ids": dseg,
+        "encoder_positions": epos,
+        "decoder_positions": dpos,
+    }
+
+
+def pad_examples(
+    examples: Sequence[tuple[Sequence[int], Sequence[int]]], lengths: Mapping[str, int]
+) -> dict[str, np.ndarray]:
+    """One row per example, trimmed and zero-padded (EncDecFeatureConverter, pack=False)."""
+    li, lt = int(lengths["inputs"]), int(lengths["targets"])
+    n = len(examples)
+    enc = np.zeros((n, li), np.int32)
+    dec = np.zeros((n, lt), np.int32)
+    for r, (inp, tgt) in enumerate(examples):
+        inp, tgt = inp[:li], tgt[:lt]
+        enc[r, : len(inp)] = inp
+        dec[r, : len(tgt)] = tgt
+    return {
+        "encoder_input_tokens": enc,
+        "decoder_target_tokens": dec,
+        "decoder_input_tokens": _shift_right(dec, None),
+        "decoder_loss_weights": (dec != 0).astype(np.int32),
+    }
+
+
+# ---- per-task token streams ------------------------------------------------------------------
+class _TaskStream:
+    """Tokenized training examples of one task from position ``cursor`` on (endless).
+
+    Unlimited synthetic streams are read sequentially (re-seeded per data shard); finite
+    training sets are held in memory and visited in a fresh seeded permutation each epoch.
+    """
+
+    def __init__(self, name: str, seed: int, shard: tuple[int, int], cursor: int) -> None:
+        from mnmt.data.tasks import get_task_info
+        from mnmt.data.vocab import get_vocabulary, language_token_id
+
+        self.name = name
+        self.info = get_task_info(name)
+        vocab = get_vocabulary(self.info.vocab_path)
+        self.sp = vocab.tokenizer
+        self.lang_id = language_token_id(vocab, self.info.target_language)
+        self.seed = seed
+        self.shard = shard
+        self.cursor = cursor
+        self._finite: list[tuple[list[int], list[int]]] | None = None
+        self._perm: tuple[int, np.ndarray] | None = None
+        self._gen: Iterator[tuple[str, str]] | None = None
+        if self.info.train_size is not None or self.info.text_stream is None or (
+            self.info.definition.get("kind") != "synthetic"
+        ):
+            self._finite = _finite_train_set(self.info, shard)
+            if not self._finite:
+                raise ValueError(f"task {name!r}: training split of shard {shard} is empty")
+
+    def encode(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
+        srcs = self.sp.encode([s for s, _ in pairs])
+        tgts = self.sp.encode([t for _, t in pairs])
+        lid = self.lang_id
+        return [([lid, *s, 1], [*t, 1]) for s, t in zip(srcs, tgts, strict=True)]
+
+    def take(self, n: int) -> list[tuple[list[int], list[int]]]:
+        if n == 0:
+            return []
+        if self._finite is None:
+            if self._gen is None:
+                self._gen = self.info.text_stream(
+                    "train", self.cursor, ("train-stream", self.seed, *self.shard)
+                )
+            texts = [next(self._gen) for _ in range(n)]
+            self.cursor += n
+            return self.encode(texts)
+        d = len(self._finite)
+        out = []
+        for _ in range(n):
+            epoch, pos = divmod(self.cursor, d)
+            if self._perm is None or self._perm[0] != epoch:
+                rng = np.random.default_rng(stable_seed("epoch", self.name, self.seed, *self.shard, epoch))
+                self._perm = (epoch, rng.permutation(d))
+            out.append(self._finite[int(self._perm[1][pos])])
+            self.cursor += 1
+        return out
+
+
+_FINITE_CACHE: dict[tuple, list] = {}
+
+
+def _finite_train_set(info, shard: tuple[int, int]) -> list[tuple[list[int], list[int]]]:
+    key = (info.name, tuple(sorted(info.definition.items(), key=str)).__repr__(), shard)
+    if key not in _FINITE_CACHE:
+        from mnmt.data.vocab import get_vocabulary, language_token_id
+
+        vocab = get_vocabulary(info.vocab_path)
+        lid = language_token_id(vocab, info.target_language)
+        index, count = shard
+        texts = [st for i, st in enumerate(info.text_stream("train", 0, None)) if i % count == index]
+        srcs = vocab.tokenizer.encode([s for s, _ in texts])
+        tgts = vocab.tokenizer.encode([t for _, t in texts])
+        _FINITE_CACHE[key] = [([lid, *s, 1], [*t, 1]) for s, t in zip(srcs, tgts, strict=True)]
+    return _FINITE_CACHE[key]
+
+
+# ---- the training iterator -------------------------------------------------------------------
+class TrainInputs:
+    """Deterministic, resumable iterator of training batches of a mixture or a single task.
+
+    ``batch_size`` is the global number of rows; with ``shard_info=(index, num_shards)`` (one
+    shard per host) each shard yields ``batch_size // num_shards`` rows from its own streams.
+    """
+
+    def __init__(
+        self,
+        mixture_or_task: str,
+        feature_lengths: Mapping[str, int],
+        batch_size: int,
+        seed: int,
+        shard_info: tuple[int, int] | Any | None = None,
+        pack: bool = True,
+    ) -> None:
+        from mnmt.data.mixtures import mixture_weights
+
+        self.name = mixture_or_task
+        missing = {"inputs", "targets"} - set(feature_lengths)
+        if missing:
+            raise ValueError(f"feature_lengths: missing {sorted(missing)} (got {dict(feature_lengths)})")
+        self.lengths = {k: int(feature_lengths[k]) for k in ("inputs", "targets")}
+        if min(self.lengths.values()) < 2:
+            raise ValueError(f"feature_lengths: expected lengths >= 2, got {self.lengths}")
+        if shard_info is None:
+            shard = (0, 1)
+        elif isinstance(shard_info, tuple):
+            shard = (int(shard_info[0]), int(shard_info[1]))
+        else:  # seqio.ShardInfo
+            shard = (int(shard_info.index), int(shard_info.num_shards))
+        if not 0 <= shard[0] < shard[1]:
+            raise ValueError(f"shard_info: expected 0 <= index < num_shards, got {shard}")
+        if batch_size < 1 or batch_size % shard[1]:
+            raise ValueError(
+                f"batch_size {batch_size}: expected a positive multiple of num_shards={shard[1]}"
+            )
+        self.shard = shard
+        self.rows_per_batch = batch_size // shard[1]
+        self.batch_size = batch_size
+        self.seed = int(seed)
+        self.pack = bool(pack)
+        weights = mixture_weights(mixture_or_task)
+        self.tasks = [t for t, w in weights.items() if w > 0]
+        self.weights = np.array([weights[t] for t in self.tasks], dtype=np.float64)
+        self.weights /= self.weights.sum()
+        self._cum = np.cumsum(self.weights)
+        self._cum[-1] = 1.0
+        self.window = max(self.lengths.values()) if self.pack else 1
+        self._reset(draws=0, rows_taken=0, cursors={t: 0 for t in self.tasks}, batches=0)
+
+    # -- state -------------------------------------------------------------------------------
+    def _reset(self, draws: int, rows_taken: int, cursors: Mapping[str, int], batches: int) -> None:
+        self._streams = {t: _TaskStream(t, self.seed, self.shard, int(cursors[t])) for t in self.tasks}
+        self._draws = draws  # mixed-stream index of the current window's first example
+        self._win_cursors = {t: int(cursors[t]) for t in self.tasks}
+        self._rows: dict[str, np.ndarray] | None = None
+        self._rows_taken = 0
+        self._batches = batches
+        self._block: tuple[int, np.ndarray] | None = None
+        self._load_window()
+        self._rows_taken = rows_taken
+        if rows_taken > self._n_rows:
+            raise ValueError(f"state: rows_taken={rows_taken} exceeds the window's {self._n_rows} rows")
+
+    def get_state(self) -> dict:
+        """JSON-serialisable position of the next batch (store it with the checkpoint)."""
+        return {
+            "version": STATE_VERSION,
+            "mixture_or_task": self.name,
+            "seed": self.seed,
+            "shard": list(self.shard),
+            "pack": self.pack,
+            "feature_lengths": dict(self.lengths),
+            "batch_size": self.batch_size,
+            "tasks": {t: float(w) for t, w in zip(self.tasks, self.weights, strict=True)},
+            "window_start": int(self._draws),
+            "rows_taken": int(self._rows_taken),
+            "cursors": {t: int(c) for t, c in self._win_cursors.items()},
+            "batches": int(self._batches),
+        }
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        """Continue from a :meth:`get_state` dict (same mixture, seed, shard, lengths, packing)."""
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"input state: unsupported version {state.get('version')!r}")
+        expect = {
+            "mixture_or_task": self.name, "seed": self.seed, "shard": list(self.shard),
+            "pack": self.pack, "feature_lengths": dict(self.lengths), "batch_size": self.batch_size,
+        }
+        for k, v in expect.items():
+            if state.get(k) != v:
+                raise ValueError(f"input state field {k!r}: checkpoint has {state.get(k)!r}, iterator has {v!r}")
+        if set(state["cursors"]) != set(self.tasks):
+            raise ValueError(
+                f"input state: tasks {sorted(state['cursors'])} differ from the mixture's {sorted(self.tasks)}"
+            )
+        self._reset(int(state["window_start"]), int(state["rows_taken"]), state["cursors"],
+                    int(state.get("batches", 0)))
+
+    # -- sampling ----------------------------------------------------------------------------
+    def _choices(self, start: int, n: int) -> np.ndarray:
+        """Task indices of mixed-stream positions start … start+n-1 (counter-based, seeded)."""
+        out = np.empty(n, dtype=np.int64)
+        i = 0
+        while i < n:
+            pos = start + i
+            b, off = divmod(pos, _DRAW_BLOCK)
+            if self._block is None or self._block[0] != b:
+                rng = np.random.default_rng(stable_seed("mixture", self.seed, *self.shard, b))
+                u = rng.random(_DRAW_BLOCK)
+                self._block = (b, np.searchsorted(self._cum, u, side="right").clip(0, len(self.tasks) - 1))
+            m = min(n - i, _DRAW_BLOCK - off)
+            out[i:i + m] = self._block[1][off:off + m]
+            i += m
+        return out
+
+    def _load_window(self) -> None:
+        choice = self._choices(self._draws, self.window)
+        per_task = {t: self._streams[t].take(int((choice == k).sum())) for k, t in enumerate(self.tasks)}
+        idx = dict.fromkeys(self.tasks, 0)
+        examples = []
+        for k in choice:
+            t = self.tasks[k]
+            examples.append(per_task[t][idx[t]])
+            idx[t] += 1
+        self._window_examples = len(examples)
+        self._rows = pack_examples(examples, self.lengths) if self.pack else pad_examples(examples, self.lengths)
+        self._n_rows = next(iter(self._rows.values())).shape[0]
+        self._rows_taken = 0
+
+    def _advance_window(self) -> None:
+        self._draws += self.window
+        self._win_cursors = {t: s.cursor for t, s in self._streams.items()}
+        self._load_window()
+
+    # -- iteration ---------------------------------------------------------------------------
+    def __iter__(self) -> TrainInputs:
+        return self
+
+    def __next__(self) -> dict[str, np.ndarray]:
+        parts: list[dict[str, np.ndarray]] = []
+        need = self.rows_per_batch
+        while need > 0:
+            if self._rows_taken >= self._n_rows:
+                self._advance_window()
+            m = min(need, self._n_rows - self._rows_taken)
+            a = self._rows_taken
+            parts.append({k: v[a:a + m] for k, v in self._rows.items()})
+            self._rows_taken += m
+            need -= m
+        if self._rows_taken >= self._n_rows:
+            self._advance_window()
+        self._batches += 1
+        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+    @property
+    def num_batches(self) -> int:
+        return self._batches
+
+
+# ---- evaluation ------------------------------------------------------------------------------
+def eval_examples(task_name: str, split: str) -> list[tuple[str, str]]:
+    """The raw (source, target) strings of an eval split, in order (for BLEU / ChrF)."""
+    from mnmt.data.tasks import get_task_info
+
+    info = get_task_info(task_name)
+    if split not in info.splits:
+        raise ValueError(f"task {task_name!r}: unknown split {split!r}, expected {info.splits}")
+    limit = info.split_sizes.get(split)
+    out = []
+    for i, st in enumerate(info.text_stream(split, 0, None)):
+        if limit is not None and i >= limit:
+            break
+        out.append(st)
+    return out
+
+
+def eval_batches(
+    task_name: str,
+    split: str,
+    feature_lengths: Mapping[str, int],
+    batch_size: int,
+    *,
+    with_targets: bool = False,
+) -> Iterator[dict[str, np.ndarray]]:
+    """Unpacked batches of the whole split once, through seqio's task pipeline and converter.
+
+    The final batch is padded with all-zero rows (zero loss weights). With ``with_targets``
+    each batch also carries ``targets_text`` (an object array of raw target strings, '' for
+    padding rows) for BLEU / ChrF.
+    """
+    import seqio
+
+    lengths = {k: int(feature_lengths[k]) for k in ("inputs", "targets")}
+    task = seqio.get_mixture_or_task(task_name)
+    ds = task.get_dataset(lengths, split=split, shuffle=False, num_epochs=1, use_cached=False)
+    ds = seqio.EncDecFeatureConverter(pack=False)(ds, lengths)
+    texts = [t for _, t in eval_examples(task_name, split)] if with_targets else None
+    buf: list[dict[str, np.ndarray]] = []
+    n_seen = 0
+
+    def emit(rows: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        batch = {k: np.stack([r[k] for r in rows]).astype(np.int32) for k in rows[0]}
+        pad = batch_size - len(rows)
+        if pad:
+            batch = {k: np.concatenate([v, np.zeros((pad, *v.shape[1:]), v.dtype)]) for k, v in batch.items()}
+        return batch
+
+    for ex in ds.as_numpy_iterator():
+        buf.append(ex)
+        if len(buf) == batch_size:
+            b = emit(buf)
+            if texts is not None:
+                b["targets_text"] = np.array(texts[n_seen:n_seen + batch_size], dtype=object)
+            n_seen += len(buf)
+            buf = []
+            yield b
+    if buf:
+        b = emit(buf)
+        if texts is not None:
+            t = texts[n_seen:n_seen + len(buf)] + [""] * (batch_size - len(buf))
+            b["targets_text"] = np.array(t, dtype=object)
+        yield b
+
+
+def num_eval_batches(num_examples: int, batch_size: int) -> int:
+    return math.ceil(num_examples / batch_size)
