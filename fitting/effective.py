@@ -1,0 +1,241 @@
+"""The law of unseen weights (Fernandes et al. 2023 eq. 11) with f̂ of eq. 12 or eq. 13.
+
+    L_i(N; p) = β_{1,i} · (f̂_i(p) · N)^(−α_i) + L∞^(i)                       (eq. 11)
+    f̂_i(p)   = p + c1 · p^c2 · (1 − p)^c3                                   (eq. 12)
+    f̂_i(p)   = c1 · (p − 1) + 1                                              (eq. 13)
+
+f̂_i(p) approximates the effective fraction of parameters f_i(p) (eq. 10); the law predicts the
+loss of pair i at any weight p > 0 and size N. Per pair, α and the c's are nonlinear parameters;
+β_1 and L∞ are linear and solved exactly (variable projection), from a grid of starts.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from fitting.base import FitError, FitResult, register_law
+from fitting.engine import goodness_of_fit, varpro_fit
+from fitting.joint import prepare_points
+from fitting.uncertainty import (
+    band_from_samples,
+    bootstrap_samples,
+    perturbation_samples,
+    summarize_samples,
+)
+
+__all__ = ["MultilingualLawFit", "fit_multilingual_law", "f_hat_eq12", "f_hat_eq13"]
+
+_ALPHA_STARTS = np.geomspace(0.05, 1.5, 8)
+
+
+def f_hat_eq12(p, c1: float, c2: float, c3: float) -> np.ndarray:
+    """f̂(p) = p + c1·p^c2·(1−p)^c3 (Fernandes eq. 12); f̂(1) = 1, f̂(0) = 0."""
+    p = np.asarray(p, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return p + c1 * np.power(p, c2) * np.power(np.clip(1.0 - p, 0.0, None), c3)
+
+
+def f_hat_eq13(p, c1: float) -> np.ndarray:
+    """f̂(p) = c1·(p − 1) + 1 (Fernandes eq. 13, the linear approximation)."""
+    return c1 * (np.asarray(p, dtype=np.float64) - 1.0) + 1.0
+
+
+_FORMS = {
+    "eq12": (("c1", "c2", "c3"), f_hat_eq12),
+    "eq13": (("c1",), f_hat_eq13),
+}
+
+
+def _k(name: str, pair: str) -> str:
+    return f"{name}[{pair}]"
+
+
+@register_law("multilingual")
+@dataclass
+class MultilingualLawFit(FitResult):
+    """Eq. 11 per pair. Params ``alpha[pair]``, ``beta1[pair]``, ``l_inf[pair]``, ``c1[pair]``…"""
+
+    form: str = "eq12"
+    pairs: list[str] | None = None
+    samples: dict[str, list[float]] | None = None
+    n_range: tuple[float, float] | None = None
+    weight_range: dict[str, list[float]] | None = None
+
+    @classmethod
+    def _decode_extra(cls, name: str, value):
+        if name == "n_range" and value is not None:
+            return (float(value[0]), float(value[1]))
+        return value
+
+    def _pair(self, pair: str | None) -> str:
+        pairs = self.pairs or []
+        if pair is None and len(pairs) == 1:
+            return pairs[0]
+        if pair not in pairs:
+            raise FitError(f"pair {pair!r} was not fitted; fitted pairs: {pairs}", column="pair")
+        return pair
+
+    def f_hat(self, p, pair: str | None = None, params: dict | None = None) -> np.ndarray:
+        """f̂_i(p) of eq. 12 or eq. 13 for this pair."""
+        pair = self._pair(pair)
+        q = self.params if params is None else params
+        names, fn = _FORMS[self.form]
+        return fn(p, *[q[_k(c, pair)] for c in names])
+
+    def _predict(self, q: dict, n, p, pair: str) -> np.ndarray:
+        n = np.asarray(n, dtype=np.float64)
+        p = np.asarray(p, dtype=np.float64)
+        f = np.clip(self.f_hat(p, pair, q), 1e-300, None)
+        with np.errstate(over="ignore", divide="ignore"):
+            out = q[_k("beta1", pair)] * np.power(f * n, -q[_k("alpha", pair)]) + q[_k("l_inf", pair)]
+        return np.where(p > 0, out, np.inf)
+
+    def predict(self, n, p, pair: str | None = None) -> np.ndarray:
+        """L_i(N; p) of eq. 11 for any weight p ∈ (0, 1] and size N (inf at p = 0)."""
+        return self._predict(self.params, n, p, self._pair(pair))
+
+    def band(self, n, p, pair: str | None = None, level: float = 0.95):
+        """Percentile band of :meth:`predict` over the uncertainty samples."""
+        pair = self._pair(pair)
+        if not self.samples:
+            raise FitError("this fit has no uncertainty samples")
+        return band_from_samples(lambda q: self._predict(q, n, p, pair), self.samples, level)
+
+    def predict_samples(self, n, p, pair: str | None = None) -> np.ndarray:
+        """Predictions on every uncertainty sample (rows), for custom bands."""
+        pair = self._pair(pair)
+        if not self.samples:
+            raise FitError("this fit has no uncertainty samples")
+        m = len(next(iter(self.samples.values())))
+        return np.stack([self._predict({k: v[j] for k, v in self.samples.items()}, n, p, pair)
+                         for j in range(m)])
+
+
+def _fit_pair(n, p, y, *, form, loss, f_scale, theta0=None):
+    names, fn = _FORMS[form]
+    n_ref = float(np.exp(np.mean(np.log(n))))
+    u = n / n_ref
+
+    def design(theta):
+        f = np.clip(fn(p, *theta[1:]), 1e-12, None)
+        return np.column_stack([np.power(f * u, -theta[0]), np.ones_like(u)])
+
+    if form == "eq12":
+        lo, hi = [1e-4, -0.95, 0.05, 0.0], [5.0, 50.0, 8.0, 8.0]
+        grid = [_ALPHA_STARTS, [-0.5, 0.0, 0.3, 1.0, 3.0], [0.5, 1.0, 2.0], [0.5, 1.0, 2.0]]
+    else:
+        pmin = float(np.min(p))
+        lo, hi = [1e-4, 1e-3], [5.0, 0.999 / (1.0 - pmin) if pmin < 1 else 1.0]
+        grid = [_ALPHA_STARTS, [0.2, 0.5, 0.8, 0.95]]
+    res = varpro_fit(design, y, theta_grid=grid, theta_bounds=(lo, hi), coef_nonneg=True,
+                     loss=loss, f_scale=f_scale, theta0=theta0, n_refine=4)
+    t = res.theta
+    q = {"alpha": float(t[0]), "beta1": float(res.coef[0] * n_ref ** t[0]),
+         "l_inf": float(res.coef[1])}
+    q.update({c: float(v) for c, v in zip(names, t[1:], strict=True)})
+    return q, res.f_scale, t
+
+
+def fit_multilingual_law(
+    df: pd.DataFrame,
+    *,
+    form: str = "eq12",
+    loss_col: str | None = None,
+    robust_loss: str = "soft_l1",
+    f_scale: float | str = "auto",
+    uncertainty: str | None = "perturbation",
+    n_refits: int = 100,
+    sigma_rel: float = 0.01,
+    level: float = 0.95,
+    seed: int = 0,
+    source: str | None = None,
+) -> MultilingualLawFit:
+    """Fit eq. 11 with f̂ of eq. 12 (``form="eq12"``) or eq. 13 (``"eq13"``) per pair.
+
+    Input: final losses with columns ``pair``, ``weight``, ``n``, ``loss``/``value``. Rows with
+    weight 0 are excluded (count in ``meta["excluded_zero_weight"]``).
+    """
+    if form not in _FORMS:
+        raise FitError(f"form must be one of {sorted(_FORMS)}, got {form!r}")
+    pts = prepare_points(df, loss_col=loss_col, source=source)
+    zero = pts["weight"] <= 0
+    pts = pts[~zero]
+    names = _FORMS[form][0]
+    k = 3 + len(names)
+    params: dict[str, float] = {}
+    samples: dict[str, list[float]] = {}
+    warnings: list[str] = []
+    meta: dict = {"form": form, "robust_loss": robust_loss, "uncertainty": uncertainty,
+                  "sigma_rel": sigma_rel, "n_refits": n_refits, "seed": seed, "level": level,
+                  "excluded_zero_weight": int(zero.sum()), "f_scale": {}}
+    good: dict[str, float] = {}
+    ys, preds = [], []
+    pairs = sorted(pts["pair"].unique())
+    if not pairs:
+        raise FitError("no rows with a positive weight", column="weight")
+    wr: dict[str, list[float]] = {}
+    for pair in pairs:
+        sub = pts[pts["pair"] == pair]
+        n, p, y = (sub[c].to_numpy(dtype=np.float64) for c in ("n", "weight", "loss"))
+        if y.size < k + 1 or np.unique(n).size < 2 or np.unique(p).size < len(names) + 1:
+            raise FitError(
+                f"law 'multilingual' ({form}), pair {pair!r}: {k} free parameters need more than "
+                f"{k} points over ≥ 2 sizes and ≥ {len(names) + 1} weights; got {y.size} points, "
+                f"{np.unique(n).size} sizes, {np.unique(p).size} weights", column="weight")
+        q, fs, theta = _fit_pair(n, p, y, form=form, loss=robust_loss, f_scale=f_scale)
+        meta["f_scale"][pair] = fs
+        wr[pair] = [float(p.min()), float(p.max())]
+        params.update({_k(kk, pair): v for kk, v in q.items()})
+        pred = MultilingualLawFit(law="multilingual", params=params, form=form,
+                                  pairs=[pair]).predict(n, p, pair)
+        g = goodness_of_fit(y, pred, k)
+        good.update({f"{kk}[{pair}]": v for kk, v in g.items()})
+        ys.append(y)
+        preds.append(pred)
+
+        def refit_y(y_new, n=n, p=p, fs=fs, theta=theta, pair=pair):
+            qq, _, _ = _fit_pair(n, p, y_new, form=form, loss=robust_loss, f_scale=fs,
+                                 theta0=theta)
+            return {_k(kk, pair): v for kk, v in qq.items()}
+
+        def refit_idx(idx, n=n, p=p, y=y, fs=fs, theta=theta, pair=pair):
+            if np.unique(p[idx]).size < len(names) + 1 or np.unique(n[idx]).size < 2:
+                raise FitError("resample lacks weights or sizes")
+            qq, _, _ = _fit_pair(n[idx], p[idx], y[idx], form=form, loss=robust_loss,
+                                 f_scale=fs, theta0=theta)
+            return {_k(kk, pair): v for kk, v in qq.items()}
+
+        if uncertainty in ("perturbation", "both"):
+            s, failed = perturbation_samples(refit_y, y, n_refits=n_refits, sigma_rel=sigma_rel,
+                                             seed=seed)
+        elif uncertainty == "bootstrap":
+            s, failed = bootstrap_samples(refit_idx, y.size, n_boot=n_refits, seed=seed)
+        elif uncertainty in (None, "none"):
+            s, failed = None, 0
+        else:
+            raise FitError(f"uncertainty must be perturbation, bootstrap or None, got {uncertainty!r}")
+        meta.setdefault("refits_failed", {})[pair] = failed
+        if s is not None:
+            samples.update({kk: v.tolist() for kk, v in s.items()})
+    y_all, p_all = np.concatenate(ys), np.concatenate(preds)
+    good = {**goodness_of_fit(y_all, p_all, len(params)), **good}
+    stderr = intervals = None
+    if samples:
+        stderr, intervals = summarize_samples({kk: np.array(v) for kk, v in samples.items()}, level)
+    return MultilingualLawFit(
+        law="multilingual", params=params, stderr=stderr, intervals=intervals, goodness=good,
+        n_points=int(y_all.size), warnings=warnings, meta=meta, form=form, pairs=pairs,
+        samples=samples or None, n_range=(float(pts["n"].min()), float(pts["n"].max())),
+        weight_range=wr,
+    )
+
+
+def simplex_grid(k: int, step: float) -> np.ndarray:
+    """All weight vectors on the K-simplex with coordinates multiple of ``step`` (incl. zeros)."""
+    m = int(round(1.0 / step))
+    pts = [c for c in itertools.product(range(m + 1), repeat=k - 1) if sum(c) <= m]
+    return np.array([[*c, m - sum(c)] for c in pts], dtype=np.float64) / m

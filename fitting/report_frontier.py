@@ -1,0 +1,118 @@
+"""Report section: eq. 11 law, predicted frontier at larger sizes and recommended weights.
+
+Split out of :mod:`fitting.report`; called by :func:`fitting.report.write_report`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+
+from fitting.base import FitError
+from fitting.effective import fit_multilingual_law
+from fitting.frontier import frontier_2pair, recommend
+
+__all__ = ["frontier_section"]
+
+
+def _observed_pairs(fin: pd.DataFrame, pairs: list[str]) -> dict[float, tuple]:
+    """Per size: (loss of pair 1, loss of pair 2) of each run trained on both."""
+    if "run_id" not in fin.columns:
+        return {}
+    wide = fin.pivot_table(index=["run_id", "n"], columns="pair", values="value", aggfunc="mean")
+    wts = fin.pivot_table(index=["run_id", "n"], columns="pair", values="weight", aggfunc="mean")
+    if not set(pairs) <= set(wide.columns):
+        return {}
+    ok = (wts[pairs[0]] > 0) & (wts[pairs[1]] > 0)
+    wide = wide[ok.reindex(wide.index).fillna(False).to_numpy()]
+    out = {}
+    for n, g in wide.groupby(level="n"):
+        out[float(n)] = (g[pairs[0]].to_numpy(float), g[pairs[1]].to_numpy(float))
+    return out
+
+
+def frontier_section(doc, rep, fin, data, target_sizes, preferences, out_dir, uncertainty,
+                     n_refits, seed) -> None:
+    """Fit eq. 11 (eq. 12 f̂, falling back to eq. 13), draw the frontier, recommend weights."""
+    from fitting import plots
+    from fitting.report import _fmt
+
+    doc.h(2, "Unseen weights and sizes: eq. 11 law, frontier, recommendation")
+    sub = fin[fin["weight"].notna()] if "weight" in fin.columns else None
+    if sub is None or sub.empty:
+        rep.skipped["eq. 11 frontier"] = "the table has no mixture weights"
+        doc.p("Skipped: the table has no mixture weights.")
+        return
+    law, reasons = None, []
+    for form in ("eq12", "eq13"):
+        try:
+            law = fit_multilingual_law(sub, form=form, uncertainty=uncertainty,
+                                       n_refits=n_refits, seed=seed)
+            break
+        except FitError as e:
+            reasons.append(f"{form}: {e}")
+    if law is None:
+        rep.skipped["eq. 11 frontier"] = "; ".join(reasons)
+        doc.p("Skipped: " + "; ".join(reasons))
+        return
+    if reasons:
+        doc.p("f̂ of eq. 12 could not be fitted (" + reasons[0] + "); using the linear eq. 13.")
+    rep.effective = law
+    sd = law.stderr or {}
+    names = ["alpha", "beta1", "l_inf", "c1"] + (["c2", "c3"] if law.form == "eq12" else [])
+    rows = [[pair] + [_fmt(law.params[f"{k}[{pair}]"], sd.get(f"{k}[{pair}]")) for k in names]
+            + [_fmt(law.goodness.get(f"r2[{pair}]"), digits=4)] for pair in law.pairs or []]
+    doc.p(f"L_i(N; p) = β1 (f̂(p) N)^−α + L∞ with f̂ of {law.form.replace('eq', 'eq. ')}.")
+    doc.table(["pair", *names, "R²"], rows)
+    n_max = float(fin["n"].max())
+    targets = [float(t) for t in (target_sizes or [4 * n_max, 16 * n_max])]
+    pairs = list(law.pairs or [])
+    recs = []
+    for t in targets:
+        try:
+            rc = recommend(law, t, preferences)
+        except FitError as e:
+            rep.skipped[f"recommend N={t:.3g}"] = str(e)
+            continue
+        recs.append(rc)
+        iv = rc.interval or {}
+        doc.p(f"Recommended weights at N = {t:.3g} ({'equal' if preferences is None else preferences}"
+              " preferences, minimising the preference-weighted loss): "
+              + ", ".join(f"{p}: {w:.3f}" for p, w in rc.weights.items()) + "; predicted loss "
+              + ", ".join(f"{p}: {v:.4f}" + (f" [{iv[p][0]:.4f}, {iv[p][1]:.4f}]" if p in iv else "")
+                          for p, v in rc.predicted.items())
+              + "; with uniform weights: "
+              + ", ".join(f"{p}: {v:.4f}" for p, v in rc.uniform_predicted.items()) + ".")
+    rep.recommendation = [r.to_json() for r in recs]
+    if len(pairs) == 2:
+        sizes = sorted(set(float(s) for s in fin["n"].unique()))
+        show = sizes[:: max(1, len(sizes) // 3)][-3:] + targets
+        try:
+            fr = frontier_2pair(law, show, pairs=pairs)
+            rep.frontier = fr
+            curves = {n: (v[:, 0], v[:, 1]) for n, v in fr.values.items()}
+            bands = {n: ((fr.lower[n][:, 0], fr.upper[n][:, 0]), (fr.lower[n][:, 1],
+                                                                  fr.upper[n][:, 1]))
+                     for n in fr.lower if n in targets}
+            obs = {n: v for n, v in _observed_pairs(fin, pairs).items() if n in show}
+            rep.figures["frontier"] = plots.save(
+                plots.plot_frontier(curves, pairs, observed=obs, bands=bands),
+                os.path.join(out_dir, "figures", "frontier.png"))
+            doc.img("figures/frontier.png", "Predicted trade-off frontier (eq. 11 + f̂) at fitted "
+                    "sizes (with observed runs) and at the target sizes (95% band); cf. Fernandes "
+                    "Fig. 7.")
+            curve = {p: (lambda x, p=p: law.f_hat(x, p)) for p in pairs}
+            if rep.joint is not None and all(1.0 in (rep.joint.weights or {}).get(p, [])
+                                             for p in pairs):
+                pts = {p: {w: (float(rep.joint.fraction(w, p)[0]), float("nan"))
+                           for w in rep.joint.weights[p] if w > 0} for p in pairs}
+                rep.figures["fraction_fit"] = plots.save(
+                    plots.plot_fraction(pts, curve),
+                    os.path.join(out_dir, "figures", "fraction_fit.png"))
+                doc.img("figures/fraction_fit.png", "f(p) from the joint law (points, eq. 10) "
+                        "and the fitted f̂ (dashed; cf. Fernandes Fig. 7 left).")
+        except Exception as e:
+            rep.skipped["figures (frontier)"] = f"{type(e).__name__}: {e}"
+    elif len(pairs) > 2:
+        doc.p(f"{len(pairs)} pairs: use `mnmt-fit frontier` for the K-pair Pareto set.")
