@@ -118,7 +118,8 @@ def pad_examples(
 
 # ---- per-task token streams ------------------------------------------------------------------
 class _TaskStream:
-    """Tokenized training examples of one task from position ``cursor`` on (endless).
+    """Tokenized training examples (``<2xx>`` + source, target; no EOS yet) of one task from
+    position ``cursor`` on (endless).
 
     Unlimited synthetic streams are read sequentially (re-seeded per data shard); finite
     training sets are held in memory and visited in a fresh seeded permutation each epoch.
@@ -150,7 +151,7 @@ class _TaskStream:
         srcs = self.sp.encode([s for s, _ in pairs])
         tgts = self.sp.encode([t for _, t in pairs])
         lid = self.lang_id
-        return [([lid, *s, 1], [*t, 1]) for s, t in zip(srcs, tgts, strict=True)]
+        return [([lid, *s], t) for s, t in zip(srcs, tgts, strict=True)]
 
     def take(self, n: int) -> list[tuple[list[int], list[int]]]:
         if n == 0:
@@ -189,7 +190,7 @@ def _finite_train_set(info, shard: tuple[int, int]) -> list[tuple[list[int], lis
         texts = [st for i, st in enumerate(info.text_stream("train", 0, None)) if i % count == index]
         srcs = vocab.tokenizer.encode([s for s, _ in texts])
         tgts = vocab.tokenizer.encode([t for _, t in texts])
-        _FINITE_CACHE[key] = [([lid, *s, 1], [*t, 1]) for s, t in zip(srcs, tgts, strict=True)]
+        _FINITE_CACHE[key] = [([lid, *s], t) for s, t in zip(srcs, tgts, strict=True)]
     return _FINITE_CACHE[key]
 
 
@@ -316,9 +317,12 @@ class TrainInputs:
         per_task = {t: self._streams[t].take(int((choice == k).sum())) for k, t in enumerate(self.tasks)}
         idx = dict.fromkeys(self.tasks, 0)
         examples = []
+        li, lt = self.lengths["inputs"] - 1, self.lengths["targets"] - 1
         for k in choice:
             t = self.tasks[k]
-            examples.append(per_task[t][idx[t]])
+            inp, tgt = per_task[t][idx[t]]
+            # seqio's append_eos_after_trim: trim to length - 1, then append EOS (id 1)
+            examples.append(([*inp[:li], 1], [*tgt[:lt], 1]))
             idx[t] += 1
         self._window_examples = len(examples)
         self._rows = pack_examples(examples, self.lengths) if self.pack else pad_examples(examples, self.lengths)

@@ -194,6 +194,8 @@ def register_synthetic_tasks(
         src, tgt = pair.split("-")
         cap = caps.get(pair)
         name = f"{prefix}_{_slug(preset)}_s{seed}_{src}_{tgt}" + (f"_d{cap}" if cap else "")
+        if eval_size != EVAL_SIZE:
+            name += f"_e{eval_size}"
         sizes: dict[str, int | None] = {
             "train": cap, "validation": eval_size, "test": eval_size, "ood": eval_size,
         }

@@ -1,0 +1,148 @@
+"""The synthetic family: determinism, exact entropy, unique strings, recoverable trees."""
+
+import itertools
+import math
+from collections import defaultdict
+
+import pytest
+
+from mnmt.data.synthetic import get_family, irreducible_loss, list_presets
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return get_family("cpu-tiny")
+
+
+def test_pairs_and_determinism(tiny):
+    assert tiny.pairs == ["en-de", "en-zh"]
+    a = tiny.sample("en-de", "train", 50)
+    b = get_family("cpu-tiny").sample("en-de", "train", 50)
+    assert [(e.source, e.target) for e in a] == [(e.source, e.target) for e in b]
+    c = tiny.sample("en-de", "train", 50, seed=1)
+    assert [e.target for e in a] != [e.target for e in c]
+    v = tiny.sample("en-de", "validation", 50)
+    assert [e.source for e in a] != [e.source for e in v]
+
+
+def test_random_access_matches_sequential_stream(tiny):
+    full = tiny.sample("en-zh", "train", 600)
+    part = tiny.sample("en-zh", "train", 10, start=590)
+    assert [(e.source, e.target) for e in part] == [(e.source, e.target) for e in full[590:]]
+
+
+def _enumerate_targets(lang, tree):
+    """All target strings of a tree with their probabilities (brute force over choices)."""
+    slots = lang.slots(tree)
+    options = []
+    for ch, sfx in slots:
+        suffix = lang._suffix(sfx) if sfx else ""
+        probs = [math.exp(lp) for lp in ch.logp] if len(ch.forms) > 1 else [1.0]
+        options.append([(lang._display(f + suffix), p) for f, p in zip(ch.forms, probs, strict=False)])
+    out = []
+    for combo in itertools.product(*options):
+        words = [w for w, _ in combo]
+        out.append((lang._join(words), math.prod(p for _, p in combo)))
+    return out
+
+
+@pytest.mark.parametrize("preset,pair", [
+    ("cpu-tiny", "en-de"), ("cpu-tiny", "en-zh"), ("tiny:{de,zh}-en", "zh-en"),
+    ("tiny:en-{fr,de,zh,hi}", "en-hi"), ("tiny:en-{de,fr}", "en-fr"),
+])
+def test_entropy_is_exact_and_strings_are_distinct(preset, pair):
+    fam = get_family(preset)
+    tgt = fam.languages[pair.split("-")[1]]
+    checked = 0
+    for ex in fam.sample(pair, "validation", 300):
+        outcomes = _enumerate_targets(tgt, ex.tree)
+        if len(outcomes) > 5000:
+            continue
+        strings = [s for s, _ in outcomes]
+        # distinct choice sequences give distinct strings → string entropy = choice entropy
+        assert len(set(strings)) == len(strings)
+        assert math.isclose(sum(p for _, p in outcomes), 1.0, rel_tol=1e-9)
+        h = -sum(p * math.log(p) for _, p in outcomes if p > 0)
+        assert math.isclose(h, ex.entropy, rel_tol=1e-9, abs_tol=1e-12)
+        assert ex.target in strings
+        assert math.isclose(fam.log_prob(pair, ex), ex.logprob, abs_tol=1e-9)
+        checked += 1
+    assert checked > 200
+
+
+@pytest.mark.parametrize("preset,pair", [
+    ("cpu-tiny", "en-zh"), ("tiny:{de,zh}-en", "zh-en"), ("tiny:{de,zh}-en", "de-en"),
+    ("tiny:en-{fr,de,zh,hi}", "en-hi"),
+])
+def test_source_string_determines_the_tree(preset, pair):
+    """H(T|S) = H(T|tree) needs the tree to be a function of the source string."""
+    fam = get_family(preset)
+    trees = defaultdict(set)
+    for ex in fam.sample(pair, "train", 4000):
+        trees[ex.source].add(ex.tree)
+    assert all(len(t) == 1 for t in trees.values())
+    # and the corpus really repeats sources (else the check would be vacuous)
+    assert len(trees) < 4000
+
+
+@pytest.mark.parametrize("pair", ["en-de", "en-zh"])
+def test_generator_nll_matches_entropy_on_held_out(tiny, pair):
+    """Mean −log p(target | source) of held-out targets ≈ mean conditional entropy (CLT)."""
+    ex = tiny.sample(pair, "test", 4000)
+    nll = [-tiny.log_prob(pair, e) for e in ex]  # recomputed from the strings
+    ent = [e.entropy for e in ex]
+    n = len(ex)
+    mean_nll, mean_h = sum(nll) / n, sum(ent) / n
+    diff = [a - b for a, b in zip(nll, ent, strict=False)]
+    sd = math.sqrt(sum(d * d for d in diff) / n - (sum(diff) / n) ** 2)
+    assert mean_h > 0.3
+    assert abs(mean_nll - mean_h) < 4 * sd / math.sqrt(n)
+    # a wrong target has probability zero under the generator
+    assert tiny.log_prob(pair, ex[0], ex[1].target) == -math.inf or ex[0].tree == ex[1].tree
+
+
+def test_both_directions_have_entropy():
+    fam = get_family("tiny:{de,zh}-en")
+    for pair in fam.pairs:
+        ex = fam.sample(pair, "validation", 500)
+        assert sum(e.entropy for e in ex) / 500 > 0.2
+
+
+def test_relatedness_controlled_by_parent_and_mutation():
+    fam = get_family("tiny:en-{de,fr,zh}")
+    assert fam.relatedness("de", "fr") > 0.3
+    assert fam.relatedness("en", "de") > 0.3
+    assert fam.relatedness("de", "zh") == 0.0
+    assert fam.relatedness("en", "zh") == 0.0
+
+
+def test_ood_split_is_differently_distributed(tiny):
+    val = tiny.sample("en-de", "validation", 2000)
+    ood = tiny.sample("en-de", "ood", 2000)
+    words = lambda xs: sum(len(e.source.split()) for e in xs) / len(xs)  # noqa: E731
+    assert words(ood) > words(val) + 0.5
+
+
+def test_presets_build_and_unknown_preset_is_an_error():
+    names = list_presets()
+    assert "cpu-tiny" in names and "base:en-{fr,de,zh,hi}" in names
+    chen = get_family("en-{fr,de,zh,hi}")
+    assert chen.train_sizes == {"en-fr": 10_000_000, "en-de": 4_600_000, "en-zh": 260_000,
+                                "en-hi": 260_000}
+    with pytest.raises(ValueError, match="unknown synthetic preset"):
+        get_family("tiny:en-{xx}")
+    with pytest.raises(ValueError, match="unknown pair"):
+        get_family("cpu-tiny").sample("en-fr", "train", 1)
+    with pytest.raises(ValueError, match="unknown split"):
+        get_family("cpu-tiny").sample("en-de", "dev", 1)
+
+
+def test_irreducible_loss_definition(tiny, tiny_vocab):
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=tiny_vocab)
+    ex = tiny.sample("en-de", "validation", 500)
+    expected = sum(e.entropy for e in ex) / sum(len(sp.encode(e.target)) + 1 for e in ex)
+    got = irreducible_loss(tiny, "en-de", "validation", tiny_vocab, 500)
+    assert math.isclose(got, expected, rel_tol=1e-12)
+    assert 0.05 < got < 0.6
