@@ -1,0 +1,185 @@
+"""Chinchilla form (Caillaut eq. 2; Hoffmann): recovery on synthetic ground truth, API, bad input."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fitting.base import FitError, FitResult
+from fitting.chinchilla import (
+    ChinchillaFit,
+    _grid_starts,
+    fit_chinchilla,
+    fit_from_table,
+    published_grid,
+)
+
+TRUE = {"E": 1.8, "A": 450.0, "B": 2100.0, "alpha": 0.34, "beta": 0.37}
+SMALL_GRID = {
+    "a": [0.0, 10.0, 20.0],
+    "b": [0.0, 10.0, 20.0],
+    "e": [-1.0, 0.5],
+    "alpha": [0.0, 0.5, 1.0, 1.5],
+    "beta": [0.0, 0.5, 1.0, 1.5],
+}
+
+
+def _law(n, d, p=TRUE):
+    return p["E"] + p["A"] * n ** -p["alpha"] + p["B"] * d ** -p["beta"]
+
+
+def _data(noise=0.01, seed=0, p=TRUE, n_sizes=10, n_tokens=10):
+    rng = np.random.default_rng(seed)
+    n, d = np.meshgrid(np.geomspace(1e7, 1e10, n_sizes), np.geomspace(1e9, 1e12, n_tokens))
+    n, d = n.ravel(), d.ravel()
+    loss = _law(n, d, p) * (1 + noise * rng.standard_normal(n.size))
+    return n, d, loss
+
+
+def test_recovers_truth_without_noise():
+    n, d, loss = _data(noise=0.0)
+    fit = fit_chinchilla(n, d, loss, grid=SMALL_GRID, init="varpro")
+    for k, v in TRUE.items():
+        assert fit.params[k] == pytest.approx(v, rel=1e-4), k
+    assert fit.goodness["rmse"] < 1e-6
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_recovers_truth_with_one_percent_noise(seed):
+    # Tolerances: E within 3%, exponents within 10%, A and B within a factor 1.6 (A, B are
+    # strongly correlated with their exponents); predictions 4x beyond the largest N within 2%.
+    n, d, loss = _data(noise=0.01, seed=seed)
+    fit = fit_chinchilla(n, d, loss, grid=SMALL_GRID, init="varpro")
+    assert fit.params["E"] == pytest.approx(TRUE["E"], rel=0.03)
+    assert fit.params["alpha"] == pytest.approx(TRUE["alpha"], rel=0.10)
+    assert fit.params["beta"] == pytest.approx(TRUE["beta"], rel=0.10)
+    assert 1 / 1.6 < fit.params["A"] / TRUE["A"] < 1.6
+    assert 1 / 1.6 < fit.params["B"] / TRUE["B"] < 1.6
+    n_big, d_big = np.array([4e10]), np.array([4e12])
+    assert fit.predict(n_big, d_big)[0] == pytest.approx(_law(n_big, d_big)[0], rel=0.02)
+    assert fit.goodness["rmse_log"] == pytest.approx(0.01, rel=0.3)  # residuals ≈ the noise
+
+
+def test_published_grid_procedure_reaches_optimum_and_reports_starts():
+    n, d, loss = _data(noise=0.01, seed=3, n_sizes=6, n_tokens=6)
+    fit = fit_chinchilla(n, d, loss)  # the published 4,500-start grid
+    ref = fit_chinchilla(n, d, loss, grid=SMALL_GRID, init="varpro")
+    assert fit.goodness["huber_objective"] == pytest.approx(ref.goodness["huber_objective"],
+                                                            rel=1e-6)
+    stats = fit.meta["start_stats"]
+    assert stats["n_starts"] == 6 * 6 * 5 * 5 * 5
+    assert 0 < stats["fraction_reached_optimum"] <= 1
+    assert stats["n_reached_optimum"] == round(stats["fraction_reached_optimum"] * 4500)
+
+
+def test_tied_exponents():
+    p = dict(TRUE, beta=TRUE["alpha"])
+    n, d, loss = _data(noise=0.0, p=p)
+    fit = fit_chinchilla(n, d, loss, tied_exponents=True, grid={k: v for k, v in
+                         SMALL_GRID.items() if k != "beta"})
+    assert fit.params["alpha"] == fit.params["beta"]
+    for k, v in p.items():
+        assert fit.params[k] == pytest.approx(v, rel=1e-4), k
+    # a tied fit to untied truth is worse than the free fit
+    n, d, loss = _data(noise=0.0)
+    tied = fit_chinchilla(n, d, loss, tied_exponents=True, init="varpro",
+                          grid={k: v for k, v in SMALL_GRID.items() if k != "beta"})
+    free = fit_chinchilla(n, d, loss, init="varpro", grid=SMALL_GRID)
+    assert tied.goodness["huber_objective"] > free.goodness["huber_objective"]
+
+
+def test_bootstrap_intervals_cover_truth():
+    n, d, loss = _data(noise=0.01, seed=5, n_sizes=8, n_tokens=8)
+    fit = fit_chinchilla(n, d, loss, grid=SMALL_GRID, init="varpro", bootstrap=40, seed=1)
+    for k in ("E", "alpha", "beta"):
+        lo, hi = fit.intervals[k]
+        assert lo <= fit.params[k] <= hi
+        assert lo <= TRUE[k] <= hi, (k, lo, hi)
+        assert fit.stderr[k] > 0
+    assert fit.meta["bootstrap"]["n"] == 40
+
+
+def test_predict_and_compute_optimal():
+    fit = ChinchillaFit(law="chinchilla", params=dict(TRUE))
+    out = fit.predict(np.array([1e8, 1e9]), 1e11)
+    np.testing.assert_allclose(out, _law(np.array([1e8, 1e9]), 1e11))
+    c = 1e21
+    n_opt, d_opt = fit.compute_optimal(c)
+    assert 6 * n_opt * d_opt == pytest.approx(c)
+    # the optimum beats neighbours on the same compute budget
+    for f in (0.8, 1.25):
+        assert fit.predict(n_opt, d_opt) < fit.predict(n_opt * f, c / (6 * n_opt * f))
+
+
+def test_json_round_trip():
+    n, d, loss = _data(noise=0.01)
+    fit = fit_chinchilla(n, d, loss, grid=SMALL_GRID, init="varpro", bootstrap=5)
+    d_json = json.loads(json.dumps(fit.to_json()))
+    back = FitResult.from_json(d_json)
+    assert isinstance(back, ChinchillaFit)
+    assert back.params == pytest.approx(fit.params)
+    assert back.intervals["E"] == pytest.approx(fit.intervals["E"])
+    np.testing.assert_allclose(back.predict(1e9, 1e11), fit.predict(1e9, 1e11))
+
+
+def test_grid_construction():
+    g = _grid_starts(None, False)
+    assert g.shape == (6 * 6 * 5 * 5 * 5, 5)
+    assert set(np.unique(g[:, 3])) == {0.0, 0.5, 1.0, 1.5, 2.0}
+    assert "beta" not in published_grid(tied_exponents=True)
+    assert _grid_starts(None, True).shape[1] == 4
+
+
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (lambda n, d, l: (n, d, np.where(np.arange(l.size) == 3, np.nan, l)), "loss, row 3"),
+        (lambda n, d, l: (np.where(np.arange(n.size) == 7, -1.0, n), d, l), "n, row 7"),
+        (lambda n, d, l: (n, d[:-1], l), "same length"),
+        (lambda n, d, l: (n[:3], d[:3], l[:3]), "only 3 points"),
+    ],
+)
+def test_bad_input(mutate, match):
+    n, d, loss = _data()
+    with pytest.raises(FitError, match=match):
+        fit_chinchilla(*mutate(n, d, loss), grid=SMALL_GRID)
+
+
+def test_bad_options():
+    n, d, loss = _data()
+    with pytest.raises(FitError, match="unknown parameter"):
+        fit_chinchilla(n, d, loss, grid=dict(SMALL_GRID, gamma=[1.0]))
+    with pytest.raises(FitError, match="init"):
+        fit_chinchilla(n, d, loss, grid=SMALL_GRID, init="random")
+    with pytest.raises(FitError, match="delta"):
+        fit_chinchilla(n, d, loss, delta=0)
+
+
+def test_fit_from_table_columns_and_drops():
+    n, d, loss = _data(noise=0.0)
+    df = pd.DataFrame({"params": n, "tokens": d, "val_loss": loss})
+    fit = fit_from_table(df, columns="n=params,d=tokens,loss=val_loss", grid=SMALL_GRID,
+                         init="varpro")
+    assert fit.params["alpha"] == pytest.approx(TRUE["alpha"], rel=1e-4)
+    with pytest.raises(FitError, match="missing column"):
+        fit_from_table(df, grid=SMALL_GRID)
+    bad = pd.DataFrame({"n": n, "d": d, "loss": loss})
+    bad.loc[[2, 5], "loss"] = [np.nan, 0.0]
+    with pytest.raises(FitError, match="'loss', row 2"):
+        fit_from_table(bad, grid=SMALL_GRID)
+    fit = fit_from_table(bad, drop_invalid=True, grid=SMALL_GRID, init="varpro")
+    assert fit.n_points == len(bad) - 2
+    assert any("dropped 2" in w for w in fit.warnings)
+
+
+def test_modules_do_not_import_jax_or_tensorflow():
+    code = (
+        "import sys, fitting.chinchilla, fitting.dpl, fitting.sampling;"
+        "bad=[m for m in ('jax','tensorflow','mnmt') if m in sys.modules];"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
