@@ -136,10 +136,10 @@ def test_grid_construction():
 @pytest.mark.parametrize(
     "mutate, match",
     [
-        (lambda n, d, l: (n, d, np.where(np.arange(l.size) == 3, np.nan, l)), "loss, row 3"),
-        (lambda n, d, l: (np.where(np.arange(n.size) == 7, -1.0, n), d, l), "n, row 7"),
-        (lambda n, d, l: (n, d[:-1], l), "same length"),
-        (lambda n, d, l: (n[:3], d[:3], l[:3]), "only 3 points"),
+        (lambda n, d, y: (n, d, np.where(np.arange(y.size) == 3, np.nan, y)), "loss, row 3"),
+        (lambda n, d, y: (np.where(np.arange(n.size) == 7, -1.0, n), d, y), "n, row 7"),
+        (lambda n, d, y: (n, d[:-1], y), "same length"),
+        (lambda n, d, y: (n[:3], d[:3], y[:3]), "only 3 points"),
     ],
 )
 def test_bad_input(mutate, match):
