@@ -1,0 +1,138 @@
+"""Greedy and beam search with a key/value cache; batched and jit-compiled.
+
+Both searches drive a `tokens_to_logits(ids [n, 1], cache) -> (logits [n, vocab], cache)` step
+function (the model's incremental decoder, see `mnmt.models.t5.Decoder(decode=True)`). Sequences
+start from id 0 (T5's shifted-right BOS) and end at `eos_id`.
+
+Beam search keeps `beam_size` live hypotheses and `beam_size` finished ones per example and scores
+a finished hypothesis of n tokens (EOS included) by log p / lp(n) with the GNMT length penalty
+lp(n) = ((5 + n) / 6) ** alpha (Wu et al. 2016; Ghorbani 2021 App. F uses beam 4, alpha 1.0).
+It stops early when no live hypothesis can still beat the worst finished one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+Array = jax.Array
+Cache = Any
+StepFn = Callable[[Array, Cache], tuple[Array, Cache]]
+NEG_INF = -1.0e7
+
+
+def length_penalty(length: Array | int, alpha: float) -> Array:
+    """GNMT length penalty ((5 + n) / 6) ** alpha."""
+    return jnp.power((5.0 + jnp.asarray(length, jnp.float32)) / 6.0, alpha)
+
+
+def greedy_search(tokens_to_logits: StepFn, cache: Cache, batch_size: int, max_decode_length: int,
+                  *, eos_id: int = 1) -> tuple[Array, Array]:
+    """Argmax decoding. Returns (tokens [batch, max_len] with 0 after EOS, log-prob sums [batch])."""
+
+    def cond(state):
+        i, _, _, _, done, _ = state
+        return (i < max_decode_length) & ~jnp.all(done)
+
+    def body(state):
+        i, prev, seqs, logp, done, cache = state
+        logits, cache = tokens_to_logits(prev[:, None], cache)
+        lp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+        tok = jnp.argmax(lp, axis=-1).astype(jnp.int32)
+        tok_lp = jnp.take_along_axis(lp, tok[:, None], axis=-1)[:, 0]
+        tok = jnp.where(done, 0, tok)
+        logp = logp + jnp.where(done, 0.0, tok_lp)
+        seqs = jax.lax.dynamic_update_slice_in_dim(seqs, tok[:, None], i, axis=1)
+        done = done | (tok == eos_id)
+        return i + 1, tok, seqs, logp, done, cache
+
+    state = (jnp.array(0, jnp.int32), jnp.zeros((batch_size,), jnp.int32),
+             jnp.zeros((batch_size, max_decode_length), jnp.int32),
+             jnp.zeros((batch_size,), jnp.float32), jnp.zeros((batch_size,), bool), cache)
+    _, _, seqs, logp, _, _ = jax.lax.while_loop(cond, body, state)
+    return seqs, logp
+
+
+def _take_beams(x: Array, beam_idx: Array) -> Array:
+    """x [batch, old_beams, ...] → [batch, new_beams, ...] picking beam_idx [batch, new_beams]."""
+    return jnp.take_along_axis(x, beam_idx.reshape(beam_idx.shape + (1,) * (x.ndim - 2)), 1)
+
+
+def _gather_cache(cache: Any, beam_idx: Array, batch_size: int, old_beams: int) -> Any:
+    """Reorder cache leaves whose leading dim is batch*beam; leave the others (indices) alone."""
+
+    def gather(x):
+        if x.ndim == 0 or x.shape[0] != batch_size * old_beams:
+            return x
+        y = _take_beams(x.reshape((batch_size, old_beams) + x.shape[1:]), beam_idx)
+        return y.reshape((-1,) + x.shape[1:])
+
+    return jax.tree_util.tree_map(gather, cache)
+
+
+def beam_search(tokens_to_logits: StepFn, cache: Cache, batch_size: int, max_decode_length: int,
+                *, beam_size: int = 4, alpha: float = 1.0, eos_id: int = 1
+                ) -> tuple[Array, Array]:
+    """Batched beam search. `cache` leaves have leading dim batch*beam_size (beam-major inside
+    each example). Returns (sequences [batch, beam, max_len] best first, scores [batch, beam])."""
+    B, K, L = batch_size, beam_size, max_decode_length
+
+    def cond(state):
+        i, _, alive_logp, _, fin_scores, _, _ = state
+        best_alive = alive_logp[:, 0] / length_penalty(L, alpha)
+        worst_fin = jnp.min(fin_scores, axis=1)
+        # finished scores stay NEG_INF until K hypotheses finished
+        can_improve = jnp.any(best_alive > worst_fin)
+        return (i < L) & can_improve
+
+    def body(state):
+        i, alive_seqs, alive_logp, fin_seqs, fin_scores, fin_flags, cache = state
+        prev = jax.lax.dynamic_slice_in_dim(alive_seqs, i, 1, axis=2).reshape(B * K, 1)
+        logits, cache = tokens_to_logits(prev, cache)
+        lp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+        V = lp.shape[-1]
+        cand = alive_logp[:, :, None] + lp.reshape(B, K, V)
+        flat = cand.reshape(B, K * V)
+        top_logp, top_idx = jax.lax.top_k(flat, 2 * K)
+        beam_idx = top_idx // V
+        tok = (top_idx % V).astype(jnp.int32)
+        seqs = _take_beams(alive_seqs, beam_idx)                   # [B, 2K, L+1]
+        seqs = jax.lax.dynamic_update_slice_in_dim(seqs, tok[:, :, None], i + 1, axis=2)
+        is_eos = tok == eos_id
+        # live hypotheses: best K that did not just end
+        live_logp = jnp.where(is_eos, NEG_INF, top_logp)
+        new_alive_logp, keep = jax.lax.top_k(live_logp, K)
+        new_alive = jnp.take_along_axis(seqs, keep[:, :, None], axis=1)
+        src_beam = jnp.take_along_axis(beam_idx, keep, axis=1)
+        cache = _gather_cache(cache, src_beam, B, K)
+        # finished: merge with the old finished set and keep the best K
+        new_fin_scores = jnp.where(is_eos, top_logp / length_penalty(i + 1, alpha), NEG_INF)
+        all_seqs = jnp.concatenate([fin_seqs, seqs], axis=1)
+        all_scores = jnp.concatenate([fin_scores, new_fin_scores], axis=1)
+        all_flags = jnp.concatenate([fin_flags, is_eos], axis=1)
+        fin_scores, pick = jax.lax.top_k(all_scores, K)
+        fin_seqs = jnp.take_along_axis(all_seqs, pick[:, :, None], axis=1)
+        fin_flags = jnp.take_along_axis(all_flags, pick, axis=1)
+        return i + 1, new_alive, new_alive_logp, fin_seqs, fin_scores, fin_flags, cache
+
+    alive_seqs = jnp.zeros((B, K, L + 1), jnp.int32)
+    alive_logp = jnp.tile(jnp.array([0.0] + [NEG_INF] * (K - 1), jnp.float32), (B, 1))
+    fin_seqs = jnp.zeros((B, K, L + 1), jnp.int32)
+    fin_scores = jnp.full((B, K), NEG_INF, jnp.float32)
+    fin_flags = jnp.zeros((B, K), bool)
+    state = (jnp.array(0, jnp.int32), alive_seqs, alive_logp, fin_seqs, fin_scores, fin_flags, cache)
+    _, alive_seqs, alive_logp, fin_seqs, fin_scores, fin_flags, _ = jax.lax.while_loop(
+        cond, body, state)
+    # examples without any finished hypothesis fall back to their live ones
+    none_done = ~jnp.any(fin_flags, axis=1)
+    seqs = jnp.where(none_done[:, None, None], alive_seqs, fin_seqs)
+    scores = jnp.where(none_done[:, None], alive_logp / length_penalty(L, alpha), fin_scores)
+    return seqs[:, :, 1:], scores
+
+
+def repeat_for_beams(x: Array, beam_size: int) -> Array:
+    """[batch, ...] → [batch*beam, ...], each example repeated beam_size times (beam-minor)."""
+    return jnp.repeat(x, beam_size, axis=0)
