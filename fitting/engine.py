@@ -180,9 +180,11 @@ def varpro_fit(
 
     best: EngineResult | None = None
     best_crit = np.inf
-    for fs in fscales:
+    x_prev = x_start
+    # largest f_scale first (≈ least squares), each polish warm-started from the previous one
+    for fs in sorted(fscales, reverse=True):
         try:
-            sol = least_squares(full_resid, x_start, jac=jac, bounds=(lo, hi), loss=loss,
+            sol = least_squares(full_resid, x_prev, jac=jac, bounds=(lo, hi), loss=loss,
                                 f_scale=fs, method="trf", x_scale="jac",
                                 max_nfev=100 * (p + k + 1))
         except (ValueError, np.linalg.LinAlgError) as e:
@@ -192,6 +194,7 @@ def varpro_fit(
         r = y - design(sol.x[:p]) @ sol.x[p:]
         if not np.all(np.isfinite(r)):
             continue
+        x_prev = _strictly_inside(sol.x, lo, hi)
         crit = float(np.sum(np.abs(r)))
         if crit < best_crit:
             best_crit = crit

@@ -1,0 +1,388 @@
+"""``mnmt-fit``: fit the papers' laws to a metrics table, draw frontiers, recommend weights, report.
+
+    mnmt-fit fit --law {power,joint,multilingual,bivariate,chinchilla,dpl,quality} --input TABLE
+                 [--columns n=params,loss=val_loss] [--json] [--out FIT.json] [law options]
+    mnmt-fit frontier  (--fit FIT.json | --input TABLE) --sizes 1e8,1e9 [--plot F.png] [--json]
+    mnmt-fit recommend (--fit FIT.json | --input TABLE) --n 1e9 [--preferences en-de=2,en-zh=1]
+    mnmt-fit report --input TABLE_OR_RUN_DIRS... --out DIR [--ground-truth en-de=0.14,...]
+
+Input columns per law are documented in docs/fitting.md. Exit status 2 on bad input (the message
+names the column and row).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from fitting.base import FitError, FitResult, json_safe
+
+__all__ = ["main", "build_parser"]
+
+LAWS = ("power", "joint", "multilingual", "bivariate", "chinchilla", "dpl", "quality")
+
+
+def _floats(text: str | None, what: str) -> list[float] | None:
+    if text is None:
+        return None
+    try:
+        return [float(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise FitError(f"--{what}: expected comma-separated numbers, got {text!r}") from None
+
+
+def _kv(text: str | None, what: str) -> dict[str, float] | None:
+    if text is None:
+        return None
+    out = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        if "=" not in item:
+            raise FitError(f"--{what}: expected name=value items, got {item!r}")
+        k, v = item.split("=", 1)
+        try:
+            out[k.strip()] = float(v)
+        except ValueError:
+            raise FitError(f"--{what}: value of {k.strip()!r} is not a number: {v!r}") from None
+    return out
+
+
+def _options(items: Sequence[str] | None) -> dict[str, Any]:
+    """``--option key=value`` pairs; values parsed as JSON when possible (numbers, lists, bools)."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise FitError(f"--option: expected key=value, got {item!r}")
+        k, v = item.split("=", 1)
+        try:
+            out[k.strip()] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k.strip()] = v
+    return out
+
+
+def _load(args) -> Any:
+    from fitting.tables import collect_runs, read_table
+
+    inputs = args.input
+    if len(inputs) > 1:
+        return read_table(collect_runs(inputs), args.columns)
+    return read_table(inputs[0], args.columns)
+
+
+def _final(df, args):
+    """Final losses with a ``loss`` column: a user table as is, or the tidy table's final rows."""
+    from fitting.tables import drop_invalid_rows, final_losses
+
+    src = ",".join(args.input)
+    if "loss" in df.columns:
+        dropped = 0
+        if args.drop_invalid:
+            num = [c for c in ("n", "loss") if c in df.columns]
+            df, dropped = drop_invalid_rows(df, num, positive=num)
+        return df, dropped
+    if {"metric", "value"} <= set(df.columns):
+        fin, dropped = final_losses(df, eval_set=args.eval_set, metric=args.metric, source=src,
+                                    drop_invalid=args.drop_invalid)
+        return fin.rename(columns={"value": "loss"}), dropped
+    raise FitError(f"{src}: needs a 'loss' column (or the tidy table's metric/value columns); "
+                   f"has {list(df.columns)}", column="loss", source=src)
+
+
+def _common_fit_kwargs(args) -> dict[str, Any]:
+    fs: Any = args.f_scale
+    if fs != "auto":
+        try:
+            fs = float(fs)
+        except ValueError:
+            raise FitError(f"--f-scale must be 'auto' or a number, got {fs!r}") from None
+    unc = None if args.uncertainty == "none" else args.uncertainty
+    return {"f_scale": fs, "uncertainty": unc, "n_refits": args.n_refits, "seed": args.seed}
+
+
+def _fit(args) -> dict | FitResult:
+    df = _load(args)
+    src = ",".join(args.input)
+    opts = _options(args.option)
+    law = args.law
+    if law in ("chinchilla", "dpl"):
+        import importlib
+
+        try:
+            mod = importlib.import_module(f"fitting.{law}")
+        except ImportError as e:
+            raise FitError(f"--law {law} needs fitting.{law}, which is not available: {e}") from e
+        if not hasattr(mod, "fit_from_table"):
+            raise FitError(f"fitting.{law} has no fit_from_table() in this version")
+        if law == "chinchilla" and "loss" not in df.columns and {"metric", "value"} <= set(
+                df.columns):
+            df, _ = _final(df, args)  # tidy table: final losses (map d with --columns d=tokens)
+        return mod.fit_from_table(df, source=src, **opts)
+    if law == "quality":
+        from fitting.quality import fit_quality_law, quality_points
+
+        m = args.quality_metric
+        if not ({"loss", m} <= set(df.columns)):
+            df = quality_points(df, m, eval_set=args.eval_set, pair=args.pair)
+        elif args.pair is not None and "pair" in df.columns:
+            df = df[df["pair"] == args.pair]
+        kw = _common_fit_kwargs(args)
+        return fit_quality_law(df["loss"].to_numpy(float), df[m].to_numpy(float),
+                               form=args.form or "power", metric=m, **kw, **opts)
+    fin, dropped = _final(df, args)
+    if args.pair is not None:
+        fin = fin[fin["pair"].astype(str) == args.pair] if "pair" in fin.columns else fin
+        if fin.empty:
+            raise FitError(f"no rows for pair {args.pair!r}", column="pair", source=src)
+    kw = {**_common_fit_kwargs(args), **opts}
+    res: Any
+    if law == "power":
+        from fitting.power import fit_power_law
+
+        if args.weight is not None and "weight" in fin.columns:
+            fin = fin[(fin["weight"].astype(float) - args.weight).abs() < 1e-9]
+        groups = [c for c in ("pair", "weight") if c in fin.columns and fin[c].nunique() > 1]
+        if groups:
+            res = {}
+            for key, g in fin.groupby(groups):
+                key = key if isinstance(key, tuple) else (key,)
+                name = ",".join(f"{c}={k}" for c, k in zip(groups, key, strict=True))
+                if "weight" in groups and float(key[groups.index("weight")]) == 0:
+                    continue
+                try:
+                    res[name] = fit_power_law(g["n"], g["loss"], **kw)
+                except FitError as e:
+                    res[name] = {"error": str(e)}
+        else:
+            _need(fin, "n", src)
+            res = fit_power_law(fin["n"], fin["loss"], **kw)
+    elif law == "joint":
+        from fitting.joint import fit_joint_law
+
+        res = fit_joint_law(fin, loss_col="loss", source=src, **kw)
+    elif law == "multilingual":
+        from fitting.effective import fit_multilingual_law
+
+        res = fit_multilingual_law(fin, form=args.form or "eq12", loss_col="loss", source=src,
+                                   **kw)
+    elif law == "bivariate":
+        from fitting.bivariate import fit_bivariate_law
+        from fitting.tables import require_columns
+
+        require_columns(fin, ["n_enc", "n_dec", "loss"], src)
+        res = fit_bivariate_law(fin["n_enc"].to_numpy(float), fin["n_dec"].to_numpy(float),
+                                fin["loss"].to_numpy(float), **kw)
+    else:  # pragma: no cover - argparse restricts choices
+        raise FitError(f"unknown law {law!r}")
+    if dropped:
+        msg = f"{dropped} row(s) with invalid values were dropped (--drop-invalid)"
+        for r in (res.values() if isinstance(res, dict) else [res]):
+            if isinstance(r, FitResult):
+                r.warnings.append(msg)
+    return res
+
+
+def _need(df, col, src):
+    from fitting.tables import require_columns
+
+    require_columns(df, [col], src)
+    return col
+
+
+def _law_from(args):
+    """The eq. 11 law: from --fit (a fit JSON or a report's fits.json) or fitted on --input."""
+    from fitting.effective import MultilingualLawFit, fit_multilingual_law
+
+    if args.fit:
+        with open(args.fit, encoding="utf-8") as f:
+            d = json.load(f)
+        if isinstance(d, dict) and "law" not in d and d.get("effective"):
+            d = d["effective"]
+        fit = FitResult.from_json(d)
+        if not isinstance(fit, MultilingualLawFit):
+            raise FitError(f"{args.fit}: holds a {fit.law!r} fit; frontier/recommend need the "
+                           "'multilingual' (eq. 11) law")
+        return fit
+    if not args.input:
+        raise FitError("give --fit FIT.json or --input TABLE")
+    fin, _ = _final(_load(args), args)
+    return fit_multilingual_law(fin, form=args.form or "eq12", loss_col="loss",
+                                **_common_fit_kwargs(args))
+
+
+def _frontier(args) -> dict:
+    from fitting.frontier import frontier_2pair, frontier_kpair
+
+    law = _law_from(args)
+    sizes = _floats(args.sizes, "sizes")
+    if not sizes:
+        raise FitError("--sizes: give at least one model size")
+    pairs = args.pairs.split(",") if args.pairs else list(law.pairs or [])
+    mm, metric = None, "loss"
+    if args.quality_fit:
+        with open(args.quality_fit, encoding="utf-8") as f:
+            q = FitResult.from_json(json.load(f))
+        mm = {p: q.predict for p in pairs}
+        metric = getattr(q, "metric", "quality")
+    if len(pairs) == 2:
+        fr = frontier_2pair(law, sizes, pairs=pairs, metric_map=mm, metric=metric,
+                            n_weights=args.n_weights)
+    else:
+        fr = frontier_kpair(law, sizes, pairs=pairs, step=args.step, metric_map=mm,
+                            metric=metric, higher_is_better=metric != "loss")
+    if args.plot and len(pairs) == 2:
+        from fitting import plots
+
+        curves = {n: (v[:, 0], v[:, 1]) for n, v in fr.values.items()}
+        bands = {n: ((fr.lower[n][:, 0], fr.upper[n][:, 0]), (fr.lower[n][:, 1],
+                                                              fr.upper[n][:, 1]))
+                 for n in fr.lower}
+        plots.save(plots.plot_frontier(curves, pairs, bands=bands, metric=metric), args.plot)
+    return fr.to_json()
+
+
+def _recommend(args) -> list[dict]:
+    from fitting.frontier import recommend
+
+    law = _law_from(args)
+    sizes = _floats(args.n, "n")
+    if not sizes:
+        raise FitError("--n: give a target model size")
+    prefs = _kv(args.preferences, "preferences")
+    return [recommend(law, n, prefs, objective=args.objective).to_json() for n in sizes]
+
+
+def _report(args) -> dict:
+    from fitting.report import write_report
+
+    if not args.out:
+        raise FitError("report: --out DIR is required")
+    gt: dict | None = None
+    if args.ground_truth:
+        if args.ground_truth.endswith(".json"):
+            with open(args.ground_truth, encoding="utf-8") as f:
+                gt = {k: float(v) for k, v in json.load(f).items()}
+        else:
+            gt = _kv(args.ground_truth, "ground-truth")
+    df = _load(args)
+    unc = None if args.uncertainty == "none" else args.uncertainty
+    rep = write_report(df, args.out, ground_truth=gt,
+                       target_sizes=_floats(args.target_sizes, "target-sizes"), title=args.title,
+                       eval_set=args.eval_set, metric=args.metric, uncertainty=unc,
+                       n_refits=args.n_refits, seed=args.seed, drop_invalid=args.drop_invalid,
+                       preferences=_kv(args.preferences, "preferences"))
+    return {"markdown": rep.markdown_path, "html": rep.html_path, "json": rep.json_path,
+            "figures": rep.figures, "skipped": rep.skipped, "regime": rep.regime.get("verdict")}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``mnmt-fit`` argument parser."""
+    ap = argparse.ArgumentParser(prog="mnmt-fit", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    def common(p, need_input=True):
+        p.add_argument("--input", nargs="+", required=need_input, default=None,
+                       help="CSV/Parquet table(s) or run directories")
+        p.add_argument("--columns", help="map our column names to yours: n=params,loss=val_loss")
+        p.add_argument("--eval-set", default="validation")
+        p.add_argument("--metric", default="loss", help="metric of the tidy table to fit")
+        p.add_argument("--drop-invalid", action="store_true",
+                       help="drop rows with NaN/inf/non-positive values (count reported)")
+        p.add_argument("--uncertainty", default="perturbation",
+                       choices=["perturbation", "bootstrap", "both", "none"])
+        p.add_argument("--n-refits", type=int, default=100)
+        p.add_argument("--f-scale", default="auto", help="soft_l1 f_scale, or 'auto' (grid)")
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--form", help="multilingual: eq12|eq13; quality: power|linear")
+        p.add_argument("--json", action="store_true", help="print JSON")
+        p.add_argument("--out", help="write the JSON result to this file")
+
+    p = sub.add_parser("fit", help="fit one law")
+    p.add_argument("--law", required=True, choices=LAWS)
+    common(p)
+    p.add_argument("--pair", help="fit only this pair")
+    p.add_argument("--weight", type=float, help="power: fit only this weight")
+    p.add_argument("--quality-metric", default="bleu", help="quality: bleu, chrf, bleurt, …")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help="extra keyword option for the law's fit function (repeatable)")
+
+    p = sub.add_parser("frontier", help="predicted trade-off frontier (eq. 11)")
+    common(p, need_input=False)
+    p.add_argument("--fit", help="a multilingual fit JSON (or a report's fits.json)")
+    p.add_argument("--sizes", required=True, help="model sizes N, comma-separated")
+    p.add_argument("--pairs", help="pairs (default: all fitted)")
+    p.add_argument("--n-weights", type=int, default=99)
+    p.add_argument("--step", type=float, default=0.05, help="K-pair simplex grid step")
+    p.add_argument("--quality-fit", help="quality-law JSON: frontier in BLEU/ChrF")
+    p.add_argument("--plot", help="write a PNG of the frontier")
+
+    p = sub.add_parser("recommend", help="recommended mixture weights at a target size")
+    common(p, need_input=False)
+    p.add_argument("--fit", help="a multilingual fit JSON (or a report's fits.json)")
+    p.add_argument("--n", required=True, help="target model size(s) N")
+    p.add_argument("--preferences", help="importance per pair: en-de=2,en-zh=1 (default equal)")
+    p.add_argument("--objective", default="loss", choices=["loss", "relative"])
+
+    p = sub.add_parser("report", help="Markdown/HTML/PNG/JSON report of a study")
+    common(p)
+    p.set_defaults(json=False)
+    p.add_argument("--ground-truth", help="true L∞ per pair: en-de=0.14,en-zh=0.15 or a JSON file")
+    p.add_argument("--target-sizes", help="sizes for the predicted frontier/recommendation")
+    p.add_argument("--title", default="Scaling-law report")
+    p.add_argument("--preferences", help="importance per pair for the recommendation")
+    return ap
+
+
+def _print(result: Any, as_json: bool, out: str | None) -> None:
+    if isinstance(result, FitResult):
+        payload = result.to_json()
+    elif isinstance(result, dict):
+        payload = {k: (v.to_json() if isinstance(v, FitResult) else v) for k, v in result.items()}
+    else:
+        payload = result
+    payload = json_safe(payload)
+    if out:
+        with open(out, "w", encoding="utf-8") as f:
+            json.dump(payload, f, indent=1)
+    if as_json:
+        print(json.dumps(payload, indent=1))
+        return
+    if isinstance(result, FitResult):
+        print(result.summary())
+    elif isinstance(result, dict) and any(isinstance(v, FitResult) for v in result.values()):
+        for k, v in result.items():
+            print(f"== {k}")
+            print(v.summary() if isinstance(v, FitResult) else f"  skipped: {v['error']}")
+    else:
+        print(json.dumps(payload, indent=1))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``mnmt-fit``; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.cmd == "fit":
+            res = _fit(args)
+        elif args.cmd == "frontier":
+            res = _frontier(args)
+        elif args.cmd == "recommend":
+            res = _recommend(args)
+        else:
+            res = _report(args)
+        _print(res, getattr(args, "json", False), getattr(args, "out", None) if args.cmd != "report"
+               else None)
+    except FitError as e:
+        print(f"mnmt-fit: error: {e}", file=sys.stderr)
+        return 2
+    except (OSError, json.JSONDecodeError) as e:
+        print(f"mnmt-fit: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,86 @@
+import numpy as np
+import pytest
+from synth import TRUTH, make_final_table, true_loss
+
+from fitting.base import FitError, FitResult
+from fitting.effective import MultilingualLawFit, fit_multilingual_law, simplex_grid
+from fitting.frontier import frontier_2pair, frontier_kpair, pareto_mask, recommend
+
+
+@pytest.fixture(scope="module")
+def law():
+    return fit_multilingual_law(make_final_table(noise=0.01, seed=1), n_refits=20)
+
+
+def test_eq11_extrapolates_4x_beyond_within_1_percent(law):
+    # fitted on N ≤ 2e7; predict at 8e7 for unseen weights
+    ps = np.linspace(0.03, 0.99, 40)
+    for pair in TRUTH:
+        pred = law.predict(8e7, ps, pair)
+        np.testing.assert_array_less(np.abs(pred / true_loss(pair, 8e7, ps) - 1), 0.01)
+
+
+def test_eq13_linear_form_recovers_neutral_sharing():
+    # truth with f(p) = p exactly (c1 = 0 in eq. 12 ⇔ c1 = 1 in eq. 13)
+    df = make_final_table(noise=0.0)
+    for pair in TRUTH:
+        m = df.pair == pair
+        a, b1, li, _ = TRUTH[pair]
+        w = df.loc[m, "weight"].to_numpy()
+        df.loc[m, "value"] = np.where(w > 0, b1 * (w * df.loc[m, "n"]) ** -a + li, 6.0)
+    fit = fit_multilingual_law(df, form="eq13", uncertainty=None)
+    for pair, (a, _b1, _li, _) in TRUTH.items():
+        assert fit.params[f"c1[{pair}]"] == pytest.approx(1.0, abs=1e-3)
+        assert fit.params[f"alpha[{pair}]"] == pytest.approx(a, rel=1e-3)
+
+
+def test_json_roundtrip_and_band(law):
+    g = FitResult.from_json(law.to_json())
+    assert isinstance(g, MultilingualLawFit) and g.form == "eq12"
+    np.testing.assert_allclose(g.predict(1e8, 0.3, "en-zh"), law.predict(1e8, 0.3, "en-zh"))
+    lo, hi = g.band([1e8], 0.3, "en-zh")
+    assert lo[0] <= g.predict([1e8], 0.3, "en-zh")[0] <= hi[0]
+    assert np.isinf(g.predict(1e8, 0.0, "en-de"))
+
+
+def test_frontier_2pair_monotone_tradeoff(law):
+    fr = frontier_2pair(law, [1e7, 1e8])
+    for n, v in fr.values.items():
+        # more weight on en-de: en-de loss falls, en-zh loss rises
+        assert np.all(np.diff(v[:, 0]) < 0) and np.all(np.diff(v[:, 1]) > 0)
+        assert np.all(fr.lower[n] <= v + 1e-12) and np.all(v <= fr.upper[n] + 1e-12)
+    assert np.all(fr.values[1e8] < fr.values[1e7])  # bigger model, lower loss at every p
+
+
+def test_kpair_frontier_and_pareto():
+    W = simplex_grid(3, 0.25)
+    assert np.allclose(W.sum(1), 1) and len(W) == 15
+    v = np.array([[1, 2], [2, 1], [2, 2], [1.5, 1.5]])
+    assert pareto_mask(v).tolist() == [True, True, False, True]
+    df = make_final_table(noise=0.0)
+    law = fit_multilingual_law(df, form="eq13", uncertainty=None)
+    fr = frontier_kpair(law, [1e8], step=0.1)
+    assert fr.pareto[1e8].all()  # 2 pairs on the simplex: every interior point is efficient
+
+
+def test_recommend_follows_preferences(law):
+    eq = recommend(law, 1e8)
+    de = recommend(law, 1e8, {"en-de": 10, "en-zh": 1})
+    zh = recommend(law, 1e8, {"en-de": 1, "en-zh": 10})
+    assert de.weights["en-de"] > eq.weights["en-de"] > zh.weights["en-de"]
+    assert abs(sum(eq.weights.values()) - 1) < 1e-9
+    # the optimum is at least as good as uniform weights for the objective
+    obj = sum(eq.predicted.values())
+    assert obj <= sum(eq.uniform_predicted.values()) + 1e-9
+    # and better than a grid of alternatives
+    for p in np.linspace(0.05, 0.95, 19):
+        alt = law.predict(1e8, p, "en-de") + law.predict(1e8, 1 - p, "en-zh")
+        assert obj <= alt + 1e-6
+    with pytest.raises(FitError, match="unknown pair"):
+        recommend(law, 1e8, {"fr-en": 1})
+
+
+def test_too_few_weights():
+    small = make_final_table(sizes=[1e5, 1e6, 1e7], weights=(0.5, 1.0))
+    with pytest.raises(FitError, match="weights"):
+        fit_multilingual_law(small, form="eq12")

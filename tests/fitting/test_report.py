@@ -1,0 +1,68 @@
+import json
+import os
+
+import numpy as np
+import pytest
+from synth import make_curves_table, make_final_table, write_run_dirs
+
+from fitting.report import write_report
+
+
+@pytest.fixture(scope="module")
+def full_report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("rep")
+    tab = make_curves_table(make_final_table(noise=0.01, seed=2))
+    return write_report(tab, str(out), ground_truth={"en-de": 1.0, "en-zh": 1.5}, n_refits=15)
+
+
+def test_report_files_and_fits(full_report):
+    rep = full_report
+    for p in (rep.markdown_path, rep.html_path, rep.json_path, *rep.figures.values()):
+        assert os.path.getsize(p) > 0, p
+    assert {"power_fits", "joint", "frontier", "learning_curves"} <= set(rep.figures)
+    assert len(rep.power_fits["en-de"]) == 8  # weights > 0
+    assert rep.joint is not None and rep.effective is not None
+    # fitted L∞ next to the truth
+    md = rep.markdown
+    assert "true L∞" in md and "| en-de |" in md
+    assert abs(rep.joint.params["l_inf[en-de]"] - 1.0) < 0.05
+    data = json.load(open(rep.json_path))
+    assert data["joint"]["law"] == "joint" and data["power"]["en-de"]["0.5"]["law"] == "power"
+    assert data["recommendation"] and abs(sum(data["recommendation"][0]["weights"].values()) - 1) < 1e-6
+    assert "<table>" in open(rep.html_path).read()
+
+
+def test_report_states_compute_limited_regime(full_report):
+    # the synthetic curves still fall as t^-0.5 at their end
+    assert full_report.regime["verdict"] == "compute-limited"
+    assert "not converged" in full_report.markdown
+
+
+def test_report_near_convergence_and_far_from_linf(tmp_path):
+    fin = make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.3, 0.5, 1.0), noise=0.0)
+    flat = make_curves_table(fin, drop=1e-4)
+    rep = write_report(flat, str(tmp_path), ground_truth={"en-de": 0.2, "en-zh": 0.3},
+                       n_refits=10)
+    assert rep.regime["verdict"] == "near convergence"
+    assert rep.regime["far_from_l_inf"]  # best losses are ≫ the stated true L∞
+
+
+def test_report_few_points_degrades_gracefully(tmp_path):
+    # 4 sizes × 3 weights: everything fits, no p = 0
+    fin = make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.3, 0.5, 1.0), noise=0.01)
+    rep = write_report(fin, str(tmp_path / "a"), n_refits=10)
+    assert rep.joint is not None and os.path.exists(rep.markdown_path)
+    # 2 sizes × 1 weight: no law can be fitted; the reasons are stated, nothing crashes
+    tiny = make_final_table(sizes=[1e5, 1e6], weights=(0.5,))
+    rep = write_report(tiny, str(tmp_path / "b"), n_refits=10)
+    assert rep.joint is None and rep.effective is None
+    assert "joint law (eq. 7)" in rep.skipped and "3 sizes" in rep.skipped["joint law (eq. 7)"]
+    assert "Skipped" in rep.markdown and os.path.exists(rep.html_path)
+
+
+def test_report_from_run_directories(tmp_path):
+    fin = make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.5, 1.0), noise=0.0)
+    write_run_dirs(fin, str(tmp_path / "runs"))
+    rep = write_report(str(tmp_path / "runs"), str(tmp_path / "out"), n_refits=5)
+    assert rep.power_fits["en-de"][1.0].params["l_inf"] == pytest.approx(1.0, rel=1e-3)
+    assert np.isfinite(rep.joint.params["alpha[en-zh]"])
