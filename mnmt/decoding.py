@@ -29,9 +29,26 @@ def length_penalty(length: Array | int, alpha: float) -> Array:
     return jnp.power((5.0 + jnp.asarray(length, jnp.float32)) / 6.0, alpha)
 
 
+def _forced(forced_tokens: Array | None, forced_len: Array | None, batch_size: int, i: Array
+            ) -> tuple[Array, Array]:
+    """(is_forced [batch], forced token [batch]) at step i (prompt forcing for decoder-only)."""
+    if forced_tokens is None:
+        return jnp.zeros((batch_size,), bool), jnp.zeros((batch_size,), jnp.int32)
+    flen = forced_len if forced_len is not None else jnp.full((batch_size,),
+                                                              forced_tokens.shape[1])
+    col = jnp.minimum(i, forced_tokens.shape[1] - 1)
+    tok = jax.lax.dynamic_slice_in_dim(forced_tokens, col, 1, axis=1)[:, 0].astype(jnp.int32)
+    return i < flen, tok
+
+
 def greedy_search(tokens_to_logits: StepFn, cache: Cache, batch_size: int, max_decode_length: int,
-                  *, eos_id: int = 1) -> tuple[Array, Array]:
-    """Argmax decoding. Returns (tokens [batch, max_len] with 0 after EOS, log-prob sums [batch])."""
+                  *, eos_id: int = 1, forced_tokens: Array | None = None,
+                  forced_len: Array | None = None) -> tuple[Array, Array]:
+    """Argmax decoding. Returns (tokens [batch, max_len] with 0 after EOS, log-prob sums [batch]).
+
+    `forced_tokens` [batch, P] with `forced_len` [batch]: the first forced_len tokens of each row
+    are imposed (a decoder-only prompt); they add no log-prob and cannot end the sequence.
+    """
 
     def cond(state):
         i, _, _, _, done, _ = state
@@ -41,12 +58,13 @@ def greedy_search(tokens_to_logits: StepFn, cache: Cache, batch_size: int, max_d
         i, prev, seqs, logp, done, cache = state
         logits, cache = tokens_to_logits(prev[:, None], cache)
         lp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
-        tok = jnp.argmax(lp, axis=-1).astype(jnp.int32)
+        is_forced, ftok = _forced(forced_tokens, forced_len, batch_size, i)
+        tok = jnp.where(is_forced, ftok, jnp.argmax(lp, axis=-1).astype(jnp.int32))
         tok_lp = jnp.take_along_axis(lp, tok[:, None], axis=-1)[:, 0]
         tok = jnp.where(done, 0, tok)
-        logp = logp + jnp.where(done, 0.0, tok_lp)
+        logp = logp + jnp.where(done | is_forced, 0.0, tok_lp)
         seqs = jax.lax.dynamic_update_slice_in_dim(seqs, tok[:, None], i, axis=1)
-        done = done | (tok == eos_id)
+        done = done | ((tok == eos_id) & ~is_forced)
         return i + 1, tok, seqs, logp, done, cache
 
     state = (jnp.array(0, jnp.int32), jnp.zeros((batch_size,), jnp.int32),
@@ -74,15 +92,20 @@ def _gather_cache(cache: Any, beam_idx: Array, batch_size: int, old_beams: int) 
 
 
 def beam_search(tokens_to_logits: StepFn, cache: Cache, batch_size: int, max_decode_length: int,
-                *, beam_size: int = 4, alpha: float = 1.0, eos_id: int = 1
+                *, beam_size: int = 4, alpha: float = 1.0, eos_id: int = 1,
+                forced_tokens: Array | None = None, forced_len: Array | None = None
                 ) -> tuple[Array, Array]:
     """Batched beam search. `cache` leaves have leading dim batch*beam_size (beam-major inside
-    each example). Returns (sequences [batch, beam, max_len] best first, scores [batch, beam])."""
+    each example). Returns (sequences [batch, beam, max_len] best first, scores [batch, beam]).
+    `forced_tokens`/`forced_len` as in `greedy_search` (the length penalty then counts only
+    the generated tokens)."""
     B, K, L = batch_size, beam_size, max_decode_length
+    flen = (jnp.zeros((B,), jnp.int32) if forced_tokens is None else
+            (forced_len if forced_len is not None else jnp.full((B,), forced_tokens.shape[1])))
 
     def cond(state):
         i, _, alive_logp, _, fin_scores, _, _ = state
-        best_alive = alive_logp[:, 0] / length_penalty(L, alpha)
+        best_alive = alive_logp[:, 0] / length_penalty(L - flen, alpha)
         worst_fin = jnp.min(fin_scores, axis=1)
         # finished scores stay NEG_INF until K hypotheses finished
         can_improve = jnp.any(best_alive > worst_fin)
@@ -94,14 +117,18 @@ def beam_search(tokens_to_logits: StepFn, cache: Cache, batch_size: int, max_dec
         logits, cache = tokens_to_logits(prev, cache)
         lp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
         V = lp.shape[-1]
-        cand = alive_logp[:, :, None] + lp.reshape(B, K, V)
+        lp = lp.reshape(B, K, V)
+        is_forced, ftok = _forced(forced_tokens, forced_len, B, i)
+        forced_lp = jnp.where(jnp.arange(V)[None, :] == ftok[:, None], 0.0, NEG_INF)
+        lp = jnp.where(is_forced[:, None, None], forced_lp[:, None, :], lp)
+        cand = alive_logp[:, :, None] + lp
         flat = cand.reshape(B, K * V)
         top_logp, top_idx = jax.lax.top_k(flat, 2 * K)
         beam_idx = top_idx // V
         tok = (top_idx % V).astype(jnp.int32)
         seqs = _take_beams(alive_seqs, beam_idx)                   # [B, 2K, L+1]
         seqs = jax.lax.dynamic_update_slice_in_dim(seqs, tok[:, :, None], i + 1, axis=2)
-        is_eos = tok == eos_id
+        is_eos = (tok == eos_id) & ~is_forced[:, None]
         # live hypotheses: best K that did not just end
         live_logp = jnp.where(is_eos, NEG_INF, top_logp)
         new_alive_logp, keep = jax.lax.top_k(live_logp, K)
@@ -109,7 +136,8 @@ def beam_search(tokens_to_logits: StepFn, cache: Cache, batch_size: int, max_dec
         src_beam = jnp.take_along_axis(beam_idx, keep, axis=1)
         cache = _gather_cache(cache, src_beam, B, K)
         # finished: merge with the old finished set and keep the best K
-        new_fin_scores = jnp.where(is_eos, top_logp / length_penalty(i + 1, alpha), NEG_INF)
+        gen_len = (i + 1 - flen)[:, None]
+        new_fin_scores = jnp.where(is_eos, top_logp / length_penalty(gen_len, alpha), NEG_INF)
         all_seqs = jnp.concatenate([fin_seqs, seqs], axis=1)
         all_scores = jnp.concatenate([fin_scores, new_fin_scores], axis=1)
         all_flags = jnp.concatenate([fin_flags, is_eos], axis=1)
@@ -129,7 +157,8 @@ def beam_search(tokens_to_logits: StepFn, cache: Cache, batch_size: int, max_dec
     # examples without any finished hypothesis fall back to their live ones
     none_done = ~jnp.any(fin_flags, axis=1)
     seqs = jnp.where(none_done[:, None, None], alive_seqs, fin_seqs)
-    scores = jnp.where(none_done[:, None], alive_logp / length_penalty(L, alpha), fin_scores)
+    scores = jnp.where(none_done[:, None],
+                       alive_logp / length_penalty((L - flen)[:, None], alpha), fin_scores)
     return seqs[:, :, 1:], scores
 
 
