@@ -386,6 +386,9 @@ def fit_chinchilla(
     n_polish: int = 8,
     optimum_rtol: float = 1e-6,
     init: str = "grid",
+    backtest: bool = True,
+    noise_level: float | None = None,
+    backtest_tolerance: float = 3.0,
 ) -> ChinchillaFit:
     """Fit L(N, D) = E + A/N^α + B/D^β to (n, d, loss) by the Hoffmann/Epoch procedure.
 
@@ -398,6 +401,9 @@ def fit_chinchilla(
     L-BFGS from every grid point as given (the published procedure); ``init="varpro"`` keeps the
     grid's distinct exponent pairs and solves the linear parameters E, A, B for each exactly
     (non-negative least squares in linear space) before L-BFGS — far fewer, better starts.
+    ``backtest``: refit without the largest model size (varpro starts) and predict it
+    (Caillaut §4.1); warns when the held-out RMSE of log L exceeds ``backtest_tolerance`` × the
+    noise level (``noise_level``, in log-loss units, default the fit's own RMSE of log L).
     """
     n, d, loss = _check_inputs(n, d, loss)
     if not (isinstance(delta, int | float) and delta > 0 and math.isfinite(delta)):
@@ -468,9 +474,35 @@ def fit_chinchilla(
         tied_exponents=bool(tied_exponents),
         local_optima=local[:5],
     )
+    if backtest:
+        _backtest(fit, n, d, loss, grid, noise_level, backtest_tolerance)
     if bootstrap:
         _bootstrap(fit, x, z, y, [th for _, th in polished[:3]], int(bootstrap), seed)
     return fit
+
+
+def _backtest(fit: ChinchillaFit, n, d, loss, grid, noise_level, tolerance) -> None:
+    """Leave-largest-N-out extrapolation check (Caillaut §4.1)."""
+    held = n == n.max()
+    k = 4 if fit.tied_exponents else 5
+    if len(np.unique(n)) < 3 or (~held).sum() < k + 1:
+        fit.meta["backtest_skipped"] = "needs >= 3 distinct model sizes and enough rows"
+        return
+    t0 = time.perf_counter()
+    sub = fit_chinchilla(n[~held], d[~held], loss[~held], delta=fit.delta,
+                         tied_exponents=fit.tied_exponents, grid=grid, init="varpro",
+                         backtest=False)
+    err = np.log(sub.predict(n[held], d[held])) - np.log(loss[held])
+    noise = float(noise_level) if noise_level is not None else fit.goodness["rmse_log"]
+    rmse = float(np.sqrt(np.mean(err**2)))
+    fit.meta["backtest"] = {"held_out_n": float(n.max()), "held_out_rows": int(held.sum()),
+                            "rmse_log": rmse, "mean_log_error": float(np.mean(err)),
+                            "noise_log": noise, "seconds": time.perf_counter() - t0}
+    if rmse > tolerance * noise:
+        fit.warnings.append(
+            f"extrapolation backtest: refitted without the largest model size ({n.max():.4g}), "
+            f"the law predicts it with RMSE {rmse:.4f} in log loss (mean error "
+            f"{np.mean(err):+.4f}), more than {tolerance:g}x the noise level {noise:.4f}")
 
 
 def _bootstrap(fit: ChinchillaFit, x, z, y, seeds: list[np.ndarray], n_boot: int,

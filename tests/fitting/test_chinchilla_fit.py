@@ -183,3 +183,17 @@ def test_modules_do_not_import_jax_or_tensorflow():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_backtest_warns_only_when_extrapolation_fails():
+    n, d, loss = _data(noise=0.005, seed=2)
+    fit = fit_chinchilla(n, d, loss, grid=SMALL_GRID, init="varpro")
+    bt = fit.meta["backtest"]
+    assert bt["held_out_n"] == n.max() and bt["held_out_rows"] == 10
+    assert bt["rmse_log"] < 3 * bt["noise_log"]
+    assert not any("backtest" in w for w in fit.warnings)
+    # the largest model underperforms the law by 5% (curves flatten): the backtest must fire
+    bent = np.where(n == n.max(), loss * 1.05, loss)
+    fit = fit_chinchilla(n, d, bent, grid=SMALL_GRID, init="varpro")
+    assert any("extrapolation backtest" in w for w in fit.warnings)
+    assert fit.meta["backtest"]["mean_log_error"] < -0.02
