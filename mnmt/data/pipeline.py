@@ -17,7 +17,10 @@ over a whole split once; the final batch is padded with rows of zero loss weight
 
 from __future__ import annotations
 
+import itertools
 import math
+import queue
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -51,36 +54,26 @@ def pack_examples(
     not fit. Returns converted features (EncDecFeatureConverter, pack=True), one row per pack.
     """
     li, lt = int(lengths["inputs"]), int(lengths["targets"])
-    rows: list[list[tuple[Sequence[int], Sequence[int]]]] = []
-    cur: list[tuple[Sequence[int], Sequence[int]]] = []
-    ni = nt = 0
-    for inp, tgt in examples:
-        inp, tgt = inp[:li], tgt[:lt]
-        if cur and (ni + len(inp) > li or nt + len(tgt) > lt):
-            rows.append(cur)
-            cur, ni, nt = [], 0, 0
-        cur.append((inp, tgt))
-        ni += len(inp)
-        nt += len(tgt)
-    if cur:
-        rows.append(cur)
-    n = len(rows)
-    enc = np.zeros((n, li), np.int32)
-    dec = np.zeros((n, lt), np.int32)
-    eseg, epos = np.zeros_like(enc), np.zeros_like(enc)
-    dseg, dpos = np.zeros_like(dec), np.zeros_like(dec)
-    for r, row in enumerate(rows):
-        a = b = 0
-        for s, (inp, tgt) in enumerate(row, start=1):
-            k, m = len(inp), len(tgt)
-            enc[r, a:a + k] = inp
-            eseg[r, a:a + k] = s
-            epos[r, a:a + k] = np.arange(k)
-            dec[r, b:b + m] = tgt
-            dseg[r, b:b + m] = s
-            dpos[r, b:b + m] = np.arange(m)
-            a += k
-            b += m
+    trimmed = [(inp[:li], tgt[:lt]) for inp, tgt in examples]
+    row_of = []
+    off_i: list[int] = []
+    off_t: list[int] = []
+    r = ni = nt = 0
+    first = True
+    for inp, tgt in trimmed:
+        a, b = len(inp), len(tgt)
+        if not first and (ni + a > li or nt + b > lt):
+            r += 1
+            ni = nt = 0
+        first = False
+        row_of.append(r)
+        off_i.append(ni)
+        off_t.append(nt)
+        ni += a
+        nt += b
+    n = r + 1 if trimmed else 0
+    enc, epos = _scatter([x for x, _ in trimmed], row_of, off_i, n, li)
+    dec, dpos = _scatter([y for _, y in trimmed], row_of, off_t, n, lt)
     # seqio: segment ids count positions == 0 along the row and are zeroed on padding.
     eseg = (np.cumsum(epos == 0, axis=1) * (enc != 0)).astype(np.int32)
     dseg = (np.cumsum(dpos == 0, axis=1) * (dec != 0)).astype(np.int32)
@@ -94,6 +87,25 @@ def pack_examples(
         "encoder_positions": epos,
         "decoder_positions": dpos,
     }
+
+
+def _scatter(
+    seqs: Sequence[Sequence[int]], rows: Sequence[int], offsets: Sequence[int], n: int, length: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Tokens and positions of variable-length sequences placed at (row, offset) in an array."""
+    tokens = np.zeros((n, length), np.int32)
+    positions = np.zeros((n, length), np.int32)
+    lens = np.fromiter((len(x) for x in seqs), np.int64, len(seqs))
+    total = int(lens.sum())
+    if total:
+        flat = np.fromiter(itertools.chain.from_iterable(seqs), np.int32, total)
+        starts = np.cumsum(lens) - lens
+        pos = np.arange(total) - np.repeat(starts, lens)
+        r = np.repeat(np.asarray(rows, np.int64), lens)
+        c = np.repeat(np.asarray(offsets, np.int64), lens) + pos
+        tokens[r, c] = flat
+        positions[r, c] = pos
+    return tokens, positions
 
 
 def pad_examples(
@@ -140,6 +152,7 @@ class _TaskStream:
         self._finite: list[tuple[list[int], list[int]]] | None = None
         self._perm: tuple[int, np.ndarray] | None = None
         self._gen: Iterator[tuple[str, str]] | None = None
+        self._word_cache: dict[str, list[int]] = _word_cache(self.info.vocab_path)
         if self.info.train_size is not None or self.info.text_stream is None or (
             self.info.definition.get("kind") != "synthetic"
         ):
@@ -148,10 +161,26 @@ class _TaskStream:
                 raise ValueError(f"task {name!r}: training split of shard {shard} is empty")
 
     def encode(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
-        srcs = self.sp.encode([s for s, _ in pairs])
-        tgts = self.sp.encode([t for _, t in pairs])
+        # One call per string: SentencePiece's batched encode spawns threads per call, which
+        # is slower for short sentences on a loaded machine.
+        enc = self._encode_text
         lid = self.lang_id
-        return [([lid, *s], t) for s, t in zip(srcs, tgts, strict=True)]
+        return [([lid, *enc(s)], enc(t)) for s, t in pairs]
+
+    def _encode_text(self, text: str) -> list[int]:
+        """SentencePiece ids; spaced text via a per-word cache (pieces never cross a space)."""
+        if " " not in text:
+            return self.sp.EncodeAsIds(text)
+        cache = self._word_cache
+        out: list[int] = []
+        for w in text.split(" "):
+            ids = cache.get(w)
+            if ids is None:
+                ids = self.sp.EncodeAsIds(w)
+                if len(cache) < 1_000_000:
+                    cache[w] = ids
+            out += ids
+        return out
 
     def take(self, n: int) -> list[tuple[list[int], list[int]]]:
         if n == 0:
@@ -177,6 +206,12 @@ class _TaskStream:
 
 
 _FINITE_CACHE: dict[tuple, list] = {}
+_WORD_CACHES: dict[str, dict[str, list[int]]] = {}
+
+
+def _word_cache(vocab_path: str) -> dict[str, list[int]]:
+    """Word → ids cache shared by all streams of one vocabulary."""
+    return _WORD_CACHES.setdefault(vocab_path, {})
 
 
 def _finite_train_set(info, shard: tuple[int, int]) -> list[tuple[list[int], list[int]]]:
@@ -188,9 +223,8 @@ def _finite_train_set(info, shard: tuple[int, int]) -> list[tuple[list[int], lis
         lid = language_token_id(vocab, info.target_language)
         index, count = shard
         texts = [st for i, st in enumerate(info.text_stream("train", 0, None)) if i % count == index]
-        srcs = vocab.tokenizer.encode([s for s, _ in texts])
-        tgts = vocab.tokenizer.encode([t for _, t in texts])
-        _FINITE_CACHE[key] = [([lid, *s], t) for s, t in zip(srcs, tgts, strict=True)]
+        enc = vocab.tokenizer.EncodeAsIds
+        _FINITE_CACHE[key] = [([lid, *enc(s)], enc(t)) for s, t in texts]
     return _FINITE_CACHE[key]
 
 
@@ -210,8 +244,17 @@ class TrainInputs:
         seed: int,
         shard_info: tuple[int, int] | Any | None = None,
         pack: bool = True,
+        prefetch: int = 0,
     ) -> None:
         from mnmt.data.mixtures import mixture_weights
+
+        if prefetch < 0:
+            raise ValueError(f"prefetch: expected >= 0 batches, got {prefetch}")
+        self.prefetch = int(prefetch)
+        self._thread: threading.Thread | None = None
+        self._queue: queue.Queue | None = None
+        self._stop = threading.Event()
+        self._consumed_state: dict | None = None
 
         self.name = mixture_or_task
         missing = {"inputs", "targets"} - set(feature_lengths)
@@ -261,7 +304,16 @@ class TrainInputs:
             raise ValueError(f"state: rows_taken={rows_taken} exceeds the window's {self._n_rows} rows")
 
     def get_state(self) -> dict:
-        """JSON-serialisable position of the next batch (store it with the checkpoint)."""
+        """JSON-serialisable position of the next batch (store it with the checkpoint).
+
+        With ``prefetch`` this is the position after the last batch *returned*, not after the
+        batches already prepared in the background.
+        """
+        if self._consumed_state is not None:
+            return dict(self._consumed_state)
+        return self._state_now()
+
+    def _state_now(self) -> dict:
         return {
             "version": STATE_VERSION,
             "mixture_or_task": self.name,
@@ -292,6 +344,8 @@ class TrainInputs:
             raise ValueError(
                 f"input state: tasks {sorted(state['cursors'])} differ from the mixture's {sorted(self.tasks)}"
             )
+        self.close()
+        self._consumed_state = None
         self._reset(int(state["window_start"]), int(state["rows_taken"]), state["cursors"],
                     int(state.get("batches", 0)))
 
@@ -339,6 +393,53 @@ class TrainInputs:
         return self
 
     def __next__(self) -> dict[str, np.ndarray]:
+        if not self.prefetch:
+            return self._produce()
+        if self._thread is None:
+            self._start_thread()
+        item = self._queue.get()
+        if isinstance(item, BaseException):
+            self.close()
+            raise item
+        batch, self._consumed_state = item
+        return batch
+
+    def _start_thread(self) -> None:
+        self._stop.clear()
+        self._queue = queue.Queue(maxsize=self.prefetch)
+        self._consumed_state = self._state_now()
+
+        def work() -> None:
+            try:
+                while not self._stop.is_set():
+                    item = (self._produce(), self._state_now())
+                    while not self._stop.is_set():
+                        try:
+                            self._queue.put(item, timeout=0.1)
+                            break
+                        except queue.Full:
+                            continue
+            except BaseException as e:  # surfaced to the consumer by __next__
+                self._queue.put(e)
+
+        self._thread = threading.Thread(target=work, name="mnmt-train-inputs", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop the background producer (if any); the iterator can be restored with set_state."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+            self._queue = None
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self._stop.set()
+        except Exception:
+            pass
+
+    def _produce(self) -> dict[str, np.ndarray]:
         parts: list[dict[str, np.ndarray]] = []
         need = self.rows_per_batch
         while need > 0:

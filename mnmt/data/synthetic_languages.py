@@ -130,6 +130,19 @@ class Language:
     inherited: dict[str, list[bool]]  # per lemma: form descends from the parent
     analyses: dict[str, tuple] = field(default_factory=dict)  # surface word → analysis
     _deva_cache: dict[str, str] = field(default_factory=dict, repr=False)
+    _surface_cache: dict[tuple, _Choice] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        case = self.spec.case
+        self._det_keys = {
+            (d, p, c): f"det.{'def' if d else 'indef'}.{'pl' if p else 'sg'}.{c if case else 'x'}"
+            for d in (True, False) for p in (True, False) for c in ("nom", "acc", "obl")
+        }
+        self._verb_keys = {
+            (past, pl): f"sfx.v.{'past' if past else 'pres'}.{'pl' if pl else 'sg'}"
+            for past in (True, False) for pl in (True, False)
+        }
+        self._cls_keys = [f"cls.{i}" for i in range(4)]
 
     @property
     def code(self) -> str:
@@ -140,45 +153,59 @@ class Language:
         return self.spec.script != "cjk"
 
     # ---- rendering -------------------------------------------------------------------------
-    def slots(self, s: Sentence) -> list[tuple[_Choice, str]]:
-        """The word slots of a tree: (choice of stems, deterministic suffix) in surface order."""
+    def _surface(self, cat: str, lemma: int, sfx: str) -> _Choice:
+        """The choice of surface words (stem + suffix, in the script) of a lemma; memoised."""
+        key = (cat, lemma, sfx)
+        ch = self._surface_cache.get(key)
+        if ch is None:
+            base = self.content[cat][lemma]
+            suffix = self.function[sfx].forms[0] if sfx else ""
+            forms = tuple(self._display(f + suffix) for f in base.forms)
+            ch = self._surface_cache[key] = _Choice(forms, base.cum, base.logp, base.entropy)
+        return ch
+
+    def slots(self, s: Sentence) -> list[_Choice]:
+        """The word slots of a tree in surface order, each a choice among surface words."""
         fus = self.spec.morphology == "fusional"
         f = self.function
+        surf = self._surface
+        pre_adj = self.spec.adjective == "pre"
 
-        def np_slots(np: NounPhrase, case: str) -> list[tuple[_Choice, str]]:
+        def np_slots(np: NounPhrase, case: str) -> list[_Choice]:
             num = "pl" if np.plural else "sg"
-            out: list[tuple[_Choice, str]] = []
+            out: list[_Choice] = []
             if fus:
-                key = f"det.{'def' if np.definite else 'indef'}.{num}.{case if self.spec.case else 'x'}"
-                if key in f:
-                    out.append((f[key], ""))
-                noun = [(self.content["N"][np.noun], f"sfx.n.{num}")]
-                adjs = [(self.content["A"][a], f"sfx.a.{num}") for a in np.adjectives]
+                det = f.get(self._det_keys[np.definite, np.plural, case])
+                if det is not None:
+                    out.append(det)
+                noun = [surf("N", np.noun, "sfx.n." + num)]
+                adjs = [surf("A", a, "sfx.a." + num) for a in np.adjectives]
             else:
-                out.append((f["det.def" if np.definite else ("det.indef.pl" if np.plural else "det.indef.sg")], ""))
+                out.append(f["det.def" if np.definite else ("det.indef.pl" if np.plural else "det.indef.sg")])
                 if not np.plural:
-                    out.append((f[f"cls.{self.lex.noun_class[np.noun]}"], ""))
-                noun = [(self.content["N"][np.noun], "")]
+                    out.append(f[self._cls_keys[self.lex.noun_class[np.noun]]])
+                noun = [surf("N", np.noun, "")]
                 if np.plural:
-                    noun.append((f["pl"], ""))
+                    noun.append(f["pl"])
                 adjs = []
                 for a in np.adjectives:
-                    adjs += [(self.content["A"][a], ""), (f["lnk"], "")]
-            return out + (adjs + noun if self.spec.adjective == "pre" else noun + adjs)
+                    adjs += [surf("A", a, ""), f["lnk"]]
+            return out + (adjs + noun if pre_adj else noun + adjs)
 
         subj = np_slots(s.subject, "nom")
-        snum = "pl" if s.subject.plural else "sg"
-        tense = "past" if s.past else "pres"
-        verb = [(self.content["V"][s.verb], f"sfx.v.{tense}.{snum}" if fus else "")]
-        if not fus and s.past:
-            verb.append((f["past"], ""))
+        if fus:
+            verb = [surf("V", s.verb, self._verb_keys[s.past, s.subject.plural])]
+        else:
+            verb = [surf("V", s.verb, "")]
+            if s.past:
+                verb.append(f["past"])
         obj = np_slots(s.obj, "acc") if s.obj is not None else []
-        pp: list[tuple[_Choice, str]] = []
+        pp: list[_Choice] = []
         if s.pp is not None:
-            prep = [(self.content["P"][s.pp[0]], "")]
+            prep = [surf("P", s.pp[0], "")]
             inner = np_slots(s.pp[1], "obl")
             pp = prep + inner if self.spec.adposition == "pre" else inner + prep
-        adv = [(self.content["R"][s.adverb], "")] if s.adverb is not None else []
+        adv = [surf("R", s.adverb, "")] if s.adverb is not None else []
         o = self.spec.order
         if o == "SVO":
             return subj + verb + obj + pp + adv
@@ -186,24 +213,21 @@ class Language:
             return subj + adv + pp + obj + verb
         return verb + subj + obj + pp + adv  # VSO
 
-    def _suffix(self, key: str) -> str:
-        return self.function[key].forms[0] if key else ""
-
     def render(self, s: Sentence, rng: random.Random) -> tuple[str, float, float]:
         """Sample a surface string for tree ``s``: (text, log p(text | tree), H(text | tree))."""
         words = []
         logp = 0.0
         ent = 0.0
-        for ch, sfx in self.slots(s):
-            if len(ch.forms) == 1:
-                w = ch.forms[0]
+        for ch in self.slots(s):
+            forms = ch.forms
+            if len(forms) == 1:
+                words.append(forms[0])
             else:
                 i = draw(rng, ch.cum)
-                w = ch.forms[i]
+                words.append(forms[i])
                 logp += ch.logp[i]
                 ent += ch.entropy
-            words.append(self._display(w + self._suffix(sfx) if sfx else w))
-        return self._join(words), logp, ent
+        return (" ".join(words) if self.spaced else "".join(words)), logp, ent
 
     def _join(self, words: list[str]) -> str:
         return " ".join(words) if self.spaced else "".join(words)
@@ -227,11 +251,9 @@ class Language:
         if len(words) != len(slots):
             return -math.inf
         total = 0.0
-        for (ch, sfx), w in zip(slots, words, strict=True):
-            suffix = self._suffix(sfx) if sfx else ""
-            shown = [self._display(f + suffix) for f in ch.forms]
+        for ch, w in zip(slots, words, strict=True):
             try:
-                i = shown.index(w)
+                i = ch.forms.index(w)
             except ValueError:
                 return -math.inf
             total += ch.logp[i] if len(ch.forms) > 1 else 0.0
@@ -239,7 +261,7 @@ class Language:
 
     def entropy(self, s: Sentence) -> float:
         """H(text | tree) in nats = Σ over slots of the entropy of that slot's choice."""
-        return sum(ch.entropy for ch, _ in self.slots(s))
+        return sum(ch.entropy for ch in self.slots(s))
 
     def _display(self, word: str) -> str:
         """Surface spelling of an internal (Latin) word form; the identity except for deva."""

@@ -217,7 +217,8 @@ def register_synthetic_tasks(
                         "cap": cap, "eval_size": eval_size, "vocab": vocab_path},
             extra={"family": family},
         )
-        num = {k: v for k, v in sizes.items() if v is not None}
+        # seqio looks sizes up for every split it reads: give none when the train stream is endless
+        num = None if cap is None else dict(sizes)
         out[pair] = _register(info, dataset_fn, num)
     return out
 
@@ -284,5 +285,5 @@ def register_text_task(
         train_size=sizes.get("train"), split_sizes=sizes, text_stream=stream,
         definition={"kind": "text", "pair": pair, "vocab": vocab_path, **dict(definition or {})},
     )
-    num = {k: v for k, v in sizes.items() if v is not None}
-    return _register(info, dataset_fn, num or None)
+    num = dict(sizes) if all(v is not None for v in sizes.values()) else None
+    return _register(info, dataset_fn, num)

@@ -179,3 +179,21 @@ def test_eval_batches_cover_split_once_with_padding(tiny_tasks):
     texts = [t for b in batches for t in b["targets_text"] if t]
     assert texts == [t for _, t in eval_examples(name, "validation")]
     assert "encoder_segment_ids" not in last
+
+
+def test_prefetching_iterator_gives_same_batches_and_consumed_state(tiny_tasks):
+    mix = _mixture(tiny_tasks, 0.5)
+    plain = TrainInputs(mix, LENGTHS, 8, seed=5)
+    pre = TrainInputs(mix, LENGTHS, 8, seed=5, prefetch=3)
+    for _ in range(6):
+        a, b = next(plain), next(pre)
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k])
+    # the background thread is ahead, but the state is that of the consumed batches
+    assert pre.get_state() == plain.get_state()
+    st = pre.get_state()
+    pre.close()
+    again = TrainInputs(mix, LENGTHS, 8, seed=5, prefetch=2)
+    again.set_state(st)
+    np.testing.assert_array_equal(next(again)["decoder_target_tokens"], next(plain)["decoder_target_tokens"])
+    again.close()

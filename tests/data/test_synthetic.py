@@ -33,12 +33,10 @@ def test_random_access_matches_sequential_stream(tiny):
 
 def _enumerate_targets(lang, tree):
     """All target strings of a tree with their probabilities (brute force over choices)."""
-    slots = lang.slots(tree)
     options = []
-    for ch, sfx in slots:
-        suffix = lang._suffix(sfx) if sfx else ""
+    for ch in lang.slots(tree):
         probs = [math.exp(lp) for lp in ch.logp] if len(ch.forms) > 1 else [1.0]
-        options.append([(lang._display(f + suffix), p) for f, p in zip(ch.forms, probs, strict=False)])
+        options.append(list(zip(ch.forms, probs, strict=True)))
     out = []
     for combo in itertools.product(*options):
         words = [w for w, _ in combo]
