@@ -163,7 +163,7 @@ def prepare_data(spec: StudySpec, out: Path, log):
         vocabulary = vocab.get_vocabulary(str(vocab_path))
         truth = {
             pair: {
-                eval_set: float(synthetic.irreducible_loss(family, pair, eval_set, vocabulary))
+                eval_set: float(synthetic.irreducible_loss(family, pair, eval_set, vocabulary, tasks.EVAL_SIZE))
                 for eval_set in spec.eval_sets
             }
             for pair in spec.pairs
@@ -238,7 +238,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     data = prepare_data(spec, out, log)
     run_dirs = run_all(spec, runs, data, out / "runs", progress)
     report = export_and_report(spec, run_dirs, data, out, log)
-    log(_summary(report))
+    log(_summary(report, {pair: sets[spec.eval_sets[0]] for pair, sets in data.irreducible_loss.items()}))
     log(f"study {spec.name}: finished in {time.monotonic() - start:.0f} s; report: "
         f"{getattr(report, 'markdown_path', out / 'report')}")
     return 0
@@ -296,10 +296,23 @@ def cmd_launch(args: argparse.Namespace) -> int:
     return 0
 
 
-def _summary(report) -> str:
-    lines = ["fitted power laws L(N) = beta * N^-alpha + L_inf (per pair and weight):"]
-    for fit in getattr(report, "power_fits", []) or []:
-        lines.append("  " + str(fit))
+def _summary(report, ground_truth: dict[str, float] | None) -> str:
+    """The fitted exponents and L∞ per pair and weight, next to the true L∞ where known."""
+    lines = ["fitted L(N) = beta * N^-alpha + L_inf (Fernandes eq. 6), per pair and weight p:"]
+    for pair, by_weight in sorted(report.power_fits.items()):
+        truth = (ground_truth or {}).get(pair)
+        for weight, fit in sorted(by_weight.items()):
+            err = fit.stderr or {}
+            alpha, l_inf = fit.params["alpha"], fit.params["l_inf"]
+            text = (f"  {pair} p={weight:.2f}: alpha {alpha:.3f} ± {err.get('alpha', float('nan')):.3f}, "
+                    f"L_inf {l_inf:.3f} ± {err.get('l_inf', float('nan')):.3f}")
+            if truth is not None:
+                text += f" (true {truth:.3f})"
+            lines.append(text)
+    for section, reason in report.skipped.items():
+        lines.append(f"  skipped {section}: {reason}")
+    for warning in report.warnings:
+        lines.append(f"  warning: {warning}")
     return "\n".join(lines)
 
 
@@ -372,6 +385,8 @@ def _normalise_gin_flags(argv: list[str]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # TensorFlow (SeqIO's data backend) and XLA log start-up chatter that hides our progress lines.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     parser = build_parser()
     args = parser.parse_args(_normalise_gin_flags(list(sys.argv[1:] if argv is None else argv)))
     try:
