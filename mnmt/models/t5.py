@@ -93,7 +93,7 @@ class Encoder(nn.Module):
         rel = RelativePositionBias(c.num_heads, c.relative_attention_num_buckets,
                                    c.relative_attention_max_distance, True, dt,
                                    name="relpos_bias")(length, length)
-        bias = nn.with_logical_constraint(bias + rel, ("batch", "heads", "length", "length"))
+        bias = nn.with_logical_constraint(bias + rel, ("batch", "heads", "length", None))
         x = self.shared_embedding(tokens.astype(jnp.int32))
         x = nn.Dropout(c.dropout_rate, broadcast_dims=(-2,))(x, deterministic=deterministic)
         x = nn.with_logical_constraint(x, ("batch", "length", "embed"))
@@ -148,7 +148,7 @@ class Decoder(nn.Module):
                     both = both & (segment_ids[:, :, None] == segment_ids[:, None, :])
                 self_bias = jnp.where(both[:, None], 0.0, self_bias)
             self_bias = self_bias + relpos(qlen, qlen)
-        self_bias = nn.with_logical_constraint(self_bias, ("batch", "heads", "length", "length"))
+        self_bias = nn.with_logical_constraint(self_bias, ("batch", "heads", "length", None))
         cross_bias = None
         if cross:
             qmask = jnp.ones(tokens.shape, bool) if (decode or target_mask is None) else target_mask
