@@ -62,7 +62,7 @@ LANGUAGES: dict[str, LanguageSpec] = {
 
 SCALES: dict[str, GrammarConfig] = {
     # Small and flat: tiny models approach L∞ within ~1,000 CPU steps (see docs/data.md).
-    "tiny": GrammarConfig(nouns=48, verbs=24, adjectives=20, adverbs=8, prepositions=5,
+    "tiny": GrammarConfig(nouns=40, verbs=20, adjectives=16, adverbs=6, prepositions=4,
                           zipf=0.7, max_adjectives=1, p_adjective=0.3, p_pp=0.25, p_adverb=0.2),
     "small": GrammarConfig(nouns=300, verbs=150, adjectives=120, adverbs=40, prepositions=8,
                            zipf=1.0, max_adjectives=2, p_adjective=0.35, p_pp=0.35, p_adverb=0.25),
@@ -72,7 +72,7 @@ SCALES: dict[str, GrammarConfig] = {
 }
 
 # Synonym settings per scale for target languages: (synonym_rate, max_synonyms).
-_SCALE_SYNONYMS = {"tiny": (0.6, 2), "small": (0.5, 3), "base": (0.5, 3)}
+_SCALE_SYNONYMS = {"tiny": (0.8, 2), "small": (0.5, 3), "base": (0.5, 3)}
 
 # setting → (pairs, training sizes D_i in examples or None = unlimited stream)
 SETTINGS: dict[str, tuple[tuple[str, ...], dict[str, int] | None]] = {
