@@ -73,6 +73,17 @@ class Checkpointer:
         )
         return restored["state"], dict(restored["meta"])
 
+    def restore_raw(self, step: int | None = None) -> tuple[Any, dict[str, Any]]:
+        """(state, meta) of `step` (default: latest) as saved, without a target structure —
+        for inspecting or exporting a checkpoint outside a training job."""
+        step = self.latest_step() if step is None else step
+        if step is None:
+            raise FileNotFoundError(f"{self.directory}: no checkpoint")
+        restored = self._manager.restore(
+            step, args=ocp.args.Composite(state=ocp.args.StandardRestore(),
+                                          meta=ocp.args.JsonRestore()))
+        return restored["state"], dict(restored["meta"])
+
     def close(self) -> None:
         self._manager.wait_until_finished()
         self._manager.close()

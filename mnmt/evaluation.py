@@ -116,8 +116,8 @@ def decode_and_score(
     """Beam-search the first `num_examples` real examples and score them with sacrebleu.
 
     `predict_fn(params, batch) -> tokens [batch, length]` (e.g. the model's `predict_batch` with
-    beam size and α bound); references and sources are read back from the batch's
-    `decoder_target_tokens` / `encoder_input_tokens` with the vocabulary.
+    beam size and α bound). References are the batch's raw `targets_text` when present (else
+    `decoder_target_tokens` decoded with the vocabulary); sources are decoded for display.
     """
     eos = int(getattr(vocabulary, "eos_id", 1))
     hyps: list[str] = []
@@ -134,7 +134,10 @@ def decode_and_score(
             if len(hyps) >= num_examples:
                 break
             hyps.append(vocabulary.decode(_strip(tokens[i], eos)))
-            refs.append(vocabulary.decode(_strip(batch["decoder_target_tokens"][i], eos)))
+            if "targets_text" in batch:  # the raw reference, as sacrebleu expects
+                refs.append(str(batch["targets_text"][i]))
+            else:
+                refs.append(vocabulary.decode(_strip(batch["decoder_target_tokens"][i], eos)))
             srcs.append(vocabulary.decode(_strip(batch["encoder_input_tokens"][i], eos)))
     bleu, chrf = corpus_scores(hyps, refs, pair)
     examples = tuple(zip(srcs[:keep_examples], hyps[:keep_examples], refs[:keep_examples],

@@ -121,6 +121,12 @@ class RateMeter:
         self._last_t, self._last_step, self._last_tokens = now, step, tokens
         return sps, tps, mfu, eta
 
+    def reset(self, step: int, tokens: int) -> None:
+        """Start the rate window (and the ETA clock) afresh at `step`, e.g. after compilation."""
+        self._t0 = self._last_t = time.perf_counter()
+        self._start_step = self._last_step = step
+        self._last_tokens = tokens
+
     def restart_window(self) -> None:
         """Exclude time spent outside training steps (evaluation, checkpoints) from the rates.
 

@@ -36,7 +36,7 @@ class RunSetup:
     vocabulary: Any
     flops_per_step: float
     make_inputs: Callable[[], Any]
-    eval_batches: Callable[[str, str], Iterator[dict[str, np.ndarray]]]
+    eval_batches: Callable[..., Iterator[dict[str, np.ndarray]]]
 
 
 def resolve_batch_size(config: TrainConfig) -> int:
@@ -218,8 +218,20 @@ def build_setup(config: TrainConfig) -> RunSetup:
     data_size = mesh.shape["data"]
     eval_bs = -(-config.eval_batch_size // data_size) * data_size
 
-    def eval_batches(task: str, split: str):
-        return pipeline.eval_batches(task, split, lengths, eval_bs)
+    cache: dict[tuple[str, str], list[dict[str, np.ndarray]]] = {}
+
+    def eval_batches(task: str, split: str, with_targets: bool = False):
+        """The split's batches; kept in memory after the first pass (building the SeqIO
+        pipeline again for every evaluation costs far more than the evaluation itself)."""
+        if not config.cache_eval_batches:
+            return pipeline.eval_batches(task, split, lengths, eval_bs, with_targets=with_targets)
+        key = (task, split)
+        if key not in cache:
+            cache[key] = list(pipeline.eval_batches(task, split, lengths, eval_bs,
+                                                    with_targets=True))
+        if with_targets:
+            return iter(cache[key])
+        return iter([{k: v for k, v in b.items() if k != "targets_text"} for b in cache[key]])
 
     flops = accounting.train_flops_per_example(model_config, lengths["inputs"],
                                                lengths["targets"]) * batch_size

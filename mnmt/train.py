@@ -14,6 +14,7 @@ SLURM / on a multi-host TPU slice, where JAX finds them itself).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import logging
 import os
@@ -134,10 +135,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     distributed.initialize(args.coordinator_address, args.num_processes, args.process_id)
     try:
         parse_gin(args.gin_file, bindings, args.gin_search_paths)
-        setup_tasks()
+        pair_tasks = setup_tasks()
         from mnmt.trainer import TrainConfig  # noqa: PLC0415
 
-        summary = run(config=TrainConfig(), quiet=args.quiet)
+        config = TrainConfig()
+        if not config.eval_tasks and pair_tasks:  # EVAL_TASKS = None: every registered pair
+            config = dataclasses.replace(config, eval_tasks=dict(pair_tasks))
+        summary = run(config=config, quiet=args.quiet)
     except (ValueError, KeyError, FileNotFoundError, gin.config.ParseError) as e:
         print(f"mnmt-train: error: {e}", file=sys.stderr)
         return 2

@@ -46,8 +46,9 @@ class HostInputs:
         self.pipelines = []
         for i in self.shard_indices:
             shard_info = None if num_shards == 1 else seqio.ShardInfo(index=i, num_shards=num_shards)
+            # TrainInputs takes the *global* batch size and yields batch_size // num_shards rows.
             self.pipelines.append(make_pipeline(mixture_or_task, dict(feature_lengths),
-                                                self.rows_per_shard, seed, shard_info=shard_info))
+                                                batch_size, seed, shard_info=shard_info))
 
     def __iter__(self) -> HostInputs:
         return self

@@ -205,9 +205,14 @@ def put_global_batch(batch: Mapping[str, np.ndarray], sharding: NamedSharding,
 
 
 def put_replicated_batch(batch: Mapping[str, np.ndarray], sharding: NamedSharding) -> dict[str, jax.Array]:
-    """Place a batch that every process holds in full (evaluation) split over `data`."""
+    """Place a batch that every process holds in full (evaluation) split over `data`.
+
+    Non-numeric entries (e.g. the raw `targets_text` strings of an eval batch) are left out.
+    """
     out = {}
     for name, x in batch.items():
         x = np.asarray(x)
+        if x.dtype == object or x.dtype.kind in "USO":
+            continue
         out[name] = jax.make_array_from_callback(x.shape, sharding, lambda idx, x=x: x[idx])
     return out

@@ -83,6 +83,7 @@ class TrainConfig:
     input_shards: int | None = None    # default: jax.process_count()
     peak_flops: float | None = None    # for MFU; default: measured matmul peak
     tensorboard: bool = True
+    cache_eval_batches: bool = True    # keep eval sets in memory between evaluations
 
 
 @dataclasses.dataclass
@@ -171,7 +172,8 @@ class _Loop:
                         self.metrics.has(step, pair, es, "chrf"):
                     continue
                 scores = evaluation.decode_and_score(
-                    self.predict_fn, state["params"], s.eval_batches(task, es), self.put_eval,
+                    self.predict_fn, state["params"], s.eval_batches(task, es, with_targets=True),
+                    self.put_eval,
                     s.vocabulary, pair, num_examples=c.num_decode_examples)
                 base = dict(step=step, tokens=tokens, task=pair, eval_set=es)
                 self.metrics.write([{**base, "metric": "bleu", "value": scores.bleu},
@@ -254,6 +256,7 @@ class _Loop:
         peak = c.peak_flops or measure_matmul_peak()
         meter = RateMeter(step, tokens, c.train_steps, s.flops_per_step, peak)
         status, message, finals = "finished", "", {}
+        first_step = step
         with checkpoints.PreemptionGuard() as guard:
             input_state = gather_input_states(inputs.get_state())
             batch = next(inputs) if step < c.train_steps else None
@@ -275,6 +278,8 @@ class _Loop:
                     break
                 tokens += int(m["num_tokens"])
                 input_state = next_state
+                if step == first_step + 1:  # exclude compilation from steps/s, MFU and ETA
+                    meter.reset(step, tokens)
                 window[0] += float(m["loss"])
                 window[1] += 1
                 if step % c.log_every == 0 or step == c.train_steps:

@@ -1,0 +1,261 @@
+"""Training-step speed and memory: mnmt (JAX/Flax) against HF transformers' T5 on PyTorch.
+
+The reference configuration of issue 6: d_model 256, 2+2 layers, d_ff 1024 gated-GELU, 4 heads
+of dim 64, vocabulary 8000, untied logits, dropout 0, batch 32 × (64 source + 64 target)
+tokens, float32, Adafactor on both sides. Each side runs in its own subprocess (so peak RSS is
+its own), alternating `--rounds` times; the best steps/s of each is reported, with the load
+average around every measurement. Tokens/s count source + target tokens.
+
+    python benchmarks/train_step.py            # human-readable
+    python benchmarks/train_step.py --json     # one JSON object
+    python benchmarks/train_step.py --zoo      # also tokens/s and MFU for mini-1 … mini-8
+
+MFU = model FLOPs per second (mnmt.models.accounting.train_flops_per_example) over the measured
+float32 matmul peak of this machine (best of several 2048² matmuls, all cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+
+REF = dict(vocab=8000, d_model=256, layers=2, d_ff=1024, heads=4, head_dim=64,
+           batch=32, src_len=64, tgt_len=64)
+
+
+def _batch_numpy(batch: int, src: int, tgt: int, vocab: int, seed: int = 0):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    enc = rng.integers(2, vocab, size=(batch, src), dtype=np.int32)
+    tgt_tokens = rng.integers(2, vocab, size=(batch, tgt), dtype=np.int32)
+    dec_in = np.concatenate([np.zeros((batch, 1), np.int32), tgt_tokens[:, :-1]], axis=1)
+    return {"encoder_input_tokens": enc, "decoder_input_tokens": dec_in,
+            "decoder_target_tokens": tgt_tokens,
+            "decoder_loss_weights": np.ones((batch, tgt), np.float32)}
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _time_steps(run_step, steps: int, warmup: int) -> float:
+    for _ in range(warmup):
+        run_step()
+    best = float("inf")
+    # best of 3 windows of `steps` steps: robust to other processes on a shared machine
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            run_step()
+        best = min(best, (time.perf_counter() - t0) / steps)
+    return best
+
+
+def side_ours(args) -> dict:
+    import jax
+    import numpy as np
+
+    from mnmt import partitioning
+    from mnmt.models.configs import T5Config
+    from mnmt.models.encoder_decoder import EncoderDecoderModel
+    from mnmt.models.zoo import get_config
+    from mnmt.optim import make_optimizer, rsqrt_schedule
+    from mnmt.train_state import build_step_functions, put_global_batch
+
+    if args.size:
+        config = get_config(args.size, REF["vocab"])
+    else:
+        config = T5Config(vocab_size=REF["vocab"], emb_dim=REF["d_model"], num_heads=REF["heads"],
+                          head_dim=REF["head_dim"], mlp_dim=REF["d_ff"],
+                          num_encoder_layers=REF["layers"], num_decoder_layers=REF["layers"],
+                          dropout_rate=0.0, dtype="float32", logits_via_embedding=False)
+    model = EncoderDecoderModel(config)
+    batch = _batch_numpy(args.batch, args.src_len, args.tgt_len, REF["vocab"])
+    mesh = partitioning.make_mesh(1, 1)
+    rules = partitioning.standard_logical_axis_rules()
+    schedule = rsqrt_schedule(1.0, 100)
+    tx = make_optimizer(schedule)
+
+    def shardings(_):
+        axes = model.params_logical_axes({k: v[:1] for k, v in batch.items()})
+        return partitioning.logical_to_shardings(axes, mesh, rules)
+
+    fns = build_step_functions(model, tx, schedule, mesh, shardings, batch,
+                               label_smoothing=0.0, z_loss=1e-4)
+    state = {"s": fns.init(jax.random.PRNGKey(0))}
+    device_batch = put_global_batch(batch, fns.batch_sharding)
+
+    def run_step():
+        state["s"], m = fns.step(state["s"], device_batch)
+        jax.block_until_ready(m["loss"])
+
+    sec = _time_steps(run_step, args.steps, args.warmup)
+    from mnmt.models import accounting
+
+    flops = accounting.train_flops_per_example(config, args.src_len, args.tgt_len) * args.batch
+    counts = accounting.param_counts(config)
+    out = {"sec_per_step": sec, "peak_rss_mb": _peak_rss_mb(), "flops_per_step": flops,
+           "params_total": int(counts.total), "params_non_embedding": int(counts.non_embedding),
+           "loss": float(jax.device_get(fns.step(state["s"], device_batch)[1]["loss"]))}
+    if args.peak:
+        out["matmul_peak_flops"] = measure_peak()
+    _ = np
+    return out
+
+
+def side_hf(args) -> dict:
+    import torch
+    from transformers import T5Config, T5ForConditionalGeneration
+    from transformers.optimization import Adafactor
+
+    torch.manual_seed(0)
+    torch.set_num_threads(os.cpu_count() or 1)
+    cfg = T5Config(vocab_size=REF["vocab"], d_model=REF["d_model"], d_kv=REF["head_dim"],
+                   d_ff=REF["d_ff"], num_layers=REF["layers"], num_decoder_layers=REF["layers"],
+                   num_heads=REF["heads"], feed_forward_proj="gated-gelu", dropout_rate=0.0,
+                   decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+    # transformers 5.x ignores tie_word_embeddings=False in the constructor: set it afterwards.
+    cfg.tie_word_embeddings = False
+    model = T5ForConditionalGeneration(cfg)
+    model.train()
+    assert model.lm_head.weight.data_ptr() != model.shared.weight.data_ptr(), "logits are tied"
+    opt = Adafactor(model.parameters(), lr=1e-3, relative_step=False, scale_parameter=True,
+                    warmup_init=False)
+    b = _batch_numpy(args.batch, args.src_len, args.tgt_len, REF["vocab"])
+    enc = torch.from_numpy(b["encoder_input_tokens"].astype("int64"))
+    dec = torch.from_numpy(b["decoder_input_tokens"].astype("int64"))
+    labels = torch.from_numpy(b["decoder_target_tokens"].astype("int64"))
+    last = {}
+
+    def run_step():
+        opt.zero_grad(set_to_none=True)
+        out = model(input_ids=enc, decoder_input_ids=dec, labels=labels)
+        out.loss.backward()
+        opt.step()
+        last["loss"] = float(out.loss)
+
+    sec = _time_steps(run_step, args.steps, args.warmup)
+    n = sum(p.numel() for p in model.parameters())
+    import transformers
+
+    return {"sec_per_step": sec, "peak_rss_mb": _peak_rss_mb(), "params_total": int(n),
+            "loss": last["loss"], "torch": torch.__version__,
+            "transformers": transformers.__version__}
+
+
+def measure_peak(n: int = 2048, repeats: int = 8) -> float:
+    """Best float32 FLOP/s of an n×n matmul via XLA on this machine (all cores)."""
+    import jax
+    import jax.numpy as jnp
+
+    a = jnp.ones((n, n), jnp.float32)
+    f = jax.jit(lambda x, y: x @ y)
+    f(a, a).block_until_ready()
+    best = 0.0
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        f(a, a).block_until_ready()
+        best = max(best, 2 * n**3 / (time.perf_counter() - t0))
+    return best
+
+
+def _child(side: str, args, extra: list[str] | None = None) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--side", side, "--steps", str(args.steps),
+           "--warmup", str(args.warmup), "--batch", str(args.batch),
+           "--src_len", str(args.src_len), "--tgt_len", str(args.tgt_len)] + (extra or [])
+    load_before = os.getloadavg()[0]
+    res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        raise RuntimeError(f"{side} benchmark failed:\n{res.stderr[-3000:]}")
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    out["load_before"] = load_before
+    out["load_after"] = os.getloadavg()[0]
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--zoo", action="store_true", help="also mini-1 … mini-8 tokens/s and MFU")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--batch", type=int, default=REF["batch"])
+    p.add_argument("--src_len", type=int, default=REF["src_len"])
+    p.add_argument("--tgt_len", type=int, default=REF["tgt_len"])
+    p.add_argument("--side", choices=["ours", "hf"], help=argparse.SUPPRESS)
+    p.add_argument("--size", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--peak", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.side:
+        fn = side_ours if args.side == "ours" else side_hf
+        print(json.dumps(fn(args)))
+        return 0
+
+    tokens = args.batch * (args.src_len + args.tgt_len)
+    ours, hf = [], []
+    for r in range(args.rounds):
+        ours.append(_child("ours", args, ["--peak"] if r == 0 else None))
+        hf.append(_child("hf", args))
+    best_ours = min(ours, key=lambda o: o["sec_per_step"])
+    best_hf = min(hf, key=lambda o: o["sec_per_step"])
+    peak = ours[0]["matmul_peak_flops"]
+    result = {
+        "machine": f"{platform.machine()} {os.cpu_count()} cpus, {platform.platform()}",
+        "config": dict(REF, batch=args.batch, src_len=args.src_len, tgt_len=args.tgt_len),
+        "tokens_per_step": tokens,
+        "ours_tokens_per_s": tokens / best_ours["sec_per_step"],
+        "hf_tokens_per_s": tokens / best_hf["sec_per_step"],
+        "ratio": best_hf["sec_per_step"] / best_ours["sec_per_step"],
+        "ours_sec_per_step": best_ours["sec_per_step"],
+        "hf_sec_per_step": best_hf["sec_per_step"],
+        "ours_peak_rss_mb": max(o["peak_rss_mb"] for o in ours),
+        "hf_peak_rss_mb": max(o["peak_rss_mb"] for o in hf),
+        "ours_params": best_ours["params_total"], "hf_params": best_hf["params_total"],
+        "ours_mfu": best_ours["flops_per_step"] / best_ours["sec_per_step"] / peak,
+        "matmul_peak_gflops": peak / 1e9,
+        "load_average": [round(x, 2) for o in ours + hf for x in (o["load_before"],
+                                                                 o["load_after"])],
+        "load_average_max": round(max(max(o["load_before"], o["load_after"])
+                                      for o in ours + hf), 2),
+        "versions": {"torch": best_hf["torch"], "transformers": best_hf["transformers"]},
+        "rounds": args.rounds,
+    }
+    if args.zoo:
+        zoo = {}
+        for i in range(1, 9):
+            o = _child("ours", args, ["--size", f"mini-{i}"])
+            zoo[f"mini-{i}"] = {
+                "tokens_per_s": tokens / o["sec_per_step"],
+                "mfu": o["flops_per_step"] / o["sec_per_step"] / peak,
+                "non_embedding_params": o["params_non_embedding"],
+                "load": round(o["load_after"], 2)}
+        result["zoo"] = zoo
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"machine: {result['machine']}; load average during run: "
+              f"{result['load_average']}")
+        print(f"mnmt : {result['ours_tokens_per_s']:8.0f} tokens/s "
+              f"({result['ours_sec_per_step']:.3f} s/step), peak RSS "
+              f"{result['ours_peak_rss_mb']:.0f} MB, MFU {100 * result['ours_mfu']:.1f}%")
+        print(f"HF T5: {result['hf_tokens_per_s']:8.0f} tokens/s "
+              f"({result['hf_sec_per_step']:.3f} s/step), peak RSS "
+              f"{result['hf_peak_rss_mb']:.0f} MB")
+        print(f"ratio (ours / HF tokens/s): {result['ratio']:.2f}  "
+              f"(matmul peak {result['matmul_peak_gflops']:.1f} GFLOP/s)")
+        for name, z in result.get("zoo", {}).items():
+            print(f"  {name}: {z['non_embedding_params']:>9,} non-emb params "
+                  f"{z['tokens_per_s']:8.0f} tokens/s MFU {100 * z['mfu']:.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

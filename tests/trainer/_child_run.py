@@ -1,0 +1,50 @@
+"""Child process of the trainer tests: run `train` from a JSON spec, optionally dying on a step.
+
+    python _child_run.py SPEC.json
+
+SPEC: {"config": TrainConfig fields, "vocab": path, "eval_size": int, "mixture": name,
+       "kill_at": step or null, "signal": "KILL" | "TERM", "coordinator": ..., "process_id": ...}
+With kill_at, the process sends itself the signal when the progress event of that step
+arrives (SIGKILL: dies at once, as a preempted VM would; SIGTERM: checkpoints and stops).
+"""
+
+import json
+import os
+import signal
+import sys
+
+
+def main() -> int:
+    spec = json.load(open(sys.argv[1]))
+    if spec.get("coordinator"):
+        from mnmt import distributed
+
+        distributed.initialize(spec["coordinator"], spec["num_processes"], spec["process_id"])
+    from mnmt.data import mixtures, tasks
+
+    pair_tasks = tasks.register_synthetic_tasks("cpu-tiny", spec["vocab"],
+                                                eval_size=spec["eval_size"])
+    mixtures.register_weighted_mixture(spec["mixture"], {t: 0.5 for t in pair_tasks.values()})
+    from mnmt.trainer import TrainConfig, train
+
+    cfg = spec["config"]
+    cfg["feature_lengths"] = dict(cfg["feature_lengths"])
+    cfg["eval_sets"] = tuple(cfg["eval_sets"])
+    cfg["mesh_shape"] = tuple(cfg["mesh_shape"])
+    cfg["decode_steps"] = tuple(cfg["decode_steps"])
+    config = TrainConfig(**cfg)
+    kill_at = spec.get("kill_at")
+    sig = signal.SIGKILL if spec.get("signal", "KILL") == "KILL" else signal.SIGTERM
+
+    def progress(event):
+        if kill_at is not None and event.step >= kill_at and event.kind == "train":
+            os.kill(os.getpid(), sig)
+
+    summary = train(config, progress=progress)
+    print(json.dumps({"status": summary.status, "final_step": summary.final_step,
+                      "final_eval": summary.final_eval}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""Shared fixtures of the trainer tests: a tiny vocabulary, registered tasks, a run factory."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+LENGTHS = {"inputs": 16, "targets": 16}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _compilation_cache(tmp_path_factory):
+    """Share XLA executables between the many small runs of these tests (same shapes)."""
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path_factory.mktemp("xla_cache")))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    yield
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory):
+    """cpu-tiny tasks registered with a 512-piece vocabulary trained once per session."""
+    from mnmt.data import mixtures, synthetic, tasks, vocab
+
+    out = tmp_path_factory.mktemp("vocab")
+    family = synthetic.get_family("cpu-tiny")
+    path = vocab.train_vocabulary(family, str(out), 512, n_per_pair=2000)
+    pair_tasks = tasks.register_synthetic_tasks("cpu-tiny", path, eval_size=24)
+    mixture = mixtures.register_weighted_mixture(
+        "trainer_test_p50", {t: 0.5 for t in pair_tasks.values()})
+    return {"vocab": path, "tasks": pair_tasks, "mixture": mixture}
+
+
+@pytest.fixture
+def make_config(tiny_data, tmp_path):
+    """TrainConfig factory for a tiny mini-1 run in a fresh directory (overridable fields)."""
+    from mnmt.trainer import TrainConfig
+
+    def make(name: str = "run", **overrides):
+        base = TrainConfig(
+            model_dir=str(tmp_path / name), mixture_or_task_name=tiny_data["mixture"],
+            model_size="mini-1", vocabulary_path=tiny_data["vocab"],
+            feature_lengths=dict(LENGTHS), batch_size=8, train_steps=12,
+            eval_tasks=dict(tiny_data["tasks"]), eval_every=6, checkpoint_every=4,
+            log_every=2, warmup_steps=4, learning_rate=0.5, decode_at_end=False,
+            eval_batch_size=16, num_decode_examples=8, tensorboard=False, peak_flops=1e9)
+        return dataclasses.replace(base, **overrides)
+
+    return make
+
+
+def rows_by_key(rows):
+    return {(r["step"], r["task"], r["eval_set"], r["metric"]): r["value"] for r in rows}

@@ -1,0 +1,256 @@
+"""End-to-end behaviour of mnmt.trainer.train on the tiny synthetic tasks (mini-1, CPU)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+from conftest import rows_by_key
+
+from mnmt import run_files
+from mnmt.run_files import RunMismatchError
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.fixture(scope="module")
+def reference_run(tiny_data, tmp_path_factory):
+    """One uninterrupted 12-step run shared by the tests that compare against it."""
+    from conftest import LENGTHS
+
+    from mnmt.trainer import TrainConfig, train
+
+    d = tmp_path_factory.mktemp("ref") / "ref"
+    config = TrainConfig(
+        model_dir=str(d), mixture_or_task_name=tiny_data["mixture"], model_size="mini-1",
+        vocabulary_path=tiny_data["vocab"], feature_lengths=dict(LENGTHS), batch_size=8,
+        train_steps=12, eval_tasks=dict(tiny_data["tasks"]), eval_every=6, checkpoint_every=4,
+        log_every=2, warmup_steps=4, learning_rate=0.5, decode_at_end=False, eval_batch_size=16,
+        tensorboard=True, peak_flops=1e9, run_id="ref")
+    events = []
+    summary = train(config, progress=events.append)
+    return config, summary, events
+
+
+def test_run_directory_follows_the_metrics_schema(reference_run):
+    config, summary, events = reference_run
+    assert summary.status == "finished" and summary.final_step == 12
+    run = run_files.read_run_json(config.model_dir)
+    assert run["schema_version"] == 1 and run["status"] == "finished"
+    assert run["run_id"] == "ref" and run["model"]["size"] == "mini-1"
+    assert run["model"]["family"] == "mini"
+    p = run["model"]["params"]
+    assert p["total"] == p["embedding"] + p["non_embedding"]
+    assert p["non_embedding"] == p["encoder"] + p["decoder"]
+    assert run["mixture"]["weights"] == {"en-de": 0.5, "en-zh": 0.5}
+    assert run["mixture"]["tasks"] == config.eval_tasks
+    assert run["training"]["batch_tokens"] == 8 * 16
+    assert len(run["vocabulary"]["sha256"]) == 64 and run["versions"]["jax"] == jax.__version__
+    rows = run_files.read_metrics(config.model_dir)
+    keys = [(r["step"], r["task"], r["eval_set"], r["metric"]) for r in rows]
+    assert len(keys) == len(set(keys)), "duplicate rows"
+    assert all(set(r) == {"run_id", "step", "tokens", "task", "eval_set", "metric", "value"}
+               for r in rows)
+    loss_steps = sorted({k[0] for k in keys if k[3] == "loss"})
+    assert loss_steps == [6, 12]
+    assert {k[1] for k in keys if k[3] == "loss"} == {"en-de", "en-zh"}
+    train_steps = sorted(k[0] for k in keys if k[3] == "train_loss")
+    assert train_steps == [2, 4, 6, 8, 10, 12]
+    assert all(k[1:3] == ("all", "train") for k in keys if k[3] in ("train_loss", "learning_rate"))
+    tokens = [r["tokens"] for r in rows if r["metric"] == "train_loss"]
+    assert all(b > a for a, b in zip(tokens, tokens[1:], strict=False))
+    assert tokens[-1] == summary.tokens
+    # training reduces the eval loss; final_eval is the step-12 validation loss
+    by = rows_by_key(rows)
+    for pair in ("en-de", "en-zh"):
+        assert by[(12, pair, "validation", "loss")] < by[(6, pair, "validation", "loss")]
+        assert summary.final_eval[pair] == pytest.approx(by[(12, pair, "validation", "loss")])
+    assert sorted(os.listdir(os.path.join(config.model_dir, "checkpoints"))) == [
+        "step_12", "step_8"]
+    assert os.listdir(os.path.join(config.model_dir, "events", "train"))
+    train_events = [e for e in events if e.kind == "train"]
+    assert [e.step for e in train_events] == [2, 4, 6, 8, 10, 12]
+    last = train_events[-1]
+    assert last.steps_per_s > 0 and last.tokens_per_s > 0 and last.mfu > 0
+    assert last.eta_s == pytest.approx(0.0, abs=1e-6)
+
+
+def test_eval_loss_is_pure_per_token_cross_entropy(make_config, tiny_data):
+    """`loss` rows ignore label smoothing and z-loss: recompute them from the checkpoint."""
+    import optax
+
+    from mnmt.checkpoints import Checkpointer
+    from mnmt.data.pipeline import eval_batches
+    from mnmt.models.encoder_decoder import EncoderDecoderModel
+    from mnmt.models.zoo import get_config
+    from mnmt.trainer import train
+
+    config = make_config("ls", train_steps=4, eval_every=4, label_smoothing=0.2, z_loss=0.01)
+    train(config, progress=lambda e: None)
+    ck = Checkpointer(os.path.join(config.model_dir, "checkpoints"))
+    state, meta = ck.restore_raw(4)
+    params = state["params"]
+    assert meta["step"] == 4
+    ck.close()
+    model = EncoderDecoderModel(get_config("mini-1", 512))
+    rows = rows_by_key(run_files.read_metrics(config.model_dir))
+    for pair, task in tiny_data["tasks"].items():
+        nll, ntok = 0.0, 0.0
+        for b in eval_batches(task, "validation", config.feature_lengths, 16):
+            logits = model.apply(params, b)
+            ce = optax.softmax_cross_entropy_with_integer_labels(
+                logits, b["decoder_target_tokens"])
+            w = b["decoder_loss_weights"]
+            nll += float(np.sum(np.asarray(ce) * w))
+            ntok += float(np.sum(w))
+        assert rows[(4, pair, "validation", "loss")] == pytest.approx(nll / ntok, rel=1e-5)
+
+
+def _spec(config, tiny_data, tmp_path, **extra) -> str:
+    cfg = dataclasses.asdict(config)
+    cfg["optimizer"] = None
+    spec = {"config": cfg, "vocab": tiny_data["vocab"], "eval_size": 24,
+            "mixture": tiny_data["mixture"], **extra}
+    path = tmp_path / f"spec_{random.random():.6f}.json"
+    path.write_text(json.dumps(spec))
+    return str(path)
+
+
+def _child(spec_path: str, timeout: int = 240) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE] + sys.path),
+               JAX_COMPILATION_CACHE_DIR=str(jax.config.jax_compilation_cache_dir or ""),
+               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+               JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+    return subprocess.run([sys.executable, os.path.join(HERE, "_child_run.py"), spec_path],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def _assert_same_metrics(a_dir, b_dir, rtol=1e-4):
+    a = run_files.read_metrics(a_dir)
+    b = run_files.read_metrics(b_dir)
+    ka = [(r["step"], r["task"], r["eval_set"], r["metric"]) for r in a]
+    kb = [(r["step"], r["task"], r["eval_set"], r["metric"]) for r in b]
+    assert len(kb) == len(set(kb)), "duplicate rows after resume"
+    assert sorted(ka) == sorted(kb), "missing or extra rows after resume"
+    ra, rb = rows_by_key(a), rows_by_key(b)
+    for k in ka:
+        assert rb[k] == pytest.approx(ra[k], rel=rtol, abs=1e-6), k
+    ta = {(r["step"], r["metric"]): r["tokens"] for r in a}
+    tb = {(r["step"], r["metric"]): r["tokens"] for r in b}
+    assert ta == tb
+
+
+def test_sigkill_at_a_random_step_then_resume_matches_uninterrupted(
+        reference_run, make_config, tiny_data, tmp_path):
+    ref_config, _, _ = reference_run
+    from mnmt.trainer import train
+
+    kill_at = random.Random().choice([6, 8, 10])  # a train event after the first checkpoint
+    config = make_config("killed", run_id="ref", tensorboard=True)
+    res = _child(_spec(config, tiny_data, tmp_path, kill_at=kill_at, signal="KILL"))
+    assert res.returncode == -signal.SIGKILL, res.stderr[-2000:]
+    assert run_files.read_run_json(config.model_dir)["status"] == "running"
+    rows_before = run_files.read_metrics(config.model_dir)
+    assert max(r["step"] for r in rows_before) == kill_at
+    summary = train(config, progress=lambda e: None)
+    assert summary.status == "finished" and summary.final_step == 12
+    _assert_same_metrics(ref_config.model_dir, config.model_dir)
+
+
+def test_sigterm_checkpoints_and_stops_then_resumes(reference_run, make_config, tiny_data,
+                                                     tmp_path):
+    ref_config, _, _ = reference_run
+    from mnmt.trainer import train
+
+    config = make_config("termed", run_id="ref")
+    res = _child(_spec(config, tiny_data, tmp_path, kill_at=6, signal="TERM"))
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["status"] == "preempted" and out["final_step"] == 6
+    assert "step_6" in os.listdir(os.path.join(config.model_dir, "checkpoints"))
+    summary = train(config, progress=lambda e: None)
+    assert summary.status == "finished"
+    _assert_same_metrics(ref_config.model_dir, config.model_dir)
+
+
+def test_finished_run_returns_immediately_without_writing(reference_run):
+    from mnmt.trainer import train
+
+    config, first, _ = reference_run
+    before = open(os.path.join(config.model_dir, "metrics.jsonl")).read()
+    events = []
+    summary = train(config, progress=events.append)
+    assert summary.status == "finished" and summary.final_step == 12
+    assert summary.final_eval == pytest.approx(first.final_eval)
+    assert open(os.path.join(config.model_dir, "metrics.jsonl")).read() == before
+    assert not [e for e in events if e.kind == "train"]
+
+
+def test_refuses_to_resume_into_a_different_run(reference_run):
+    from mnmt.trainer import train
+
+    config, _, _ = reference_run
+    with pytest.raises(RunMismatchError) as e:
+        train(dataclasses.replace(config, model_size="mini-2"))
+    assert "model.size" in str(e.value) and "mini-1" in str(e.value) and "mini-2" in str(e.value)
+    with pytest.raises(RunMismatchError, match="mixture.weights"):
+        train(dataclasses.replace(config, mixture_weights={"en-de": 0.3, "en-zh": 0.7}))
+
+
+def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(make_config):
+    from mnmt.checkpoints import Checkpointer
+    from mnmt.optim import OptimizerConfig
+    from mnmt.trainer import train
+
+    # An absurd step size without Adafactor's update clipping blows the parameters up after
+    # the first update; the step-1 checkpoint is the last good state.
+    config = make_config("nan", learning_rate=1e30, warmup_steps=1, warmup="constant",
+                         checkpoint_every=1, optimizer=OptimizerConfig(
+                             clipping_threshold=None, multiply_by_parameter_scale=False))
+    messages = []
+    summary = train(config, progress=lambda e: messages.append(e.message))
+    assert summary.status == "diverged"
+    assert "non-finite" in summary.message and "step 1" in summary.message
+    ck = Checkpointer(os.path.join(config.model_dir, "checkpoints"))
+    assert ck.all_steps() == [1]
+    state, _ = ck.restore_raw()
+    assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(state["params"]))
+    ck.close()
+    assert run_files.read_run_json(config.model_dir)["status"] == "diverged"
+    assert any("non-finite" in m for m in messages)
+
+
+def test_decoding_writes_bleu_and_chrf_rows(make_config):
+    from mnmt.trainer import train
+
+    config = make_config("dec", train_steps=2, eval_every=2, decode_at_end=True,
+                         num_decode_examples=4, beam_size=2, max_decode_length=8)
+    train(config, progress=lambda e: None)
+    rows = rows_by_key(run_files.read_metrics(config.model_dir))
+    for pair in ("en-de", "en-zh"):
+        bleu, chrf = rows[(2, pair, "validation", "bleu")], rows[(2, pair, "validation", "chrf")]
+        assert 0.0 <= bleu <= 100.0 and 0.0 <= chrf <= 100.0
+
+
+def test_batch_tokens_and_gradient_accumulation(make_config):
+    """batch_tokens sets the rows per step; accumulating 2 micro-batches changes nothing."""
+    from mnmt.trainer import train
+
+    a = make_config("acc1", train_steps=4, eval_every=4, batch_size=1, batch_tokens=8 * 16)
+    b = make_config("acc2", train_steps=4, eval_every=4, gradient_accumulation_steps=2)
+    train(a, progress=lambda e: None)
+    train(b, progress=lambda e: None)
+    assert run_files.read_run_json(a.model_dir)["training"]["batch_size"] == 8
+    ra = rows_by_key(run_files.read_metrics(a.model_dir))
+    rb = rows_by_key(run_files.read_metrics(b.model_dir))
+    assert ra.keys() == rb.keys()
+    for k in ra:
+        assert rb[k] == pytest.approx(ra[k], rel=1e-4), k
