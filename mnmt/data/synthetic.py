@@ -11,7 +11,8 @@ irreducible loss L∞ per target token of Fernandes et al. 2023 eq. 1 / Chen et 
 
 Presets: a scale (``tiny``, ``small``, ``base``) and a setting (``en-{de,zh}``, ``en-{de,fr}``,
 ``{de,zh}-en``, ``en-{de,fr,zh}``, Chen's ``en-{fr,de,zh,hi}`` …), written ``"scale:setting"``;
-a bare setting means ``base``; ``cpu-tiny`` = ``tiny:en-{de,zh}``.
+a bare setting means ``base``; ``cpu-tiny`` = ``tiny:en-{de,zh}``. Any list of pairs of the
+family's languages (en, de, fr, zh, hi) also works: ``"tiny:en-de,de-en,en-hi"``.
 """
 
 from __future__ import annotations
@@ -89,6 +90,9 @@ SETTINGS: dict[str, tuple[tuple[str, ...], dict[str, int] | None]] = {
     "en-{de,hi}": (("en-de", "en-hi"), {"en-de": 4_600_000, "en-hi": 260_000}),
     "en-{fr,zh}-lowres": (("en-fr", "en-zh"), {"en-fr": 10_000_000, "en-zh": 260_000}),
 }
+# Shared vocabulary sizes at which most word forms are single pieces (cpu-tiny: 753 word types
+# in en/de/zh; at 512 pieces de targets split into ~2 pieces per word and 2% exceed 32 tokens).
+RECOMMENDED_VOCAB_SIZE = {"tiny": 1024, "small": 4096, "base": 16384}
 # Data sizes shrink with the scale so the low-resource regime stays low-resource for tiny models.
 _SIZE_DIVISOR = {"tiny": 1000, "small": 100, "base": 1}
 ALIASES = {"cpu-tiny": "tiny:en-{de,zh}"}
@@ -117,6 +121,7 @@ class SyntheticFamily:
     train_sizes: dict[str, int] | None
     _ood_lexicon: Any = field(repr=False, default=None)
     _ood_grammar: GrammarConfig | None = field(repr=False, default=None)
+    recommended_vocab_size: int = 1024  # whole words mostly one piece; no trimming at length 32
 
     def _langs(self, pair: str) -> tuple[Language, Language]:
         if pair not in self.pairs:
@@ -203,16 +208,37 @@ def list_presets() -> list[str]:
     return list(ALIASES) + [f"{sc}:{st}" for sc in SCALES for st in SETTINGS]
 
 
-def _parse_preset(preset: str) -> tuple[str, str]:
+def _parse_preset(preset: str) -> tuple[str, tuple[str, ...], dict[str, int] | None]:
+    """'cpu-tiny' | 'scale:setting' | 'scale:xx-yy,zz-ww' (explicit pairs) → parts."""
+    if not isinstance(preset, str):
+        raise ValueError(f"synthetic preset: expected a string, got {preset!r}")
     name = ALIASES.get(preset, preset)
     scale, _, setting = name.rpartition(":")
     scale = scale or "base"
-    if scale not in SCALES or setting not in SETTINGS:
-        raise ValueError(
-            f"unknown synthetic preset {preset!r}: expected 'cpu-tiny' or 'scale:setting' with "
-            f"scale in {sorted(SCALES)} and setting in {sorted(SETTINGS)}"
-        )
-    return scale, setting
+    expected = (f"expected 'cpu-tiny' or 'scale:setting' with scale in {sorted(SCALES)} and "
+                f"setting in {sorted(SETTINGS)} or a comma-separated list of pairs such as "
+                "'tiny:en-de,de-en'")
+    if scale not in SCALES:
+        raise ValueError(f"unknown synthetic preset {preset!r}: {expected}")
+    if setting in SETTINGS:
+        pairs, sizes = SETTINGS[setting]
+        return scale, pairs, sizes
+    pairs = tuple(p.strip() for p in setting.split(",") if p.strip())
+    if not pairs or any(p.count("-") != 1 for p in pairs):
+        raise ValueError(f"unknown synthetic preset {preset!r}: {expected}")
+    for p in pairs:
+        src, tgt = p.split("-")
+        for code in (src, tgt):
+            if code not in LANGUAGES:
+                raise ValueError(
+                    f"synthetic preset {preset!r}: unknown language code {code!r} in pair {p!r}; "
+                    f"expected one of {sorted(LANGUAGES)}"
+                )
+        if src == tgt:
+            raise ValueError(f"synthetic preset {preset!r}: pair {p!r} translates a language into itself")
+    if len(set(pairs)) != len(pairs):
+        raise ValueError(f"synthetic preset {preset!r}: repeated pairs in {list(pairs)}")
+    return scale, pairs, None
 
 
 @lru_cache(maxsize=32)
@@ -222,8 +248,7 @@ def get_family(preset: str, seed: int = 0, **overrides: Any) -> SyntheticFamily:
     ``overrides`` may replace ``grammar`` (a GrammarConfig) or ``languages`` (a tuple of
     LanguageSpec) for experiments beyond the presets.
     """
-    scale, setting = _parse_preset(preset)
-    pairs, sizes = SETTINGS[setting]
+    scale, pairs, sizes = _parse_preset(preset)
     grammar: GrammarConfig = overrides.get("grammar", SCALES[scale])
     lex = build_lexicon(grammar, seed)
     codes = sorted({c for p in pairs for c in p.split("-")})
@@ -246,7 +271,8 @@ def get_family(preset: str, seed: int = 0, **overrides: Any) -> SyntheticFamily:
     ood_lex = build_lexicon(ood_grammar, seed)
     if sizes is not None:
         sizes = {p: max(1, n // _SIZE_DIVISOR[scale]) for p, n in sizes.items()}
-    return SyntheticFamily(preset, seed, grammar, languages, list(pairs), sizes, ood_lex, ood_grammar)
+    return SyntheticFamily(preset, seed, grammar, languages, list(pairs), sizes, ood_lex, ood_grammar,
+                           RECOMMENDED_VOCAB_SIZE[scale])
 
 
 def irreducible_loss(

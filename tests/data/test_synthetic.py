@@ -128,7 +128,13 @@ def test_presets_build_and_unknown_preset_is_an_error():
     assert chen.train_sizes == {"en-fr": 10_000_000, "en-de": 4_600_000, "en-zh": 260_000,
                                 "en-hi": 260_000}
     with pytest.raises(ValueError, match="unknown synthetic preset"):
-        get_family("tiny:en-{xx}")
+        get_family("huge:en-{de,zh}")
+    with pytest.raises(ValueError, match="unknown language code 'xx'"):
+        get_family("tiny:en-de,en-xx")
+    with pytest.raises(ValueError, match="into itself"):
+        get_family("tiny:de-de")
+    custom = get_family("tiny:en-de,de-en")
+    assert custom.pairs == ["en-de", "de-en"] and custom.train_sizes is None
     with pytest.raises(ValueError, match="unknown pair"):
         get_family("cpu-tiny").sample("en-fr", "train", 1)
     with pytest.raises(ValueError, match="unknown split"):
