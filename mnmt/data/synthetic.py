@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import random
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -284,6 +285,7 @@ def irreducible_loss(
     *,
     seed: int | None = None,
     add_eos: bool = True,
+    max_length: int | None = None,
 ) -> float:
     """Exact L∞ in nats per target token of the first ``n`` examples of ``split``.
 
@@ -291,9 +293,11 @@ def irreducible_loss(
     a model equal to the generator would reach on this set: the bias term of Fernandes et al.
     2023 eq. 1 / Chen et al. 2023 eq. 4. ``vocab`` is a seqio vocabulary, a SentencePiece
     processor, or a path to a ``.model`` file. Use the same ``seed`` as the eval split.
+    With ``max_length`` (the targets feature length) it warns when targets would be trimmed:
+    a trimmed example's loss no longer matches its entropy.
     """
     examples = family.sample(pair, split, n, seed=seed)
-    return _loss_per_token(examples, vocab, add_eos)
+    return _loss_per_token(examples, vocab, add_eos, max_length)
 
 
 def _encoder(vocab: Any):
@@ -313,11 +317,21 @@ def _encoder(vocab: Any):
     raise TypeError(f"cannot tokenize with {type(vocab).__name__}: expected a vocabulary")
 
 
-def _loss_per_token(examples: Sequence[SyntheticExample], vocab: Any, add_eos: bool) -> float:
+def _loss_per_token(
+    examples: Sequence[SyntheticExample], vocab: Any, add_eos: bool, max_length: int | None = None
+) -> float:
     if not examples:
         raise ValueError("irreducible_loss: need at least one example (n > 0)")
     ids = _encoder(vocab)([e.target for e in examples])
     tokens = sum(len(x) for x in ids) + (len(examples) if add_eos else 0)
+    if max_length is not None:
+        over = sum(len(x) + add_eos > max_length for x in ids)
+        if over:
+            warnings.warn(
+                f"irreducible_loss: {over} of {len(ids)} targets exceed {max_length} tokens and "
+                "will be trimmed in evaluation; use a larger vocabulary or feature length",
+                stacklevel=3,
+            )
     return math.fsum(e.entropy for e in examples) / tokens
 
 

@@ -150,3 +150,8 @@ def test_irreducible_loss_definition(tiny, tiny_vocab):
     got = irreducible_loss(tiny, "en-de", "validation", tiny_vocab, 500)
     assert math.isclose(got, expected, rel_tol=1e-12)
     assert 0.05 < got < 0.6
+
+
+def test_irreducible_loss_warns_when_targets_would_be_trimmed(tiny, tiny_vocab):
+    with pytest.warns(UserWarning, match="exceed 5 tokens"):
+        irreducible_loss(tiny, "en-de", "validation", tiny_vocab, 50, max_length=5)
