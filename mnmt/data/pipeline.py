@@ -517,6 +517,8 @@ def eval_batches(
             n_seen += len(buf)
             buf = []
             yield b
+    if not buf and n_seen == 0:
+        raise ValueError(f"eval split {split!r} of task {task_name!r} is empty: expected examples")
     if buf:
         b = emit(buf)
         if texts is not None:
