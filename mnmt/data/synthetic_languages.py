@@ -58,7 +58,7 @@ class LanguageSpec:
     synonym_rate: float = 0.5  # fraction of content lemmas with more than one synonym
     max_synonyms: int = 2
     synonym_concentration: float = 2.0  # Dirichlet α of synonym probabilities
-    function_synonym_rate: float = 0.0  # fraction of function words with a free variant
+    function_synonym_rate: float = 0.0  # share of determiners with a free variant (fusional only)
 
     def validate(self) -> None:
         if not self.code or not self.code.isalnum():
@@ -329,11 +329,15 @@ def _fusional_function_words(rng: random.Random, spec: LanguageSpec) -> dict[str
             for case in cases:
                 if definite == "indef" and num == "pl" and rng.random() < 0.5:
                     continue  # bare indefinite plural (no determiner), as in many languages
-                w = word()
-                while w in used:
+                forms = []
+                # (no draw when the rate is 0: the presets' streams stay as they were)
+                n_forms = 2 if spec.function_synonym_rate and rng.random() < spec.function_synonym_rate else 1
+                while len(forms) < n_forms:
                     w = word()
-                used.add(w)
-                fw[f"det.{definite}.{num}.{case}"] = [w]
+                    if w not in used:
+                        used.add(w)
+                        forms.append(w)
+                fw[f"det.{definite}.{num}.{case}"] = forms
     sfx_pool = ["", "s", "en", "e", "i", "a", "o", "er", "es", "et", "ut", "on", "ar", "ir"]
     rng.shuffle(sfx_pool)
     n_sg, n_pl = "", next(x for x in sfx_pool if x)
@@ -437,7 +441,11 @@ def build_language(spec: LanguageSpec, lex: Lexicon, family_seed: int) -> Langua
             inherited[cat].append(keep)
     function: dict[str, _Choice] = {}
     for key, forms in fw_raw.items():
-        function[key] = _choice(forms, [1.0] * len(forms))
+        if len(forms) > 1:
+            probs = [rng.gammavariate(spec.synonym_concentration, 1.0) + 1e-3 for _ in forms]
+        else:
+            probs = [1.0]
+        function[key] = _choice(forms, probs)
     lang = Language(spec, lex, content, function, inherited)
     _index_analyses(lang, suffixes)
     return lang

@@ -155,3 +155,37 @@ def test_irreducible_loss_definition(tiny, tiny_vocab):
 def test_irreducible_loss_warns_when_targets_would_be_trimmed(tiny, tiny_vocab):
     with pytest.warns(UserWarning, match="exceed 5 tokens"):
         irreducible_loss(tiny, "en-de", "validation", tiny_vocab, 50, max_length=5)
+
+
+def test_function_word_variants_add_exact_entropy():
+    from dataclasses import replace
+
+    from mnmt.data.synthetic import LANGUAGES
+
+    base = get_family("tiny:en-de")
+    de = replace(LANGUAGES["de"], synonym_rate=0.0, function_synonym_rate=1.0)
+    fam = get_family("tiny:en-de", languages=(de,))
+    lang = fam.languages["de"]
+    assert all(len(ch.forms) == 2 for k, ch in lang.function.items() if k.startswith("det."))
+    ex = fam.sample("en-de", "validation", 300)
+    assert sum(e.entropy for e in ex) > 0  # all entropy comes from determiner variants now
+    for e in ex[:100]:
+        outcomes = _enumerate_targets(lang, e.tree)
+        assert len({s for s, _ in outcomes}) == len(outcomes)
+        h = -sum(p * math.log(p) for _, p in outcomes)
+        assert math.isclose(h, e.entropy, abs_tol=1e-9)
+    assert base.languages["de"].function["det.def.sg.nom"].entropy == 0.0
+
+
+def test_cpu_tiny_data_is_frozen():
+    """cpu-tiny streams must not change silently: studies cache vocabularies and L∞ computed
+    from them. If a deliberate change alters this digest, update it and say so in the log."""
+    import hashlib
+
+    fam = get_family("cpu-tiny")
+    h = hashlib.sha256()
+    for pair in fam.pairs:
+        for split in ("train", "validation", "ood"):
+            for e in fam.sample(pair, split, 200):
+                h.update((e.source + "\t" + e.target + "\n").encode())
+    assert h.hexdigest()[:16] == "51ce2b9d932e725e"
