@@ -140,6 +140,17 @@ class SyntheticFamily:
         Example i depends only on (family seed, pair, split, ``seed``, i // CHUNK), so a stream
         can be resumed at any index without replaying it.
         """
+        for tree, s_text, t_text, logp, ent in self._stream(pair, split, start, seed):
+            yield SyntheticExample(s_text, t_text, ent, logp, tree)
+
+    def iter_texts(
+        self, pair: str, split: str, start: int = 0, seed: int | None = None
+    ) -> Iterator[tuple[str, str]]:
+        """(source, target) strings of the same stream as :meth:`iter_examples` (faster)."""
+        for _, s_text, t_text, _, _ in self._stream(pair, split, start, seed):
+            yield s_text, t_text
+
+    def _stream(self, pair: str, split: str, start: int, seed: Any):
         if split not in SPLITS:
             raise ValueError(f"unknown split {split!r}: expected one of {SPLITS}")
         if start < 0:
@@ -151,14 +162,15 @@ class SyntheticFamily:
             lex, cfg = src.lex, self.grammar
         chunk = start // CHUNK
         skip = start - chunk * CHUNK
+        s_render, t_render = src.render, tgt.render
         while True:
             rng = random.Random(stable_seed(self.seed, pair, split, seed, chunk))
             for j in range(CHUNK):
                 tree = sample_sentence(rng, lex, cfg)
-                s_text, _, _ = src.render(tree, rng)
-                t_text, logp, ent = tgt.render(tree, rng)
+                s_text = s_render(tree, rng)[0]
+                t_text, logp, ent = t_render(tree, rng)
                 if j >= skip:
-                    yield SyntheticExample(s_text, t_text, ent, logp, tree)
+                    yield tree, s_text, t_text, logp, ent
             skip = 0
             chunk += 1
 

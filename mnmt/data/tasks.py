@@ -234,13 +234,12 @@ def _synthetic_text_stream(family, pair: str, sizes: Mapping[str, int | None]):
         if split not in sizes:
             raise ValueError(f"unknown split {split!r}: expected one of {sorted(sizes)}")
         limit = sizes[split]
-        it = family.iter_examples(pair, split, start=start, seed=seed if limit is None else None)
-        n = start
-        for ex in it:
-            if limit is not None and n >= limit:
-                return
-            yield ex.source, ex.target
-            n += 1
+        it = family.iter_texts(pair, split, start=start, seed=seed if limit is None else None)
+        if limit is None:
+            yield from it
+            return
+        for _, st in zip(range(max(0, limit - start)), it, strict=False):
+            yield st
 
     return stream
 
