@@ -181,11 +181,17 @@ def fit_multilingual_law(
     for pair in pairs:
         sub = pts[pts["pair"] == pair]
         n, p, y = (sub[c].to_numpy(dtype=np.float64) for c in ("n", "weight", "loss"))
-        if y.size < k + 1 or np.unique(n).size < 2 or np.unique(p).size < len(names) + 1:
+        n_sizes, n_w = np.unique(n).size, np.unique(p).size
+        # with one size, α is identified only through f̂(p)^−α: one more weight is needed
+        need_w = len(names) + (1 if n_sizes > 1 else 2)
+        if y.size < k + 1 or n_w < need_w:
             raise FitError(
                 f"law 'multilingual' ({form}), pair {pair!r}: {k} free parameters need more than "
-                f"{k} points over ≥ 2 sizes and ≥ {len(names) + 1} weights; got {y.size} points, "
-                f"{np.unique(n).size} sizes, {np.unique(p).size} weights", column="weight")
+                f"{k} points and ≥ {need_w} distinct weights; got {y.size} points, "
+                f"{n_sizes} sizes, {n_w} weights", column="weight")
+        if n_sizes == 1:
+            warnings.append(f"pair {pair!r}: a single model size; β1 absorbs N^−α and the law "
+                            "predicts unseen weights at this size only")
         q, fs, theta = _fit_pair(n, p, y, form=form, loss=robust_loss, f_scale=f_scale)
         meta["f_scale"][pair] = fs
         wr[pair] = [float(p.min()), float(p.max())]
@@ -202,9 +208,9 @@ def fit_multilingual_law(
                                  theta0=theta)
             return {_k(kk, pair): v for kk, v in qq.items()}
 
-        def refit_idx(idx, n=n, p=p, y=y, fs=fs, theta=theta, pair=pair):
-            if np.unique(p[idx]).size < len(names) + 1 or np.unique(n[idx]).size < 2:
-                raise FitError("resample lacks weights or sizes")
+        def refit_idx(idx, n=n, p=p, y=y, fs=fs, theta=theta, pair=pair, need_w=need_w):
+            if np.unique(p[idx]).size < need_w:
+                raise FitError("resample lacks weights")
             qq, _, _ = _fit_pair(n[idx], p[idx], y[idx], form=form, loss=robust_loss,
                                  f_scale=fs, theta0=theta)
             return {_k(kk, pair): v for kk, v in qq.items()}

@@ -274,10 +274,6 @@ def fit_joint_law(
             samples.update({kk: v.tolist() for kk, v in s.items()})
 
         if backtest:
-            sigma = g["sigma"]
-            noise = noise_level if noise_level is not None else (
-                sigma if np.isfinite(sigma) else sigma_rel * float(np.max(y)))
-
             def refit_mask(mask, n=n, p=p, y=y, fs=fs):
                 a_, b_, l_, _ = _fit_pair(n[mask], p[mask], y[mask], loss=robust_loss, f_scale=fs)
                 ph = p[~mask]
@@ -289,7 +285,8 @@ def fit_joint_law(
 
             held_ok = all(np.unique(n[p == w]).size >= 2 for w in ws)
             if held_ok:
-                bt, w_ = leave_largest_out(n, y, refit_mask, noise, tolerance=backtest_tolerance)
+                bt, w_ = leave_largest_out(n, y, refit_mask, noise_level, noise_rel=sigma_rel,
+                                           tolerance=backtest_tolerance)
                 if bt is not None:
                     bts[pair] = bt
                 if w_:

@@ -136,15 +136,17 @@ def leave_largest_out(
     x: np.ndarray,
     y: np.ndarray,
     refit: Callable[[np.ndarray], Callable[[np.ndarray], np.ndarray]],
-    noise: float,
+    noise: float | None,
     *,
+    noise_rel: float = 0.01,
     tolerance: float = 3.0,
     min_sizes: int = 4,
 ) -> tuple[dict[str, float] | None, str | None]:
     """Backtest (Caillaut et al. 2024 §4.1): refit without the largest x, predict it.
 
     ``refit(mask)`` fits on rows ``mask`` and returns a predict function. Returns (backtest dict,
-    warning or None). The warning fires when |error| > tolerance × noise.
+    warning or None). The warning fires when |error| > tolerance × noise; ``noise=None`` means
+    ``noise_rel`` × the observed loss there (the 1% noise model of Fernandes footnote 5).
     """
     sizes = np.unique(x)
     if sizes.size < min_sizes:
@@ -157,6 +159,8 @@ def leave_largest_out(
     pred = float(np.mean(pred_fn(x[held])))
     true = float(np.mean(y[held]))
     err = true - pred
+    if noise is None:
+        noise = noise_rel * true
     bt = {
         "held_out_x": float(sizes[-1]),
         "true": true,
@@ -203,8 +207,9 @@ def fit_power_law(
       uncertainty: ``"perturbation"`` (σ = ``sigma_rel`` × loss, Fernandes fn. 5), ``"bootstrap"``,
         ``"both"`` or ``None``; ``n_refits`` refits each.
       backtest: leave-largest-size-out backtest (needs ≥ 4 distinct sizes); warns when its error
-        exceeds ``backtest_tolerance`` × noise, noise = ``noise_level`` or the fit's residual σ
-        (or ``sigma_rel`` × loss when the fit has no residual degrees of freedom).
+        exceeds ``backtest_tolerance`` × noise; noise = ``noise_level`` (nats) or, by default,
+        ``sigma_rel`` × the observed loss at the held-out size (Fernandes footnote 5's noise
+        model; the fit's residual σ is not used because it includes systematic misfit).
     """
     x = as_positive_array(n, x_name)
     y = as_positive_array(loss, "loss")
@@ -263,16 +268,13 @@ def fit_power_law(
 
     bt = None
     if backtest:
-        noise = noise_level
-        if noise is None:
-            noise = good["sigma"] if np.isfinite(good["sigma"]) else sigma_rel * float(np.max(y))
-
         def refit_mask(mask: np.ndarray):
             c = _fit_core(x[mask], y[mask], loss=robust_loss, f_scale=core.f_scale,
                           alpha_bounds=alpha_bounds)
             return lambda xx: power_law(xx, c.alpha, c.beta, c.l_inf)
 
-        bt, w = leave_largest_out(x, y, refit_mask, noise, tolerance=backtest_tolerance)
+        bt, w = leave_largest_out(x, y, refit_mask, noise_level, noise_rel=sigma_rel,
+                                  tolerance=backtest_tolerance)
         if w:
             warnings.append(w)
         if bt is None and w is None:
