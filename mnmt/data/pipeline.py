@@ -34,6 +34,13 @@ _DRAW_BLOCK = 8192
 STATE_VERSION = 1
 
 
+def finish_example(
+    inputs: Sequence[int], targets: Sequence[int], lengths: Mapping[str, int]
+) -> tuple[list[int], list[int]]:
+    """seqio's ``append_eos_after_trim``: trim each side to length − 1, then append EOS (1)."""
+    return [*inputs[: lengths["inputs"] - 1], 1], [*targets[: lengths["targets"] - 1], 1]
+
+
 # ---- per-task token streams ------------------------------------------------------------------
 class _TaskStream:
     """Tokenized training examples (``<2xx>`` + source, target; no EOS yet) of one task from
@@ -277,12 +284,9 @@ class TrainInputs:
         per_task = {t: self._streams[t].take(int((choice == k).sum())) for k, t in enumerate(self.tasks)}
         idx = dict.fromkeys(self.tasks, 0)
         examples = []
-        li, lt = self.lengths["inputs"] - 1, self.lengths["targets"] - 1
         for k in choice:
             t = self.tasks[k]
-            inp, tgt = per_task[t][idx[t]]
-            # seqio's append_eos_after_trim: trim to length - 1, then append EOS (id 1)
-            examples.append(([*inp[:li], 1], [*tgt[:lt], 1]))
+            examples.append(finish_example(*per_task[t][idx[t]], self.lengths))
             idx[t] += 1
         self._window_examples = len(examples)
         self._rows = pack_examples(examples, self.lengths) if self.pack else pad_examples(examples, self.lengths)

@@ -69,6 +69,21 @@ def test_fast_path_tokens_equal_seqio_task(tiny_tasks):
     assert all(r[0][-1] == 1 and r[1][-1] == 1 for r in ref)
 
 
+def test_trimming_matches_seqio_append_eos_after_trim(tiny_tasks):
+    import seqio
+
+    from mnmt.data.pipeline import _TaskStream, finish_example
+
+    name = tiny_tasks["en-de"]
+    lengths = {"inputs": 6, "targets": 5}  # most examples are longer: trimmed
+    ds = seqio.get_mixture_or_task(name).get_dataset(lengths, split="validation", shuffle=False)
+    ref = [(list(x["inputs"]), list(x["targets"])) for x in ds.take(40).as_numpy_iterator()]
+    ours = [finish_example(a, b, lengths)
+            for a, b in _TaskStream(name, 0, (0, 1), 0).encode(eval_examples(name, "validation")[:40])]
+    assert ours == ref
+    assert sum(len(a) == 6 for a, _ in ref) > 20
+
+
 def _mixture(tiny_tasks, w_de):
     from mnmt.data.mixtures import register_weighted_mixture
 
