@@ -91,8 +91,9 @@ SETTINGS: dict[str, tuple[tuple[str, ...], dict[str, int] | None]] = {
     "en-{de,hi}": (("en-de", "en-hi"), {"en-de": 4_600_000, "en-hi": 260_000}),
     "en-{fr,zh}-lowres": (("en-fr", "en-zh"), {"en-fr": 10_000_000, "en-zh": 260_000}),
 }
-# Shared vocabulary sizes at which most word forms are single pieces (cpu-tiny: 753 word types
-# in en/de/zh; at 512 pieces de targets split into ~2 pieces per word and 2% exceed 32 tokens).
+# Shared vocabulary sizes (per 3 languages) at which most word forms are single pieces
+# (cpu-tiny: 753 word types in en/de/zh; at 512 pieces de targets split into ~2 pieces per word
+# and 2% exceed 32 tokens; tiny with 5 languages: 1,465 types → 2048).
 RECOMMENDED_VOCAB_SIZE = {"tiny": 1024, "small": 4096, "base": 16384}
 # Data sizes shrink with the scale so the low-resource regime stays low-resource for tiny models.
 _SIZE_DIVISOR = {"tiny": 1000, "small": 100, "base": 1}
@@ -284,8 +285,9 @@ def get_family(preset: str, seed: int = 0, **overrides: Any) -> SyntheticFamily:
     ood_lex = build_lexicon(ood_grammar, seed)
     if sizes is not None:
         sizes = {p: max(1, n // _SIZE_DIVISOR[scale]) for p, n in sizes.items()}
+    vocab = RECOMMENDED_VOCAB_SIZE[scale] * math.ceil(len(languages) / 3)
     return SyntheticFamily(preset, seed, grammar, languages, list(pairs), sizes, ood_lex, ood_grammar,
-                           RECOMMENDED_VOCAB_SIZE[scale])
+                           vocab)
 
 
 def irreducible_loss(
