@@ -331,6 +331,19 @@ class ChinchillaFit(FitResult):
         d = np.asarray(d, dtype=float)
         return p["E"] + p["A"] * n ** (-p["alpha"]) + p["B"] * d ** (-p["beta"])
 
+    def summary(self) -> str:
+        """Parameters and fit quality, then the multi-start and backtest diagnostics."""
+        lines = [super().summary()]
+        st = self.meta.get("start_stats")
+        if st:
+            lines.append(f"  starts: {st['n_reached_optimum']}/{st['n_starts']} "
+                         f"({st['fraction_reached_optimum']:.1%}) reached the optimum")
+        bt = self.meta.get("backtest")
+        if bt:
+            lines.append(f"  backtest without N={bt['held_out_n']:.4g}: RMSE log L "
+                         f"{bt['rmse_log']:.4f} (noise {bt['noise_log']:.4f})")
+        return "\n".join(lines)
+
     def compute_optimal(self, flops: Any) -> tuple[np.ndarray, np.ndarray]:
         """Loss-minimising (N, D) under C = 6 N D (Hoffmann et al. eq. 4): N ∝ C^{β/(α+β)}."""
         p = self.params
@@ -493,7 +506,8 @@ def _backtest(fit: ChinchillaFit, n, d, loss, grid, noise_level, tolerance) -> N
                          tied_exponents=fit.tied_exponents, grid=grid, init="varpro",
                          backtest=False)
     err = np.log(sub.predict(n[held], d[held])) - np.log(loss[held])
-    noise = float(noise_level) if noise_level is not None else fit.goodness["rmse_log"]
+    # floor 1e-4 (0.01% of the loss) so that exact synthetic data do not warn on rounding
+    noise = float(noise_level) if noise_level is not None else max(fit.goodness["rmse_log"], 1e-4)
     rmse = float(np.sqrt(np.mean(err**2)))
     fit.meta["backtest"] = {"held_out_n": float(n.max()), "held_out_rows": int(held.sum()),
                             "rmse_log": rmse, "mean_log_error": float(np.mean(err)),

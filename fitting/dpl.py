@@ -86,6 +86,19 @@ class DPLFit(FitResult):
         den = g * be * pr["q"] ** be
         return (num / den) ** (1.0 / (a + be))
 
+    def summary(self) -> str:
+        """Parameters, then each group's bias, data size and critical ratio."""
+        lines = [super().summary()]
+        sizes = self.meta.get("data_size_by_group", {})
+        for g, m in self.bias.items():
+            s = f"  bias M[{g}] = {m:.6g}"
+            if g in sizes:
+                pc = self.critical_ratio(sizes[g] * self.data_unit)
+                s += f"   D = {sizes[g]:g} x {self.data_unit:g}; " + (
+                    f"U-shaped, minimum at p = {pc:.3f}" if pc < 1 else "monotone in p")
+            lines.append(s)
+        return "\n".join(lines)
+
     def is_u_shaped(self, data_size: float) -> bool:
         """True when the curve over p ∈ (0, 1] has an interior minimum (low-resource collapse)."""
         return self.critical_ratio(data_size) < 1.0
