@@ -77,6 +77,14 @@ def run_ours(n, d, loss, bootstrap: int) -> dict:
     fv = fit_chinchilla(n, d, loss, init="varpro", backtest=False)
     out["varpro"] = {"wall_s": time.perf_counter() - t, "params": fv.params,
                      "start_stats": fv.meta["start_stats"]}
+    g3 = {"a": [0.0, 12.5, 25.0], "b": [0.0, 12.5, 25.0], "e": [-1.0, 0.0, 1.0],
+          "alpha": [0.0, 1.0, 2.0], "beta": [0.0, 1.0, 2.0]}
+    out["grid_3x5"] = {}
+    for init in ("grid", "varpro"):
+        t = time.perf_counter()
+        f3 = fit_chinchilla(n, d, loss, grid=g3, init=init, backtest=False)
+        out["grid_3x5"][init] = {"wall_s": time.perf_counter() - t, "params": f3.params,
+                                 "start_stats": f3.meta["start_stats"]}
     fb = fit_chinchilla(n, d, loss, init="varpro", backtest=True)
     out["backtest"] = {**fb.meta["backtest"], "warnings": fb.warnings}
     if bootstrap:
@@ -191,6 +199,12 @@ def main(argv: list[str] | None = None) -> int:
     sv = ours["varpro"]
     print(f"ours varpro: {sv['wall_s']:.2f} s; {sv['start_stats']['fraction_reached_optimum']:.1%}"
           f" of {sv['start_stats']['n_starts']} starts reached the optimum")
+    for init, r in ours["grid_3x5"].items():
+        s3 = r["start_stats"]
+        print(f"3^5 grid, init={init}: {s3['n_reached_optimum']}/{s3['n_starts']} starts "
+              f"({s3['fraction_reached_optimum']:.1%}) reached the optimum; E={r['params']['E']:.4f}"
+              f" alpha={r['params']['alpha']:.4f} beta={r['params']['beta']:.4f}; "
+              f"{r['wall_s']:.2f} s")
     bt = ours["backtest"]
     print(f"backtest (refit without N={bt['held_out_n']:.3g}, {bt['held_out_rows']} row): "
           f"log-loss error {bt['mean_log_error']:+.4f} vs noise {bt['noise_log']:.4f}; "
