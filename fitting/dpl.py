@@ -349,12 +349,16 @@ def fit_dpl(
 
 def fit_from_table(df: Any, *, columns: str | Mapping[str, str] | None = None,
                    eval_set: str = "validation", n: float | None = None,
-                   source: str | None = None, **options: Any) -> DPLFit:
+                   group_by: Sequence[str] = (), source: str | None = None,
+                   **options: Any) -> DPLFit:
     """Fit the DPL to a table with columns ``pair``, ``weight`` (sampling ratio p),
     ``data_size`` (training examples of that pair) and ``loss``; or to the tidy table of
     docs/metrics_schema.md (``metric``/``value``/``final``: final ``loss`` rows of ``eval_set``
     are used). Rows with weight 0 (pair not trained) are excluded and counted in the warnings.
-    Groups are ``"pair@data_size"``. A table with several model sizes ``n`` needs ``n=``.
+    Groups are ``"pair@data_size"``, plus ``"/col=value"`` for each column in ``group_by``
+    (e.g. ``group_by=["study"]`` when the same pair and size appear in several experiments with
+    different partners, each with its own bias). A table with several model sizes ``n`` needs
+    ``n=``.
     ``columns`` maps other names; ``options`` go to :func:`fit_dpl`.
     """
     from fitting.tables import (
@@ -382,7 +386,11 @@ def fit_from_table(df: Any, *, columns: str | Mapping[str, str] | None = None,
     p = check_weights(df, "weight", source)
     dsz = check_finite_positive(df, "data_size", source)
     loss = check_finite_positive(df, "loss", source)
+    group_by = [group_by] if isinstance(group_by, str) else list(group_by)
+    require_columns(df, group_by, source)
     labels = [f"{a}@{b:g}" for a, b in zip(df["pair"].astype(str), dsz, strict=True)]
+    for col in group_by:
+        labels = [f"{lab}/{col}={v}" for lab, v in zip(labels, df[col].astype(str), strict=True)]
     fit = fit_dpl(p, dsz, loss, labels, **options)
     if zero.any():
         fit.warnings.append(f"excluded {int(zero.sum())} row(s) with weight 0 (pair not trained)")

@@ -175,3 +175,18 @@ def test_json_round_trip():
     assert back.bias == pytest.approx(fit.bias)
     np.testing.assert_allclose(back.predict(P_GRID, 1e6, group="1e+06"),
                                fit.predict(P_GRID, 1e6, group="1e+06"))
+
+
+def test_fit_from_table_group_by_experiment():
+    # the same pair and size in two experiments with different biases: group_by keeps them apart
+    p, d, y = _data()
+    df = pd.DataFrame({"pair": np.where(d == 10e6, "en-fr", "en-de"), "weight": p,
+                       "data_size": d, "loss": y, "study": "a"})
+    other = df[df.data_size == 10e6].assign(loss=lambda t: t.loss + 0.3, study="b")
+    both = pd.concat([df, other], ignore_index=True)
+    fit = fit_from_table(both, group_by=["study"])
+    assert fit.bias["en-fr@1e+07/study=b"] - fit.bias["en-fr@1e+07/study=a"] == \
+        pytest.approx(0.3, abs=1e-6)
+    assert fit.params["alpha"] == pytest.approx(0.20, rel=1e-4)
+    with pytest.raises(FitError, match="missing column"):
+        fit_from_table(df, group_by=["nope"])
