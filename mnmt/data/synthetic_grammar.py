@@ -20,6 +20,7 @@ import math
 import random
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import NamedTuple
 
 __all__ = [
     "GrammarConfig",
@@ -131,17 +132,15 @@ def build_lexicon(cfg: GrammarConfig, seed: int) -> Lexicon:
     return Lexicon(sizes, cum, transitive, noun_class, i_cum, t_cum)
 
 
-@dataclass(frozen=True, slots=True)
-class NounPhrase:
+class NounPhrase(NamedTuple):
     noun: int
     plural: bool
     definite: bool
     adjectives: tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Sentence:
-    """A language-independent sentence tree."""
+class Sentence(NamedTuple):
+    """A language-independent sentence tree (a NamedTuple: cheap to build and to hash)."""
 
     subject: NounPhrase
     verb: int

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import random
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import accumulate
 
@@ -28,7 +29,6 @@ from mnmt.data.synthetic_grammar import (
     Lexicon,
     NounPhrase,
     Sentence,
-    draw,
     stable_seed,
 )
 
@@ -218,12 +218,14 @@ class Language:
         words = []
         logp = 0.0
         ent = 0.0
+        rand = rng.random
         for ch in self.slots(s):
             forms = ch.forms
             if len(forms) == 1:
                 words.append(forms[0])
             else:
-                i = draw(rng, ch.cum)
+                cum = ch.cum
+                i = bisect_right(cum, rand() * cum[-1])  # = draw(rng, cum), inlined
                 words.append(forms[i])
                 logp += ch.logp[i]
                 ent += ch.entropy
