@@ -84,15 +84,19 @@ def _obj_grad(free: np.ndarray, x, z, y, delta: float, tied: bool):
 
 
 def multi_start(starts: np.ndarray, x, z, y, delta: float, tied: bool, *, memory: int = 10,
-                max_iter: int = 400, ftol: float = 1e-10, gtol: float = 1e-9):
+                max_iter: int = 400, ftol: float = 1e-10, gtol: float = 1e-9,
+                chunk_elems: int = 2_000_000):
     """L-BFGS (two-loop recursion, Armijo backtracking) run on every start at once.
 
     Each start keeps its own history and step length; converged starts leave the active set.
     Returns the end points (S, k) and their objectives (S,).
     """
+    starts = np.array(starts, dtype=float)
+    chunk = max(1, chunk_elems // max(len(y), 1))  # bound memory: starts × points per pass
     with np.errstate(over="ignore", invalid="ignore"):
-        return _multi_start(np.array(starts, dtype=float), x, z, y, delta, tied, memory,
-                            max_iter, ftol, gtol)
+        parts = [_multi_start(starts[i:i + chunk], x, z, y, delta, tied, memory, max_iter,
+                              ftol, gtol) for i in range(0, len(starts), chunk)]
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
 def _multi_start(X, x, z, y, delta, tied, memory, max_iter, ftol, gtol):
@@ -323,6 +327,7 @@ class ChinchillaFit(FitResult):
     delta: float = 1e-3
     tied_exponents: bool = False
     local_optima: list[dict[str, float]] = field(default_factory=list)
+    bootstrap_params: list[list[float]] = field(default_factory=list)  # rows: E, A, B, α, β
 
     def predict(self, n: Any, d: Any) -> np.ndarray:  # type: ignore[override]
         """Predicted loss at model size(s) ``n`` and training tokens ``d`` (broadcast)."""
@@ -330,6 +335,17 @@ class ChinchillaFit(FitResult):
         n = np.asarray(n, dtype=float)
         d = np.asarray(d, dtype=float)
         return p["E"] + p["A"] * n ** (-p["alpha"]) + p["B"] * d ** (-p["beta"])
+
+    def predict_band(self, n: Any, d: Any, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        """Percentile band of the prediction over the bootstrap fits (needs ``bootstrap`` > 0)."""
+        if not self.bootstrap_params:
+            raise FitError("predict_band needs a fit with bootstrap > 0")
+        s = np.asarray(self.bootstrap_params, dtype=float)
+        n = np.asarray(n, dtype=float)[..., None]
+        d = np.asarray(d, dtype=float)[..., None]
+        preds = s[:, 0] + s[:, 1] * n ** (-s[:, 3]) + s[:, 2] * d ** (-s[:, 4])
+        q = 100 * (1 - level) / 2
+        return np.percentile(preds, q, axis=-1), np.percentile(preds, 100 - q, axis=-1)
 
     def summary(self) -> str:
         """Parameters and fit quality, then the multi-start and backtest diagnostics."""
@@ -426,6 +442,11 @@ def fit_chinchilla(
         raise FitError(
             f"law 'chinchilla' has {k} free parameters but only {len(loss)} points were given"
         )
+    for name, v in (("n", n), ("d", d)):
+        if len(np.unique(v)) < 2:
+            raise FitError(f"{name}: all rows have the same value {v[0]:g}; the Chinchilla form "
+                           f"needs at least 2 (better >= 3) distinct values of {name}",
+                           column=name)
     x, z, y = np.log(n), np.log(d), np.log(loss)
     starts = _grid_starts(grid, tied_exponents)
     t0 = time.perf_counter()
@@ -464,6 +485,10 @@ def fit_chinchilla(
             local.append({"objective": float(f), **_params(to_theta(th, tied_exponents))})
     warnings: list[str] = []
     params = _params(theta)
+    few = [k for k, v in (("n", n), ("d", d)) if len(np.unique(v)) < 3]
+    if few:
+        warnings.append(f"fewer than 3 distinct values of {' and '.join(few)}: the exponents "
+                        "are weakly identified")
     if params["alpha"] <= 0 or params["beta"] <= 0:
         warnings.append("a fitted exponent is not positive: the data do not show scaling in N or D")
     fit = ChinchillaFit(
@@ -537,6 +562,7 @@ def _bootstrap(fit: ChinchillaFit, x, z, y, seeds: list[np.ndarray], n_boot: int
     }
     fit.stderr = {k: float(np.std(samples[:, i], ddof=1)) for i, k in enumerate(names)}
     fit.meta["bootstrap"] = {"n": n_boot, "seed": seed, "seconds": time.perf_counter() - t0}
+    fit.bootstrap_params = samples.tolist()
 
 
 def fit_from_table(

@@ -14,6 +14,7 @@ from fitting.chinchilla import (
     _grid_starts,
     fit_chinchilla,
     fit_from_table,
+    multi_start,
     published_grid,
 )
 
@@ -100,6 +101,11 @@ def test_bootstrap_intervals_cover_truth():
         assert lo <= TRUE[k] <= hi, (k, lo, hi)
         assert fit.stderr[k] > 0
     assert fit.meta["bootstrap"]["n"] == 40
+    # prediction band: brackets the point prediction, widens when extrapolating
+    lo, hi = fit.predict_band([1e9, 1e12], [1e11, 1e14])
+    mid = fit.predict([1e9, 1e12], [1e11, 1e14])
+    assert np.all(lo <= mid) and np.all(mid <= hi)
+    assert (hi - lo)[1] > (hi - lo)[0]
 
 
 def test_predict_and_compute_optimal():
@@ -197,3 +203,30 @@ def test_backtest_warns_only_when_extrapolation_fails():
     fit = fit_chinchilla(n, d, bent, grid=SMALL_GRID, init="varpro")
     assert any("extrapolation backtest" in w for w in fit.warnings)
     assert fit.meta["backtest"]["mean_log_error"] < -0.02
+
+
+def test_identifiability_checks():
+    n, d, loss = _data(noise=0.0)
+    with pytest.raises(FitError, match="distinct values of n"):
+        fit_chinchilla(np.full_like(n, 1e9), d, loss, grid=SMALL_GRID)
+    keep = np.isin(n, np.unique(n)[:2])
+    fit = fit_chinchilla(n[keep], d[keep], loss[keep], grid=SMALL_GRID, init="varpro")
+    assert any("weakly identified" in w for w in fit.warnings)
+    with pytest.raises(FitError, match="bootstrap"):
+        fit.predict_band(1e9, 1e11)
+
+
+def test_multi_start_chunking_is_transparent():
+    n, d, loss = _data(noise=0.01)
+    starts = _grid_starts(SMALL_GRID, False)[::7]
+    args = (np.log(n), np.log(d), np.log(loss), 1e-3, False)
+    x_all, f_all = multi_start(starts, *args)
+    x_chk, f_chk = multi_start(starts, *args, chunk_elems=5 * len(loss))  # chunks of 5 starts
+    # Same starts, same order, same end objectives (round-off of differently shaped batches may
+    # move a start that ends on a flat plateau, where the parameters are not identified).
+    assert x_chk.shape == x_all.shape
+    same = np.isclose(f_chk, f_all, rtol=1e-6)
+    assert same.mean() >= 0.8
+    i, j = np.argmin(f_all), np.argmin(f_chk)
+    assert f_chk[j] == pytest.approx(f_all[i], rel=1e-8)
+    np.testing.assert_allclose(x_chk[j], x_all[i], rtol=1e-4)
