@@ -36,6 +36,7 @@ class RunSetup:
     vocabulary: Any
     flops_per_step: float
     make_inputs: Callable[[], Any]
+    context: Callable[[], Any]
     eval_batches: Callable[..., Iterator[dict[str, np.ndarray]]]
 
 
@@ -241,6 +242,7 @@ def build_setup(config: TrainConfig) -> RunSetup:
                     mesh=mesh, params_shardings_fn=params_shardings_fn,
                     example_batch=first_pipeline_batch, global_rows=batch_size,
                     vocabulary=vocabulary, flops_per_step=float(flops), make_inputs=make_inputs,
+                    context=lambda: partitioning.activation_context(mesh, rules),
                     eval_batches=eval_batches)
 
 

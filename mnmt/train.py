@@ -142,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not config.eval_tasks and pair_tasks:  # EVAL_TASKS = None: every registered pair
             config = dataclasses.replace(config, eval_tasks=dict(pair_tasks))
         summary = run(config=config, quiet=args.quiet)
-    except (ValueError, KeyError, FileNotFoundError, gin.config.ParseError) as e:
+    except (ValueError, KeyError, FileNotFoundError, SyntaxError) as e:
         print(f"mnmt-train: error: {e}", file=sys.stderr)
         return 2
     print(f"mnmt-train: {summary.run_id} {summary.status} at step {summary.final_step} "

@@ -39,6 +39,7 @@ class StepFunctions:
     batch_sharding: NamedSharding
     replicated: NamedSharding
     params_shardings: Any
+    abstract_state: Any            # ShapeDtypeStructs with shardings: the target of a restore
 
 
 def _opt_state_shardings(tx, abstract_params, params_shardings, abstract_opt, replicated):
@@ -72,11 +73,14 @@ def build_step_functions(
     label_smoothing: float,
     z_loss: float,
     accumulation_steps: int = 1,
+    context: Callable[[], Any] | None = None,
 ) -> StepFunctions:
     """Build the sharded `init(rng)` and `step(state, batch)` functions.
 
     `params_shardings_fn(abstract_params)` returns the parameters' NamedShardings;
-    `example_batch` fixes the batch's shapes (one global batch of numpy arrays).
+    `example_batch` fixes the batch's shapes (one global batch of numpy arrays); `context()`
+    (e.g. `mnmt.partitioning.activation_context(mesh, rules)`) is entered around every call so
+    the model's logical activation constraints apply when the functions are traced.
     """
     replicated = NamedSharding(mesh, P())
     batch_sharding = NamedSharding(mesh, P("data"))
@@ -168,25 +172,29 @@ def build_step_functions(
         }
         return new_state, metrics
 
-    with jax.sharding.use_mesh(mesh) if hasattr(jax.sharding, "use_mesh") else _null():
-        jit_init = jax.jit(init, out_shardings=state_shardings)
-        jit_step = jax.jit(
-            step,
-            in_shardings=(state_shardings, batch_sharding),
-            out_shardings=(state_shardings, replicated),
-            donate_argnums=(0,),
-        )
+    jit_init = jax.jit(init, out_shardings=state_shardings)
+    jit_step = jax.jit(
+        step,
+        in_shardings=(state_shardings, batch_sharding),
+        out_shardings=(state_shardings, replicated),
+        donate_argnums=(0,),
+    )
+    if context is not None:  # trace inside the mesh + logical-axis-rules scope
+        jit_init, jit_step = _in_context(jit_init, context), _in_context(jit_step, context)
+    abstract_state = jax.tree.map(
+        lambda a, sh: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh),
+        jax.eval_shape(init, jax.random.PRNGKey(0)), state_shardings)
     return StepFunctions(mesh=mesh, init=jit_init, step=jit_step, state_shardings=state_shardings,
                          batch_sharding=batch_sharding, replicated=replicated,
-                         params_shardings=params_shardings)
+                         params_shardings=params_shardings, abstract_state=abstract_state)
 
 
-class _null:
-    def __enter__(self):
-        return self
+def _in_context(fn: Callable, context: Callable[[], Any]) -> Callable:
+    def wrapped(*args, **kwargs):
+        with context():
+            return fn(*args, **kwargs)
 
-    def __exit__(self, *exc):
-        return False
+    return wrapped
 
 
 def put_global_batch(batch: Mapping[str, np.ndarray], sharding: NamedSharding,

@@ -227,23 +227,31 @@ class _Loop:
         fns = build_step_functions(
             s.model, self.tx, self.schedule, s.mesh, s.params_shardings_fn, s.example_batch,
             label_smoothing=c.label_smoothing, z_loss=c.z_loss,
-            accumulation_steps=c.gradient_accumulation_steps)
+            accumulation_steps=c.gradient_accumulation_steps, context=s.context)
         self.fns = fns
         self.put_eval = lambda b: put_replicated_batch(b, fns.batch_sharding)
-        self.score_fn = jax.jit(s.model.score_batch)
+        # Outputs are replicated so every process can read them (multi-host evaluation).
+        score = jax.jit(s.model.score_batch, out_shardings=fns.replicated)
+        gather = jax.jit(lambda x: x, out_shardings=fns.replicated)
         max_len = c.max_decode_length or c.feature_lengths["targets"]
-        self.predict_fn = lambda p, b: s.model.predict_batch(  # jitted inside the model
-            p, b, beam_size=c.beam_size, alpha=c.decode_alpha, max_decode_length=max_len)
+
+        def score_fn(p, b):
+            with s.context():
+                return score(p, b)
+
+        def predict_fn(p, b):
+            with s.context():  # predict_batch is jitted inside the model
+                return gather(s.model.predict_batch(p, b, beam_size=c.beam_size,
+                                                    alpha=c.decode_alpha,
+                                                    max_decode_length=max_len))
+
+        self.score_fn, self.predict_fn = score_fn, predict_fn
 
         inputs = s.make_inputs()
         latest = self.ckpt.latest_step()
         window = [0.0, 0]  # running train-loss sum and count since the last train_loss row
         if latest is not None:
-            abstract = jax.eval_shape(fns.init, jax.random.PRNGKey(c.seed))
-            abstract = jax.tree.map(lambda a, sh: jax.ShapeDtypeStruct(a.shape, a.dtype,
-                                                                          sharding=sh),
-                                    abstract, fns.state_shardings)
-            state, meta = self.ckpt.restore(latest, abstract)
+            state, meta = self.ckpt.restore(latest, fns.abstract_state)
             step, tokens = int(meta["step"]), int(meta["tokens"])
             window = [float(meta["train_loss_window"][0]), int(meta["train_loss_window"][1])]
             inputs.set_state(meta["inputs"])
