@@ -66,6 +66,9 @@ SCALES: dict[str, GrammarConfig] = {
     # Small and flat: tiny models approach L∞ within ~1,000 CPU steps (see docs/data.md).
     "tiny": GrammarConfig(nouns=40, verbs=20, adjectives=16, adverbs=6, prepositions=4,
                           zipf=0.7, max_adjectives=1, p_adjective=0.3, p_pp=0.25, p_adverb=0.2),
+    # Twice tiny's lexicon: more to learn, so small models are capacity-limited sooner.
+    "mini": GrammarConfig(nouns=90, verbs=45, adjectives=36, adverbs=12, prepositions=6,
+                          zipf=0.8, max_adjectives=1, p_adjective=0.3, p_pp=0.25, p_adverb=0.2),
     "small": GrammarConfig(nouns=300, verbs=150, adjectives=120, adverbs=40, prepositions=8,
                            zipf=1.0, max_adjectives=2, p_adjective=0.35, p_pp=0.35, p_adverb=0.25),
     # The scale of the pre-project experiment in NOTES.md (~2,600 content lemmas).
@@ -74,7 +77,7 @@ SCALES: dict[str, GrammarConfig] = {
 }
 
 # Synonym settings per scale for target languages: (synonym_rate, max_synonyms).
-_SCALE_SYNONYMS = {"tiny": (0.8, 2), "small": (0.5, 3), "base": (0.5, 3)}
+_SCALE_SYNONYMS = {"tiny": (0.8, 2), "mini": (0.8, 2), "small": (0.5, 3), "base": (0.5, 3)}
 
 # setting → (pairs, training sizes D_i in examples or None = unlimited stream)
 SETTINGS: dict[str, tuple[tuple[str, ...], dict[str, int] | None]] = {
@@ -94,10 +97,10 @@ SETTINGS: dict[str, tuple[tuple[str, ...], dict[str, int] | None]] = {
 # Shared vocabulary sizes (per 3 languages) at which most word forms are single pieces
 # (cpu-tiny: 753 word types in en/de/zh; at 512 pieces de targets split into ~2 pieces per word
 # and 2% exceed 32 tokens; tiny with 5 languages: 1,465 types → 2048).
-RECOMMENDED_VOCAB_SIZE = {"tiny": 1024, "small": 4096, "base": 16384}
+RECOMMENDED_VOCAB_SIZE = {"tiny": 1024, "mini": 2048, "small": 4096, "base": 16384}
 # Data sizes shrink with the scale so the low-resource regime stays low-resource for tiny models.
-_SIZE_DIVISOR = {"tiny": 1000, "small": 100, "base": 1}
-ALIASES = {"cpu-tiny": "tiny:en-{de,zh}"}
+_SIZE_DIVISOR = {"tiny": 1000, "mini": 500, "small": 100, "base": 1}
+ALIASES = {"cpu-tiny": "tiny:en-{de,zh}", "cpu-mini": "mini:en-{de,zh}"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -108,23 +108,16 @@ def train_vocabulary(
     if not texts:
         raise ValueError("train_vocabulary: all texts are empty")
     model = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(texts),
-        model_writer=model,
-        vocab_size=int(vocab_size),
-        model_type=model_type,
-        character_coverage=character_coverage,
-        pad_id=0,
-        eos_id=1,
-        unk_id=2,
-        bos_id=-1,
-        user_defined_symbols=symbols,
-        hard_vocab_limit=False,
-        shuffle_input_sentence=False,
-        input_sentence_size=0,
-        num_threads=1,
-        minloglevel=2,
-    )
+    try:
+        _train_spm(spm, texts, model, vocab_size, model_type, character_coverage, symbols)
+    except RuntimeError as e:
+        if "required_chars" in str(e):
+            raise ValueError(
+                f"vocab_size {vocab_size} is smaller than the number of distinct characters the "
+                f"texts need ({e}); use a larger vocab_size (CJK-like scripts need one piece per "
+                "character) or a smaller character_coverage"
+            ) from e
+        raise
     tf.io.gfile.makedirs(out_dir)
     path = os.path.join(out_dir, f"{name}.model")
     if tf.io.gfile.exists(path) and not overwrite:
@@ -145,6 +138,26 @@ def train_vocabulary(
     with tf.io.gfile.GFile(os.path.join(out_dir, f"{name}.json"), "w") as f:
         f.write(json.dumps(meta, indent=1, sort_keys=True))
     return path
+
+
+def _train_spm(spm, texts, model, vocab_size, model_type, character_coverage, symbols) -> None:
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts),
+        model_writer=model,
+        vocab_size=int(vocab_size),
+        model_type=model_type,
+        character_coverage=character_coverage,
+        pad_id=0,
+        eos_id=1,
+        unk_id=2,
+        bos_id=-1,
+        user_defined_symbols=symbols,
+        hard_vocab_limit=False,
+        shuffle_input_sentence=False,
+        input_sentence_size=0,
+        num_threads=1,
+        minloglevel=2,
+    )
 
 
 @lru_cache(maxsize=16)

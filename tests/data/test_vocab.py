@@ -65,3 +65,9 @@ def test_cli_trains_preset_vocabulary(tmp_path, capsys):
                  "--n_per_pair", "300"]) == 0
     out = capsys.readouterr().out.strip()
     assert out == str(tmp_path / "spm.model") and os.path.exists(out)
+
+
+def test_too_small_vocab_for_the_script_is_a_clear_error(tmp_path):
+    texts = ["".join(chr(0x4E00 + 7 * i + j) for j in range(5)) for i in range(40)]
+    with pytest.raises(ValueError, match="smaller than the number of distinct characters"):
+        train_vocabulary(texts, str(tmp_path), 50)
