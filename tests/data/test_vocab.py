@@ -61,7 +61,7 @@ def test_balanced_mapping_and_missing_language_piece(tmp_path):
 
 
 def test_cli_trains_preset_vocabulary(tmp_path, capsys):
-    assert main(["--preset", "cpu-tiny", "--out_dir", str(tmp_path), "--vocab_size", "300",
+    assert main(["--preset", "cpu-tiny", "--out_dir", str(tmp_path), "--vocab_size", "400",
                  "--n_per_pair", "300"]) == 0
     out = capsys.readouterr().out.strip()
     assert out == str(tmp_path / "spm.model") and os.path.exists(out)
