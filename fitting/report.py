@@ -44,6 +44,7 @@ class Report:
     effective: Any = None
     frontier: Any = None
     recommendation: Any = None
+    quality: dict = field(default_factory=dict)
     regime: dict = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -319,6 +320,14 @@ def write_report(
     _joint_section(doc, rep, data, ground_truth, out_dir)
     _effective_section(doc, rep, fin, data, target_sizes, preferences, out_dir, uncertainty,
                        n_refits, seed)
+    from fitting.report_frontier import bivariate_section, quality_section
+
+    for section in (lambda: quality_section(doc, rep, table, eval_set, out_dir),
+                    lambda: bivariate_section(doc, rep, fin, out_dir)):
+        try:
+            section()
+        except FitError as e:  # pragma: no cover - sections skip their own failures
+            rep.skipped[str(e)[:40]] = str(e)
     _curves_figure(doc, rep, table, eval_set, metric, out_dir)
 
     if rep.skipped:
@@ -341,6 +350,8 @@ def write_report(
         "joint": None if rep.joint is None else rep.joint.to_json(),
         "effective": None if rep.effective is None else rep.effective.to_json(),
         "recommendation": rep.recommendation,
+        "quality": {f"{m}/{p}": q.to_json() for (m, p), q in rep.quality.items()},
+        "frontier": None if rep.frontier is None else rep.frontier.to_json(),
     }
     from fitting.base import json_safe
 

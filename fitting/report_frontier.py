@@ -116,3 +116,92 @@ def frontier_section(doc, rep, fin, data, target_sizes, preferences, out_dir, un
             rep.skipped["figures (frontier)"] = f"{type(e).__name__}: {e}"
     elif len(pairs) > 2:
         doc.p(f"{len(pairs)} pairs: use `mnmt-fit frontier` for the K-pair Pareto set.")
+
+
+def quality_section(doc, rep, table: pd.DataFrame, eval_set: str, out_dir: str) -> None:
+    """Quality laws (Ghorbani eq. 5; Fernandes Fig. 8) and the frontier in ChrF/BLEU."""
+    from fitting import plots
+    from fitting.quality import fit_quality_law, quality_points
+    from fitting.report import _fmt
+
+    if "metric" not in table.columns:
+        return
+    metrics = [m for m in ("chrf", "bleu") if (table["metric"] == m).any()]
+    if not metrics:
+        rep.skipped["quality laws"] = "no bleu/chrf rows in the table"
+        return
+    doc.h(2, "Translation quality against loss (Ghorbani eq. 5, Fernandes Fig. 8)")
+    rep.quality = {}
+    for m in metrics:
+        form = "linear" if m == "chrf" else "power"
+        rows = []
+        for pair in sorted(table.loc[table["metric"] == m, "pair"].astype(str).unique()):
+            try:
+                pts = quality_points(table, m, eval_set=eval_set, pair=pair)
+                q = fit_quality_law(pts["loss"], pts[m], form=form, metric=m, n_refits=30)
+            except FitError as e:
+                rep.skipped[f"quality {m} {pair}"] = str(e)
+                continue
+            rep.quality[(m, pair)] = q
+            sd = q.stderr or {}
+            rows.append([pair, m, form, *[_fmt(v, sd.get(k)) for k, v in q.params.items()],
+                         _fmt(q.goodness.get("r2"), digits=3), str(q.n_points)])
+            rep.warnings += [f"quality {m} {pair}: {w}" for w in q.warnings]
+        doc.table(["pair", "metric", "form", "c or a", "p or b", "R²", "points"], rows)
+        law = rep.effective
+        pairs = list(law.pairs or []) if law is not None else []
+        if len(pairs) == 2 and all((m, p) in rep.quality for p in pairs):
+            try:
+                sizes = [float(s) for s in (rep.frontier.values if rep.frontier else {})]
+                fr = frontier_2pair(law, sizes, pairs=pairs, metric=m, bands=False,
+                                    metric_map={p: rep.quality[(m, p)].predict for p in pairs})
+                curves = {n: (v[:, 0], v[:, 1]) for n, v in fr.values.items()}
+                rep.figures[f"frontier_{m}"] = plots.save(
+                    plots.plot_frontier(curves, pairs, metric=m),
+                    os.path.join(out_dir, "figures", f"frontier_{m}.png"))
+                doc.img(f"figures/frontier_{m}.png", f"Predicted frontier in {m} (eq. 11 + "
+                        f"quality law; cf. Fernandes Fig. 8 right).")
+            except Exception as e:
+                rep.skipped[f"frontier {m}"] = f"{type(e).__name__}: {e}"
+
+
+def bivariate_section(doc, rep, fin: pd.DataFrame, out_dir: str) -> None:
+    """Ghorbani eq. 2 and the Fig. 6 penalty, when encoder and decoder sizes vary independently."""
+    import numpy as np
+
+    from fitting import plots
+    from fitting.bivariate import fit_bivariate_law
+    from fitting.report import _fmt
+
+    if not {"n_enc", "n_dec"} <= set(fin.columns):
+        return
+    sub = fin.dropna(subset=["n_enc", "n_dec"])
+    ratio = (sub["n_dec"].astype(float) / (sub["n_enc"].astype(float) + sub["n_dec"].astype(float)))
+    if ratio.round(3).nunique() < 3:
+        rep.skipped["bivariate law (Ghorbani eq. 2)"] = (
+            "encoder and decoder grow proportionally in this study (fewer than 3 distinct "
+            "N_d/N ratios): p_e and p_d cannot be separated")
+        return
+    doc.h(2, "Encoder/decoder allocation (Ghorbani eq. 2–4, Fig. 6)")
+    rows, pens = [], {}
+    for pair, g in sub.groupby("pair"):
+        try:
+            b = fit_bivariate_law(g["n_enc"].to_numpy(float), g["n_dec"].to_numpy(float),
+                                  g["value"].to_numpy(float), n_refits=30)
+        except FitError as e:
+            rep.skipped[f"bivariate {pair}"] = str(e)
+            continue
+        sd = b.stderr or {}
+        rows.append([str(pair), *[_fmt(b[k], sd.get(k)) for k in ("alpha", "p_e", "p_d", "l_inf")],
+                     _fmt(b.optimal_decoder_fraction(), digits=3)])
+        r = np.linspace(0.05, 0.95, 91)
+        pens[str(pair)] = (b.penalty(r), b.optimal_decoder_fraction())
+    doc.table(["pair", "α", "p_e", "p_d", "L∞", "optimal N_d/N"], rows)
+    if pens:
+        r = np.linspace(0.05, 0.95, 91)
+        rep.figures["allocation_penalty"] = plots.save(
+            plots.plot_allocation_penalty(r, {k: v[0] for k, v in pens.items()},
+                                          {k: v[1] for k, v in pens.items()}),
+            os.path.join(out_dir, "figures", "allocation_penalty.png"))
+        doc.img("figures/allocation_penalty.png", "Multiplicative penalty α#/α* of a fixed "
+                "decoder fraction (cf. Ghorbani Fig. 6 left).")

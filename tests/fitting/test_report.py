@@ -2,6 +2,7 @@ import json
 import os
 
 import numpy as np
+import pandas as pd
 import pytest
 from synth import make_curves_table, make_final_table, write_run_dirs
 
@@ -66,3 +67,26 @@ def test_report_from_run_directories(tmp_path):
     rep = write_report(str(tmp_path / "runs"), str(tmp_path / "out"), n_refits=5)
     assert rep.power_fits["en-de"][1.0].params["l_inf"] == pytest.approx(1.0, rel=1e-3)
     assert np.isfinite(rep.joint.params["alpha[en-zh]"])
+
+
+def test_report_quality_frontier_and_bivariate(tmp_path):
+    fin = make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.1, 0.3, 0.5, 0.7, 1.0),
+                           noise=0.0)
+    tab = make_curves_table(fin, steps=(250, 500, 750, 1000))
+    chrf = tab[tab.metric == "loss"].copy()
+    chrf["metric"] = "chrf"
+    chrf["value"] = 70.0 - 12.0 * chrf["value"]
+    # decoder fraction varies with size: the bivariate law becomes identifiable
+    frac = {1e5: 0.3, 3e5: 0.5, 1e6: 0.7, 3e6: 0.4}
+    tab = pd.concat([tab, chrf], ignore_index=True)
+    tab["n_dec"] = (tab["n"] * tab["n"].map(frac)).astype(int)
+    tab["n_enc"] = tab["n"] - tab["n_dec"]
+    rep = write_report(tab, str(tmp_path), n_refits=5)
+    q = rep.quality[("chrf", "en-de")]
+    assert q.form == "linear" and q.params["b"] == pytest.approx(-12.0, rel=1e-6)
+    assert "frontier_chrf" in rep.figures and os.path.exists(rep.figures["frontier_chrf"])
+    assert "allocation_penalty" in rep.figures
+    # proportional enc/dec (the synthetic default) → bivariate skipped with its reason
+    rep2 = write_report(make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.5, 1.0)),
+                        str(tmp_path / "b"), n_refits=5)
+    assert "proportionally" in rep2.skipped["bivariate law (Ghorbani eq. 2)"]
