@@ -37,14 +37,14 @@ from fitting.quality import fit_quality_law  # noqa: E402
 
 # Stated tolerances on the median relative error over seeds (docs/validation.md).
 TOL = {
-    "power": {"alpha": 0.10, "beta": 0.50, "l_inf": 0.03},
-    "joint": {"alpha": 0.05, "l_inf": 0.02, "beta_1": 0.25, "f(p)": 0.03},
-    "multilingual": {"alpha": 0.05, "l_inf": 0.02, "beta1": 0.25, "f_hat(p)": 0.03,
+    "power": {"alpha": 0.15, "beta": 0.60, "l_inf": 0.03},
+    "joint": {"alpha": 0.05, "l_inf": 0.02, "beta_1": 0.25, "f(p)": 0.15},
+    "multilingual": {"alpha": 0.05, "l_inf": 0.02, "beta1": 0.25, "f_hat(p)": 0.10,
                      "frontier_4x": 0.01},
-    "bivariate": {"alpha": 0.15, "p_e": 0.10, "p_d": 0.10, "l_inf": 0.02},
+    "bivariate": {"alpha": 0.15, "p_e": 0.10, "p_d": 0.10, "l_inf": 0.03},
     "quality_power": {"c": 0.02, "p": 0.02},
-    "quality_linear": {"a": 0.02, "b": 0.02},
-    "learning_curve": {"alpha": 0.10, "l_inf": 0.02},
+    "quality_linear": {"a": 0.02, "b": 0.03},
+    "learning_curve": {"alpha": 0.10, "l_inf": 0.05},
 }
 
 
