@@ -55,7 +55,7 @@ class StudySpec:
     learning_rate: float = 1.0
     warmup_steps: int = 100
     dropout_rate: float = 0.0
-    vocab_size: int = 512
+    vocab_size: int = 1024  # mnmt.data RECOMMENDED_VOCAB_SIZE["tiny"]: no cpu-tiny target is trimmed at 32
     decode_at_end: bool = True
     num_decode_examples: int = 64
     eval_sets: tuple[str, ...] = ("validation",)
