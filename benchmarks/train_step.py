@@ -124,6 +124,10 @@ def side_hf(args) -> dict:
     # transformers 5.x ignores tie_word_embeddings=False in the constructor: set it afterwards.
     cfg.tie_word_embeddings = False
     model = T5ForConditionalGeneration(cfg)
+    # T5.1.1 as in mnmt: one input embedding shared by encoder and decoder, untied logits
+    # (with tie_word_embeddings=False, transformers 5.x gives each stack its own input table).
+    model.encoder.embed_tokens = model.shared
+    model.decoder.embed_tokens = model.shared
     model.train()
     assert model.lm_head.weight.data_ptr() != model.shared.weight.data_ptr(), "logits are tied"
     opt = Adafactor(model.parameters(), lr=1e-3, relative_step=False, scale_parameter=True,

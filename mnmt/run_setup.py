@@ -214,7 +214,7 @@ def build_setup(config: TrainConfig) -> RunSetup:
         return HostInputs(pipeline.TrainInputs, mixture_or_task=config.mixture_or_task_name,
                           feature_lengths=lengths, batch_size=batch_size, seed=config.seed,
                           num_shards=num_shards, process_index=jax.process_index(),
-                          process_count=jax.process_count())
+                          process_count=jax.process_count(), prefetch=config.input_prefetch)
 
     data_size = mesh.shape["data"]
     eval_bs = -(-config.eval_batch_size // data_size) * data_size

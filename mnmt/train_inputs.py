@@ -30,6 +30,7 @@ class HostInputs:
         num_shards: int,
         process_index: int,
         process_count: int,
+        prefetch: int = 0,
     ):
         if num_shards < 1 or num_shards % process_count:
             raise ValueError(f"input shards ({num_shards}) must be a positive multiple of the "
@@ -47,8 +48,10 @@ class HostInputs:
         for i in self.shard_indices:
             shard_info = None if num_shards == 1 else seqio.ShardInfo(index=i, num_shards=num_shards)
             # TrainInputs takes the *global* batch size and yields batch_size // num_shards rows.
+            kwargs = {"prefetch": prefetch} if prefetch else {}
             self.pipelines.append(make_pipeline(mixture_or_task, dict(feature_lengths),
-                                                batch_size, seed, shard_info=shard_info))
+                                                batch_size, seed, shard_info=shard_info,
+                                                **kwargs))
 
     def __iter__(self) -> HostInputs:
         return self
@@ -58,6 +61,13 @@ class HostInputs:
         if len(parts) == 1:
             return {k: np.asarray(v) for k, v in parts[0].items()}
         return {k: np.concatenate([np.asarray(p[k]) for p in parts], axis=0) for k in parts[0]}
+
+    def close(self) -> None:
+        """Stop the pipelines' prefetch threads (if any)."""
+        for p in self.pipelines:
+            close = getattr(p, "close", None)
+            if close is not None:
+                close()
 
     def get_state(self) -> dict[str, Any]:
         """Positions of this process's slices, keyed by global shard index."""

@@ -84,6 +84,7 @@ class TrainConfig:
     peak_flops: float | None = None    # for MFU; default: measured matmul peak
     tensorboard: bool = True
     cache_eval_batches: bool = True    # keep eval sets in memory between evaluations
+    input_prefetch: int = 2            # batches prepared ahead in a background thread
 
 
 @dataclasses.dataclass
@@ -135,6 +136,8 @@ class _Loop:
         self.tx = make_optimizer(self.schedule, config.optimizer)
 
     def close(self) -> None:
+        if getattr(self, "_inputs", None) is not None:
+            self._inputs.close()
         self.tb.close()
         self.ckpt.close()
 
@@ -248,6 +251,7 @@ class _Loop:
         self.score_fn, self.predict_fn = score_fn, predict_fn
 
         inputs = s.make_inputs()
+        self._inputs = inputs
         latest = self.ckpt.latest_step()
         window = [0.0, 0]  # running train-loss sum and count since the last train_loss row
         if latest is not None:
