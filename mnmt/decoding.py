@@ -7,7 +7,9 @@ start from id 0 (T5's shifted-right BOS) and end at `eos_id`.
 Beam search keeps `beam_size` live hypotheses and `beam_size` finished ones per example and scores
 a finished hypothesis of n tokens (EOS included) by log p / lp(n) with the GNMT length penalty
 lp(n) = ((5 + n) / 6) ** alpha (Wu et al. 2016; Ghorbani 2021 App. F uses beam 4, alpha 1.0).
-It stops early when no live hypothesis can still beat the worst finished one.
+It stops early when no live hypothesis can still beat the worst finished one. A hypothesis that
+ends (EOS) is kept only when it ranks among the step's top `beam_size` candidates, so beam 1 is
+exactly greedy search; with beam_size ≥ V^L the search is exhaustive.
 """
 
 from __future__ import annotations
@@ -41,13 +43,21 @@ def _forced(forced_tokens: Array | None, forced_len: Array | None, batch_size: i
     return i < flen, tok
 
 
+def _log_probs(logits: Array, pad_id: int | None) -> Array:
+    lp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+    if pad_id is not None:  # never generate padding (it would read as an early end)
+        lp = lp.at[..., pad_id].set(NEG_INF)
+    return lp
+
+
 def greedy_search(tokens_to_logits: StepFn, cache: Cache, batch_size: int, max_decode_length: int,
-                  *, eos_id: int = 1, forced_tokens: Array | None = None,
+                  *, eos_id: int = 1, pad_id: int | None = 0, forced_tokens: Array | None = None,
                   forced_len: Array | None = None) -> tuple[Array, Array]:
     """Argmax decoding. Returns (tokens [batch, max_len] with 0 after EOS, log-prob sums [batch]).
 
     `forced_tokens` [batch, P] with `forced_len` [batch]: the first forced_len tokens of each row
     are imposed (a decoder-only prompt); they add no log-prob and cannot end the sequence.
+    `pad_id` (default 0) is never generated.
     """
 
     def cond(state):
@@ -57,7 +67,7 @@ def greedy_search(tokens_to_logits: StepFn, cache: Cache, batch_size: int, max_d
     def body(state):
         i, prev, seqs, logp, done, cache = state
         logits, cache = tokens_to_logits(prev[:, None], cache)
-        lp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+        lp = _log_probs(logits, pad_id)
         is_forced, ftok = _forced(forced_tokens, forced_len, batch_size, i)
         tok = jnp.where(is_forced, ftok, jnp.argmax(lp, axis=-1).astype(jnp.int32))
         tok_lp = jnp.take_along_axis(lp, tok[:, None], axis=-1)[:, 0]
@@ -93,7 +103,7 @@ def _gather_cache(cache: Any, beam_idx: Array, batch_size: int, old_beams: int) 
 
 def beam_search(tokens_to_logits: StepFn, cache: Cache, batch_size: int, max_decode_length: int,
                 *, beam_size: int = 4, alpha: float = 1.0, eos_id: int = 1,
-                forced_tokens: Array | None = None, forced_len: Array | None = None
+                pad_id: int | None = 0, forced_tokens: Array | None = None, forced_len: Array | None = None
                 ) -> tuple[Array, Array]:
     """Batched beam search. `cache` leaves have leading dim batch*beam_size (beam-major inside
     each example). Returns (sequences [batch, beam, max_len] best first, scores [batch, beam]).
@@ -115,7 +125,7 @@ def beam_search(tokens_to_logits: StepFn, cache: Cache, batch_size: int, max_dec
         i, alive_seqs, alive_logp, fin_seqs, fin_scores, fin_flags, cache = state
         prev = jax.lax.dynamic_slice_in_dim(alive_seqs, i, 1, axis=2).reshape(B * K, 1)
         logits, cache = tokens_to_logits(prev, cache)
-        lp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+        lp = _log_probs(logits, pad_id)
         V = lp.shape[-1]
         lp = lp.reshape(B, K, V)
         is_forced, ftok = _forced(forced_tokens, forced_len, B, i)
@@ -137,10 +147,13 @@ def beam_search(tokens_to_logits: StepFn, cache: Cache, batch_size: int, max_dec
         cache = _gather_cache(cache, src_beam, B, K)
         # finished: merge with the old finished set and keep the best K
         gen_len = (i + 1 - flen)[:, None]
-        new_fin_scores = jnp.where(is_eos, top_logp / length_penalty(gen_len, alpha), NEG_INF)
+        # an ended hypothesis is kept only if it ranks among the top K candidates of this step
+        # (fairseq/HF convention): with K = 1 this makes beam search exactly greedy search
+        finish = is_eos & (jnp.arange(2 * K) < K)[None, :]
+        new_fin_scores = jnp.where(finish, top_logp / length_penalty(gen_len, alpha), NEG_INF)
         all_seqs = jnp.concatenate([fin_seqs, seqs], axis=1)
         all_scores = jnp.concatenate([fin_scores, new_fin_scores], axis=1)
-        all_flags = jnp.concatenate([fin_flags, is_eos], axis=1)
+        all_flags = jnp.concatenate([fin_flags, finish], axis=1)
         fin_scores, pick = jax.lax.top_k(all_scores, K)
         fin_seqs = jnp.take_along_axis(all_seqs, pick[:, :, None], axis=1)
         fin_flags = jnp.take_along_axis(all_flags, pick, axis=1)

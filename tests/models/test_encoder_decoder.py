@@ -138,21 +138,22 @@ def test_decoder_is_causal(setup):
 
 
 def test_dropout_is_active_only_with_rng(setup):
-    _, _, batch = setup
-    model = EncoderDecoderModel(tiny_config(dropout_rate=0.3))
-    params = jax.jit(model.init_params)(jax.random.PRNGKey(0), batch)
+    base, params, batch = setup
+    model = EncoderDecoderModel(base.config.replace(dropout_rate=0.3))  # same parameter shapes
     det1, det2 = (_loss(model)(params, batch, None)[0] for _ in range(2))
     r1 = _loss(model)(params, batch, jax.random.PRNGKey(1))[0]
     r2 = _loss(model)(params, batch, jax.random.PRNGKey(2))[0]
     assert float(det1) == float(det2)
+    assert float(det1) == pytest.approx(float(_loss(base)(params, batch, None)[0]), rel=1e-6)
     assert float(r1) != float(r2) and float(r1) != float(det1)
 
 
 def test_bfloat16_activations_close_to_float32(setup):
     model, params, batch = setup
     m16 = EncoderDecoderModel(model.config.replace(dtype="bfloat16"))
-    p16 = jax.jit(m16.init_params)(jax.random.PRNGKey(0), batch)
+    p16 = jax.eval_shape(lambda: m16.init_params(jax.random.PRNGKey(0), batch))
     assert all(x.dtype == jnp.float32 for x in jax.tree_util.tree_leaves(p16))
+    assert _apply(m16)(params, batch).dtype == jnp.bfloat16
     l32 = float(_loss(model)(params, batch, None)[0])
     l16 = float(_loss(m16)(params, batch, None)[0])
     assert abs(l32 - l16) < 0.05 * l32
