@@ -9,7 +9,8 @@ from fitting.cli import main
 @pytest.fixture(scope="module")
 def tidy(tmp_path_factory):
     p = tmp_path_factory.mktemp("cli") / "tidy.csv"
-    make_final_table(noise=0.005, seed=4).to_csv(p, index=False)
+    make_final_table(sizes=[1e5, 3e5, 1e6, 3e6, 1e7], weights=(0.0, 0.1, 0.3, 0.5, 0.7, 1.0),
+                     noise=0.005, seed=4).to_csv(p, index=False)
     return str(p)
 
 
