@@ -21,7 +21,7 @@ import numpy as np
 
 from fitting.base import FitError, FitResult, register_law
 from fitting.engine import goodness_of_fit, varpro_fit
-from fitting.power import as_positive_array
+from fitting.power import as_positive_array, leave_largest_out
 from fitting.uncertainty import (
     band_from_samples,
     bootstrap_samples,
@@ -42,6 +42,7 @@ class BivariateLawFit(FitResult):
     n_e_bar: float = 1.0
     n_d_bar: float = 1.0
     samples: dict[str, list[float]] | None = None
+    backtest: dict[str, float] | None = None
 
     def _pred(self, q: dict, n_enc, n_dec) -> np.ndarray:
         ne = np.asarray(n_enc, dtype=np.float64)
@@ -114,11 +115,15 @@ def fit_bivariate_law(
     sigma_rel: float = 0.01,
     level: float = 0.95,
     seed: int = 0,
+    backtest: bool = True,
+    noise_level: float | None = None,
+    backtest_tolerance: float = 3.0,
 ) -> BivariateLawFit:
     """Fit Ghorbani eq. 2 to (N_e, N_d, loss) points.
 
     ``n_e_bar``/``n_d_bar`` are the normalisers (Ghorbani: the 6L-6L baseline's sizes); default:
-    geometric means of the data. Needs ≥ 5 points with both N_e and N_d varying.
+    geometric means of the data. Needs ≥ 5 points with both N_e and N_d varying. Backtest:
+    refit without the largest total size N_e + N_d (when ≥ 6 points remain) and predict it.
     """
     ne = as_positive_array(n_enc, "n_enc")
     nd = as_positive_array(n_dec, "n_dec")
@@ -174,4 +179,18 @@ def fit_bivariate_law(
     if samples is not None:
         out.stderr, out.intervals = summarize_samples(samples, level)
         out.samples = {k: v.tolist() for k, v in samples.items()}
+    if backtest:
+        tot = ne + nd
+        if int(np.sum(tot < tot.max())) >= 6:
+
+            def refit_mask(mask):
+                qq, _ = fit(y, fs=res.f_scale, idx=np.flatnonzero(mask))
+                held = ~mask
+                return lambda _x: out._pred(qq, ne[held], nd[held])
+
+            out.backtest, w = leave_largest_out(tot, y, refit_mask, noise_level,
+                                                noise_rel=sigma_rel, tolerance=backtest_tolerance,
+                                                min_sizes=2)
+            if w:
+                out.warnings.append(w)
     return out

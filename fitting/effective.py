@@ -20,6 +20,7 @@ import pandas as pd
 from fitting.base import FitError, FitResult, register_law
 from fitting.engine import goodness_of_fit, varpro_fit
 from fitting.joint import prepare_points
+from fitting.power import leave_largest_out
 from fitting.uncertainty import (
     band_from_samples,
     bootstrap_samples,
@@ -64,6 +65,7 @@ class MultilingualLawFit(FitResult):
     samples: dict[str, list[float]] | None = None
     n_range: tuple[float, float] | None = None
     weight_range: dict[str, list[float]] | None = None
+    backtest: dict[str, dict] | None = None
 
     @classmethod
     def _decode_extra(cls, name: str, value):
@@ -153,11 +155,17 @@ def fit_multilingual_law(
     level: float = 0.95,
     seed: int = 0,
     source: str | None = None,
+    backtest: bool = True,
+    noise_level: float | None = None,
+    backtest_tolerance: float = 3.0,
 ) -> MultilingualLawFit:
     """Fit eq. 11 with f̂ of eq. 12 (``form="eq12"``) or eq. 13 (``"eq13"``) per pair.
 
     Input: final losses with columns ``pair``, ``weight``, ``n``, ``loss``/``value``. Rows with
-    weight 0 are excluded (count in ``meta["excluded_zero_weight"]``).
+    weight 0 are excluded (count in ``meta["excluded_zero_weight"]``). With ≥ 4 sizes each pair
+    is also refitted without its largest size and predicts it (``backtest[pair]``, worst weight;
+    a warning when the error exceeds ``backtest_tolerance`` × the noise level, as in
+    :func:`fitting.power.fit_power_law`).
     """
     if form not in _FORMS:
         raise FitError(f"form must be one of {sorted(_FORMS)}, got {form!r}")
@@ -178,6 +186,7 @@ def fit_multilingual_law(
     if not pairs:
         raise FitError("no rows with a positive weight", column="weight")
     wr: dict[str, list[float]] = {}
+    bts: dict[str, dict] = {}
     for pair in pairs:
         sub = pts[pts["pair"] == pair]
         n, p, y = (sub[c].to_numpy(dtype=np.float64) for c in ("n", "weight", "loss"))
@@ -227,6 +236,21 @@ def fit_multilingual_law(
         meta.setdefault("refits_failed", {})[pair] = failed
         if s is not None:
             samples.update({kk: v.tolist() for kk, v in s.items()})
+        if backtest:
+
+            def refit_mask(mask, n=n, p=p, y=y, fs=fs):
+                qq, _, _ = _fit_pair(n[mask], p[mask], y[mask], form=form, loss=robust_loss,
+                                     f_scale=fs)
+                ph = p[~mask]
+                f = np.clip(_FORMS[form][1](ph, *[qq[c] for c in names]), 1e-300, None)
+                return lambda xx: qq["beta1"] * (f * xx) ** -qq["alpha"] + qq["l_inf"]
+
+            bt, w_ = leave_largest_out(n, y, refit_mask, noise_level, noise_rel=sigma_rel,
+                                       tolerance=backtest_tolerance, groups=p)
+            if bt is not None:
+                bts[pair] = bt
+            if w_:
+                warnings.append(f"pair {pair!r}: {w_}")
     y_all, p_all = np.concatenate(ys), np.concatenate(preds)
     good = {**goodness_of_fit(y_all, p_all, len(params)), **good}
     stderr = intervals = None
@@ -236,7 +260,7 @@ def fit_multilingual_law(
         law="multilingual", params=params, stderr=stderr, intervals=intervals, goodness=good,
         n_points=int(y_all.size), warnings=warnings, meta=meta, form=form, pairs=pairs,
         samples=samples or None, n_range=(float(pts["n"].min()), float(pts["n"].max())),
-        weight_range=wr,
+        weight_range=wr, backtest=bts or None,
     )
 
 

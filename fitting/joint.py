@@ -286,7 +286,7 @@ def fit_joint_law(
             held_ok = all(np.unique(n[p == w]).size >= 2 for w in ws)
             if held_ok:
                 bt, w_ = leave_largest_out(n, y, refit_mask, noise_level, noise_rel=sigma_rel,
-                                           tolerance=backtest_tolerance)
+                                           tolerance=backtest_tolerance, groups=p)
                 if bt is not None:
                     bts[pair] = bt
                 if w_:

@@ -141,11 +141,14 @@ def leave_largest_out(
     noise_rel: float = 0.01,
     tolerance: float = 3.0,
     min_sizes: int = 4,
+    groups: np.ndarray | None = None,
 ) -> tuple[dict[str, float] | None, str | None]:
     """Backtest (Caillaut et al. 2024 §4.1): refit without the largest x, predict it.
 
-    ``refit(mask)`` fits on rows ``mask`` and returns a predict function. Returns (backtest dict,
-    warning or None). The warning fires when |error| > tolerance × noise; ``noise=None`` means
+    ``refit(mask)`` fits on rows ``mask`` and returns a predict function for the held-out rows
+    (in their order). Held-out rows are averaged per group (``groups``, e.g. the weight p; seeds
+    at one size are averaged) and the worst group is reported. Returns (backtest dict, warning or
+    None). The warning fires when |error| > tolerance × noise; ``noise=None`` means
     ``noise_rel`` × the observed loss there (the 1% noise model of Fernandes footnote 5).
     """
     sizes = np.unique(x)
@@ -156,8 +159,16 @@ def leave_largest_out(
         pred_fn = refit(~held)
     except FitError as e:
         return None, f"backtest without the largest size failed: {e}"
-    pred = float(np.mean(pred_fn(x[held])))
-    true = float(np.mean(y[held]))
+    pred_h = np.asarray(pred_fn(x[held]), dtype=np.float64)
+    y_h = y[held]
+    g_h = np.zeros(y_h.size) if groups is None else np.asarray(groups)[held]
+    worst = None
+    for g in np.unique(g_h):
+        m = g_h == g
+        t, pr = float(np.mean(y_h[m])), float(np.mean(pred_h[m]))
+        if worst is None or abs(t - pr) > abs(worst[0] - worst[1]):
+            worst = (t, pr, g)
+    true, pred, grp = worst
     err = true - pred
     if noise is None:
         noise = noise_rel * true
@@ -170,13 +181,16 @@ def leave_largest_out(
         "noise": float(noise),
         "tolerance": float(tolerance),
     }
+    if groups is not None:
+        bt["worst_group"] = float(grp) if np.isscalar(grp) and not isinstance(grp, str) else grp
     warning = None
     if abs(err) > tolerance * noise:
         warning = (
             f"extrapolation backtest: refitted without the largest size ({sizes[-1]:.4g}), the law "
-            f"predicts {pred:.4f} there but {true:.4f} was observed (error {err:+.4f}, "
-            f"{100 * err / true:+.2f}%), more than {tolerance:g}× the noise level {noise:.4f}; "
-            "predictions beyond the fitted range are unreliable"
+            + ("" if groups is None else f"(worst group {grp}) ")
+            + f"predicts {pred:.4f} there but {true:.4f} was observed (error {err:+.4f}, "
+            + f"{100 * err / true:+.2f}%), more than {tolerance:g}× the noise level {noise:.4f}; "
+            + "predictions beyond the fitted range are unreliable"
         )
     return bt, warning
 

@@ -77,3 +77,12 @@ def test_quality_points_pairs_loss_and_metric():
     assert pts["step"].tolist() == [200, 300]
     with pytest.raises(FitError, match="no rows with metric='chrf'"):
         quality_points(pd.DataFrame(rows), "chrf")
+
+
+def test_bivariate_backtest_on_largest_total_size():
+    f = fit_bivariate_law(NE, ND, _loss(), n_e_bar=EB, n_d_bar=DB, uncertainty=None)
+    assert f.backtest is not None and abs(f.backtest["error"]) < 1e-6
+    y = _loss()
+    y[np.argmax(NE + ND)] += 0.1
+    g = fit_bivariate_law(NE, ND, y, n_e_bar=EB, n_d_bar=DB, uncertainty=None)
+    assert any("extrapolation backtest" in w for w in g.warnings)

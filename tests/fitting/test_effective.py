@@ -84,3 +84,16 @@ def test_too_few_weights():
     small = make_final_table(sizes=[1e5, 1e6, 1e7], weights=(0.5, 1.0))
     with pytest.raises(FitError, match="weights"):
         fit_multilingual_law(small, form="eq12")
+
+
+def test_eq11_backtest_warns_only_when_largest_size_breaks_the_trend():
+    df = make_final_table(noise=0.0)
+    ok = fit_multilingual_law(df, form="eq13", uncertainty=None)
+    assert set(ok.backtest) == {"en-de", "en-zh"}
+    assert not any("backtest" in w for w in ok.warnings)
+    bad = df.copy()
+    top = (bad.n == bad.n.max()) & (bad.pair == "en-zh") & (bad.weight == 0.5)
+    bad.loc[top, "value"] += 0.2  # one weight's largest model is far off the trend
+    fit = fit_multilingual_law(bad, form="eq13", uncertainty=None)
+    assert fit.backtest["en-zh"]["worst_group"] == 0.5
+    assert any("en-zh" in w and "extrapolation backtest" in w for w in fit.warnings)
