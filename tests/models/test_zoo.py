@@ -1,0 +1,105 @@
+"""Zoo: names, config validation, `mnmt-zoo` CLI, gin files in sync, FLOPs accounting."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from mnmt.models import accounting, zoo
+from mnmt.models.configs import T5Config
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_sizes_and_get_config():
+    assert zoo.sizes("mini") == [f"mini-{i}" for i in range(1, 9)]
+    assert zoo.sizes("fernandes")[0] == "fernandes-1"
+    assert "ghorbani-6-6" in zoo.sizes("ghorbani") and "ghorbani-64-64" in zoo.sizes("ghorbani")
+    c = zoo.get_config("mini-3", vocab_size=1000)
+    assert c.vocab_size == 1000 and c.name == "mini-3" and c.family == "mini"
+    assert c.num_heads * c.head_dim == c.emb_dim and c.mlp_dim == 4 * c.emb_dim
+    g = zoo.get_config("ghorbani-12-4")
+    assert (g.num_encoder_layers, g.num_decoder_layers, g.emb_dim, g.mlp_dim) == (12, 4, 1024, 8192)
+    assert zoo.get_config("caillaut-1b").is_decoder_only
+    assert zoo.get_config("mini-2", dropout_rate=0.1).dropout_rate == 0.1
+    with pytest.raises(ValueError, match="mini-1 … mini-8"):
+        zoo.get_config("mini-9")
+    with pytest.raises(ValueError, match="families"):
+        zoo.get_config("gpt-2")
+    with pytest.raises(ValueError, match="unknown model family"):
+        zoo.sizes("nope")
+
+
+def test_config_validation_names_the_field():
+    with pytest.raises(ValueError, match="emb_dim must be a positive int"):
+        T5Config(emb_dim=0)
+    with pytest.raises(ValueError, match="dtype"):
+        T5Config(dtype="float64")
+    with pytest.raises(ValueError, match="mlp_activations"):
+        T5Config(mlp_activations=("swishy",))
+    with pytest.raises(ValueError, match="num_encoder_layers == 0"):
+        T5Config(architecture="decoder_only")
+    c = zoo.get_config("mini-1")
+    assert T5Config.from_dict(json.loads(json.dumps(c.to_dict()))) == c
+    with pytest.raises(ValueError, match="unknown field"):
+        T5Config.from_dict({"emb": 3})
+
+
+def test_cli_json(capsys):
+    assert zoo.main(["--family", "fernandes", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in rows] == zoo.sizes("fernandes")
+    for r in rows:
+        assert r["total"] == r["embedding"] + r["non_embedding"]
+        assert r["non_embedding"] == r["encoder"] + r["decoder"]
+    assert rows[0]["total"] == 149_953_024 and rows[0]["non_embedding"] == 18_881_024
+    assert zoo.main(["--family", "caillaut"]) == 0
+    assert "caillaut-6.9b" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        zoo.main(["--size", "mini-42"])
+
+
+def test_gin_files_in_sync():
+    gin_dir = REPO / "t5x_configs" / "models"
+    for size in zoo.GIN_SIZES:
+        path = gin_dir / f"{size}.gin"
+        assert path.read_text(encoding="utf-8") == zoo.gin_text(size), (
+            f"{path} is stale: run `mnmt-zoo --write_gin t5x_configs/models`")
+
+
+def test_flops_terms_scale_as_expected():
+    c = zoo.get_config("mini-3")
+    f1 = accounting.train_flops_per_example(c, 32, 32)
+    f2 = accounting.train_flops_per_example(c, 64, 64)
+    assert 2.0 < f2 / f1 < 4.0   # linear dense terms + quadratic attention terms
+    terms = accounting.forward_flops_terms(c, 64, 64)
+    hk = c.num_heads * c.head_dim
+    assert terms["encoder_attention"] == 4 * 64 * 64 * hk * c.num_encoder_layers
+    # without attention terms the count is 6 × (matmul weights) × tokens (Kaplan's 6N)
+    dense = sum(v for k, v in terms.items() if "attention" not in k)
+    pc = accounting.param_counts(c)
+    norms_and_rel = (pc.non_embedding - c.num_encoder_layers * accounting.encoder_layer_params(c)
+                     - c.num_decoder_layers * accounting.decoder_layer_params(c))
+    assert norms_and_rel == 2 * c.emb_dim + 2 * 32 * c.num_heads
+    with pytest.raises(ValueError, match="target_len"):
+        accounting.train_flops_per_example(c, 8, 0)
+    assert dense > 0
+
+
+def test_flops_match_compiled_dot_count():
+    """The analytic count equals XLA's matmul FLOPs of the compiled training step within 3%
+    (benchmarks/flops_check.py reports the same for more sizes)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("flops_check",
+                                                  REPO / "benchmarks" / "flops_check.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    r = mod.check("mini-1", batch=2, input_len=16, target_len=12, vocab=64)
+    assert abs(r["ratio_xla_dots_over_analytic"] - 1.0) < 0.03   # + relpos one-hot einsum
+    assert 1.0 <= r["ratio_xla_over_analytic"] < 1.25
+    assert np.isfinite(r["xla_train_flops"]) and jax.default_backend() == "cpu"
