@@ -99,6 +99,20 @@ def test_ghorbani_counts_relate_to_app_a():
         assert _round_m(pc.decoder + 20 * 1024 * d) == dec_table[d], (e, d)
         # ≈98M "softmax and embedding": three 32,000 × 1024 tables
         assert pc.embedding == 3 * 32_000 * 1024
+    totals = {**{(e, 6): t for e, t in [(2, 291), (4, 333), (8, 417), (12, 501), (16, 585),
+                                         (20, 669), (24, 753), (28, 837), (32, 921), (36, 1005),
+                                         (40, 1089), (48, 1257), (56, 1425), (64, 1593)]},
+              **{(6, d): t for d, t in [(2, 275), (4, 325), (6, 375), (8, 426), (12, 527),
+                                         (16, 627), (20, 728), (24, 829), (28, 930), (32, 1030),
+                                         (36, 1131), (40, 1232), (48, 1433), (56, 1635),
+                                         (64, 1836)]},
+              **{(n, n): t for n, t in [(2, 191), (3, 237), (4, 283), (5, 329), (8, 468),
+                                         (16, 837), (20, 1022), (24, 1207), (32, 1576),
+                                         (48, 2315), (56, 2684), (64, 3054)]}}
+    assert set(totals) == set(zoo.GHORBANI_TABLE_DEPTHS)
+    for (e, d), t in totals.items():
+        pc = param_counts(zoo.get_config(f"ghorbani-{e}-{d}"))
+        assert _round_m(pc.total + 15 * 1024 * e + 20 * 1024 * d) == t, (e, d)
     # the allowance matters: bias-free counts miss the table for some rows
     misses = sum(_round_m(param_counts(zoo.get_config(f"ghorbani-{n}-{n}")).decoder) != dec_table[n]
                  for n in (48, 56, 64))
