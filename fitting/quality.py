@@ -87,34 +87,32 @@ def fit_quality_law(
     if L.size < 3 or np.unique(L).size < 2:
         raise FitError(f"quality law needs ≥ 3 points with distinct losses, got {L.size}")
 
-    def fit(vv: np.ndarray, f_scale: float | str = f_scale) -> dict[str, float]:
+    def fit(vv: np.ndarray, fs: float | str) -> tuple[dict[str, float], float]:
+        """Robust line fit; returns the parameters and the f_scale used."""
         if form == "power":
             x, yy = np.log(L), np.log(vv)
             b, a = np.polyfit(x, yy, 1)
             res = robust_fit(lambda t: t[0] - t[1] * x, yy, [[a, -b]],
                              ([-np.inf, -np.inf], [np.inf, np.inf]), loss=robust_loss,
-                             f_scale=f_scale)
-            fit.f_scale = res.f_scale
-            return {"c": float(np.exp(res.theta[0])), "p": float(res.theta[1])}
+                             f_scale=fs)
+            return {"c": float(np.exp(res.theta[0])), "p": float(res.theta[1])}, res.f_scale
         sd = float(np.std(vv)) or 1.0
         b, a = np.polyfit(L, vv, 1)
         res = robust_fit(lambda t: (t[0] + t[1] * L) / sd, vv / sd, [[a, b]],
-                         ([-np.inf, -np.inf], [np.inf, np.inf]), loss=robust_loss,
-                         f_scale=f_scale)
-        fit.f_scale = res.f_scale
-        return {"a": float(res.theta[0]), "b": float(res.theta[1])}
+                         ([-np.inf, -np.inf], [np.inf, np.inf]), loss=robust_loss, f_scale=fs)
+        return {"a": float(res.theta[0]), "b": float(res.theta[1])}, res.f_scale
 
-    q = fit(v)
+    q, chosen = fit(v, f_scale)
     out = QualityLawFit(law="quality", params=q, form=form, metric=metric, n_points=int(L.size))
-    out.goodness = {**goodness_of_fit(v, out.predict(L), 2), "f_scale": fit.f_scale}
+    out.goodness = {**goodness_of_fit(v, out.predict(L), 2), "f_scale": chosen}
     out.meta = {"robust_loss": robust_loss, "uncertainty": uncertainty, "n_refits": n_refits,
                 "sigma_rel": sigma_rel, "seed": seed}
     if form == "power" and q["p"] <= 0:
         out.warnings.append(f"{metric} does not fall as the loss grows (p = {q['p']:.3g} ≤ 0); "
                             "Ghorbani eq. 5 assumes p > 0 (cf. source-original test sets)")
     if uncertainty in ("perturbation", "both"):
-        chosen = fit.f_scale  # refits reuse the f_scale chosen on the data
-        s, failed = perturbation_samples(lambda vv: fit(vv, chosen), v, n_refits=n_refits,
+        # refits reuse the f_scale chosen on the data
+        s, failed = perturbation_samples(lambda vv: fit(vv, chosen)[0], v, n_refits=n_refits,
                                          sigma_rel=sigma_rel, seed=seed)
         out.stderr, out.intervals = summarize_samples(s, level)
         out.meta["refits_failed"] = failed

@@ -26,3 +26,23 @@ def test_convergence_check_distinguishes_regimes():
 def test_too_few_points():
     with pytest.raises(FitError, match="need at least 4"):
         fit_learning_curve([100, 200, 300], [3.0, 2.0, 1.5])
+
+
+def test_correct_final_losses_extrapolates_low_weight_runs():
+    import pandas as pd
+
+    from fitting.learning_curve import correct_final_losses
+
+    rows = []
+    steps = np.geomspace(100, 10000, 12).round()
+    for run, w, conv in (("a", 0.05, 1.0), ("b", 0.5, 2.0)):
+        for s in steps:
+            rows.append(dict(run_id=run, pair="en-de", weight=w, n=1e6, eval_set="validation",
+                             metric="loss", step=s, value=conv + 5.0 * s**-0.5,
+                             final=bool(s == steps[-1])))
+    fin = correct_final_losses(pd.DataFrame(rows), target_step=2.5e6)
+    a = fin[fin.run_id == "a"].iloc[0]
+    b = fin[fin.run_id == "b"].iloc[0]
+    assert a.corrected and a.value == pytest.approx(1.0 + 5.0 * 2.5e6**-0.5, rel=1e-4)
+    assert a.value < a.value_observed
+    assert not b.corrected and b.value == b.value_observed  # p > 0.05: left as observed
