@@ -264,3 +264,15 @@ def final_losses(model_dir: str, eval_set: str) -> dict[str, float]:
     last = max(int(r["step"]) for r in rows)
     return {r["task"]: float(r["value"]) for r in rows if int(r["step"]) == last
             and r["value"] is not None}
+
+
+def final_metrics(model_dir: str) -> dict[str, float]:
+    """`pair/eval_set/metric` -> value at each evaluation series' last step (loss, bleu, chrf)."""
+    last: dict[tuple[str, str, str], tuple[int, float]] = {}
+    for r in run_files.read_metrics(model_dir):
+        if r.get("task") == "all" or r.get("value") is None:
+            continue
+        key = (r["task"], r["eval_set"], r["metric"])
+        if key not in last or int(r["step"]) >= last[key][0]:
+            last[key] = (int(r["step"]), float(r["value"]))
+    return {"/".join(k): v for k, (_, v) in sorted(last.items())}

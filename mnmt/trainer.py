@@ -28,7 +28,7 @@ from mnmt.progress import (
     measure_matmul_peak,
     print_progress,
 )
-from mnmt.run_setup import RunSetup, build_setup, final_losses
+from mnmt.run_setup import RunSetup, build_setup, final_losses, final_metrics
 from mnmt.train_inputs import gather_input_states
 from mnmt.train_state import build_step_functions, put_global_batch, put_replicated_batch
 
@@ -97,7 +97,7 @@ class TrainSummary:
     wall_s: float
     tokens: int = 0
     message: str = ""
-    final_metrics: dict[str, float] = dataclasses.field(default_factory=dict)
+    final_metrics: dict[str, float] = dataclasses.field(default_factory=dict)  # "pair/set/metric"
 
 
 def train(config: TrainConfig, *,
@@ -114,7 +114,8 @@ def train(config: TrainConfig, *,
                             int(setup.existing.get("final_step", config.train_steps)),
                             finals, time.perf_counter() - t_start,
                             tokens=int(setup.existing.get("final_tokens", 0)),
-                            message="already finished")
+                            message="already finished",
+                            final_metrics=final_metrics(config.model_dir))
     if primary:
         run_files.write_run_json(config.model_dir, setup.run_json)
     loop = _Loop(config, setup, progress, primary)
@@ -325,7 +326,8 @@ class _Loop:
         elif status == "diverged":
             self._status_json("diverged", step, tokens, {}, message)
         return TrainSummary(s.run_id, c.model_dir, status, step, finals,
-                            time.perf_counter() - t_start, tokens=tokens, message=message)
+                            time.perf_counter() - t_start, tokens=tokens, message=message,
+                            final_metrics=final_metrics(c.model_dir) if self.primary else {})
 
     def _log_train(self, step, tokens, m, window, meter) -> None:
         mean_loss = window[0] / max(window[1], 1)

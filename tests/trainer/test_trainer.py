@@ -233,11 +233,12 @@ def test_decoding_writes_bleu_and_chrf_rows(make_config):
 
     config = make_config("dec", train_steps=2, eval_every=2, decode_at_end=True,
                          num_decode_examples=4, beam_size=2, max_decode_length=8)
-    train(config, progress=lambda e: None)
+    summary = train(config, progress=lambda e: None)
     rows = rows_by_key(run_files.read_metrics(config.model_dir))
     for pair in ("en-de", "en-zh"):
         bleu, chrf = rows[(2, pair, "validation", "bleu")], rows[(2, pair, "validation", "chrf")]
         assert 0.0 <= bleu <= 100.0 and 0.0 <= chrf <= 100.0
+        assert summary.final_metrics[f"{pair}/validation/chrf"] == chrf
 
 
 def test_batch_tokens_and_gradient_accumulation(make_config):
