@@ -274,7 +274,8 @@ def _report(args) -> dict:
                        target_sizes=_floats(args.target_sizes, "target-sizes"), title=args.title,
                        eval_set=args.eval_set, metric=args.metric, uncertainty=unc,
                        n_refits=args.n_refits, seed=args.seed, drop_invalid=args.drop_invalid,
-                       preferences=_kv(args.preferences, "preferences"))
+                       preferences=_kv(args.preferences, "preferences"),
+                       convergence_correction=args.convergence_correction)
     return {"markdown": rep.markdown_path, "html": rep.html_path, "json": rep.json_path,
             "figures": rep.figures, "skipped": rep.skipped, "regime": rep.regime.get("verdict")}
 
@@ -334,6 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target-sizes", help="sizes for the predicted frontier/recommendation")
     p.add_argument("--title", default="Scaling-law report")
     p.add_argument("--preferences", help="importance per pair for the recommendation")
+    p.add_argument("--convergence-correction", type=float, metavar="STEP",
+                   help="extrapolate final losses of runs with p ≤ 0.05 to STEP (App. G)")
     return ap
 
 

@@ -116,16 +116,18 @@ def correct_final_losses(
     select: pd.Series | None = None,
     eval_set: str = "validation",
     metric: str = "loss",
+    final: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Replace final losses of selected runs by their App. G extrapolation to ``target_step``.
 
     ``select`` is a boolean mask over ``(run_id, pair)`` final rows (default: weight ≤ 0.05, as
     in Fernandes App. G). Returns a copy of the final rows with ``value`` corrected and columns
-    ``value_observed`` and ``corrected`` added.
+    ``value_observed`` and ``corrected`` added. ``final`` gives the final rows to correct
+    (default: :func:`fitting.tables.final_losses` of ``table``).
     """
     from fitting.tables import final_losses
 
-    fin, _ = final_losses(table, eval_set=eval_set, metric=metric)
+    fin = final_losses(table, eval_set=eval_set, metric=metric)[0] if final is None else final
     fin = fin.copy()
     fin["value_observed"] = fin["value"]
     fin["corrected"] = False

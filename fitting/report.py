@@ -208,6 +208,7 @@ def write_report(
     seed: int = 0,
     drop_invalid: bool = False,
     preferences: dict[str, float] | None = None,
+    convergence_correction: float | None = None,
 ) -> Report:
     """Fit the laws to ``table``'s final losses and write the report into ``out_dir``.
 
@@ -220,6 +221,8 @@ def write_report(
       drop_invalid: drop rows with non-finite/non-positive losses (count reported) instead of
         raising FitError.
       preferences: ``{pair: importance}`` for the recommendation (default: equal).
+      convergence_correction: a training step; final losses of runs with weight ≤ 0.05 are
+        replaced by their learning-curve extrapolation to that step (Fernandes App. G).
     """
     from fitting import plots
 
@@ -233,6 +236,13 @@ def write_report(
                  json_path=os.path.join(out_dir, "fits.json"))
     if n_dropped:
         rep.warnings.append(f"{n_dropped} final row(s) with invalid values were dropped")
+    n_corrected = 0
+    if convergence_correction:
+        from fitting.learning_curve import correct_final_losses
+
+        fin = correct_final_losses(table, target_step=convergence_correction, final=fin,
+                                   eval_set=eval_set, metric=metric)
+        n_corrected = int(fin["corrected"].sum())
     data = _points(fin)
     doc = _Doc()
     doc.h(1, title)
@@ -241,6 +251,10 @@ def write_report(
     doc.p(f"Data: {n_runs} runs, pairs {', '.join(data)}, {len(sizes)} model sizes "
           f"(N = {sizes[0]:.3g} … {sizes[-1]:.3g} non-embedding parameters), eval set "
           f"`{eval_set}`, metric `{metric}`, final values.")
+    if convergence_correction:
+        doc.p(f"Convergence correction (Fernandes App. G): {n_corrected} final loss(es) of runs "
+              f"with weight ≤ 0.05 replaced by their learning-curve extrapolation to step "
+              f"{convergence_correction:g}.")
 
     # 1. per pair and weight: power law (eq. 6)
     for pair, by_w in data.items():

@@ -90,3 +90,15 @@ def test_report_quality_frontier_and_bivariate(tmp_path):
     rep2 = write_report(make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.5, 1.0)),
                         str(tmp_path / "b"), n_refits=5)
     assert "proportionally" in rep2.skipped["bivariate law (Ghorbani eq. 2)"]
+
+
+def test_report_convergence_correction(tmp_path):
+    fin = make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.05, 0.5, 1.0), noise=0.0)
+    tab = make_curves_table(fin, steps=(100, 200, 300, 400, 600, 800, 1000))
+    rep = write_report(tab, str(tmp_path), n_refits=5, convergence_correction=1e5)
+    assert "Convergence correction" in rep.markdown
+    # weight-0.05 runs (en-de p=0.05 and en-zh p=0.05) were extrapolated below their last value
+    fitted = rep.power_fits["en-de"][0.05]
+    # curves are final + 0.5·((t/T)^−0.5 − 1): at t = 100·T every loss is 0.45 lower, so is L∞
+    assert fitted.params["l_inf"] == pytest.approx(1.0 - 0.45, abs=0.01)
+    assert rep.power_fits["en-de"][0.5].params["l_inf"] == pytest.approx(1.0, abs=0.01)
