@@ -8,6 +8,7 @@
 * :func:`plot_frontier`        trade-off frontier per size (Fernandes Fig. 7 right / Fig. 8)
 * :func:`plot_learning_curves` loss against steps (convergence check, Fernandes App. G)
 * :func:`plot_allocation_penalty` α#/α* against N_d/N (Ghorbani Fig. 6)
+* :func:`plot_frontier_kpair`  K-pair Pareto set at one size (Fernandes App. H setting)
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "plot_frontier",
     "plot_learning_curves",
     "plot_allocation_penalty",
+    "plot_frontier_kpair",
 ]
 
 
@@ -247,4 +249,23 @@ def plot_allocation_penalty(ratios: np.ndarray, penalties: Mapping[str, np.ndarr
     ax.set_ylabel("α# / α*")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+    return fig
+
+
+def plot_frontier_kpair(values: np.ndarray, pareto: np.ndarray, pairs: Sequence[str], *,
+                        metric: str = "loss", title: str = ""):
+    """K-pair trade-off at one size: Pareto-efficient weightings in the (pair 1, pair 2) plane,
+    coloured by pair 3 (grey: dominated weightings)."""
+    fig, axes = new_figure(size=(5.0, 3.8))
+    ax = axes[0][0]
+    ax.scatter(values[~pareto, 0], values[~pareto, 1], s=6, color="0.8", label="dominated")
+    sc = ax.scatter(values[pareto, 0], values[pareto, 1], s=14, c=values[pareto, 2],
+                    cmap="viridis", label="Pareto-efficient")
+    fig.colorbar(sc, ax=ax, label=f"{metric} {pairs[2]}")
+    ax.set_xlabel(f"{metric} {pairs[0]}")
+    ax.set_ylabel(f"{metric} {pairs[1]}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    if title:
+        ax.set_title(title)
     return fig

@@ -11,7 +11,7 @@ import pandas as pd
 
 from fitting.base import FitError
 from fitting.effective import fit_multilingual_law
-from fitting.frontier import frontier_2pair, recommend
+from fitting.frontier import frontier_2pair, frontier_kpair, recommend
 
 __all__ = ["frontier_section"]
 
@@ -115,7 +115,21 @@ def frontier_section(doc, rep, fin, data, target_sizes, preferences, out_dir, un
         except Exception as e:
             rep.skipped["figures (frontier)"] = f"{type(e).__name__}: {e}"
     elif len(pairs) > 2:
-        doc.p(f"{len(pairs)} pairs: use `mnmt-fit frontier` for the K-pair Pareto set.")
+        try:
+            fr = frontier_kpair(law, [targets[0]], pairs=pairs, step=0.05 if len(pairs) <= 4
+                                else 0.1, bands=False)
+            rep.frontier = fr
+            v, mask = fr.values[targets[0]], fr.pareto[targets[0]]
+            rep.figures["frontier"] = plots.save(
+                plots.plot_frontier_kpair(v, mask, pairs,
+                                          title=f"N = {targets[0]:.3g}, {int(mask.sum())} of "
+                                                f"{len(mask)} weightings efficient"),
+                os.path.join(out_dir, "figures", "frontier.png"))
+            doc.img("figures/frontier.png", f"Predicted {len(pairs)}-pair trade-off at "
+                    f"N = {targets[0]:.3g} over a simplex grid of weights (eq. 11); coloured: "
+                    "Pareto-efficient weightings. Full set: `mnmt-fit frontier`.")
+        except Exception as e:
+            rep.skipped["figures (frontier)"] = f"{type(e).__name__}: {e}"
 
 
 def quality_section(doc, rep, table: pd.DataFrame, eval_set: str, out_dir: str) -> None:
