@@ -7,6 +7,7 @@ import pytest
 
 
 @pytest.mark.parametrize("module", ["fitting", "fitting.report", "fitting.cli", "fitting.joint",
+                                    "fitting.rundirs", "fitting.effective", "fitting.plots",
                                     "fitting.tables"])
 def test_no_heavy_imports(module):
     code = (
@@ -16,3 +17,19 @@ def test_no_heavy_imports(module):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", f"{module} imported {out.stdout.strip()}"
+
+
+def test_report_run_does_not_import_heavy_modules(tmp_path):
+    code = f"""
+import sys
+sys.path.insert(0, {str(__import__('pathlib').Path(__file__).parent)!r})
+from synth import make_final_table
+from fitting.report import write_report
+write_report(make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.5, 1.0)), {str(tmp_path)!r},
+             n_refits=2)
+bad = sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'tensorflow', 'mnmt', 'flax'))
+print(','.join(bad))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", out.stdout
+    assert (tmp_path / "report.md").exists()
