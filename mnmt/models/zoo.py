@@ -9,6 +9,10 @@
 - caillaut-70m … caillaut-6.9b: Caillaut et al. 2024 Table 3 (Pythia shapes: MLP 4·emb, ungated
   GELU), decoder-only, vocab 100,352 (their 100,000 BPE vocabulary padded to a multiple of 128,
   which is what Table 3's embedding counts imply).
+- micro-k: three single-layer sizes below mini-1 (≈9K-37K non-embedding params) that stay
+  capacity-limited on the synthetic `cpu-tiny` data while converging in a few hundred steps;
+  with mini-1/mini-2 they span the regime where the CPU study's size law is measurable (on
+  cpu-tiny, mini-1 … mini-4 reach nearly the same loss, so their curve is flat).
 - mini-dec-k: decoder-only counterparts of mini-k (2× the layers, no encoder) for CPU studies.
 
 `mnmt-zoo --family F [--json]` prints names, shapes and parameter counts.
@@ -52,6 +56,13 @@ MINI = [
 ]
 MINI_VOCAB = 512
 
+# Same layout as MINI (MLP = 4·emb, heads·head_dim = emb), one layer per stack, narrower.
+MICRO = [
+    (1, 16, 2, 8, 64),
+    (1, 24, 2, 12, 96),
+    (1, 32, 4, 8, 128),
+]
+
 GHORBANI_VOCAB = 32_000
 # depth pairs of Ghorbani App. A Tables 1-3 (encoder scaling, decoder scaling, symmetric)
 _G_DEPTHS = [2, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 48, 56, 64]
@@ -70,7 +81,7 @@ CAILLAUT = {
 }
 CAILLAUT_VOCAB = 100_352
 
-FAMILIES = ("mini", "fernandes", "ghorbani", "caillaut", "mini-dec")
+FAMILIES = ("mini", "micro", "fernandes", "ghorbani", "caillaut", "mini-dec")
 
 
 def sizes(family: str) -> list[str]:
@@ -79,6 +90,8 @@ def sizes(family: str) -> list[str]:
         return [f"mini-{i + 1}" for i in range(len(MINI))]
     if family == "mini-dec":
         return [f"mini-dec-{i + 1}" for i in range(len(MINI))]
+    if family == "micro":
+        return [f"micro-{i + 1}" for i in range(len(MICRO))]
     if family == "fernandes":
         return [f"fernandes-{i + 1}" for i in range(len(FERNANDES))]
     if family == "ghorbani":
@@ -108,6 +121,10 @@ def get_config(size: str, vocab_size: int | None = None, **overrides) -> T5Confi
         n, d, h, k, m = _indexed(size, "mini", MINI)
         cfg = T5Config(vocab_size=MINI_VOCAB, emb_dim=d, num_heads=h, head_dim=k, mlp_dim=m,
                        num_encoder_layers=n, num_decoder_layers=n, dropout_rate=0.0, family="mini")
+    elif size.startswith("micro-"):
+        n, d, h, k, m = _indexed(size, "micro", MICRO)
+        cfg = T5Config(vocab_size=MINI_VOCAB, emb_dim=d, num_heads=h, head_dim=k, mlp_dim=m,
+                       num_encoder_layers=n, num_decoder_layers=n, dropout_rate=0.0, family="micro")
     elif size.startswith("fernandes-"):
         n, d, h, k, m = _indexed(size, "fernandes", FERNANDES)
         vocab = FERNANDES_VOCAB_OVERRIDE.get(int(size.split("-")[1]), FERNANDES_VOCAB)
@@ -182,7 +199,7 @@ def gin_text(size: str) -> str:
     return "\n".join(lines)
 
 
-GIN_SIZES = (sizes("mini") + sizes("fernandes") + sizes("caillaut") + sizes("mini-dec")
+GIN_SIZES = (sizes("micro") + sizes("mini") + sizes("fernandes") + sizes("caillaut") + sizes("mini-dec")
              + ["ghorbani-6-6", "ghorbani-2-2", "ghorbani-64-64", "ghorbani-2-6",
                 "ghorbani-64-6", "ghorbani-6-2", "ghorbani-6-64"])
 
