@@ -40,7 +40,7 @@ def new_figure(ncols: int = 1, nrows: int = 1, size: tuple[float, float] = (4.2,
     # fixed margins instead of constrained layout: the layout engine costs more than the drawing
     fig = Figure(figsize=(size[0] * ncols, size[1] * nrows))
     axes = fig.subplots(nrows, ncols, squeeze=False)
-    fig.subplots_adjust(left=0.12 / ncols ** 0.5, right=0.98, bottom=0.15 / nrows ** 0.5,
+    fig.subplots_adjust(left=0.16 / ncols ** 0.7, right=0.97, bottom=0.15 / nrows ** 0.5,
                         top=1 - 0.1 / nrows ** 0.5, wspace=0.35, hspace=0.5)
     return fig, axes
 

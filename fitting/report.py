@@ -244,6 +244,8 @@ def write_report(
                                    eval_set=eval_set, metric=metric)
         n_corrected = int(fin["corrected"].sum())
     data = _points(fin)
+    # figures leave out zero-shot rows (p = 0), as Fernandes et al. do
+    shown = {pair: {w: v for w, v in by_w.items() if w > 0} for pair, by_w in data.items()}
     doc = _Doc()
     doc.h(1, title)
     n_runs = fin["run_id"].nunique() if "run_id" in fin.columns else len(fin)
@@ -311,7 +313,7 @@ def write_report(
     fits_by_pair = {pair: dict(fits) for pair, fits in rep.power_fits.items()}
     try:
         rep.figures["power_fits"] = plots.save(
-            plots.plot_power_fits(data, fits_by_pair),
+            plots.plot_power_fits(shown, fits_by_pair),
             os.path.join(out_dir, "figures", "power_fits.png"))
         doc.img("figures/power_fits.png", "Final loss against model size per weight, with "
                 "per-weight fits (cf. Fernandes Fig. 2).")
@@ -331,7 +333,7 @@ def write_report(
     except Exception as e:  # plotting must never break the report
         rep.skipped["figures (power)"] = f"{type(e).__name__}: {e}"
 
-    _joint_section(doc, rep, data, ground_truth, out_dir)
+    _joint_section(doc, rep, shown, ground_truth, out_dir)
     _effective_section(doc, rep, fin, data, target_sizes, preferences, out_dir, uncertainty,
                        n_refits, seed)
     from fitting.report_frontier import bivariate_section, quality_section
