@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from mnmt.data.packing import pack_examples, pad_examples
+from mnmt.data.stream_workers import make_encoder
 from mnmt.data.synthetic_grammar import stable_seed
 
 __all__ = ["TrainInputs", "eval_batches", "eval_examples", "pack_examples", "pad_examples"]
@@ -50,7 +51,8 @@ class _TaskStream:
     training sets are held in memory and visited in a fresh seeded permutation each epoch.
     """
 
-    def __init__(self, name: str, seed: int, shard: tuple[int, int], cursor: int) -> None:
+    def __init__(self, name: str, seed: int, shard: tuple[int, int], cursor: int,
+                 use_process: bool = False) -> None:
         from mnmt.data.tasks import get_task_info
         from mnmt.data.vocab import get_vocabulary, language_token_id
 
@@ -65,7 +67,9 @@ class _TaskStream:
         self._finite: list[tuple[list[int], list[int]]] | None = None
         self._perm: tuple[int, np.ndarray] | None = None
         self._gen: Iterator[tuple[str, str]] | None = None
-        self._word_cache: dict[str, list[int]] = _word_cache(self.info.vocab_path)
+        self._encode_text = make_encoder(self.sp, _word_cache(self.info.vocab_path))
+        self.use_process = use_process
+        self._proc = None
         if self.info.train_size is not None or self.info.text_stream is None or (
             self.info.definition.get("kind") != "synthetic"
         ):
@@ -74,35 +78,38 @@ class _TaskStream:
                 raise ValueError(f"task {name!r}: training split of shard {shard} is empty")
 
     def encode(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
-        # One call per string: SentencePiece's batched encode spawns threads per call, which
-        # is slower for short sentences on a loaded machine.
+        # One call per string (batched encode spawns threads per call: slower for short
+        # sentences on a loaded machine), spaced text through a per-word cache.
         enc = self._encode_text
         lid = self.lang_id
         return [([lid, *enc(s)], enc(t)) for s, t in pairs]
 
-    def _encode_text(self, text: str) -> list[int]:
-        """SentencePiece ids; spaced text via a per-word cache (pieces never cross a space)."""
-        if " " not in text:
-            return self.sp.EncodeAsIds(text)
-        cache = self._word_cache
-        out: list[int] = []
-        for w in text.split(" "):
-            ids = cache.get(w)
-            if ids is None:
-                ids = self.sp.EncodeAsIds(w)
-                if len(cache) < 1_000_000:
-                    cache[w] = ids
-            out += ids
-        return out
+    def _stream_seed(self) -> tuple:
+        return ("train-stream", self.seed, *self.shard)
+
+    def close(self) -> None:
+        if self._proc is not None:
+            self._proc.close()
+            self._proc = None
 
     def take(self, n: int) -> list[tuple[list[int], list[int]]]:
         if n == 0:
             return []
         if self._finite is None:
+            if self.use_process:
+                if self._proc is None:
+                    from mnmt.data.stream_workers import ProcessStream
+
+                    fam = self.info.extra["family"]
+                    self._proc = ProcessStream(
+                        fam.preset, fam.seed, self.info.pair, self.cursor, self._stream_seed(),
+                        self.sp.serialized_model_proto(), self.lang_id,
+                    )
+                out = self._proc.take(n)
+                self.cursor += n
+                return out
             if self._gen is None:
-                self._gen = self.info.text_stream(
-                    "train", self.cursor, ("train-stream", self.seed, *self.shard)
-                )
+                self._gen = self.info.text_stream("train", self.cursor, self._stream_seed())
             texts = [next(self._gen) for _ in range(n)]
             self.cursor += n
             return self.encode(texts)
@@ -158,12 +165,15 @@ class TrainInputs:
         shard_info: tuple[int, int] | Any | None = None,
         pack: bool = True,
         prefetch: int = 0,
+        stream_processes: bool = False,
     ) -> None:
         from mnmt.data.mixtures import mixture_weights
 
         if prefetch < 0:
             raise ValueError(f"prefetch: expected >= 0 batches, got {prefetch}")
         self.prefetch = int(prefetch)
+        self.stream_processes = bool(stream_processes)
+        self._streams: dict[str, _TaskStream] = {}
         self._thread: threading.Thread | None = None
         self._queue: queue.Queue | None = None
         self._stop = threading.Event()
@@ -204,7 +214,12 @@ class TrainInputs:
 
     # -- state -------------------------------------------------------------------------------
     def _reset(self, draws: int, rows_taken: int, cursors: Mapping[str, int], batches: int) -> None:
-        self._streams = {t: _TaskStream(t, self.seed, self.shard, int(cursors[t])) for t in self.tasks}
+        for st in self._streams.values():
+            st.close()
+        self._streams = {
+            t: _TaskStream(t, self.seed, self.shard, int(cursors[t]), self.stream_processes)
+            for t in self.tasks
+        }
         self._draws = draws  # mixed-stream index of the current window's first example
         self._win_cursors = {t: int(cursors[t]) for t in self.tasks}
         self._rows: dict[str, np.ndarray] | None = None
@@ -342,6 +357,12 @@ class TrainInputs:
             self._thread.join()
             self._thread = None
             self._queue = None
+
+    def shutdown(self) -> None:
+        """Stop every background thread and stream process (call when training ends)."""
+        self.close()
+        for st in self._streams.values():
+            st.close()
 
     def __del__(self) -> None:  # pragma: no cover - best effort
         try:

@@ -212,3 +212,20 @@ def test_prefetching_iterator_gives_same_batches_and_consumed_state(tiny_tasks):
     again.set_state(st)
     np.testing.assert_array_equal(next(again)["decoder_target_tokens"], next(plain)["decoder_target_tokens"])
     again.close()
+
+
+def test_stream_processes_give_the_same_batches_and_resume(tiny_tasks):
+    mix = _mixture(tiny_tasks, 0.5)
+    plain = TrainInputs(mix, LENGTHS, 16, seed=9)
+    procs = TrainInputs(mix, LENGTHS, 16, seed=9, stream_processes=True)
+    try:
+        for _ in range(4):
+            a, b = next(plain), next(procs)
+            for k in a:
+                np.testing.assert_array_equal(a[k], b[k])
+        st = procs.get_state()
+        procs.set_state(st)  # restarts the processes at the checkpointed cursors
+        a, b = next(plain), next(procs)
+        np.testing.assert_array_equal(a["encoder_input_tokens"], b["encoder_input_tokens"])
+    finally:
+        procs.shutdown()
