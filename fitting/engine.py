@@ -182,13 +182,14 @@ def varpro_fit(
     best_crit = np.inf
     x_prev = x_start
     # largest f_scale first (≈ least squares), each polish warm-started from the previous one
-    for fs in sorted(fscales, reverse=True):
+    ordered = sorted(fscales, reverse=True)
+    for i, fs in enumerate(ordered):
         try:
             sol = least_squares(full_resid, x_prev, jac=jac, bounds=(lo, hi), loss=loss,
                                 f_scale=fs, method="trf", x_scale="jac",
                                 max_nfev=100 * (p + k + 1))
         except (ValueError, np.linalg.LinAlgError) as e:
-            if best is None and fs == fscales[-1]:
+            if best is None and i == len(ordered) - 1:
                 raise FitError(f"robust polish failed: {e}") from e
             continue
         r = y - design(sol.x[:p]) @ sol.x[p:]
