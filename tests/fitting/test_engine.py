@@ -1,0 +1,70 @@
+import numpy as np
+import pytest
+
+from fitting.base import FitError, FitResult, json_safe, register_law
+from fitting.engine import F_SCALE_GRID, goodness_of_fit, robust_fit, varpro_fit
+from fitting.uncertainty import band_from_samples, summarize_samples
+
+X = np.linspace(0, 4, 30)
+
+
+def _design(theta):
+    return np.column_stack([np.exp(-theta[0] * X), np.ones_like(X)])
+
+
+def test_varpro_recovers_nonlinear_and_signed_linear_parameters():
+    y = 2.0 * np.exp(-1.3 * X) - 0.5  # negative offset: the second coefficient is free
+    res = varpro_fit(_design, y, theta_grid=[np.linspace(0.1, 3, 10)], theta_bounds=([0.01], [5]),
+                     coef_nonneg=[True, False], loss="linear")
+    assert res.theta[0] == pytest.approx(1.3, rel=1e-6)
+    np.testing.assert_allclose(res.coef, [2.0, -0.5], rtol=1e-6)
+    # with both coefficients constrained ≥ 0 the offset cannot go negative
+    res_nn = varpro_fit(_design, y, theta_grid=[np.linspace(0.1, 3, 10)],
+                        theta_bounds=([0.01], [5]), coef_nonneg=True, loss="linear")
+    assert res_nn.coef[1] >= 0
+
+
+def test_soft_l1_grid_and_outlier():
+    y = 2.0 * np.exp(-1.3 * X) + 0.5
+    y[5] += 0.3
+    robust = varpro_fit(_design, y, theta_grid=[np.linspace(0.1, 3, 10)],
+                        theta_bounds=([0.01], [5]))
+    ols = varpro_fit(_design, y, theta_grid=[np.linspace(0.1, 3, 10)],
+                     theta_bounds=([0.01], [5]), loss="linear")
+    assert robust.f_scale in F_SCALE_GRID
+    assert abs(robust.theta[0] - 1.3) < abs(ols.theta[0] - 1.3)
+    # the outlier keeps a large residual under soft_l1 (it is not fitted away)
+    assert abs(robust.residuals[5]) > 0.25
+
+
+def test_robust_fit_general_model():
+    y = 3.0 + 0.7 * X
+    res = robust_fit(lambda t: t[0] + t[1] * X, y, [[0.0, 0.0]], ([-10, -10], [10, 10]),
+                     f_scale=0.01)
+    np.testing.assert_allclose(res.theta, [3.0, 0.7], rtol=1e-6)
+
+
+def test_goodness_and_uncertainty_helpers():
+    y = np.array([1.0, 2.0, 3.0, 4.0])
+    g = goodness_of_fit(y, y + np.array([0.1, -0.1, 0.1, -0.1]), 2)
+    assert g["rmse"] == pytest.approx(0.1) and g["r2"] == pytest.approx(1 - 0.04 / 5)
+    assert g["sigma"] == pytest.approx(np.sqrt(0.04 / 2))
+    s = {"a": np.arange(101.0)}
+    sd, iv = summarize_samples(s, level=0.9)
+    assert iv["a"] == pytest.approx((5.0, 95.0)) and sd["a"] == pytest.approx(np.std(s["a"], ddof=1))
+    lo, hi = band_from_samples(lambda p: np.array([p["a"], 2 * p["a"]]), s, level=0.9)
+    np.testing.assert_allclose(lo, [5, 10])
+    np.testing.assert_allclose(hi, [95, 190])
+
+
+def test_registry_and_json_safety():
+    with pytest.raises(FitError, match="unknown law 'nope'"):
+        FitResult.from_json({"law": "nope", "params": {}})
+    with pytest.raises(ValueError, match="already registered"):
+
+        @register_law("power")
+        class Other(FitResult):
+            pass
+
+    assert json_safe({"x": np.float64("nan"), "y": np.arange(2), "z": (np.int64(3),)}) == {
+        "x": None, "y": [0, 1], "z": [3]}
