@@ -9,7 +9,7 @@ from mnmt.models.configs import T5Config
 
 def tiny_config(**kw) -> T5Config:
     base = dict(vocab_size=37, emb_dim=16, num_heads=2, head_dim=8, mlp_dim=32,
-                num_encoder_layers=2, num_decoder_layers=2, dropout_rate=0.0)
+                num_encoder_layers=1, num_decoder_layers=2, dropout_rate=0.0)
     base.update(kw)
     return T5Config(**base)
 

@@ -75,8 +75,9 @@ SCRIPT = textwrap.dedent("""
     sb = jax.device_put(batch, b_sh)
     with partitioning.activation_context(mesh, rules):
         step = jax.jit(loss_and_grad, in_shardings=(p_sh, b_sh), out_shardings=(None, p_sh))
-        l8, g8 = step(sp, sb)
-        hlo = step.lower(sp, sb).compile().as_text()
+        compiled = step.lower(sp, sb).compile()
+        l8, g8 = compiled(sp, sb)
+        hlo = compiled.as_text()
     emb_sh = sp["token_embedder"]["embedding"].sharding.spec
     mlp_sh = g8["encoder"]["layers_0"]["mlp"]["wi_0"].sharding.spec
     ndev = len(g8["encoder"]["layers_0"]["mlp"]["wi_0"].sharding.device_set)
