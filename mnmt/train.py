@@ -127,8 +127,22 @@ def run(config=gin.REQUIRED, quiet: bool = False):
     return trainer.train(config, progress=progress)
 
 
+def _log_to_model_dir(model_dir: str) -> None:
+    """Progress lines of `mnmt.train` also go to MODEL_DIR/train.log (local directories)."""
+    if "://" in model_dir:
+        return
+    os.makedirs(model_dir, exist_ok=True)
+    handler = logging.FileHandler(os.path.join(model_dir, "train.log"))
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logger = logging.getLogger("mnmt.train")
+    logger.setLevel(logging.INFO)
+    logger.propagate = False  # stderr already gets the line from the progress printer
+    logger.addHandler(handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    # Libraries (Orbax, absl) log at WARNING; progress lines go to stderr and MODEL_DIR/train.log.
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
     args, bindings = parse_args(argv)
     from mnmt import distributed  # noqa: PLC0415
 
@@ -141,6 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = TrainConfig()
         if not config.eval_tasks and pair_tasks:  # EVAL_TASKS = None: every registered pair
             config = dataclasses.replace(config, eval_tasks=dict(pair_tasks))
+        _log_to_model_dir(config.model_dir)
         summary = run(config=config, quiet=args.quiet)
     except (ValueError, KeyError, FileNotFoundError, SyntaxError) as e:
         print(f"mnmt-train: error: {e}", file=sys.stderr)
