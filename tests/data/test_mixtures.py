@@ -80,3 +80,16 @@ def test_two_pair_grid_and_simplex_grid():
         mixtures.simplex_grid(["a", "b"], 0.3)
     with pytest.raises(ValueError, match=r"p in \[0, 1\]"):
         mixtures.two_pair_grid("a", "b", [1.2])
+
+
+def test_oversampling_per_domain_group(tiny_tasks):
+    """Caillaut §3.1 applies the formula separately per domain: a dataset alone in its group
+    keeps k_i = N_i, so with one dataset per group the weights are proportional to sizes."""
+    de, zh = tiny_tasks["en-de"], tiny_tasks["en-zh"]
+    sizes = {de: 900_000, zh: 100_000}
+    name = mixtures.register_oversampling_mixture("t_over_g", [de, zh], 5.0, sizes,
+                                                  groups={de: "general", zh: "financial"})
+    w = mixtures.mixture_weights(name)
+    assert w[de] == pytest.approx(0.9) and w[zh] == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="no domain"):
+        mixtures.register_oversampling_mixture("t_over_g2", [de, zh], 5.0, sizes, groups={de: "g"})
