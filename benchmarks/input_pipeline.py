@@ -101,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         "mixture": {first: args.weight, second: 1 - args.weight},
         "feature_lengths": lengths,
         "stream_processes": args.stream_processes,
+        # with stream processes, *_per_cpu_s count only this process (mixing + packing)
+        "cpu_rates_exclude_stream_processes": args.stream_processes,
         "batch_size": args.batch_size,
         "examples_per_s": ours["examples_per_s"],
         "tokens_per_s": ours["tokens_per_s"],
