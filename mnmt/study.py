@@ -222,6 +222,17 @@ def export_and_report(spec: StudySpec, run_dirs: list[Path], data, out: Path, lo
     return report
 
 
+def enable_compilation_cache(cache_dir: Path) -> None:
+    """Persist XLA executables under `cache_dir`: runs of one size at different weights (and a
+    re-run of the study) compile the same programs, so only the first pays for compilation."""
+    import jax
+
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(cache_dir))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     spec = load_spec(args.study, args.preset, args.gin)
     out = Path(args.out)
@@ -236,6 +247,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     log(f"study {spec.name}: {len(runs)} runs ({len(spec.sizes)} sizes x {len(spec.weights)} "
         f"mixtures x {len(spec.seeds)} seeds) on {spec.pairs} -> {out}")
     data = prepare_data(spec, out, log)
+    enable_compilation_cache(out / "cache" / "jax")
     run_dirs = run_all(spec, runs, data, out / "runs", progress)
     report = export_and_report(spec, run_dirs, data, out, log)
     log(_summary(report, {pair: sets[spec.eval_sets[0]] for pair, sets in data.irreducible_loss.items()}))
@@ -257,6 +269,7 @@ def cmd_run_one(args: argparse.Namespace) -> int:
 
     progress = StudyProgress([(args.run, runs[args.run].size, spec.train_steps)])
     data = prepare_data(spec, out, progress.message)
+    enable_compilation_cache(out / "cache" / "jax")
     run_all(spec, [runs[args.run]], data, out / "runs", progress)
     return 0
 
