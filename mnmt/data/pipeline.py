@@ -67,7 +67,7 @@ class _TaskStream:
         self._finite: list[tuple[list[int], list[int]]] | None = None
         self._perm: tuple[int, np.ndarray] | None = None
         self._gen: Iterator[tuple[str, str]] | None = None
-        self._encode_text = make_encoder(self.sp, _word_cache(self.info.vocab_path))
+        self._encode_text = make_encoder(self.sp, _word_cache(self.sp))
         self.use_process = use_process
         self._proc = None
         if self.info.train_size is not None or self.info.text_stream is None or (
@@ -126,20 +126,21 @@ class _TaskStream:
 
 
 _FINITE_CACHE: dict[tuple, list] = {}
-_WORD_CACHES: dict[str, dict[str, list[int]]] = {}
+_WORD_CACHES: dict[int, dict[str, list[int]]] = {}
 
 
-def _word_cache(vocab_path: str) -> dict[str, list[int]]:
-    """Word → ids cache shared by all streams of one vocabulary."""
-    return _WORD_CACHES.setdefault(vocab_path, {})
+def _word_cache(sp: Any) -> dict[str, list[int]]:
+    """Word → ids cache shared by all streams of one loaded vocabulary (kept alive by
+    get_vocabulary's cache, so its id is not reused)."""
+    return _WORD_CACHES.setdefault(id(sp), {})
 
 
 def _finite_train_set(info, shard: tuple[int, int]) -> list[tuple[list[int], list[int]]]:
-    key = (info.name, tuple(sorted(info.definition.items(), key=str)).__repr__(), shard)
-    if key not in _FINITE_CACHE:
-        from mnmt.data.vocab import get_vocabulary, language_token_id
+    from mnmt.data.vocab import get_vocabulary, language_token_id
 
-        vocab = get_vocabulary(info.vocab_path)
+    vocab = get_vocabulary(info.vocab_path)
+    key = (info.name, repr(sorted(info.definition.items(), key=str)), id(vocab), shard)
+    if key not in _FINITE_CACHE:
         lid = language_token_id(vocab, info.target_language)
         index, count = shard
         texts = [st for i, st in enumerate(info.text_stream("train", 0, None)) if i % count == index]

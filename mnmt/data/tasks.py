@@ -13,6 +13,7 @@ yields exactly the tokens of the seqio task.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ __all__ = [
 ]
 
 EVAL_SIZE = 2000  # default size of synthetic validation / test / ood sets
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -105,7 +107,9 @@ def _output_features(vocab_path: str) -> dict:
 
 
 def _register(info: TaskInfo, dataset_fn: Callable, num_examples: dict[str, int] | None) -> str:
-    """Add a seqio Task (idempotent for an identical definition; error for a different one)."""
+    """Add a seqio Task: a no-op for an identical definition; a different definition under the
+    same name replaces the old task (with a warning); a name seqio already holds from elsewhere
+    is an error."""
     import functools
 
     import seqio
@@ -117,15 +121,20 @@ def _register(info: TaskInfo, dataset_fn: Callable, num_examples: dict[str, int]
         if old.definition == info.definition and info.name in seqio.TaskRegistry.names():
             return info.name
         if old.definition != info.definition:
+            # e.g. two studies in one process with their own vocabularies: the newer one wins
             diff = {
                 k: (old.definition.get(k), info.definition.get(k))
                 for k in set(old.definition) | set(info.definition)
                 if old.definition.get(k) != info.definition.get(k)
             }
-            raise ValueError(
-                f"task {info.name!r} is already registered with a different definition: {diff}"
-            )
+            log.warning("task %r re-registered with a different definition (old, new): %s",
+                        info.name, diff)
     if info.name in seqio.TaskRegistry.names():
+        if old is None:
+            raise ValueError(
+                f"task {info.name!r} is already in seqio.TaskRegistry but was not registered by "
+                "mnmt.data.tasks: choose another name (or prefix=) instead of replacing it"
+            )
         seqio.TaskRegistry.remove(info.name)
     language_token_id(get_vocabulary(info.vocab_path), info.target_language)
     seqio.TaskRegistry.add(

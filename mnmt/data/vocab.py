@@ -160,14 +160,25 @@ def _train_spm(spm, texts, model, vocab_size, model_type, character_coverage, sy
     )
 
 
-@lru_cache(maxsize=16)
 def get_vocabulary(path: str):
-    """``seqio.SentencePieceVocabulary`` for a model file (cached per path)."""
-    import seqio
+    """``seqio.SentencePieceVocabulary`` for a model file (cached per path and file version:
+    a model retrained at the same local path is reloaded)."""
     import tensorflow as tf
 
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(f"SentencePiece model not found: {path}")
+    version = None
+    if "://" not in path:
+        st = os.stat(path)
+        version = (st.st_mtime_ns, st.st_size)
+    return _load_vocabulary(path, version)
+
+
+@lru_cache(maxsize=16)
+def _load_vocabulary(path: str, version: Any):
+    import seqio
+
+    del version  # part of the cache key only
     return seqio.SentencePieceVocabulary(path)
 
 

@@ -229,3 +229,40 @@ def test_stream_processes_give_the_same_batches_and_resume(tiny_tasks):
         np.testing.assert_array_equal(a["encoder_input_tokens"], b["encoder_input_tokens"])
     finally:
         procs.shutdown()
+
+
+def test_task_registration_is_idempotent_and_guards_names(tiny_vocab, tiny_tasks):
+    import seqio
+
+    from mnmt.data.tasks import register_synthetic_tasks
+
+    again = register_synthetic_tasks("cpu-tiny", tiny_vocab, eval_size=300)
+    assert again == tiny_tasks  # same definition: harmless
+    import logging
+
+    from mnmt.data.tasks import get_task_info
+
+    caplog_records = []
+    handler = logging.Handler()
+    handler.emit = caplog_records.append
+    logging.getLogger("mnmt.data.tasks").addHandler(handler)
+    try:
+        # a different vocabulary under the same names replaces the tasks (with a warning) ...
+        other = tiny_vocab.replace("spm.model", "spm_copy.model")
+        import shutil
+
+        shutil.copy(tiny_vocab, other)
+        register_synthetic_tasks("cpu-tiny", other, eval_size=300)
+        assert get_task_info(tiny_tasks["en-de"]).vocab_path == other
+        assert any("different definition" in r.getMessage() for r in caplog_records)
+    finally:
+        logging.getLogger("mnmt.data.tasks").removeHandler(handler)
+        register_synthetic_tasks("cpu-tiny", tiny_vocab, eval_size=300)  # ... and back
+    assert get_task_info(tiny_tasks["en-de"]).vocab_path == tiny_vocab
+    seqio.TaskRegistry.add(
+        "synth_foreign_cpu_tiny_s0_en_de_e300",
+        source=seqio.FunctionDataSource(lambda split, shuffle_files: None, splits=["train"]),
+        output_features={},
+    )
+    with pytest.raises(ValueError, match="not registered by mnmt.data.tasks"):
+        register_synthetic_tasks("cpu-tiny", tiny_vocab, eval_size=300, prefix="synth_foreign")

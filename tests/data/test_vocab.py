@@ -71,3 +71,18 @@ def test_too_small_vocab_for_the_script_is_a_clear_error(tmp_path):
     texts = ["".join(chr(0x4E00 + 7 * i + j) for j in range(5)) for i in range(40)]
     with pytest.raises(ValueError, match="smaller than the number of distinct characters"):
         train_vocabulary(texts, str(tmp_path), 50)
+
+
+def test_retrained_model_at_same_path_is_reloaded(tmp_path):
+    from mnmt.data.vocab import get_vocabulary
+
+    a = train_vocabulary(["alpha beta gamma"] * 50, str(tmp_path), 30, languages=["de"])
+    v1 = get_vocabulary(a)
+    assert get_vocabulary(a) is v1  # cached
+    import time
+
+    time.sleep(0.01)
+    train_vocabulary(["delta epsilon zeta eta"] * 50, str(tmp_path), 34, languages=["de"])
+    v2 = get_vocabulary(a)
+    assert v2 is not v1
+    assert v2.tokenizer.serialized_model_proto() != v1.tokenizer.serialized_model_proto()
