@@ -144,3 +144,23 @@ def test_prompted_greedy_matches_naive_argmax_loop(setup):
 def test_wrong_architecture_is_rejected():
     with pytest.raises(ValueError, match="decoder_only"):
         DecoderOnlyModel(tiny_config())
+
+
+def test_prefix_lm_attention_is_bidirectional_only_inside_the_prompt(setup):
+    """decoder_causal_attention (T5X's PrefixLM feature): prompt positions see the whole prompt,
+    never the target; target positions stay causal."""
+    model, params, apply = setup
+    tok, w = format_pair([10, 11, 12], [20, 21], sep_id=SEP, tgt_lang_id=DE, eos_id=EOS)
+    b = pack_examples([(tok, w)], len(tok))
+    prefix = np.array([[1] * 6 + [0] * 2], np.int32)   # inputs 0..5 = <0> + prompt
+    base = np.asarray(apply(params, {**b, "decoder_causal_attention": prefix}))[0]
+    changed = {k: v.copy() for k, v in b.items()}
+    changed["decoder_input_tokens"][0, 4] = 7                  # a later prompt token
+    got = np.asarray(apply(params, {**changed, "decoder_causal_attention": prefix}))[0]
+    assert np.abs(got[1] - base[1]).max() > 1e-4               # position 1 sees position 4
+    causal = np.asarray(apply(params, b))[0]
+    causal2 = np.asarray(apply(params, changed))[0]
+    np.testing.assert_allclose(causal2[:4], causal[:4], atol=1e-6)   # plain causal: it doesn't
+    changed["decoder_input_tokens"][0, 7] = 9                  # a target-side input
+    got2 = np.asarray(apply(params, {**changed, "decoder_causal_attention": prefix}))[0]
+    np.testing.assert_allclose(got2[:7], got[:7], atol=1e-6)
