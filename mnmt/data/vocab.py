@@ -174,11 +174,20 @@ def get_vocabulary(path: str):
     return _load_vocabulary(path, version)
 
 
+_SEEN_VERSIONS: dict[str, Any] = {}
+
+
 @lru_cache(maxsize=16)
 def _load_vocabulary(path: str, version: Any):
     import seqio
+    from seqio import vocabularies
 
-    del version  # part of the cache key only
+    if _SEEN_VERSIONS.get(path, version) != version:
+        # seqio memoises loaded models by path; drop that memo when the file changed
+        cached = getattr(vocabularies, "_load_model_internal", None)
+        if cached is not None and hasattr(cached, "cache_clear"):
+            cached.cache_clear()
+    _SEEN_VERSIONS[path] = version
     return seqio.SentencePieceVocabulary(path)
 
 
