@@ -266,3 +266,27 @@ def test_task_registration_is_idempotent_and_guards_names(tiny_vocab, tiny_tasks
     )
     with pytest.raises(ValueError, match="not registered by mnmt.data.tasks"):
         register_synthetic_tasks("cpu-tiny", tiny_vocab, eval_size=300, prefix="synth_foreign")
+
+
+def test_shards_split_finite_sets_and_reseed_streams(tiny_vocab):
+    import seqio
+
+    from mnmt.data.tasks import register_synthetic_tasks
+
+    capped = register_synthetic_tasks("cpu-tiny", tiny_vocab, caps={"en-zh": 30}, eval_size=50)
+    name = capped["en-zh"]
+
+    def epoch(index):
+        it = TrainInputs(name, LENGTHS, 6, seed=0, pack=False,
+                         shard_info=seqio.ShardInfo(index=index, num_shards=2))
+        rows = [r for _ in range(5) for r in next(it)["decoder_target_tokens"]]  # 5 x 3 rows
+        return {tuple(r[r != 0]) for r in rows}
+
+    a, b = epoch(0), epoch(1)
+    assert len(a) == len(b) == 15 and not a & b  # disjoint halves of the 30 examples
+    un = capped["en-de"]  # unlimited stream: each shard draws its own stream
+    x = next(TrainInputs(un, LENGTHS, 8, seed=0, shard_info=(0, 2)))["decoder_target_tokens"]
+    y = next(TrainInputs(un, LENGTHS, 8, seed=0, shard_info=(1, 2)))["decoder_target_tokens"]
+    assert x.shape == (4, 32) and not np.array_equal(x, y)
+    with pytest.raises(ValueError, match="multiple of num_shards"):
+        TrainInputs(un, LENGTHS, 7, seed=0, shard_info=(0, 2))
