@@ -143,6 +143,11 @@ class Language:
             for past in (True, False) for pl in (True, False)
         }
         self._cls_keys = [f"cls.{i}" for i in range(4)]
+        self._fusional = self.spec.morphology == "fusional"
+        self._pre_adj = self.spec.adjective == "pre"
+        self._pre_adp = self.spec.adposition == "pre"
+        self._order = self.spec.order
+        self._tables()
 
     @property
     def code(self) -> str:
@@ -164,49 +169,58 @@ class Language:
             ch = self._surface_cache[key] = _Choice(forms, base.cum, base.logp, base.entropy)
         return ch
 
+    def _tables(self) -> None:
+        """Surface choices per lemma for every inflection, as lists indexed by lemma."""
+        fus = self.spec.morphology == "fusional"
+        n = self.lex.sizes
+
+        def row(cat: str, sfx: str) -> list[_Choice]:
+            return [self._surface(cat, i, sfx if fus else "") for i in range(n[cat])]
+
+        self._t_noun = {pl: row("N", "sfx.n." + ("pl" if pl else "sg")) for pl in (False, True)}
+        self._t_adj = {pl: row("A", "sfx.a." + ("pl" if pl else "sg")) for pl in (False, True)}
+        self._t_verb = {k: row("V", key) for k, key in self._verb_keys.items()}
+        self._t_prep = row("P", "")
+        self._t_adv = row("R", "")
+
+    def _np_slots(self, np: NounPhrase, case: str) -> list[_Choice]:
+        f = self.function
+        if self._fusional:
+            det = f.get(self._det_keys[np.definite, np.plural, case])
+            out = [det] if det is not None else []
+            noun = [self._t_noun[np.plural][np.noun]]
+            adj_t = self._t_adj[np.plural]
+            adjs = [adj_t[a] for a in np.adjectives]
+        else:
+            out = [f["det.def" if np.definite else ("det.indef.pl" if np.plural else "det.indef.sg")]]
+            if not np.plural:
+                out.append(f[self._cls_keys[self.lex.noun_class[np.noun]]])
+            noun = [self._t_noun[False][np.noun]]
+            if np.plural:
+                noun.append(f["pl"])
+            adjs = []
+            for a in np.adjectives:
+                adjs += [self._t_adj[False][a], f["lnk"]]
+        return out + (adjs + noun if self._pre_adj else noun + adjs)
+
     def slots(self, s: Sentence) -> list[_Choice]:
         """The word slots of a tree in surface order, each a choice among surface words."""
-        fus = self.spec.morphology == "fusional"
-        f = self.function
-        surf = self._surface
-        pre_adj = self.spec.adjective == "pre"
-
-        def np_slots(np: NounPhrase, case: str) -> list[_Choice]:
-            num = "pl" if np.plural else "sg"
-            out: list[_Choice] = []
-            if fus:
-                det = f.get(self._det_keys[np.definite, np.plural, case])
-                if det is not None:
-                    out.append(det)
-                noun = [surf("N", np.noun, "sfx.n." + num)]
-                adjs = [surf("A", a, "sfx.a." + num) for a in np.adjectives]
-            else:
-                out.append(f["det.def" if np.definite else ("det.indef.pl" if np.plural else "det.indef.sg")])
-                if not np.plural:
-                    out.append(f[self._cls_keys[self.lex.noun_class[np.noun]]])
-                noun = [surf("N", np.noun, "")]
-                if np.plural:
-                    noun.append(f["pl"])
-                adjs = []
-                for a in np.adjectives:
-                    adjs += [surf("A", a, ""), f["lnk"]]
-            return out + (adjs + noun if pre_adj else noun + adjs)
-
+        np_slots = self._np_slots
         subj = np_slots(s.subject, "nom")
-        if fus:
-            verb = [surf("V", s.verb, self._verb_keys[s.past, s.subject.plural])]
+        if self._fusional:
+            verb = [self._t_verb[s.past, s.subject.plural][s.verb]]
         else:
-            verb = [surf("V", s.verb, "")]
+            verb = [self._t_verb[False, False][s.verb]]
             if s.past:
-                verb.append(f["past"])
+                verb.append(self.function["past"])
         obj = np_slots(s.obj, "acc") if s.obj is not None else []
         pp: list[_Choice] = []
         if s.pp is not None:
-            prep = [surf("P", s.pp[0], "")]
+            prep = [self._t_prep[s.pp[0]]]
             inner = np_slots(s.pp[1], "obl")
-            pp = prep + inner if self.spec.adposition == "pre" else inner + prep
-        adv = [surf("R", s.adverb, "")] if s.adverb is not None else []
-        o = self.spec.order
+            pp = prep + inner if self._pre_adp else inner + prep
+        adv = [self._t_adv[s.adverb]] if s.adverb is not None else []
+        o = self._order
         if o == "SVO":
             return subj + verb + obj + pp + adv
         if o == "SOV":
