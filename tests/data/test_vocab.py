@@ -87,3 +87,18 @@ def test_retrained_model_at_same_path_is_reloaded(tmp_path):
     v2 = get_vocabulary(a)
     assert v2 is not v1
     assert v2.tokenizer.encode("delta", out_type=str) != before
+
+
+def test_cli_trains_on_text_files(tmp_path, capsys):
+    import sentencepiece as spm
+
+    a = tmp_path / "a.tsv"
+    a.write_text("hello world\thallo welt\n" * 30, encoding="utf-8")
+    b = tmp_path / "b.txt"
+    b.write_text("bonjour le monde\n" * 30, encoding="utf-8")
+    assert main(["--text_files", str(a), str(b), "--out_dir", str(tmp_path / "v"),
+                 "--vocab_size", "40", "--languages", "de,fr"]) == 0
+    sp = spm.SentencePieceProcessor(model_file=capsys.readouterr().out.strip())
+    assert language_token_id(sp, "fr") > 2 and language_token_id(sp, "de") > 2
+    for text in ("hallo welt", "bonjour le monde"):  # both files (both TSV sides) were used
+        assert sp.unk_id() not in sp.encode(text)
