@@ -5,9 +5,10 @@ constrained with `nn.with_logical_constraint`, using T5X's logical axis names ('
 'mlp', 'heads', 'kv', 'batch', 'length', 'relpos_buckets', ...). Without axis rules in scope the
 constraints are no-ops, so the same modules run unchanged on one CPU device.
 
-Layout choice (XLA:CPU speed): q/k/v are produced directly in [batch, heads, length, kv] order so
-both attention einsums are plain batched matmuls with batch×heads leading; the attention bias
-(relative position + masks) is built once per stack and shared by all its layers.
+Layout choice (XLA:CPU speed): every projection is one 2-D matmul over (batch·length) rows
+(`matmul_last`), q/k/v are then laid out as [batch, heads, length, kv] so both attention einsums
+are plain batched matmuls with batch×heads leading; the attention bias (relative position +
+masks) is built once per stack and shared by all its layers.
 """
 
 from __future__ import annotations
@@ -27,6 +28,17 @@ def kernel_init(in_axis, out_axis) -> Callable:
     """T5X's default kernel init: variance_scaling(1.0, 'fan_in', 'truncated_normal')."""
     return jax.nn.initializers.variance_scaling(
         1.0, "fan_in", "truncated_normal", in_axis=in_axis, out_axis=out_axis)
+
+
+def matmul_last(x: Array, w: Array) -> Array:
+    """x[..., e] @ w[e, f] as one 2-D matmul (rows = all leading dims).
+
+    On XLA:CPU a 3-D einsum such as 'ble,ef->blf' makes the backward pass transpose and copy the
+    [f, b, l] gradient; the 2-D form needs no transposes (≈1.5× faster fwd+bwd per layer,
+    docs/models.md).
+    """
+    y = jnp.reshape(x, (-1, x.shape[-1])) @ w
+    return jnp.reshape(y, x.shape[:-1] + (w.shape[-1],))
 
 
 def activation_fn(name: str) -> Callable[[Array], Array]:
@@ -157,7 +169,9 @@ class MultiHeadAttention(nn.Module):
             init = lambda *a: base(*a) * scale  # noqa: E731
         kernel = self.param(name, nn.with_logical_partitioning(init, ("embed", "heads", "kv")),
                             (x.shape[-1], self.num_heads, self.head_dim), jnp.float32)
-        y = jnp.einsum("ble,ehd->bhld", x, kernel.astype(self.dtype))
+        b, length, e = x.shape
+        y = matmul_last(x, kernel.astype(self.dtype).reshape(e, self.num_heads * self.head_dim))
+        y = y.reshape(b, length, self.num_heads, self.head_dim).transpose(0, 2, 1, 3)
         return nn.with_logical_constraint(y, ("batch", "heads", "length", "kv"))
 
     @nn.compact
@@ -179,7 +193,9 @@ class MultiHeadAttention(nn.Module):
         wo = self.param("out", nn.with_logical_partitioning(kernel_init((0, 1), 2),
                                                             ("heads", "kv", "embed")),
                         (self.num_heads, self.head_dim, inputs_q.shape[-1]), jnp.float32)
-        y = jnp.einsum("bhqd,hde->bqe", out, wo.astype(self.dtype))
+        b, _, qlen, _ = out.shape
+        out = out.transpose(0, 2, 1, 3).reshape(b, qlen, self.num_heads * self.head_dim)
+        y = matmul_last(out, wo.astype(self.dtype).reshape(-1, wo.shape[-1]))
         return nn.with_logical_constraint(y, ("batch", "length", "embed"))
 
     def _update_cache(self, k: Array, v: Array) -> tuple[Array, Array]:
@@ -213,14 +229,14 @@ class MlpBlock(nn.Module):
             name = "wi" if len(self.activations) == 1 else f"wi_{i}"
             w = self.param(name, nn.with_logical_partitioning(kernel_init(0, 1), ("embed", "mlp")),
                            (emb, self.mlp_dim), jnp.float32)
-            y = activation_fn(act)(jnp.einsum("ble,em->blm", x, w.astype(self.dtype)))
+            y = activation_fn(act)(matmul_last(x, w.astype(self.dtype)))
             h = y if h is None else h * y
         h = nn.with_logical_constraint(h, ("batch", "length", "mlp"))
         if not deterministic and self.dropout_rate > 0.0:
             h = nn.Dropout(self.dropout_rate, broadcast_dims=(-2,))(h, deterministic=False)
         wo = self.param("wo", nn.with_logical_partitioning(kernel_init(0, 1), ("mlp", "embed")),
                         (self.mlp_dim, emb), jnp.float32)
-        out = jnp.einsum("blm,me->ble", h, wo.astype(self.dtype))
+        out = matmul_last(h, wo.astype(self.dtype))
         return nn.with_logical_constraint(out, ("batch", "length", "embed"))
 
 

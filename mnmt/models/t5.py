@@ -25,6 +25,7 @@ from mnmt.models.layers import (
     RMSNorm,
     attention_mask_bias,
     kernel_init,
+    matmul_last,
 )
 
 Array = jax.Array
@@ -172,7 +173,7 @@ class Decoder(nn.Module):
         else:
             w = self.param("logits_dense", nn.with_logical_partitioning(
                 kernel_init(0, 1), ("embed", "vocab")), (c.emb_dim, c.vocab_size), jnp.float32)
-            logits = jnp.einsum("ble,ev->blv", x, w.astype(dt))
+            logits = matmul_last(x, w.astype(dt))
         return nn.with_logical_constraint(logits, ("batch", "length", "vocab"))
 
 
