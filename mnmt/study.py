@@ -163,7 +163,9 @@ def prepare_data(spec: StudySpec, out: Path, log):
         vocabulary = vocab.get_vocabulary(str(vocab_path))
         truth = {
             pair: {
-                eval_set: float(synthetic.irreducible_loss(family, pair, eval_set, vocabulary, tasks.EVAL_SIZE))
+                eval_set: float(synthetic.irreducible_loss(
+                    family, pair, eval_set, vocabulary, tasks.EVAL_SIZE,
+                    max_length=spec.lengths["targets"]))  # warns if targets would be trimmed
                 for eval_set in spec.eval_sets
             }
             for pair in spec.pairs
