@@ -18,6 +18,7 @@ from typing import Any  # noqa: F401
 
 import gin
 import jax
+import numpy as np
 
 from mnmt import checkpoints, distributed, evaluation, run_files
 from mnmt.optim import OptimizerConfig, make_optimizer, rsqrt_schedule
@@ -123,6 +124,15 @@ def train(config: TrainConfig, *,
         return loop.run(t_start)
     finally:
         loop.close()
+
+
+def _any_process(flag: bool) -> bool:
+    """True when `flag` is set on any process (so all hosts stop and checkpoint together)."""
+    if jax.process_count() == 1:
+        return bool(flag)
+    from jax.experimental import multihost_utils  # noqa: PLC0415
+
+    return bool(np.any(multihost_utils.process_allgather(np.array([flag], np.bool_))))
 
 
 class _Loop:
@@ -271,13 +281,13 @@ class _Loop:
         status, message, finals = "finished", "", {}
         first_step = step
         with checkpoints.PreemptionGuard() as guard:
-            input_state = gather_input_states(inputs.get_state())
+            input_state = inputs.get_state()  # this process's position after `step` batches
             batch = next(inputs) if step < c.train_steps else None
             while step < c.train_steps:
                 state, m = fns.step(state, put_global_batch(batch, fns.batch_sharding,
                                                             s.global_rows))
                 step += 1
-                next_state = gather_input_states(inputs.get_state())
+                next_state = inputs.get_state()
                 batch = next(inputs) if step < c.train_steps else None  # overlaps the step
                 m = jax.device_get(m)
                 if not bool(m["finite"]):
@@ -303,13 +313,15 @@ class _Loop:
                     finals = self._eval_rows(state, step, tokens) or finals
                 if step in c.decode_steps or (step == c.train_steps and c.decode_at_end):
                     self._decode_rows(state, step, tokens)
-                if step % c.checkpoint_every == 0 or step == c.train_steps or guard.requested:
-                    self._save(state, step, tokens, window, input_state)
+                stop = _any_process(guard.requested)
+                if step % c.checkpoint_every == 0 or step == c.train_steps or stop:
+                    self._save(state, step, tokens, window, gather_input_states(input_state))
                 if is_eval:
                     meter.restart_window()
-                if guard.requested and step < c.train_steps:
+                if stop and step < c.train_steps:
                     status = "preempted"
-                    message = f"stopped by signal {guard.signal_received} at step {step}"
+                    message = (f"stopped by signal {guard.signal_received or '(on another host)'}"
+                               f" at step {step}; checkpoint saved, run again to resume")
                     self.progress(self._event(step, tokens, kind="done", message=message))
                     break
             if status == "finished":

@@ -153,7 +153,7 @@ def test_sigkill_at_a_random_step_then_resume_matches_uninterrupted(
     ref_config, _, _ = reference_run
     from mnmt.trainer import train
 
-    kill_at = random.Random().choice([6, 8, 10])  # a train event after the first checkpoint
+    kill_at = int(os.environ.get("MNMT_TEST_KILL_AT") or random.Random().choice([6, 8, 10]))
     config = make_config("killed", run_id="ref", tensorboard=True)
     res = _child(_spec(config, tiny_data, tmp_path, kill_at=kill_at, signal="KILL"))
     assert res.returncode == -signal.SIGKILL, res.stderr[-2000:]
