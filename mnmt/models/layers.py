@@ -154,7 +154,8 @@ class MultiHeadAttention(nn.Module):
 
     Params: query/key/value kernels [embed, heads, kv], out kernel [heads, kv, embed].
     With `decode=True` keys/values are appended to a cache ('cache' collection:
-    cached_key/cached_value [batch, heads, max_len, kv], cache_index).
+    cached_key/cached_value [batch, heads, max_len, kv], cache_index); cross-attention
+    (`static_kv=True`) caches the encoder's projected keys/values once (cached_cross_*).
     """
 
     num_heads: int
@@ -162,13 +163,15 @@ class MultiHeadAttention(nn.Module):
     dropout_rate: float = 0.0
     dtype: jnp.dtype = jnp.float32
 
-    def _proj(self, name: str, x: Array, scale: float = 1.0) -> Array:
+    def _kernel(self, name: str, features: int, scale: float = 1.0) -> Array:
         init = kernel_init(0, (1, 2))
         if scale != 1.0:
             base = init
             init = lambda *a: base(*a) * scale  # noqa: E731
-        kernel = self.param(name, nn.with_logical_partitioning(init, ("embed", "heads", "kv")),
-                            (x.shape[-1], self.num_heads, self.head_dim), jnp.float32)
+        return self.param(name, nn.with_logical_partitioning(init, ("embed", "heads", "kv")),
+                          (features, self.num_heads, self.head_dim), jnp.float32)
+
+    def _project(self, kernel: Array, x: Array) -> Array:
         b, length, e = x.shape
         y = matmul_last(x, kernel.astype(self.dtype).reshape(e, self.num_heads * self.head_dim))
         y = y.reshape(b, length, self.num_heads, self.head_dim).transpose(0, 2, 1, 3)
@@ -176,12 +179,20 @@ class MultiHeadAttention(nn.Module):
 
     @nn.compact
     def __call__(self, inputs_q: Array, inputs_kv: Array, bias: Array | None,
-                 *, deterministic: bool = True, decode: bool = False) -> Array:
-        q = self._proj("query", inputs_q, scale=self.head_dim ** -0.5)
-        k = self._proj("key", inputs_kv)
-        v = self._proj("value", inputs_kv)
-        if decode:
-            k, v = self._update_cache(k, v)
+                 *, deterministic: bool = True, decode: bool = False,
+                 static_kv: bool = False) -> Array:
+        """`decode` + `static_kv` (cross-attention while decoding): the keys/values of the fixed
+        encoder output are projected once, on the first step, and then read from the cache."""
+        wq = self._kernel("query", inputs_q.shape[-1], scale=self.head_dim ** -0.5)
+        wk = self._kernel("key", inputs_kv.shape[-1])
+        wv = self._kernel("value", inputs_kv.shape[-1])
+        q = self._project(wq, inputs_q)
+        if decode and static_kv:
+            k, v = self._static_kv(wk, wv, inputs_kv)
+        else:
+            k, v = self._project(wk, inputs_kv), self._project(wv, inputs_kv)
+            if decode:
+                k, v = self._update_cache(k, v)
         logits = jnp.einsum("bhqd,bhkd->bhqk", q, k)
         if bias is not None:
             logits = logits + bias.astype(logits.dtype)
@@ -197,6 +208,22 @@ class MultiHeadAttention(nn.Module):
         out = out.transpose(0, 2, 1, 3).reshape(b, qlen, self.num_heads * self.head_dim)
         y = matmul_last(out, wo.astype(self.dtype).reshape(-1, wo.shape[-1]))
         return nn.with_logical_constraint(y, ("batch", "length", "embed"))
+
+    def _static_kv(self, wk: Array, wv: Array, x: Array) -> tuple[Array, Array]:
+        shape = (x.shape[0], self.num_heads, x.shape[1], self.head_dim)
+        is_init = not self.has_variable("cache", "cached_cross_key")
+        ck = self.variable("cache", "cached_cross_key", jnp.zeros, shape, self.dtype)
+        cv = self.variable("cache", "cached_cross_value", jnp.zeros, shape, self.dtype)
+        filled = self.variable("cache", "cross_filled", lambda: jnp.array(False))
+        if is_init:
+            return self._project(wk, x), self._project(wv, x)
+
+        def compute(_):
+            return self._project(wk, x), self._project(wv, x)
+
+        k, v = jax.lax.cond(filled.value, lambda _: (ck.value, cv.value), compute, None)
+        ck.value, cv.value, filled.value = k, v, jnp.array(True)
+        return k, v
 
     def _update_cache(self, k: Array, v: Array) -> tuple[Array, Array]:
         is_init = not self.has_variable("cache", "cached_key")

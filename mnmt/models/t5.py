@@ -70,7 +70,8 @@ class DecoderLayer(nn.Module):
             h = RMSNorm(dtype=dt, name="pre_cross_attention_layer_norm")(x)
             h = MultiHeadAttention(c.num_heads, c.head_dim, c.dropout_rate, dt,
                                    name="encoder_decoder_attention")(
-                h, encoded, cross_bias, deterministic=deterministic)
+                h, encoded, cross_bias, deterministic=deterministic, decode=decode,
+                static_kv=True)
             x = x + drop(h, deterministic=deterministic)
         h = RMSNorm(dtype=dt, name="pre_mlp_layer_norm")(x)
         h = MlpBlock(c.mlp_dim, c.mlp_activations, c.dropout_rate, dt, name="mlp")(

@@ -41,6 +41,8 @@ def test_cached_decoding_matches_full_forward(small):
         outs.append(np.asarray(logits))
     np.testing.assert_allclose(np.stack(outs, axis=1), full, atol=2e-5, rtol=1e-5)
     assert int(cache["decoder"]["decoder_index"]) == t
+    cross = cache["decoder"]["layers_0"]["encoder_decoder_attention"]
+    assert bool(cross["cross_filled"]) and float(jnp.abs(cross["cached_cross_key"]).max()) > 0
 
 
 def _all_logprobs(model, params, enc, seqs, max_len):
