@@ -93,3 +93,31 @@ def test_reads_through_tf_gfile_filesystems():
     with tf.io.gfile.GFile(path, "wb") as f:
         f.write(gzip.compress(b"a b\tc d\ne\tf\n"))
     assert list(read_bitext(path)) == [("a b", "c d"), ("e", "f")]
+
+
+def test_skipped_lines_are_counted_in_the_log(tmp_path, caplog):
+    import logging
+
+    path = _write(tmp_path / "mixed.tsv", b"a\tb\nbad\nc\t\n\xff\tx\nd\te\n")
+    with caplog.at_level(logging.WARNING, logger="mnmt.data.bitext"):
+        pairs = list(read_bitext(path, skip_malformed=True))
+    assert pairs == [("a", "b"), ("d", "e")]
+    (rec,) = [r for r in caplog.records if "skipped" in r.getMessage()]
+    msg = rec.getMessage()
+    assert "mixed.tsv" in msg and "read 2 pairs, skipped 3 malformed" in msg
+    st = count_bitext(path, skip_malformed=True)
+    assert (st.read, st.skipped) == (2, 3) and sum(st.reasons.values()) == 3
+
+
+def test_empty_sources_are_errors(tmp_path, tiny_vocab):
+    empty = _write(tmp_path / "empty.tsv", b"")
+    assert list(read_bitext(empty)) == []
+    with pytest.raises(ValueError, match=r"split 'train'.*no usable lines in .*empty\.tsv"):
+        register_bitext_task("bt_empty", "en-de", tiny_vocab, {"train": empty})
+    junk = _write(tmp_path / "junk.tsv.gz", b"no tab here\n\n", gz=True)
+    with pytest.raises(ValueError, match=r"no usable lines in .*junk\.tsv\.gz"):
+        register_bitext_task("bt_junk", "en-de", tiny_vocab, {"train": junk}, skip_malformed=True)
+    with pytest.raises(ValueError, match="expected at least one split"):
+        register_bitext_task("bt_none", "en-de", tiny_vocab, {})
+    with pytest.raises(ValueError, match="invalid language code 'EN'.*expected lowercase"):
+        register_bitext_task("bt_code", "EN-de", tiny_vocab, {"train": empty}, validate=False)

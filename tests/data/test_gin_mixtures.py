@@ -46,6 +46,9 @@ def test_chen_temperature_gin(tmp_path):
     w = list(mixtures.mixture_weights(name).values())
     sizes = [fam.train_sizes[p] for p in fam.pairs]  # 10000, 4600, 260, 260
     assert w == pytest.approx(list(temperature_weights(sizes, 5)))
+    # Chen et al. 2023's worked example: 10M/4.6M/0.26M/0.26M at T = 5 (p ∝ n^{1/T} is
+    # invariant to the ÷1000 scaling of the tiny preset)
+    assert w == pytest.approx([0.355, 0.304, 0.171, 0.171], abs=1.5e-3)
 
 
 def test_exactly_one_weighting_is_required(tiny_vocab):

@@ -114,6 +114,72 @@ def test_relatedness_controlled_by_parent_and_mutation():
     assert fam.relatedness("en", "zh") == 0.0
 
 
+def test_relatedness_tracks_the_mutation_rate():
+    """Controlled relatedness: two children of one parent keep a lemma with prob. 1 − m each,
+    so their shared-inheritance share falls with m, near (1 − m)² (a few kept forms collide
+    with other words and are replaced, hence slightly below)."""
+    from dataclasses import replace
+
+    from mnmt.data.synthetic import LANGUAGES
+
+    shares, with_en = [], []
+    for m in (0.0, 0.2, 0.5, 0.8):
+        de = replace(LANGUAGES["de"], mutation=m)
+        fr = replace(LANGUAGES["fr"], mutation=m)
+        fam = get_family("small:en-{de,fr}", languages=(de, fr))
+        r = fam.relatedness("de", "fr")
+        assert abs(r - (1 - m) ** 2) < 0.1, (m, r)
+        shares.append(r)
+        with_en.append(fam.relatedness("en", "de"))
+    assert shares == sorted(shares, reverse=True) and shares[0] - shares[-1] > 0.8
+    assert with_en == sorted(with_en, reverse=True)
+    # a language of another parent shares nothing whatever its mutation rate
+    zh = replace(LANGUAGES["zh"], mutation=0.0)
+    assert get_family("tiny:en-de,en-zh", languages=(zh,)).relatedness("de", "zh") == 0.0
+
+
+# The papers' settings (issue 4): setting -> pairs, and Chen et al. 2023 §2.2 / App. A sizes.
+PAPER_SETTINGS = {
+    "en-{de,zh}": ["en-de", "en-zh"],
+    "en-{de,fr}": ["en-de", "en-fr"],
+    "{de,zh}-en": ["de-en", "zh-en"],
+    "en-{de,fr,zh}": ["en-de", "en-fr", "en-zh"],
+    "en-{fr,de,zh,hi}": ["en-fr", "en-de", "en-zh", "en-hi"],
+}
+CHEN_SIZES = {"en-fr": 10_000_000, "en-de": 4_600_000, "en-zh": 260_000, "en-hi": 260_000}
+
+
+@pytest.mark.parametrize("setting", sorted(PAPER_SETTINGS))
+def test_every_paper_setting_is_a_preset_with_its_pairs(setting):
+    for scale in ("tiny", "mini", "small", "base"):
+        assert f"{scale}:{setting}" in list_presets()
+    fam = get_family(f"tiny:{setting}")
+    assert fam.pairs == PAPER_SETTINGS[setting]
+    for pair in fam.pairs:
+        src, tgt = pair.split("-")
+        ex = fam.sample(pair, "validation", 200)
+        # the target side is stochastic (known entropy), the source side is the tree's rendering
+        assert sum(e.entropy for e in ex) / len(ex) > 0.2
+        assert all(e.source and e.target and e.source != e.target for e in ex)
+        # direction: the CJK-like language is written without spaces, on whichever side it is
+        for side, code in ((lambda e: e.source, src), (lambda e: e.target, tgt)):
+            long = [side(e) for e in ex if len(side(e)) > 12]  # several words
+            assert len(long) > 20
+            assert all((" " in t) == (code != "zh") for t in long)
+    if setting == "en-{fr,de,zh,hi}":
+        assert fam.train_sizes == {p: n // 1000 for p, n in CHEN_SIZES.items()}
+    else:
+        assert fam.train_sizes is None  # data-rich regime: unlimited streams
+
+
+@pytest.mark.parametrize("scale,divisor", [("tiny", 1000), ("mini", 500), ("small", 100)])
+def test_chen_sizes_scale_down_with_the_lexicon(scale, divisor):
+    fam = get_family(f"{scale}:en-{{fr,de,zh,hi}}")
+    assert fam.train_sizes == {p: n // divisor for p, n in CHEN_SIZES.items()}
+    lowres = get_family(f"{scale}:en-{{fr,de}}-lowres")
+    assert lowres.train_sizes == {"en-fr": 10_000_000 // divisor, "en-de": 260_000 // divisor}
+
+
 def test_ood_split_is_differently_distributed(tiny):
     val = tiny.sample("en-de", "validation", 2000)
     ood = tiny.sample("en-de", "ood", 2000)
