@@ -76,14 +76,27 @@ def _load(args) -> Any:
 
 def _final(df, args):
     """Final losses with a ``loss`` column: a user table as is, or the tidy table's final rows."""
-    from fitting.tables import drop_invalid_rows, final_losses
+    from fitting.tables import (
+        check_finite_positive,
+        check_weights,
+        drop_invalid_rows,
+        final_losses,
+    )
 
     src = ",".join(args.input)
     if "loss" in df.columns:
+        # a user table: validate it here, so that a bad value is reported with its row in the
+        # table (not its position inside a pair/weight group), and --drop-invalid drops it
+        used = ("n_enc", "n_dec", "loss") if getattr(args, "law", None) == "bivariate" else (
+            "n", "loss")
+        num = [c for c in used if c in df.columns]
         dropped = 0
         if args.drop_invalid:
-            num = [c for c in ("n", "loss") if c in df.columns]
             df, dropped = drop_invalid_rows(df, num, positive=num)
+        for c in num:
+            check_finite_positive(df, c, src)
+        if "weight" in df.columns:
+            check_weights(df, "weight", src)
         return df, dropped
     if {"metric", "value"} <= set(df.columns):
         fin, dropped = final_losses(df, eval_set=args.eval_set, metric=args.metric, source=src,
@@ -104,6 +117,19 @@ def _common_fit_kwargs(args) -> dict[str, Any]:
     return {"f_scale": fs, "uncertainty": unc, "n_refits": args.n_refits, "seed": args.seed}
 
 
+def _bootstrap_kwargs(args) -> dict[str, Any]:
+    """Shared options for the Chinchilla and DPL fits, whose uncertainty is the bootstrap only.
+
+    ``--uncertainty`` other than ``none`` asks for ``--n-refits`` bootstrap resamples (rows
+    resampled with replacement; recorded in the fit's ``meta["uncertainty"]``, also when
+    ``perturbation`` was asked for); ``--seed`` and ``--drop-invalid`` are passed on.
+    """
+    kw: dict[str, Any] = {"seed": args.seed, "drop_invalid": args.drop_invalid}
+    if args.uncertainty != "none" and args.n_refits > 0:
+        kw["bootstrap"] = args.n_refits
+    return kw
+
+
 def _fit(args) -> dict | FitResult:
     df = _load(args)
     src = ",".join(args.input)
@@ -118,14 +144,28 @@ def _fit(args) -> dict | FitResult:
             raise FitError(f"--law {law} needs fitting.{law}, which is not available: {e}") from e
         if not hasattr(mod, "fit_from_table"):
             raise FitError(f"fitting.{law} has no fit_from_table() in this version")
+        pre_dropped = 0
         if law == "chinchilla" and "loss" not in df.columns and {"metric", "value"} <= set(
                 df.columns):
-            df, _ = _final(df, args)  # tidy table: final losses (map d with --columns d=tokens)
-        return mod.fit_from_table(df, source=src, **opts)
+            # tidy table: final losses (map d with --columns d=tokens)
+            df, pre_dropped = _final(df, args)
+        kw = {**_bootstrap_kwargs(args), **opts}
+        fit = mod.fit_from_table(df, source=src, **kw)
+        if kw.get("bootstrap"):
+            fit.meta["uncertainty"] = (f"bootstrap, {kw['bootstrap']} resamples (the only "
+                                       f"uncertainty method of the {law} law)")
+        if pre_dropped:
+            fit.warnings.append(f"{pre_dropped} row(s) with invalid values were dropped "
+                                "(--drop-invalid)")
+        return fit
     if law == "quality":
         from fitting.quality import fit_quality_law, quality_points
 
         m = args.quality_metric
+        if "metric" not in df.columns:  # a user table: its own loss and metric columns
+            from fitting.tables import require_columns
+
+            require_columns(df, ["loss", m], src)
         if not ({"loss", m} <= set(df.columns)):
             df = quality_points(df, m, eval_set=args.eval_set, pair=args.pair)
         elif args.pair is not None and "pair" in df.columns:

@@ -350,7 +350,7 @@ def fit_dpl(
 def fit_from_table(df: Any, *, columns: str | Mapping[str, str] | None = None,
                    eval_set: str = "validation", n: float | None = None,
                    group_by: Sequence[str] = (), source: str | None = None,
-                   **options: Any) -> DPLFit:
+                   drop_invalid: bool = False, **options: Any) -> DPLFit:
     """Fit the DPL to a table with columns ``pair``, ``weight`` (sampling ratio p),
     ``data_size`` (training examples of that pair) and ``loss``; or to the tidy table of
     docs/metrics_schema.md (``metric``/``value``/``final``: final ``loss`` rows of ``eval_set``
@@ -358,22 +358,33 @@ def fit_from_table(df: Any, *, columns: str | Mapping[str, str] | None = None,
     Groups are ``"pair@data_size"``, plus ``"/col=value"`` for each column in ``group_by``
     (e.g. ``group_by=["study"]`` when the same pair and size appear in several experiments with
     different partners, each with its own bias). A table with several model sizes ``n`` needs
-    ``n=``.
+    ``n=``. A NaN/inf/non-positive value or a weight outside [0, 1] raises naming the column and
+    row; ``drop_invalid=True`` drops such rows instead and reports the count in the warnings.
     ``columns`` maps other names; ``options`` go to :func:`fit_dpl`.
     """
+    import pandas as pd
+
     from fitting.tables import (
         apply_column_map,
         check_finite_positive,
         check_weights,
+        drop_invalid_rows,
         final_losses,
         require_columns,
     )
 
     df = apply_column_map(df, columns, source)
+    dropped = 0
     if "loss" not in df.columns and {"metric", "value"} <= set(df.columns):
-        df, _ = final_losses(df, eval_set=eval_set, metric="loss", source=source)
+        df, dropped = final_losses(df, eval_set=eval_set, metric="loss", source=source,
+                                   drop_invalid=drop_invalid)
         df = df.rename(columns={"value": "loss"})
     require_columns(df, ["pair", "weight", "data_size", "loss"], source)
+    if drop_invalid:
+        df, n_bad = drop_invalid_rows(df, ["data_size", "loss"], positive=["data_size", "loss"])
+        w = pd.to_numeric(df["weight"], errors="coerce").to_numpy(dtype=float)
+        ok = np.isfinite(w) & (w >= 0) & (w <= 1)
+        df, dropped = df[ok], dropped + n_bad + int((~ok).sum())
     if "n" in df.columns and df["n"].nunique() > 1:
         if n is None:
             raise FitError(f"{source + ': ' if source else ''}the table holds several model sizes "
@@ -394,6 +405,9 @@ def fit_from_table(df: Any, *, columns: str | Mapping[str, str] | None = None,
     fit = fit_dpl(p, dsz, loss, labels, **options)
     if zero.any():
         fit.warnings.append(f"excluded {int(zero.sum())} row(s) with weight 0 (pair not trained)")
+    if dropped:
+        fit.warnings.append(f"dropped {dropped} invalid row(s) (drop_invalid=True)")
+        fit.meta["dropped_rows"] = dropped
     return fit
 
 

@@ -42,6 +42,13 @@ def as_positive_array(values: Sequence[float] | np.ndarray, name: str) -> np.nda
     try:
         a = np.asarray(values, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError) as e:
+        items = list(np.asarray(values, dtype=object).reshape(-1))
+        for i, v in enumerate(items):
+            try:
+                float(v)
+            except (TypeError, ValueError):
+                raise FitError(f"column {name!r}, row {i}: expected a number, got {v!r}",
+                               column=name, row=i) from None
         raise FitError(f"column {name!r}: expected numbers ({e})", column=name) from None
     bad = ~np.isfinite(a) | (a <= 0)
     if bad.any():

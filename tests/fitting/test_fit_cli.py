@@ -78,3 +78,103 @@ def test_report_command(tidy, tmp_path, capsys):
     assert main(["report", "--input", tidy, "--out", str(out), "--ground-truth",
                  "en-de=1.0,en-zh=1.5", "--n-refits", "5"]) == 0
     assert (out / "report.md").exists() and (out / "fits.json").exists()
+
+
+def _write(tmp_path, name, df):
+    p = tmp_path / name
+    df.to_csv(p, index=False)
+    return str(p)
+
+
+def test_fit_bivariate_quality_chinchilla_dpl_json(tmp_path, capsys):
+    """Every law of `--law` runs from the command line with --json and recovers its parameters."""
+    import numpy as np
+    import pandas as pd
+
+    ne, nd = (a.ravel() for a in np.meshgrid(np.geomspace(1e6, 1e8, 4), np.geomspace(1e6, 1e8, 4)))
+    biv = pd.DataFrame({"enc": ne, "dec": nd,
+                        "loss": 2.0 * (3e7 / ne) ** 0.25 * (3e7 / nd) ** 0.3 + 1.0})
+    assert main(["fit", "--law", "bivariate", "--input", _write(tmp_path, "b.csv", biv),
+                 "--columns", "n_enc=enc,n_dec=dec", "--n-refits", "5", "--json"]) == 0
+    d = _json(capsys)
+    assert d["law"] == "bivariate" and d["stderr"] is not None
+    assert abs(d["params"]["p_e"] - 0.25) < 1e-3 and abs(d["params"]["p_d"] - 0.3) < 1e-3
+
+    loss = np.linspace(3.0, 1.5, 8)
+    q = _write(tmp_path, "q.csv", pd.DataFrame({"loss": loss, "chrf": 80 - 15 * loss,
+                                                "bleu": 60 * loss ** -1.2}))
+    assert main(["fit", "--law", "quality", "--input", q, "--n-refits", "5", "--json"]) == 0
+    d = _json(capsys)
+    assert d["form"] == "power" and abs(d["params"]["p"] - 1.2) < 1e-3
+    assert main(["fit", "--law", "quality", "--input", q, "--quality-metric", "chrf", "--form",
+                 "linear", "--n-refits", "5", "--json"]) == 0
+    d = _json(capsys)
+    assert d["metric"] == "chrf" and abs(d["params"]["b"] + 15) < 1e-2
+
+    nn, dd = (a.ravel() for a in np.meshgrid(np.geomspace(1e7, 1e9, 5), np.geomspace(1e9, 1e11, 5)))
+    ch = _write(tmp_path, "c.csv", pd.DataFrame({"params": nn, "tokens": dd,
+                                                 "loss": 1.8 + 480 * nn**-0.35 + 2100 * dd**-0.37}))
+    assert main(["fit", "--law", "chinchilla", "--input", ch, "--columns", "n=params,d=tokens",
+                 "--option", "init=varpro", "--n-refits", "20", "--json"]) == 0
+    d = _json(capsys)
+    assert abs(d["params"]["E"] / 1.8 - 1) < 1e-3 and abs(d["params"]["alpha"] - 0.35) < 1e-3
+    assert d["meta"]["uncertainty"].startswith("bootstrap, 20")
+    lo, hi = d["intervals"]["E"]
+    assert lo <= d["params"]["E"] <= hi
+
+    rows = []
+    for size, bias in ((10.0, 1.5), (0.26, 3.0), (1.0, 2.5), (4.6, 2.0)):
+        for p in np.linspace(0.05, 0.95, 10):
+            f = (0.07 * p) ** -0.2 + (size**-0.33 - 0.5) * (1.18 * p) ** 1.21 + bias
+            rows.append({"pair": f"x{size}", "weight": p, "data_size": size * 1e6, "loss": f})
+    dp = _write(tmp_path, "d.csv", pd.DataFrame(rows))
+    assert main(["fit", "--law", "dpl", "--input", dp, "--uncertainty", "none", "--json"]) == 0
+    d = _json(capsys)
+    assert abs(d["params"]["alpha"] - 0.20) < 1e-4 and abs(d["params"]["gamma"] + 0.33) < 1e-4
+    assert d["stderr"] is None  # --uncertainty none: no bootstrap
+
+
+def test_bad_user_table_names_table_row_and_drop_invalid_counts(tmp_path, capsys):
+    import numpy as np
+    import pandas as pd
+
+    n = np.geomspace(1e5, 1e8, 5)
+    df = pd.concat([pd.DataFrame({"pair": pr, "weight": 1.0, "n": n, "loss": 20 * n**-0.3 + li})
+                    for pr, li in (("a", 1.0), ("b", 2.0))], ignore_index=True).astype(
+        {"n": object})
+    df.loc[7, "n"] = "big"  # 3rd row of group b, 8th row of the table
+    p = _write(tmp_path, "u.csv", df)
+    assert main(["fit", "--law", "power", "--input", p, "--uncertainty", "none"]) == 2
+    err = capsys.readouterr().err
+    assert "'n'" in err and "row 7" in err and "'big'" in err
+
+    nn, dd = (a.ravel() for a in np.meshgrid(np.geomspace(1e7, 1e9, 4), np.geomspace(1e9, 1e11, 4)))
+    ch = pd.DataFrame({"n": nn, "d": dd, "loss": 1.8 + 480 * nn**-0.35 + 2100 * dd**-0.37})
+    ch.loc[5, "loss"] = np.nan
+    ch.loc[9, "d"] = -1.0
+    p = _write(tmp_path, "c.csv", ch)
+    assert main(["fit", "--law", "chinchilla", "--input", p, "--option", "init=varpro",
+                 "--json"]) == 2
+    assert "'d', row 9" in capsys.readouterr().err  # columns are checked n, d, loss
+    assert main(["fit", "--law", "chinchilla", "--input", p, "--option", "init=varpro",
+                 "--uncertainty", "none", "--drop-invalid", "--json"]) == 0
+    d = _json(capsys)
+    assert d["n_points"] == 14 and d["meta"]["dropped_rows"] == 2
+
+
+def test_dpl_drop_invalid_reports_count(tmp_path, capsys):
+    import numpy as np
+    import pandas as pd
+
+    rows = [{"pair": f"x{s}", "weight": p, "data_size": s * 1e6,
+             "loss": (0.07 * p) ** -0.2 + (s**-0.33 - 0.5) * (1.18 * p) ** 1.21 + 2.0}
+            for s in (10.0, 0.26, 1.0, 4.6) for p in np.linspace(0.05, 0.95, 8)]
+    df = pd.DataFrame(rows)
+    df.loc[3, "loss"] = np.inf
+    p = _write(tmp_path, "d.csv", df)
+    assert main(["fit", "--law", "dpl", "--input", p, "--uncertainty", "none"]) == 2
+    assert "'loss', row 3" in capsys.readouterr().err
+    assert main(["fit", "--law", "dpl", "--input", p, "--uncertainty", "none", "--drop-invalid",
+                 "--json"]) == 0
+    d = _json(capsys)
+    assert d["n_points"] == 31 and d["meta"]["dropped_rows"] == 1
