@@ -168,6 +168,12 @@ def main(argv: list[str] | None = None) -> int:
             for k in NAMES}
     report["epoch"] = {"points": int(len(loss)), "published": EPOCH_PUBLISHED, "ours": ours}
     if not args.skip_peer:
+        try:
+            import chinchilla  # noqa: F401
+        except ImportError:
+            ap.error("the peer library is not installed: pip install -c "
+                     "requirements/constraints.txt -e '.[bench]' (pins chinchilla==0.2.0), "
+                     "or pass --skip-peer")
         peer = run_peer(n, d, loss, parallel=not args.peer_serial)
         peer["rel_err_vs_published"] = rel_err(peer["params"], EPOCH_PUBLISHED["params"])
         report["epoch"]["peer_chinchilla_0_2_0"] = peer
