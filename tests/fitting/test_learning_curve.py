@@ -46,3 +46,18 @@ def test_correct_final_losses_extrapolates_low_weight_runs():
     assert a.corrected and a.value == pytest.approx(1.0 + 5.0 * 2.5e6**-0.5, rel=1e-4)
     assert a.value < a.value_observed
     assert not b.corrected and b.value == b.value_observed  # p > 0.05: left as observed
+
+
+def test_uncertainty_and_json_roundtrip():
+    from fitting.base import FitResult
+    from fitting.learning_curve import LearningCurveFit
+
+    rng = np.random.default_rng(3)
+    y = (2.0 * STEPS**-0.4 + 0.8) * (1 + 0.005 * rng.standard_normal(STEPS.size))
+    lc = fit_learning_curve(STEPS, y, uncertainty="perturbation", n_refits=20)
+    lo, hi = lc.intervals["l_inf"]
+    assert lo < lc["l_inf"] < hi and lc.stderr["l_inf"] > 0
+    back = FitResult.from_json(lc.to_json())
+    assert isinstance(back, LearningCurveFit)
+    assert back.last_step == lc.last_step and back.dropped_early == lc.dropped_early
+    np.testing.assert_allclose(back.predict([2.5e6]), lc.predict([2.5e6]), rtol=1e-12)
