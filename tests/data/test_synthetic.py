@@ -180,6 +180,40 @@ def test_chen_sizes_scale_down_with_the_lexicon(scale, divisor):
     assert lowres.train_sizes == {"en-fr": 10_000_000 // divisor, "en-de": 260_000 // divisor}
 
 
+@pytest.mark.parametrize("split,exponent", [("train", 1.0), ("ood", 0.4)])
+def test_lemma_frequencies_follow_the_configured_zipf_law(split, exponent):
+    """p(rank r) ∝ (r + 1)^(-s) within a part of speech (small: s = 1.0; ood flattens it × 0.4)."""
+    import numpy as np
+
+    fam = get_family("small:en-{de,zh}")
+    n = 20000
+    nouns = np.array([e.tree.subject.noun for e in fam.sample("en-de", split, n)])
+    size = fam.grammar.nouns
+    assert nouns.min() >= 0 and nouns.max() < size
+    counts = np.bincount(nouns, minlength=size)
+    expected = (np.arange(size) + 1.0) ** -exponent
+    expected /= expected.sum()
+    top = 20  # well-populated ranks: frequency within 4 binomial standard deviations
+    sd = np.sqrt(n * expected[:top] * (1 - expected[:top]))
+    assert np.all(np.abs(counts[:top] - n * expected[:top]) < 4 * sd)
+    slope = np.polyfit(np.log(np.arange(1, top + 1)), np.log(counts[:top]), 1)[0]
+    assert abs(slope + exponent) < 0.15
+
+
+def test_lexicon_size_is_configurable():
+    from dataclasses import replace
+
+    from mnmt.data.synthetic import SCALES
+
+    grammar = replace(SCALES["tiny"], nouns=7, verbs=5)
+    fam = get_family("tiny:en-de", grammar=grammar)
+    trees = [e.tree for e in fam.sample("en-de", "train", 3000)]
+    assert {t.subject.noun for t in trees} == set(range(7))
+    assert {t.verb for t in trees} == set(range(5))
+    de = fam.languages["de"]
+    assert len(de.content["N"]) == 7 and len(de.content["V"]) == 5
+
+
 def test_ood_split_is_differently_distributed(tiny):
     val = tiny.sample("en-de", "validation", 2000)
     ood = tiny.sample("en-de", "ood", 2000)
