@@ -90,3 +90,15 @@ def test_register_gettext_task_has_disjoint_splits(locale_dir, tmp_path):
 def test_system_catalogs_give_real_pairs():
     pairs = gettext_pairs("en-de")
     assert len(pairs) > 100
+
+
+def test_empty_sources_are_errors(locale_dir):
+    with pytest.raises(ValueError, match=r"give no en-de pairs in domains \['nope'\]"):
+        gettext_pairs("en-de", locale_dir, domains=["nope"])
+    # 61 pairs cannot fill a 0.1% held-out split: an error, not an empty evaluation set
+    with pytest.raises(ValueError, match=r"splits \['validation'\] are empty \(61 pairs\)"):
+        register_gettext_task("gt_empty", "en-de", "unused.model", locale_dir=locale_dir,
+                              heldout={"validation": 0.001})
+    with pytest.raises(ValueError, match="sum below 1"):
+        register_gettext_task("gt_bad", "en-de", "unused.model", locale_dir=locale_dir,
+                              heldout={"validation": 0.6, "test": 0.5})

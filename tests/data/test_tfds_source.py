@@ -81,3 +81,11 @@ def test_errors_for_missing_keys_splits_and_unprepared(prepared, vocab, tmp_path
                            splits={"test": "test"})
     with pytest.raises(FileNotFoundError, match="not prepared"):
         register_tfds_task("x3", "mnmt_tiny_translate", "en-de", vocab, data_dir=str(tmp_path))
+
+
+def test_an_empty_split_is_an_error(prepared, vocab):
+    from mnmt.data.tfds_source import register_tfds_task
+
+    with pytest.raises(ValueError, match=r"split 'train\[:0\]' is empty"):
+        register_tfds_task("x4", "mnmt_tiny_translate", "en-de", vocab, data_dir=prepared,
+                           splits={"train": "train[:0]"})
