@@ -63,6 +63,33 @@ def test_cli_json(capsys):
         zoo.main(["--size", "mini-42"])
 
 
+@pytest.mark.parametrize("family", zoo.FAMILIES)
+def test_cli_json_every_family(capsys, family):
+    """`mnmt-zoo --family F --json`: one record per size with total, embedding, non_embedding,
+    encoder and decoder, equal to `param_counts` of that size, and consistent with each other."""
+    assert zoo.main(["--family", family, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in rows] == zoo.sizes(family) and rows
+    for r in rows:
+        c = zoo.get_config(r["name"])
+        assert {k: r[k] for k in ("total", "embedding", "non_embedding", "encoder", "decoder")} \
+            == accounting.param_counts(c).to_dict()
+        assert r["total"] == r["embedding"] + r["non_embedding"] > 0
+        assert r["non_embedding"] == r["encoder"] + r["decoder"]
+        assert (r["encoder"] == 0) == c.is_decoder_only and r["decoder"] > 0
+        assert (r["emb_dim"], r["num_heads"], r["head_dim"], r["mlp_dim"], r["vocab_size"]) == (
+            c.emb_dim, c.num_heads, c.head_dim, c.mlp_dim, c.vocab_size)
+    if family == "caillaut":   # Table 3 shapes and the padded 100,352 vocabulary
+        assert [(r["num_decoder_layers"], r["emb_dim"], r["num_heads"]) for r in rows] == [
+            (6, 512, 8), (12, 768, 16), (24, 1024, 16), (16, 1536, 16), (16, 2048, 8),
+            (32, 4096, 32)]
+        assert {r["vocab_size"] for r in rows} == {100_352}
+    assert zoo.main(["--family", family, "--json", "--vocab_size", "1000"]) == 0
+    small = json.loads(capsys.readouterr().out)
+    assert {r["vocab_size"] for r in small} == {1000}
+    assert [r["non_embedding"] for r in small] == [r["non_embedding"] for r in rows]
+
+
 def test_gin_files_in_sync():
     gin_dir = REPO / "t5x_configs" / "models"
     for size in zoo.GIN_SIZES:
