@@ -8,8 +8,9 @@ Beam search keeps `beam_size` live hypotheses and `beam_size` finished ones per 
 a finished hypothesis of n tokens (EOS included) by log p / lp(n) with the GNMT length penalty
 lp(n) = ((5 + n) / 6) ** alpha (Wu et al. 2016; Ghorbani 2021 App. F uses beam 4, alpha 1.0).
 It stops early when no live hypothesis can still beat the worst finished one. A hypothesis that
-ends (EOS) is kept only when it ranks among the step's top `beam_size` candidates, so beam 1 is
-exactly greedy search; with beam_size ≥ V^L the search is exhaustive.
+ends (EOS) is kept only when it ranks among the step's top `beam_size` candidates, so beam 1 with
+alpha = 0 is exactly greedy search (with alpha > 0 a longer hypothesis may still outscore the
+greedy one after length normalisation); with beam_size ≥ V^L the search is exhaustive.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ NEG_INF = -1.0e7
 
 
 def length_penalty(length: Array | int, alpha: float) -> Array:
-    """GNMT length penalty ((5 + n) / 6) ** alpha."""
+    """GNMT length penalty ((5 + n) / 6) ** alpha (Wu et al. 2016 §7; Ghorbani 2021 App. F
+    decodes with alpha = 1.0)."""
     return jnp.power((5.0 + jnp.asarray(length, jnp.float32)) / 6.0, alpha)
 
 

@@ -118,6 +118,7 @@ def batch_sharding(mesh: Mesh, batch: Mapping[str, Any] | None = None,
 
 
 def replicated(mesh: Mesh) -> NamedSharding:
+    """A sharding that places a full copy on every device of the mesh."""
     return NamedSharding(mesh, PartitionSpec())
 
 

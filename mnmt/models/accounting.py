@@ -22,6 +22,7 @@ class ParamCounts(NamedTuple):
     decoder: int
 
     def to_dict(self) -> dict[str, int]:
+        """{total, embedding, non_embedding, encoder, decoder} (the `mnmt-zoo --json` keys)."""
         return dict(self._asdict())
 
 

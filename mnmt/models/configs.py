@@ -77,6 +77,7 @@ class T5Config:
 
     @property
     def is_decoder_only(self) -> bool:
+        """True for Caillaut-style decoder-only MT (§3.3), no encoder."""
         return self.architecture == "decoder_only"
 
     def replace(self, **changes: Any) -> T5Config:
@@ -84,12 +85,14 @@ class T5Config:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-able field dict (run.json's model config)."""
         d = dataclasses.asdict(self)
         d["mlp_activations"] = list(self.mlp_activations)
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> T5Config:
+        """Inverse of `to_dict`; unknown fields are an error naming them."""
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:

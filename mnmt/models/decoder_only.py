@@ -126,14 +126,17 @@ class DecoderOnlyModel:
                 raise ValueError(f"batch[{k!r}] must be [batch, length], got {np.shape(batch[k])}")
 
     def init_boxed(self, rng: Array, batch: Batch) -> Any:
+        """Params with their `nn.LogicalPartitioned` boxes (logical axis metadata)."""
         self._check(batch)
         x = jnp.zeros(np.shape(batch["decoder_input_tokens"]), jnp.int32)
         return self.module.init(rng, x, x)["params"]
 
     def init_params(self, rng: Array, batch: Batch) -> Any:
+        """float32 parameter tree (unboxed)."""
         return nn.unbox(self.init_boxed(rng, batch))
 
     def params_logical_axes(self, batch: Batch | None = None) -> Any:
+        """Tree of `PartitionSpec`s of logical axis names, same structure as the params."""
         if batch is None:
             batch = {k: np.zeros((1, 8), np.int32)
                      for k in ("decoder_input_tokens", "decoder_target_tokens")}
@@ -141,6 +144,8 @@ class DecoderOnlyModel:
         return nn.get_partition_spec(boxed)
 
     def apply(self, params: Any, batch: Batch, dropout_rng: Array | None = None) -> Array:
+        """Teacher-forced logits [batch, length, vocab]; packed rows need decoder_segment_ids
+        (no attention across pairs, Caillaut §3.3.1 without the separator issue)."""
         self._check(batch)
         rngs = {"dropout": dropout_rng} if dropout_rng is not None else None
         return self.module.apply(
@@ -159,6 +164,7 @@ class DecoderOnlyModel:
                              label_smoothing=label_smoothing, z_loss=z_loss)
 
     def score_batch(self, params: Any, batch: Batch) -> tuple[Array, Array]:
+        """Teacher-forced (Σ −log p over target tokens, #target tokens) per row (§3.4)."""
         logits = self.apply(params, batch, None)
         w = jnp.asarray(batch["decoder_loss_weights"], jnp.float32)
         _, nll, _ = cross_entropy_terms(logits, jnp.asarray(batch["decoder_target_tokens"]))
@@ -173,7 +179,8 @@ class DecoderOnlyModel:
         shapes = jax.eval_shape(init)
         return jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
 
-    def step_fn(self, params: Any):
+    def step_fn(self, params: Any) -> decoding.StepFn:
+        """The `tokens_to_logits(ids, cache)` closure used by `mnmt.decoding`."""
         def tokens_to_logits(ids: Array, cache: Any) -> tuple[Array, Any]:
             logits, mutated = self.module.apply({"params": params, "cache": cache}, ids,
                                                 decode=True, mutable=["cache"])

@@ -27,6 +27,7 @@ REQUIRED = ("encoder_input_tokens", "decoder_input_tokens", "decoder_target_toke
 
 
 def check_batch(batch: Batch, required: tuple[str, ...] = REQUIRED) -> None:
+    """Raise KeyError naming any missing T5X feature, ValueError for a non-[batch, length] one."""
     missing = [k for k in required if k not in batch]
     if missing:
         raise KeyError(f"batch is missing feature(s) {missing}; got {sorted(batch)} "
@@ -37,6 +38,7 @@ def check_batch(batch: Batch, required: tuple[str, ...] = REQUIRED) -> None:
 
 
 def loss_weights(batch: Batch) -> Array:
+    """`decoder_loss_weights` as float32, else 1 on non-padding targets (targets > 0)."""
     if "decoder_loss_weights" in batch:
         return jnp.asarray(batch["decoder_loss_weights"], jnp.float32)
     return (jnp.asarray(batch["decoder_target_tokens"]) > 0).astype(jnp.float32)
@@ -92,6 +94,7 @@ class EncoderDecoderModel:
 
     # ---------------------------------------------------------------- forward
     def apply(self, params: Any, batch: Batch, dropout_rng: Array | None = None) -> Array:
+        """Teacher-forced logits [batch, target_len, vocab] (dropout on iff dropout_rng)."""
         check_batch(batch)
         rngs = {"dropout": dropout_rng} if dropout_rng is not None else None
         return self.module.apply(
@@ -124,7 +127,8 @@ class EncoderDecoderModel:
         shapes = jax.eval_shape(init)
         return jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
 
-    def step_fn(self, params: Any, encoded: Array, encoder_input_tokens: Array):
+    def step_fn(self, params: Any, encoded: Array, encoder_input_tokens: Array
+                ) -> decoding.StepFn:
         """The `tokens_to_logits(ids, cache)` closure used by `mnmt.decoding`."""
 
         def tokens_to_logits(ids: Array, cache: Any) -> tuple[Array, Any]:

@@ -24,7 +24,7 @@ NEG_INF = -1e10
 Array = jax.Array
 
 
-def kernel_init(in_axis, out_axis) -> Callable:
+def kernel_init(in_axis: int | tuple[int, ...], out_axis: int | tuple[int, ...]) -> Callable:
     """T5X's default kernel init: variance_scaling(1.0, 'fan_in', 'truncated_normal')."""
     return jax.nn.initializers.variance_scaling(
         1.0, "fan_in", "truncated_normal", in_axis=in_axis, out_axis=out_axis)
@@ -42,6 +42,7 @@ def matmul_last(x: Array, w: Array) -> Array:
 
 
 def activation_fn(name: str) -> Callable[[Array], Array]:
+    """MLP activation by T5X name: linear, gelu (tanh approximation), gelu_exact, relu, …."""
     if name == "linear":
         return lambda x: x
     if name == "gelu":  # tanh approximation, as T5X's nn.gelu

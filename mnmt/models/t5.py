@@ -191,6 +191,7 @@ class EncoderDecoderTransformer(nn.Module):
 
     def encode(self, encoder_input_tokens: Array, encoder_segment_ids: Array | None = None,
                deterministic: bool = True) -> Array:
+        """Encoder output [batch, input_len, emb] (final RMSNorm applied)."""
         return self.encoder(encoder_input_tokens, encoder_segment_ids, deterministic)
 
     def decode(self, encoded: Array, encoder_input_tokens: Array, decoder_input_tokens: Array,
@@ -198,6 +199,7 @@ class EncoderDecoderTransformer(nn.Module):
                encoder_segment_ids: Array | None = None,
                decoder_segment_ids: Array | None = None, *, deterministic: bool = True,
                decode: bool = False) -> Array:
+        """Decoder logits [batch, len, vocab]; `decode=True` runs one step with the KV cache."""
         target_mask = None if decoder_target_tokens is None else decoder_target_tokens > 0
         return self.decoder(decoder_input_tokens, encoded, encoder_input_tokens > 0,
                             decoder_segment_ids, encoder_segment_ids,

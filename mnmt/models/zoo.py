@@ -219,6 +219,7 @@ def write_gin_files(out_dir: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`mnmt-zoo`: list sizes with their parameter counts, or write the gin files."""
     p = argparse.ArgumentParser(prog="mnmt-zoo", description="List model sizes and their "
                                 "parameter counts (total, embedding, non_embedding, encoder, "
                                 "decoder; embedding = input tables + output projection).")
