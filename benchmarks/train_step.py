@@ -41,6 +41,14 @@ def _batch_numpy(batch: int, src: int, tgt: int, vocab: int, seed: int = 0):
             "decoder_loss_weights": np.ones((batch, tgt), np.float32)}
 
 
+def _usable_cpus() -> int:
+    """CPUs this process may run on (honours taskset / cgroup affinity, like XLA's pool)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
@@ -116,7 +124,7 @@ def side_hf(args) -> dict:
     from transformers.optimization import Adafactor
 
     torch.manual_seed(0)
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(_usable_cpus())  # as XLA: the CPUs this process may run on
     cfg = T5Config(vocab_size=REF["vocab"], d_model=REF["d_model"], d_kv=REF["head_dim"],
                    d_ff=REF["d_ff"], num_layers=REF["layers"], num_decoder_layers=REF["layers"],
                    num_heads=REF["heads"], feed_forward_proj="gated-gelu", dropout_rate=0.0,
@@ -152,6 +160,17 @@ def side_hf(args) -> dict:
     return {"sec_per_step": sec, "peak_rss_mb": _peak_rss_mb(), "params_total": int(n),
             "loss": last["loss"], "torch": torch.__version__,
             "transformers": transformers.__version__}
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown cpu"
 
 
 def measure_peak(n: int = 2048, repeats: int = 8) -> float:
@@ -218,7 +237,8 @@ def main(argv=None) -> int:
     # share of it that other processes left us at one moment.
     peak = max(o["matmul_peak_flops"] for o in ours + list(zoo_runs.values()))
     result = {
-        "machine": f"{platform.machine()} {os.cpu_count()} cpus, {platform.platform()}",
+        "machine": f"{platform.machine()} {_usable_cpus()} usable cpus of {os.cpu_count()}, "
+                   f"{_cpu_model()}, {platform.platform()}",
         "config": dict(REF, batch=args.batch, src_len=args.src_len, tgt_len=args.tgt_len),
         "tokens_per_step": tokens,
         "ours_tokens_per_s": tokens / best_ours["sec_per_step"],
