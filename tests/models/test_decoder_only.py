@@ -164,3 +164,27 @@ def test_prefix_lm_attention_is_bidirectional_only_inside_the_prompt(setup):
     changed["decoder_input_tokens"][0, 7] = 9                  # a target-side input
     got2 = np.asarray(apply(params, {**changed, "decoder_causal_attention": prefix}))[0]
     np.testing.assert_allclose(got2[:7], got[:7], atol=1e-6)
+
+
+def test_bfloat16_activations(setup):
+    """dtype='bfloat16' (Caillaut trained in bfloat16, §3.5): float32 parameters, bfloat16
+    logits, loss close to float32, and packed pairs stay isolated in bfloat16 too."""
+    model, params, _ = setup
+    m16 = DecoderOnlyModel(CFG.replace(dtype="bfloat16"))
+    x = {"decoder_input_tokens": np.zeros((1, 8), np.int32),
+         "decoder_target_tokens": np.zeros((1, 8), np.int32)}
+    p16 = jax.eval_shape(lambda: m16.init_params(jax.random.PRNGKey(0), x))
+    assert all(leaf.dtype == jnp.float32 for leaf in jax.tree_util.tree_leaves(p16))
+    a = format_pair([10, 11, 12], [20, 21], sep_id=SEP, tgt_lang_id=DE, eos_id=EOS)
+    a2 = format_pair([18, 19, 12], [20, 21], sep_id=SEP, tgt_lang_id=DE, eos_id=EOS)
+    b = format_pair([13, 14], [22], sep_id=SEP, tgt_lang_id=DE, eos_id=EOS)
+    n, total = len(a[0]), len(a[0]) + len(b[0])
+    batch = pack_examples([a, b], total)
+    apply16 = jax.jit(m16.apply)
+    logits = apply16(params, batch)
+    assert logits.dtype == jnp.bfloat16
+    l32 = float(model.loss_fn(params, batch, None)[0])
+    l16 = float(m16.loss_fn(params, batch, None)[0])
+    assert abs(l16 - l32) < 0.05 * l32
+    other = np.asarray(apply16(params, pack_examples([a2, b], total)), np.float32)[0]
+    np.testing.assert_array_equal(other[n:], np.asarray(logits, np.float32)[0, n:])
