@@ -56,3 +56,15 @@ def test_too_few_points_and_bad_weights():
     bad.loc[3, "weight"] = 1.5
     with pytest.raises(FitError, match=r"'weight', row 3"):
         fit_joint_law(bad)
+
+
+def test_backtest_warns_only_when_largest_size_breaks_the_trend():
+    df = make_final_table(noise=0.0)
+    ok = fit_joint_law(df, uncertainty=None)
+    assert not any("backtest" in w for w in ok.warnings)
+    bad = df.copy()
+    top = (bad.n == bad.n.max()) & (bad.pair == "en-de") & (bad.weight == 0.3)
+    bad.loc[top, "value"] += 0.2  # one weight's largest model is far off the trend
+    fit = fit_joint_law(bad, uncertainty=None)
+    assert any("en-de" in w and "backtest" in w for w in fit.warnings)
+    assert not any("en-zh" in w and "backtest" in w for w in fit.warnings)
