@@ -109,5 +109,5 @@ def test_rerun_skips_finished_runs_and_keeps_metrics(ci_study):
     before = {p: p.read_bytes() for p in (out / "runs").glob("*/metrics.jsonl")}
     proc = subprocess.run(study_cmd(out), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert proc.stderr.count("skipped") == 4
+    assert proc.stderr.count("skipped (finished earlier)") == 4
     assert {p: p.read_bytes() for p in before} == before
