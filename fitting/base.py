@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -40,7 +41,7 @@ class FitError(ValueError):
         self.source = source
 
 
-def register_law(name: str):
+def register_law(name: str) -> Callable[[type[FitResult]], type[FitResult]]:
     """Class decorator: register a FitResult subclass under ``name`` (and set ``cls.LAW``)."""
 
     def deco(cls: type[FitResult]) -> type[FitResult]:

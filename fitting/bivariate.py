@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fitting.base import FitError, FitResult, register_law
 from fitting.engine import goodness_of_fit, varpro_fit
@@ -50,17 +51,18 @@ class BivariateLawFit(FitResult):
         return q["alpha"] * (self.n_e_bar / ne) ** q["p_e"] * (self.n_d_bar / nd) ** q["p_d"] + q[
             "l_inf"]
 
-    def predict(self, n_enc, n_dec) -> np.ndarray:
+    def predict(self, n_enc: ArrayLike, n_dec: ArrayLike) -> np.ndarray:
         """Loss at encoder/decoder non-embedding sizes (eq. 2)."""
         return self._pred(self.params, n_enc, n_dec)
 
-    def band(self, n_enc, n_dec, level: float = 0.95):
+    def band(self, n_enc: ArrayLike, n_dec: ArrayLike,
+             level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         """Percentile band of :meth:`predict` over the uncertainty samples."""
         if not self.samples:
             raise FitError("this fit has no uncertainty samples")
         return band_from_samples(lambda q: self._pred(q, n_enc, n_dec), self.samples, level)
 
-    def optimal_allocation(self, budget) -> tuple[np.ndarray, np.ndarray]:
+    def optimal_allocation(self, budget: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """(N_e*, N_d*) for a total budget B (eq. 3)."""
         pe, pd = self.params["p_e"], self.params["p_d"]
         b = np.asarray(budget, dtype=np.float64)
@@ -76,13 +78,13 @@ class BivariateLawFit(FitResult):
         pe, pd, s = q["p_e"], q["p_d"], q["p_e"] + q["p_d"]
         return q["alpha"] * (self.n_e_bar * s / pe) ** pe * (self.n_d_bar * s / pd) ** pd
 
-    def optimal_law(self, budget) -> np.ndarray:
+    def optimal_law(self, budget: ArrayLike) -> np.ndarray:
         """L_opt(B) = α*·B^−(p_e+p_d) + L∞ (eq. 4)."""
         q = self.params
         return self.alpha_star() * np.asarray(budget, dtype=np.float64) ** -(q["p_e"] + q["p_d"]) + q[
             "l_inf"]
 
-    def alpha_sharp(self, decoder_fraction) -> np.ndarray:
+    def alpha_sharp(self, decoder_fraction: ArrayLike) -> np.ndarray:
         """α# for a fixed decoder fraction r = N_d/B (proportional scaling)."""
         q = self.params
         r = np.asarray(decoder_fraction, dtype=np.float64)
@@ -91,11 +93,11 @@ class BivariateLawFit(FitResult):
         return (q["alpha"] * self.n_e_bar ** q["p_e"] * self.n_d_bar ** q["p_d"]
                 * (1 - r) ** -q["p_e"] * r ** -q["p_d"])
 
-    def penalty(self, decoder_fraction) -> np.ndarray:
+    def penalty(self, decoder_fraction: ArrayLike) -> np.ndarray:
         """Multiplicative penalty α#/α* ≥ 1 of a fixed N_d/N ratio (Ghorbani Fig. 6 left)."""
         return self.alpha_sharp(decoder_fraction) / self.alpha_star()
 
-    def additive_penalty(self, decoder_fraction, budget: float) -> np.ndarray:
+    def additive_penalty(self, decoder_fraction: ArrayLike, budget: float) -> np.ndarray:
         """L̂ − L̂_opt at budget B for a fixed decoder fraction (Ghorbani Fig. 6 right)."""
         s = self.params["p_e"] + self.params["p_d"]
         return (self.alpha_sharp(decoder_fraction) - self.alpha_star()) * float(budget) ** -s

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from fitting.base import FitError, FitResult, register_law
 from fitting.engine import goodness_of_fit, varpro_fit
@@ -33,14 +34,14 @@ __all__ = ["MultilingualLawFit", "fit_multilingual_law", "f_hat_eq12", "f_hat_eq
 _ALPHA_STARTS = np.geomspace(0.05, 1.5, 8)
 
 
-def f_hat_eq12(p, c1: float, c2: float, c3: float) -> np.ndarray:
+def f_hat_eq12(p: ArrayLike, c1: float, c2: float, c3: float) -> np.ndarray:
     """f̂(p) = p + c1·p^c2·(1−p)^c3 (Fernandes eq. 12); f̂(1) = 1, f̂(0) = 0."""
     p = np.asarray(p, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         return p + c1 * np.power(p, c2) * np.power(np.clip(1.0 - p, 0.0, None), c3)
 
 
-def f_hat_eq13(p, c1: float) -> np.ndarray:
+def f_hat_eq13(p: ArrayLike, c1: float) -> np.ndarray:
     """f̂(p) = c1·(p − 1) + 1 (Fernandes eq. 13, the linear approximation)."""
     return c1 * (np.asarray(p, dtype=np.float64) - 1.0) + 1.0
 
@@ -81,7 +82,7 @@ class MultilingualLawFit(FitResult):
             raise FitError(f"pair {pair!r} was not fitted; fitted pairs: {pairs}", column="pair")
         return pair
 
-    def f_hat(self, p, pair: str | None = None, params: dict | None = None) -> np.ndarray:
+    def f_hat(self, p: ArrayLike, pair: str | None = None, params: dict | None = None) -> np.ndarray:
         """f̂_i(p) of eq. 12 or eq. 13 for this pair."""
         pair = self._pair(pair)
         q = self.params if params is None else params
@@ -96,18 +97,19 @@ class MultilingualLawFit(FitResult):
             out = q[_k("beta1", pair)] * np.power(f * n, -q[_k("alpha", pair)]) + q[_k("l_inf", pair)]
         return np.where(p > 0, out, np.inf)
 
-    def predict(self, n, p, pair: str | None = None) -> np.ndarray:
+    def predict(self, n: ArrayLike, p: ArrayLike, pair: str | None = None) -> np.ndarray:
         """L_i(N; p) of eq. 11 for any weight p ∈ (0, 1] and size N (inf at p = 0)."""
         return self._predict(self.params, n, p, self._pair(pair))
 
-    def band(self, n, p, pair: str | None = None, level: float = 0.95):
+    def band(self, n: ArrayLike, p: ArrayLike, pair: str | None = None,
+             level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         """Percentile band of :meth:`predict` over the uncertainty samples."""
         pair = self._pair(pair)
         if not self.samples:
             raise FitError("this fit has no uncertainty samples")
         return band_from_samples(lambda q: self._predict(q, n, p, pair), self.samples, level)
 
-    def predict_samples(self, n, p, pair: str | None = None) -> np.ndarray:
+    def predict_samples(self, n: ArrayLike, p: ArrayLike, pair: str | None = None) -> np.ndarray:
         """Predictions on every uncertainty sample (rows), for custom bands."""
         pair = self._pair(pair)
         if not self.samples:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from fitting.base import FitError, FitResult, register_law
 from fitting.engine import goodness_of_fit, varpro_fit
@@ -102,12 +103,13 @@ class JointLawFit(FitResult):
             ]
         return out
 
-    def predict(self, n, p, pair: str | None = None) -> np.ndarray:
+    def predict(self, n: ArrayLike, p: ArrayLike, pair: str | None = None) -> np.ndarray:
         """L_i(N; p) of eq. 7 for a fitted weight p."""
         pair = self._pair(pair)
         return self._predict(self.params, n, p, pair)
 
-    def band(self, n, p, pair: str | None = None, level: float = 0.95):
+    def band(self, n: ArrayLike, p: ArrayLike, pair: str | None = None,
+             level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         """Percentile band of :meth:`predict` over the uncertainty samples."""
         pair = self._pair(pair)
         if not self.samples:
@@ -124,11 +126,11 @@ class JointLawFit(FitResult):
             raise FitError(f"pair {pair!r} was not fitted; fitted pairs: {pairs}", column="pair")
         return pair
 
-    def effective_params(self, n, p, pair: str | None = None) -> np.ndarray:
+    def effective_params(self, n: ArrayLike, p: ArrayLike, pair: str | None = None) -> np.ndarray:
         """N_eff^(i,p) = (β_{1,i}/β_{p,i})^(1/α_i)·N (Fernandes eq. 9)."""
         return self.fraction(p, pair) * np.asarray(n, dtype=np.float64)
 
-    def fraction(self, p, pair: str | None = None, params: dict | None = None) -> np.ndarray:
+    def fraction(self, p: ArrayLike, pair: str | None = None, params: dict | None = None) -> np.ndarray:
         """f_i(p) = (β_{1,i}/β_{p,i})^(1/α_i) (Fernandes eq. 10); needs p = 1 among the weights."""
         pair = self._pair(pair)
         params = self.params if params is None else params

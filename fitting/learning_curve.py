@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from fitting.base import FitError, FitResult, register_law
 from fitting.power import as_positive_array, fit_power_law, power_law
@@ -35,7 +36,7 @@ class LearningCurveFit(FitResult):
     last_loss: float = float("nan")
     dropped_early: int = 0
 
-    def predict(self, step) -> np.ndarray:
+    def predict(self, step: ArrayLike) -> np.ndarray:
         """Extrapolated loss at training step(s) ``step``."""
         p = self.params
         return power_law(np.asarray(step, dtype=np.float64), p["alpha"], p["beta"], p["l_inf"])

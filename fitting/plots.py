@@ -14,9 +14,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # annotations only: matplotlib is imported lazily
+    from matplotlib.figure import Figure
 
 __all__ = [
     "new_figure",
@@ -33,7 +37,8 @@ __all__ = [
 ]
 
 
-def new_figure(ncols: int = 1, nrows: int = 1, size: tuple[float, float] = (4.2, 3.4)):
+def new_figure(ncols: int = 1, nrows: int = 1,
+               size: tuple[float, float] = (4.2, 3.4)) -> tuple[Figure, np.ndarray]:
     """A pyplot-free Figure with a grid of axes (safe in headless processes and threads)."""
     from matplotlib.figure import Figure
 
@@ -45,7 +50,7 @@ def new_figure(ncols: int = 1, nrows: int = 1, size: tuple[float, float] = (4.2,
     return fig, axes
 
 
-def save(fig, path: str, dpi: int = 110) -> str:
+def save(fig: Figure, path: str, dpi: int = 110) -> str:
     """Save a figure as PNG (directories created); returns the path."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=dpi)
@@ -60,7 +65,7 @@ def _cmap(values: Sequence[float]):
 
 
 def plot_power_fits(data: Mapping[str, Mapping[float, tuple]], fits: Mapping[str, Mapping], *,
-                    x_label: str = "non-embedding parameters N", title: str = ""):
+                    x_label: str = "non-embedding parameters N", title: str = "") -> Figure:
     """One panel per pair: points per weight p, fitted β N^−α + L∞ per weight (Fernandes Fig. 2).
 
     ``data[pair][p] = (n, loss)``; ``fits[pair][p]`` = a PowerLawFit or None.
@@ -87,7 +92,7 @@ def plot_power_fits(data: Mapping[str, Mapping[float, tuple]], fits: Mapping[str
 
 
 def plot_reducible(data: Mapping[str, Mapping[float, tuple]], l_inf: Mapping[str, float], *,
-                   curves: Mapping[str, Mapping[float, callable]] | None = None):
+                   curves: Mapping[str, Mapping[float, callable]] | None = None) -> Figure:
     """log-log plot of L − L∞ per weight, L∞ from the joint law (Fernandes Fig. 3)."""
     pairs = list(data)
     fig, axes = new_figure(ncols=max(1, len(pairs)))
@@ -113,7 +118,7 @@ def plot_reducible(data: Mapping[str, Mapping[float, tuple]], l_inf: Mapping[str
 
 
 def plot_coefficients(coefs: Mapping[str, Mapping[float, tuple[dict, dict | None]]],
-                      joint: Mapping[str, dict] | None = None):
+                      joint: Mapping[str, dict] | None = None) -> Figure:
     """α, β, L∞ per weight with ±1 sd bands; dashed: the joint-law values (Fernandes Fig. 4).
 
     ``coefs[pair][p] = (params, stderr)``; ``joint[pair] = {"alpha":…, "l_inf":…}``.
@@ -140,7 +145,9 @@ def plot_coefficients(coefs: Mapping[str, Mapping[float, tuple[dict, dict | None
     return fig
 
 
-def plot_joint(data, predict, pairs: Sequence[str]):
+def plot_joint(data: Mapping[str, Mapping[float, tuple]],
+               predict: Callable[[str, float, np.ndarray], np.ndarray],
+               pairs: Sequence[str]) -> Figure:
     """Data against the joint law eq. 7 per weight (Fernandes Fig. 5).
 
     ``predict(pair, p, n_grid)`` returns the law's loss.
@@ -165,7 +172,7 @@ def plot_joint(data, predict, pairs: Sequence[str]):
 
 
 def plot_fraction(points: Mapping[str, Mapping[float, tuple[float, float]]],
-                  curves: Mapping[str, callable] | None = None):
+                  curves: Mapping[str, callable] | None = None) -> Figure:
     """Effective fraction f_i(p) (eq. 10) with error bars; f̂ (eq. 12/13) as a dashed line."""
     fig, axes = new_figure()
     ax = axes[0][0]
@@ -188,7 +195,7 @@ def plot_fraction(points: Mapping[str, Mapping[float, tuple[float, float]]],
 
 def plot_frontier(frontiers: Mapping[float, tuple[np.ndarray, np.ndarray]], pairs: Sequence[str], *,
                   observed: Mapping[float, tuple[np.ndarray, np.ndarray]] | None = None,
-                  bands: Mapping[float, tuple] | None = None, metric: str = "loss"):
+                  bands: Mapping[float, tuple] | None = None, metric: str = "loss") -> Figure:
     """Trade-off frontier L_1 vs L_2 per model size (Fernandes Fig. 7 right; Fig. 8 in ChrF)."""
     from matplotlib import colormaps
 
@@ -214,7 +221,7 @@ def plot_frontier(frontiers: Mapping[float, tuple[np.ndarray, np.ndarray]], pair
 
 
 def plot_learning_curves(curves: Mapping[str, tuple[np.ndarray, np.ndarray]],
-                         fits: Mapping[str, callable] | None = None, title: str = ""):
+                         fits: Mapping[str, callable] | None = None, title: str = "") -> Figure:
     """Loss against training step per run (log-log), with extrapolated curves (App. G)."""
     fig, axes = new_figure(size=(5.0, 3.6))
     ax = axes[0][0]
@@ -237,7 +244,7 @@ def plot_learning_curves(curves: Mapping[str, tuple[np.ndarray, np.ndarray]],
 
 
 def plot_allocation_penalty(ratios: np.ndarray, penalties: Mapping[str, np.ndarray],
-                            optimum: Mapping[str, float] | None = None):
+                            optimum: Mapping[str, float] | None = None) -> Figure:
     """α#/α* against the decoder fraction N_d/N (Ghorbani Fig. 6 left)."""
     fig, axes = new_figure()
     ax = axes[0][0]
@@ -253,7 +260,7 @@ def plot_allocation_penalty(ratios: np.ndarray, penalties: Mapping[str, np.ndarr
 
 
 def plot_frontier_kpair(values: np.ndarray, pareto: np.ndarray, pairs: Sequence[str], *,
-                        metric: str = "loss", title: str = ""):
+                        metric: str = "loss", title: str = "") -> Figure:
     """K-pair trade-off at one size: Pareto-efficient weightings in the (pair 1, pair 2) plane,
     coloured by pair 3 (grey: dominated weightings)."""
     fig, axes = new_figure(size=(5.0, 3.8))

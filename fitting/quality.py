@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from fitting.base import FitError, FitResult, register_law
 from fitting.engine import goodness_of_fit, robust_fit
@@ -34,7 +35,7 @@ class QualityLawFit(FitResult):
     form: str = "power"
     metric: str = "bleu"
 
-    def predict(self, loss) -> np.ndarray:
+    def predict(self, loss: ArrayLike) -> np.ndarray:
         """Metric value at cross-entropy ``loss``."""
         L = np.asarray(loss, dtype=np.float64)
         q = self.params
@@ -42,7 +43,7 @@ class QualityLawFit(FitResult):
             return q["c"] * np.power(L, -q["p"])
         return q["a"] + q["b"] * L
 
-    def inverse(self, value) -> np.ndarray:
+    def inverse(self, value: ArrayLike) -> np.ndarray:
         """Loss needed to reach a metric value."""
         v = np.asarray(value, dtype=np.float64)
         q = self.params

@@ -6,12 +6,17 @@ Split out of :mod:`fitting.report`; called by :func:`fitting.report.write_report
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from fitting.base import FitError
 from fitting.effective import fit_multilingual_law
 from fitting.frontier import frontier_2pair, frontier_kpair, recommend
+
+if TYPE_CHECKING:  # annotations only (fitting.report imports this module)
+    from fitting.report import Report, _Doc
 
 __all__ = ["frontier_section"]
 
@@ -32,8 +37,11 @@ def _observed_pairs(fin: pd.DataFrame, pairs: list[str]) -> dict[float, tuple]:
     return out
 
 
-def frontier_section(doc, rep, fin, data, target_sizes, preferences, out_dir, uncertainty,
-                     n_refits, seed) -> None:
+def frontier_section(doc: _Doc, rep: Report, fin: pd.DataFrame,
+                     data: Mapping[str, Mapping[float, tuple]],
+                     target_sizes: Sequence[float] | None,
+                     preferences: Mapping[str, float] | None, out_dir: str,
+                     uncertainty: str | None, n_refits: int, seed: int) -> None:
     """Fit eq. 11 (eq. 12 f̂, falling back to eq. 13), draw the frontier, recommend weights."""
     from fitting import plots
     from fitting.report import _fmt
@@ -132,7 +140,7 @@ def frontier_section(doc, rep, fin, data, target_sizes, preferences, out_dir, un
             rep.skipped["figures (frontier)"] = f"{type(e).__name__}: {e}"
 
 
-def quality_section(doc, rep, table: pd.DataFrame, eval_set: str, out_dir: str) -> None:
+def quality_section(doc: _Doc, rep: Report, table: pd.DataFrame, eval_set: str, out_dir: str) -> None:
     """Quality laws (Ghorbani eq. 5; Fernandes Fig. 8) and the frontier in ChrF/BLEU."""
     from fitting import plots
     from fitting.quality import fit_quality_law, quality_points
@@ -179,7 +187,7 @@ def quality_section(doc, rep, table: pd.DataFrame, eval_set: str, out_dir: str) 
                 rep.skipped[f"frontier {m}"] = f"{type(e).__name__}: {e}"
 
 
-def bivariate_section(doc, rep, fin: pd.DataFrame, out_dir: str) -> None:
+def bivariate_section(doc: _Doc, rep: Report, fin: pd.DataFrame, out_dir: str) -> None:
     """Ghorbani eq. 2 and the Fig. 6 penalty, when encoder and decoder sizes vary independently."""
     import numpy as np
 
