@@ -3,9 +3,17 @@
 Per token: ce = −Σ_v q_v log softmax(z)_v with q the (optionally smoothed) target distribution,
 minus the entropy of q so a perfect prediction scores 0; z-loss = z_loss · log(Σ_v e^{z_v})²
 (PaLM/T5X auxiliary loss that keeps the softmax normaliser near 1).
+
+The gradient with respect to the logits is written out by hand (a `jax.custom_vjp`): one fused
+pass softmax(z)·c − onehot·a − b/V over the [tokens, vocab] logits, instead of the autodiff graph
+(softmax gradient, a scatter of the target gradient into a zeroed [tokens, vocab] array, and the
+sums of both). Same values as autodiff to float32 rounding (tests/models/test_losses.py); the
+vocabulary-sized work of a training step is the largest non-matmul cost on CPU.
 """
 
 from __future__ import annotations
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -14,26 +22,71 @@ import numpy as np
 Array = jax.Array
 
 
+def _smoothing_constants(vocab: int, label_smoothing: float) -> tuple[float, float, float]:
+    """(a, b, normaliser): loss = a·nll + b·(log Z − mean logit) − normaliser.
+
+    With smoothing ε the target distribution is 1 − ε on the target and ε/(V − 1) elsewhere, so
+    −Σ q log p = (1 − ε − ε/(V−1))·nll + ε/(V−1)·V·(log Z − mean logit); the normaliser is its
+    entropy, so that predicting q exactly scores 0.
+    """
+    if label_smoothing <= 0.0:
+        return 1.0, 0.0, 0.0
+    confidence = 1.0 - label_smoothing
+    low = label_smoothing / (vocab - 1)
+    normalizer = -(confidence * np.log(confidence) + (vocab - 1) * low * np.log(low + 1e-20))
+    return confidence - low, low * vocab, float(normalizer)
+
+
+@functools.cache
+def _fused_terms(label_smoothing: float, z_loss: float):
+    """custom_vjp function (logits f32 [..., V], targets int [...]) -> (loss, nll, zterm)."""
+
+    def forward(logits, targets):
+        vocab = logits.shape[-1]
+        a, b, normalizer = _smoothing_constants(vocab, label_smoothing)
+        log_z = jax.nn.logsumexp(logits, axis=-1)
+        onehot = jnp.arange(vocab, dtype=jnp.int32) == targets[..., None]
+        target_logit = jnp.sum(jnp.where(onehot, logits, 0.0), axis=-1)
+        nll = log_z - target_logit
+        loss = a * nll
+        if b:
+            loss = loss + b * (log_z - jnp.mean(logits, axis=-1)) - normalizer
+        zterm = z_loss * jnp.square(log_z) if z_loss > 0.0 else jnp.zeros_like(log_z)
+        return (loss + zterm, nll, zterm), log_z
+
+    @jax.custom_vjp
+    def terms(logits, targets):
+        return forward(logits, targets)[0]
+
+    def fwd(logits, targets):
+        out, log_z = forward(logits, targets)
+        return out, (logits, targets, log_z)
+
+    def bwd(res, cotangents):
+        logits, targets, log_z = res
+        g_loss, g_nll, g_z = cotangents
+        vocab = logits.shape[-1]
+        a, b, _ = _smoothing_constants(vocab, label_smoothing)
+        dz = 2.0 * z_loss * log_z                      # d zterm / d log Z
+        # d/dz_v of: loss = a·nll + b·(log Z − mean) + zterm; nll; zterm  (d log Z/dz_v = p_v)
+        coef_p = g_loss * (a + b + dz) + g_nll + g_z * dz
+        coef_onehot = g_loss * a + g_nll
+        p = jnp.exp(logits - log_z[..., None])
+        onehot = jnp.arange(vocab, dtype=jnp.int32) == targets[..., None]
+        grad = p * coef_p[..., None] - jnp.where(onehot, coef_onehot[..., None], 0.0)
+        if b:
+            grad = grad - (g_loss * (b / vocab))[..., None]
+        return grad, None
+
+    terms.defvjp(fwd, bwd)
+    return terms
+
+
 def cross_entropy_terms(logits: Array, targets: Array, *, label_smoothing: float = 0.0,
                         z_loss: float = 0.0) -> tuple[Array, Array, Array]:
     """Per-token (training loss, pure cross-entropy, z-loss term), each [batch, length] float32.
 
     `pure cross-entropy` has no smoothing and no z-loss: −log p(target).
     """
-    logits = logits.astype(jnp.float32)
-    vocab = logits.shape[-1]
-    log_z = jax.nn.logsumexp(logits, axis=-1)
-    target_logit = jnp.take_along_axis(logits, targets[..., None].astype(jnp.int32), axis=-1)[..., 0]
-    nll = log_z - target_logit
-    if label_smoothing > 0.0:
-        confidence = 1.0 - label_smoothing
-        low = label_smoothing / (vocab - 1)
-        normalizer = -(confidence * np.log(confidence) + (vocab - 1) * low * np.log(low + 1e-20))
-        mean_logit = jnp.mean(logits, axis=-1)
-        # −Σ q log p with q = low everywhere and confidence at the target
-        smoothed = (confidence - low) * nll + low * vocab * (log_z - mean_logit)
-        loss = smoothed - normalizer
-    else:
-        loss = nll
-    zterm = z_loss * jnp.square(log_z) if z_loss > 0.0 else jnp.zeros_like(log_z)
-    return loss + zterm, nll, zterm
+    fn = _fused_terms(float(label_smoothing), float(z_loss))
+    return fn(logits.astype(jnp.float32), jnp.asarray(targets).astype(jnp.int32))
