@@ -3,9 +3,12 @@
     python _child_run.py SPEC.json
 
 SPEC: {"config": TrainConfig fields, "vocab": path, "eval_size": int, "mixture": name,
-       "kill_at": step or null, "signal": "KILL" | "TERM", "coordinator": ..., "process_id": ...}
-With kill_at, the process sends itself the signal when the progress event of that step
-arrives (SIGKILL: dies at once, as a preempted VM would; SIGTERM: checkpoints and stops).
+       "kill_at": step or null, "kill_event": index or null, "signal": "KILL" | "TERM",
+       "coordinator": ..., "process_id": ...}
+With kill_at, the process sends itself the signal when the training progress event of that
+step arrives; with kill_event, when its progress event number `kill_event` (0-based, any kind:
+train, eval, checkpoint) arrives. SIGKILL: dies at once, as a preempted VM would; SIGTERM:
+checkpoints and stops.
 """
 
 import json
@@ -34,10 +37,15 @@ def main() -> int:
     cfg["decode_steps"] = tuple(cfg["decode_steps"])
     config = TrainConfig(**cfg)
     kill_at = spec.get("kill_at")
+    kill_event = spec.get("kill_event")
     sig = signal.SIGKILL if spec.get("signal", "KILL") == "KILL" else signal.SIGTERM
+    seen = [0]
 
     def progress(event):
+        index, seen[0] = seen[0], seen[0] + 1
         if kill_at is not None and event.step >= kill_at and event.kind == "train":
+            os.kill(os.getpid(), sig)
+        if kill_event is not None and index == kill_event:
             os.kill(os.getpid(), sig)
 
     summary = train(config, progress=progress)
