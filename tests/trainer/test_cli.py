@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import gin
 import pandas as pd
@@ -45,10 +46,17 @@ def test_mnmt_train_cli_end_to_end_then_export(tiny_data, tmp_path, capsys):
         "--gin.BATCH_SIZE=8", "--gin.TASK_FEATURE_LENGTHS={'inputs': 16, 'targets': 16}",
         f"--gin.VOCABULARY_PATH='{tiny_data['vocab']}'", "--gin.DECODE_AT_END=False",
         "--gin.TrainConfig.eval_batch_size=16", "--gin.TrainConfig.tensorboard=False",
-        "--gin.setup_tasks.vocab_size=512", "--quiet"])
+        "--gin.setup_tasks.vocab_size=512", "--gin.TrainConfig.log_every=2"])
     err = capsys.readouterr().err
     assert rc == 0, err
     assert "finished at step 4" in err
+    # progress lines (step, loss, steps/s, tokens/s, MFU, ETA) on the terminal and in the log
+    pattern = (r"\[cli_run\] step 4/4 loss \d+\.\d{4} lr \S+ \d+\.\d\d steps/s [\d,]+ tok/s "
+               r"MFU \d+\.\d% ETA 0m00s")
+    assert re.search(pattern, err), err[-2000:]
+    log_text = (model_dir / "train.log").read_text()
+    assert re.search(pattern, log_text), log_text[-2000:]
+    assert "step 2/4 loss" in log_text and "eval en-de=" in log_text
     run = run_files.read_run_json(str(model_dir))
     assert run["status"] == "finished" and "TRAIN_STEPS = 4" in run["gin_config"]
     assert set(run["mixture"]["tasks"]) == {"en-de", "en-zh"}

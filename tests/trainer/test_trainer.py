@@ -239,16 +239,45 @@ def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(make_config):
 
 
 def test_decoding_writes_bleu_and_chrf_rows(make_config):
+    """Loss rows for every pair and eval set at every eval step; BLEU/ChrF rows at the
+    configured decode steps and at the end, and nowhere else."""
     from mnmt.trainer import train
 
-    config = make_config("dec", train_steps=2, eval_every=2, decode_at_end=True,
+    config = make_config("dec", train_steps=3, eval_every=2, decode_at_end=True,
+                         decode_steps=(1,), eval_sets=("validation", "ood"),
                          num_decode_examples=4, beam_size=2, max_decode_length=8)
     summary = train(config, progress=lambda e: None)
     rows = rows_by_key(run_files.read_metrics(config.model_dir))
+    steps = {m: sorted({k[0] for k in rows if k[3] == m}) for m in ("loss", "bleu", "chrf")}
+    assert steps == {"loss": [2, 3], "bleu": [1, 3], "chrf": [1, 3]}
     for pair in ("en-de", "en-zh"):
-        bleu, chrf = rows[(2, pair, "validation", "bleu")], rows[(2, pair, "validation", "chrf")]
-        assert 0.0 <= bleu <= 100.0 and 0.0 <= chrf <= 100.0
-        assert summary.final_metrics[f"{pair}/validation/chrf"] == chrf
+        for es in ("validation", "ood"):
+            for step in (2, 3):
+                assert rows[(step, pair, es, "loss")] > 0
+            for step in (1, 3):
+                bleu, chrf = rows[(step, pair, es, "bleu")], rows[(step, pair, es, "chrf")]
+                assert 0.0 <= bleu <= 100.0 and 0.0 <= chrf <= 100.0
+            assert summary.final_metrics[f"{pair}/{es}/chrf"] == rows[(3, pair, es, "chrf")]
+        # the two eval sets are different data, so their losses differ
+        assert rows[(3, pair, "validation", "loss")] != rows[(3, pair, "ood", "loss")]
+    assert summary.final_eval == {p: rows[(3, p, "validation", "loss")]
+                                  for p in ("en-de", "en-zh")}  # the first eval set
+
+
+def test_logical_axis_rules_are_configurable(make_config):
+    """T5X's standard rules by default; `TrainConfig.logical_axis_rules` replaces them."""
+    from jax.sharding import PartitionSpec as P
+
+    from mnmt import partitioning
+    from mnmt.run_setup import build_setup
+
+    def mlp_spec(config):
+        shardings = build_setup(config).params_shardings_fn(None)
+        return shardings["decoder"]["layers_0"]["mlp"]["wi_0"].spec
+
+    assert mlp_spec(make_config("rules_default")) == P(None, "model")
+    custom = tuple(partitioning.standard_logical_axis_rules(additional_rules=[("mlp", None)]))
+    assert mlp_spec(make_config("rules_custom", logical_axis_rules=custom)) == P(None, None)
 
 
 def test_batch_tokens_and_gradient_accumulation(make_config):
