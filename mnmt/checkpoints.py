@@ -14,6 +14,7 @@ removed on the next start. Saving is synchronous so that "saved" means "on disk"
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 from collections.abc import Mapping
@@ -31,7 +32,8 @@ class Checkpointer:
     def __init__(self, directory: str, *, keep: int = 2):
         if keep < 1:
             raise ValueError(f"keep_checkpoints must be ≥ 1, got {keep}")
-        self.directory = directory
+        # Orbax refuses relative paths (it fails inside its save thread): resolve local ones.
+        self.directory = directory if "://" in directory else os.path.abspath(directory)
         options = ocp.CheckpointManagerOptions(
             max_to_keep=keep,
             step_prefix="step",
@@ -40,7 +42,7 @@ class Checkpointer:
             enable_async_checkpointing=False,
         )
         self._manager = ocp.CheckpointManager(
-            directory, item_names=("state", "meta"), options=options
+            self.directory, item_names=("state", "meta"), options=options
         )
 
     def latest_step(self) -> int | None:

@@ -6,6 +6,7 @@ import signal
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from mnmt.checkpoints import Checkpointer, PreemptionGuard, abstract_like
 
@@ -26,6 +27,17 @@ def test_roundtrip_and_keep_n(tmp_path):
     np.testing.assert_array_equal(state["params"]["w"], np.full((3, 2), 3.0))
     np.testing.assert_array_equal(state["rng"], jax.random.PRNGKey(3))
     assert int(state["step"]) == 3 and meta["inputs"] == {"0": {"pos": 3}}
+    ck.close()
+
+
+def test_relative_directory_is_resolved(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ck = Checkpointer(os.path.join("run", "checkpoints"), keep=1)
+    assert ck.save(7, _state(7), {"step": 7})
+    assert ck.directory == str(tmp_path / "run" / "checkpoints")
+    assert os.listdir(tmp_path / "run" / "checkpoints") == ["step_7"]
+    state, _ = ck.restore(7, abstract_like(_state(0)))
+    assert float(state["params"]["w"][0, 0]) == 7.0
     ck.close()
 
 
@@ -51,3 +63,13 @@ def test_preemption_guard_sets_flag_and_restores_handlers():
         os.kill(os.getpid(), signal.SIGTERM)
         assert guard.requested and guard.signal_received == signal.SIGTERM
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_sigint_is_a_preemption_and_a_second_sigint_interrupts():
+    before = signal.getsignal(signal.SIGINT)
+    with PreemptionGuard() as guard:
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C: checkpoint and stop, no exception
+        assert guard.signal_received == signal.SIGINT
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)  # a second Ctrl-C: stop at once
+    assert signal.getsignal(signal.SIGINT) is before
