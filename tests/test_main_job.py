@@ -18,14 +18,16 @@ ROW_KEYS = {"run_id": str, "step": int, "tokens": int, "task": str, "eval_set": 
             "metric": str, "value": float}
 
 
-def study_cmd(out: Path) -> list[str]:
-    return [sys.executable, "-m", "mnmt.study", "run", "--preset", "ci", "--out", str(out)]
+def run_study(out: Path, timeout: int) -> subprocess.CompletedProcess:
+    # a relative --out, run from its parent, as the README's default `mnmt_study_out` is
+    cmd = [sys.executable, "-m", "mnmt.study", "run", "--preset", "ci", "--out", out.name]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=out.parent)
 
 
 @pytest.fixture(scope="module")
 def ci_study(tmp_path_factory):
     out = tmp_path_factory.mktemp("ci_study")
-    proc = subprocess.run(study_cmd(out), capture_output=True, text=True, timeout=900)
+    proc = run_study(out, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return out, proc
 
@@ -107,7 +109,7 @@ def test_export_and_report(ci_study):
 def test_rerun_skips_finished_runs_and_keeps_metrics(ci_study):
     out, _ = ci_study
     before = {p: p.read_bytes() for p in (out / "runs").glob("*/metrics.jsonl")}
-    proc = subprocess.run(study_cmd(out), capture_output=True, text=True, timeout=600)
+    proc = run_study(out, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert proc.stderr.count("skipped (finished earlier)") == 4
     assert {p: p.read_bytes() for p in before} == before
