@@ -75,12 +75,36 @@ def test_run_directory_follows_the_metrics_schema(reference_run):
         assert summary.final_eval[pair] == pytest.approx(by[(12, pair, "validation", "loss")])
     assert sorted(os.listdir(os.path.join(config.model_dir, "checkpoints"))) == [
         "step_12", "step_8"]
-    assert os.listdir(os.path.join(config.model_dir, "events", "train"))
+    tb = _tensorboard_scalars(os.path.join(config.model_dir, "events"))
+    for pair in ("en-de", "en-zh"):
+        for step in (6, 12):
+            assert tb[("eval", f"validation/{pair}/loss", step)] == pytest.approx(
+                by[(step, pair, "validation", "loss")], rel=1e-6)
+    for step in (2, 4, 6, 8, 10, 12):
+        assert tb[("train", "loss", step)] == pytest.approx(
+            by[(step, "all", "train", "train_loss")], rel=1e-6)
+        assert ("train", "mfu", step) in tb and ("train", "tokens_per_s", step) in tb
     train_events = [e for e in events if e.kind == "train"]
     assert [e.step for e in train_events] == [2, 4, 6, 8, 10, 12]
     last = train_events[-1]
     assert last.steps_per_s > 0 and last.tokens_per_s > 0 and last.mfu > 0
     assert last.eta_s == pytest.approx(0.0, abs=1e-6)
+
+
+def _tensorboard_scalars(events_dir: str) -> dict[tuple[str, str, int], float]:
+    """(writer, tag, step) -> value of every scalar in MODEL_DIR/events/{train,eval}."""
+    import tensorflow as tf
+
+    out = {}
+    for writer in sorted(os.listdir(events_dir)):
+        for name in sorted(os.listdir(os.path.join(events_dir, writer))):
+            path = os.path.join(events_dir, writer, name)
+            for event in tf.compat.v1.train.summary_iterator(path):
+                for value in event.summary.value:
+                    if value.metadata.plugin_data.plugin_name == "scalars":
+                        out[(writer, value.tag, int(event.step))] = float(
+                            tf.make_ndarray(value.tensor))
+    return out
 
 
 def test_eval_loss_is_pure_per_token_cross_entropy(make_config, tiny_data):
