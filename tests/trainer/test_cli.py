@@ -87,3 +87,22 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
 def test_export_rejects_paths_without_runs(tmp_path, capsys):
     assert export.main([str(tmp_path), "--out", str(tmp_path / "t.csv")]) == 2
     assert "no run directories" in capsys.readouterr().err
+
+
+def test_diverged_run_exits_3_with_the_message(tiny_data, tmp_path, capsys):
+    model_dir = tmp_path / "nan_run"
+    rc = train_cli.main([
+        "--gin_file=runs/cpu_tiny.gin", f"--gin.MODEL_DIR='{model_dir}'",
+        "--gin.MODEL_SIZE='mini-1'", "--gin.TRAIN_STEPS=3", "--gin.BATCH_SIZE=8",
+        "--gin.TASK_FEATURE_LENGTHS={'inputs': 16, 'targets': 16}",
+        f"--gin.VOCABULARY_PATH='{tiny_data['vocab']}'", "--gin.DECODE_AT_END=False",
+        "--gin.LEARNING_RATE=1e30", "--gin.WARMUP_STEPS=1", "--gin.CHECKPOINT_PERIOD=1",
+        "--gin.TrainConfig.warmup='constant'", "--gin.TrainConfig.tensorboard=False",
+        "--gin.OptimizerConfig.clipping_threshold=None",
+        "--gin.OptimizerConfig.multiply_by_parameter_scale=False",
+        "--gin.setup_tasks.vocab_size=512", "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == train_cli.EXIT_DIVERGED == 3, err[-2000:]
+    assert "diverged at step 2" in err and "non-finite training loss" in err
+    assert "last good checkpoint is step 1" in err
+    assert run_files.read_run_json(str(model_dir))["status"] == "diverged"
