@@ -284,6 +284,7 @@ def goodness_of_fit(y: np.ndarray, pred: np.ndarray, n_params: int) -> dict[str,
         "rmse": float(np.sqrt(ss_res / n)),
         "r2": float(1.0 - ss_res / ss_tot) if ss_tot > 0 else float("nan"),
         "max_abs_err": float(np.max(np.abs(r))),
-        "mean_abs_rel_err": float(np.mean(np.abs(r) / np.abs(y))),
+        "mean_abs_rel_err": (float(np.mean(np.abs(r[y != 0]) / np.abs(y[y != 0])))
+                             if np.any(y != 0) else float("nan")),  # zero targets left out
         "sigma": float(np.sqrt(ss_res / dof)) if dof > 0 else float("nan"),
     }

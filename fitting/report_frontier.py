@@ -159,7 +159,17 @@ def quality_section(doc: _Doc, rep: Report, table: pd.DataFrame, eval_set: str, 
         rows = []
         for pair in sorted(table.loc[table["metric"] == m, "pair"].astype(str).unique()):
             try:
-                pts = quality_points(table, m, eval_set=eval_set, pair=pair)
+                trained = table
+                if "weight" in table.columns:  # zero-shot rows (p = 0) left out, as in the figures
+                    trained = table[~((table["pair"] == pair) & (table["weight"] <= 0))]
+                pts = quality_points(trained, m, eval_set=eval_set, pair=pair)
+                if form == "power":  # c·L^−p needs a positive score: count what is left out
+                    bad = ~(pts[m] > 0)
+                    if bad.any():
+                        rep.warnings.append(f"quality {m} {pair}: {int(bad.sum())} of {len(pts)} "
+                                            f"points with {m} ≤ 0 left out (the power form "
+                                            f"needs {m} > 0)")
+                        pts = pts[~bad]
                 q = fit_quality_law(pts["loss"], pts[m], form=form, metric=m, n_refits=30)
             except FitError as e:
                 rep.skipped[f"quality {m} {pair}"] = str(e)

@@ -102,3 +102,22 @@ def test_report_convergence_correction(tmp_path):
     # curves are final + 0.5·((t/T)^−0.5 − 1): at t = 100·T every loss is 0.45 lower, so is L∞
     assert fitted.params["l_inf"] == pytest.approx(1.0 - 0.45, abs=0.01)
     assert rep.power_fits["en-de"][0.5].params["l_inf"] == pytest.approx(1.0, abs=0.01)
+
+
+def test_report_quality_leaves_out_zero_shot_and_counts_zero_bleu(tmp_path):
+    # BLEU = 40·L^−0.7 on trained rows; zero-shot rows (p = 0: loss ≈ 6, BLEU 0) are off the law
+    fin = make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.0, 0.3, 0.5, 1.0), noise=0.0)
+    bleu = fin.copy()
+    bleu["metric"] = "bleu"
+    bleu["value"] = np.where(bleu["weight"] > 0, 40.0 * bleu["value"] ** -0.7, 0.0)
+    # one trained point whose decode failed (BLEU 0): left out of the power form, and counted
+    failed = bleu.index[(bleu["weight"] == 0.5) & (bleu["pair"] == "en-de")][0]
+    bleu.loc[failed, "value"] = 0.0
+    rep = write_report(pd.concat([fin, bleu], ignore_index=True), str(tmp_path), n_refits=5)
+    for pair in ("en-de", "en-zh"):
+        q = rep.quality[("bleu", pair)]
+        assert q.params["c"] == pytest.approx(40.0, rel=1e-3)
+        assert q.params["p"] == pytest.approx(0.7, rel=1e-3)
+    assert rep.quality[("bleu", "en-de")].n_points == rep.quality[("bleu", "en-zh")].n_points - 1
+    assert any("bleu en-de: 1 of" in w for w in rep.warnings), rep.warnings
+    assert not any(k.startswith("quality bleu") for k in rep.skipped), rep.skipped
