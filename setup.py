@@ -36,7 +36,7 @@ setup(
     extras_require={
         "dev": ["pytest>=8", "ruff>=0.5"],
         # Peer libraries measured against in benchmarks/ (never imported by the package).
-        "bench": ["chinchilla>=0.2", "psutil>=5"],
+        "bench": ["chinchilla>=0.2", "psutil>=5", "torch>=2.13", "transformers>=5"],
         "tpu": ["jax[tpu]"],
         "gpu": ["jax[cuda12]"],
     },
