@@ -45,8 +45,7 @@ def _fused_terms(label_smoothing: float, z_loss: float):
         vocab = logits.shape[-1]
         a, b, normalizer = _smoothing_constants(vocab, label_smoothing)
         log_z = jax.nn.logsumexp(logits, axis=-1)
-        onehot = jnp.arange(vocab, dtype=jnp.int32) == targets[..., None]
-        target_logit = jnp.sum(jnp.where(onehot, logits, 0.0), axis=-1)
+        target_logit = jnp.take_along_axis(logits, targets[..., None], axis=-1)[..., 0]
         nll = log_z - target_logit
         loss = a * nll
         if b:
