@@ -22,7 +22,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.slow
+@pytest.mark.integration  # real processes and collectives; ≈ 50 s on 2 idle cores
 def test_two_process_data_parallel_matches_single_process(make_config, tiny_data, tmp_path):
     from mnmt.trainer import train
 
