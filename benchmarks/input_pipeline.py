@@ -70,23 +70,12 @@ class _TrainerStep:
     def __init__(self, batches: list[dict], size: str, vocab_size: int) -> None:
         import jax
 
-        from mnmt import partitioning
         from mnmt.models.encoder_decoder import EncoderDecoderModel
         from mnmt.models.zoo import get_config
-        from mnmt.optim import make_optimizer, rsqrt_schedule
-        from mnmt.train_state import build_step_functions, put_global_batch
+        from mnmt.train_state import put_global_batch, single_device_step_functions
 
         model = EncoderDecoderModel(get_config(size, vocab_size=vocab_size))
-        mesh = partitioning.make_mesh(1, 1)
-        rules = partitioning.standard_logical_axis_rules()
-        schedule = rsqrt_schedule(1.0, 100)
-
-        def shardings(_):
-            axes = model.params_logical_axes({k: v[:1] for k, v in batches[0].items()})
-            return partitioning.logical_to_shardings(axes, mesh, rules)
-
-        self.fns = build_step_functions(model, make_optimizer(schedule), schedule, mesh,
-                                        shardings, batches[0], label_smoothing=0.0, z_loss=1e-4)
+        self.fns = single_device_step_functions(model, batches[0], z_loss=1e-4)
         self.state = self.fns.init(jax.random.PRNGKey(0))
         self.batches = [put_global_batch(b, self.fns.batch_sharding) for b in batches]
         self.size = size

@@ -70,12 +70,10 @@ def side_ours(args) -> dict:
     import jax
     import numpy as np
 
-    from mnmt import partitioning
     from mnmt.models.configs import T5Config
     from mnmt.models.encoder_decoder import EncoderDecoderModel
     from mnmt.models.zoo import get_config
-    from mnmt.optim import make_optimizer, rsqrt_schedule
-    from mnmt.train_state import build_step_functions, put_global_batch
+    from mnmt.train_state import put_global_batch, single_device_step_functions
 
     if args.size:
         config = get_config(args.size, REF["vocab"])
@@ -86,17 +84,7 @@ def side_ours(args) -> dict:
                           dropout_rate=0.0, dtype="float32", logits_via_embedding=False)
     model = EncoderDecoderModel(config)
     batch = _batch_numpy(args.batch, args.src_len, args.tgt_len, REF["vocab"])
-    mesh = partitioning.make_mesh(1, 1)
-    rules = partitioning.standard_logical_axis_rules()
-    schedule = rsqrt_schedule(1.0, 100)
-    tx = make_optimizer(schedule)
-
-    def shardings(_):
-        axes = model.params_logical_axes({k: v[:1] for k, v in batch.items()})
-        return partitioning.logical_to_shardings(axes, mesh, rules)
-
-    fns = build_step_functions(model, tx, schedule, mesh, shardings, batch,
-                               label_smoothing=0.0, z_loss=1e-4)
+    fns = single_device_step_functions(model, batch, z_loss=1e-4)
     state = {"s": fns.init(jax.random.PRNGKey(0))}
     device_batch = put_global_batch(batch, fns.batch_sharding)
 

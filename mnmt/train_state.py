@@ -189,6 +189,27 @@ def build_step_functions(
                          params_shardings=params_shardings, abstract_state=abstract_state)
 
 
+def single_device_step_functions(model: Any, example_batch: Mapping[str, np.ndarray], *,
+                                  label_smoothing: float = 0.0,
+                                  z_loss: float = 0.0) -> StepFunctions:
+    """`build_step_functions` on a 1×1 mesh with T5X's standard logical-axis rules and the
+    default optimiser (Adafactor, rsqrt schedule at learning rate 1.0, 100 warm-up steps): the
+    trainer's own step, for benchmarks and notebooks that time or inspect one step."""
+    from mnmt import partitioning
+    from mnmt.optim import make_optimizer, rsqrt_schedule
+
+    mesh = partitioning.make_mesh(1, 1)
+    rules = partitioning.standard_logical_axis_rules()
+    schedule = rsqrt_schedule(1.0, 100)
+
+    def shardings(_abstract_params):
+        axes = model.params_logical_axes({k: v[:1] for k, v in example_batch.items()})
+        return partitioning.logical_to_shardings(axes, mesh, rules)
+
+    return build_step_functions(model, make_optimizer(schedule), schedule, mesh, shardings,
+                                example_batch, label_smoothing=label_smoothing, z_loss=z_loss)
+
+
 def _in_context(fn: Callable, context: Callable[[], Any]) -> Callable:
     def wrapped(*args, **kwargs):
         with context():
