@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import resource
@@ -66,6 +67,119 @@ def _time_steps(run_step, steps: int, warmup: int) -> float:
     return best
 
 
+def step_matmuls(batch: int, src: int, tgt: int) -> list[tuple[str, tuple[int, ...], tuple[int, ...]]]:
+    """Every matmul of one training step of the reference model, as (form, lhs, rhs) shapes.
+
+    A projection X[m,k]·W[k,n] costs three products: the forward "nn" Y = X·W, dX = dY·Wᵀ
+    ("nt": rhs contracted on its last axis) and dW = Xᵀ·dY ("tn": lhs contracted on its first
+    axis). An attention module costs six batched products ("bnn"/"bnt"/"btn"): the scores Q·Kᵀ
+    and P·V forward, and dP, dV, dQ, dK backward. Same list for both frameworks, so timing it
+    alone gives each step's matmul-only time: the floor no fusion or scheduling can go below.
+    """
+    d, f, v = REF["d_model"], REF["d_ff"], REF["vocab"]
+    hd, bh = REF["heads"] * REF["head_dim"], batch * REF["heads"]
+    ms, mt = batch * src, batch * tgt
+    proj = []  # (rows, in, out)
+    for _ in range(REF["layers"]):  # encoder: self-attention q, k, v, o; gated MLP wi_0, wi_1, wo
+        proj += [(ms, d, hd)] * 3 + [(ms, hd, d), (ms, d, f), (ms, d, f), (ms, f, d)]
+    for _ in range(REF["layers"]):  # decoder: self-attention, cross-attention (k, v on the
+        proj += [(mt, d, hd)] * 3 + [(mt, hd, d)]  # encoder's rows), gated MLP
+        proj += [(mt, d, hd), (ms, d, hd), (ms, d, hd), (mt, hd, d)]
+        proj += [(mt, d, f), (mt, d, f), (mt, f, d)]
+    proj.append((mt, d, v))  # untied logits
+    out = []
+    for m, k, n in proj:
+        out += [("nn", (m, k), (k, n)), ("nt", (m, n), (k, n)), ("tn", (m, k), (m, n))]
+    dh = REF["head_dim"]
+    attention = [(src, src)] * REF["layers"] + [(tgt, tgt), (tgt, src)] * REF["layers"]
+    for q, kv in attention:
+        out += [("bnt", (bh, q, dh), (bh, kv, dh)),    # S = Q·Kᵀ
+                ("bnn", (bh, q, kv), (bh, kv, dh)),    # O = P·V
+                ("bnt", (bh, q, dh), (bh, kv, dh)),    # dP = dO·Vᵀ
+                ("btn", (bh, q, kv), (bh, q, dh)),     # dV = Pᵀ·dO
+                ("bnn", (bh, q, kv), (bh, kv, dh)),    # dQ = dS·K
+                ("btn", (bh, q, kv), (bh, q, dh))]     # dK = dSᵀ·Q
+    return out
+
+
+def _matmul(form: str, a, b):
+    """The product of `step_matmuls` form `form`; works for numpy-like jax and torch arrays."""
+    if form.endswith("nn"):
+        return a @ b
+    if form.endswith("nt"):
+        return a @ b.swapaxes(-1, -2) if hasattr(a, "swapaxes") else a @ b.transpose(-1, -2)
+    return a.swapaxes(-1, -2) @ b if hasattr(a, "swapaxes") else a.transpose(-1, -2) @ b
+
+
+def _matmul_flops(form: str, lhs: tuple[int, ...], rhs: tuple[int, ...]) -> float:
+    """2 × (all of lhs) × (rhs's output axis): the FLOPs of a `step_matmuls` product."""
+    out_axis = rhs[-2] if form.endswith("nt") else rhs[-1]
+    return 2.0 * math.prod(lhs) * out_axis
+
+
+def _matmul_inputs(batch: int, src: int, tgt: int):
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    return [(form, rng.standard_normal(sa, dtype=np.float32), rng.standard_normal(sb, dtype=np.float32))
+            for form, sa, sb in step_matmuls(batch, src, tgt)]
+
+
+def _best_of_windows(fn, repeats: int = 3, windows: int = 3) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(windows):
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / repeats)
+    return best
+
+
+def breakdown_ours(model, params, batch, args) -> dict:
+    """Seconds for the forward loss, forward + backward, and the step's matmuls alone (XLA)."""
+    import jax
+    import jax.numpy as jnp
+
+    rng = jax.random.PRNGKey(0)
+
+    def loss(p, b):
+        return model.loss_fn(p, b, rng, z_loss=1e-4)[0]
+
+    fwd, grad = jax.jit(loss), jax.jit(jax.grad(loss))
+    mats = [(form, jnp.asarray(a), jnp.asarray(b))
+            for form, a, b in _matmul_inputs(args.batch, args.src_len, args.tgt_len)]
+    forms = [m[0] for m in mats]
+    all_matmuls = jax.jit(lambda arrays: [_matmul(f, a, b) for f, (a, b) in zip(forms, arrays, strict=True)])
+    arrays = [(a, b) for _, a, b in mats]
+    return {"forward_s": _best_of_windows(lambda: jax.block_until_ready(fwd(params, batch))),
+            "forward_backward_s": _best_of_windows(
+                lambda: jax.block_until_ready(grad(params, batch))),
+            "matmuls_only_s": _best_of_windows(
+                lambda: jax.block_until_ready(all_matmuls(arrays)))}
+
+
+def breakdown_hf(model, forward, args) -> dict:
+    """Seconds for the forward loss, forward + backward, and the step's matmuls alone (torch)."""
+    import torch
+
+    mats = [(form, torch.from_numpy(a), torch.from_numpy(b))
+            for form, a, b in _matmul_inputs(args.batch, args.src_len, args.tgt_len)]
+
+    def all_matmuls():
+        with torch.no_grad():
+            for form, a, b in mats:
+                _matmul(form, a, b)
+
+    def forward_backward():
+        model.zero_grad(set_to_none=True)
+        forward().backward()
+
+    return {"forward_s": _best_of_windows(lambda: forward().detach()),
+            "forward_backward_s": _best_of_windows(forward_backward),
+            "matmuls_only_s": _best_of_windows(all_matmuls)}
+
+
 def side_ours(args) -> dict:
     import jax
     import numpy as np
@@ -97,11 +211,14 @@ def side_ours(args) -> dict:
 
     flops = accounting.train_flops_per_example(config, args.src_len, args.tgt_len) * args.batch
     counts = accounting.param_counts(config)
+    state["s"], last = fns.step(state["s"], device_batch)  # the step donates its input state
     out = {"sec_per_step": sec, "peak_rss_mb": _peak_rss_mb(), "flops_per_step": flops,
            "params_total": int(counts.total), "params_non_embedding": int(counts.non_embedding),
-           "loss": float(jax.device_get(fns.step(state["s"], device_batch)[1]["loss"]))}
+           "loss": float(jax.device_get(last["loss"]))}
     if args.peak:
         out["matmul_peak_flops"] = measure_peak()
+    if args.breakdown:  # after the peak RSS is read: its matmul inputs are not the step's memory
+        out["breakdown"] = breakdown_ours(model, state["s"]["params"], device_batch, args)
     _ = np
     return out
 
@@ -134,20 +251,26 @@ def side_hf(args) -> dict:
     labels = torch.from_numpy(b["decoder_target_tokens"].astype("int64"))
     last = {}
 
+    def forward():
+        return model(input_ids=enc, decoder_input_ids=dec, labels=labels).loss
+
     def run_step():
         opt.zero_grad(set_to_none=True)
-        out = model(input_ids=enc, decoder_input_ids=dec, labels=labels)
-        out.loss.backward()
+        loss = forward()
+        loss.backward()
         opt.step()
-        last["loss"] = float(out.loss)
+        last["loss"] = float(loss)
 
     sec = _time_steps(run_step, args.steps, args.warmup)
     n = sum(p.numel() for p in model.parameters())
     import transformers
 
-    return {"sec_per_step": sec, "peak_rss_mb": _peak_rss_mb(), "params_total": int(n),
-            "loss": last["loss"], "torch": torch.__version__,
-            "transformers": transformers.__version__}
+    out = {"sec_per_step": sec, "peak_rss_mb": _peak_rss_mb(), "params_total": int(n),
+           "loss": last["loss"], "torch": torch.__version__,
+           "transformers": transformers.__version__}
+    if args.breakdown:
+        out["breakdown"] = breakdown_hf(model, forward, args)
+    return out
 
 
 def _cpu_model() -> str:
@@ -195,6 +318,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--json", action="store_true")
     p.add_argument("--zoo", action="store_true", help="also mini-1 … mini-8 tokens/s and MFU")
+    p.add_argument("--breakdown", action="store_true",
+                   help="also time each side's forward, forward+backward and its step's matmuls "
+                        "alone, and report the ratio our step would reach if it were matmuls only")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)
@@ -212,9 +338,10 @@ def main(argv=None) -> int:
 
     tokens = args.batch * (args.src_len + args.tgt_len)
     ours, hf = [], []
+    more = ["--breakdown"] if args.breakdown else []
     for _ in range(args.rounds):
-        ours.append(_child("ours", args, ["--peak"]))
-        hf.append(_child("hf", args))
+        ours.append(_child("ours", args, ["--peak"] + more))
+        hf.append(_child("hf", args, more))
     best_ours = min(ours, key=lambda o: o["sec_per_step"])
     best_hf = min(hf, key=lambda o: o["sec_per_step"])
     zoo_runs = {}
@@ -248,6 +375,18 @@ def main(argv=None) -> int:
         "versions": {"torch": best_hf["torch"], "transformers": best_hf["transformers"]},
         "rounds": args.rounds,
     }
+    if args.breakdown:
+        parts = {side: {key: min(o["breakdown"][key] for o in runs)
+                        for key in runs[0]["breakdown"]}
+                 for side, runs in (("ours", ours), ("hf", hf))}
+        for side, best in (("ours", best_ours), ("hf", best_hf)):
+            parts[side]["step_s"] = best["sec_per_step"]
+            parts[side]["non_matmul_s"] = best["sec_per_step"] - parts[side]["matmuls_only_s"]
+        parts["ratio_if_ours_were_matmuls_only"] = (best_hf["sec_per_step"]
+                                                    / parts["ours"]["matmuls_only_s"])
+        parts["matmul_gflop_per_step"] = sum(
+            _matmul_flops(*m) for m in step_matmuls(args.batch, args.src_len, args.tgt_len)) / 1e9
+        result["breakdown"] = parts
     if args.zoo:
         zoo = {}
         for name, o in zoo_runs.items():
@@ -271,6 +410,17 @@ def main(argv=None) -> int:
               f"{result['hf_peak_rss_mb']:.0f} MB")
         print(f"ratio (ours / HF tokens/s): {result['ratio']:.2f}  "
               f"(matmul peak {result['matmul_peak_gflops']:.1f} GFLOP/s)")
+        if "breakdown" in result:
+            bd = result["breakdown"]
+            print(f"{'seconds':>22s} {'forward':>8s} {'fwd+bwd':>8s} {'step':>8s} "
+                  f"{'matmuls':>8s} {'the rest':>8s}")
+            for side in ("ours", "hf"):
+                d = bd[side]
+                print(f"{side:>22s} {d['forward_s']:8.3f} {d['forward_backward_s']:8.3f} "
+                      f"{d['step_s']:8.3f} {d['matmuls_only_s']:8.3f} {d['non_matmul_s']:8.3f}")
+            print(f"ratio if our step were its matmuls only: "
+                  f"{bd['ratio_if_ours_were_matmuls_only']:.2f} "
+                  f"({bd['matmul_gflop_per_step']:.1f} GFLOP of matmuls per step)")
         for name, z in result.get("zoo", {}).items():
             print(f"  {name}: {z['non_embedding_params']:>9,} non-emb params "
                   f"{z['tokens_per_s']:8.0f} tokens/s MFU {100 * z['mfu']:.1f}%")
