@@ -134,6 +134,9 @@ def _atomic_write(path: Path, text: str) -> None:
 def prepare_data(spec: StudySpec, out: Path, log):
     """Stage 1: vocabulary, SeqIO tasks and (synthetic data only) the exact irreducible loss."""
     from launch.local import StudyData
+    from mnmt.tensorflow_setup import start_tensorflow
+
+    start_tensorflow()  # CPU-only data backend, without its "no CUDA here" start-up lines
 
     if spec.tasks:
         return _registered_tasks(spec, log)

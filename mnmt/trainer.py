@@ -30,6 +30,7 @@ from mnmt.progress import (
     print_progress,
 )
 from mnmt.run_setup import RunSetup, build_setup, final_losses, final_metrics
+from mnmt.tensorflow_setup import start_tensorflow
 from mnmt.train_inputs import gather_input_states
 from mnmt.train_state import build_step_functions, put_global_batch, put_replicated_batch
 
@@ -105,6 +106,7 @@ def train(config: TrainConfig, *,
           progress: Callable[[ProgressEvent], None] | None = None) -> TrainSummary:
     """Train (or resume, or skip a finished) run; see the module docstring."""
     t_start = time.perf_counter()
+    start_tensorflow()  # SeqIO's backend: sees no GPU (JAX owns the accelerators), quiet start-up
     distributed.initialize()  # no-op unless this is a multi-process job
     progress = progress or print_progress
     setup = build_setup(config)

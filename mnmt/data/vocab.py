@@ -217,6 +217,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--name", default="spm")
     ap.add_argument("--model_type", default="unigram", choices=["unigram", "bpe"])
     args = ap.parse_args(argv)
+    from mnmt.tensorflow_setup import start_tensorflow
+
+    start_tensorflow()
     langs = args.languages.split(",") if args.languages else None
     if args.preset:
         from mnmt.data.synthetic import get_family
