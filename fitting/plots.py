@@ -64,6 +64,16 @@ def _cmap(values: Sequence[float]):
     return {v: cm(0.1 + 0.8 * float(v)) for v in values}
 
 
+def _legend(ax, **kwargs) -> None:
+    """A legend when the panel has labelled artists; otherwise a note that it has no points
+    (matplotlib would warn "No artists with labels found" into the main job's output)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kwargs)
+    elif not ax.collections and not ax.lines:
+        ax.text(0.5, 0.5, "no points to plot", transform=ax.transAxes, ha="center",
+                va="center", color="0.4")
+
+
 def plot_power_fits(data: Mapping[str, Mapping[float, tuple]], fits: Mapping[str, Mapping], *,
                     x_label: str = "non-embedding parameters N", title: str = "") -> Figure:
     """One panel per pair: points per weight p, fitted β N^−α + L∞ per weight (Fernandes Fig. 2).
@@ -85,7 +95,7 @@ def plot_power_fits(data: Mapping[str, Mapping[float, tuple]], fits: Mapping[str
         ax.set_ylabel("test cross-entropy (nats/token)")
         ax.set_title(f"{pair}")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, ncols=2)
+        _legend(ax, fontsize=7, ncols=2)
     if title:
         fig.suptitle(title)
     return fig
@@ -113,7 +123,7 @@ def plot_reducible(data: Mapping[str, Mapping[float, tuple]], l_inf: Mapping[str
         ax.set_ylabel(f"L − L∞ (L∞={li:.3f})")
         ax.set_title(pair)
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7, ncols=2)
+        _legend(ax, fontsize=7, ncols=2)
     return fig
 
 
@@ -167,7 +177,7 @@ def plot_joint(data: Mapping[str, Mapping[float, tuple]],
         ax.set_ylabel("test cross-entropy")
         ax.set_title(f"{pair}: joint law (eq. 7)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, ncols=2)
+        _legend(ax, fontsize=7, ncols=2)
     return fig
 
 
@@ -189,7 +199,7 @@ def plot_fraction(points: Mapping[str, Mapping[float, tuple[float, float]]],
     ax.set_xlabel("weight p")
     ax.set_ylabel("effective fraction f(p) = N_eff / N")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend(ax, fontsize=8)
     return fig
 
 
@@ -215,7 +225,7 @@ def plot_frontier(frontiers: Mapping[float, tuple[np.ndarray, np.ndarray]], pair
     ax.set_xlabel(f"{metric} {pairs[0]}")
     ax.set_ylabel(f"{metric} {pairs[1]}")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    _legend(ax, fontsize=7)
     ax.set_title("predicted trade-off frontier (eq. 11)")
     return fig
 
@@ -236,7 +246,7 @@ def plot_learning_curves(curves: Mapping[str, tuple[np.ndarray, np.ndarray]],
     ax.set_xlabel("step")
     ax.set_ylabel("loss")
     if len(curves) <= 12:
-        ax.legend(fontsize=6)
+        _legend(ax, fontsize=6)
     ax.grid(alpha=0.3, which="both")
     if title:
         ax.set_title(title)
@@ -255,7 +265,7 @@ def plot_allocation_penalty(ratios: np.ndarray, penalties: Mapping[str, np.ndarr
     ax.set_xlabel("decoder fraction N_d / N")
     ax.set_ylabel("α# / α*")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend(ax, fontsize=8)
     return fig
 
 
@@ -272,7 +282,7 @@ def plot_frontier_kpair(values: np.ndarray, pareto: np.ndarray, pairs: Sequence[
     ax.set_xlabel(f"{metric} {pairs[0]}")
     ax.set_ylabel(f"{metric} {pairs[1]}")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    _legend(ax, fontsize=7)
     if title:
         ax.set_title(title)
     return fig
