@@ -30,6 +30,7 @@ from pathlib import Path
 import gin
 
 from launch.study import PRESETS, StudyError, StudySpec, expand
+from mnmt.gin_files import parse_files_and_bindings
 
 EXIT_USAGE = 2
 STUDY_FILE = "study.json"
@@ -67,9 +68,7 @@ def load_spec(study: str | None, preset: str | None, gin_bindings: Sequence[str]
         raise UsageError(f"study file not found: {study}")
     gin.clear_config()
     try:
-        gin.parse_config_files_and_bindings(
-            [str(path)], list(gin_bindings), skip_unknown=False, finalize_config=False
-        )
+        parse_files_and_bindings([str(path)], gin_bindings)
         return StudySpec()
     except (ValueError, KeyError, SyntaxError, OSError) as err:
         raise UsageError(f"{path}: {str(err).splitlines()[0]}") from err

@@ -109,9 +109,9 @@ def parse_gin(gin_files: Sequence[str], bindings: Sequence[str], search_paths: s
         gin.add_config_file_search_path(p)
     import mnmt.optim  # noqa: F401, PLC0415  (registers configurables)
     import mnmt.trainer  # noqa: F401, PLC0415
+    from mnmt.gin_files import parse_files_and_bindings  # noqa: PLC0415
 
-    gin.parse_config_files_and_bindings(list(gin_files), list(bindings),
-                                        finalize_config=False, skip_unknown=False)
+    parse_files_and_bindings(gin_files, bindings)
 
 
 @gin.configurable
@@ -147,6 +147,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from mnmt import distributed  # noqa: PLC0415
 
     distributed.initialize(args.coordinator_address, args.num_processes, args.process_id)
+    from mnmt.tensorflow_setup import start_tensorflow  # noqa: PLC0415
+
+    start_tensorflow()  # before the tasks are registered: SeqIO's backend, CPU-only and quiet
     try:
         parse_gin(args.gin_file, bindings, args.gin_search_paths)
         pair_tasks = setup_tasks()

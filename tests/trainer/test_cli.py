@@ -84,6 +84,27 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert "/nonexistent.model" in capsys.readouterr().err
 
 
+def test_a_missing_gin_file_is_one_line_naming_it(tmp_path, capsys):
+    rc = train_cli.main([f"--gin_file={tmp_path}/no_such_run.gin"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err
+    assert err.startswith("mnmt-train: error: ") and "no_such_run.gin" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_includes_found_on_a_later_search_path_log_no_errors(tmp_path, caplog):
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "base.gin").write_text("TRAIN_STEPS = 11\n")
+    (tmp_path / "top.gin").write_text("include 'base.gin'\n")
+    with caplog.at_level("INFO"):
+        train_cli.parse_gin([str(tmp_path / "top.gin")], [], str(tmp_path / "lib"))
+    assert gin.query_parameter("%TRAIN_STEPS") == 11
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+    (tmp_path / "broken.gin").write_text("include 'nowhere.gin'\n")
+    with pytest.raises(FileNotFoundError, match="nowhere.gin"):
+        train_cli.parse_gin([str(tmp_path / "broken.gin")], [])
+
+
 def test_export_rejects_paths_without_runs(tmp_path, capsys):
     assert export.main([str(tmp_path), "--out", str(tmp_path / "t.csv")]) == 2
     assert "no run directories" in capsys.readouterr().err
