@@ -51,7 +51,12 @@ class StudySpec:
     weights: tuple = (0.0, 0.5, 1.0)
     seeds: tuple[int, ...] = (0,)
     train_steps: int = 700
-    batch_size: int = 48
+    # Per-size step counts that replace `train_steps` (Fernandes et al. §3: 500K steps below
+    # 500M parameters, 1M above), e.g. (("fernandes-6", 1_000_000),).
+    train_steps_by_size: tuple[tuple[str, int], ...] = ()
+    batch_size: int = 48  # packed rows per step
+    # If > 0, the batch in tokens instead (Fernandes: 500K): rows = batch_tokens // targets length.
+    batch_tokens: int = 0
     feature_lengths: tuple[tuple[str, int], ...] = (("inputs", 32), ("targets", 32))
     eval_every: int = 100
     checkpoint_every: int = 200
@@ -71,6 +76,10 @@ class StudySpec:
     @property
     def lengths(self) -> dict[str, int]:
         return dict(self.feature_lengths)
+
+    def steps_for(self, size: str) -> int:
+        """Training steps of the runs of model size `size`."""
+        return dict(self.train_steps_by_size).get(size, self.train_steps)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +118,16 @@ def validate(spec: StudySpec) -> None:
         value = getattr(spec, field)
         if not isinstance(value, int) or value <= 0:
             raise StudyError(f"StudySpec.{field}: expected a positive integer, got {value!r}")
+    for size, steps in spec.train_steps_by_size:
+        if size not in spec.sizes:
+            raise StudyError(f"StudySpec.train_steps_by_size: size {size!r} is not in StudySpec.sizes "
+                             f"{list(spec.sizes)}")
+        if not isinstance(steps, int) or steps <= 0:
+            raise StudyError(f"StudySpec.train_steps_by_size: expected a positive integer for {size!r}, "
+                             f"got {steps!r}")
+    if not isinstance(spec.batch_tokens, int) or spec.batch_tokens < 0:
+        raise StudyError(f"StudySpec.batch_tokens: expected 0 (use batch_size) or a positive integer, "
+                         f"got {spec.batch_tokens!r}")
     if spec.tasks:
         named = [pair for pair, _ in spec.tasks]
         if sorted(named) != sorted(spec.pairs):

@@ -2,7 +2,7 @@
 
     mnmt-study run                          # the built-in CPU study (preset "default")
     mnmt-study run --preset ci --out DIR    # a 2-minute miniature
-    mnmt-study run t5x_configs/studies/fernandes_en_de_zh.gin --gin.StudySpec.train_steps=2000
+    mnmt-study plan fernandes_en_de_zh      # the paper-scale study file (72 runs on WMT19)
     mnmt-study plan [STUDY]                 # list the runs without training
     mnmt-study presets                      # list the built-in presets
 
@@ -190,17 +190,25 @@ def _registered_tasks(spec: StudySpec, log):
 
     from launch.local import StudyData
 
+    if not Path(spec.vocabulary_path).exists() and "://" not in spec.vocabulary_path:
+        raise UsageError(f"StudySpec.vocabulary_path: file not found: {spec.vocabulary_path}")
     if spec.task_module:
         try:
-            importlib.import_module(spec.task_module)
+            module = importlib.import_module(spec.task_module)
         except ImportError as err:
             raise UsageError(f"StudySpec.task_module: cannot import {spec.task_module!r}: {err}") from err
+        # T5X task modules register at import; ours may instead take the study's vocabulary
+        register = getattr(module, "register_study_tasks", None)
+        if callable(register):
+            try:
+                register(spec.vocabulary_path)
+            except (ValueError, FileNotFoundError) as err:
+                raise UsageError(f"StudySpec.task_module {spec.task_module!r}: "
+                                 f"{str(err).strip().splitlines()[0]}") from err
     for pair, task in spec.tasks:
         if task not in seqio.TaskRegistry.names():
             raise UsageError(f"StudySpec.tasks: task {task!r} for {pair} is not registered "
                              f"(set StudySpec.task_module to the module that registers it)")
-    if not Path(spec.vocabulary_path).exists() and "://" not in spec.vocabulary_path:
-        raise UsageError(f"StudySpec.vocabulary_path: file not found: {spec.vocabulary_path}")
     log(f"data: {len(spec.tasks)} registered tasks; irreducible loss unknown (real data)")
     return StudyData(vocabulary_path=spec.vocabulary_path, tasks=dict(spec.tasks), irreducible_loss={})
 
@@ -245,7 +253,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from launch.local import run_all
     from launch.progress import StudyProgress
 
-    progress = StudyProgress([(r.run_id, r.size, spec.train_steps) for r in runs])
+    progress = StudyProgress([(r.run_id, r.size, spec.steps_for(r.size)) for r in runs])
     log = progress.message
     start = time.monotonic()
     log(f"study {spec.name}: {len(runs)} runs ({len(spec.sizes)} sizes x {len(spec.weights)} "
@@ -271,7 +279,7 @@ def cmd_run_one(args: argparse.Namespace) -> int:
     from launch.local import run_all
     from launch.progress import StudyProgress
 
-    progress = StudyProgress([(args.run, runs[args.run].size, spec.train_steps)])
+    progress = StudyProgress([(args.run, runs[args.run].size, spec.steps_for(runs[args.run].size))])
     data = prepare_data(spec, out, progress.message)
     enable_compilation_cache(out / "cache" / "jax")
     run_all(spec, [runs[args.run]], data, out / "runs", progress)
@@ -337,7 +345,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     spec = load_spec(args.study, args.preset, args.gin)
     for run in expand(spec):
         weights = " ".join(f"{pair}={w:.2f}" for pair, w in run.weights.items())
-        print(f"{run.run_id}\t{run.size}\t{weights}\tseed={run.seed}\tsteps={spec.train_steps}")
+        print(f"{run.run_id}\t{run.size}\t{weights}\tseed={run.seed}\tsteps={spec.steps_for(run.size)}")
     return 0
 
 
@@ -415,6 +423,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mnmt-study: interrupted; re-run the same command to resume", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `mnmt-study plan | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

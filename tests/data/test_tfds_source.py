@@ -89,3 +89,46 @@ def test_an_empty_split_is_an_error(prepared, vocab):
     with pytest.raises(ValueError, match=r"split 'train\[:0\]' is empty"):
         register_tfds_task("x4", "mnmt_tiny_translate", "en-de", vocab, data_dir=prepared,
                            splits={"train": "train[:0]"})
+
+
+def test_wmt19_module_registers_en_to_xx_tasks_under_its_names(prepared, vocab):
+    from mnmt.data import wmt19
+    from mnmt.data.pipeline import eval_examples
+
+    tasks = wmt19.register_study_tasks(vocab, data_dir=prepared, pairs=("en-de",),
+                                       datasets={"en-de": "mnmt_tiny_translate"})
+    assert tasks == {"en-de": "wmt19_en_de"}
+    assert sorted(eval_examples("wmt19_en_de", "validation")) == sorted(PAIRS[24:30])
+    with pytest.raises(ValueError, match="'en-fr'"):
+        wmt19.register_study_tasks(vocab, pairs=("en-fr",))
+
+
+def test_a_study_calls_its_task_module_with_the_study_vocabulary(prepared, vocab, tmp_path,
+                                                                  monkeypatch):
+    import sys
+    import types
+
+    from launch.study import StudySpec
+    from mnmt import study
+    from mnmt.data import wmt19
+
+    seen = []
+
+    def register_study_tasks(vocabulary_path):
+        seen.append(vocabulary_path)
+        wmt19.register_study_tasks(vocabulary_path, data_dir=prepared, pairs=("en-de",),
+                                   datasets={"en-de": "mnmt_tiny_translate"})
+
+    module = types.ModuleType("my_study_tasks")
+    module.register_study_tasks = register_study_tasks
+    monkeypatch.setitem(sys.modules, "my_study_tasks", module)
+    spec = StudySpec(pairs=("en-de",), weights=((1.0,),), tasks=(("en-de", "wmt19_en_de"),),
+                     task_module="my_study_tasks", vocabulary_path=vocab)
+    data = study.prepare_data(spec, tmp_path, lambda text: None)
+    assert seen == [vocab] and data.tasks == {"en-de": "wmt19_en_de"}
+    # the real module without prepared WMT19: one clear line naming the dataset
+    spec = StudySpec(pairs=("en-de",), weights=((1.0,),), tasks=(("en-de", "wmt19_en_de"),),
+                     task_module="mnmt.data.wmt19", vocabulary_path=vocab)
+    monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path / "empty"))
+    with pytest.raises(study.UsageError, match="wmt19_translate/de-en.*not prepared"):
+        study.prepare_data(spec, tmp_path, lambda text: None)

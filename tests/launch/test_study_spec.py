@@ -56,6 +56,9 @@ def test_simplex_grid_covers_the_simplex_exactly():
         ({"train_steps": 0}, "train_steps"),
         ({"feature_lengths": (("inputs", 32),)}, "feature_lengths"),
         ({"name": "a b"}, "name"),
+        ({"train_steps_by_size": (("mini-9", 10),)}, "train_steps_by_size"),
+        ({"sizes": ("mini-1",), "train_steps_by_size": (("mini-1", 0),)}, "train_steps_by_size"),
+        ({"batch_tokens": -1}, "batch_tokens"),
     ],
 )
 def test_bad_studies_name_the_field(kwargs, field):
@@ -103,3 +106,39 @@ def test_format_duration():
     assert format_duration(65) == "1:05"
     assert format_duration(3725) == "1:02:05"
     assert format_duration(None) == "?"
+
+
+def test_per_size_steps_and_token_batches_reach_the_trainer_config(monkeypatch, tmp_path):
+    from launch import local
+
+    spec = StudySpec(sizes=("mini-1", "mini-2"), weights=(0.5,), train_steps=100,
+                     train_steps_by_size=(("mini-2", 250),), batch_tokens=4096,
+                     feature_lengths=(("inputs", 32), ("targets", 64)))
+    assert [spec.steps_for(s) for s in spec.sizes] == [100, 250]
+    monkeypatch.setattr(local, "register_run_mixture", lambda *args: "a_mixture")
+    data = local.StudyData(vocabulary_path="v.model", tasks={"en-de": "t1", "en-zh": "t2"},
+                           irreducible_loss={})
+    configs = {run.size: local.make_train_config(spec, run, data, tmp_path / run.run_id)
+               for run in expand(spec)}
+    assert configs["mini-1"].train_steps == 100 and configs["mini-2"].train_steps == 250
+    assert all(c.batch_tokens == 4096 for c in configs.values())
+    from mnmt.run_setup import resolve_batch_size
+
+    assert resolve_batch_size(configs["mini-1"]) == 4096 // 64
+
+
+def test_the_paper_scale_study_file_is_fernandes_grid():
+    from mnmt.study import load_spec
+
+    spec = load_spec("fernandes_en_de_zh", None, [])
+    runs = expand(spec)
+    assert len(runs) == 8 * 9
+    assert sorted({r.weights["en-de"] for r in runs}) == [0.0, 0.05, 0.1, 0.3, 0.5, 0.7, 0.9,
+                                                          0.95, 1.0]
+    from mnmt.models.accounting import param_counts
+    from mnmt.models.zoo import get_config
+
+    for size in spec.sizes:  # Fernandes §3: 500K steps under 500M parameters, 1M above
+        total = param_counts(get_config(size)).total
+        assert spec.steps_for(size) == (500_000 if total < 500e6 else 1_000_000), size
+    assert spec.batch_tokens == 500_000 and spec.task_module == "mnmt.data.wmt19"
