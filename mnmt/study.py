@@ -110,7 +110,10 @@ def prepare_out_dir(out: Path, spec: StudySpec) -> None:
             previous = json.loads(record.read_text())
         except json.JSONDecodeError as err:
             raise UsageError(f"{record}: not valid JSON ({err}); move it away or use another --out") from err
-        differing = sorted(k for k in set(previous) | set(current) if previous.get(k) != current.get(k))
+        # a field added to StudySpec after the record was written has its default there
+        defaults = _spec_json(StudySpec())
+        differing = sorted(k for k in set(previous) | set(current)
+                           if previous.get(k, defaults.get(k)) != current.get(k))
         if differing:
             raise UsageError(
                 f"{out} holds a different study (fields differ: {', '.join(differing)}); "

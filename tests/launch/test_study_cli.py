@@ -59,6 +59,20 @@ def test_output_directory_of_another_study_is_refused_and_kept(capsys, tmp_path)
     assert json.loads(record.read_text()) == other
 
 
+def test_a_record_written_before_a_field_existed_is_the_same_study(tmp_path):
+    spec = study.PRESETS["ci"]
+    older = study._spec_json(spec)
+    del older["batch_tokens"], older["train_steps_by_size"]  # fields added on 2026-11-23
+    (tmp_path / study.STUDY_FILE).write_text(json.dumps(older))
+    study.prepare_out_dir(tmp_path, spec)  # accepted, record left as it was
+    assert json.loads((tmp_path / study.STUDY_FILE).read_text()) == older
+    changed = json.loads(json.dumps(older))
+    changed["train_steps"] += 1
+    (tmp_path / study.STUDY_FILE).write_text(json.dumps(changed))
+    with pytest.raises(study.UsageError, match="train_steps"):
+        study.prepare_out_dir(tmp_path, spec)
+
+
 @pytest.mark.parametrize("binding", ["StudySpec.nope=1", "train_steps", "StudySpec.train_steps=-3"])
 def test_bad_preset_overrides(capsys, binding):
     code, err = run_cli(["plan", "--preset", "ci", f"--gin.{binding}"], capsys)
