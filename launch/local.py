@@ -26,6 +26,21 @@ class StudyData:
     irreducible_loss: dict[str, dict[str, float]]  # pair -> eval set -> exact L∞ (nats/token)
 
 
+class RunStopped(Exception):
+    """A run ended without finishing: stopped by a signal (checkpointed) or diverged. The study
+    stops there too, instead of going on to the next run."""
+
+    def __init__(self, run_id: str, status: str, message: str) -> None:
+        super().__init__(f"run {run_id} {status}: {message}" if message else f"run {run_id} {status}")
+        self.run_id, self.status, self.message = run_id, status, message
+
+    @property
+    def signal_number(self) -> int | None:
+        """The signal that stopped a preempted run, when the trainer's message names it."""
+        found = re.search(r"stopped by signal (\d+)", self.message)
+        return int(found.group(1)) if found else None
+
+
 def seqio_name(text: str) -> str:
     """A SeqIO-safe registry name (letters, digits, '_', '.', ':')."""
     return re.sub(r"[^\w.:]", "_", text)
@@ -90,7 +105,10 @@ def run_all(
     runs_dir: Path,
     progress: StudyProgress,
 ) -> list[Path]:
-    """Train every run of the study that has not finished; return all run directories."""
+    """Train every run of the study that has not finished; return all run directories.
+
+    Raises RunStopped as soon as a run ends unfinished (a signal asked it to stop, or it diverged).
+    """
     from mnmt.trainer import train
 
     run_dirs = []
@@ -103,6 +121,8 @@ def run_all(
         progress.start_run(run.run_id)
         start = time.monotonic()
         summary = train(make_train_config(spec, run, data, run_dir), progress=progress.update)
+        if summary.status != "finished":  # preempted (checkpointed) or diverged
+            raise RunStopped(run.run_id, summary.status, summary.message)
         losses = getattr(summary, "final_eval", {}) or {}
         text = ", ".join(f"{pair} loss {value:.3f}" for pair, value in losses.items())
         progress.finish_run(run.run_id, text, wall_s=time.monotonic() - start)

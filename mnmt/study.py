@@ -14,6 +14,8 @@ Stages (each resumable, so re-running the same command picks up where it stopped
 
 Errors in the command line or the study (unknown preset, unreadable study file, an output
 directory that cannot be written or that holds a different study) print one line and exit 2.
+A run stopped by SIGINT/SIGTERM stops the study after its checkpoint (exit 130/143; the same
+command resumes it); a run whose loss became NaN/inf stops the study with exit 3.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import argparse
 import dataclasses
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -29,10 +32,12 @@ from pathlib import Path
 
 import gin
 
+from launch.local import RunStopped
 from launch.study import PRESETS, StudyError, StudySpec, expand
 from mnmt.gin_files import parse_files_and_bindings
 
 EXIT_USAGE = 2
+EXIT_DIVERGED = 3  # as mnmt-train: a run's loss became NaN/inf
 STUDY_FILE = "study.json"
 
 
@@ -423,6 +428,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         print(f"mnmt-study: error: {first_line}", file=sys.stderr)
         return EXIT_USAGE
+    except RunStopped as stopped:
+        if stopped.status == "diverged":
+            print(f"mnmt-study: error: {stopped}", file=sys.stderr)
+            return EXIT_DIVERGED
+        print(f"mnmt-study: {stopped}", file=sys.stderr)  # the trainer's message says how to resume
+        return 128 + (stopped.signal_number or signal.SIGTERM)  # 130 for Ctrl-C, 143 for SIGTERM
     except KeyboardInterrupt:
         print("mnmt-study: interrupted; re-run the same command to resume", file=sys.stderr)
         return 130
