@@ -92,6 +92,10 @@ def slurm_script(
         f"#SBATCH --ntasks-per-node={gpus_per_node}",
         f"#SBATCH --gpus-per-node={gpus_per_node}",
         f"#SBATCH --time={time_limit}",
+        # 5 minutes before the time limit every task gets SIGTERM: the run checkpoints, exits 143
+        # and is requeued below, resuming from that checkpoint (runs longer than one limit).
+        "#SBATCH --signal=TERM@300",
+        "#SBATCH --requeue",
         "#SBATCH --output=mnmt-study-%A_%a.log",
     ]
     if partition:
@@ -102,7 +106,12 @@ def slurm_script(
         'RUN_ID="${RUNS[$SLURM_ARRAY_TASK_ID]}"',
         f"cd {workdir}",
         # One process per GPU; jax.distributed.initialize() reads SLURM's environment.
-        f"srun .venv/bin/{command}",
+        f"status=0; srun .venv/bin/{command} || status=$?",
+        'if [ "$status" -eq 143 ]; then  # stopped by the time limit or preemption, checkpointed',
+        '  scontrol requeue "${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"',
+        "  exit 0",
+        "fi",
+        'exit "$status"',
     ]
     lines = [
         "#!/usr/bin/env bash",

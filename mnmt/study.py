@@ -318,7 +318,8 @@ def cmd_launch(args: argparse.Namespace) -> int:
                                        zone=args.zone, project=args.project)
     else:
         text = remote.slurm_script(study_args, runs, args.out, nodes=args.nodes,
-                                   gpus_per_node=args.gpus_per_node, partition=args.partition)
+                                   gpus_per_node=args.gpus_per_node, partition=args.partition,
+                                   time_limit=args.time)
     script = Path(args.script)
     try:
         _atomic_write(script, text)
@@ -401,6 +402,9 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--nodes", type=int, default=1)
             p.add_argument("--gpus-per-node", type=int, default=8)
             p.add_argument("--partition")
+            p.add_argument("--time", default="24:00:00",
+                           help="SLURM time limit of each array task (default %(default)s); a run "
+                                "that reaches it checkpoints and is requeued")
     p = sub.add_parser("presets", help="list the built-in presets")
     p.set_defaults(func=cmd_presets)
     return parser

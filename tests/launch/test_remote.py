@@ -42,6 +42,28 @@ def test_slurm_script_is_one_array_task_per_run(tmp_path):
     # data is prepared before sbatch, not inside each array task
     assert text.index("mnmt-study prepare") < text.index("sbatch")
     assert '--run "${RUN_ID}"' in text
+    # before the time limit the run checkpoints (SIGTERM → exit 143) and the task is requeued
+    assert "#SBATCH --signal=TERM@300" in text and "#SBATCH --requeue" in text
+    assert text.index("|| status=$?") < text.index('"$status" -eq 143') < text.index("scontrol requeue")
+
+
+def test_slurm_job_requeues_only_a_checkpointed_stop(tmp_path):
+    """Run the array task's body with srun and scontrol stubbed: 143 requeues, other codes pass."""
+    import subprocess
+
+    text = remote.slurm_script(["--preset", "ci"], RUNS, "/o", time_limit="2-00:00:00")
+    assert "#SBATCH --time=2-00:00:00" in text
+    body = text.split("sbatch <<'MNMT_JOB'\n", 1)[1].split("MNMT_JOB", 1)[0]
+    body = body.replace("cd $HOME/mnmt-scaling", "cd .")
+    for code, requeued, status in ((143, True, 0), (0, False, 0), (3, False, 3)):
+        stubs = (f"srun() {{ return {code}; }}\n"
+                 f"scontrol() {{ echo \"requeue $*\" >> {tmp_path}/calls; }}\n"
+                 "SLURM_ARRAY_TASK_ID=1; SLURM_ARRAY_JOB_ID=77\n")
+        (tmp_path / "calls").write_text("")
+        result = subprocess.run(["bash", "-c", stubs + body], capture_output=True, text=True)
+        assert result.returncode == status, result.stderr
+        calls = (tmp_path / "calls").read_text()
+        assert (calls == "requeue requeue 77_1\n") if requeued else (calls == "")
 
 
 def test_slurm_rejects_impossible_shapes():
