@@ -161,7 +161,13 @@ def quality_section(doc: _Doc, rep: Report, table: pd.DataFrame, eval_set: str, 
             try:
                 trained = table
                 if "weight" in table.columns:  # zero-shot rows (p = 0) left out, as in the figures
-                    trained = table[~((table["pair"] == pair) & (table["weight"] <= 0))]
+                    zero_shot = (table["pair"] == pair) & (table["weight"] <= 0)
+                    trained = table[~zero_shot]
+                    if not ((trained["pair"] == pair) & (trained["metric"] == m)).any():
+                        rep.skipped[f"quality {m} {pair}"] = (
+                            f"every {pair} run is zero-shot (weight 0); quality laws use trained "
+                            f"pairs only")
+                        continue
                 pts = quality_points(trained, m, eval_set=eval_set, pair=pair)
                 if form == "power":  # c·L^−p needs a positive score: count what is left out
                     bad = ~(pts[m] > 0)

@@ -121,3 +121,14 @@ def test_report_quality_leaves_out_zero_shot_and_counts_zero_bleu(tmp_path):
     assert rep.quality[("bleu", "en-de")].n_points == rep.quality[("bleu", "en-zh")].n_points - 1
     assert any("bleu en-de: 1 of" in w for w in rep.warnings), rep.warnings
     assert not any(k.startswith("quality bleu") for k in rep.skipped), rep.skipped
+
+
+def test_a_pair_only_ever_zero_shot_is_skipped_saying_so(tmp_path):
+    # en-zh is zero-shot in every run (p = 1 for en-de): its BLEU rows are all off the law
+    fin = make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(1.0,), noise=0.0)
+    bleu = fin.copy()
+    bleu["metric"] = "bleu"
+    bleu["value"] = np.where(bleu["weight"] > 0, 40.0 * bleu["value"] ** -0.7, 0.5)
+    rep = write_report(pd.concat([fin, bleu], ignore_index=True), str(tmp_path), n_refits=5)
+    assert ("bleu", "en-de") in rep.quality
+    assert "zero-shot" in rep.skipped["quality bleu en-zh"], rep.skipped
