@@ -9,6 +9,7 @@ average around every measurement. Tokens/s count source + target tokens.
     python benchmarks/train_step.py            # human-readable
     python benchmarks/train_step.py --json     # one JSON object
     python benchmarks/train_step.py --zoo      # also tokens/s and MFU for mini-1 … mini-8
+    python benchmarks/train_step.py --breakdown  # forward / backward / matmuls-only split
 
 MFU = model FLOPs per second (mnmt.models.accounting.train_flops_per_example) over the measured
 float32 matmul peak of this machine (best of several 2048² matmuls, all cores).
