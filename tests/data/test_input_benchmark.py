@@ -1,29 +1,23 @@
 """benchmarks/input_pipeline.py: one JSON object with the issue-4 fields and a consistent ratio."""
 
-import importlib.util
 import json
-import os
 
 import pytest
 
-SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "input_pipeline.py")
+
+@pytest.fixture
+def bench(benchmark_script):
+    return benchmark_script("input_pipeline")
 
 
-def _bench():
-    spec = importlib.util.spec_from_file_location("input_pipeline_bench", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def _run(capsys, vocab, *extra):
-    assert _bench().main(["--json", "--vocab", vocab, "--batches", "4", "--batch_size", "8",
+def _run(bench, capsys, vocab, *extra):
+    assert bench.main(["--json", "--vocab", vocab, "--batches", "4", "--batch_size", "8",
                           "--no_seqio", *extra]) == 0
     return json.loads(capsys.readouterr().out)
 
 
-def test_json_fields_and_headroom_against_a_given_trainer_rate(capsys, tiny_vocab):
-    r = _run(capsys, tiny_vocab, "--trainer_steps_per_s", "5")
+def test_json_fields_and_headroom_against_a_given_trainer_rate(bench, capsys, tiny_vocab):
+    r = _run(bench, capsys, tiny_vocab, "--trainer_steps_per_s", "5")
     assert r["examples_per_s"] > 0 and r["tokens_per_s"] > r["examples_per_s"]
     assert r["examples_per_row"] > 1.5  # packed
     assert r["trainer_rows_per_s"] == 5 * 8
@@ -35,8 +29,8 @@ def test_json_fields_and_headroom_against_a_given_trainer_rate(capsys, tiny_voca
 
 
 @pytest.mark.slow
-def test_measures_the_trainer_step(capsys, tiny_vocab):
-    r = _run(capsys, tiny_vocab, "--trainer_steps", "2", "--rounds", "2")
+def test_measures_the_trainer_step(bench, capsys, tiny_vocab):
+    r = _run(bench, capsys, tiny_vocab, "--trainer_steps", "2", "--rounds", "2")
     t = r["trainer"]
     assert t["size"] == "mini-1" and t["steps_timed"] == 2
     assert 0 < t["sec_per_step_best"] <= t["sec_per_step"]

@@ -1,27 +1,19 @@
 """benchmarks/train_step.py: its list of the step's matmuls agrees with the FLOP accounting."""
 
-import importlib.util
-import os
-
 import numpy as np
 import pytest
 
 from mnmt.models import accounting
 from mnmt.models.configs import T5Config
 
-SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "train_step.py")
 
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("train_step_bench", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+@pytest.fixture
+def bench(benchmark_script):
+    return benchmark_script("train_step")
 
 
 @pytest.mark.parametrize("batch,src,tgt", [(32, 64, 64), (4, 48, 20)])
-def test_matmul_list_flops_equal_the_accounting(batch, src, tgt):
-    bench = _bench()
+def test_matmul_list_flops_equal_the_accounting(bench, batch, src, tgt):
     ref = bench.REF
     config = T5Config(vocab_size=ref["vocab"], emb_dim=ref["d_model"], num_heads=ref["heads"],
                       head_dim=ref["head_dim"], mlp_dim=ref["d_ff"],
@@ -33,8 +25,7 @@ def test_matmul_list_flops_equal_the_accounting(batch, src, tgt):
 
 
 @pytest.mark.parametrize("form", ["nn", "nt", "tn", "bnn", "bnt", "btn"])
-def test_each_product_form_computes_what_its_shapes_say(form):
-    bench = _bench()
+def test_each_product_form_computes_what_its_shapes_say(bench, form):
     rng = np.random.default_rng(0)
     lhs_shape, rhs_shape = {"nn": ((5, 3), (3, 4)), "nt": ((5, 3), (4, 3)),
                             "tn": ((3, 5), (3, 4)), "bnn": ((2, 5, 3), (2, 3, 4)),

@@ -117,16 +117,10 @@ def test_flops_terms_scale_as_expected():
     assert dense > 0
 
 
-def test_flops_match_compiled_dot_count():
+def test_flops_match_compiled_dot_count(benchmark_script):
     """The analytic count equals XLA's matmul FLOPs of the compiled training step within 3%
     (benchmarks/flops_check.py reports the same for more sizes)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("flops_check",
-                                                  REPO / "benchmarks" / "flops_check.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    r = mod.check("mini-1", batch=2, input_len=16, target_len=12, vocab=64)
+    r = benchmark_script("flops_check").check("mini-1", batch=2, input_len=16, target_len=12, vocab=64)
     assert abs(r["ratio_xla_dots_over_analytic"] - 1.0) < 0.03   # + relpos one-hot einsum
     assert 1.0 <= r["ratio_xla_over_analytic"] < 1.25
     assert np.isfinite(r["xla_train_flops"]) and jax.default_backend() == "cpu"
