@@ -104,12 +104,12 @@ def step_matmuls(batch: int, src: int, tgt: int) -> list[tuple[str, tuple[int, .
 
 
 def _matmul(form: str, a, b):
-    """The product of `step_matmuls` form `form`; works for numpy-like jax and torch arrays."""
+    """The product of `step_matmuls` form `form` (numpy, jax and torch arrays alike)."""
     if form.endswith("nn"):
         return a @ b
     if form.endswith("nt"):
-        return a @ b.swapaxes(-1, -2) if hasattr(a, "swapaxes") else a @ b.transpose(-1, -2)
-    return a.swapaxes(-1, -2) @ b if hasattr(a, "swapaxes") else a.transpose(-1, -2) @ b
+        return a @ b.swapaxes(-1, -2)
+    return a.swapaxes(-1, -2) @ b
 
 
 def _matmul_flops(form: str, lhs: tuple[int, ...], rhs: tuple[int, ...]) -> float:
@@ -126,15 +126,9 @@ def _matmul_inputs(batch: int, src: int, tgt: int):
             for form, sa, sb in step_matmuls(batch, src, tgt)]
 
 
-def _best_of_windows(fn, repeats: int = 3, windows: int = 3) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(windows):
-        t0 = time.perf_counter()
-        for _ in range(repeats):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / repeats)
-    return best
+def _time_parts(fn) -> float:
+    """Seconds per call of one part of a step: `_time_steps` with 3 calls per window, 1 warm-up."""
+    return _time_steps(fn, steps=3, warmup=1)
 
 
 def breakdown_ours(model, params, batch, args) -> dict:
@@ -153,10 +147,10 @@ def breakdown_ours(model, params, batch, args) -> dict:
     forms = [m[0] for m in mats]
     all_matmuls = jax.jit(lambda arrays: [_matmul(f, a, b) for f, (a, b) in zip(forms, arrays, strict=True)])
     arrays = [(a, b) for _, a, b in mats]
-    return {"forward_s": _best_of_windows(lambda: jax.block_until_ready(fwd(params, batch))),
-            "forward_backward_s": _best_of_windows(
+    return {"forward_s": _time_parts(lambda: jax.block_until_ready(fwd(params, batch))),
+            "forward_backward_s": _time_parts(
                 lambda: jax.block_until_ready(grad(params, batch))),
-            "matmuls_only_s": _best_of_windows(
+            "matmuls_only_s": _time_parts(
                 lambda: jax.block_until_ready(all_matmuls(arrays)))}
 
 
@@ -176,9 +170,9 @@ def breakdown_hf(model, forward, args) -> dict:
         model.zero_grad(set_to_none=True)
         forward().backward()
 
-    return {"forward_s": _best_of_windows(lambda: forward().detach()),
-            "forward_backward_s": _best_of_windows(forward_backward),
-            "matmuls_only_s": _best_of_windows(all_matmuls)}
+    return {"forward_s": _time_parts(lambda: forward().detach()),
+            "forward_backward_s": _time_parts(forward_backward),
+            "matmuls_only_s": _time_parts(all_matmuls)}
 
 
 def side_ours(args) -> dict:
