@@ -30,15 +30,11 @@ class RunStopped(Exception):
     """A run ended without finishing: stopped by a signal (checkpointed) or diverged. The study
     stops there too, instead of going on to the next run."""
 
-    def __init__(self, run_id: str, status: str, message: str) -> None:
+    def __init__(self, run_id: str, status: str, message: str,
+                 signal_number: int | None = None) -> None:
         super().__init__(f"run {run_id} {status}: {message}" if message else f"run {run_id} {status}")
         self.run_id, self.status, self.message = run_id, status, message
-
-    @property
-    def signal_number(self) -> int | None:
-        """The signal that stopped a preempted run, when the trainer's message names it."""
-        found = re.search(r"stopped by signal (\d+)", self.message)
-        return int(found.group(1)) if found else None
+        self.signal_number = signal_number  # the signal that stopped a preempted run, if known
 
 
 def seqio_name(text: str) -> str:
@@ -122,7 +118,7 @@ def run_all(
         start = time.monotonic()
         summary = train(make_train_config(spec, run, data, run_dir), progress=progress.update)
         if summary.status != "finished":  # preempted (checkpointed) or diverged
-            raise RunStopped(run.run_id, summary.status, summary.message)
+            raise RunStopped(run.run_id, summary.status, summary.message, summary.stop_signal)
         losses = getattr(summary, "final_eval", {}) or {}
         text = ", ".join(f"{pair} loss {value:.3f}" for pair, value in losses.items())
         progress.finish_run(run.run_id, text, wall_s=time.monotonic() - start)

@@ -100,6 +100,7 @@ class TrainSummary:
     tokens: int = 0
     message: str = ""
     final_metrics: dict[str, float] = dataclasses.field(default_factory=dict)  # "pair/set/metric"
+    stop_signal: int | None = None     # preempted: the signal received here (None: another host's)
 
 
 def train(config: TrainConfig, *,
@@ -341,7 +342,8 @@ class _Loop:
             self._status_json("diverged", step, tokens, {}, message)
         return TrainSummary(s.run_id, c.model_dir, status, step, finals,
                             time.perf_counter() - t_start, tokens=tokens, message=message,
-                            final_metrics=final_metrics(c.model_dir) if self.primary else {})
+                            final_metrics=final_metrics(c.model_dir) if self.primary else {},
+                            stop_signal=guard.signal_received if status == "preempted" else None)
 
     def _log_train(self, step, tokens, m, window, meter) -> None:
         mean_loss = window[0] / max(window[1], 1)

@@ -18,10 +18,10 @@ def _run_all_with(monkeypatch, tmp_path, statuses):
     def fake_train(config, progress=None):
         import mnmt.trainer
 
-        status, message = statuses[len(started)]
+        status, message, stop_signal = statuses[len(started)]
         started.append(config)
         return mnmt.trainer.TrainSummary(config, str(tmp_path), status, 3, {"en-de": 1.0}, 0.1,
-                                         message=message)
+                                         message=message, stop_signal=stop_signal)
 
     import mnmt.trainer
 
@@ -38,8 +38,8 @@ def _run_all_with(monkeypatch, tmp_path, statuses):
 
 def test_a_signal_stops_the_study_after_that_run(monkeypatch, tmp_path):
     stopped, started, text = _run_all_with(monkeypatch, tmp_path, [
-        ("finished", ""),
-        ("preempted", "stopped by signal 15 at step 3; checkpoint saved, run again to resume")])
+        ("finished", "", None),
+        ("preempted", "stopped by signal 15 at step 3; checkpoint saved, run again to resume", 15)])
     assert isinstance(stopped, local.RunStopped)
     assert started == ["micro-1_p0.50_s0", "micro-2_p0.50_s0"]  # the third never started
     assert stopped.run_id == "micro-2_p0.50_s0" and stopped.signal_number == 15
@@ -47,24 +47,26 @@ def test_a_signal_stops_the_study_after_that_run(monkeypatch, tmp_path):
 
 
 def test_a_diverged_run_stops_the_study(monkeypatch, tmp_path):
-    stopped, started, _ = _run_all_with(monkeypatch, tmp_path, [("diverged", "loss is nan at step 3")])
+    stopped, started, _ = _run_all_with(monkeypatch, tmp_path, [("diverged", "loss is nan at step 3", None)])
     assert isinstance(stopped, local.RunStopped) and stopped.status == "diverged"
     assert len(started) == 1 and stopped.signal_number is None
 
 
 def test_all_finished_returns_every_run_directory(monkeypatch, tmp_path):
-    dirs, started, _ = _run_all_with(monkeypatch, tmp_path, [("finished", "")] * 3)
+    dirs, started, _ = _run_all_with(monkeypatch, tmp_path, [("finished", "", None)] * 3)
     assert [d.name for d in dirs] == started
 
 
-@pytest.mark.parametrize("status, message, code", [
-    ("preempted", "stopped by signal 2 at step 5; checkpoint saved, run again to resume", 130),
-    ("preempted", "stopped by signal 15 at step 5; checkpoint saved, run again to resume", 143),
-    ("diverged", "loss is nan at step 5", 3),
+@pytest.mark.parametrize("status, message, signum, code", [
+    ("preempted", "stopped by signal 2 at step 5; checkpoint saved, run again to resume", 2, 130),
+    ("preempted", "stopped by signal 15 at step 5; checkpoint saved, run again to resume", 15, 143),
+    ("preempted", "stopped by signal (on another host) at step 5; …", None, 143),
+    ("diverged", "loss is nan at step 5", None, 3),
 ])
-def test_the_study_command_exits_with_the_stop_reason(monkeypatch, capsys, status, message, code):
+def test_the_study_command_exits_with_the_stop_reason(monkeypatch, capsys, status, message, signum,
+                                                      code):
     def stopped_run(args):
-        raise local.RunStopped("mini-1_p0.50_s0", status, message)
+        raise local.RunStopped("mini-1_p0.50_s0", status, message, signum)
 
     monkeypatch.setattr(study, "build_parser", _parser_with(study.build_parser, stopped_run))
     assert study.main(["plan", "--preset", "ci"]) == code

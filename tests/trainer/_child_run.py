@@ -50,7 +50,7 @@ def main() -> int:
 
     summary = train(config, progress=progress)
     print(json.dumps({"status": summary.status, "final_step": summary.final_step,
-                      "final_eval": summary.final_eval}))
+                      "final_eval": summary.final_eval, "stop_signal": summary.stop_signal}))
     return 0
 
 

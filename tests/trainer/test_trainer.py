@@ -209,6 +209,7 @@ def test_sigterm_checkpoints_and_stops_then_resumes(reference_run, make_config, 
     assert res.returncode == 0, res.stderr[-2000:]
     out = json.loads(res.stdout.strip().splitlines()[-1])
     assert out["status"] == "preempted" and out["final_step"] == 6
+    assert out["stop_signal"] == 15  # SIGTERM: what mnmt-study turns into exit 143
     assert "step_6" in os.listdir(os.path.join(config.model_dir, "checkpoints"))
     summary = train(config, progress=lambda e: None)
     assert summary.status == "finished"
