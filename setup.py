@@ -42,12 +42,14 @@ setup(
     },
     entry_points={
         "console_scripts": [
-            "mnmt-train=mnmt.train:main",
-            "mnmt-study=mnmt.study:main",
+            "mnmt-train=mnmt.training.train:main",
+            "mnmt-study=mnmt.study.cli:main",
             "mnmt-export=mnmt.export:main",
             "mnmt-fit=fitting.cli:main",
             "mnmt-zoo=mnmt.models.zoo:main",
             "mnmt-vocab=mnmt.data.vocab:main",
-        ]
+        ],
+        # Further `mnmt-study` subcommands, found at run time (launch depends on mnmt, not back).
+        "mnmt_study.commands": ["launch=launch.cli:register"],
     },
 )

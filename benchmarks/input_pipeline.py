@@ -5,7 +5,7 @@ zoo's feature lengths, and — in the same run, as the named competitor — seqi
 for the same mixture (``seqio.get_dataset`` with ``EncDecFeatureConverter(pack=True)``).
 The requirement (issue 4): at least 10× what the CPU trainer consumes, so training is never
 input-bound. What the trainer consumes is measured in the same run: the trainer's own jitted
-step (:func:`mnmt.train_state.build_step_functions`, Adafactor, z-loss) of the fastest mini-zoo
+step (:func:`mnmt.training.step_functions.build_step_functions`, Adafactor, z-loss) of the fastest mini-zoo
 model (``--trainer_size mini-1``) on batches of the same mixture (rows/s = batch rows / s per
 step), in rounds interleaved with the pipeline's so both see the same load:
 ``headroom_vs_trainer`` (mean / mean), ``_best`` (best round / best round), ``_min_round``
@@ -64,7 +64,7 @@ def _measure(it, n_batches: int, warmup: int = 3) -> dict:
 
 
 class _TrainerStep:
-    """The trainer's jitted step (``mnmt.train_state.build_step_functions``, Adafactor, z-loss)
+    """The trainer's jitted step (``mnmt.training.step_functions.build_step_functions``, Adafactor, z-loss)
     of one zoo size, compiled on ``batches`` (cycled when timing)."""
 
     def __init__(self, batches: list[dict], size: str, vocab_size: int) -> None:
@@ -72,7 +72,7 @@ class _TrainerStep:
 
         from mnmt.models.encoder_decoder import EncoderDecoderModel
         from mnmt.models.zoo import get_config
-        from mnmt.train_state import put_global_batch, single_device_step_functions
+        from mnmt.training.step_functions import put_global_batch, single_device_step_functions
 
         model = EncoderDecoderModel(get_config(size, vocab_size=vocab_size))
         self.fns = single_device_step_functions(model, batches[0], z_loss=1e-4)

@@ -46,9 +46,9 @@ def measure(repeats: int) -> dict:
     import jax.numpy as jnp
     import numpy as np
     import torch
-    from train_step import _cpu_model, _usable_cpus  # same folder: run as a script
+    from train_step import cpu_model, usable_cpus  # same folder: run as a script
 
-    threads = _usable_cpus()
+    threads = usable_cpus()
     torch.set_num_threads(threads)
     rng = np.random.default_rng(0)
     products = {
@@ -69,7 +69,7 @@ def measure(repeats: int) -> dict:
             rows.append({"shape": name, "product": prod, "m_k_n": [m, k, n],
                          "jax_gflops": gflop / j_ms * 1e3, "torch_gflops": gflop / t_ms * 1e3,
                          "jax_over_torch": t_ms / j_ms})
-    return {"machine": f"{platform.machine()} {threads} usable cpus, {_cpu_model()}, "
+    return {"machine": f"{platform.machine()} {threads} usable cpus, {cpu_model()}, "
                        f"{platform.platform()}",
             "load_average": [round(v, 2) for v in os.getloadavg()],
             "versions": {"jax": jax.__version__, "torch": torch.__version__}, "rows": rows}

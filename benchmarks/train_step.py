@@ -43,7 +43,7 @@ def _batch_numpy(batch: int, src: int, tgt: int, vocab: int, seed: int = 0):
             "decoder_loss_weights": np.ones((batch, tgt), np.float32)}
 
 
-def _usable_cpus() -> int:
+def usable_cpus() -> int:
     """CPUs this process may run on (honours taskset / cgroup affinity, like XLA's pool)."""
     try:
         return len(os.sched_getaffinity(0))
@@ -182,7 +182,7 @@ def side_ours(args) -> dict:
     from mnmt.models.configs import T5Config
     from mnmt.models.encoder_decoder import EncoderDecoderModel
     from mnmt.models.zoo import get_config
-    from mnmt.train_state import put_global_batch, single_device_step_functions
+    from mnmt.training.step_functions import put_global_batch, single_device_step_functions
 
     if args.size:
         config = get_config(args.size, REF["vocab"])
@@ -224,7 +224,7 @@ def side_hf(args) -> dict:
     from transformers.optimization import Adafactor
 
     torch.manual_seed(0)
-    torch.set_num_threads(_usable_cpus())  # as XLA: the CPUs this process may run on
+    torch.set_num_threads(usable_cpus())  # as XLA: the CPUs this process may run on
     cfg = T5Config(vocab_size=REF["vocab"], d_model=REF["d_model"], d_kv=REF["head_dim"],
                    d_ff=REF["d_ff"], num_layers=REF["layers"], num_decoder_layers=REF["layers"],
                    num_heads=REF["heads"], feed_forward_proj="gated-gelu", dropout_rate=0.0,
@@ -268,7 +268,7 @@ def side_hf(args) -> dict:
     return out
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -347,8 +347,8 @@ def main(argv=None) -> int:
     # share of it that other processes left us at one moment.
     peak = max(o["matmul_peak_flops"] for o in ours + list(zoo_runs.values()))
     result = {
-        "machine": f"{platform.machine()} {_usable_cpus()} usable cpus of {os.cpu_count()}, "
-                   f"{_cpu_model()}, {platform.platform()}",
+        "machine": f"{platform.machine()} {usable_cpus()} usable cpus of {os.cpu_count()}, "
+                   f"{cpu_model()}, {platform.platform()}",
         "config": dict(REF, batch=args.batch, src_len=args.src_len, tgt_len=args.tgt_len),
         "tokens_per_step": tokens,
         "ours_tokens_per_s": tokens / best_ours["sec_per_step"],

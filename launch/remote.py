@@ -5,7 +5,7 @@ Both targets run the same self-contained command on every host of a run:
     mnmt-study run-one STUDY --run RUN_ID --out OUT
 
 which prepares the study's data (idempotently), registers the run's mixture and trains that one
-run; `mnmt.trainer` calls `jax.distributed.initialize()` on multi-host slices, where JAX discovers
+run; `mnmt.training.trainer` calls `jax.distributed.initialize()` on multi-host slices, where JAX discovers
 the coordinator from the TPU metadata or from SLURM's environment. OUT must be visible to every
 host (a shared file system, or a bucket mounted on each host).
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
-from launch.study import RunSpec
+from mnmt.study.spec import RunSpec
 
 
 def run_one_command(study_args: Sequence[str], run: RunSpec, out: str, python: str = "mnmt-study") -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from launch.study import PRESETS
+from mnmt.study.spec import PRESETS
 
 pytestmark = pytest.mark.integration
 
@@ -20,7 +20,7 @@ ROW_KEYS = {"run_id": str, "step": int, "tokens": int, "task": str, "eval_set": 
 
 def run_study(out: Path, timeout: int) -> subprocess.CompletedProcess:
     # a relative --out, run from its parent, as the README's default `mnmt_study_out` is
-    cmd = [sys.executable, "-m", "mnmt.study", "run", "--preset", "ci", "--out", out.name]
+    cmd = [sys.executable, "-m", "mnmt.study.cli", "run", "--preset", "ci", "--out", out.name]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=out.parent)
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from mnmt.data.packing import pack_examples, pad_examples
 from mnmt.data.stream_workers import make_encoder
-from mnmt.data.synthetic_grammar import stable_seed
+from mnmt.data.synthetic.grammar import stable_seed
 
 __all__ = ["TrainInputs", "eval_batches", "eval_examples", "pack_examples", "pad_examples"]
 
@@ -43,7 +43,7 @@ def finish_example(
 
 
 # ---- per-task token streams ------------------------------------------------------------------
-class _TaskStream:
+class TaskStream:
     """Tokenized training examples (``<2xx>`` + source, target; no EOS yet) of one task from
     position ``cursor`` on (endless).
 
@@ -174,7 +174,7 @@ class TrainInputs:
             raise ValueError(f"prefetch: expected >= 0 batches, got {prefetch}")
         self.prefetch = int(prefetch)
         self.stream_processes = bool(stream_processes)
-        self._streams: dict[str, _TaskStream] = {}
+        self._streams: dict[str, TaskStream] = {}
         self._thread: threading.Thread | None = None
         self._queue: queue.Queue | None = None
         self._stop = threading.Event()
@@ -218,7 +218,7 @@ class TrainInputs:
         for st in self._streams.values():
             st.close()
         self._streams = {
-            t: _TaskStream(t, self.seed, self.shard, int(cursors[t]), self.stream_processes)
+            t: TaskStream(t, self.seed, self.shard, int(cursors[t]), self.stream_processes)
             for t in self.tasks
         }
         self._draws = draws  # mixed-stream index of the current window's first example

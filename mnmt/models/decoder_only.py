@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mnmt import decoding
+from mnmt.models import decoding
 from mnmt.models.configs import T5Config
 from mnmt.models.encoder_decoder import weighted_loss
 from mnmt.models.losses import cross_entropy_terms
@@ -180,7 +180,7 @@ class DecoderOnlyModel:
         return jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
 
     def step_fn(self, params: Any) -> decoding.StepFn:
-        """The `tokens_to_logits(ids, cache)` closure used by `mnmt.decoding`."""
+        """The `tokens_to_logits(ids, cache)` closure used by `mnmt.models.decoding`."""
         def tokens_to_logits(ids: Array, cache: Any) -> tuple[Array, Any]:
             logits, mutated = self.module.apply({"params": params, "cache": cache}, ids,
                                                 decode=True, mutable=["cache"])

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mnmt import decoding
+from mnmt.models import decoding
 from mnmt.models.configs import T5Config
 from mnmt.models.losses import cross_entropy_terms
 from mnmt.models.t5 import EncoderDecoderTransformer
@@ -129,7 +129,7 @@ class EncoderDecoderModel:
 
     def step_fn(self, params: Any, encoded: Array, encoder_input_tokens: Array
                 ) -> decoding.StepFn:
-        """The `tokens_to_logits(ids, cache)` closure used by `mnmt.decoding`."""
+        """The `tokens_to_logits(ids, cache)` closure used by `mnmt.models.decoding`."""
 
         def tokens_to_logits(ids: Array, cache: Any) -> tuple[Array, Any]:
             logits, mutated = self.module.apply(

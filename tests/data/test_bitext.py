@@ -4,7 +4,7 @@ import gzip
 
 import pytest
 
-from mnmt.data.bitext import BitextError, count_bitext, read_bitext, register_bitext_task
+from mnmt.data.sources.bitext import BitextError, count_bitext, read_bitext, register_bitext_task
 
 
 def _write(path, data: bytes, gz: bool = False):
@@ -99,7 +99,7 @@ def test_skipped_lines_are_counted_in_the_log(tmp_path, caplog):
     import logging
 
     path = _write(tmp_path / "mixed.tsv", b"a\tb\nbad\nc\t\n\xff\tx\nd\te\n")
-    with caplog.at_level(logging.WARNING, logger="mnmt.data.bitext"):
+    with caplog.at_level(logging.WARNING, logger="mnmt.data.sources.bitext"):
         pairs = list(read_bitext(path, skip_malformed=True))
     assert pairs == [("a", "b"), ("d", "e")]
     (rec,) = [r for r in caplog.records if "skipped" in r.getMessage()]

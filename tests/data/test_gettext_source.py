@@ -5,7 +5,7 @@ import struct
 
 import pytest
 
-from mnmt.data.gettext_source import (
+from mnmt.data.sources.gettext import (
     find_catalogs,
     gettext_pairs,
     load_catalog,

@@ -51,14 +51,14 @@ def test_packer_matches_seqio_feature_converter(pack):
 def test_fast_path_tokens_equal_seqio_task(tiny_tasks):
     import seqio
 
-    from mnmt.data.pipeline import _TaskStream
+    from mnmt.data.pipeline import TaskStream
     from mnmt.data.tasks import get_task_info
 
     name = tiny_tasks["en-zh"]
     task = seqio.get_mixture_or_task(name)
     ds = task.get_dataset({"inputs": 64, "targets": 64}, split="validation", shuffle=False)
     ref = [(list(x["inputs"]), list(x["targets"])) for _, x in zip(range(50), ds.as_numpy_iterator(), strict=False)]
-    stream = _TaskStream(name, 0, (0, 1), 0)
+    stream = TaskStream(name, 0, (0, 1), 0)
     texts = eval_examples(name, "validation")[:50]
     assert [(a + [1], b + [1]) for a, b in stream.encode(texts)] == ref
     # the language token is one piece, right at the start, with no wasted "▁"
@@ -72,14 +72,14 @@ def test_fast_path_tokens_equal_seqio_task(tiny_tasks):
 def test_trimming_matches_seqio_append_eos_after_trim(tiny_tasks):
     import seqio
 
-    from mnmt.data.pipeline import _TaskStream, finish_example
+    from mnmt.data.pipeline import TaskStream, finish_example
 
     name = tiny_tasks["en-de"]
     lengths = {"inputs": 6, "targets": 5}  # most examples are longer: trimmed
     ds = seqio.get_mixture_or_task(name).get_dataset(lengths, split="validation", shuffle=False)
     ref = [(list(x["inputs"]), list(x["targets"])) for x in ds.take(40).as_numpy_iterator()]
     ours = [finish_example(a, b, lengths)
-            for a, b in _TaskStream(name, 0, (0, 1), 0).encode(eval_examples(name, "validation")[:40])]
+            for a, b in TaskStream(name, 0, (0, 1), 0).encode(eval_examples(name, "validation")[:40])]
     assert ours == ref
     assert sum(len(a) == 6 for a, _ in ref) > 20
 

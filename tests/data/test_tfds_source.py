@@ -44,8 +44,8 @@ def vocab(tmp_path_factory):
 
 def test_both_directions_read_the_right_sides(prepared, vocab):
     from mnmt.data.pipeline import eval_examples
+    from mnmt.data.sources.tfds import register_tfds_task
     from mnmt.data.tasks import get_task_info
-    from mnmt.data.tfds_source import register_tfds_task
 
     ende = register_tfds_task("tfds_tiny_en_de", "mnmt_tiny_translate", "en-de", vocab, data_dir=prepared)
     deen = register_tfds_task("tfds_tiny_de_en", "mnmt_tiny_translate", "de-en", vocab, data_dir=prepared)
@@ -58,7 +58,7 @@ def test_both_directions_read_the_right_sides(prepared, vocab):
 def test_seqio_task_tokenizes_with_language_token(prepared, vocab):
     import seqio
 
-    from mnmt.data.tfds_source import register_tfds_task
+    from mnmt.data.sources.tfds import register_tfds_task
     from mnmt.data.vocab import get_vocabulary, language_token_id
 
     name = register_tfds_task("tfds_tiny_en_de2", "mnmt_tiny_translate", "en-de", vocab,
@@ -72,7 +72,7 @@ def test_seqio_task_tokenizes_with_language_token(prepared, vocab):
 
 
 def test_errors_for_missing_keys_splits_and_unprepared(prepared, vocab, tmp_path):
-    from mnmt.data.tfds_source import register_tfds_task
+    from mnmt.data.sources.tfds import register_tfds_task
 
     with pytest.raises(ValueError, match="no target feature 'fr'"):
         register_tfds_task("x1", "mnmt_tiny_translate", "en-fr", vocab, data_dir=prepared)
@@ -84,7 +84,7 @@ def test_errors_for_missing_keys_splits_and_unprepared(prepared, vocab, tmp_path
 
 
 def test_an_empty_split_is_an_error(prepared, vocab):
-    from mnmt.data.tfds_source import register_tfds_task
+    from mnmt.data.sources.tfds import register_tfds_task
 
     with pytest.raises(ValueError, match=r"split 'train\[:0\]' is empty"):
         register_tfds_task("x4", "mnmt_tiny_translate", "en-de", vocab, data_dir=prepared,
@@ -108,9 +108,9 @@ def test_a_study_calls_its_task_module_with_the_study_vocabulary(prepared, vocab
     import sys
     import types
 
-    from launch.study import StudySpec
-    from mnmt import study
     from mnmt.data import wmt19
+    from mnmt.study import cli as study
+    from mnmt.study.spec import StudySpec
 
     seen = []
 
@@ -128,7 +128,7 @@ def test_a_study_calls_its_task_module_with_the_study_vocabulary(prepared, vocab
     assert seen == [vocab] and data.tasks == {"en-de": "wmt19_en_de"}
     # the real module without prepared WMT19: one clear line naming the dataset
     spec = StudySpec(pairs=("en-de",), weights=((1.0,),), tasks=(("en-de", "wmt19_en_de"),),
-                     task_module="mnmt.data.wmt19", vocabulary_path=vocab)
+                     task_module="mnmt.data.sources.wmt19", vocabulary_path=vocab)
     monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path / "empty"))
     with pytest.raises(study.UsageError, match="wmt19_translate/de-en.*not prepared"):
         study.prepare_data(spec, tmp_path, lambda text: None)

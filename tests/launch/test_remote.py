@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 from launch import remote
-from launch.study import PRESETS, expand
+from mnmt.study.spec import PRESETS, expand
 
 RUNS = expand(PRESETS["default"])
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import jax
 import numpy as np
 import pytest
-from mnmt_model_helpers import tiny_config
 
 from mnmt.models import zoo
 from mnmt.models.accounting import param_counts
+from mnmt.models.test_utils import param_tree_counts, tiny_config
 
 # Fernandes et al. 2023, App. A: (# Parameters, Corrected # Parameters), in the table's order
 FERNANDES_TABLE = [
@@ -16,34 +15,6 @@ FERNANDES_TABLE = [
     (387_747_840, 191_139_840), (601_931_776, 339_787_776), (715_193_344, 453_049_344),
     (1_035_876_864, 707_869_184), (1_412_528_128, 1_019_312_128),
 ]
-
-
-def _tree_counts(config):
-    """Count the real Flax parameter tree (shapes only, via eval_shape: no big allocations)."""
-    if config.is_decoder_only:
-        from mnmt.models.decoder_only import DecoderOnlyModel
-        model = DecoderOnlyModel(config)
-        batch = {"decoder_input_tokens": np.zeros((1, 4), np.int32),
-                 "decoder_target_tokens": np.zeros((1, 4), np.int32)}
-    else:
-        from mnmt.models.encoder_decoder import EncoderDecoderModel
-        model = EncoderDecoderModel(config)
-        batch = {k: np.zeros((1, 4), np.int32) for k in
-                 ("encoder_input_tokens", "decoder_input_tokens", "decoder_target_tokens")}
-    shapes = jax.eval_shape(lambda: model.init_params(jax.random.PRNGKey(0), batch))
-    flat = jax.tree_util.tree_flatten_with_path(shapes)[0]
-    out = {"total": 0, "embedding": 0, "encoder": 0, "decoder": 0}
-    for path, leaf in flat:
-        keys = [getattr(p, "key", str(p)) for p in path]
-        n = int(np.prod(leaf.shape))
-        out["total"] += n
-        if keys[-1] == "embedding" or keys[-1] == "logits_dense":
-            out["embedding"] += n
-        elif keys[0] == "encoder":
-            out["encoder"] += n
-        else:
-            out["decoder"] += n
-    return out
 
 
 @pytest.mark.parametrize("config", [
@@ -54,7 +25,7 @@ def _tree_counts(config):
 ])
 def test_counts_match_flax_tree(config):
     pc = param_counts(config)
-    tree = _tree_counts(config)
+    tree = param_tree_counts(config)
     assert tree == {"total": pc.total, "embedding": pc.embedding, "encoder": pc.encoder,
                     "decoder": pc.decoder}
     assert pc.non_embedding == pc.encoder + pc.decoder == pc.total - pc.embedding
@@ -65,7 +36,7 @@ def test_counts_match_flax_tree(config):
 def test_zoo_counts_match_flax_tree(size):
     config = zoo.get_config(size)
     pc = param_counts(config)
-    tree = _tree_counts(config)
+    tree = param_tree_counts(config)
     assert (tree["total"], tree["embedding"]) == (pc.total, pc.embedding)
     assert (tree["encoder"], tree["decoder"]) == (pc.encoder, pc.decoder)
 

@@ -7,9 +7,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from mnmt_model_helpers import tiny_config
 
 from mnmt.models.decoder_only import DecoderOnlyModel, format_pair, pack_examples, prompt_of
+from mnmt.models.test_utils import tiny_config
 
 EOS, SEP, DE, EN, DOM = 1, 3, 4, 5, 6
 CFG = tiny_config(vocab_size=23, architecture="decoder_only", num_encoder_layers=0,

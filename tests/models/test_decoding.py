@@ -8,10 +8,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from mnmt_model_helpers import make_batch, tiny_config
 
-from mnmt import decoding
+from mnmt.models import decoding
 from mnmt.models.encoder_decoder import EncoderDecoderModel
+from mnmt.models.test_utils import make_batch, tiny_config
 
 
 @pytest.fixture(scope="module")

@@ -12,12 +12,11 @@ import jax
 import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
-from mnmt_model_helpers import make_batch, tiny_config
 
-from mnmt import partitioning
-from mnmt.models import zoo
+from mnmt.models import partitioning, zoo
 from mnmt.models.decoder_only import DecoderOnlyModel
 from mnmt.models.encoder_decoder import EncoderDecoderModel
+from mnmt.models.test_utils import make_batch, tiny_config
 
 RULES = partitioning.standard_logical_axis_rules()
 KNOWN = {name for name, _ in RULES}

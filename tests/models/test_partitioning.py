@@ -8,16 +8,13 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from mnmt import partitioning
-
-HELPERS = Path(__file__).parent
+from mnmt.models import partitioning
 
 
 def test_standard_rules_map_t5x_axes():
@@ -47,9 +44,8 @@ def test_logical_to_shardings_on_one_device():
 SCRIPT = textwrap.dedent("""
     import json, sys
     import jax, numpy as np
-    sys.path.insert(0, {helpers!r})
-    from mnmt_model_helpers import make_batch, tiny_config
-    from mnmt import partitioning
+    from mnmt.models.test_utils import make_batch, tiny_config
+    from mnmt.models import partitioning
     from mnmt.models.decoder_only import DecoderOnlyModel, format_pair, pack_examples
     from mnmt.models.encoder_decoder import EncoderDecoderModel
     assert jax.device_count() == 8, jax.devices()
@@ -106,7 +102,7 @@ SCRIPT = textwrap.dedent("""
 
 def test_4x2_mesh_matches_single_device(tmp_path):
     script = tmp_path / "mesh_check.py"
-    script.write_text(SCRIPT.format(helpers=str(HELPERS)))
+    script.write_text(SCRIPT.format())  # {{ }} in SCRIPT are literal braces
     env = dict(os.environ)
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8")
     env["JAX_PLATFORMS"] = "cpu"

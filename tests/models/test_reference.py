@@ -12,9 +12,9 @@ import math
 
 import jax
 import numpy as np
-from mnmt_model_helpers import make_batch, tiny_config
 
 from mnmt.models.encoder_decoder import EncoderDecoderModel
+from mnmt.models.test_utils import make_batch, tiny_config
 
 
 def _bucket(rel: int, bidirectional: bool, num_buckets: int = 32, max_distance: int = 128) -> int:

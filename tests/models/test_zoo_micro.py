@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from test_accounting import _tree_counts
 
 from mnmt.models import zoo
 from mnmt.models.accounting import param_counts
+from mnmt.models.test_utils import param_tree_counts
 
 
 def test_micro_sizes_grow_and_stay_below_mini_1():
@@ -21,7 +21,7 @@ def test_micro_sizes_grow_and_stay_below_mini_1():
 @pytest.mark.parametrize("size", ["micro-1", "micro-3"])
 def test_micro_counts_equal_the_initialised_tree(size):
     config = zoo.get_config(size, vocab_size=1024)
-    tree = _tree_counts(config)
+    tree = param_tree_counts(config)
     pc = param_counts(config)
     assert tree["total"] == pc.total
     assert tree["encoder"] == pc.encoder and tree["decoder"] == pc.decoder

@@ -1,0 +1,39 @@
+"""WMT19 En→De and En→Zh from TFDS: the public stand-in for Fernandes et al. 2023's in-house data.
+
+Fernandes et al. (§3) train En→XX models on 600M web-crawled sentences per pair, tokenised with a
+128K-piece multilingual SentencePiece model, and prepend a target-language token (<2de>, <2zh>).
+WMT19 (`wmt19_translate/de-en`, `/zh-en` in TFDS, read in the En→XX direction; validation =
+newstest2018) is the closest public setting. The datasets must already be prepared in
+`data_dir` or `$TFDS_DATA_DIR` (`tfds build wmt19_translate/de-en`); nothing is downloaded here.
+
+As a study's `StudySpec.task_module`, `mnmt-study` calls `register_study_tasks` with the study's
+`vocabulary_path` (the vocabulary needs the <2de>/<2zh> tokens: `mnmt-vocab --text_files …
+--languages en,de,zh`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+TASKS = {"en-de": "wmt19_en_de", "en-zh": "wmt19_en_zh"}
+DATASETS = {"en-de": "wmt19_translate/de-en", "en-zh": "wmt19_translate/zh-en"}
+SPLITS = {"train": "train", "validation": "validation"}
+
+
+def register_study_tasks(vocabulary_path: str, *, data_dir: str | None = None,
+                         pairs: Sequence[str] = tuple(TASKS),
+                         datasets: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Register the SeqIO task of each pair (names in `TASKS`); returns pair → task name.
+
+    `datasets` replaces the TFDS names per pair (e.g. a prepared subset).
+    """
+    from mnmt.data.sources.tfds import register_tfds_task  # noqa: PLC0415
+
+    names = dict(DATASETS, **(datasets or {}))
+    unknown = sorted(set(pairs) - set(TASKS))
+    if unknown:
+        raise ValueError(f"mnmt.data.sources.wmt19: pairs {unknown} are not offered; expected some of "
+                         f"{sorted(TASKS)}")
+    return {pair: register_tfds_task(TASKS[pair], names[pair], pair, vocabulary_path,
+                                     data_dir=data_dir, splits=SPLITS)
+            for pair in pairs}

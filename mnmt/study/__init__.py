@@ -1,0 +1,9 @@
+"""Studies: a grid of sizes x mixture weights x seeds, trained here and fitted (`mnmt-study`).
+
+- ``spec``: `StudySpec` (gin), the built-in presets, grids and the expansion into runs;
+- ``runner``: trains the runs one after another on this machine (resumable);
+- ``progress``: the study's progress lines and ETA;
+- ``stages``: loading a study, its output directory, the data stage, export + report;
+- ``cli``: the `mnmt-study` entry point (run, plan, presets, prepare, run-one; `launch` is a
+  plugin of the top-level `launch` package).
+"""

@@ -1,0 +1,207 @@
+"""`mnmt-study`: the main job — train a study's grid, export its metrics, fit the laws, report.
+
+    mnmt-study run                          # the built-in CPU study (preset "default")
+    mnmt-study run --preset ci --out DIR    # a 2-minute miniature
+    mnmt-study plan fernandes_en_de_zh      # the paper-scale study file (72 runs on WMT19)
+    mnmt-study plan [STUDY]                 # list the runs without training
+    mnmt-study presets                      # list the built-in presets
+
+Stages (each resumable, so re-running the same command picks up where it stopped):
+1. data: the synthetic family's shared SentencePiece vocabulary, SeqIO tasks, exact L∞ per pair;
+2. train: one run directory per (size, mixture weights, seed) under OUT/runs/;
+3. export: OUT/metrics.csv, the tidy table of docs/metrics_schema.md;
+4. fit + report: OUT/report/ (Markdown, HTML, PNG figures, fits.json).
+
+Errors in the command line or the study (unknown preset, unreadable study file, an output
+directory that cannot be written or that holds a different study) print one line and exit 2.
+A run stopped by SIGINT/SIGTERM stops the study after its checkpoint (exit 130/143; the same
+command resumes it); a run whose loss became NaN/inf stops the study with exit 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from importlib.metadata import entry_points
+from pathlib import Path
+
+from mnmt.study.progress import StudyProgress
+from mnmt.study.runner import RunStopped, run_all
+from mnmt.study.spec import PRESETS, StudyError, expand
+from mnmt.study.stages import (
+    UsageError,
+    enable_compilation_cache,
+    export_and_report,
+    load_spec,
+    prepare_data,
+    prepare_out_dir,
+)
+
+EXIT_USAGE = 2
+EXIT_DIVERGED = 3  # as mnmt-train: a run's loss became NaN/inf
+COMMAND_PLUGINS = "mnmt_study.commands"  # entry-point group of further subcommands (launch/)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    spec = load_spec(args.study, args.preset, args.gin)
+    out = Path(args.out)
+    prepare_out_dir(out, spec)
+    runs = expand(spec)
+
+    progress = StudyProgress([(r.run_id, r.size, spec.steps_for(r.size)) for r in runs])
+    log = progress.message
+    start = time.monotonic()
+    log(f"study {spec.name}: {len(runs)} runs ({len(spec.sizes)} sizes x {len(spec.weights)} "
+        f"mixtures x {len(spec.seeds)} seeds) on {spec.pairs} -> {out}")
+    data = prepare_data(spec, out, log)
+    enable_compilation_cache(out / "cache" / "jax")
+    run_dirs = run_all(spec, runs, data, out / "runs", progress)
+    report = export_and_report(spec, run_dirs, data, out, log)
+    log(_summary(report, {pair: sets[spec.eval_sets[0]] for pair, sets in data.irreducible_loss.items()}))
+    log(f"study {spec.name}: finished in {time.monotonic() - start:.0f} s; report: "
+        f"{getattr(report, 'markdown_path', out / 'report')}")
+    return 0
+
+
+def cmd_run_one(args: argparse.Namespace) -> int:
+    """Train one run of a study (what each host of a remote launch executes)."""
+    spec = load_spec(args.study, args.preset, args.gin)
+    runs = {r.run_id: r for r in expand(spec)}
+    if args.run not in runs:
+        raise UsageError(f"--run {args.run!r} is not a run of study {spec.name!r}; see `mnmt-study plan`")
+    out = Path(args.out)
+    prepare_out_dir(out, spec)
+
+    progress = StudyProgress([(args.run, runs[args.run].size, spec.steps_for(runs[args.run].size))])
+    data = prepare_data(spec, out, progress.message)
+    enable_compilation_cache(out / "cache" / "jax")
+    run_all(spec, [runs[args.run]], data, out / "runs", progress)
+    return 0
+
+
+def cmd_prepare(args: argparse.Namespace) -> int:
+    """Prepare a study's data only (vocabulary, tasks, L∞) — once, before a multi-host launch."""
+    spec = load_spec(args.study, args.preset, args.gin)
+    out = Path(args.out)
+    prepare_out_dir(out, spec)
+    prepare_data(spec, out, lambda text: print(text, file=sys.stderr))
+    return 0
+
+
+def _summary(report, ground_truth: dict[str, float] | None) -> str:
+    """The fitted exponents and L∞ per pair and weight, next to the true L∞ where known."""
+    lines = ["fitted L(N) = beta * N^-alpha + L_inf (Fernandes eq. 6), per pair and weight p:"]
+    for pair, by_weight in sorted(report.power_fits.items()):
+        truth = (ground_truth or {}).get(pair)
+        for weight, fit in sorted(by_weight.items()):
+            err = fit.stderr or {}
+            alpha, l_inf = fit.params["alpha"], fit.params["l_inf"]
+            text = (f"  {pair} p={weight:.2f}: alpha {alpha:.3f} ± {err.get('alpha', float('nan')):.3f}, "
+                    f"L_inf {l_inf:.3f} ± {err.get('l_inf', float('nan')):.3f}")
+            if truth is not None:
+                text += f" (true {truth:.3f})"
+            lines.append(text)
+    for section, reason in report.skipped.items():
+        lines.append(f"  skipped {section}: {reason}")
+    for warning in report.warnings:
+        lines.append(f"  warning: {warning}")
+    return "\n".join(lines)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    spec = load_spec(args.study, args.preset, args.gin)
+    for run in expand(spec):
+        weights = " ".join(f"{pair}={w:.2f}" for pair, w in run.weights.items())
+        print(f"{run.run_id}\t{run.size}\t{weights}\tseed={run.seed}\tsteps={spec.steps_for(run.size)}")
+    return 0
+
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    for name, spec in sorted(PRESETS.items()):
+        print(f"{name}\t{len(expand(spec))} runs\tsizes={','.join(spec.sizes)}\tweights={list(spec.weights)}"
+              f"\tsteps={spec.train_steps}")
+    return 0
+
+
+def add_study_arguments(parser: argparse.ArgumentParser, *,
+                        out_required: bool = False) -> argparse.ArgumentParser:
+    """The arguments that name a study: a gin file or `--preset`, `--gin` overrides (and `--out`
+    when `out_required`: a directory visible to every host). Shared with subcommand plugins."""
+    parser.add_argument("study", nargs="?", help="study gin file (t5x_configs/studies/*.gin)")
+    parser.add_argument("--preset", help=f"built-in study: {', '.join(sorted(PRESETS))} "
+                                         "(default: default)")
+    parser.add_argument("--gin", action="append", default=[], metavar="NAME=VALUE",
+                        help="gin binding, e.g. --gin StudySpec.train_steps=100 (repeatable)")
+    if out_required:
+        parser.add_argument("--out", required=True, help="output directory visible to every host")
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mnmt-study", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, func, help_text in (
+        ("run", cmd_run, "train, export, fit and report a study"),
+        ("plan", cmd_plan, "list a study's runs without training"),
+    ):
+        p = add_study_arguments(sub.add_parser(name, help=help_text))
+        if name == "run":
+            p.add_argument("--out", default="mnmt_study_out", help="output directory (default: %(default)s)")
+        p.set_defaults(func=func)
+    for name, func, help_text in (
+        ("prepare", cmd_prepare, "prepare a study's data only (before a multi-host launch)"),
+        ("run-one", cmd_run_one, "train one run of a study (used by remote launches)"),
+    ):
+        p = add_study_arguments(sub.add_parser(name, help=help_text), out_required=True)
+        p.set_defaults(func=func)
+        if name == "run-one":
+            p.add_argument("--run", required=True, help="run id (see `mnmt-study plan`)")
+    for plugin in entry_points(group=COMMAND_PLUGINS):  # e.g. `launch` from the launch package
+        plugin.load()(sub)
+    p = sub.add_parser("presets", help="list the built-in presets")
+    p.set_defaults(func=cmd_presets)
+    return parser
+
+
+def _normalise_gin_flags(argv: list[str]) -> list[str]:
+    """Accept T5X-style `--gin.NAME=value` as well as `--gin NAME=value`."""
+    out = []
+    for arg in argv:
+        if arg.startswith("--gin."):
+            out.extend(["--gin", arg[len("--gin."):]])
+        else:
+            out.append(arg)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    # TensorFlow (SeqIO's data backend) and XLA log start-up chatter that hides our progress lines.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    parser = build_parser()
+    args = parser.parse_args(_normalise_gin_flags(list(sys.argv[1:] if argv is None else argv)))
+    try:
+        return args.func(args)
+    except (UsageError, StudyError) as err:
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        print(f"mnmt-study: error: {first_line}", file=sys.stderr)
+        return EXIT_USAGE
+    except RunStopped as stopped:
+        if stopped.status == "diverged":
+            print(f"mnmt-study: error: {stopped}", file=sys.stderr)
+            return EXIT_DIVERGED
+        print(f"mnmt-study: {stopped}", file=sys.stderr)  # the trainer's message says how to resume
+        return 128 + (stopped.signal_number or signal.SIGTERM)  # 130 for Ctrl-C, 143 for SIGTERM
+    except KeyboardInterrupt:
+        print("mnmt-study: interrupted; re-run the same command to resume", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. `mnmt-study plan | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""Run a study's runs one after another on this host (CPU, or one multi-device host).
+
+Each run is an ordinary `mnmt.training.trainer.train` call writing its own run directory
+(docs/metrics_schema.md), so a study interrupted at any point resumes where it stopped: finished
+runs are skipped and an unfinished run continues from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import time
+from pathlib import Path
+
+from mnmt.study.progress import StudyProgress
+from mnmt.study.spec import RunSpec, StudySpec
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyData:
+    """What the data stage of a study produced, shared by all of its runs."""
+
+    vocabulary_path: str
+    tasks: dict[str, str]  # pair -> SeqIO task name
+    irreducible_loss: dict[str, dict[str, float]]  # pair -> eval set -> exact L∞ (nats/token)
+
+
+class RunStopped(Exception):
+    """A run ended without finishing: stopped by a signal (checkpointed) or diverged. The study
+    stops there too, instead of going on to the next run."""
+
+    def __init__(self, run_id: str, status: str, message: str,
+                 signal_number: int | None = None) -> None:
+        super().__init__(f"run {run_id} {status}: {message}" if message else f"run {run_id} {status}")
+        self.run_id, self.status, self.message = run_id, status, message
+        self.signal_number = signal_number  # the signal that stopped a preempted run, if known
+
+
+def seqio_name(text: str) -> str:
+    """A SeqIO-safe registry name (letters, digits, '_', '.', ':')."""
+    return re.sub(r"[^\w.:]", "_", text)
+
+
+def run_status(run_dir: Path) -> str | None:
+    """`finished`, `running` (started, not finished) or None (never started)."""
+    path = run_dir / "run.json"
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text()).get("status", "running")
+    except json.JSONDecodeError:
+        return "running"  # a run.json being rewritten; the trainer decides whether it can resume
+
+
+def register_run_mixture(spec: StudySpec, run: RunSpec, data: StudyData) -> str:
+    """Register (idempotently) the SeqIO mixture of one run's weights and return its name."""
+    from mnmt.data import mixtures
+
+    tag = run.run_id.split("_", 1)[1].rsplit("_", 1)[0]  # e.g. "p0.50" or "w0.20-0.30-0.50"
+    name = seqio_name(f"{spec.name}_{tag}")
+    trained = {data.tasks[pair]: w for pair, w in run.weights.items() if w > 0}
+    return mixtures.register_weighted_mixture(name, trained)
+
+
+def make_train_config(spec: StudySpec, run: RunSpec, data: StudyData, run_dir: Path):
+    """The trainer configuration of one run of `spec`."""
+    from mnmt.training.config import (  # heavy: imports jax and optax
+        CheckpointConfig,
+        DecodeConfig,
+        EvalConfig,
+        InputConfig,
+        TrainConfig,
+    )
+
+    return TrainConfig(
+        model_dir=str(run_dir),
+        model_size=run.size,
+        vocabulary_path=data.vocabulary_path,
+        train_steps=spec.steps_for(run.size),
+        inputs=InputConfig(
+            mixture_or_task_name=register_run_mixture(spec, run, data),
+            feature_lengths=spec.lengths,
+            batch_size=spec.batch_size,
+            batch_tokens=spec.batch_tokens or None,
+        ),
+        eval=EvalConfig(
+            tasks={pair: data.tasks[pair] for pair in spec.pairs},
+            sets=tuple(spec.eval_sets),
+            period=spec.eval_every,
+        ),
+        decode=DecodeConfig(at_end=spec.decode_at_end, num_examples=spec.num_decode_examples),
+        checkpoint=CheckpointConfig(period=spec.checkpoint_every),
+        learning_rate=spec.learning_rate,
+        warmup_steps=spec.warmup_steps,
+        dropout_rate=spec.dropout_rate,
+        seed=run.seed,
+        run_id=run.run_id,
+        study=spec.name,
+        mixture_weights=dict(run.weights),
+        mixture_caps={pair: None for pair in spec.pairs},
+        extra={"irreducible_loss": data.irreducible_loss, "data_preset": spec.data_preset},
+    )
+
+
+def run_all(
+    spec: StudySpec,
+    runs: list[RunSpec],
+    data: StudyData,
+    runs_dir: Path,
+    progress: StudyProgress,
+) -> list[Path]:
+    """Train every run of the study that has not finished; return all run directories.
+
+    Raises RunStopped as soon as a run ends unfinished (a signal asked it to stop, or it diverged).
+    """
+    from mnmt.training.trainer import train
+
+    run_dirs = []
+    for run in runs:
+        run_dir = runs_dir / run.run_id
+        run_dirs.append(run_dir)
+        if run_status(run_dir) == "finished":
+            progress.skip_run(run.run_id)
+            continue
+        progress.start_run(run.run_id)
+        start = time.monotonic()
+        summary = train(make_train_config(spec, run, data, run_dir), progress=progress.update)
+        if summary.status != "finished":  # preempted (checkpointed) or diverged
+            raise RunStopped(run.run_id, summary.status, summary.message, summary.stop_signal)
+        losses = getattr(summary, "final_eval", {}) or {}
+        text = ", ".join(f"{pair} loss {value:.3f}" for pair, value in losses.items())
+        progress.finish_run(run.run_id, text, wall_s=time.monotonic() - start)
+    return run_dirs

@@ -1,0 +1,236 @@
+"""The stages of a study that `mnmt-study` chains: load, output directory, data, export + report.
+
+Each stage is resumable: the output directory records its study (a different one is refused),
+the vocabulary and exact irreducible losses are written once, and export and report are redone
+from the run directories.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import gin
+
+from mnmt.gin_files import parse_files_and_bindings
+from mnmt.study.runner import StudyData
+from mnmt.study.spec import PRESETS, StudySpec
+
+STUDY_FILE = "study.json"
+
+
+class UsageError(Exception):
+    """A problem with the command line or its inputs; reported in one line with exit status 2."""
+
+
+def repo_root() -> Path:
+    return Path(__file__).resolve().parents[2]
+
+
+def load_spec(study: str | None, preset: str | None, gin_bindings: Sequence[str]) -> StudySpec:
+    """The StudySpec named by a preset or a gin file, with `--gin.NAME=value` overrides applied."""
+    if study and preset:
+        raise UsageError("give either a study gin file or --preset, not both")
+    if study is None:
+        name = preset or "default"
+        if name not in PRESETS:
+            close = difflib.get_close_matches(name, PRESETS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UsageError(f"unknown preset {name!r}{hint}; expected one of: "
+                             f"{', '.join(sorted(PRESETS))}")
+        base = PRESETS[name]
+        if not gin_bindings:
+            return base
+        overrides = parse_bindings(gin_bindings)
+        try:
+            return dataclasses.replace(base, **overrides)
+        except TypeError as err:
+            raise UsageError(f"--gin: {err}") from err
+    path = Path(study)
+    if not path.is_file():
+        candidate = repo_root() / "t5x_configs" / "studies" / study
+        path = candidate if candidate.is_file() else candidate.with_suffix(".gin")
+    if not path.is_file():
+        raise UsageError(f"study file not found: {study}")
+    gin.clear_config()
+    try:
+        parse_files_and_bindings([str(path)], gin_bindings)
+        return StudySpec()
+    except (ValueError, KeyError, SyntaxError, OSError) as err:
+        raise UsageError(f"{path}: {str(err).splitlines()[0]}") from err
+    finally:
+        gin.clear_config()  # the spec is built; leave no study bindings behind for the runs
+
+
+def parse_bindings(bindings: Sequence[str]) -> dict:
+    """`StudySpec.train_steps=100` style bindings applied to a preset (values parsed as gin does)."""
+    overrides = {}
+    for binding in bindings:
+        name, sep, value = binding.partition("=")
+        field = name.strip().removeprefix("StudySpec.")
+        if not sep or field not in {f.name for f in dataclasses.fields(StudySpec)}:
+            raise UsageError(f"--gin.{binding}: expected StudySpec.FIELD=VALUE with a StudySpec field")
+        try:
+            parsed = gin.config.parse_value(value.strip())
+        except (ValueError, SyntaxError) as err:
+            raise UsageError(f"--gin.{binding}: cannot parse value {value!r}") from err
+        overrides[field] = tuple(parsed) if isinstance(parsed, list) else parsed
+    return overrides
+
+
+def prepare_out_dir(out: Path, spec: StudySpec) -> None:
+    """Create OUT (if needed), check it is writable, and refuse one that holds a different study."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"output path is not a directory: {out}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".write-test-{os.getpid()}"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as err:
+        raise UsageError(f"cannot write to output directory {out}: {err.strerror or err}") from err
+    record = out / STUDY_FILE
+    current = spec_json(spec)
+    if record.exists():
+        try:
+            previous = json.loads(record.read_text())
+        except json.JSONDecodeError as err:
+            raise UsageError(f"{record}: not valid JSON ({err}); move it away or use another --out") from err
+        # a field added to StudySpec after the record was written has its default there
+        defaults = spec_json(StudySpec())
+        differing = sorted(k for k in set(previous) | set(current)
+                           if previous.get(k, defaults.get(k)) != current.get(k))
+        if differing:
+            raise UsageError(
+                f"{out} holds a different study (fields differ: {', '.join(differing)}); "
+                "use another --out to keep both"
+            )
+        return
+    atomic_write(record, json.dumps(current, indent=2, sort_keys=True) + "\n")
+
+
+def spec_json(spec: StudySpec) -> dict:
+    return json.loads(json.dumps(dataclasses.asdict(spec)))
+
+
+def atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + f".tmp-{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def prepare_data(spec: StudySpec, out: Path, log):
+    """Stage 1: vocabulary, SeqIO tasks and (synthetic data only) the exact irreducible loss."""
+    from mnmt.tensorflow_setup import start_tensorflow
+
+    start_tensorflow()  # CPU-only data backend, without its "no CUDA here" start-up lines
+
+    if spec.tasks:
+        return _registered_tasks(spec, log)
+    from mnmt.data import synthetic, tasks, vocab
+
+    data_dir = out / "data"
+    data_dir.mkdir(exist_ok=True)
+    family = synthetic.get_family(spec.data_preset)
+    missing = sorted(set(spec.pairs) - set(family.pairs))
+    if missing:
+        raise UsageError(
+            f"StudySpec.pairs: {missing} not in data preset {spec.data_preset!r} (has {family.pairs})"
+        )
+    vocab_path = data_dir / "spm.model"
+    if not vocab_path.exists():
+        log(f"data: training a {spec.vocab_size}-piece SentencePiece vocabulary on {list(spec.pairs)}")
+        trained = Path(vocab.train_vocabulary(family, str(data_dir), spec.vocab_size))
+        if trained != vocab_path:
+            for suffix in (".vocab", ".model"):
+                if trained.with_suffix(suffix).exists():
+                    os.replace(trained.with_suffix(suffix), vocab_path.with_suffix(suffix))
+    task_names = tasks.register_synthetic_tasks(spec.data_preset, str(vocab_path))
+    truth_path = data_dir / "irreducible_loss.json"
+    if truth_path.exists():
+        truth = json.loads(truth_path.read_text())
+    else:
+        vocabulary = vocab.get_vocabulary(str(vocab_path))
+        truth = {
+            pair: {
+                eval_set: float(synthetic.irreducible_loss(
+                    family, pair, eval_set, vocabulary, tasks.EVAL_SIZE,
+                    max_length=spec.lengths["targets"]))  # warns if targets would be trimmed
+                for eval_set in spec.eval_sets
+            }
+            for pair in spec.pairs
+        }
+        atomic_write(truth_path, json.dumps(truth, indent=2) + "\n")
+    log("data: exact irreducible loss (nats/token): " + ", ".join(
+        f"{pair} {sets[spec.eval_sets[0]]:.3f}" for pair, sets in truth.items()))
+    return StudyData(
+        vocabulary_path=str(vocab_path),
+        tasks={pair: task_names[pair] for pair in spec.pairs},
+        irreducible_loss=truth,
+    )
+
+
+def _registered_tasks(spec: StudySpec, log):
+    """Real-data studies: tasks registered by `spec.task_module`; no known irreducible loss."""
+    import importlib
+
+    import seqio
+
+
+    if not Path(spec.vocabulary_path).exists() and "://" not in spec.vocabulary_path:
+        raise UsageError(f"StudySpec.vocabulary_path: file not found: {spec.vocabulary_path}")
+    if spec.task_module:
+        try:
+            module = importlib.import_module(spec.task_module)
+        except ImportError as err:
+            raise UsageError(f"StudySpec.task_module: cannot import {spec.task_module!r}: {err}") from err
+        # T5X task modules register at import; ours may instead take the study's vocabulary
+        register = getattr(module, "register_study_tasks", None)
+        if callable(register):
+            try:
+                register(spec.vocabulary_path)
+            except (ValueError, FileNotFoundError) as err:
+                raise UsageError(f"StudySpec.task_module {spec.task_module!r}: "
+                                 f"{str(err).strip().splitlines()[0]}") from err
+    for pair, task in spec.tasks:
+        if task not in seqio.TaskRegistry.names():
+            raise UsageError(f"StudySpec.tasks: task {task!r} for {pair} is not registered "
+                             f"(set StudySpec.task_module to the module that registers it)")
+    log(f"data: {len(spec.tasks)} registered tasks; irreducible loss unknown (real data)")
+    return StudyData(vocabulary_path=spec.vocabulary_path, tasks=dict(spec.tasks), irreducible_loss={})
+
+
+def export_and_report(spec: StudySpec, run_dirs: list[Path], data, out: Path, log):
+    """Stages 3 and 4: the tidy table, the fits and the report."""
+    from fitting.report import write_report
+    from fitting.tables import collect_runs, write_table
+
+    table = collect_runs([str(d) for d in run_dirs])
+    table_path = out / "metrics.csv"
+    write_table(table, str(table_path))
+    log(f"export: {len(table)} rows from {len(run_dirs)} runs -> {table_path}")
+    eval_set = spec.eval_sets[0]
+    report = write_report(
+        table,
+        str(out / "report"),
+        ground_truth={pair: sets[eval_set] for pair, sets in data.irreducible_loss.items()} or None,
+        target_sizes=list(spec.report_target_sizes),
+        title=f"Study {spec.name}",
+        eval_set=eval_set,
+    )
+    return report
+
+
+def enable_compilation_cache(cache_dir: Path) -> None:
+    """Persist XLA executables under `cache_dir`: runs of one size at different weights (and a
+    re-run of the study) compile the same programs, so only the first pays for compilation."""
+    import jax
+
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(cache_dir))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)

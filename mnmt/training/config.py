@@ -1,0 +1,172 @@
+"""What one training run needs, grouped by concern (T5X's `SaveCheckpointConfig` style).
+
+`TrainConfig` holds the run's identity, model, optimisation and mesh; the grouped sections are
+their own gin-configurable dataclasses, bound in gin files as in `t5x_configs/runs/train.gin`:
+
+    TrainConfig.inputs = @InputConfig()
+    InputConfig.batch_size = %BATCH_SIZE
+    TrainConfig.eval = @EvalConfig()
+    EvalConfig.period = %EVAL_PERIOD
+
+Every field is described where it is declared; defaults are the CPU study's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import gin
+
+from mnmt.training.optimizer import OptimizerConfig
+
+__all__ = ["InputConfig", "EvalConfig", "DecodeConfig", "CheckpointConfig", "TrainConfig"]
+
+
+@gin.configurable
+@dataclasses.dataclass
+class InputConfig:
+    """The training input pipeline (SeqIO mixture or task → packed batches)."""
+
+    # SeqIO mixture or task to train on (T5X's MIXTURE_OR_TASK_NAME).
+    mixture_or_task_name: str
+    # Feature lengths {"inputs": int, "targets": int} (T5X's TASK_FEATURE_LENGTHS).
+    feature_lengths: dict[str, int]
+    # Packed rows per step (global, over all hosts).
+    batch_size: int
+    # If set, the batch in target tokens instead: rows = batch_tokens // targets length.
+    batch_tokens: int | None = None
+    # Input shards (one per process by default: jax.process_count()).
+    shards: int | None = None
+    # Batches prepared ahead in a background thread.
+    prefetch: int = 2
+
+
+@gin.configurable
+@dataclasses.dataclass
+class EvalConfig:
+    """Periodic teacher-forced evaluation: per-pair cross-entropy on every eval set."""
+
+    # pair -> SeqIO task evaluated (e.g. {"en-de": "synth_en_de"}).
+    tasks: dict[str, str]
+    # Splits evaluated for every pair; the first one is the run's headline loss.
+    sets: tuple[str, ...] = ("validation",)
+    # Evaluate every `period` steps and at the last step.
+    period: int = 100
+    # Rows per evaluation batch (rounded up to a multiple of the mesh's data axis).
+    batch_size: int = 64
+    # Keep the eval batches in memory between evaluations.
+    cache_batches: bool = True
+
+
+@gin.configurable
+@dataclasses.dataclass
+class DecodeConfig:
+    """Beam-search decoding scored with sacrebleu BLEU and ChrF."""
+
+    # Decode (BLEU/ChrF rows) at the last step.
+    at_end: bool = True
+    # Further steps at which to decode.
+    steps: tuple[int, ...] = ()
+    # Examples decoded per pair and eval set.
+    num_examples: int = 64
+    beam_size: int = 4
+    # Length penalty alpha of the beam search.
+    alpha: float = 0.6
+    # Longest decode; default: the targets feature length.
+    max_length: int | None = None
+
+
+@gin.configurable
+@dataclasses.dataclass
+class CheckpointConfig:
+    """Orbax checkpoints: periodic, at the last step and on SIGTERM; the newest `keep` kept."""
+
+    # Save every `period` steps (and at the last step, and on preemption).
+    period: int = 200
+    # Checkpoints kept (older ones are deleted).
+    keep: int = 2
+
+
+@gin.configurable
+@dataclasses.dataclass
+class TrainConfig:
+    """One training run: identity, model, optimisation, mesh, and the grouped sections above."""
+
+    # Run directory (docs/metrics_schema.md): run.json, metrics.jsonl, checkpoints/, events/.
+    model_dir: str
+    # Zoo size name, e.g. "mini-2" (`mnmt-zoo` lists them).
+    model_size: str
+    # SentencePiece .model shared by all pairs.
+    vocabulary_path: str
+    train_steps: int
+    inputs: InputConfig
+    eval: EvalConfig
+    decode: DecodeConfig = dataclasses.field(default_factory=DecodeConfig)
+    checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
+    # rsqrt schedule: learning_rate * rsqrt(max(step, warmup_steps)).
+    learning_rate: float = 1.0
+    warmup_steps: int = 100
+    # "linear" ramp to the rsqrt curve, or T5X's "constant" rsqrt_decay warm-up.
+    warmup: str = "linear"
+    label_smoothing: float = 0.0
+    z_loss: float = 1e-4
+    dropout_rate: float = 0.0
+    # Seed of parameters, dropout and data order.
+    seed: int = 0
+    gradient_accumulation_steps: int = 1
+    # Adafactor settings; None: T5X's defaults (OptimizerConfig()).
+    optimizer: OptimizerConfig | None = None
+    # Device mesh (data, model); -1 = all remaining devices.
+    mesh_shape: tuple[int, int] = (-1, 1)
+    # Logical-axis rules; None: T5X's standard 1-D model-parallel rules.
+    logical_axis_rules: tuple[tuple[str, Any], ...] | None = None
+    # Run id recorded in every metrics row; default: basename of model_dir.
+    run_id: str = ""
+    # Study this run belongs to (run.json).
+    study: str = ""
+    # pair -> p recorded in run.json; None: read from the SeqIO mixture's rates.
+    mixture_weights: dict[str, float] | None = None
+    # pair -> training-example cap D_i recorded in run.json (None: uncapped).
+    mixture_caps: dict[str, int | None] | None = None
+    # Recorded in run.json["extra"] (e.g. the exact irreducible losses).
+    extra: dict | None = None
+    # train_loss / learning_rate rows and progress lines every `log_every` steps.
+    log_every: int = 10
+    # Peak FLOP/s for MFU; None: measured matmul peak of this host.
+    peak_flops: float | None = None
+    # Write TensorBoard event files under model_dir/events.
+    tensorboard: bool = True
+
+    def updated(self, **changes: Any) -> TrainConfig:
+        """A copy with `changes`; a section given as a dict updates only the fields it names.
+
+        `config.updated(train_steps=4, eval={"period": 2})` keeps every other eval field.
+        """
+        for name, value in list(changes.items()):
+            if name in _SECTIONS and isinstance(value, dict):
+                changes[name] = dataclasses.replace(getattr(self, name), **value)
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (JSON-serialisable when the field values are)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
+        """Inverse of :meth:`to_dict` (lists back to tuples where the fields are tuples)."""
+        d = dict(d)
+        for name, section in _SECTIONS.items():
+            if isinstance(d.get(name), dict):
+                d[name] = section(**d[name])
+        if d.get("optimizer") is not None and isinstance(d["optimizer"], dict):
+            d["optimizer"] = OptimizerConfig(**d["optimizer"])
+        config = cls(**d)
+        config.mesh_shape = tuple(config.mesh_shape)
+        config.eval.sets = tuple(config.eval.sets)
+        config.decode.steps = tuple(config.decode.steps)
+        return config
+
+
+_SECTIONS = {"inputs": InputConfig, "eval": EvalConfig, "decode": DecodeConfig,
+             "checkpoint": CheckpointConfig}

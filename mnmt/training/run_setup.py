@@ -1,0 +1,283 @@
+"""Everything a training run derives from its `TrainConfig` before the first step.
+
+Builds the model, mesh and shardings, the input pipelines, and the run.json of
+docs/metrics_schema.md; checks an existing MODEL_DIR's run.json for compatibility.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import gin
+import jax
+import numpy as np
+
+from mnmt.training import run_files
+from mnmt.training.config import TrainConfig
+
+
+@dataclasses.dataclass
+class RunSetup:
+    run_id: str
+    existing: dict[str, Any] | None
+    run_json: dict[str, Any]
+    first_eval_set: str
+    model: Any
+    model_config: Any
+    mesh: Any
+    params_shardings_fn: Callable[[Any], Any]
+    example_batch: dict[str, np.ndarray]
+    global_rows: int
+    vocabulary: Any
+    flops_per_step: float
+    make_inputs: Callable[[], Any]
+    context: Callable[[], Any]
+    eval_batches: Callable[..., Iterator[dict[str, np.ndarray]]]
+
+
+def resolve_batch_size(config: TrainConfig) -> int:
+    """Rows per step: `batch_size`, or `batch_tokens // targets length` when tokens are given."""
+    if config.inputs.batch_tokens:
+        rows = int(config.inputs.batch_tokens) // int(config.inputs.feature_lengths["targets"])
+        if rows < 1:
+            raise ValueError(f"batch_tokens={config.inputs.batch_tokens} is smaller than one target "
+                             f"sequence ({config.inputs.feature_lengths['targets']} tokens)")
+        return rows
+    if config.inputs.batch_size < 1:
+        raise ValueError(f"batch_size must be ≥ 1, got {config.inputs.batch_size}")
+    return int(config.inputs.batch_size)
+
+
+def _validate(config: TrainConfig) -> None:
+    problems = []
+    positive = {"train_steps": config.train_steps, "log_every": config.log_every,
+                "eval.period": config.eval.period, "eval.batch_size": config.eval.batch_size,
+                "checkpoint.period": config.checkpoint.period,
+                "decode.beam_size": config.decode.beam_size,
+                "decode.num_examples": config.decode.num_examples}
+    for name, v in positive.items():
+        if not isinstance(v, int) or v < 1:
+            problems.append(f"{name} must be a positive int, got {v!r}")
+    fl = config.inputs.feature_lengths
+    if not isinstance(fl, dict) or set(fl) != {"inputs", "targets"}:
+        problems.append("inputs.feature_lengths must be {'inputs': int, 'targets': int}, "
+                        f"got {fl!r}")
+    if not config.eval.tasks:
+        problems.append("eval.tasks is empty: give at least one pair -> task name")
+    if not config.eval.sets:
+        problems.append("eval.sets is empty")
+    if not config.model_dir:
+        problems.append("model_dir is empty")
+    if not os.path.exists(config.vocabulary_path) and "://" not in config.vocabulary_path:
+        problems.append(f"vocabulary_path {config.vocabulary_path!r} does not exist")
+    if problems:
+        raise ValueError("invalid TrainConfig: " + "; ".join(problems))
+
+
+def _mixture_weights(config: TrainConfig) -> dict[str, float]:
+    if config.mixture_weights is not None:
+        return {k: float(v) for k, v in config.mixture_weights.items()}
+    import seqio  # noqa: PLC0415
+
+    task_to_pair = {t: p for p, t in config.eval.tasks.items()}
+    provider = seqio.get_mixture_or_task(config.inputs.mixture_or_task_name)
+    if isinstance(provider, seqio.Mixture):
+        rates = {t.name: provider.get_rate(t) for t in provider.tasks}
+    else:
+        rates = {provider.name: 1.0}
+    total = sum(rates.values()) or 1.0
+    weights = {p: 0.0 for p in config.eval.tasks}
+    for task, rate in rates.items():
+        weights[task_to_pair.get(task, task)] = rate / total
+    return weights
+
+
+def family_of(model_config: Any, size: str) -> str:
+    fam = getattr(model_config, "family", "") or ""
+    return fam or size.split("-", 1)[0]
+
+
+def build_run_json(config: TrainConfig, run_id: str, model_config: Any, vocab_size: int,
+                   batch_size: int) -> dict[str, Any]:
+    from mnmt.models import accounting  # noqa: PLC0415
+
+    counts = accounting.param_counts(model_config)
+    shape_fields = ("num_encoder_layers", "num_decoder_layers", "emb_dim", "num_heads",
+                    "head_dim", "mlp_dim", "vocab_size", "dropout_rate", "mlp_activations",
+                    "architecture", "logits_via_embedding", "dtype")
+    shape = {f: getattr(model_config, f) for f in shape_fields if hasattr(model_config, f)}
+    weights = _mixture_weights(config)
+    caps = config.mixture_caps if config.mixture_caps is not None else {p: None for p in weights}
+    return {
+        "schema_version": run_files.SCHEMA_VERSION,
+        "run_id": run_id,
+        "study": config.study,
+        "status": "running",
+        "model": {
+            "family": family_of(model_config, config.model_size),
+            "size": config.model_size,
+            "config": shape,
+            "params": {k: int(getattr(counts, k)) for k in
+                       ("total", "embedding", "non_embedding", "encoder", "decoder")},
+            "vocab_size": int(model_config.vocab_size),
+        },
+        "mixture": {
+            "name": config.inputs.mixture_or_task_name,
+            "weights": weights,
+            "caps": {k: (None if v is None else int(v)) for k, v in caps.items()},
+            "tasks": dict(config.eval.tasks),
+        },
+        "training": {
+            "steps": int(config.train_steps),
+            "batch_size": batch_size,
+            "batch_tokens": batch_size * int(config.inputs.feature_lengths["targets"]),
+            "feature_lengths": {k: int(v) for k, v in config.inputs.feature_lengths.items()},
+            "seed": int(config.seed),
+            "learning_rate": float(config.learning_rate),
+            "warmup_steps": int(config.warmup_steps),
+            "label_smoothing": float(config.label_smoothing),
+            "z_loss": float(config.z_loss),
+            "dropout_rate": float(config.dropout_rate),
+            "gradient_accumulation_steps": int(config.gradient_accumulation_steps),
+            "eval_sets": list(config.eval.sets),
+            "mesh_shape": list(config.mesh_shape),
+            "num_processes": jax.process_count(),
+        },
+        "vocabulary": {"path": config.vocabulary_path, "size": int(vocab_size),
+                       "sha256": run_files.file_sha256(config.vocabulary_path)},
+        "gin_config": gin.config_str(),
+        "versions": run_files.package_versions(),
+        "extra": dict(config.extra or {}),
+    }
+
+
+def _mesh(config: TrainConfig):
+    from mnmt.models import partitioning  # noqa: PLC0415
+
+    data, model = config.mesh_shape
+    n = jax.device_count()
+    if data == -1 and model == -1:
+        raise ValueError("mesh_shape may have at most one -1")
+    if data == -1:
+        data = n // model
+    if model == -1:
+        model = n // data
+    if data * model != n:
+        raise ValueError(f"mesh_shape {tuple(config.mesh_shape)} needs {data * model} devices, "
+                         f"this job has {n}")
+    return partitioning.make_mesh(data, model)
+
+
+def build_setup(config: TrainConfig) -> RunSetup:
+    """Validate the config, check MODEL_DIR, and build model, mesh and data for `train`."""
+    from mnmt.data import pipeline, vocab  # noqa: PLC0415
+    from mnmt.models import (  # noqa: PLC0415
+        accounting,
+        partitioning,  # noqa: PLC0415
+        zoo,
+    )
+    from mnmt.models.encoder_decoder import EncoderDecoderModel  # noqa: PLC0415
+    from mnmt.training.host_inputs import HostInputs  # noqa: PLC0415
+
+    _validate(config)
+    run_id = config.run_id or os.path.basename(os.path.normpath(config.model_dir))
+    vocabulary = vocab.get_vocabulary(config.vocabulary_path)
+    model_config = zoo.get_config(config.model_size, vocabulary.vocab_size)
+    model_config = dataclasses.replace(model_config, dropout_rate=float(config.dropout_rate))
+    model = EncoderDecoderModel(model_config)
+    batch_size = resolve_batch_size(config)
+    run_json = build_run_json(config, run_id, model_config, vocabulary.vocab_size, batch_size)
+
+    if jax.process_index() == 0:
+        os.makedirs(config.model_dir, exist_ok=True) if "://" not in config.model_dir else None
+    existing = run_files.read_run_json(config.model_dir)
+    if existing is not None:
+        run_files.check_compatible(existing, run_json,
+                                   run_files.join(config.model_dir, run_files.RUN_JSON))
+
+    mesh = _mesh(config)
+    rules = tuple(config.logical_axis_rules) if config.logical_axis_rules else \
+        tuple(partitioning.standard_logical_axis_rules())
+    lengths = dict(config.inputs.feature_lengths)
+    example = {
+        "encoder_input_tokens": np.zeros((batch_size, lengths["inputs"]), np.int32),
+        "decoder_input_tokens": np.zeros((batch_size, lengths["targets"]), np.int32),
+        "decoder_target_tokens": np.zeros((batch_size, lengths["targets"]), np.int32),
+        "decoder_loss_weights": np.zeros((batch_size, lengths["targets"]), np.float32),
+    }
+
+    def params_shardings_fn(_abstract_params):
+        axes = model.params_logical_axes({k: v[:1] for k, v in example.items()})
+        return partitioning.logical_to_shardings(axes, mesh, rules)
+
+    num_shards = config.inputs.shards or jax.process_count()
+
+    def make_inputs():
+        return HostInputs(pipeline.TrainInputs, mixture_or_task=config.inputs.mixture_or_task_name,
+                          feature_lengths=lengths, batch_size=batch_size, seed=config.seed,
+                          num_shards=num_shards, process_index=jax.process_index(),
+                          process_count=jax.process_count(), prefetch=config.inputs.prefetch)
+
+    data_size = mesh.shape["data"]
+    eval_bs = -(-config.eval.batch_size // data_size) * data_size
+
+    cache: dict[tuple[str, str], list[dict[str, np.ndarray]]] = {}
+
+    def eval_batches(task: str, split: str, with_targets: bool = False):
+        """The split's batches; kept in memory after the first pass (building the SeqIO
+        pipeline again for every evaluation costs far more than the evaluation itself)."""
+        if not config.eval.cache_batches:
+            return pipeline.eval_batches(task, split, lengths, eval_bs, with_targets=with_targets)
+        key = (task, split)
+        if key not in cache:
+            cache[key] = list(pipeline.eval_batches(task, split, lengths, eval_bs,
+                                                    with_targets=True))
+        if with_targets:
+            return iter(cache[key])
+        return iter([{k: v for k, v in b.items() if k != "targets_text"} for b in cache[key]])
+
+    flops = accounting.train_flops_per_example(model_config, lengths["inputs"],
+                                               lengths["targets"]) * batch_size
+    first_pipeline_batch = _example_with_pipeline_features(example)
+    return RunSetup(run_id=run_id, existing=existing, run_json=run_json,
+                    first_eval_set=config.eval.sets[0], model=model, model_config=model_config,
+                    mesh=mesh, params_shardings_fn=params_shardings_fn,
+                    example_batch=first_pipeline_batch, global_rows=batch_size,
+                    vocabulary=vocabulary, flops_per_step=float(flops), make_inputs=make_inputs,
+                    context=lambda: partitioning.activation_context(mesh, rules),
+                    eval_batches=eval_batches)
+
+
+def _example_with_pipeline_features(example: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The packed-batch features TrainInputs yields (segment ids and positions included)."""
+    out = dict(example)
+    for side, key in (("encoder", "encoder_input_tokens"), ("decoder", "decoder_target_tokens")):
+        out[f"{side}_segment_ids"] = np.zeros_like(example[key])
+        out[f"{side}_positions"] = np.zeros_like(example[key])
+    return out
+
+
+def final_losses(model_dir: str, eval_set: str) -> dict[str, float]:
+    """pair -> `loss` at the last step that has loss rows for `eval_set` (from metrics.jsonl)."""
+    rows = [r for r in run_files.read_metrics(model_dir)
+            if r.get("metric") == "loss" and r.get("eval_set") == eval_set]
+    if not rows:
+        return {}
+    last = max(int(r["step"]) for r in rows)
+    return {r["task"]: float(r["value"]) for r in rows if int(r["step"]) == last
+            and r["value"] is not None}
+
+
+def final_metrics(model_dir: str) -> dict[str, float]:
+    """`pair/eval_set/metric` -> value at each evaluation series' last step (loss, bleu, chrf)."""
+    last: dict[tuple[str, str, str], tuple[int, float]] = {}
+    for r in run_files.read_metrics(model_dir):
+        if r.get("task") == "all" or r.get("value") is None:
+            continue
+        key = (r["task"], r["eval_set"], r["metric"])
+        if key not in last or int(r["step"]) >= last[key][0]:
+            last[key] = (int(r["step"]), float(r["value"]))
+    return {"/".join(k): v for k, (_, v) in sorted(last.items())}

@@ -1,0 +1,247 @@
+"""The jitted training step and its sharded state (T5X's partitioner + train-state roles).
+
+The state is a dict of arrays: `step` (int32), `params`, `opt_state` and `rng` (a raw uint32
+key). Parameters are placed with `NamedSharding`s derived from the model's logical axes and the
+logical-axis rules (`mnmt.models.partitioning`); the optimizer's parameter-shaped slots follow their
+parameter, its factored and scalar slots are replicated; the batch is split over the `data`
+mesh axis.
+
+The loss is the model's objective normalised per target token (Fernandes et al. 2023 §3.1 train
+on token-normalised cross-entropy with Adafactor). With gradient accumulation the batch is cut
+into `k` micro-batches whose gradients are combined with weights n_i / Σn (n_i = target tokens of
+micro-batch i), which gives exactly the gradient of the per-token loss of the whole batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+State = dict[str, Any]
+
+
+@dataclasses.dataclass
+class StepFunctions:
+    """Jitted functions of one training setup and the shardings they use."""
+
+    mesh: Mesh
+    init: Callable[[jax.Array], State]
+    step: Callable[[State, Mapping[str, jax.Array]], tuple[State, dict[str, jax.Array]]]
+    state_shardings: Any
+    batch_sharding: NamedSharding
+    replicated: NamedSharding
+    params_shardings: Any
+    abstract_state: Any            # ShapeDtypeStructs with shardings: the target of a restore
+
+
+def _opt_state_shardings(tx, abstract_params, params_shardings, abstract_opt, replicated):
+    """Parameter-shaped optimizer slots take their parameter's sharding; the rest replicate."""
+
+    def for_param_slot(slot, param, sharding):
+        return sharding if getattr(slot, "shape", None) == param.shape else replicated
+
+    try:
+        return optax.tree_map_params(
+            tx,
+            lambda slot, param, sharding: for_param_slot(slot, param, sharding),
+            abstract_opt,
+            abstract_params,
+            params_shardings,
+            transform_non_params=lambda _: replicated,
+            is_leaf=lambda x: isinstance(x, jax.ShapeDtypeStruct),
+        )
+    except Exception:  # an optimizer whose state tree tree_map_params cannot follow
+        return jax.tree.map(lambda _: replicated, abstract_opt)
+
+
+def build_step_functions(
+    model: Any,
+    tx: optax.GradientTransformation,
+    schedule: optax.Schedule,
+    mesh: Mesh,
+    params_shardings_fn: Callable[[Any], Any],
+    example_batch: Mapping[str, np.ndarray],
+    *,
+    label_smoothing: float,
+    z_loss: float,
+    accumulation_steps: int = 1,
+    context: Callable[[], Any] | None = None,
+) -> StepFunctions:
+    """Build the sharded `init(rng)` and `step(state, batch)` functions.
+
+    `params_shardings_fn(abstract_params)` returns the parameters' NamedShardings;
+    `example_batch` fixes the batch's shapes (one global batch of numpy arrays); `context()`
+    (e.g. `mnmt.models.partitioning.activation_context(mesh, rules)`) is entered around every call so
+    the model's logical activation constraints apply when the functions are traced.
+    """
+    replicated = NamedSharding(mesh, P())
+    batch_sharding = NamedSharding(mesh, P("data"))
+    init_batch = {k: np.zeros((1,) + tuple(v.shape[1:]), v.dtype) for k, v in example_batch.items()}
+
+    def init_params(rng):
+        return model.init_params(rng, init_batch)
+
+    abstract_params = jax.eval_shape(init_params, jax.random.PRNGKey(0))
+    params_shardings = params_shardings_fn(abstract_params)
+    abstract_opt = jax.eval_shape(tx.init, abstract_params)
+    opt_shardings = _opt_state_shardings(tx, abstract_params, params_shardings, abstract_opt,
+                                         replicated)
+    state_shardings = {
+        "step": replicated,
+        "params": params_shardings,
+        "opt_state": opt_shardings,
+        "rng": replicated,
+    }
+
+    def init(rng):
+        param_rng, dropout_rng = jax.random.split(rng)
+        params = init_params(param_rng)
+        return {
+            "step": jnp.zeros((), jnp.int32),
+            "params": params,
+            "opt_state": tx.init(params),
+            "rng": dropout_rng,
+        }
+
+    batch_size = next(iter(example_batch.values())).shape[0]
+    k = int(accumulation_steps)
+    if k < 1 or batch_size % k:
+        raise ValueError(f"gradient accumulation steps {k} must divide the batch size {batch_size}")
+
+    def objective(params, batch, rng):
+        loss, aux = model.loss_fn(params, batch, rng, label_smoothing=label_smoothing,
+                                  z_loss=z_loss)
+        ntok = jnp.sum(batch["decoder_loss_weights"] > 0).astype(jnp.float32)
+        # Scale back to a token sum so micro-batches combine exactly (module docstring).
+        return loss * ntok, (aux, ntok)
+
+    grad_fn = jax.value_and_grad(objective, has_aux=True)
+
+    def compute_grads(params, batch, rng):
+        if k == 1:
+            (loss_sum, (aux, ntok)), grads = grad_fn(params, batch, rng)
+            return loss_sum, aux["cross_entropy_sum"], ntok, grads
+        micro = jax.tree.map(lambda x: x.reshape((k, x.shape[0] // k) + x.shape[1:]), batch)
+        zeros = jax.tree.map(jnp.zeros_like, params)
+
+        def body(carry, inputs):
+            i, mb = inputs
+            (ls, (aux, nt)), g = grad_fn(params, mb, jax.random.fold_in(rng, i))
+            acc_g, acc_l, acc_ce, acc_n = carry
+            return (jax.tree.map(jnp.add, acc_g, g), acc_l + ls,
+                    acc_ce + aux["cross_entropy_sum"], acc_n + nt), None
+
+        init_carry = (zeros, jnp.zeros(()), jnp.zeros(()), jnp.zeros(()))
+        (grads, loss_sum, ce_sum, ntok), _ = jax.lax.scan(body, init_carry,
+                                                          (jnp.arange(k), micro))
+        return loss_sum, ce_sum, ntok, grads
+
+    def step(state, batch):
+        rng = jax.random.fold_in(state["rng"], state["step"])
+        loss_sum, ce_sum, ntok, grads = compute_grads(state["params"], batch, rng)
+        denom = jnp.maximum(ntok, 1.0)
+        grads = jax.tree.map(lambda g: g / denom, grads)
+        loss = loss_sum / denom
+        grad_norm = optax.global_norm(grads)
+        finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+        updates, new_opt = tx.update(grads, state["opt_state"], state["params"])
+        new_params = optax.apply_updates(state["params"], updates)
+        # A non-finite step is not undone here: the host stops the run without saving it, so the
+        # last checkpoint on disk stays the last good state.
+        new_state = {
+            "step": state["step"] + 1,
+            "params": new_params,
+            "opt_state": new_opt,
+            "rng": state["rng"],
+        }
+        metrics = {
+            "loss": loss,
+            "cross_entropy": ce_sum / denom,
+            "num_tokens": ntok.astype(jnp.int32),
+            "grad_norm": grad_norm,
+            "learning_rate": schedule(state["step"]),
+            "finite": finite,
+        }
+        return new_state, metrics
+
+    jit_init = jax.jit(init, out_shardings=state_shardings)
+    jit_step = jax.jit(
+        step,
+        in_shardings=(state_shardings, batch_sharding),
+        out_shardings=(state_shardings, replicated),
+        donate_argnums=(0,),
+    )
+    if context is not None:  # trace inside the mesh + logical-axis-rules scope
+        jit_init, jit_step = _in_context(jit_init, context), _in_context(jit_step, context)
+    abstract_state = jax.tree.map(
+        lambda a, sh: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh),
+        jax.eval_shape(init, jax.random.PRNGKey(0)), state_shardings)
+    return StepFunctions(mesh=mesh, init=jit_init, step=jit_step, state_shardings=state_shardings,
+                         batch_sharding=batch_sharding, replicated=replicated,
+                         params_shardings=params_shardings, abstract_state=abstract_state)
+
+
+def single_device_step_functions(model: Any, example_batch: Mapping[str, np.ndarray], *,
+                                  label_smoothing: float = 0.0,
+                                  z_loss: float = 0.0) -> StepFunctions:
+    """`build_step_functions` on a 1×1 mesh with T5X's standard logical-axis rules and the
+    default optimiser (Adafactor, rsqrt schedule at learning rate 1.0, 100 warm-up steps): the
+    trainer's own step, for benchmarks and notebooks that time or inspect one step."""
+    from mnmt.models import partitioning
+    from mnmt.training.optimizer import make_optimizer, rsqrt_schedule
+
+    mesh = partitioning.make_mesh(1, 1)
+    rules = partitioning.standard_logical_axis_rules()
+    schedule = rsqrt_schedule(1.0, 100)
+
+    def shardings(_abstract_params):
+        axes = model.params_logical_axes({k: v[:1] for k, v in example_batch.items()})
+        return partitioning.logical_to_shardings(axes, mesh, rules)
+
+    return build_step_functions(model, make_optimizer(schedule), schedule, mesh, shardings,
+                                example_batch, label_smoothing=label_smoothing, z_loss=z_loss)
+
+
+def _in_context(fn: Callable, context: Callable[[], Any]) -> Callable:
+    def wrapped(*args, **kwargs):
+        with context():
+            return fn(*args, **kwargs)
+
+    return wrapped
+
+
+def put_global_batch(batch: Mapping[str, np.ndarray], sharding: NamedSharding,
+                     global_rows: int | None = None) -> dict[str, jax.Array]:
+    """Place this process's rows of a batch as one global array split over the `data` axis.
+
+    With one process `batch` is the whole batch; with several, each passes its own rows
+    (per-host input sharding) and `global_rows` is the global batch size.
+    """
+    out = {}
+    for name, x in batch.items():
+        x = np.asarray(x)
+        shape = None if global_rows is None else (global_rows,) + x.shape[1:]
+        out[name] = jax.make_array_from_process_local_data(sharding, x, shape)
+    return out
+
+
+def put_replicated_batch(batch: Mapping[str, np.ndarray], sharding: NamedSharding) -> dict[str, jax.Array]:
+    """Place a batch that every process holds in full (evaluation) split over `data`.
+
+    Non-numeric entries (e.g. the raw `targets_text` strings of an eval batch) are left out.
+    """
+    out = {}
+    for name, x in batch.items():
+        x = np.asarray(x)
+        if x.dtype == object or x.dtype.kind in "USO":
+            continue
+        out[name] = jax.make_array_from_callback(x.shape, sharding, lambda idx, x=x: x[idx])
+    return out

@@ -1,0 +1,177 @@
+"""`mnmt-train`: train one model from gin files, with T5X's flags and macro names.
+
+    mnmt-train --gin_file=t5x_configs/runs/cpu_tiny.gin \\
+        --gin.MODEL_DIR="'/tmp/mnmt/run1'" --gin.TRAIN_STEPS=400
+
+`--gin_file` may be repeated (searched in `--gin_search_paths`, then the working directory, then
+the installed `t5x_configs/`); `--gin.NAME=VALUE` binds a gin parameter or macro (values in gin
+syntax: strings quoted). Before training, the tasks and mixture the config names are made
+available by `setup_tasks` (importing `MIXTURE_OR_TASK_MODULE`s and/or registering the synthetic
+family). Multi-host jobs pass `--coordinator_address --num_processes --process_id` (or run under
+SLURM / on a multi-host TPU slice, where JAX finds them itself).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+import gin
+
+# The repository's (or installed) t5x_configs/: mnmt/training/train.py -> ../../t5x_configs.
+_CONFIG_ROOT = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "t5x_configs")
+
+EXIT_PREEMPTED = 143  # 128 + SIGTERM, what a scheduler expects from a preempted job
+EXIT_DIVERGED = 3
+
+
+@gin.configurable
+def setup_tasks(
+    modules: Sequence[str] = (),
+    synthetic_preset: str | None = None,
+    vocabulary_path: str | None = None,
+    vocab_size: int = 512,
+    mixture_name: str | None = None,
+    mixture_weights: dict[str, float] | None = None,
+    seed: int = 0,
+) -> dict[str, str]:
+    """Make the run's SeqIO tasks/mixture exist; returns pair → task name (may be empty).
+
+    - `modules`: Python modules whose import registers tasks (T5X's `MIXTURE_OR_TASK_MODULE`).
+    - `synthetic_preset`: register the synthetic family's tasks with the vocabulary at
+      `vocabulary_path` (trained there first, on the family, if the file does not exist), and,
+      with `mixture_name`/`mixture_weights` (pair → weight), a weighted mixture of them.
+    """
+    for module in modules:
+        importlib.import_module(module)
+    if not synthetic_preset:
+        return {}
+    from mnmt.data import mixtures, synthetic, tasks, vocab  # noqa: PLC0415
+
+    if vocabulary_path is None:
+        raise ValueError("setup_tasks.synthetic_preset needs setup_tasks.vocabulary_path")
+    if not os.path.exists(vocabulary_path):
+        family = synthetic.get_family(synthetic_preset, seed=seed)
+        out_dir = os.path.dirname(os.path.abspath(vocabulary_path))
+        made = vocab.train_vocabulary(family, out_dir, vocab_size)
+        if os.path.abspath(made) != os.path.abspath(vocabulary_path):
+            os.replace(made, vocabulary_path)
+    pair_tasks = tasks.register_synthetic_tasks(synthetic_preset, vocabulary_path, seed=seed)
+    if mixture_name and mixture_weights:
+        unknown = sorted(set(mixture_weights) - set(pair_tasks))
+        if unknown:
+            raise ValueError(f"setup_tasks.mixture_weights names pairs {unknown} that preset "
+                             f"{synthetic_preset!r} does not have (it has {sorted(pair_tasks)})")
+        mixtures.register_weighted_mixture(
+            mixture_name, {pair_tasks[p]: w for p, w in mixture_weights.items() if w > 0})
+    return pair_tasks
+
+
+def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    parser = argparse.ArgumentParser(
+        prog="mnmt-train", description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--gin_file", action="append", default=[],
+                        help="gin file (repeatable), T5X layout, e.g. t5x_configs/runs/cpu_tiny.gin")
+    parser.add_argument("--gin_search_paths", default="",
+                        help="comma-separated directories searched for gin files and includes")
+    parser.add_argument("--coordinator_address", default=None)
+    parser.add_argument("--num_processes", type=int, default=None)
+    parser.add_argument("--process_id", type=int, default=None)
+    parser.add_argument("--quiet", action="store_true", help="no per-step progress lines")
+    args, rest = parser.parse_known_args(argv)
+    bindings, unknown = [], []
+    for item in rest:
+        if item.startswith("--gin.") and "=" in item:
+            name, value = item[len("--gin."):].split("=", 1)
+            bindings.append(f"{name} = {value}")
+        else:
+            unknown.append(item)
+    if unknown:
+        parser.error(f"unrecognised arguments: {' '.join(unknown)} "
+                     "(gin bindings are written --gin.NAME=VALUE)")
+    if not args.gin_file:
+        parser.error("at least one --gin_file is required, e.g. "
+                     "--gin_file=t5x_configs/runs/cpu_tiny.gin")
+    return args, bindings
+
+
+def parse_gin(gin_files: Sequence[str], bindings: Sequence[str], search_paths: str = "") -> None:
+    """Parse gin files and bindings; files are looked up like T5X's `--gin_search_paths`."""
+    paths = [p for p in search_paths.split(",") if p] + [os.getcwd(), _CONFIG_ROOT,
+                                                          os.path.dirname(_CONFIG_ROOT)]
+    for p in paths:
+        gin.add_config_file_search_path(p)
+    import mnmt.training.config  # noqa: F401, PLC0415  (registers the configurables)
+    from mnmt.gin_files import parse_files_and_bindings  # noqa: PLC0415
+
+    parse_files_and_bindings(gin_files, bindings)
+
+
+@gin.configurable
+def run(config=gin.REQUIRED, quiet: bool = False):
+    """Train `config` (a `TrainConfig` built from gin) with the default progress printer."""
+    from mnmt.training import trainer  # noqa: PLC0415
+    from mnmt.training.progress import print_progress  # noqa: PLC0415
+
+    def progress(event):
+        if not quiet or event.kind != "train":
+            print_progress(event)
+
+    return trainer.train(config, progress=progress)
+
+
+def _log_to_model_dir(model_dir: str) -> None:
+    """Progress lines of `mnmt.training.train` also go to MODEL_DIR/train.log (local directories)."""
+    if "://" in model_dir:
+        return
+    os.makedirs(model_dir, exist_ok=True)
+    handler = logging.FileHandler(os.path.join(model_dir, "train.log"))
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logger = logging.getLogger("mnmt.training.train")
+    logger.setLevel(logging.INFO)
+    logger.propagate = False  # stderr already gets the line from the progress printer
+    logger.addHandler(handler)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    # Libraries (Orbax, absl) log at WARNING; progress lines go to stderr and MODEL_DIR/train.log.
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
+    args, bindings = parse_args(argv)
+    from mnmt.training import distributed  # noqa: PLC0415
+
+    distributed.initialize(args.coordinator_address, args.num_processes, args.process_id)
+    from mnmt.tensorflow_setup import start_tensorflow  # noqa: PLC0415
+
+    start_tensorflow()  # before the tasks are registered: SeqIO's backend, CPU-only and quiet
+    try:
+        parse_gin(args.gin_file, bindings, args.gin_search_paths)
+        pair_tasks = setup_tasks()
+        from mnmt.training.config import TrainConfig  # noqa: PLC0415
+
+        config = TrainConfig()
+        if not config.eval.tasks and pair_tasks:  # EVAL_TASKS = None: every registered pair
+            config = config.updated(eval={"tasks": dict(pair_tasks)})
+        _log_to_model_dir(config.model_dir)
+        summary = run(config=config, quiet=args.quiet)
+    except (ValueError, KeyError, FileNotFoundError, SyntaxError) as e:
+        print(f"mnmt-train: error: {e}", file=sys.stderr)
+        return 2
+    print(f"mnmt-train: {summary.run_id} {summary.status} at step {summary.final_step} "
+          f"({summary.wall_s:.1f} s) {summary.message}".rstrip(), file=sys.stderr)
+    for pair, loss in sorted(summary.final_eval.items()):
+        print(f"  {pair}: loss {loss:.4f}", file=sys.stderr)
+    if summary.status == "preempted":
+        return EXIT_PREEMPTED
+    if summary.status == "diverged":
+        return EXIT_DIVERGED
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

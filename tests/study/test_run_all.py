@@ -1,0 +1,83 @@
+"""mnmt.study.runner.run_all: a run that ends unfinished stops the study (no next run, no 'done')."""
+
+import io
+
+import pytest
+
+from mnmt.study import cli as study
+from mnmt.study import runner as local
+from mnmt.study.progress import StudyProgress
+from mnmt.study.spec import StudySpec, expand
+
+
+def _run_all_with(monkeypatch, tmp_path, statuses):
+    spec = StudySpec(sizes=("micro-1", "micro-2", "micro-3"), weights=(0.5,))
+    runs = expand(spec)
+    started = []
+
+    def fake_train(config, progress=None):
+        import mnmt.training.trainer
+
+        status, message, stop_signal = statuses[len(started)]
+        started.append(config)
+        return mnmt.training.trainer.TrainSummary(config, str(tmp_path), status, 3, {"en-de": 1.0}, 0.1,
+                                         message=message, stop_signal=stop_signal)
+
+    import mnmt.training.trainer
+
+    monkeypatch.setattr(mnmt.training.trainer, "train", fake_train)
+    monkeypatch.setattr(local, "make_train_config", lambda spec, run, data, run_dir: run.run_id)
+    stream = io.StringIO()
+    progress = StudyProgress([(r.run_id, r.size, 10) for r in runs], stream=stream)
+    data = local.StudyData("v.model", {"en-de": "a", "en-zh": "b"}, {})
+    try:
+        return local.run_all(spec, runs, data, tmp_path, progress), started, stream.getvalue()
+    except local.RunStopped as stopped:
+        return stopped, started, stream.getvalue()
+
+
+def test_a_signal_stops_the_study_after_that_run(monkeypatch, tmp_path):
+    stopped, started, text = _run_all_with(monkeypatch, tmp_path, [
+        ("finished", "", None),
+        ("preempted", "stopped by signal 15 at step 3; checkpoint saved, run again to resume", 15)])
+    assert isinstance(stopped, local.RunStopped)
+    assert started == ["micro-1_p0.50_s0", "micro-2_p0.50_s0"]  # the third never started
+    assert stopped.run_id == "micro-2_p0.50_s0" and stopped.signal_number == 15
+    assert "micro-1_p0.50_s0: done" in text and "micro-2_p0.50_s0: done" not in text
+
+
+def test_a_diverged_run_stops_the_study(monkeypatch, tmp_path):
+    stopped, started, _ = _run_all_with(monkeypatch, tmp_path, [("diverged", "loss is nan at step 3", None)])
+    assert isinstance(stopped, local.RunStopped) and stopped.status == "diverged"
+    assert len(started) == 1 and stopped.signal_number is None
+
+
+def test_all_finished_returns_every_run_directory(monkeypatch, tmp_path):
+    dirs, started, _ = _run_all_with(monkeypatch, tmp_path, [("finished", "", None)] * 3)
+    assert [d.name for d in dirs] == started
+
+
+@pytest.mark.parametrize("status, message, signum, code", [
+    ("preempted", "stopped by signal 2 at step 5; checkpoint saved, run again to resume", 2, 130),
+    ("preempted", "stopped by signal 15 at step 5; checkpoint saved, run again to resume", 15, 143),
+    ("preempted", "stopped by signal (on another host) at step 5; …", None, 143),
+    ("diverged", "loss is nan at step 5", None, 3),
+])
+def test_the_study_command_exits_with_the_stop_reason(monkeypatch, capsys, status, message, signum,
+                                                      code):
+    def stopped_run(args):
+        raise local.RunStopped("mini-1_p0.50_s0", status, message, signum)
+
+    monkeypatch.setattr(study, "build_parser", _parser_with(study.build_parser, stopped_run))
+    assert study.main(["plan", "--preset", "ci"]) == code
+    err = capsys.readouterr().err
+    assert "mini-1_p0.50_s0" in err and message.split(";")[0] in err
+
+
+def _parser_with(build, func):
+    def patched():
+        parser = build()
+        for action in parser._subparsers._group_actions:
+            action.choices["plan"].set_defaults(func=func)
+        return parser
+    return patched

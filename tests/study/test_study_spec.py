@@ -1,0 +1,144 @@
+"""Study expansion: the grid of sizes x weights x seeds, and the errors for bad studies."""
+
+import io
+
+import pytest
+
+from mnmt.study.progress import StudyProgress, format_duration
+from mnmt.study.spec import (
+    FERNANDES_TWO_PAIR_GRID,
+    PRESETS,
+    StudyError,
+    StudySpec,
+    expand,
+    mixture_weights,
+    simplex_grid,
+)
+
+
+def test_two_pair_grid_expands_every_size_weight_and_seed_once():
+    spec = StudySpec(sizes=("mini-1", "mini-2"), weights=FERNANDES_TWO_PAIR_GRID, seeds=(0, 1))
+    runs = expand(spec)
+    assert len(runs) == 2 * len(FERNANDES_TWO_PAIR_GRID) * 2
+    assert len({r.run_id for r in runs}) == len(runs)
+    for run in runs:
+        assert set(run.weights) == {"en-de", "en-zh"}
+        assert sum(run.weights.values()) == pytest.approx(1.0)
+    p0 = [r for r in runs if r.weights["en-de"] == 0.0]
+    assert p0 and all(r.trained_pairs == ["en-zh"] for r in p0)
+
+
+def test_k_pair_weights_are_normalised_and_named_by_all_weights():
+    spec = StudySpec(pairs=("en-de", "en-fr", "en-zh"), weights=((1, 1, 2), (0, 0, 1)), sizes=("mini-1",))
+    runs = expand(spec)
+    assert runs[0].weights == pytest.approx({"en-de": 0.25, "en-fr": 0.25, "en-zh": 0.5})
+    assert runs[0].run_id == "mini-1_w0.25-0.25-0.50_s0"
+    assert runs[1].trained_pairs == ["en-zh"]
+
+
+def test_simplex_grid_covers_the_simplex_exactly():
+    grid = simplex_grid(3, 4)
+    assert len(grid) == 15  # C(4 + 2, 2)
+    assert all(sum(w) == pytest.approx(1.0) and min(w) >= 0 for w in grid)
+    assert len(set(grid)) == len(grid)
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"weights": (1.2,)}, "weights"),
+        ({"weights": (float("nan"),)}, "weights"),
+        ({"weights": ((0.5, 0.5, 0.0),)}, "weights"),
+        ({"weights": ((0.0, 0.0),)}, "weights"),
+        ({"pairs": ("en-de", "en-fr", "en-zh"), "weights": (0.5,)}, "weights"),
+        ({"pairs": ("ende", "en-zh")}, "pairs"),
+        ({"sizes": ()}, "sizes"),
+        ({"train_steps": 0}, "train_steps"),
+        ({"feature_lengths": (("inputs", 32),)}, "feature_lengths"),
+        ({"name": "a b"}, "name"),
+        ({"train_steps_by_size": (("mini-9", 10),)}, "train_steps_by_size"),
+        ({"sizes": ("mini-1",), "train_steps_by_size": (("mini-1", 0),)}, "train_steps_by_size"),
+        ({"batch_tokens": -1}, "batch_tokens"),
+    ],
+)
+def test_bad_studies_name_the_field(kwargs, field):
+    with pytest.raises(StudyError, match=f"StudySpec.{field}"):
+        StudySpec(**kwargs)
+
+
+def test_repeated_grid_points_are_refused():
+    with pytest.raises(StudyError, match="repeats runs"):
+        expand(StudySpec(weights=(0.5, 0.5)))
+
+
+def test_mixture_weights_two_pairs():
+    assert mixture_weights(("a-b", "a-c"), 0.3) == pytest.approx({"a-b": 0.3, "a-c": 0.7})
+
+
+def test_presets_are_valid_and_ci_is_a_miniature_of_default():
+    default, ci = PRESETS["default"], PRESETS["ci"]
+    assert len(expand(ci)) < len(expand(default))
+    assert ci.train_steps * len(expand(ci)) < default.train_steps * len(expand(default)) / 5
+    assert len(default.sizes) >= 4 and len(ci.sizes) >= 4  # the issue asks for at least 4 sizes
+    assert {0.0, 1.0} <= set(default.weights)  # single-pair baselines for f(p), eq. 10
+
+
+def test_progress_eta_uses_measured_speed_per_size():
+    now = [0.0]
+    out = io.StringIO()
+    progress = StudyProgress(
+        [("a", "mini-1", 100), ("b", "mini-1", 100), ("c", "mini-2", 100)],
+        stream=out, log_interval_s=0.0, clock=lambda: now[0],
+    )
+    assert progress.eta_s() is None
+    progress.start_run("a")
+    progress.finish_run("a", wall_s=10.0)  # mini-1 at 10 steps/s
+    # b: 100 steps at 10/s; c: size not measured yet -> slowest known speed (10/s).
+    assert progress.eta_s() == pytest.approx(20.0)
+    progress.start_run("b")
+    progress.update(type("E", (), {"step": 50, "total_steps": 100, "steps_per_s": 5.0, "loss": 1.5})())
+    assert progress.eta_s() == pytest.approx(50 / 5.0 + 100 / 5.0)
+    text = out.getvalue()
+    assert "[1/3] a: done" in text and "step 50/100" in text and "loss 1.500" in text
+
+
+def test_format_duration():
+    assert format_duration(65) == "1:05"
+    assert format_duration(3725) == "1:02:05"
+    assert format_duration(None) == "?"
+
+
+def test_per_size_steps_and_token_batches_reach_the_trainer_config(monkeypatch, tmp_path):
+    from mnmt.study import runner as local
+
+    spec = StudySpec(sizes=("mini-1", "mini-2"), weights=(0.5,), train_steps=100,
+                     train_steps_by_size=(("mini-2", 250),), batch_tokens=4096,
+                     feature_lengths=(("inputs", 32), ("targets", 64)))
+    assert [spec.steps_for(s) for s in spec.sizes] == [100, 250]
+    monkeypatch.setattr(local, "register_run_mixture", lambda *args: "a_mixture")
+    data = local.StudyData(vocabulary_path="v.model", tasks={"en-de": "t1", "en-zh": "t2"},
+                           irreducible_loss={})
+    configs = {run.size: local.make_train_config(spec, run, data, tmp_path / run.run_id)
+               for run in expand(spec)}
+    assert configs["mini-1"].train_steps == 100 and configs["mini-2"].train_steps == 250
+    assert all(c.batch_tokens == 4096 for c in configs.values())
+    from mnmt.training.run_setup import resolve_batch_size
+
+    assert resolve_batch_size(configs["mini-1"]) == 4096 // 64
+
+
+def test_the_paper_scale_study_file_is_fernandes_grid():
+    from mnmt.study.cli import load_spec
+
+    spec = load_spec("fernandes_en_de_zh", None, [])
+    runs = expand(spec)
+    assert len(runs) == 8 * 9
+    assert sorted({r.weights["en-de"] for r in runs}) == [0.0, 0.05, 0.1, 0.3, 0.5, 0.7, 0.9,
+                                                          0.95, 1.0]
+    from mnmt.models.accounting import param_counts
+    from mnmt.models.zoo import get_config
+
+    for size in spec.sizes:  # Fernandes §3: 500K steps under 500M parameters, 1M above
+        total = param_counts(get_config(size)).total
+        assert spec.steps_for(size) == (500_000 if total < 500e6 else 1_000_000), size
+    assert spec.batch_tokens == 500_000 and spec.task_module == "mnmt.data.sources.wmt19"

@@ -1,0 +1,216 @@
+"""The package layout stays readable: no import circles, no private names across modules,
+every module on the design map, every shipped gin file parses."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ("mnmt", "fitting", "launch")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            found[_module_name(path)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _resolve(name: str) -> str | None:
+    """The project module `name` refers to (a module, or the package holding an attribute)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _is_package(module: str) -> bool:
+    return MODULES[module].name == "__init__.py"
+
+
+def _imports(module: str) -> list[tuple[str, str | None, int]]:
+    """(imported project module, imported name or None, line) for every import in `module`,
+    module-level or inside functions alike."""
+    tree = ast.parse(MODULES[module].read_text(), filename=str(MODULES[module]))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                target = _resolve(alias.name)
+                if target:
+                    out.append((target, None, node.lineno))
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative import
+                anchor = module.split(".")
+                anchor = anchor if _is_package(module) else anchor[:-1]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            for alias in node.names:
+                sub = _resolve(f"{base}.{alias.name}")
+                if sub == f"{base}.{alias.name}":  # a submodule
+                    out.append((sub, None, node.lineno))
+                elif (target := _resolve(base)) is not None:
+                    out.append((target, alias.name, node.lineno))
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    graph = {m: set() for m in MODULES}
+    for module in MODULES:
+        for target, _, _ in _imports(module):
+            if target != module:
+                graph[module].add(target)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on_stack, out = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circles_in_mnmt_fitting_or_launch():
+    cycles = _cycles(_graph())
+    assert not cycles, "import circles (function-local imports included): " + "; ".join(
+        " <-> ".join(c) for c in cycles)
+
+
+def test_dependency_directions():
+    """fitting never imports mnmt or launch; mnmt never imports launch."""
+    bad = []
+    for module in MODULES:
+        top = module.split(".")[0]
+        for target, _, line in _imports(module):
+            other = target.split(".")[0]
+            if (top == "fitting" and other in ("mnmt", "launch")) or \
+                    (top == "mnmt" and other == "launch"):
+                bad.append(f"{MODULES[module].relative_to(REPO)}:{line} imports {target}")
+    assert not bad, "\n".join(bad)
+
+
+def _private_name_uses() -> list[str]:
+    bad = []
+    roots = [REPO / p for p in PACKAGES] + [REPO / "benchmarks", REPO / "tests"]
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            tree = ast.parse(path.read_text(), filename=str(path))
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    for alias in node.names:
+                        if alias.name.startswith("_") and not alias.name.startswith("__"):
+                            bad.append(f"{path.relative_to(REPO)}:{node.lineno} imports "
+                                       f"{alias.name} from {node.module}")
+    return bad
+
+
+def test_no_private_name_is_imported_from_another_module():
+    bad = _private_name_uses()
+    assert not bad, "\n".join(bad)
+
+
+def test_benchmarks_do_not_reach_into_tests():
+    bad = [f"{p.relative_to(REPO)}" for p in sorted((REPO / "benchmarks").glob("*.py"))
+           if '"tests"' in p.read_text() or "'tests'" in p.read_text()]
+    assert not bad, f"benchmarks importing from tests/: {bad}"
+
+
+def test_every_module_is_on_the_design_map():
+    design = (REPO / "docs" / "development" / "design.md").read_text()
+    # Every module is named by its path relative to the repository root.
+    missing = [m for m in MODULES if MODULES[m].name != "__init__.py"
+               and str(MODULES[m].relative_to(REPO)) not in design]
+    assert not missing, f"modules missing from docs/development/design.md: {missing}"
+
+
+def test_no_issue_numbers_or_machine_paths_in_code_and_docs():
+    bad = []
+    for root in ("mnmt", "fitting", "launch", "docs", "benchmarks", "t5x_configs"):
+        for path in sorted((REPO / root).rglob("*")):
+            if path.suffix not in (".py", ".md", ".gin") or "RESULTS.md" in path.name:
+                continue
+            for lineno, line in enumerate(path.read_text().splitlines(), start=1):
+                low = line.lower()
+                if "issue " in low and any(ch.isdigit() for ch in low.split("issue ", 1)[1][:3]):
+                    bad.append(f"{path.relative_to(REPO)}:{lineno}: {line.strip()[:80]}")
+                if "/work/" in line or "/root/" in line:
+                    bad.append(f"{path.relative_to(REPO)}:{lineno}: {line.strip()[:80]}")
+    assert not bad, "\n".join(bad)
+
+
+GIN_FILES = sorted(str(p.relative_to(REPO)) for p in (REPO / "t5x_configs").rglob("*.gin"))
+
+
+@pytest.mark.parametrize("gin_file", GIN_FILES)
+def test_every_shipped_gin_file_parses(gin_file, tmp_path, monkeypatch):
+    """Each file parses with the configurables it names; a study file builds its StudySpec and
+    a run or model file, included after runs/train.gin, builds its TrainConfig."""
+    import gin
+
+    from mnmt.gin_files import parse_files_and_bindings
+    from mnmt.study.spec import StudySpec
+    from mnmt.training import train as train_cli
+    from mnmt.training.config import TrainConfig
+
+    gin.clear_config()
+    try:
+        if gin_file.startswith("t5x_configs/studies/"):
+            parse_files_and_bindings([str(REPO / gin_file)], [])
+            assert StudySpec().name
+            return
+        required = [f"MODEL_DIR = '{tmp_path}/m'", "MIXTURE_OR_TASK_NAME = 'mix'",
+                    "MODEL_SIZE = 'mini-1'", "VOCABULARY_PATH = '/nonexistent.model'",
+                    "TRAIN_STEPS = 3", "EVAL_TASKS = {'en-de': 't'}", "TEMPERATURE = 5.0"]
+        files = [str(REPO / gin_file)]
+        if not gin_file.startswith("t5x_configs/runs/"):
+            files = [str(REPO / "t5x_configs/runs/train.gin")] + files
+        monkeypatch.chdir(REPO)
+        train_cli.parse_gin(files, required)
+        config = TrainConfig()
+        assert config.train_steps > 0 and config.inputs.batch_size > 0
+        assert config.eval.period > 0 and config.checkpoint.period > 0
+    finally:
+        gin.clear_config()

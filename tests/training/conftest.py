@@ -1,0 +1,79 @@
+"""Shared fixtures of the trainer tests: a tiny vocabulary, registered tasks, a run factory."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+
+import pytest
+
+LENGTHS = {"inputs": 16, "targets": 16}
+HERE = os.path.dirname(os.path.abspath(__file__))  # holds _child_run.py
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _compilation_cache(tmp_path_factory):
+    """Share XLA executables between the many small runs of these tests (same shapes)."""
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path_factory.mktemp("xla_cache")))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    yield
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory):
+    """cpu-tiny tasks registered with a 512-piece vocabulary trained once per session."""
+    from mnmt.data import mixtures, synthetic, tasks, vocab
+
+    out = tmp_path_factory.mktemp("vocab")
+    family = synthetic.get_family("cpu-tiny")
+    path = vocab.train_vocabulary(family, str(out), 512, n_per_pair=2000)
+    pair_tasks = tasks.register_synthetic_tasks("cpu-tiny", path, eval_size=24)
+    mixture = mixtures.register_weighted_mixture(
+        "trainer_test_p50", {t: 0.5 for t in pair_tasks.values()})
+    return {"vocab": path, "tasks": pair_tasks, "mixture": mixture}
+
+
+@pytest.fixture
+def make_config(tiny_data, tmp_path):
+    """TrainConfig factory for a tiny mini-1 run in a fresh directory (overridable fields)."""
+    from mnmt.training.config import (
+        CheckpointConfig,
+        DecodeConfig,
+        EvalConfig,
+        InputConfig,
+        TrainConfig,
+    )
+
+    def make(name: str = "run", **overrides):
+        """Overrides: TrainConfig fields; a section (inputs, eval, …) as a dict of its fields."""
+        base = TrainConfig(
+            model_dir=str(tmp_path / name), model_size="mini-1",
+            vocabulary_path=tiny_data["vocab"], train_steps=12,
+            inputs=InputConfig(mixture_or_task_name=tiny_data["mixture"],
+                               feature_lengths=dict(LENGTHS), batch_size=8),
+            eval=EvalConfig(tasks=dict(tiny_data["tasks"]), period=6, batch_size=16),
+            decode=DecodeConfig(at_end=False, num_examples=8),
+            checkpoint=CheckpointConfig(period=4),
+            log_every=2, warmup_steps=4, learning_rate=0.5, tensorboard=False, peak_flops=1e9)
+        return base.updated(**overrides)
+
+    return make
+
+
+def rows_by_key(rows):
+    return {(r["step"], r["task"], r["eval_set"], r["metric"]): r["value"] for r in rows}
+
+
+def write_child_spec(config, tiny_data, tmp_path, **extra) -> str:
+    """A JSON file from which `_child_run.py` rebuilds `config` in a fresh process."""
+    cfg = config.to_dict()
+    cfg["optimizer"] = None
+    spec = {"config": cfg, "vocab": tiny_data["vocab"], "eval_size": 24,
+            "mixture": tiny_data["mixture"], **extra}
+    path = tmp_path / f"spec_{random.random():.6f}.json"
+    path.write_text(json.dumps(spec))
+    return str(path)
