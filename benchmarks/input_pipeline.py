@@ -3,7 +3,7 @@
 Measures :class:`mnmt.data.pipeline.TrainInputs` on a two-pair synthetic mixture at the mini
 zoo's feature lengths, and — in the same run, as the named competitor — seqio's own pipeline
 for the same mixture (``seqio.get_dataset`` with ``EncDecFeatureConverter(pack=True)``).
-The requirement (issue 4): at least 10× what the CPU trainer consumes, so training is never
+The requirement: at least 10× what the CPU trainer consumes, so training is never
 input-bound. What the trainer consumes is measured in the same run: the trainer's own jitted
 step (:func:`mnmt.training.step_functions.build_step_functions`, Adafactor, z-loss) of the fastest mini-zoo
 model (``--trainer_size mini-1``) on batches of the same mixture (rows/s = batch rows / s per

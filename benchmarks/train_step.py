@@ -1,6 +1,6 @@
 """Training-step speed and memory: mnmt (JAX/Flax) against HF transformers' T5 on PyTorch.
 
-The reference configuration of issue 6: d_model 256, 2+2 layers, d_ff 1024 gated-GELU, 4 heads
+The reference configuration: d_model 256, 2+2 layers, d_ff 1024 gated-GELU, 4 heads
 of dim 64, vocabulary 8000, untied logits, dropout 0, batch 32 × (64 source + 64 target)
 tokens, float32, Adafactor on both sides. Each side runs in its own subprocess (so peak RSS is
 its own), alternating `--rounds` times; the best steps/s of each is reported, with the load

@@ -1,4 +1,4 @@
-"""`mnmt-export`: run directories (local or gs://) → the tidy table of docs/metrics_schema.md.
+"""`mnmt-export`: run directories (local or gs://) → the tidy table of docs/reference/metrics_schema.md.
 
     mnmt-export runs/mini-1_p0.50_s0 runs/mini-2_p0.50_s0 --out table.csv
     mnmt-export 'gs://bucket/study/runs/*' --out table.parquet

@@ -1,9 +1,11 @@
-"""mnmt.data: SeqIO tasks and mixtures, shared vocabulary, synthetic language family.
+"""mnmt.data: SeqIO tasks and mixtures, shared vocabulary, and where the text comes from.
 
-Submodules (import them directly; this package imports nothing heavy):
-- ``synthetic`` (+ ``synthetic_grammar``, ``synthetic_languages``): seeded generator with exact
-  conditional entropy (known irreducible loss), presets ``cpu-tiny`` and the papers' settings;
+Subpackages and modules (import them directly; this package imports nothing heavy):
+- ``synthetic/``: the seeded language family with exact conditional entropy (known irreducible
+  loss); pure Python, no SeqIO;
+- ``sources/``: bitext files, TFDS datasets (WMT19), gettext catalogs;
 - ``vocab``: shared SentencePiece model with ``<2xx>`` language pieces (``mnmt-vocab``);
-- ``tasks``: seqio task registration; ``mixtures``: weights, temperature/oversampling, grids;
-- ``pipeline``: resumable training iterator and evaluation batches.
+- ``tasks``: SeqIO task registration; ``mixtures``: weights, temperature/oversampling, grids;
+  ``gin_mixtures`` / ``gin_register``: mixtures declared in gin files;
+- ``pipeline`` (+ ``packing``, ``stream_workers``): resumable training iterator and eval batches.
 """

@@ -4,7 +4,7 @@ Counting convention (Fernandes 2023 App. A, Ghorbani 2021 App. A): *embedding* p
 vocab×emb tables — the input embedding(s) and the untied output projection ("softmax"); everything
 else (attention, MLP, RMSNorm scales, relative-position tables) is *non-embedding*, split into the
 encoder and decoder stacks. With this convention the Fernandes sizes reproduce the table's
-"# Parameters" (total) and "Corrected # Parameters" (non-embedding) exactly (docs/models.md).
+"# Parameters" (total) and "Corrected # Parameters" (non-embedding) exactly (docs/reference/model_zoo.md).
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ def matmul_last(x: Array, w: Array) -> Array:
 
     On XLA:CPU a 3-D einsum such as 'ble,ef->blf' makes the backward pass transpose and copy the
     [f, b, l] gradient; the 2-D form needs no transposes (≈1.5× faster fwd+bwd per layer,
-    docs/models.md).
+    docs/guides/models.md).
     """
     y = jnp.reshape(x, (-1, x.shape[-1])) @ w
     return jnp.reshape(y, x.shape[:-1] + (w.shape[-1],))

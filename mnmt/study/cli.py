@@ -9,7 +9,7 @@
 Stages (each resumable, so re-running the same command picks up where it stopped):
 1. data: the synthetic family's shared SentencePiece vocabulary, SeqIO tasks, exact L∞ per pair;
 2. train: one run directory per (size, mixture weights, seed) under OUT/runs/;
-3. export: OUT/metrics.csv, the tidy table of docs/metrics_schema.md;
+3. export: OUT/metrics.csv, the tidy table of docs/reference/metrics_schema.md;
 4. fit + report: OUT/report/ (Markdown, HTML, PNG figures, fits.json).
 
 Errors in the command line or the study (unknown preset, unreadable study file, an output

@@ -1,7 +1,7 @@
 """Run a study's runs one after another on this host (CPU, or one multi-device host).
 
 Each run is an ordinary `mnmt.training.trainer.train` call writing its own run directory
-(docs/metrics_schema.md), so a study interrupted at any point resumes where it stopped: finished
+(docs/reference/metrics_schema.md), so a study interrupted at any point resumes where it stopped: finished
 runs are skipped and an unfinished run continues from its last checkpoint.
 """
 

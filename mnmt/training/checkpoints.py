@@ -31,7 +31,7 @@ class Checkpointer:
 
     def __init__(self, directory: str, *, keep: int = 2):
         if keep < 1:
-            raise ValueError(f"keep_checkpoints must be ≥ 1, got {keep}")
+            raise ValueError(f"CheckpointConfig.keep must be ≥ 1, got {keep}")
         # Orbax refuses relative paths (it fails inside its save thread): resolve local ones.
         self.directory = directory if "://" in directory else os.path.abspath(directory)
         options = ocp.CheckpointManagerOptions(

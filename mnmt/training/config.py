@@ -93,7 +93,7 @@ class CheckpointConfig:
 class TrainConfig:
     """One training run: identity, model, optimisation, mesh, and the grouped sections above."""
 
-    # Run directory (docs/metrics_schema.md): run.json, metrics.jsonl, checkpoints/, events/.
+    # Run directory (docs/reference/metrics_schema.md): run.json, metrics.jsonl, checkpoints/, events/.
     model_dir: str
     # Zoo size name, e.g. "mini-2" (`mnmt-zoo` lists them).
     model_size: str

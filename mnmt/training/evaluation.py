@@ -1,6 +1,6 @@
 """Evaluation: teacher-forced per-pair cross-entropy and beam-search BLEU / ChrF (sacrebleu).
 
-`loss` (SPEC §5, docs/metrics_schema.md) is the mean per-target-token cross-entropy in nats over
+`loss` (SPEC §5, docs/reference/metrics_schema.md) is the mean per-target-token cross-entropy in nats over
 a whole eval split — Σ NLL / Σ target tokens, EOS included, padding excluded, no label smoothing
 and no z-loss. It is the quantity the scaling laws describe (Fernandes et al. 2023 eq. 1;
 Ghorbani et al. 2021 eq. 1–2). BLEU and ChrF are corpus-level sacrebleu scores of beam-search

@@ -1,4 +1,4 @@
-"""The run directory of docs/metrics_schema.md: `run.json` and the append-only `metrics.jsonl`.
+"""The run directory of docs/reference/metrics_schema.md: `run.json` and the append-only `metrics.jsonl`.
 
 Both files are written through `tf.io.gfile`-compatible paths when the path is a URL
 (`gs://…`), and through the local file system otherwise. `run.json` is always replaced

@@ -1,7 +1,7 @@
 """Everything a training run derives from its `TrainConfig` before the first step.
 
 Builds the model, mesh and shardings, the input pipelines, and the run.json of
-docs/metrics_schema.md; checks an existing MODEL_DIR's run.json for compatibility.
+docs/reference/metrics_schema.md; checks an existing MODEL_DIR's run.json for compatibility.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The training loop (T5X's trainer role): sharded steps, evaluation, checkpoints, run files.
 
 `train(TrainConfig(...))` trains one model on one SeqIO mixture or task and writes the run
-directory of docs/metrics_schema.md. It resumes from the latest checkpoint of MODEL_DIR
+directory of docs/reference/metrics_schema.md. It resumes from the latest checkpoint of MODEL_DIR
 (parameters, optimizer state, step, RNG key, input position, training-token count and the
 running train-loss window), so a run killed at any step and restarted reaches the same metrics
 as an uninterrupted one; it refuses to resume into a directory whose run.json describes another

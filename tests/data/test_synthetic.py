@@ -138,7 +138,7 @@ def test_relatedness_tracks_the_mutation_rate():
     assert get_family("tiny:en-de,en-zh", languages=(zh,)).relatedness("de", "zh") == 0.0
 
 
-# The papers' settings (issue 4): setting -> pairs, and Chen et al. 2023 §2.2 / App. A sizes.
+# The papers' settings: setting -> pairs, and Chen et al. 2023 §2.2 / App. A sizes.
 PAPER_SETTINGS = {
     "en-{de,zh}": ["en-de", "en-zh"],
     "en-{de,fr}": ["en-de", "en-fr"],

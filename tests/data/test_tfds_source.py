@@ -109,7 +109,7 @@ def test_a_study_calls_its_task_module_with_the_study_vocabulary(prepared, vocab
     import types
 
     from mnmt.data import wmt19
-    from mnmt.study import cli as study
+    from mnmt.study import stages
     from mnmt.study.spec import StudySpec
 
     seen = []
@@ -124,11 +124,11 @@ def test_a_study_calls_its_task_module_with_the_study_vocabulary(prepared, vocab
     monkeypatch.setitem(sys.modules, "my_study_tasks", module)
     spec = StudySpec(pairs=("en-de",), weights=((1.0,),), tasks=(("en-de", "wmt19_en_de"),),
                      task_module="my_study_tasks", vocabulary_path=vocab)
-    data = study.prepare_data(spec, tmp_path, lambda text: None)
+    data = stages.prepare_data(spec, tmp_path, lambda text: None)
     assert seen == [vocab] and data.tasks == {"en-de": "wmt19_en_de"}
     # the real module without prepared WMT19: one clear line naming the dataset
     spec = StudySpec(pairs=("en-de",), weights=((1.0,),), tasks=(("en-de", "wmt19_en_de"),),
                      task_module="mnmt.data.sources.wmt19", vocabulary_path=vocab)
     monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path / "empty"))
-    with pytest.raises(study.UsageError, match="wmt19_translate/de-en.*not prepared"):
-        study.prepare_data(spec, tmp_path, lambda text: None)
+    with pytest.raises(stages.UsageError, match="wmt19_translate/de-en.*not prepared"):
+        stages.prepare_data(spec, tmp_path, lambda text: None)

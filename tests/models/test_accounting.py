@@ -56,7 +56,7 @@ def _round_m(x):
 
 def test_ghorbani_counts_relate_to_app_a():
     """Ours = bias-free; Ghorbani's layers also have bias / LayerNorm-offset vectors (documented
-    in docs/models.md): q,k,v,o biases (4d per attention), MLP biases (8192 + d = 9d) and
+    in docs/reference/model_zoo.md): q,k,v,o biases (4d per attention), MLP biases (8192 + d = 9d) and
     LayerNorm offsets (d per norm) = 15·d per encoder layer, 20·d per decoder layer. Adding them
     reproduces every row of App. A Tables 1-3 at the table's 1M rounding; without them some rows
     are off by 1M."""

@@ -5,6 +5,8 @@ import json
 import pytest
 
 from mnmt.study import cli as study
+from mnmt.study import stages
+from mnmt.study.spec import PRESETS
 
 
 def run_cli(args, capsys):
@@ -51,7 +53,7 @@ def test_unwritable_output_directory(capsys, tmp_path):
 def test_output_directory_of_another_study_is_refused_and_kept(capsys, tmp_path):
     out = tmp_path / "o"
     out.mkdir()
-    record = out / study.STUDY_FILE
+    record = out / stages.STUDY_FILE
     other = {"name": "someone-else", "train_steps": 5}
     record.write_text(json.dumps(other))
     code, err = run_cli(["run", "--preset", "ci", "--out", str(out)], capsys)
@@ -60,17 +62,17 @@ def test_output_directory_of_another_study_is_refused_and_kept(capsys, tmp_path)
 
 
 def test_a_record_written_before_a_field_existed_is_the_same_study(tmp_path):
-    spec = study.PRESETS["ci"]
-    older = study._spec_json(spec)
+    spec = PRESETS["ci"]
+    older = stages.spec_json(spec)
     del older["batch_tokens"], older["train_steps_by_size"]  # fields added on 2026-11-23
-    (tmp_path / study.STUDY_FILE).write_text(json.dumps(older))
-    study.prepare_out_dir(tmp_path, spec)  # accepted, record left as it was
-    assert json.loads((tmp_path / study.STUDY_FILE).read_text()) == older
+    (tmp_path / stages.STUDY_FILE).write_text(json.dumps(older))
+    stages.prepare_out_dir(tmp_path, spec)  # accepted, record left as it was
+    assert json.loads((tmp_path / stages.STUDY_FILE).read_text()) == older
     changed = json.loads(json.dumps(older))
     changed["train_steps"] += 1
-    (tmp_path / study.STUDY_FILE).write_text(json.dumps(changed))
-    with pytest.raises(study.UsageError, match="train_steps"):
-        study.prepare_out_dir(tmp_path, spec)
+    (tmp_path / stages.STUDY_FILE).write_text(json.dumps(changed))
+    with pytest.raises(stages.UsageError, match="train_steps"):
+        stages.prepare_out_dir(tmp_path, spec)
 
 
 @pytest.mark.parametrize("binding", ["StudySpec.nope=1", "train_steps", "StudySpec.train_steps=-3"])
@@ -80,6 +82,6 @@ def test_bad_preset_overrides(capsys, binding):
 
 
 def test_shipped_default_study_gin_equals_the_default_preset():
-    path = study.repo_root() / "t5x_configs" / "studies" / "cpu_default.gin"
-    from_gin = study.load_spec(str(path), None, [])
-    assert study._spec_json(from_gin) == study._spec_json(study.PRESETS["default"])
+    path = stages.repo_root() / "t5x_configs" / "studies" / "cpu_default.gin"
+    from_gin = stages.load_spec(str(path), None, [])
+    assert stages.spec_json(from_gin) == stages.spec_json(PRESETS["default"])

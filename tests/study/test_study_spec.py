@@ -121,14 +121,14 @@ def test_per_size_steps_and_token_batches_reach_the_trainer_config(monkeypatch, 
     configs = {run.size: local.make_train_config(spec, run, data, tmp_path / run.run_id)
                for run in expand(spec)}
     assert configs["mini-1"].train_steps == 100 and configs["mini-2"].train_steps == 250
-    assert all(c.batch_tokens == 4096 for c in configs.values())
+    assert all(c.inputs.batch_tokens == 4096 for c in configs.values())
     from mnmt.training.run_setup import resolve_batch_size
 
     assert resolve_batch_size(configs["mini-1"]) == 4096 // 64
 
 
 def test_the_paper_scale_study_file_is_fernandes_grid():
-    from mnmt.study.cli import load_spec
+    from mnmt.study.stages import load_spec
 
     spec = load_spec("fernandes_en_de_zh", None, [])
     runs = expand(spec)

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from mnmt import export
-from mnmt import train as train_cli
 from mnmt.training import run_files
+from mnmt.training import train as train_cli
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -46,7 +46,7 @@ def test_mnmt_train_cli_end_to_end_then_export(tiny_data, tmp_path, capsys):
         "--gin.MODEL_SIZE='mini-1'", "--gin.TRAIN_STEPS=4", "--gin.EVAL_PERIOD=4",
         "--gin.BATCH_SIZE=8", "--gin.TASK_FEATURE_LENGTHS={'inputs': 16, 'targets': 16}",
         f"--gin.VOCABULARY_PATH='{tiny_data['vocab']}'", "--gin.DECODE_AT_END=False",
-        "--gin.TrainConfig.eval_batch_size=16", "--gin.TrainConfig.tensorboard=False",
+        "--gin.EvalConfig.batch_size=16", "--gin.TrainConfig.tensorboard=False",
         "--gin.setup_tasks.vocab_size=512", "--gin.TrainConfig.log_every=2"])
     err = capsys.readouterr().err
     assert rc == 0, err

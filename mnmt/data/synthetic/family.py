@@ -65,7 +65,7 @@ LANGUAGES: dict[str, LanguageSpec] = {
 }
 
 SCALES: dict[str, GrammarConfig] = {
-    # Small and flat: tiny models approach L∞ within ~1,000 CPU steps (see docs/data.md).
+    # Small and flat: tiny models approach L∞ within ~1,000 CPU steps (see docs/guides/data.md).
     "tiny": GrammarConfig(nouns=40, verbs=20, adjectives=16, adverbs=6, prepositions=4,
                           zipf=0.7, max_adjectives=1, p_adjective=0.3, p_pp=0.25, p_adverb=0.2),
     # Twice tiny's lexicon: more to learn, so small models are capacity-limited sooner.
@@ -73,7 +73,7 @@ SCALES: dict[str, GrammarConfig] = {
                           zipf=0.8, max_adjectives=1, p_adjective=0.3, p_pp=0.25, p_adverb=0.2),
     "small": GrammarConfig(nouns=300, verbs=150, adjectives=120, adverbs=40, prepositions=8,
                            zipf=1.0, max_adjectives=2, p_adjective=0.35, p_pp=0.35, p_adverb=0.25),
-    # The scale of the pre-project experiment in NOTES.md (~2,600 content lemmas).
+    # The scale of the first CPU experiment, before this project (~2,600 content lemmas).
     "base": GrammarConfig(nouns=1200, verbs=650, adjectives=550, adverbs=200, prepositions=12,
                           zipf=1.05, max_adjectives=2, p_adjective=0.35, p_pp=0.4, p_adverb=0.3),
 }
