@@ -1,4 +1,4 @@
-"""Speed (issue 3): the joint law (Fernandes eq. 7) for 2 pairs × 9 weights × 8 sizes with 100
+"""Speed: the joint law (Fernandes eq. 7) for 2 pairs × 9 weights × 8 sizes with 100
 perturbation refits must take under 5 s.
 
 Measured in the same run for comparison: a direct fit of the same law without variable
@@ -26,13 +26,11 @@ import numpy as np
 from scipy.optimize import least_squares
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "fitting"))
-
-from synth import TRUTH, make_final_table  # noqa: E402
+sys.path.insert(0, str(ROOT))  # run from a clone without installing the package
 
 from fitting.joint import fit_joint_law  # noqa: E402
 from fitting.power import ALPHA_GRID  # noqa: E402
+from fitting.test_utils import TRUTH, make_final_table  # noqa: E402
 
 
 def direct_fit(df, f_scale: float, n_refits: int, seed: int) -> dict[str, float]:

@@ -1,4 +1,4 @@
-"""Validate `fitting.dpl` and `fitting.sampling` (issue 3, validation 6).
+"""Validate `fitting.dpl` and `fitting.sampling` (validation 6).
 
 * Chen et al. 2023 eq. 6 preset: the low-resource curve (D = 0.26M) is U-shaped, the
   high-resource one (D = 10M) monotone; critical ratios.

@@ -1,4 +1,4 @@
-"""Validation 4 (issue 3): data-scaling extrapolation on Bansal et al. 2022's NMT curves.
+"""Validation 4: data-scaling extrapolation on Bansal et al. 2022's NMT curves.
 
 Data: Alabdulmohsin et al. 2022's benchmark subset (revisiting_neural_scaling_laws): five NMT
 architectures, loss (log-perplexity) against training-set size D; rows with Training = 1 are
@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "benchmarks" / "data"  # vendored public data, see benchmarks/data/README.md
 sys.path.insert(0, str(ROOT))
 
 from fitting.power import fit_power_law  # noqa: E402
@@ -73,8 +74,9 @@ def run(data_dir: str, tolerance: float, n_refits: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data" /
-                                          "revisiting_neural_scaling_laws"))
+    ap.add_argument("--data", default=str(DATA / "revisiting_neural_scaling_laws"),
+                    help="folder holding benchmark.lang.NMT_subset.csv (vendored in "
+                         "benchmarks/data/)")
     ap.add_argument("--tolerance", type=float, default=3.0,
                     help="warn when |backtest error| > tolerance × noise")
     ap.add_argument("--n-refits", type=int, default=100)

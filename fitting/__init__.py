@@ -19,7 +19,7 @@ _LAZY = {
     "register_law": "fitting.base",
     "read_table": "fitting.tables",
     "write_table": "fitting.tables",
-    "collect_runs": "fitting.tables",
+    "collect_runs": "fitting.rundirs",
     "fit_power_law": "fitting.power",
     "fit_joint_law": "fitting.joint",
     "fit_multilingual_law": "fitting.effective",

@@ -8,6 +8,7 @@ Every fitted law is a :class:`FitResult` subclass registered under a short name
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -68,9 +69,11 @@ def get_law(name: str) -> type[FitResult]:
 
 
 def _import_builtin_laws() -> None:
-    """Import the law modules so that their classes are registered (lazy, best effort)."""
-    import importlib
+    """Import the law modules so that their classes are registered (lazy, best effort).
 
+    By module name, on first use: the law modules import this one (``register_law``), and the
+    registry is filled as they load.
+    """
     for mod in (
         "fitting.power",
         "fitting.joint",

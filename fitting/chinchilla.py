@@ -16,7 +16,7 @@ Optional tied exponents α = β (Muennighoff et al. 2023) and bootstrap interval
 with replacement, each refit from the best full-data optima).
 
 The optimiser (objective/gradient, vectorised L-BFGS, polishing) lives in
-:mod:`fitting._chinchilla_opt`; this module holds the public API.
+:mod:`fitting.chinchilla_opt`; this module holds the public API.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from fitting._chinchilla_opt import (
+from fitting.base import FitError, FitResult, register_law
+from fitting.chinchilla_opt import (
     huber_objective,
     irls_polish,
     lbfgs_polish,
@@ -39,7 +40,12 @@ from fitting._chinchilla_opt import (
     unpack,
     varpro_starts,
 )
-from fitting.base import FitError, FitResult, register_law
+from fitting.tables import (
+    apply_column_map,
+    check_finite_positive,
+    drop_invalid_rows,
+    require_columns,
+)
 
 __all__ = [
     "ChinchillaFit",
@@ -50,7 +56,7 @@ __all__ = [
 ]
 
 #: Besiroglu et al. 2024 (Epoch replication of Hoffmann et al. Approach 3), Huber fit and
-#: bootstrap 95% intervals (4,000 resamples), from /work/shared/data/README.md.
+#: bootstrap 95% intervals (4,000 resamples), as published (see benchmarks/data/README.md).
 EPOCH_PUBLISHED: dict[str, Any] = {
     "params": {"E": 1.8172, "A": 477.8, "B": 2143.9, "alpha": 0.3473, "beta": 0.3672},
     "intervals": {
@@ -375,13 +381,6 @@ def fit_from_table(
     reports the count in the warnings; otherwise such a row raises naming column and row.
     ``options`` go to :func:`fit_chinchilla`.
     """
-    from fitting.tables import (
-        apply_column_map,
-        check_finite_positive,
-        drop_invalid_rows,
-        require_columns,
-    )
-
     df = apply_column_map(df, columns, source)
     require_columns(df, ["n", "d", "loss"], source)
     dropped = 0

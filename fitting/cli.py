@@ -18,7 +18,24 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from fitting import chinchilla, dpl, plots
 from fitting.base import FitError, FitResult, json_safe
+from fitting.bivariate import fit_bivariate_law
+from fitting.effective import MultilingualLawFit, fit_multilingual_law
+from fitting.frontier import frontier_2pair, frontier_kpair, recommend
+from fitting.joint import fit_joint_law
+from fitting.power import fit_power_law
+from fitting.quality import fit_quality_law, quality_points
+from fitting.report import write_report
+from fitting.rundirs import collect_runs
+from fitting.tables import (
+    check_finite_positive,
+    check_weights,
+    drop_invalid_rows,
+    final_losses,
+    read_table,
+    require_columns,
+)
 
 __all__ = ["main", "build_parser"]
 
@@ -66,8 +83,6 @@ def _options(items: Sequence[str] | None) -> dict[str, Any]:
 
 
 def _load(args) -> Any:
-    from fitting.tables import collect_runs, read_table
-
     inputs = args.input
     if len(inputs) > 1:
         return read_table(collect_runs(inputs), args.columns)
@@ -76,13 +91,6 @@ def _load(args) -> Any:
 
 def _final(df, args):
     """Final losses with a ``loss`` column: a user table as is, or the tidy table's final rows."""
-    from fitting.tables import (
-        check_finite_positive,
-        check_weights,
-        drop_invalid_rows,
-        final_losses,
-    )
-
     src = ",".join(args.input)
     if "loss" in df.columns:
         # a user table: validate it here, so that a bad value is reported with its row in the
@@ -136,14 +144,7 @@ def _fit(args) -> dict | FitResult:
     opts = _options(args.option)
     law = args.law
     if law in ("chinchilla", "dpl"):
-        import importlib
-
-        try:
-            mod = importlib.import_module(f"fitting.{law}")
-        except ImportError as e:
-            raise FitError(f"--law {law} needs fitting.{law}, which is not available: {e}") from e
-        if not hasattr(mod, "fit_from_table"):
-            raise FitError(f"fitting.{law} has no fit_from_table() in this version")
+        mod = {"chinchilla": chinchilla, "dpl": dpl}[law]
         pre_dropped = 0
         if law == "chinchilla" and "loss" not in df.columns and {"metric", "value"} <= set(
                 df.columns):
@@ -159,12 +160,8 @@ def _fit(args) -> dict | FitResult:
                                 "(--drop-invalid)")
         return fit
     if law == "quality":
-        from fitting.quality import fit_quality_law, quality_points
-
         m = args.quality_metric
         if "metric" not in df.columns:  # a user table: its own loss and metric columns
-            from fitting.tables import require_columns
-
             require_columns(df, ["loss", m], src)
         if not ({"loss", m} <= set(df.columns)):
             df = quality_points(df, m, eval_set=args.eval_set, pair=args.pair)
@@ -181,8 +178,6 @@ def _fit(args) -> dict | FitResult:
     kw = {**_common_fit_kwargs(args), **opts}
     res: Any
     if law == "power":
-        from fitting.power import fit_power_law
-
         if args.weight is not None and "weight" in fin.columns:
             fin = fin[(fin["weight"].astype(float) - args.weight).abs() < 1e-9]
         groups = [c for c in ("pair", "weight") if c in fin.columns and fin[c].nunique() > 1]
@@ -201,18 +196,11 @@ def _fit(args) -> dict | FitResult:
             _need(fin, "n", src)
             res = fit_power_law(fin["n"], fin["loss"], **kw)
     elif law == "joint":
-        from fitting.joint import fit_joint_law
-
         res = fit_joint_law(fin, loss_col="loss", source=src, **kw)
     elif law == "multilingual":
-        from fitting.effective import fit_multilingual_law
-
         res = fit_multilingual_law(fin, form=args.form or "eq12", loss_col="loss", source=src,
                                    **kw)
     elif law == "bivariate":
-        from fitting.bivariate import fit_bivariate_law
-        from fitting.tables import require_columns
-
         require_columns(fin, ["n_enc", "n_dec", "loss"], src)
         res = fit_bivariate_law(fin["n_enc"].to_numpy(float), fin["n_dec"].to_numpy(float),
                                 fin["loss"].to_numpy(float), **kw)
@@ -227,16 +215,12 @@ def _fit(args) -> dict | FitResult:
 
 
 def _need(df, col, src):
-    from fitting.tables import require_columns
-
     require_columns(df, [col], src)
     return col
 
 
 def _law_from(args):
     """The eq. 11 law: from --fit (a fit JSON or a report's fits.json) or fitted on --input."""
-    from fitting.effective import MultilingualLawFit, fit_multilingual_law
-
     if args.fit:
         with open(args.fit, encoding="utf-8") as f:
             d = json.load(f)
@@ -255,8 +239,6 @@ def _law_from(args):
 
 
 def _frontier(args) -> dict:
-    from fitting.frontier import frontier_2pair, frontier_kpair
-
     law = _law_from(args)
     sizes = _floats(args.sizes, "sizes")
     if not sizes:
@@ -275,8 +257,6 @@ def _frontier(args) -> dict:
         fr = frontier_kpair(law, sizes, pairs=pairs, step=args.step, metric_map=mm,
                             metric=metric, higher_is_better=metric != "loss")
     if args.plot and len(pairs) == 2:
-        from fitting import plots
-
         curves = {n: (v[:, 0], v[:, 1]) for n, v in fr.values.items()}
         bands = {n: ((fr.lower[n][:, 0], fr.upper[n][:, 0]), (fr.lower[n][:, 1],
                                                               fr.upper[n][:, 1]))
@@ -286,8 +266,6 @@ def _frontier(args) -> dict:
 
 
 def _recommend(args) -> list[dict]:
-    from fitting.frontier import recommend
-
     law = _law_from(args)
     sizes = _floats(args.n, "n")
     if not sizes:
@@ -297,8 +275,6 @@ def _recommend(args) -> list[dict]:
 
 
 def _report(args) -> dict:
-    from fitting.report import write_report
-
     if not args.out:
         raise FitError("report: --out DIR is required")
     gt: dict | None = None

@@ -24,8 +24,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
+from scipy.optimize import least_squares, minimize, minimize_scalar
 
 from fitting.base import FitError, FitResult, register_law
+from fitting.sampling import temperature_weights
+from fitting.tables import (
+    apply_column_map,
+    check_finite_positive,
+    check_weights,
+    drop_invalid_rows,
+    final_losses,
+    require_columns,
+)
 
 __all__ = [
     "DPLFit",
@@ -129,8 +140,6 @@ def _profile(exps: np.ndarray, design, y: np.ndarray) -> tuple[float, np.ndarray
     sse = np.array([_linear_fit(design(e), y)[1] for e in exps])
     i = int(np.nanargmin(sse))
     lo, hi = exps[max(i - 1, 0)], exps[min(i + 1, len(exps) - 1)]
-    from scipy.optimize import minimize_scalar
-
     res = minimize_scalar(lambda e: _linear_fit(design(e), y)[1], bounds=(lo, hi),
                           method="bounded", options={"xatol": 1e-10})
     e = float(res.x) if res.fun <= sse[i] else float(exps[i])
@@ -210,8 +219,6 @@ def _three_steps(p: np.ndarray, dd: np.ndarray, y: np.ndarray, labels: np.ndarra
 def _refine(params: dict[str, float], p: np.ndarray, dd: np.ndarray, y: np.ndarray,
             labels: np.ndarray, gamma_fixed: float | None) -> dict[str, float]:
     """Joint least-squares polish of the shared parameters (biases projected out exactly)."""
-    from scipy.optimize import least_squares
-
     groups = list(dict.fromkeys(labels))
     ind = _indicators(labels, groups)
     counts = ind.sum(axis=0)
@@ -362,17 +369,6 @@ def fit_from_table(df: Any, *, columns: str | Mapping[str, str] | None = None,
     row; ``drop_invalid=True`` drops such rows instead and reports the count in the warnings.
     ``columns`` maps other names; ``options`` go to :func:`fit_dpl`.
     """
-    import pandas as pd
-
-    from fitting.tables import (
-        apply_column_map,
-        check_finite_positive,
-        check_weights,
-        drop_invalid_rows,
-        final_losses,
-        require_columns,
-    )
-
     df = apply_column_map(df, columns, source)
     dropped = 0
     if "loss" not in df.columns and {"metric", "value"} <= set(df.columns):
@@ -433,10 +429,6 @@ def optimal_sampling_ratios(sizes: Sequence[float] | Mapping[str, float],
     ``preferences`` r (default uniform; normalised to sum 1); ``law``: default the eq. 6 preset.
     Solved with SLSQP from several starts (uniform, proportional, temperature 5).
     """
-    from scipy.optimize import minimize
-
-    from fitting.sampling import temperature_weights
-
     law = law or CHEN_EQ6_PRESET
     keys = list(sizes) if isinstance(sizes, Mapping) else None
     d = np.asarray(list(sizes.values()) if keys else sizes, dtype=float)

@@ -18,6 +18,7 @@ from numpy.typing import ArrayLike
 
 from fitting.base import FitError, FitResult, register_law
 from fitting.power import as_positive_array, fit_power_law, power_law
+from fitting.tables import final_losses
 
 __all__ = [
     "LearningCurveFit",
@@ -126,7 +127,6 @@ def correct_final_losses(
     ``value_observed`` and ``corrected`` added. ``final`` gives the final rows to correct
     (default: :func:`fitting.tables.final_losses` of ``table``).
     """
-    from fitting.tables import final_losses
 
     fin = final_losses(table, eval_set=eval_set, metric=metric)[0] if final is None else final
     fin = fin.copy()

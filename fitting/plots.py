@@ -40,7 +40,7 @@ __all__ = [
 def new_figure(ncols: int = 1, nrows: int = 1,
                size: tuple[float, float] = (4.2, 3.4)) -> tuple[Figure, np.ndarray]:
     """A pyplot-free Figure with a grid of axes (safe in headless processes and threads)."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # lazy: importing fitting must not import matplotlib
 
     # fixed margins instead of constrained layout: the layout engine costs more than the drawing
     fig = Figure(figsize=(size[0] * ncols, size[1] * nrows))
@@ -58,7 +58,7 @@ def save(fig: Figure, path: str, dpi: int = 110) -> str:
 
 
 def _cmap(values: Sequence[float]):
-    from matplotlib import colormaps
+    from matplotlib import colormaps  # lazy, as in new_figure
 
     cm = colormaps["viridis"]
     return {v: cm(0.1 + 0.8 * float(v)) for v in values}
@@ -207,7 +207,7 @@ def plot_frontier(frontiers: Mapping[float, tuple[np.ndarray, np.ndarray]], pair
                   observed: Mapping[float, tuple[np.ndarray, np.ndarray]] | None = None,
                   bands: Mapping[float, tuple] | None = None, metric: str = "loss") -> Figure:
     """Trade-off frontier L_1 vs L_2 per model size (Fernandes Fig. 7 right; Fig. 8 in ChrF)."""
-    from matplotlib import colormaps
+    from matplotlib import colormaps  # lazy, as in new_figure
 
     fig, axes = new_figure()
     ax = axes[0][0]

@@ -3,126 +3,37 @@
 :func:`write_report` takes the tidy table (docs/metrics_schema.md) and writes into ``out_dir``:
 ``report.md``, ``report.html``, ``fits.json`` and ``figures/*.png``. It fits, on final losses,
 the power law (Fernandes eq. 6) per pair and weight, the joint law (eq. 7) with effective
-fractions (eq. 10), and — when the effective-law module is available — the eq. 11 law with the
-predicted frontier and recommended weights at ``target_sizes``. Every section that cannot be
+fractions (eq. 10), and the eq. 11 law with the predicted frontier and recommended weights at
+``target_sizes`` (sections of :mod:`fitting.report_sections`). Every section that cannot be
 computed (too few points, no p = 1 runs, …) is skipped with its reason stated; it never crashes
 on small studies.
 """
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import os
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from fitting.base import FitError
-from fitting.joint import JointLawFit, fit_joint_law
-from fitting.learning_curve import convergence_check
-from fitting.power import PowerLawFit, fit_power_law
+from fitting import plots
+from fitting.base import FitError, json_safe
+from fitting.joint import fit_joint_law
+from fitting.learning_curve import convergence_check, correct_final_losses
+from fitting.markdown import Document, format_number
+from fitting.power import fit_power_law
+from fitting.report_sections import (
+    Report,
+    bivariate_section,
+    frontier_section,
+    quality_section,
+)
 from fitting.tables import final_losses, read_table
 
 __all__ = ["Report", "write_report"]
-
-
-@dataclass
-class Report:
-    """What :func:`write_report` produced (paths) and computed (fits, regime, skipped sections)."""
-
-    out_dir: str
-    markdown_path: str
-    html_path: str
-    json_path: str
-    figures: dict[str, str] = field(default_factory=dict)
-    power_fits: dict[str, dict[float, PowerLawFit]] = field(default_factory=dict)
-    joint: JointLawFit | None = None
-    effective: Any = None
-    frontier: Any = None
-    recommendation: Any = None
-    quality: dict = field(default_factory=dict)
-    regime: dict = field(default_factory=dict)
-    skipped: dict[str, str] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    markdown: str = ""
-
-
-# -- a tiny document model rendered to Markdown and HTML --------------------------------------
-
-
-class _Doc:
-    def __init__(self) -> None:
-        self.blocks: list[tuple] = []
-
-    def h(self, level: int, text: str) -> None:
-        self.blocks.append(("h", level, text))
-
-    def p(self, text: str) -> None:
-        self.blocks.append(("p", text))
-
-    def ul(self, items: list[str]) -> None:
-        if items:
-            self.blocks.append(("ul", items))
-
-    def table(self, header: list[str], rows: list[list[str]]) -> None:
-        if rows:
-            self.blocks.append(("table", header, rows))
-
-    def img(self, path: str, caption: str) -> None:
-        self.blocks.append(("img", path, caption))
-
-    def markdown(self) -> str:
-        out: list[str] = []
-        for b in self.blocks:
-            if b[0] == "h":
-                out.append("#" * b[1] + " " + b[2])
-            elif b[0] == "p":
-                out.append(b[1])
-            elif b[0] == "ul":
-                out.append("\n".join(f"- {i}" for i in b[1]))
-            elif b[0] == "table":
-                out.append("| " + " | ".join(b[1]) + " |")
-                out[-1] += "\n|" + "---|" * len(b[1])
-                out[-1] += "".join("\n| " + " | ".join(r) + " |" for r in b[2])
-            elif b[0] == "img":
-                out.append(f"![{b[2]}]({b[1]})\n\n*{b[2]}*")
-        return "\n\n".join(out) + "\n"
-
-    def html(self, title: str) -> str:
-        e = html.escape
-        out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title>",
-               "<style>body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}"
-               "table{border-collapse:collapse;font-size:90%}td,th{border:1px solid #ccc;"
-               "padding:2px 6px;text-align:right}img{max-width:100%}figcaption{color:#555}"
-               "</style></head><body>"]
-        for b in self.blocks:
-            if b[0] == "h":
-                out.append(f"<h{b[1]}>{e(b[2])}</h{b[1]}>")
-            elif b[0] == "p":
-                out.append(f"<p>{e(b[1]).replace('**', '')}</p>")
-            elif b[0] == "ul":
-                out.append("<ul>" + "".join(f"<li>{e(i)}</li>" for i in b[1]) + "</ul>")
-            elif b[0] == "table":
-                out.append("<table><tr>" + "".join(f"<th>{e(c)}</th>" for c in b[1]) + "</tr>")
-                out += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in b[2]]
-                out.append("</table>")
-            elif b[0] == "img":
-                out.append(f"<figure><img src='{e(b[1])}'><figcaption>{e(b[2])}</figcaption></figure>")
-        out.append("</body></html>")
-        return "\n".join(out)
-
-
-def _fmt(v: float | None, sd: float | None = None, digits: int = 4) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "–"
-    s = f"{v:.{digits}g}"
-    if sd is not None and math.isfinite(sd):
-        s += f" ± {sd:.2g}"
-    return s
 
 
 # -- the report ---------------------------------------------------------------------------------
@@ -224,8 +135,6 @@ def write_report(
       convergence_correction: a training step; final losses of runs with weight ≤ 0.05 are
         replaced by their learning-curve extrapolation to that step (Fernandes App. G).
     """
-    from fitting import plots
-
     if not isinstance(table, pd.DataFrame):
         table = read_table(table)
     os.makedirs(os.path.join(out_dir, "figures"), exist_ok=True)
@@ -238,15 +147,13 @@ def write_report(
         rep.warnings.append(f"{n_dropped} final row(s) with invalid values were dropped")
     n_corrected = 0
     if convergence_correction:
-        from fitting.learning_curve import correct_final_losses
-
         fin = correct_final_losses(table, target_step=convergence_correction, final=fin,
                                    eval_set=eval_set, metric=metric)
         n_corrected = int(fin["corrected"].sum())
     data = _points(fin)
     # figures leave out zero-shot rows (p = 0), as Fernandes et al. do
     shown = {pair: {w: v for w, v in by_w.items() if w > 0} for pair, by_w in data.items()}
-    doc = _Doc()
+    doc = Document()
     doc.h(1, title)
     n_runs = fin["run_id"].nunique() if "run_id" in fin.columns else len(fin)
     sizes = sorted(fin["n"].unique())
@@ -288,9 +195,9 @@ def write_report(
     doc.p(f"**{rep.regime['verdict']}.** {rep.regime['text']}")
     rows = []
     for pair, d in rep.regime["pairs"].items():
-        rows.append([pair, _fmt(d["best_loss"]), _fmt(d.get("l_inf_fit")),
-                     _fmt(d.get("l_inf_true")), _fmt(d.get("gap_over_fit"), digits=3),
-                     _fmt(d.get("gap_over_true"), digits=3)])
+        rows.append([pair, format_number(d["best_loss"]), format_number(d.get("l_inf_fit")),
+                     format_number(d.get("l_inf_true")), format_number(d.get("gap_over_fit"), digits=3),
+                     format_number(d.get("gap_over_true"), digits=3)])
     doc.table(["pair", "best loss", "fitted L∞", "true L∞", "best / fitted L∞",
                "best / true L∞"], rows)
 
@@ -304,10 +211,10 @@ def write_report(
         for w, f in sorted(fits.items()):
             sd = f.stderr or {}
             bt = f.backtest or {}
-            rows.append([pair, f"{w:g}", str(f.n_points), _fmt(f["alpha"], sd.get("alpha")),
-                         _fmt(f["beta"], sd.get("beta")), _fmt(f["l_inf"], sd.get("l_inf")),
-                         _fmt(f.goodness.get("rmse"), digits=2),
-                         _fmt(bt.get("error"), digits=2) if bt else "–"])
+            rows.append([pair, f"{w:g}", str(f.n_points), format_number(f["alpha"], sd.get("alpha")),
+                         format_number(f["beta"], sd.get("beta")), format_number(f["l_inf"], sd.get("l_inf")),
+                         format_number(f.goodness.get("rmse"), digits=2),
+                         format_number(bt.get("error"), digits=2) if bt else "–"])
             rep.warnings += [f"power {pair} p={w:g}: {m}" for m in f.warnings]
     doc.table(["pair", "p", "points", "α", "β", "L∞", "rmse", "backtest err"], rows)
     fits_by_pair = {pair: dict(fits) for pair, fits in rep.power_fits.items()}
@@ -336,8 +243,6 @@ def write_report(
     _joint_section(doc, rep, shown, ground_truth, out_dir)
     _effective_section(doc, rep, fin, data, target_sizes, preferences, out_dir, uncertainty,
                        n_refits, seed)
-    from fitting.report_frontier import bivariate_section, quality_section
-
     for section in (lambda: quality_section(doc, rep, table, eval_set, out_dir),
                     lambda: bivariate_section(doc, rep, fin, out_dir)):
         try:
@@ -369,16 +274,12 @@ def write_report(
         "quality": {f"{m}/{p}": q.to_json() for (m, p), q in rep.quality.items()},
         "frontier": None if rep.frontier is None else rep.frontier.to_json(),
     }
-    from fitting.base import json_safe
-
     with open(rep.json_path, "w", encoding="utf-8") as f:
         json.dump(json_safe(payload), f, indent=1)
     return rep
 
 
-def _joint_section(doc: _Doc, rep: Report, data, ground_truth, out_dir: str) -> None:
-    from fitting import plots
-
+def _joint_section(doc: Document, rep: Report, data, ground_truth, out_dir: str) -> None:
     doc.h(2, "Joint law (Fernandes eq. 7) and effective parameters (eq. 9–10)")
     if rep.joint is None:
         doc.p(f"Skipped: {rep.skipped.get('joint law (eq. 7)', 'not fitted')}")
@@ -394,10 +295,10 @@ def _joint_section(doc: _Doc, rep: Report, data, ground_truth, out_dir: str) -> 
         inside = ("–" if truth is None or lo_hi is None else
                   ("yes" if lo_hi[0] <= truth <= lo_hi[1] else "no"))
         bt = (j.backtest or {}).get(pair, {})
-        rows.append([pair, _fmt(j.params[a], sd.get(a)), _fmt(j.params[li], sd.get(li)),
+        rows.append([pair, format_number(j.params[a], sd.get(a)), format_number(j.params[li], sd.get(li)),
                      "–" if lo_hi is None else f"[{lo_hi[0]:.4g}, {lo_hi[1]:.4g}]",
-                     _fmt(truth), inside, _fmt(j.goodness.get(f"r2[{pair}]"), digits=4),
-                     _fmt(bt.get("error"), digits=2) if bt else "–"])
+                     format_number(truth), inside, format_number(j.goodness.get(f"r2[{pair}]"), digits=4),
+                     format_number(bt.get("error"), digits=2) if bt else "–"])
     doc.table(["pair", "α", "L∞", "L∞ 95% interval", "true L∞", "truth inside", "R²",
                "backtest err"], rows)
     rep.warnings += [f"joint: {m}" for m in j.warnings]
@@ -412,7 +313,7 @@ def _joint_section(doc: _Doc, rep: Report, data, ground_truth, out_dir: str) -> 
                           for w in j.weights[pair] if w > 0}
     if frac_pts:
         doc.table(["pair", *[f"p={w:g}" for w in sorted({w for d in frac_pts.values() for w in d})]],
-                  [[pair] + [_fmt(d.get(w, (None,))[0], d.get(w, (0, None))[1], 3)
+                  [[pair] + [format_number(d.get(w, (None,))[0], d.get(w, (0, None))[1], 3)
                              for w in sorted({w for d in frac_pts.values() for w in d})]
                    for pair, d in frac_pts.items()])
     try:
@@ -436,19 +337,12 @@ def _joint_section(doc: _Doc, rep: Report, data, ground_truth, out_dir: str) -> 
 
 def _effective_section(doc, rep, fin, data, target_sizes, preferences, out_dir, uncertainty,
                        n_refits, seed) -> None:
-    """Eq. 11 law, frontier and recommendation (needs fitting.effective / fitting.frontier)."""
-    try:
-        from fitting.report_frontier import frontier_section
-    except ImportError:
-        rep.skipped["eq. 11 frontier"] = "fitting.effective is not available in this version"
-        return
+    """Eq. 11 law, frontier and recommendation (:func:`fitting.report_sections.frontier_section`)."""
     frontier_section(doc, rep, fin, data, target_sizes, preferences, out_dir, uncertainty,
                      n_refits, seed)
 
 
 def _curves_figure(doc, rep, table, eval_set, metric, out_dir) -> None:
-    from fitting import plots
-
     if not {"run_id", "step"} <= set(table.columns):
         return
     series = table[(table["eval_set"] == eval_set) & (table["metric"] == metric)

@@ -1,8 +1,14 @@
-"""Run directories (run.json + metrics.jsonl, docs/metrics_schema.md) -> the tidy table.
+"""Run directories (``run.json`` + ``metrics.jsonl``, docs/metrics_schema.md) -> rows and the tidy
+table.
 
-Split out of :mod:`fitting.tables`, which re-exports :func:`collect_runs` and
-:func:`read_run_dir`. Local paths, or ``gs://`` through a lazy ``tensorflow.io.gfile`` import.
-Errors name the file, the line and the field.
+* :func:`read_metrics_jsonl` / :func:`parse_metrics_jsonl`: the one reader of ``metrics.jsonl``
+  (the training stack's resume logic uses it too); every row's fields are checked;
+* :func:`final_losses_from_rows`: pair -> value at the last step of one (eval set, metric) series,
+  the rule of the tidy table's ``final`` column, applied to rows;
+* :func:`read_run_dir`, :func:`collect_runs`: run directories -> the tidy table.
+
+Paths are local or remote (:mod:`fitting.io`). Errors are :class:`fitting.base.FitError` naming
+the file, the line and the field: ``"PATH: line N: …"``.
 """
 
 from __future__ import annotations
@@ -10,24 +16,137 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
+from fitting import io
 from fitting.base import FitError
-from fitting.tables import TIDY_COLUMNS, _exists, _open
+from fitting.schema import METRICS_FIELDS, METRICS_JSONL, RUN_JSON, TIDY_COLUMNS
 
-__all__ = ["collect_runs", "read_run_dir"]
+__all__ = [
+    "read_metrics_jsonl",
+    "parse_metrics_jsonl",
+    "final_losses_from_rows",
+    "read_run_json",
+    "read_run_dir",
+    "collect_runs",
+]
 
-_METRIC_FIELDS = {
-    "step": (int,),
-    "task": (str,),
-    "eval_set": (str,),
-    "metric": (str,),
-    "value": (int, float),
-}
+_KEY = ("step", "task", "eval_set", "metric")
+
+
+def parse_metrics_jsonl(
+    text: str,
+    *,
+    source: str = METRICS_JSONL,
+    ignore_torn_last_line: bool = False,
+    run_id: str | None = None,
+    unique_keys: bool = False,
+) -> list[dict[str, Any]]:
+    """The rows of ``metrics.jsonl`` content ``text``, in file order, as written (``value`` may be
+    None: a non-finite measurement is stored as null). Blank lines are skipped.
+
+    Every row must be a JSON object with the schema's fields and types (``run_id``, ``step``,
+    ``tokens``, ``task``, ``eval_set``, ``metric``, ``value``); otherwise FitError
+    ``"SOURCE: line N: …"``. With ``ignore_torn_last_line`` a final line without ``"\\n"`` (left by
+    a killed writer) is dropped silently. With ``run_id``, a row naming another run is an error;
+    with ``unique_keys``, two rows with the same ``(step, task, eval_set, metric)`` are.
+    """
+    lines = text.split("\n")
+    if ignore_torn_last_line or text.endswith("\n"):
+        lines = lines[:-1]  # the torn last line, or the empty string after the final "\n"
+    rows: list[dict[str, Any]] = []
+    linenos: list[int] = []
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        rows.append(_check_row(line, lineno, source))
+        linenos.append(lineno)
+    if run_id is not None:
+        for row, lineno in zip(rows, linenos, strict=True):
+            if str(row["run_id"]) != run_id:
+                raise FitError(
+                    f"{source}: line {lineno}: run_id {row['run_id']!r} differs from run.json's "
+                    f"{run_id!r}",
+                    column="run_id",
+                    row=lineno,
+                    source=source,
+                )
+    if unique_keys:
+        counts = Counter(tuple(r[k] for k in _KEY) for r in rows)
+        for row, lineno in zip(rows, linenos, strict=True):
+            if counts[tuple(row[k] for k in _KEY)] > 1:
+                raise FitError(
+                    f"{source}: line {lineno}: duplicate (step, task, eval_set, metric) = "
+                    f"({row['step']}, {row['task']!r}, {row['eval_set']!r}, {row['metric']!r})",
+                    row=lineno,
+                    source=source,
+                )
+    return rows
+
+
+def _check_row(line: str, lineno: int, source: str) -> dict[str, Any]:
+    try:
+        rec = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise FitError(f"{source}: line {lineno}: invalid JSON: {e.msg}", row=lineno,
+                       source=source) from e
+    if not isinstance(rec, dict):
+        raise FitError(f"{source}: line {lineno}: expected a JSON object", row=lineno,
+                       source=source)
+    for key, types in METRICS_FIELDS.items():
+        if key not in rec:
+            raise FitError(f"{source}: line {lineno}: missing field {key!r}", column=key,
+                           row=lineno, source=source)
+        v = rec[key]
+        if key == "value" and v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, types):
+            raise FitError(
+                f"{source}: line {lineno}: field {key!r} should be "
+                f"{'/'.join(t.__name__ for t in types)}, got {v!r}",
+                column=key,
+                row=lineno,
+                source=source,
+            )
+    return rec
+
+
+def read_metrics_jsonl(
+    path: str | os.PathLike,
+    *,
+    ignore_torn_last_line: bool = False,
+    run_id: str | None = None,
+    unique_keys: bool = False,
+) -> list[dict[str, Any]]:
+    """The rows of the ``metrics.jsonl`` file at ``path`` (local or remote), checked as in
+    :func:`parse_metrics_jsonl`; errors name the file and line. A missing file is a FitError."""
+    path = os.fspath(path)
+    if not io.exists(path):
+        raise FitError(f"{path}: no such file", source=path)
+    with io.open_file(path, "r") as f:
+        text = f.read()
+    return parse_metrics_jsonl(text, source=path, ignore_torn_last_line=ignore_torn_last_line,
+                               run_id=run_id, unique_keys=unique_keys)
+
+
+def final_losses_from_rows(
+    rows: Iterable[Mapping[str, Any]], eval_set: str, metric: str = "loss"
+) -> dict[str, float]:
+    """pair (``task``) -> value at the last step that has ``metric`` rows for ``eval_set``.
+
+    The rule of the tidy table's ``final`` column (the last step of the run's (eval_set, metric)
+    series), on metrics.jsonl rows; null values are left out. ``{}`` when there are no such rows.
+    """
+    sel = [r for r in rows if r.get("metric") == metric and r.get("eval_set") == eval_set]
+    if not sel:
+        return {}
+    last = max(int(r["step"]) for r in sel)
+    return {str(r["task"]): float(r["value"]) for r in sel
+            if int(r["step"]) == last and r["value"] is not None}
 
 
 def _get(d: Mapping, dotted: str, source: str, default: Any = ...) -> Any:
@@ -41,11 +160,13 @@ def _get(d: Mapping, dotted: str, source: str, default: Any = ...) -> Any:
     return cur
 
 
-def _read_run_json(run_dir: str) -> dict:
-    path = f"{run_dir.rstrip('/')}/run.json"
-    if not _exists(path):
+def read_run_json(run_dir: str | os.PathLike) -> dict[str, Any]:
+    """The ``run.json`` of ``run_dir`` as a dict; FitError when it is missing or not an object."""
+    run_dir = os.fspath(run_dir)
+    path = io.join(run_dir, RUN_JSON)
+    if not io.exists(path):
         raise FitError(f"{path}: no such file (is {run_dir!r} a run directory?)", source=path)
-    with _open(path) as f:
+    with io.open_file(path) as f:
         text = f.read()
     try:
         meta = json.loads(text)
@@ -56,63 +177,21 @@ def _read_run_json(run_dir: str) -> dict:
     return meta
 
 
-def _read_metrics(path: str) -> list[dict]:
-    rows: list[dict] = []
-    if not _exists(path):
-        raise FitError(f"{path}: no such file", source=path)
-    with _open(path) as f:
-        for lineno, line in enumerate(f, start=1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise FitError(f"{path}: line {lineno}: invalid JSON: {e.msg}", source=path) from e
-            if not isinstance(rec, dict):
-                raise FitError(f"{path}: line {lineno}: expected a JSON object", source=path)
-            for key, types in _METRIC_FIELDS.items():
-                if key not in rec:
-                    raise FitError(
-                        f"{path}: line {lineno}: missing field {key!r}", column=key, source=path
-                    )
-                v = rec[key]
-                if isinstance(v, bool) or not isinstance(v, types):
-                    if key == "value" and v is None:
-                        v = math.nan  # a diverged evaluation written as null
-                    else:
-                        raise FitError(
-                            f"{path}: line {lineno}: field {key!r} should be "
-                            f"{'/'.join(t.__name__ for t in types)}, got {v!r}",
-                            column=key,
-                            source=path,
-                        )
-                rec[key] = v
-            rec["_line"] = lineno
-            rows.append(rec)
-    return rows
-
-
 def read_run_dir(run_dir: str | os.PathLike) -> pd.DataFrame:
     """One run directory (run.json + metrics.jsonl) -> its rows of the tidy table."""
     run_dir = os.fspath(run_dir)
-    meta = _read_run_json(run_dir)
-    src = f"{run_dir.rstrip('/')}/run.json"
+    meta = read_run_json(run_dir)
+    src = io.join(run_dir, RUN_JSON)
     params = _get(meta, "model.params", src, {}) or {}
     weights = _get(meta, "mixture.weights", src, {}) or {}
     caps = _get(meta, "mixture.caps", src, {}) or {}
     run_id = str(_get(meta, "run_id", src))
-    metrics = _read_metrics(f"{run_dir.rstrip('/')}/metrics.jsonl")
-    mpath = f"{run_dir.rstrip('/')}/metrics.jsonl"
+    # Duplicates of (step, task, eval_set, metric) violate the schema: a resumed run must never
+    # write one, so they fail loudly.
+    metrics = read_metrics_jsonl(io.join(run_dir, METRICS_JSONL), run_id=run_id,
+                                 unique_keys=True)
     recs = []
     for r in metrics:
-        if "run_id" in r and str(r["run_id"]) != run_id:
-            raise FitError(
-                f"{mpath}: line {r['_line']}: run_id {r['run_id']!r} differs from run.json's "
-                f"{run_id!r}",
-                column="run_id",
-                source=mpath,
-            )
         pair = r["task"]
         cap = caps.get(pair) if isinstance(caps, Mapping) else None
         recs.append(
@@ -130,23 +209,12 @@ def read_run_dir(run_dir: str | os.PathLike) -> pd.DataFrame:
                 "eval_set": r["eval_set"],
                 "metric": r["metric"],
                 "step": int(r["step"]),
-                "tokens": r.get("tokens"),
-                "value": float(r["value"]),
+                "tokens": r["tokens"],
+                "value": math.nan if r["value"] is None else float(r["value"]),
             }
         )
     df = pd.DataFrame.from_records(recs, columns=[c for c in TIDY_COLUMNS if c != "final"])
     if len(df):
-        # Duplicates of (step, task, eval_set, metric) violate the schema: keep the last, but say so
-        # by failing loudly - a resumed run must never write one.
-        dup = df.duplicated(["step", "pair", "eval_set", "metric"], keep=False)
-        if dup.any():
-            i = int(np.flatnonzero(dup.to_numpy())[0])
-            raise FitError(
-                f"{mpath}: line {metrics[i]['_line']}: duplicate (step, task, eval_set, metric) "
-                f"= ({df.step.iat[i]}, {df.pair.iat[i]!r}, {df.eval_set.iat[i]!r}, "
-                f"{df.metric.iat[i]!r})",
-                source=mpath,
-            )
         # "final": rows at the run's last evaluated step of that (pair, eval_set, metric) series
         # among evaluation metrics; train-only rows get their own last step.
         last = df.groupby(["eval_set", "metric"])["step"].transform("max")
@@ -157,7 +225,7 @@ def read_run_dir(run_dir: str | os.PathLike) -> pd.DataFrame:
 
 
 def collect_runs(run_dirs: str | os.PathLike | Iterable[str | os.PathLike]) -> pd.DataFrame:
-    """Collect run directories (local or ``gs://``) into the tidy table of the metrics schema."""
+    """Collect run directories (local or remote) into the tidy table of the metrics schema."""
     if isinstance(run_dirs, str | os.PathLike):
         run_dirs = [run_dirs]
     frames = [read_run_dir(d) for d in run_dirs]

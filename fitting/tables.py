@@ -1,4 +1,4 @@
-"""The tidy metrics table of docs/metrics_schema.md: reading, writing, validation, run directories.
+"""The tidy metrics table of docs/metrics_schema.md: reading, writing, validation.
 
 Input-validation helpers raise :class:`fitting.base.FitError` naming the column and the row (or
 the file and line) and what was expected. Nothing is silently dropped: the ``drop_invalid``
@@ -14,10 +14,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fitting import io
 from fitting.base import FitError
+from fitting.rundirs import collect_runs
 
 __all__ = [
-    "TIDY_COLUMNS",
     "require_columns",
     "check_numeric",
     "check_finite_positive",
@@ -31,27 +32,6 @@ __all__ = [
     "drop_invalid_rows",
     "validate_tidy",
 ]
-
-# Column -> pandas dtype kind of the tidy table (docs/metrics_schema.md, "The tidy table").
-TIDY_COLUMNS: dict[str, str] = {
-    "run_id": "str",
-    "study": "str",
-    "family": "str",
-    "size": "str",
-    "n": "int",
-    "n_enc": "int",
-    "n_dec": "int",
-    "pair": "str",
-    "weight": "float",
-    "data_size": "float",
-    "eval_set": "str",
-    "metric": "str",
-    "step": "int",
-    "tokens": "int",
-    "value": "float",
-    "final": "bool",
-}
-
 
 def _row_label(df: pd.DataFrame, idx: Any) -> str:
     """'row 3' (0-based position) plus the run/pair where the table has them."""
@@ -218,46 +198,20 @@ def apply_column_map(
 # -- reading and writing ----------------------------------------------------------------------
 
 
-def _is_gcs(path: str) -> bool:
-    return str(path).startswith("gs://")
-
-
-def _open(path: str, mode: str = "r"):
-    """Open a local path, or a ``gs://`` path through a lazy ``tensorflow.io.gfile`` import."""
-    if _is_gcs(path):
-        try:
-            from tensorflow.io import gfile  # lazy: only for gs:// paths
-        except ImportError as e:  # pragma: no cover - depends on the environment
-            raise FitError(
-                f"{path}: reading gs:// paths needs tensorflow (tensorflow.io.gfile): {e}"
-            ) from e
-        return gfile.GFile(path, mode)
-    return open(path, mode, encoding=None if "b" in mode else "utf-8")
-
-
-def _exists(path: str) -> bool:
-    if _is_gcs(path):
-        from tensorflow.io import gfile
-
-        return bool(gfile.exists(path))
-    return os.path.exists(path)
-
-
 def read_table(
     path_or_df: str | os.PathLike | pd.DataFrame,
     columns: str | Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """Read a CSV or Parquet table (or take a DataFrame), renaming mapped columns to ours.
 
-    ``columns`` maps our names to the user's, e.g. ``"n=params,loss=val_loss"``. A directory (or
-    list of directories) holding ``run.json`` is read as run directories via :func:`collect_runs`.
+    ``columns`` maps our names to the user's, e.g. ``"n=params,loss=val_loss"``. A local directory
+    that is a run directory (holds ``run.json``), or holds run directories, is read with
+    :func:`fitting.rundirs.collect_runs`.
     """
     if isinstance(path_or_df, pd.DataFrame):
         return apply_column_map(path_or_df.copy(), columns, "table")
     path = os.fspath(path_or_df)
-    if not _is_gcs(path) and os.path.isdir(path):
-        from fitting.rundirs import collect_runs
-
+    if not io.is_remote(path) and os.path.isdir(path):  # directories of run directories: local
         if os.path.exists(os.path.join(path, "run.json")):
             return apply_column_map(collect_runs([path]), columns, path)
         subdirs = sorted(
@@ -268,19 +222,19 @@ def read_table(
         if not subdirs:
             raise FitError(f"{path}: a directory but neither a run directory nor a folder of them")
         return apply_column_map(collect_runs(subdirs), columns, path)
-    if not _exists(path):
+    if not io.exists(path):
         raise FitError(f"{path}: no such file", source=path)
     lower = path.lower()
     try:
         if lower.endswith((".parquet", ".pq")):
-            with _open(path, "rb") as f:
+            with io.open_file(path, "rb") as f:
                 df = pd.read_parquet(f)
         elif lower.endswith((".csv", ".csv.gz", ".tsv", ".txt")):
             sep = "\t" if lower.endswith(".tsv") else ","
-            with _open(path, "rb") as f:
+            with io.open_file(path, "rb") as f:
                 df = pd.read_csv(f, sep=sep, compression="gzip" if lower.endswith(".gz") else None)
         elif lower.endswith(".jsonl"):
-            with _open(path, "rb") as f:
+            with io.open_file(path, "rb") as f:
                 df = pd.read_json(f, lines=True)
         else:
             raise FitError(
@@ -297,16 +251,16 @@ def read_table(
 def write_table(df: pd.DataFrame, path: str | os.PathLike) -> str:
     """Write CSV or Parquet (by extension); returns the path. Parent directories are created."""
     path = os.fspath(path)
-    if not _is_gcs(path):
+    if not io.is_remote(path):
         parent = os.path.dirname(os.path.abspath(path))
         os.makedirs(parent, exist_ok=True)
     lower = path.lower()
     if lower.endswith((".parquet", ".pq")):
-        with _open(path, "wb") as f:
+        with io.open_file(path, "wb") as f:
             df.to_parquet(f, index=False)
     elif lower.endswith((".csv", ".csv.gz")):
-        if _is_gcs(path):
-            with _open(path, "w") as f:
+        if io.is_remote(path):
+            with io.open_file(path, "w") as f:
                 f.write(df.to_csv(index=False))
         else:
             df.to_csv(path, index=False)
@@ -373,11 +327,3 @@ def final_losses(
     check_finite_positive(sub, "value", source)
     return sub.copy(), n_dropped
 
-
-def __getattr__(name: str) -> Any:
-    """``collect_runs`` / ``read_run_dir`` live in :mod:`fitting.rundirs` (re-exported here)."""
-    if name in ("collect_runs", "read_run_dir"):
-        from fitting import rundirs
-
-        return getattr(rundirs, name)
-    raise AttributeError(f"module 'fitting.tables' has no attribute {name!r}")

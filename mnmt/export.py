@@ -6,53 +6,29 @@
 
 A path that is not itself a run directory (no run.json) is searched for run directories below
 it; glob patterns are expanded (with `tf.io.gfile` for URLs). The table is built by
-`fitting.tables.collect_runs` and written by `fitting.tables.write_table` (CSV or Parquet by
+`fitting.rundirs.collect_runs` and written by `fitting.tables.write_table` (CSV or Parquet by
 extension).
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
-import os
 import sys
 from collections.abc import Sequence
 
-
-def _is_url(path: str) -> bool:
-    return "://" in path
-
-
-def _glob(pattern: str) -> list[str]:
-    if _is_url(pattern):
-        import tensorflow as tf  # noqa: PLC0415
-
-        return sorted(tf.io.gfile.glob(pattern))
-    return sorted(glob.glob(pattern))
-
-
-def _has_run_json(path: str) -> bool:
-    if _is_url(path):
-        import tensorflow as tf  # noqa: PLC0415
-
-        return tf.io.gfile.exists(path.rstrip("/") + "/run.json")
-    return os.path.isfile(os.path.join(path, "run.json"))
+from fitting import io
+from fitting.rundirs import collect_runs
+from fitting.schema import RUN_JSON
+from fitting.tables import write_table
 
 
 def _find_below(root: str) -> list[str]:
-    if _is_url(root):
-        import tensorflow as tf  # noqa: PLC0415
-
-        found = []
-        for dirpath, _dirs, files in tf.io.gfile.walk(root):
-            if "run.json" in files:
-                found.append(dirpath.rstrip("/"))
-        return sorted(found)
+    """Run directories below `root` (a run directory holds no other runs: not descended)."""
     found = []
-    for dirpath, dirs, files in os.walk(root):
+    for dirpath, dirs, files in io.walk(root):
         if "run.json" in files:
-            found.append(dirpath)
-            dirs[:] = []  # a run directory holds no other runs (checkpoints/, events/ skipped)
+            found.append(dirpath.rstrip("/"))
+            dirs[:] = []
         dirs.sort()
     return sorted(found)
 
@@ -61,11 +37,11 @@ def expand_run_dirs(paths: Sequence[str]) -> list[str]:
     """Run directories named by `paths` (run dirs, parents of run dirs, or glob patterns)."""
     out: list[str] = []
     for p in paths:
-        candidates = _glob(p) if any(ch in p for ch in "*?[") else [p]
+        candidates = io.glob(p) if any(ch in p for ch in "*?[") else [p]
         if not candidates:
             raise FileNotFoundError(f"{p}: no such path (the pattern matched nothing)")
         for c in candidates:
-            if _has_run_json(c):
+            if io.exists(io.join(c, RUN_JSON)):
                 out.append(c)
                 continue
             below = _find_below(c)
@@ -89,22 +65,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--final-only", action="store_true",
                         help="keep only rows at each run's last evaluated step")
     args = parser.parse_args(argv)
-    from fitting import tables  # noqa: PLC0415
-
     try:
         dirs = expand_run_dirs(args.run_dirs)
-        df = tables.collect_runs(dirs)
+        df = collect_runs(dirs)
         if args.final_only:
             df = df[df["final"]].reset_index(drop=True)
-        tables.write_table(df, args.out)
-    except (FileNotFoundError, ValueError) as e:
+        write_table(df, args.out)
+    except (FileNotFoundError, ValueError) as e:  # fitting's FitError names the file and line
         print(f"mnmt-export: error: {e}", file=sys.stderr)
         return 2
-    except Exception as e:  # fitting's FitError names the file and line
-        if type(e).__name__ == "FitError":
-            print(f"mnmt-export: error: {e}", file=sys.stderr)
-            return 2
-        raise
     print(f"mnmt-export: {len(df)} rows from {len(dirs)} run(s) -> {args.out}", file=sys.stderr)
     return 0
 

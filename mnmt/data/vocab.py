@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+from fitting.io import is_remote
+
 __all__ = ["train_vocabulary", "get_vocabulary", "lang_token", "lang_piece", "main"]
 
 _CODE_RE = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
@@ -168,7 +170,7 @@ def get_vocabulary(path: str):
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(f"SentencePiece model not found: {path}")
     version = None
-    if "://" not in path:
+    if not is_remote(path):
         st = os.stat(path)
         version = (st.st_mtime_ns, st.st_size)
     return _load_vocabulary(path, version)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import gin
 
+from fitting import io
 from mnmt.gin_files import parse_files_and_bindings
 from mnmt.study.runner import StudyData
 from mnmt.study.spec import PRESETS, StudySpec
@@ -181,7 +182,7 @@ def _registered_tasks(spec: StudySpec, log):
     import seqio
 
 
-    if not Path(spec.vocabulary_path).exists() and "://" not in spec.vocabulary_path:
+    if not io.is_remote(spec.vocabulary_path) and not Path(spec.vocabulary_path).exists():
         raise UsageError(f"StudySpec.vocabulary_path: file not found: {spec.vocabulary_path}")
     if spec.task_module:
         try:
@@ -206,8 +207,9 @@ def _registered_tasks(spec: StudySpec, log):
 
 def export_and_report(spec: StudySpec, run_dirs: list[Path], data, out: Path, log):
     """Stages 3 and 4: the tidy table, the fits and the report."""
-    from fitting.report import write_report
-    from fitting.tables import collect_runs, write_table
+    from fitting.report import write_report  # noqa: PLC0415  (matplotlib, only when reporting)
+    from fitting.rundirs import collect_runs  # noqa: PLC0415
+    from fitting.tables import write_table  # noqa: PLC0415
 
     table = collect_runs([str(d) for d in run_dirs])
     table_path = out / "metrics.csv"

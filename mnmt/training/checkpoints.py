@@ -23,6 +23,8 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
+from fitting import io
+
 log = logging.getLogger(__name__)
 
 
@@ -33,7 +35,7 @@ class Checkpointer:
         if keep < 1:
             raise ValueError(f"CheckpointConfig.keep must be ≥ 1, got {keep}")
         # Orbax refuses relative paths (it fails inside its save thread): resolve local ones.
-        self.directory = directory if "://" in directory else os.path.abspath(directory)
+        self.directory = directory if io.is_remote(directory) else os.path.abspath(directory)
         options = ocp.CheckpointManagerOptions(
             max_to_keep=keep,
             step_prefix="step",

@@ -19,9 +19,9 @@ from collections.abc import Iterable, Mapping
 from importlib import metadata
 from typing import Any
 
-SCHEMA_VERSION = 1
-RUN_JSON = "run.json"
-METRICS_JSONL = "metrics.jsonl"
+from fitting import io
+from fitting.rundirs import parse_metrics_jsonl, read_metrics_jsonl
+from fitting.schema import METRICS_JSONL, RUN_JSON
 
 # Fields that must agree between an existing run.json and a run resuming into the directory.
 _IDENTITY_FIELDS: tuple[tuple[str, ...], ...] = (
@@ -47,45 +47,15 @@ class RunMismatchError(ValueError):
     """Raised when a MODEL_DIR's run.json describes a different run than the one requested."""
 
 
-def _is_remote(path: str) -> bool:
-    return "://" in path
-
-
-def _open(path: str, mode: str):
-    if _is_remote(path):
-        import tensorflow as tf  # noqa: PLC0415  (only for gs:// and other URLs)
-
-        return tf.io.gfile.GFile(path, mode)
-    return open(path, mode, encoding=None if "b" in mode else "utf-8")
-
-
-def _exists(path: str) -> bool:
-    if _is_remote(path):
-        import tensorflow as tf  # noqa: PLC0415
-
-        return tf.io.gfile.exists(path)
-    return os.path.exists(path)
-
-
-def _rename(src: str, dst: str) -> None:
-    if _is_remote(src):
-        import tensorflow as tf  # noqa: PLC0415
-
-        tf.io.gfile.rename(src, dst, overwrite=True)
-    else:
-        os.replace(src, dst)
-
-
 def join(*parts: str) -> str:
-    """`os.path.join` that also works for URLs."""
-    return "/".join([parts[0].rstrip("/")] + [p.strip("/") for p in parts[1:]]) if _is_remote(
-        parts[0]) else os.path.join(*parts)
+    """`os.path.join` that also works for URLs (`fitting.io.join`)."""
+    return io.join(*parts)
 
 
 def file_sha256(path: str) -> str:
     """Hex SHA-256 of a file (the vocabulary's identity in run.json)."""
     digest = hashlib.sha256()
-    with _open(path, "rb") as f:
+    with io.open_file(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
@@ -105,12 +75,12 @@ def package_versions() -> dict[str, str]:
 def write_json_atomic(path: str, obj: Mapping[str, Any]) -> None:
     """Write `obj` as indented JSON to `path` via a temporary file and an atomic rename."""
     tmp = f"{path}.tmp-{os.getpid()}"
-    with _open(tmp, "w") as f:
+    with io.open_file(tmp, "w") as f:
         f.write(json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
-        if not _is_remote(path):
+        if not io.is_remote(path):
             f.flush()
             os.fsync(f.fileno())
-    _rename(tmp, path)
+    io.rename(tmp, path)
 
 
 def _json_default(obj: Any) -> Any:
@@ -124,9 +94,9 @@ def _json_default(obj: Any) -> Any:
 def read_run_json(model_dir: str) -> dict[str, Any] | None:
     """The run.json of `model_dir`, or None when there is none."""
     path = join(model_dir, RUN_JSON)
-    if not _exists(path):
+    if not io.exists(path):
         return None
-    with _open(path, "r") as f:
+    with io.open_file(path, "r") as f:
         text = f.read()
     try:
         return json.loads(text)
@@ -185,22 +155,16 @@ class MetricsWriter:
         self._load_and_repair()
 
     def _load_and_repair(self) -> None:
-        if not _exists(self.path):
+        if not io.exists(self.path):
             return
-        with _open(self.path, "rb") as f:
+        with io.open_file(self.path, "rb") as f:
             data = f.read()
         keep = data if data.endswith(b"\n") or not data else data[: data.rfind(b"\n") + 1]
-        for lineno, line in enumerate(keep.decode("utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                self._seen.add(_key(row))
-            except (json.JSONDecodeError, KeyError, TypeError) as e:
-                raise ValueError(f"{self.path}:{lineno}: not a metrics row ({e}): {line[:120]!r}") from e
+        rows = parse_metrics_jsonl(keep.decode("utf-8"), source=self.path)
+        self._seen.update(_key(row) for row in rows)
         if len(keep) != len(data) and self.enabled:  # a torn final line from a killed writer: drop it
-            if _is_remote(self.path):
-                with _open(self.path, "wb") as f:
+            if io.is_remote(self.path):
+                with io.open_file(self.path, "wb") as f:
                     f.write(keep)
             else:
                 with open(self.path, "r+b") as f:
@@ -234,12 +198,12 @@ class MetricsWriter:
             lines.append(json.dumps(full) + "\n")
         if not lines:
             return 0
-        if _is_remote(self.path):  # object stores cannot append: rewrite the whole object
+        if io.is_remote(self.path):  # object stores cannot append: rewrite the whole object
             old = b""
-            if _exists(self.path):
-                with _open(self.path, "rb") as f:
+            if io.exists(self.path):
+                with io.open_file(self.path, "rb") as f:
                     old = f.read()
-            with _open(self.path, "wb") as f:
+            with io.open_file(self.path, "wb") as f:
                 f.write(old + "".join(lines).encode("utf-8"))
         else:
             with open(self.path, "a", encoding="utf-8") as f:
@@ -259,18 +223,8 @@ def _key(row: Mapping[str, Any]) -> tuple[int, str, str, str]:
 
 
 def read_metrics(model_dir: str) -> list[dict[str, Any]]:
-    """All complete rows of `metrics.jsonl` (a torn last line is ignored)."""
+    """All complete rows of `metrics.jsonl` (a torn last line is ignored); [] before the first."""
     path = join(model_dir, METRICS_JSONL)
-    if not _exists(path):
+    if not io.exists(path):
         return []
-    with _open(path, "r") as f:
-        text = f.read()
-    rows = []
-    lines = text.split("\n")
-    for lineno, line in enumerate(lines[:-1] if not text.endswith("\n") else lines, start=1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{lineno}: not JSON ({e})") from e
-    return rows
+    return read_metrics_jsonl(path, ignore_torn_last_line=True)

@@ -15,6 +15,9 @@ import gin
 import jax
 import numpy as np
 
+from fitting import io
+from fitting.rundirs import final_losses_from_rows
+from fitting.schema import RUN_JSON, SCHEMA_VERSION
 from mnmt.training import run_files
 from mnmt.training.config import TrainConfig
 
@@ -71,7 +74,7 @@ def _validate(config: TrainConfig) -> None:
         problems.append("eval.sets is empty")
     if not config.model_dir:
         problems.append("model_dir is empty")
-    if not os.path.exists(config.vocabulary_path) and "://" not in config.vocabulary_path:
+    if not io.is_remote(config.vocabulary_path) and not os.path.exists(config.vocabulary_path):
         problems.append(f"vocabulary_path {config.vocabulary_path!r} does not exist")
     if problems:
         raise ValueError("invalid TrainConfig: " + "; ".join(problems))
@@ -112,7 +115,7 @@ def build_run_json(config: TrainConfig, run_id: str, model_config: Any, vocab_si
     weights = _mixture_weights(config)
     caps = config.mixture_caps if config.mixture_caps is not None else {p: None for p in weights}
     return {
-        "schema_version": run_files.SCHEMA_VERSION,
+        "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
         "study": config.study,
         "status": "running",
@@ -192,11 +195,11 @@ def build_setup(config: TrainConfig) -> RunSetup:
     run_json = build_run_json(config, run_id, model_config, vocabulary.vocab_size, batch_size)
 
     if jax.process_index() == 0:
-        os.makedirs(config.model_dir, exist_ok=True) if "://" not in config.model_dir else None
+        io.makedirs(config.model_dir)
     existing = run_files.read_run_json(config.model_dir)
     if existing is not None:
         run_files.check_compatible(existing, run_json,
-                                   run_files.join(config.model_dir, run_files.RUN_JSON))
+                                   run_files.join(config.model_dir, RUN_JSON))
 
     mesh = _mesh(config)
     rules = tuple(config.logical_axis_rules) if config.logical_axis_rules else \
@@ -262,13 +265,7 @@ def _example_with_pipeline_features(example: dict[str, np.ndarray]) -> dict[str,
 
 def final_losses(model_dir: str, eval_set: str) -> dict[str, float]:
     """pair -> `loss` at the last step that has loss rows for `eval_set` (from metrics.jsonl)."""
-    rows = [r for r in run_files.read_metrics(model_dir)
-            if r.get("metric") == "loss" and r.get("eval_set") == eval_set]
-    if not rows:
-        return {}
-    last = max(int(r["step"]) for r in rows)
-    return {r["task"]: float(r["value"]) for r in rows if int(r["step"]) == last
-            and r["value"] is not None}
+    return final_losses_from_rows(run_files.read_metrics(model_dir), eval_set)
 
 
 def final_metrics(model_dir: str) -> dict[str, float]:

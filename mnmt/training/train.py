@@ -22,6 +22,8 @@ from collections.abc import Sequence
 
 import gin
 
+from fitting import io
+
 # The repository's (or installed) t5x_configs/: mnmt/training/train.py -> ../../t5x_configs.
 _CONFIG_ROOT = os.path.join(
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "t5x_configs")
@@ -128,7 +130,7 @@ def run(config=gin.REQUIRED, quiet: bool = False):
 
 def _log_to_model_dir(model_dir: str) -> None:
     """Progress lines of `mnmt.training.train` also go to MODEL_DIR/train.log (local directories)."""
-    if "://" in model_dir:
+    if io.is_remote(model_dir):
         return
     os.makedirs(model_dir, exist_ok=True)
     handler = logging.FileHandler(os.path.join(model_dir, "train.log"))

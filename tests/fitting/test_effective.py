@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
-from synth import TRUTH, make_final_table, true_loss
 
 from fitting.base import FitError, FitResult
 from fitting.effective import MultilingualLawFit, fit_multilingual_law, simplex_grid
 from fitting.frontier import frontier_2pair, frontier_kpair, pareto_mask, recommend
+from fitting.test_utils import TRUTH, make_final_table, true_loss
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,9 @@
 import json
 
 import pytest
-from synth import make_final_table
 
 from fitting.cli import main
+from fitting.test_utils import make_final_table
 
 
 @pytest.fixture(scope="module")

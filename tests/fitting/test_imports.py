@@ -34,8 +34,7 @@ def test_no_heavy_imports(module):
 def test_report_run_does_not_import_heavy_modules(tmp_path):
     code = f"""
 import sys
-sys.path.insert(0, {str(__import__('pathlib').Path(__file__).parent)!r})
-from synth import make_final_table
+from fitting.test_utils import make_final_table
 from fitting.report import write_report
 write_report(make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.5, 1.0)), {str(tmp_path)!r},
              n_refits=2)

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
-from synth import TRUTH, f_hat, make_final_table
 
 from fitting.base import FitError, FitResult
 from fitting.joint import JointLawFit, fit_joint_law
+from fitting.test_utils import TRUTH, f_hat, make_final_table
 
 
 @pytest.fixture(scope="module")

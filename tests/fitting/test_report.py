@@ -4,9 +4,9 @@ import os
 import numpy as np
 import pandas as pd
 import pytest
-from synth import make_curves_table, make_final_table, write_run_dirs
 
 from fitting.report import write_report
+from fitting.test_utils import make_curves_table, make_final_table, write_run_dirs
 
 
 @pytest.fixture(scope="module")

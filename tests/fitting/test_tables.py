@@ -4,19 +4,19 @@ import os
 import numpy as np
 import pandas as pd
 import pytest
-from synth import make_final_table, write_run_dirs
 
 from fitting.base import FitError
+from fitting.rundirs import collect_runs
 from fitting.tables import (
     check_finite_positive,
     check_weights,
-    collect_runs,
     final_losses,
     parse_column_map,
     read_table,
     require_columns,
     write_table,
 )
+from fitting.test_utils import make_final_table, write_run_dirs
 
 
 def test_require_columns_names_missing():

@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-import json
-import os
-import random
-
 import pytest
-
-LENGTHS = {"inputs": 16, "targets": 16}
-HERE = os.path.dirname(os.path.abspath(__file__))  # holds _child_run.py
+from run_helpers import LENGTHS
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -62,18 +56,3 @@ def make_config(tiny_data, tmp_path):
         return base.updated(**overrides)
 
     return make
-
-
-def rows_by_key(rows):
-    return {(r["step"], r["task"], r["eval_set"], r["metric"]): r["value"] for r in rows}
-
-
-def write_child_spec(config, tiny_data, tmp_path, **extra) -> str:
-    """A JSON file from which `_child_run.py` rebuilds `config` in a fresh process."""
-    cfg = config.to_dict()
-    cfg["optimizer"] = None
-    spec = {"config": cfg, "vocab": tiny_data["vocab"], "eval_size": 24,
-            "mixture": tiny_data["mixture"], **extra}
-    path = tmp_path / f"spec_{random.random():.6f}.json"
-    path.write_text(json.dumps(spec))
-    return str(path)

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import HERE, rows_by_key, write_child_spec
+from run_helpers import HERE, rows_by_key, write_child_spec
 
 from mnmt.training import run_files
 

@@ -54,7 +54,7 @@ def test_nonfinite_values_are_written_as_null(tmp_path):
 def test_corrupt_metrics_line_names_file_and_line(tmp_path):
     (tmp_path / "metrics.jsonl").write_text(json.dumps(
         {"run_id": "r", **_row(1)}) + "\n{oops\n")
-    with pytest.raises(ValueError, match=r"metrics.jsonl:2"):
+    with pytest.raises(ValueError, match=r"metrics.jsonl: line 2"):
         MetricsWriter(str(tmp_path), "r")
 
 

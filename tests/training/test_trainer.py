@@ -13,7 +13,7 @@ import sys
 import jax
 import numpy as np
 import pytest
-from conftest import HERE, rows_by_key, write_child_spec
+from run_helpers import HERE, rows_by_key, write_child_spec
 
 from mnmt.training import run_files
 from mnmt.training.run_files import RunMismatchError
@@ -22,7 +22,7 @@ from mnmt.training.run_files import RunMismatchError
 @pytest.fixture(scope="module")
 def reference_run(tiny_data, tmp_path_factory):
     """One uninterrupted 12-step run shared by the tests that compare against it."""
-    from conftest import LENGTHS
+    from run_helpers import LENGTHS
 
     from mnmt.training.config import (
         CheckpointConfig,

@@ -1,4 +1,4 @@
-"""Numerical optimiser behind :mod:`fitting.chinchilla` (private; import from there).
+"""Numerical optimiser behind :mod:`fitting.chinchilla` (whose public API most callers want).
 
 Minimises the Hoffmann et al. 2022 / Besiroglu et al. 2024 objective for the Chinchilla form
 L(N, D) = E + A/N^α + B/D^β (Caillaut et al. 2024 eq. 2), in log space:
@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.optimize import nnls
 
 # -- objective, batched over starts -------------------------------------------------------------
 
@@ -163,8 +164,6 @@ def varpro_starts(starts: np.ndarray, n: np.ndarray, d: np.ndarray, loss: np.nda
                   tied: bool) -> np.ndarray:
     """Replace each start's linear parameters (a, b, e) by the non-negative least-squares fit of
     L ≈ E + A N^−α + B D^−β at that start's exponents (variable projection); dedupe exponents."""
-    from scipy.optimize import nnls
-
     expo = np.unique(np.round(starts[:, 3:], 12), axis=0)
     out = []
     floor = 1e-6 * float(np.mean(loss))

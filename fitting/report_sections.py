@@ -1,24 +1,55 @@
-"""Report section: eq. 11 law, predicted frontier at larger sizes and recommended weights.
+"""The report's result record and its model-dependent sections, called by
+:func:`fitting.report.write_report`.
 
-Split out of :mod:`fitting.report`; called by :func:`fitting.report.write_report`.
+* :class:`Report`: what a report produced (paths) and computed (fits, regime, skipped sections);
+* :func:`frontier_section`: eq. 11 law, predicted frontier at larger sizes, recommended weights;
+* :func:`quality_section`: BLEU/ChrF against loss (Ghorbani eq. 5) and the frontier in quality;
+* :func:`bivariate_section`: Ghorbani eq. 2 and the Fig. 6 allocation penalty.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from fitting import plots
 from fitting.base import FitError
+from fitting.bivariate import fit_bivariate_law
 from fitting.effective import fit_multilingual_law
 from fitting.frontier import frontier_2pair, frontier_kpair, recommend
+from fitting.joint import JointLawFit
+from fitting.markdown import Document, format_number
+from fitting.power import PowerLawFit
+from fitting.quality import fit_quality_law, quality_points
 
-if TYPE_CHECKING:  # annotations only (fitting.report imports this module)
-    from fitting.report import Report, _Doc
+__all__ = ["Report", "frontier_section", "quality_section", "bivariate_section"]
 
-__all__ = ["frontier_section"]
+
+@dataclass
+class Report:
+    """What :func:`fitting.report.write_report` produced (paths) and computed (fits, regime,
+    skipped sections)."""
+
+    out_dir: str
+    markdown_path: str
+    html_path: str
+    json_path: str
+    figures: dict[str, str] = field(default_factory=dict)
+    power_fits: dict[str, dict[float, PowerLawFit]] = field(default_factory=dict)
+    joint: JointLawFit | None = None
+    effective: Any = None
+    frontier: Any = None
+    recommendation: Any = None
+    quality: dict = field(default_factory=dict)
+    regime: dict = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    markdown: str = ""
 
 
 def _observed_pairs(fin: pd.DataFrame, pairs: list[str]) -> dict[float, tuple]:
@@ -37,15 +68,12 @@ def _observed_pairs(fin: pd.DataFrame, pairs: list[str]) -> dict[float, tuple]:
     return out
 
 
-def frontier_section(doc: _Doc, rep: Report, fin: pd.DataFrame,
+def frontier_section(doc: Document, rep: Report, fin: pd.DataFrame,
                      data: Mapping[str, Mapping[float, tuple]],
                      target_sizes: Sequence[float] | None,
                      preferences: Mapping[str, float] | None, out_dir: str,
                      uncertainty: str | None, n_refits: int, seed: int) -> None:
     """Fit eq. 11 (eq. 12 f̂, falling back to eq. 13), draw the frontier, recommend weights."""
-    from fitting import plots
-    from fitting.report import _fmt
-
     doc.h(2, "Unseen weights and sizes: eq. 11 law, frontier, recommendation")
     sub = fin[fin["weight"].notna()] if "weight" in fin.columns else None
     if sub is None or sub.empty:
@@ -69,8 +97,8 @@ def frontier_section(doc: _Doc, rep: Report, fin: pd.DataFrame,
     rep.effective = law
     sd = law.stderr or {}
     names = ["alpha", "beta1", "l_inf", "c1"] + (["c2", "c3"] if law.form == "eq12" else [])
-    rows = [[pair] + [_fmt(law.params[f"{k}[{pair}]"], sd.get(f"{k}[{pair}]")) for k in names]
-            + [_fmt(law.goodness.get(f"r2[{pair}]"), digits=4)] for pair in law.pairs or []]
+    rows = [[pair] + [format_number(law.params[f"{k}[{pair}]"], sd.get(f"{k}[{pair}]")) for k in names]
+            + [format_number(law.goodness.get(f"r2[{pair}]"), digits=4)] for pair in law.pairs or []]
     doc.p(f"L_i(N; p) = β1 (f̂(p) N)^−α + L∞ with f̂ of {law.form.replace('eq', 'eq. ')}.")
     doc.table(["pair", *names, "R²"], rows)
     n_max = float(fin["n"].max())
@@ -140,12 +168,9 @@ def frontier_section(doc: _Doc, rep: Report, fin: pd.DataFrame,
             rep.skipped["figures (frontier)"] = f"{type(e).__name__}: {e}"
 
 
-def quality_section(doc: _Doc, rep: Report, table: pd.DataFrame, eval_set: str, out_dir: str) -> None:
+def quality_section(doc: Document, rep: Report, table: pd.DataFrame, eval_set: str,
+                    out_dir: str) -> None:
     """Quality laws (Ghorbani eq. 5; Fernandes Fig. 8) and the frontier in ChrF/BLEU."""
-    from fitting import plots
-    from fitting.quality import fit_quality_law, quality_points
-    from fitting.report import _fmt
-
     if "metric" not in table.columns:
         return
     metrics = [m for m in ("chrf", "bleu") if (table["metric"] == m).any()]
@@ -182,8 +207,8 @@ def quality_section(doc: _Doc, rep: Report, table: pd.DataFrame, eval_set: str, 
                 continue
             rep.quality[(m, pair)] = q
             sd = q.stderr or {}
-            rows.append([pair, m, form, *[_fmt(v, sd.get(k)) for k, v in q.params.items()],
-                         _fmt(q.goodness.get("r2"), digits=3), str(q.n_points)])
+            rows.append([pair, m, form, *[format_number(v, sd.get(k)) for k, v in q.params.items()],
+                         format_number(q.goodness.get("r2"), digits=3), str(q.n_points)])
             rep.warnings += [f"quality {m} {pair}: {w}" for w in q.warnings]
         doc.table(["pair", "metric", "form", "c or a", "p or b", "R²", "points"], rows)
         law = rep.effective
@@ -203,14 +228,8 @@ def quality_section(doc: _Doc, rep: Report, table: pd.DataFrame, eval_set: str, 
                 rep.skipped[f"frontier {m}"] = f"{type(e).__name__}: {e}"
 
 
-def bivariate_section(doc: _Doc, rep: Report, fin: pd.DataFrame, out_dir: str) -> None:
+def bivariate_section(doc: Document, rep: Report, fin: pd.DataFrame, out_dir: str) -> None:
     """Ghorbani eq. 2 and the Fig. 6 penalty, when encoder and decoder sizes vary independently."""
-    import numpy as np
-
-    from fitting import plots
-    from fitting.bivariate import fit_bivariate_law
-    from fitting.report import _fmt
-
     if not {"n_enc", "n_dec"} <= set(fin.columns):
         return
     sub = fin.dropna(subset=["n_enc", "n_dec"])
@@ -230,8 +249,8 @@ def bivariate_section(doc: _Doc, rep: Report, fin: pd.DataFrame, out_dir: str) -
             rep.skipped[f"bivariate {pair}"] = str(e)
             continue
         sd = b.stderr or {}
-        rows.append([str(pair), *[_fmt(b[k], sd.get(k)) for k in ("alpha", "p_e", "p_d", "l_inf")],
-                     _fmt(b.optimal_decoder_fraction(), digits=3)])
+        rows.append([str(pair), *[format_number(b[k], sd.get(k)) for k in ("alpha", "p_e", "p_d", "l_inf")],
+                     format_number(b.optimal_decoder_fraction(), digits=3)])
         r = np.linspace(0.05, 0.95, 91)
         pens[str(pair)] = (b.penalty(r), b.optimal_decoder_fraction())
     doc.table(["pair", "α", "p_e", "p_d", "L∞", "optimal N_d/N"], rows)

@@ -1,33 +1,60 @@
-"""Synthetic study data with known ground truth for the fitting tests (no /work/shared access)."""
+"""Synthetic study data with known ground truth, for tests and benchmarks of :mod:`fitting`.
+
+Shipped in the package (as ``seqio/test_utils.py`` is) so that ``tests/fitting`` and the
+``benchmarks/`` scripts share it. A two-pair study (en-de, en-zh) follows the joint law with
+effective parameters, L_i(N; p) = β_i (f̂_i(p) N)^−α_i + L∞_i (Fernandes eq. 7/9) with the
+f̂ of eq. 12; :data:`TRUTH` holds its parameters.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
-# pair -> (alpha, beta_1, l_inf, (c1, c2, c3) of f̂ eq. 12)
-TRUTH = {
+__all__ = [
+    "TRUTH",
+    "WEIGHTS",
+    "f_hat",
+    "true_loss",
+    "make_final_table",
+    "make_curves_table",
+    "write_run_dirs",
+]
+
+#: pair -> (alpha, beta_1, l_inf, (c1, c2, c3) of f̂ eq. 12)
+TRUTH: dict[str, tuple[float, float, float, tuple[float, float, float]]] = {
     "en-de": (0.30, 30.0, 1.00, (0.10, 2.0, 1.0)),
     "en-zh": (0.40, 60.0, 1.50, (0.05, 1.5, 1.5)),
 }
-WEIGHTS = (0.0, 0.05, 0.1, 0.3, 0.5, 0.7, 0.9, 0.95, 1.0)
+#: the two-pair weight grid of a study (weight of en-de; en-zh gets 1 − p)
+WEIGHTS: tuple[float, ...] = (0.0, 0.05, 0.1, 0.3, 0.5, 0.7, 0.9, 0.95, 1.0)
 
 
-def f_hat(p, c1, c2, c3):
+def f_hat(p: ArrayLike, c1: float, c2: float, c3: float) -> np.ndarray:
+    """Effective fraction of parameters f̂(p) = p + c1 p^c2 (1 − p)^c3 (Fernandes eq. 12)."""
     p = np.asarray(p, dtype=float)
     return p + c1 * p**c2 * (1 - p) ** c3
 
 
-def true_loss(pair: str, n, p):
+def true_loss(pair: str, n: ArrayLike, p: ArrayLike) -> np.ndarray:
+    """The noiseless loss of ``pair`` at size ``n`` and weight ``p`` (eq. 7 with f̂ of eq. 12)."""
     a, b1, li, c = TRUTH[pair]
     return b1 * (f_hat(p, *c) * np.asarray(n, float)) ** -a + li
 
 
-def make_final_table(sizes=None, weights=WEIGHTS, noise=0.01, seed=0, zero_shot_loss=6.0):
-    """Final losses of a 2-pair study: one row per (size, weight of en-de, pair)."""
+def make_final_table(sizes: ArrayLike | None = None, weights: Sequence[float] = WEIGHTS,
+                     noise: float = 0.01, seed: int = 0,
+                     zero_shot_loss: float = 6.0) -> pd.DataFrame:
+    """Final losses of a 2-pair study: one row per (size, weight of en-de, pair).
+
+    Tidy-table columns; values are :func:`true_loss` times (1 + ``noise``·ε), ε standard
+    normal; a pair with weight 0 gets ``zero_shot_loss``. Default sizes: 8 from 2e5 to 2e7.
+    """
     rng = np.random.default_rng(seed)
     sizes = np.geomspace(2e5, 2e7, 8) if sizes is None else np.asarray(sizes, float)
     rows = []
@@ -45,8 +72,8 @@ def make_final_table(sizes=None, weights=WEIGHTS, noise=0.01, seed=0, zero_shot_
     return pd.DataFrame(rows)
 
 
-def make_curves_table(final: pd.DataFrame, steps=(100, 200, 400, 600, 800, 1000), drop=0.5,
-                      rate=0.5):
+def make_curves_table(final: pd.DataFrame, steps: Sequence[int] = (100, 200, 400, 600, 800, 1000),
+                      drop: float = 0.5, rate: float = 0.5) -> pd.DataFrame:
     """Add learning-curve rows: value(t) = final + drop·((t/T)^−rate − 1); final rows unchanged."""
     rows = []
     T = max(steps)
@@ -61,7 +88,11 @@ def make_curves_table(final: pd.DataFrame, steps=(100, 200, 400, 600, 800, 1000)
 
 
 def write_run_dirs(final: pd.DataFrame, root: str) -> list[str]:
-    """Write run.json + metrics.jsonl run directories (metrics schema v1) for the final table."""
+    """Write run.json + metrics.jsonl run directories (metrics schema v1) for the final table.
+
+    One directory per ``run_id`` under ``root``; each pair gets loss rows at steps 500 (value
+    ×1.2) and 1000 (the table's value), plus one ``train_loss`` row. Returns the directories.
+    """
     dirs = []
     for run, g in final.groupby("run_id"):
         d = os.path.join(root, str(run))

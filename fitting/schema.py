@@ -1,0 +1,46 @@
+"""The metrics schema (version 1) of docs/metrics_schema.md as constants.
+
+The contract between the training stack, which writes run directories (``run.json`` and
+``metrics.jsonl``), and :mod:`fitting`, which reads them (:mod:`fitting.rundirs`) and works on
+the tidy table (:mod:`fitting.tables`).
+"""
+
+from __future__ import annotations
+
+__all__ = ["SCHEMA_VERSION", "RUN_JSON", "METRICS_JSONL", "METRICS_FIELDS", "TIDY_COLUMNS"]
+
+SCHEMA_VERSION = 1
+RUN_JSON = "run.json"
+METRICS_JSONL = "metrics.jsonl"
+
+# Field -> accepted JSON types of one metrics.jsonl row, in the schema's order. ``value`` may
+# also be null: a non-finite measurement (a diverged evaluation) is written as null.
+METRICS_FIELDS: dict[str, tuple[type, ...]] = {
+    "run_id": (str,),
+    "step": (int,),
+    "tokens": (int,),
+    "task": (str,),
+    "eval_set": (str,),
+    "metric": (str,),
+    "value": (int, float),
+}
+
+# Column -> pandas dtype kind of the tidy table ("The tidy table").
+TIDY_COLUMNS: dict[str, str] = {
+    "run_id": "str",
+    "study": "str",
+    "family": "str",
+    "size": "str",
+    "n": "int",
+    "n_enc": "int",
+    "n_dec": "int",
+    "pair": "str",
+    "weight": "float",
+    "data_size": "float",
+    "eval_set": "str",
+    "metric": "str",
+    "step": "int",
+    "tokens": "int",
+    "value": "float",
+    "final": "bool",
+}

@@ -1,0 +1,25 @@
+"""Helpers of the training tests (a module of its own: `conftest` names clash across folders)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+
+LENGTHS = {"inputs": 16, "targets": 16}
+HERE = os.path.dirname(os.path.abspath(__file__))  # holds _child_run.py
+
+
+def rows_by_key(rows):
+    return {(r["step"], r["task"], r["eval_set"], r["metric"]): r["value"] for r in rows}
+
+
+def write_child_spec(config, tiny_data, tmp_path, **extra) -> str:
+    """A JSON file from which `_child_run.py` rebuilds `config` in a fresh process."""
+    cfg = config.to_dict()
+    cfg["optimizer"] = None
+    spec = {"config": cfg, "vocab": tiny_data["vocab"], "eval_size": 24,
+            "mixture": tiny_data["mixture"], **extra}
+    path = tmp_path / f"spec_{random.random():.6f}.json"
+    path.write_text(json.dumps(spec))
+    return str(path)
