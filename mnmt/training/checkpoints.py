@@ -50,6 +50,15 @@ class Checkpointer:
     def latest_step(self) -> int | None:
         return self._manager.latest_step()
 
+    @classmethod
+    def latest_in(cls, directory: str) -> int | None:
+        """The latest complete checkpoint step under `directory` (None: no checkpoint yet)."""
+        checkpointer = cls(directory)
+        try:
+            return checkpointer.latest_step()
+        finally:
+            checkpointer.close()
+
     def all_steps(self) -> list[int]:
         return sorted(self._manager.all_steps())
 

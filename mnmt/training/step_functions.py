@@ -40,6 +40,8 @@ class StepFunctions:
     replicated: NamedSharding
     params_shardings: Any
     abstract_state: Any            # ShapeDtypeStructs with shardings: the target of a restore
+    group_size: int = 0            # > 0: state and batch carry a leading axis of that many runs
+    member_abstract_state: Any = None  # one run's abstract state (grouped: a slice of the above)
 
 
 def _opt_state_shardings(tx, abstract_params, params_shardings, abstract_opt, replicated):
@@ -74,8 +76,14 @@ def build_step_functions(
     z_loss: float,
     accumulation_steps: int = 1,
     context: Callable[[], Any] | None = None,
+    group_size: int = 0,
 ) -> StepFunctions:
     """Build the sharded `init(rng)` and `step(state, batch)` functions.
+
+    With `group_size=K > 0` the functions train K runs of the same model at once (one compiled
+    program, `jax.vmap` over a leading run axis of the state, the batch and the metrics): `init`
+    takes K keys, `step` a batch of shape [K, rows, …]; the run axis is never sharded, so each
+    run's slice is placed exactly as a single run's state would be.
 
     `params_shardings_fn(abstract_params)` returns the parameters' NamedShardings;
     `example_batch` fixes the batch's shapes (one global batch of numpy arrays); `context()`
@@ -172,6 +180,13 @@ def build_step_functions(
         }
         return new_state, metrics
 
+    member_abstract_state = jax.tree.map(
+        lambda a, sh: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh),
+        jax.eval_shape(init, jax.random.PRNGKey(0)), state_shardings)
+    if group_size:
+        init, step = jax.vmap(init), jax.vmap(step)
+        state_shardings = jax.tree.map(with_run_axis, state_shardings)
+        batch_sharding = with_run_axis(batch_sharding)
     jit_init = jax.jit(init, out_shardings=state_shardings)
     jit_step = jax.jit(
         step,
@@ -181,12 +196,33 @@ def build_step_functions(
     )
     if context is not None:  # trace inside the mesh + logical-axis-rules scope
         jit_init, jit_step = _in_context(jit_init, context), _in_context(jit_step, context)
+    example_key = jax.random.PRNGKey(0)
+    if group_size:
+        example_key = jnp.stack([example_key] * group_size)
     abstract_state = jax.tree.map(
         lambda a, sh: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh),
-        jax.eval_shape(init, jax.random.PRNGKey(0)), state_shardings)
+        jax.eval_shape(init, example_key), state_shardings)
     return StepFunctions(mesh=mesh, init=jit_init, step=jit_step, state_shardings=state_shardings,
                          batch_sharding=batch_sharding, replicated=replicated,
-                         params_shardings=params_shardings, abstract_state=abstract_state)
+                         params_shardings=params_shardings, abstract_state=abstract_state,
+                         group_size=int(group_size), member_abstract_state=member_abstract_state)
+
+
+def with_run_axis(sharding: NamedSharding) -> NamedSharding:
+    """The sharding of a stacked (grouped) array: a leading, unsharded run axis."""
+    return NamedSharding(sharding.mesh, P(None, *sharding.spec))
+
+
+def member_slice(tree: Any, index: int) -> Any:
+    """Run `index`'s part of a grouped (stacked) state or metrics tree."""
+    return jax.tree.map(lambda x: x[index], tree)
+
+
+def stack_members(trees: list[Any], shardings: Any) -> Any:
+    """Stack per-run trees (e.g. restored checkpoints) into one grouped tree placed by
+    `shardings` (the grouped state's shardings)."""
+    stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
+    return jax.device_put(stacked, shardings)
 
 
 def single_device_step_functions(model: Any, example_batch: Mapping[str, np.ndarray], *,
@@ -219,16 +255,19 @@ def _in_context(fn: Callable, context: Callable[[], Any]) -> Callable:
 
 
 def put_global_batch(batch: Mapping[str, np.ndarray], sharding: NamedSharding,
-                     global_rows: int | None = None) -> dict[str, jax.Array]:
+                     global_rows: int | None = None, *, group_size: int = 0) -> dict[str, jax.Array]:
     """Place this process's rows of a batch as one global array split over the `data` axis.
 
     With one process `batch` is the whole batch; with several, each passes its own rows
-    (per-host input sharding) and `global_rows` is the global batch size.
+    (per-host input sharding) and `global_rows` is the global batch size. A grouped batch
+    (`group_size` > 0) has a leading run axis before the rows.
     """
     out = {}
+    lead = 1 if group_size else 0
     for name, x in batch.items():
         x = np.asarray(x)
-        shape = None if global_rows is None else (global_rows,) + x.shape[1:]
+        shape = None if global_rows is None else \
+            x.shape[:lead] + (global_rows,) + x.shape[lead + 1:]
         out[name] = jax.make_array_from_process_local_data(sharding, x, shape)
     return out
 

@@ -6,6 +6,11 @@ directory of docs/reference/metrics_schema.md. It resumes from the latest checkp
 running train-loss window), so a run killed at any step and restarted reaches the same metrics
 as an uninterrupted one; it refuses to resume into a directory whose run.json describes another
 run, and returns at once when the run has already finished.
+
+`train_group([...])` trains several runs of one model that differ only in their data mixture,
+seed and identity as one compiled program (a leading run axis, `jax.vmap` over the step): each
+run keeps its own run directory, input pipeline, metrics, checkpoints and exact resume, and
+tiny models, whose step time is mostly per-step overhead, train several times faster per run.
 """
 
 from __future__ import annotations
@@ -14,10 +19,13 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 import gin
 import jax
 import numpy as np
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from mnmt.tensorflow_setup import start_tensorflow
 from mnmt.training import checkpoints, distributed, evaluation, run_files
@@ -34,13 +42,19 @@ from mnmt.training.progress import (
 from mnmt.training.run_setup import RunSetup, build_setup, final_losses, final_metrics
 from mnmt.training.step_functions import (
     build_step_functions,
+    member_slice,
     put_global_batch,
     put_replicated_batch,
+    stack_members,
 )
 
 log = logging.getLogger("mnmt.training.train")
 
-__all__ = ["TrainSummary", "train"]
+__all__ = ["TrainSummary", "train", "train_group", "check_groupable", "GROUP_FIELDS"]
+
+# What may differ between the runs of one group; everything else must be equal.
+GROUP_FIELDS = ("model_dir", "run_id", "seed", "study", "mixture_weights", "mixture_caps",
+                "extra", "inputs.mixture_or_task_name")
 
 
 @dataclasses.dataclass
@@ -60,27 +74,86 @@ class TrainSummary:
 def train(config: TrainConfig, *,
           progress: Callable[[ProgressEvent], None] | None = None) -> TrainSummary:
     """Train (or resume, or skip a finished) run; see the module docstring."""
+    return train_group([config], progress=progress)[0]
+
+
+def check_groupable(configs: list[TrainConfig]) -> None:
+    """Raise ValueError naming the first field (other than GROUP_FIELDS) in which runs differ."""
+    if not configs:
+        raise ValueError("train_group needs at least one TrainConfig")
+
+    def shared(config: TrainConfig) -> dict[str, Any]:
+        d = config.to_dict()
+        for name in GROUP_FIELDS:
+            section, _, field = name.rpartition(".")
+            (d[section] if section else d).pop(field)
+        return d
+
+    first = shared(configs[0])
+    for config in configs[1:]:
+        other = shared(config)
+        for key in first:
+            if first[key] != other[key]:
+                raise ValueError(f"runs {configs[0].model_dir} and {config.model_dir} differ in "
+                                 f"{key} ({first[key]!r} vs {other[key]!r}): only "
+                                 f"{', '.join(GROUP_FIELDS)} may differ within a group")
+
+
+def train_group(configs: list[TrainConfig], *,
+                progress: Callable[[ProgressEvent], None] | None = None) -> list[TrainSummary]:
+    """Train runs of one model together (see the module docstring); one summary per config.
+
+    Finished runs are skipped; the others are grouped by their latest checkpoint step, so a
+    group interrupted between two runs' checkpoints resumes as two groups. A group that stops
+    unfinished (signal, divergence) stops here: later groups report "preempted", not started.
+    """
     t_start = time.perf_counter()
     start_tensorflow()  # SeqIO's backend: sees no GPU (JAX owns the accelerators), quiet start-up
     distributed.initialize()  # no-op unless this is a multi-process job
+    check_groupable(configs)
     progress = progress or print_progress
-    setup = build_setup(config)
+    setups = [build_setup(config) for config in configs]
     primary = jax.process_index() == 0
-    if setup.existing is not None and setup.existing.get("status") == "finished":
-        finals = final_losses(config.model_dir, setup.first_eval_set)
-        return TrainSummary(setup.run_id, config.model_dir, "finished",
-                            int(setup.existing.get("final_step", config.train_steps)),
-                            finals, time.perf_counter() - t_start,
-                            tokens=int(setup.existing.get("final_tokens", 0)),
-                            message="already finished",
-                            final_metrics=final_metrics(config.model_dir))
-    if primary:
-        run_files.write_run_json(config.model_dir, setup.run_json)
-    loop = _Loop(config, setup, progress, primary)
-    try:
-        return loop.run(t_start)
-    finally:
-        loop.close()
+    summaries: list[TrainSummary | None] = [None] * len(configs)
+    by_step: dict[int, list[int]] = {}
+    for i, (config, setup) in enumerate(zip(configs, setups, strict=True)):
+        if setup.existing is not None and setup.existing.get("status") == "finished":
+            summaries[i] = TrainSummary(
+                setup.run_id, config.model_dir, "finished",
+                int(setup.existing.get("final_step", config.train_steps)),
+                final_losses(config.model_dir, setup.first_eval_set),
+                time.perf_counter() - t_start,
+                tokens=int(setup.existing.get("final_tokens", 0)), message="already finished",
+                final_metrics=final_metrics(config.model_dir))
+            continue
+        latest = checkpoints.Checkpointer.latest_in(_checkpoint_dir(config))
+        by_step.setdefault(-1 if latest is None else latest, []).append(i)
+    stopped = ""
+    for _, members in sorted(by_step.items(), reverse=True):  # the furthest runs first
+        if stopped:
+            for i in members:
+                summaries[i] = TrainSummary(setups[i].run_id, configs[i].model_dir, "preempted",
+                                            0, {}, time.perf_counter() - t_start,
+                                            message=f"not started: {stopped}")
+            continue
+        if primary:
+            for i in members:
+                run_files.write_run_json(configs[i].model_dir, setups[i].run_json)
+        loop = _Loop([configs[i] for i in members], [setups[i] for i in members], progress,
+                     primary)
+        try:
+            results = loop.run(t_start)
+        finally:
+            loop.close()
+        for i, summary in zip(members, results, strict=True):
+            summaries[i] = summary
+            if summary.status != "finished" and not stopped:
+                stopped = f"run {summary.run_id} {summary.status}"
+    return summaries  # type: ignore[return-value]
+
+
+def _checkpoint_dir(config: TrainConfig) -> str:
+    return run_files.join(config.model_dir, "checkpoints")
 
 
 def _any_process(flag: bool) -> bool:
@@ -92,115 +165,141 @@ def _any_process(flag: bool) -> bool:
     return bool(np.any(multihost_utils.process_allgather(np.array([flag], np.bool_))))
 
 
+@dataclasses.dataclass
+class _Member:
+    """One run of a group: its files, inputs and running totals."""
+
+    config: TrainConfig
+    setup: RunSetup
+    metrics: run_files.MetricsWriter
+    tb: SummaryWriters
+    ckpt: checkpoints.Checkpointer
+    inputs: Any = None
+    tokens: int = 0
+    window: list = dataclasses.field(default_factory=lambda: [0.0, 0])  # loss sum, count
+    finals: dict = dataclasses.field(default_factory=dict)
+    status: str = "finished"
+    message: str = ""
+    last_train: tuple = (None, None, None)  # loss, learning rate, rates of the last train event
+
+
 class _Loop:
-    def __init__(self, config: TrainConfig, setup: RunSetup, progress, primary: bool):
-        self.config, self.setup, self.progress, self.primary = config, setup, progress, primary
-        self.metrics = run_files.MetricsWriter(config.model_dir, setup.run_id, enabled=primary)
-        self.tb = SummaryWriters(run_files.join(config.model_dir, "events"),
-                                 enabled=primary and config.tensorboard)
-        self.ckpt = checkpoints.Checkpointer(run_files.join(config.model_dir, "checkpoints"),
-                                             keep=config.checkpoint.keep)
-        self.schedule = rsqrt_schedule(config.learning_rate, config.warmup_steps, config.warmup)
-        self.tx = make_optimizer(self.schedule, config.optimizer)
+    def __init__(self, configs: list[TrainConfig], setups: list[RunSetup], progress,
+                 primary: bool):
+        self.config, self.setup = configs[0], setups[0]  # the settings all members share
+        self.progress, self.primary = progress, primary
+        self.members = [
+            _Member(config=c, setup=s,
+                    metrics=run_files.MetricsWriter(c.model_dir, s.run_id, enabled=primary),
+                    tb=SummaryWriters(run_files.join(c.model_dir, "events"),
+                                      enabled=primary and c.tensorboard),
+                    ckpt=checkpoints.Checkpointer(_checkpoint_dir(c), keep=c.checkpoint.keep))
+            for c, s in zip(configs, setups, strict=True)]
+        self.grouped = len(self.members) > 1
+        self.schedule = rsqrt_schedule(self.config.learning_rate, self.config.warmup_steps,
+                                       self.config.warmup)
+        self.tx = make_optimizer(self.schedule, self.config.optimizer)
 
     def close(self) -> None:
-        if getattr(self, "_inputs", None) is not None:
-            self._inputs.close()
-        self.tb.close()
-        self.ckpt.close()
+        for m in self.members:
+            if m.inputs is not None:
+                m.inputs.close()
+            m.tb.close()
+            m.ckpt.close()
+
+    def _member_state(self, state, index: int):
+        return member_slice(state, index) if self.grouped else state
 
     # ------------------------------------------------------------------ evaluation
-    def _eval_rows(self, state, step: int, tokens: int) -> dict[str, float]:
-        c, s = self.config, self.setup
+    def _eval_rows(self, m: _Member, params, step: int) -> dict[str, float]:
+        c, s = m.config, m.setup
         # Every process takes the same decision (all read metrics.jsonl), so the collective
         # evaluation steps stay in lockstep across hosts.
         wanted = [(pair, es) for pair in c.eval.tasks for es in c.eval.sets
-                  if not self.metrics.has(step, pair, es, "loss")]
+                  if not m.metrics.has(step, pair, es, "loss")]
         if not wanted:
             return {}
         losses = {}
         for pair, es in wanted:
             batches = s.eval_batches(c.eval.tasks[pair], es)
-            loss, _ = evaluation.evaluate_loss(self.score_fn, state["params"], batches,
-                                               self.put_eval)
+            loss, _ = evaluation.evaluate_loss(self.score_fn, params, batches, self.put_eval)
             losses[(pair, es)] = loss
-        rows = [dict(step=step, tokens=tokens, task=p, eval_set=e, metric="loss", value=v)
+        rows = [dict(step=step, tokens=m.tokens, task=p, eval_set=e, metric="loss", value=v)
                 for (p, e), v in losses.items()]
-        self.metrics.write(rows)
+        m.metrics.write(rows)
         for es in c.eval.sets:
-            self.tb.scalars("eval", step, {f"{es}/{p}/loss": v for (p, e), v in losses.items()
-                                           if e == es})
+            m.tb.scalars("eval", step, {f"{es}/{p}/loss": v for (p, e), v in losses.items()
+                                        if e == es})
         first = {p: v for (p, e), v in losses.items() if e == s.first_eval_set}
-        self.progress(self._event(step, tokens, kind="eval", eval_losses={
+        self.progress(self._event(m, step, kind="eval", eval_losses={
             f"{p}/{e}" if len(c.eval.sets) > 1 else p: v for (p, e), v in losses.items()}))
         return first
 
-    def _decode_rows(self, state, step: int, tokens: int) -> None:
-        c, s = self.config, self.setup
+    def _decode_rows(self, m: _Member, params, step: int) -> None:
+        c, s = m.config, m.setup
         for pair, task in c.eval.tasks.items():
             for es in c.eval.sets:
-                if self.metrics.has(step, pair, es, "bleu") and \
-                        self.metrics.has(step, pair, es, "chrf"):
+                if m.metrics.has(step, pair, es, "bleu") and m.metrics.has(step, pair, es, "chrf"):
                     continue
                 scores = evaluation.decode_and_score(
-                    self.predict_fn, state["params"], s.eval_batches(task, es, with_targets=True),
-                    self.put_eval,
-                    s.vocabulary, pair, num_examples=c.decode.num_examples)
-                base = dict(step=step, tokens=tokens, task=pair, eval_set=es)
-                self.metrics.write([{**base, "metric": "bleu", "value": scores.bleu},
-                                    {**base, "metric": "chrf", "value": scores.chrf}])
-                self.tb.scalars("eval", step, {f"{es}/{pair}/bleu": scores.bleu,
-                                               f"{es}/{pair}/chrf": scores.chrf})
+                    self.predict_fn, params, s.eval_batches(task, es, with_targets=True),
+                    self.put_eval, s.vocabulary, pair, num_examples=c.decode.num_examples)
+                base = dict(step=step, tokens=m.tokens, task=pair, eval_set=es)
+                m.metrics.write([{**base, "metric": "bleu", "value": scores.bleu},
+                                 {**base, "metric": "chrf", "value": scores.chrf}])
+                m.tb.scalars("eval", step, {f"{es}/{pair}/bleu": scores.bleu,
+                                            f"{es}/{pair}/chrf": scores.chrf})
                 if scores.examples:
-                    self.tb.text("eval", step, f"{es}/{pair}/examples", "\n\n".join(
+                    m.tb.text("eval", step, f"{es}/{pair}/examples", "\n\n".join(
                         f"src: {a}  \nhyp: {b}  \nref: {r}" for a, b, r in scores.examples))
-                self.progress(self._event(step, tokens, kind="eval", eval_losses={
+                self.progress(self._event(m, step, kind="eval", eval_losses={
                     f"{pair}/{es}/bleu": scores.bleu, f"{pair}/{es}/chrf": scores.chrf}))
 
     # ------------------------------------------------------------------ helpers
-    def _event(self, step, tokens, *, kind="train", loss=None, lr=None, rates=None,
+    def _event(self, m: _Member, step, *, kind="train", loss=None, lr=None, rates=None,
                eval_losses=None, message="") -> ProgressEvent:
         """A progress event; eval/checkpoint events repeat the latest training figures."""
         if kind == "train":
-            self._last_train = (loss, lr, rates)
+            m.last_train = (loss, lr, rates)
         else:
-            loss, lr, rates = getattr(self, "_last_train", (None, None, None))
+            loss, lr, rates = m.last_train
         sps, tps, mfu, eta = rates or (None, None, None, None)
-        return ProgressEvent(run_id=self.setup.run_id, step=step, total_steps=self.config.train_steps,
+        return ProgressEvent(run_id=m.setup.run_id, step=step, total_steps=self.config.train_steps,
                              loss=loss, learning_rate=lr, steps_per_s=sps, tokens_per_s=tps,
-                             mfu=mfu, eta_s=eta, tokens=tokens,
+                             mfu=mfu, eta_s=eta, tokens=m.tokens,
                              elapsed_s=time.perf_counter() - self.t_start, kind=kind,
                              eval_losses=eval_losses, message=message)
 
-    def _save(self, state, step: int, tokens: int, window, input_state) -> None:
-        meta = {"step": step, "tokens": tokens, "train_loss_window": list(window),
-                "inputs": input_state}
-        if self.ckpt.save(step, state, meta):
-            self.progress(self._event(step, tokens, kind="checkpoint",
-                                      message=f"checkpoint saved ({self.ckpt.directory})"))
+    def _save(self, state, step: int, input_states) -> None:
+        for i, m in enumerate(self.members):
+            meta = {"step": step, "tokens": m.tokens, "train_loss_window": list(m.window),
+                    "inputs": gather_input_states(input_states[i])}
+            if m.ckpt.save(step, self._member_state(state, i), meta):
+                self.progress(self._event(m, step, kind="checkpoint",
+                                          message=f"checkpoint saved ({m.ckpt.directory})"))
 
-    def _status_json(self, status: str, step: int, tokens: int, finals: dict, message=""):
+    def _status_json(self, m: _Member, status: str, step: int, finals: dict, message=""):
         if not self.primary:
             return
-        run = dict(self.setup.run_json)
-        run.update(status=status, final_step=step, final_tokens=tokens,
+        run = dict(m.setup.run_json)
+        run.update(status=status, final_step=step, final_tokens=m.tokens,
                    gin_config=gin.operative_config_str() or run.get("gin_config", ""))
         if finals:
             run["final_eval"] = finals
         if message:
             run["message"] = message
-        run_files.write_run_json(self.config.model_dir, run)
+        run_files.write_run_json(m.config.model_dir, run)
 
-    # ------------------------------------------------------------------ main loop
-    def run(self, t_start: float) -> TrainSummary:
+    def _build_functions(self):
         c, s = self.config, self.setup
-        self.t_start = t_start
         fns = build_step_functions(
             s.model, self.tx, self.schedule, s.mesh, s.params_shardings_fn, s.example_batch,
             label_smoothing=c.label_smoothing, z_loss=c.z_loss,
-            accumulation_steps=c.gradient_accumulation_steps, context=s.context)
+            accumulation_steps=c.gradient_accumulation_steps, context=s.context,
+            group_size=len(self.members) if self.grouped else 0)
         self.fns = fns
-        self.put_eval = lambda b: put_replicated_batch(b, fns.batch_sharding)
+        eval_sharding = NamedSharding(fns.mesh, P("data"))  # one run's rows over `data`
+        self.put_eval = lambda b: put_replicated_batch(b, eval_sharding)
         # Outputs are replicated so every process can read them (multi-host evaluation).
         score = jax.jit(s.model.score_batch, out_shardings=fns.replicated)
         gather = jax.jit(lambda x: x, out_shardings=fns.replicated)
@@ -217,98 +316,155 @@ class _Loop:
                                                     max_decode_length=max_len))
 
         self.score_fn, self.predict_fn = score_fn, predict_fn
+        return fns
 
-        inputs = s.make_inputs()
-        self._inputs = inputs
-        latest = self.ckpt.latest_step()
-        window = [0.0, 0]  # running train-loss sum and count since the last train_loss row
-        if latest is not None:
-            state, meta = self.ckpt.restore(latest, fns.abstract_state)
-            step, tokens = int(meta["step"]), int(meta["tokens"])
-            window = [float(meta["train_loss_window"][0]), int(meta["train_loss_window"][1])]
-            inputs.set_state(meta["inputs"])
-            self.progress(self._event(step, tokens, kind="checkpoint",
-                                      message=f"resumed from checkpoint at step {step}"))
-        else:
-            state = fns.init(jax.random.PRNGKey(c.seed))
-            step, tokens = 0, 0
+    def _restore_or_init(self, fns):
+        """(state, step): every member from its checkpoint at the group's step, or fresh."""
+        latest = self.members[0].ckpt.latest_step()
+        if latest is None:
+            if self.grouped:
+                keys = np.stack([np.asarray(jax.random.PRNGKey(m.config.seed))
+                                 for m in self.members])
+                return fns.init(keys), 0
+            return fns.init(jax.random.PRNGKey(self.config.seed)), 0
+        states = []
+        for m in self.members:
+            state, meta = m.ckpt.restore(latest, fns.member_abstract_state)
+            states.append(state)
+            m.tokens = int(meta["tokens"])
+            m.window = [float(meta["train_loss_window"][0]), int(meta["train_loss_window"][1])]
+            m.inputs.set_state(meta["inputs"])
+            self.progress(self._event(m, latest, kind="checkpoint",
+                                      message=f"resumed from checkpoint at step {latest}"))
+        state = stack_members(states, fns.state_shardings) if self.grouped else states[0]
+        return state, int(latest)
 
+    # ------------------------------------------------------------------ main loop
+    def run(self, t_start: float) -> list[TrainSummary]:
+        c, s = self.config, self.setup
+        self.t_start = t_start
+        fns = self._build_functions()
+        for m in self.members:
+            m.inputs = m.setup.make_inputs()
+        state, step = self._restore_or_init(fns)
+        total = c.train_steps
+        k = len(self.members)
         peak = c.peak_flops or measure_matmul_peak()
-        meter = RateMeter(step, tokens, c.train_steps, s.flops_per_step, peak)
-        status, message, finals = "finished", "", {}
+        meter = RateMeter(step, self._tokens(), total, s.flops_per_step * k, peak)
         first_step = step
+        signal_received = None
         with checkpoints.PreemptionGuard() as guard:
-            input_state = inputs.get_state()  # this process's position after `step` batches
-            batch = next(inputs) if step < c.train_steps else None
-            while step < c.train_steps:
-                state, m = fns.step(state, put_global_batch(batch, fns.batch_sharding,
-                                                            s.global_rows))
+            input_states = [m.inputs.get_state() for m in self.members]  # after `step` batches
+            batches = [next(m.inputs) for m in self.members] if step < total else None
+            while step < total:
+                batch = _stack_batches(batches) if self.grouped else batches[0]
+                state, metrics = fns.step(state, put_global_batch(
+                    batch, fns.batch_sharding, s.global_rows, group_size=fns.group_size))
                 step += 1
-                next_state = inputs.get_state()
-                batch = next(inputs) if step < c.train_steps else None  # overlaps the step
-                m = jax.device_get(m)
-                if not bool(m["finite"]):
-                    status = "diverged"
-                    message = (f"non-finite training loss ({float(m['loss'])}) or gradient norm "
-                               f"({float(m['grad_norm'])}) at step {step}; stopped. The last "
-                               f"good checkpoint is step {self.ckpt.latest_step()} in "
-                               f"{self.ckpt.directory}.")
-                    log.error(message)
-                    self.progress(self._event(step, tokens, kind="done", message=message))
+                next_states = [m.inputs.get_state() for m in self.members]
+                batches = [next(m.inputs) for m in self.members] if step < total else None
+                metrics = jax.device_get(metrics)  # overlapped with the next batch above
+                if self._diverged(metrics, step):
                     break
-                tokens += int(m["num_tokens"])
-                input_state = next_state
+                for i, m in enumerate(self.members):
+                    mm = member_slice(metrics, i) if self.grouped else metrics
+                    m.tokens += int(mm["num_tokens"])
+                    m.window[0] += float(mm["loss"])
+                    m.window[1] += 1
+                input_states = next_states
                 if step == first_step + 1:  # exclude compilation from steps/s, MFU and ETA
-                    meter.reset(step, tokens)
-                window[0] += float(m["loss"])
-                window[1] += 1
-                if step % c.log_every == 0 or step == c.train_steps:
-                    self._log_train(step, tokens, m, window, meter)
-                    window = [0.0, 0]
-                is_eval = step % c.eval.period == 0 or step == c.train_steps
-                if is_eval:
-                    finals = self._eval_rows(state, step, tokens) or finals
-                if step in c.decode.steps or (step == c.train_steps and c.decode.at_end):
-                    self._decode_rows(state, step, tokens)
+                    meter.reset(step, self._tokens())
+                if step % c.log_every == 0 or step == total:
+                    rates = meter.report(step, self._tokens())
+                    for i, m in enumerate(self.members):
+                        self._log_train(m, step, member_slice(metrics, i) if self.grouped
+                                        else metrics, rates)
+                is_eval = step % c.eval.period == 0 or step == total
+                decode = step in c.decode.steps or (step == total and c.decode.at_end)
+                if is_eval or decode:
+                    for i, m in enumerate(self.members):
+                        params = self._member_state(state, i)["params"]
+                        if is_eval:
+                            m.finals = self._eval_rows(m, params, step) or m.finals
+                        if decode:
+                            self._decode_rows(m, params, step)
                 stop = _any_process(guard.requested)
-                if step % c.checkpoint.period == 0 or step == c.train_steps or stop:
-                    self._save(state, step, tokens, window, gather_input_states(input_state))
+                if step % c.checkpoint.period == 0 or step == total or stop:
+                    self._save(state, step, input_states)
                 if is_eval:
                     meter.restart_window()
-                if stop and step < c.train_steps:
-                    status = "preempted"
-                    message = (f"stopped by signal {guard.signal_received or '(on another host)'}"
-                               f" at step {step}; checkpoint saved, run again to resume")
-                    self.progress(self._event(step, tokens, kind="done", message=message))
+                if stop and step < total:
+                    signal_received = guard.signal_received
+                    for m in self.members:
+                        m.status = "preempted"
+                        m.message = (f"stopped by signal {signal_received or '(on another host)'}"
+                                     f" at step {step}; checkpoint saved, run again to resume")
+                        self.progress(self._event(m, step, kind="done", message=m.message))
                     break
-            if status == "finished":
+            if step >= total and all(m.status == "finished" for m in self.members):
                 # Resumed after the last step was checkpointed but before all final rows
                 # were written: write whatever is missing (the writer skips existing rows).
-                finals = self._eval_rows(state, step, tokens) or finals
-                if c.decode.at_end:
-                    self._decode_rows(state, step, tokens)
-                finals = final_losses(c.model_dir, s.first_eval_set) if self.primary else finals
-        self.tb.flush()
-        if status == "finished":
-            self._status_json("finished", step, tokens, finals)
-            self.progress(self._event(step, tokens, kind="done", message="finished"))
-        elif status == "diverged":
-            self._status_json("diverged", step, tokens, {}, message)
-        return TrainSummary(s.run_id, c.model_dir, status, step, finals,
-                            time.perf_counter() - t_start, tokens=tokens, message=message,
-                            final_metrics=final_metrics(c.model_dir) if self.primary else {},
-                            stop_signal=guard.signal_received if status == "preempted" else None)
+                for i, m in enumerate(self.members):
+                    params = self._member_state(state, i)["params"]
+                    m.finals = self._eval_rows(m, params, step) or m.finals
+                    if c.decode.at_end:
+                        self._decode_rows(m, params, step)
+                    if self.primary:
+                        m.finals = final_losses(m.config.model_dir, m.setup.first_eval_set)
+        return [self._finish(m, step, signal_received) for m in self.members]
 
-    def _log_train(self, step, tokens, m, window, meter) -> None:
-        mean_loss = window[0] / max(window[1], 1)
-        lr = float(m["learning_rate"])
-        base = dict(step=step, tokens=tokens, task="all", eval_set="train")
-        self.metrics.write([{**base, "metric": "train_loss", "value": mean_loss},
-                            {**base, "metric": "learning_rate", "value": lr}])
-        rates = meter.report(step, tokens)
-        self.tb.scalars("train", step, {
-            "loss": mean_loss, "learning_rate": lr, "cross_entropy": float(m["cross_entropy"]),
-            "grad_norm": float(m["grad_norm"]), "steps_per_s": rates[0],
+    def _finish(self, m: _Member, step: int, signal_received) -> TrainSummary:
+        m.tb.flush()
+        if m.status == "finished":
+            self._status_json(m, "finished", step, m.finals)
+            self.progress(self._event(m, step, kind="done", message="finished"))
+        elif m.status == "diverged":
+            self._status_json(m, "diverged", step, {}, m.message)
+        return TrainSummary(
+            m.setup.run_id, m.config.model_dir, m.status, step, m.finals,
+            time.perf_counter() - self.t_start, tokens=m.tokens, message=m.message,
+            final_metrics=final_metrics(m.config.model_dir) if self.primary else {},
+            stop_signal=signal_received if m.status == "preempted" else None)
+
+    def _tokens(self) -> int:
+        return sum(m.tokens for m in self.members)
+
+    def _diverged(self, metrics, step: int) -> bool:
+        """Mark the members whose loss or gradient went non-finite; the others stop unfinished."""
+        finite = np.atleast_1d(np.asarray(metrics["finite"]))
+        if bool(finite.all()):
+            return False
+        losses = np.atleast_1d(np.asarray(metrics["loss"]))
+        norms = np.atleast_1d(np.asarray(metrics["grad_norm"]))
+        bad = [m.setup.run_id for m, ok in zip(self.members, finite, strict=True) if not ok]
+        for m, ok, loss, norm in zip(self.members, finite, losses, norms, strict=True):
+            if ok:
+                m.status = "preempted"
+                m.message = (f"stopped at step {step - 1}: run {bad[0]} of its group diverged; "
+                             "run again to resume")
+                continue
+            m.status = "diverged"
+            m.message = (f"non-finite training loss ({float(loss)}) or gradient norm "
+                         f"({float(norm)}) at step {step}; stopped. The last good checkpoint is "
+                         f"step {m.ckpt.latest_step()} in {m.ckpt.directory}.")
+            log.error(m.message)
+            self.progress(self._event(m, step, kind="done", message=m.message))
+        return True
+
+    def _log_train(self, m: _Member, step: int, metrics, rates) -> None:
+        mean_loss = m.window[0] / max(m.window[1], 1)
+        m.window = [0.0, 0]
+        lr = float(metrics["learning_rate"])
+        base = dict(step=step, tokens=m.tokens, task="all", eval_set="train")
+        m.metrics.write([{**base, "metric": "train_loss", "value": mean_loss},
+                         {**base, "metric": "learning_rate", "value": lr}])
+        m.tb.scalars("train", step, {
+            "loss": mean_loss, "learning_rate": lr, "cross_entropy": float(metrics["cross_entropy"]),
+            "grad_norm": float(metrics["grad_norm"]), "steps_per_s": rates[0],
             "tokens_per_s": rates[1], "mfu": rates[2]})
-        self.progress(self._event(step, tokens, loss=mean_loss, lr=lr, rates=rates))
+        self.progress(self._event(m, step, loss=mean_loss, lr=lr, rates=rates))
 
+
+def _stack_batches(batches: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Per-run batches -> one batch with a leading run axis (feature names as in T5X)."""
+    return {k: np.stack([b[k] for b in batches]) for k in batches[0]}

@@ -22,7 +22,7 @@ def test_exact_recovery_without_noise():
 
 
 def test_recovery_with_one_percent_noise_within_stated_tolerance():
-    # Tolerances stated in docs/validation.md: with 1% noise on 8 sizes over 2.7 decades,
+    # Tolerances stated in docs/guides/validation.md: with 1% noise on 8 sizes over 2.7 decades,
     # L∞ within 5%, α within 20%; the truth is inside the perturbation 95% interval for L∞.
     errs = []
     for seed in range(5):

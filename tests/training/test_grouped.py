@@ -1,0 +1,95 @@
+"""train_group: runs of one model trained as one vmapped program match runs trained alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+from run_helpers import rows_by_key
+
+from mnmt.training import run_files
+
+
+@pytest.fixture(scope="module")
+def second_mixture(tiny_data):
+    from mnmt.data import mixtures
+
+    return mixtures.register_weighted_mixture(
+        "trainer_test_p80", {t: w for t, w in zip(tiny_data["tasks"].values(), (0.8, 0.2),
+                                                  strict=True)})
+
+
+def _assert_rows_close(a_dir: str, b_dir: str, rel: float) -> None:
+    a = rows_by_key(run_files.read_metrics(a_dir))
+    b = rows_by_key(run_files.read_metrics(b_dir))
+    assert a.keys() == b.keys(), "grouped and single runs wrote different rows"
+    for key, value in a.items():
+        assert b[key] == pytest.approx(value, rel=rel, abs=1e-6), key
+
+
+def test_grouped_runs_match_runs_trained_alone(make_config, second_mixture):
+    from mnmt.training.trainer import train, train_group
+
+    alone = [make_config("alone_a"), make_config("alone_b", seed=3, inputs={
+        "mixture_or_task_name": second_mixture})]
+    grouped = [make_config("group_a"), make_config("group_b", seed=3, inputs={
+        "mixture_or_task_name": second_mixture})]
+    for config in alone:
+        assert train(config, progress=lambda e: None).status == "finished"
+    summaries = train_group(grouped, progress=lambda e: None)
+    assert [s.status for s in summaries] == ["finished", "finished"]
+    for a, g in zip(alone, grouped, strict=True):
+        _assert_rows_close(a.model_dir, g.model_dir, rel=1e-3)  # vmap: other sum orders
+        run = run_files.read_run_json(g.model_dir)
+        assert run["status"] == "finished" and run["final_step"] == g.train_steps
+    # the two members really trained on different data and seeds
+    a = rows_by_key(run_files.read_metrics(grouped[0].model_dir))
+    b = rows_by_key(run_files.read_metrics(grouped[1].model_dir))
+    assert a[(12, "en-de", "validation", "loss")] != b[(12, "en-de", "validation", "loss")]
+
+
+def test_runs_that_differ_in_more_than_data_and_seed_are_refused(make_config):
+    from mnmt.training.trainer import train_group
+
+    with pytest.raises(ValueError, match="differ in model_size"):
+        train_group([make_config("x"), make_config("y", model_size="mini-2")])
+
+
+def _cut_back(model_dir: str, step: int) -> None:
+    """As if killed right after checkpoint `step`: later checkpoints and rows gone, unfinished."""
+    ckpt = os.path.join(model_dir, "checkpoints")
+    for name in os.listdir(ckpt):
+        if name.startswith("step_") and int(name.split("_")[1]) > step:
+            shutil.rmtree(os.path.join(ckpt, name))
+    path = os.path.join(model_dir, "metrics.jsonl")
+    rows = [line for line in open(path) if json.loads(line)["step"] <= step]
+    with open(path, "w") as f:
+        f.writelines(rows)
+    run = run_files.read_run_json(model_dir)
+    run_files.write_run_json(model_dir, {**run, "status": "running"})
+
+
+def test_a_group_resumes_members_checkpointed_at_different_steps(make_config, second_mixture):
+    """A kill between two members' checkpoint writes leaves them at different steps: the
+    group resumes as two groups and both end as the uninterrupted group did."""
+    from mnmt.training.trainer import train_group
+
+    def group(prefix):
+        return [make_config(f"{prefix}_a", checkpoint={"keep": 3}),
+                make_config(f"{prefix}_b", checkpoint={"keep": 3},
+                            inputs={"mixture_or_task_name": second_mixture})]
+
+    whole, parts = group("whole"), group("parts")
+    train_group(whole, progress=lambda e: None)
+    train_group(parts, progress=lambda e: None)
+    _cut_back(parts[0].model_dir, 8)
+    _cut_back(parts[1].model_dir, 4)
+    events = []
+    summaries = train_group(parts, progress=events.append)
+    assert [s.status for s in summaries] == ["finished", "finished"]
+    resumed = sorted((e.run_id, e.step) for e in events if "resumed" in (e.message or ""))
+    assert resumed == [("parts_a", 8), ("parts_b", 4)]
+    for w, p in zip(whole, parts, strict=True):
+        _assert_rows_close(w.model_dir, p.model_dir, rel=1e-3)
