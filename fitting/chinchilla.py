@@ -52,6 +52,7 @@ __all__ = [
     "fit_chinchilla",
     "fit_from_table",
     "published_grid",
+    "grid_starts",
     "EPOCH_PUBLISHED",
 ]
 
@@ -83,7 +84,7 @@ def published_grid(tied_exponents: bool = False) -> dict[str, np.ndarray]:
     return g
 
 
-def _grid_starts(grid: Mapping[str, Sequence[float]] | np.ndarray | None, tied: bool) -> np.ndarray:
+def grid_starts(grid: Mapping[str, Sequence[float]] | np.ndarray | None, tied: bool) -> np.ndarray:
     """Cartesian product of the grid → starts (S, 5) or (S, 4) in order a, b, e, α[, β]."""
     names = ["a", "b", "e", "alpha"] + ([] if tied else ["beta"])
     if grid is None:
@@ -250,7 +251,7 @@ def fit_chinchilla(
                            f"needs at least 2 (better >= 3) distinct values of {name}",
                            column=name)
     x, z, y = np.log(n), np.log(d), np.log(loss)
-    starts = _grid_starts(grid, tied_exponents)
+    starts = grid_starts(grid, tied_exponents)
     t0 = time.perf_counter()
     if init == "varpro":
         starts = varpro_starts(starts, n, d, loss, tied_exponents)

@@ -6,7 +6,7 @@
     mnmt-fit recommend (--fit FIT.json | --input TABLE) --n 1e9 [--preferences en-de=2,en-zh=1]
     mnmt-fit report --input TABLE_OR_RUN_DIRS... --out DIR [--ground-truth en-de=0.14,...]
 
-Input columns per law are documented in docs/fitting.md. Exit status 2 on bad input (the message
+Input columns per law are documented in docs/guides/fitting.md. Exit status 2 on bad input (the message
 names the column and row).
 """
 

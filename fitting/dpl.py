@@ -360,7 +360,7 @@ def fit_from_table(df: Any, *, columns: str | Mapping[str, str] | None = None,
                    drop_invalid: bool = False, **options: Any) -> DPLFit:
     """Fit the DPL to a table with columns ``pair``, ``weight`` (sampling ratio p),
     ``data_size`` (training examples of that pair) and ``loss``; or to the tidy table of
-    docs/metrics_schema.md (``metric``/``value``/``final``: final ``loss`` rows of ``eval_set``
+    docs/reference/metrics_schema.md (``metric``/``value``/``final``: final ``loss`` rows of ``eval_set``
     are used). Rows with weight 0 (pair not trained) are excluded and counted in the warnings.
     Groups are ``"pair@data_size"``, plus ``"/col=value"`` for each column in ``group_by``
     (e.g. ``group_by=["study"]`` when the same pair and size appear in several experiments with

@@ -1,6 +1,6 @@
 """Study report: fitted laws with uncertainty, regime, figures — Markdown, HTML, PNG and JSON.
 
-:func:`write_report` takes the tidy table (docs/metrics_schema.md) and writes into ``out_dir``:
+:func:`write_report` takes the tidy table (docs/reference/metrics_schema.md) and writes into ``out_dir``:
 ``report.md``, ``report.html``, ``fits.json`` and ``figures/*.png``. It fits, on final losses,
 the power law (Fernandes eq. 6) per pair and weight, the joint law (eq. 7) with effective
 fractions (eq. 10), and the eq. 11 law with the predicted frontier and recommended weights at

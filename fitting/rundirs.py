@@ -1,4 +1,4 @@
-"""Run directories (``run.json`` + ``metrics.jsonl``, docs/metrics_schema.md) -> rows and the tidy
+"""Run directories (``run.json`` + ``metrics.jsonl``, docs/reference/metrics_schema.md) -> rows and the tidy
 table.
 
 * :func:`read_metrics_jsonl` / :func:`parse_metrics_jsonl`: the one reader of ``metrics.jsonl``

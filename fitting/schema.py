@@ -1,4 +1,4 @@
-"""The metrics schema (version 1) of docs/metrics_schema.md as constants.
+"""The metrics schema (version 1) of docs/reference/metrics_schema.md as constants.
 
 The contract between the training stack, which writes run directories (``run.json`` and
 ``metrics.jsonl``), and :mod:`fitting`, which reads them (:mod:`fitting.rundirs`) and works on

@@ -1,4 +1,4 @@
-"""The tidy metrics table of docs/metrics_schema.md: reading, writing, validation.
+"""The tidy metrics table of docs/reference/metrics_schema.md: reading, writing, validation.
 
 Input-validation helpers raise :class:`fitting.base.FitError` naming the column and the row (or
 the file and line) and what was expected. Nothing is silently dropped: the ``drop_invalid``

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from mnmt.study.progress import StudyProgress
 from mnmt.study.runner import RunStopped, run_all
-from mnmt.study.spec import PRESETS, StudyError, expand
+from mnmt.study.spec import PRESETS, StudyError, expand, group_runs
 from mnmt.study.stages import (
     UsageError,
     enable_compilation_cache,
@@ -52,7 +52,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     prepare_out_dir(out, spec)
     runs = expand(spec)
 
-    progress = StudyProgress([(r.run_id, r.size, spec.steps_for(r.size)) for r in runs])
+    progress = StudyProgress([(r.run_id, r.size, spec.steps_for(r.size)) for r in runs],
+                             groups=[[r.run_id for r in g] for g in group_runs(spec, runs)])
     log = progress.message
     start = time.monotonic()
     log(f"study {spec.name}: {len(runs)} runs ({len(spec.sizes)} sizes x {len(spec.weights)} "

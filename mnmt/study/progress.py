@@ -23,25 +23,33 @@ class _RunCost:
 class StudyProgress:
     """Tracks a study's runs and prints progress; the trainer's progress events feed `update`.
 
-    The study ETA adds, for every run not yet finished, its steps divided by the steps/s measured
-    for the same model size (or, before a size has been measured, by the slowest speed seen so far
-    scaled by nothing smarter than that — a conservative guess that tightens as runs finish).
+    Runs are trained in groups (`groups`: lists of run ids trained together; default one run
+    each). The study ETA sums, over the groups not yet finished, their steps times a cost per
+    step of their model size: the wall time per step of a finished group of that size
+    (evaluation, decoding, compilation and checkpoints included), or, before one has finished,
+    the trainer's measured step time scaled by the wall/step-time ratio of the finished groups;
+    a size never seen yet costs what the slowest seen size costs.
     """
 
     def __init__(
         self,
         runs: list[tuple[str, str, int]],
         *,
+        groups: list[list[str]] | None = None,
         stream: TextIO | None = None,
         log_interval_s: float = 10.0,
         clock=time.monotonic,
     ) -> None:
         self._runs = {run_id: _RunCost(steps=steps, size=size) for run_id, size, steps in runs}
         self._order = [run_id for run_id, _, _ in runs]
+        self._groups = [list(g) for g in groups] if groups else [[r] for r in self._order]
         self._done: set[str] = set()
-        self._speed: dict[str, float] = {}  # size -> steps/s
-        self._current: str | None = None
+        self._wall_per_step: dict[str, float] = {}   # size -> seconds per group step, all in
+        self._train_per_step: dict[str, float] = {}  # size -> trainer's seconds per step
+        self._ratios: list[float] = []               # wall / trainer step time, finished groups
+        self._current: list[str] = []
         self._current_step = 0
+        self._group_start: float | None = None
         self._stream = stream if stream is not None else sys.stderr
         self._tty = bool(getattr(self._stream, "isatty", lambda: False)())
         self._interval = log_interval_s
@@ -57,20 +65,29 @@ class StudyProgress:
     def total(self) -> int:
         return len(self._order)
 
-    def start_run(self, run_id: str) -> None:
-        self._current = run_id
+    def start_group(self, run_ids: list[str]) -> None:
+        self._current = list(run_ids)
         self._current_step = 0
+        self._group_start = self._clock()
+
+    def start_run(self, run_id: str) -> None:
+        self.start_group([run_id])
 
     def skip_run(self, run_id: str, reason: str = "finished earlier") -> None:
         self._done.add(run_id)
         self._emit(f"[{self.done}/{self.total}] {run_id}: skipped ({reason})", force=True)
 
     def finish_run(self, run_id: str, summary: str = "", wall_s: float | None = None) -> None:
+        """`wall_s`: the run's (for a group: the whole group's) wall time, all stages included."""
         self._done.add(run_id)
         cost = self._runs[run_id]
-        if wall_s and wall_s > 0 and cost.size not in self._speed:
-            self._speed[cost.size] = cost.steps / wall_s
-        self._current = None
+        if self._current and all(r in self._done for r in self._current):
+            if wall_s and wall_s > 0:
+                self._wall_per_step[cost.size] = wall_s / cost.steps
+                train = self._train_per_step.get(cost.size)
+                if train:
+                    self._ratios.append(max(1.0, wall_s / (cost.steps * train)))
+            self._current = []
         took = f" in {format_duration(wall_s)}" if wall_s is not None else ""
         self._emit(
             f"[{self.done}/{self.total}] {run_id}: done{took}{' — ' + summary if summary else ''}"
@@ -80,39 +97,65 @@ class StudyProgress:
 
     def update(self, event: Any) -> None:
         """Consume one trainer progress event (fields: step, total_steps, loss, tokens_per_s, ...)."""
-        if self._current is None:
+        if not self._current:
             return
+        run_id = getattr(event, "run_id", None)
+        if run_id is not None and run_id in self._runs and run_id not in self._current:
+            return
+        label = self._current[0] if len(self._current) == 1 else \
+            f"{self._current[0]} +{len(self._current) - 1}"
         step = int(getattr(event, "step", 0))
-        total = int(getattr(event, "total_steps", self._runs[self._current].steps))
+        total = int(getattr(event, "total_steps", self._runs[self._current[0]].steps))
         self._current_step = step
         speed = getattr(event, "steps_per_s", None)
-        size = self._runs[self._current].size
         if speed:
-            self._speed[size] = float(speed)
+            self._train_per_step[self._runs[self._current[0]].size] = 1.0 / float(speed)
         loss = getattr(event, "loss", None)
         tok_s = getattr(event, "tokens_per_s", None)
-        run_eta = getattr(event, "eta_s", None)
-        parts = [f"[{self.done}/{self.total}] {self._current}", f"step {step}/{total}"]
+        parts = [f"[{self.done}/{self.total}] {label}", f"step {step}/{total}"]
         if loss is not None:
             parts.append(f"loss {loss:.3f}")
         if tok_s:
             parts.append(f"{tok_s:,.0f} tok/s")
-        parts.append(f"run ETA {format_duration(run_eta)}")
+        parts.append(f"run ETA {format_duration(self._current_eta())}")
         parts.append(f"study ETA {format_duration(self.eta_s())}")
         self._emit(" | ".join(parts))
 
-    def eta_s(self) -> float | None:
-        """Seconds left in the study, from measured per-size speeds; None before any measurement."""
-        if not self._speed:
+    def _ratio(self) -> float:
+        return sorted(self._ratios)[len(self._ratios) // 2] if self._ratios else 1.0
+
+    def _cost_per_step(self, size: str, current: bool = False) -> float | None:
+        train = self._train_per_step.get(size)
+        if current and train:
+            return train * self._ratio()
+        if size in self._wall_per_step:
+            return self._wall_per_step[size]
+        if train:
+            return train * self._ratio()
+        known = list(self._wall_per_step.values()) + [t * self._ratio()
+                                                      for t in self._train_per_step.values()]
+        return max(known) if known else None
+
+    def _current_eta(self) -> float | None:
+        if not self._current:
             return None
-        slowest = min(self._speed.values())
+        cost = self._runs[self._current[0]]
+        per_step = self._cost_per_step(cost.size, current=True)
+        return None if per_step is None else max(cost.steps - self._current_step, 0) * per_step
+
+    def eta_s(self) -> float | None:
+        """Seconds left in the study (see the class docstring); None before any measurement."""
         remaining = 0.0
-        for run_id in self._order:
-            if run_id in self._done:
+        for group in self._groups:
+            if all(r in self._done for r in group):
                 continue
-            cost = self._runs[run_id]
-            steps_left = cost.steps - (self._current_step if run_id == self._current else 0)
-            remaining += max(steps_left, 0) / self._speed.get(cost.size, slowest)
+            cost = self._runs[group[0]]
+            current = group[0] in self._current
+            per_step = self._cost_per_step(cost.size, current=current)
+            if per_step is None:
+                return None
+            steps_left = cost.steps - (self._current_step if current else 0)
+            remaining += max(steps_left, 0) * per_step
         return remaining
 
     def message(self, text: str) -> None:

@@ -1,6 +1,6 @@
-"""Run a study's runs one after another on this host (CPU, or one multi-device host).
+"""Run a study's runs on this host (CPU, or one multi-device host), a group of sizes at a time.
 
-Each run is an ordinary `mnmt.training.trainer.train` call writing its own run directory
+Each run writes its own run directory
 (docs/reference/metrics_schema.md), so a study interrupted at any point resumes where it stopped: finished
 runs are skipped and an unfinished run continues from its last checkpoint.
 """
@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from mnmt.study.progress import StudyProgress
-from mnmt.study.spec import RunSpec, StudySpec
+from mnmt.study.spec import RunSpec, StudySpec, group_runs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,23 +112,32 @@ def run_all(
 ) -> list[Path]:
     """Train every run of the study that has not finished; return all run directories.
 
-    Raises RunStopped as soon as a run ends unfinished (a signal asked it to stop, or it diverged).
+    Runs of one size train together in groups of up to `spec.max_group` (one vmapped program,
+    each run in its own directory). Raises RunStopped as soon as a run ends unfinished (a signal
+    asked it to stop, or it diverged).
     """
-    from mnmt.training.trainer import train
+    from mnmt.training.trainer import train_group  # heavy: jax, flax, seqio
 
-    run_dirs = []
-    for run in runs:
-        run_dir = runs_dir / run.run_id
-        run_dirs.append(run_dir)
-        if run_status(run_dir) == "finished":
-            progress.skip_run(run.run_id)
+    for group in group_runs(spec, runs):
+        pending = []
+        for run in group:
+            if run_status(runs_dir / run.run_id) == "finished":
+                progress.skip_run(run.run_id)
+            else:
+                pending.append(run)
+        if not pending:
             continue
-        progress.start_run(run.run_id)
+        progress.start_group([run.run_id for run in pending])
         start = time.monotonic()
-        summary = train(make_train_config(spec, run, data, run_dir), progress=progress.update)
-        if summary.status != "finished":  # preempted (checkpointed) or diverged
-            raise RunStopped(run.run_id, summary.status, summary.message, summary.stop_signal)
-        losses = getattr(summary, "final_eval", {}) or {}
-        text = ", ".join(f"{pair} loss {value:.3f}" for pair, value in losses.items())
-        progress.finish_run(run.run_id, text, wall_s=time.monotonic() - start)
-    return run_dirs
+        configs = [make_train_config(spec, run, data, runs_dir / run.run_id) for run in pending]
+        summaries = train_group(configs, progress=progress.update)
+        unfinished = [s for s in summaries if s.status != "finished"]
+        if unfinished:  # preempted (checkpointed) or diverged: the diverged one is named first
+            first = sorted(unfinished, key=lambda s: s.status != "diverged")[0]
+            raise RunStopped(first.run_id, first.status, first.message, first.stop_signal)
+        wall = time.monotonic() - start
+        for run, summary in zip(pending, summaries, strict=True):
+            losses = getattr(summary, "final_eval", {}) or {}
+            text = ", ".join(f"{pair} loss {value:.3f}" for pair, value in losses.items())
+            progress.finish_run(run.run_id, text, wall_s=wall)
+    return [runs_dir / run.run_id for run in runs]

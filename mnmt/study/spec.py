@@ -69,6 +69,10 @@ class StudySpec:
     eval_sets: tuple[str, ...] = ("validation",)
     # Sizes (non-embedding parameters) at which the report predicts beyond the trained grid.
     report_target_sizes: tuple[float, ...] = (2e6, 8e6)
+    # Runs of one size (and step count) trained together as one vmapped program on this host
+    # (`mnmt.training.trainer.train_group`); 1 trains them one at a time. Bounded by memory:
+    # a group holds this many copies of the parameters and optimizer state.
+    max_group: int = 8
 
     def __post_init__(self) -> None:
         validate(self)
@@ -114,7 +118,8 @@ def validate(spec: StudySpec) -> None:
         mixture_weights(spec.pairs, w)
     if not spec.seeds:
         raise StudyError("StudySpec.seeds: expected at least one seed")
-    for field in ("train_steps", "batch_size", "eval_every", "checkpoint_every", "vocab_size"):
+    for field in ("train_steps", "batch_size", "eval_every", "checkpoint_every", "vocab_size",
+                  "max_group"):
         value = getattr(spec, field)
         if not isinstance(value, int) or value <= 0:
             raise StudyError(f"StudySpec.{field}: expected a positive integer, got {value!r}")
@@ -197,6 +202,16 @@ def expand(spec: StudySpec) -> list[RunSpec]:
     if duplicates:
         raise StudyError(f"StudySpec.weights/sizes/seeds: the grid repeats runs {duplicates}")
     return runs
+
+
+def group_runs(spec: StudySpec, runs: list[RunSpec]) -> list[list[RunSpec]]:
+    """Runs that train together (`StudySpec.max_group`): same size and steps, grid order."""
+    by_size: dict[tuple[str, int], list[RunSpec]] = {}
+    for run in runs:
+        by_size.setdefault((run.size, spec.steps_for(run.size)), []).append(run)
+    step = max(1, spec.max_group)
+    return [members[i:i + step] for members in by_size.values()
+            for i in range(0, len(members), step)]
 
 
 PRESETS: dict[str, StudySpec] = {

@@ -92,8 +92,8 @@ def test_an_empty_split_is_an_error(prepared, vocab):
 
 
 def test_wmt19_module_registers_en_to_xx_tasks_under_its_names(prepared, vocab):
-    from mnmt.data import wmt19
     from mnmt.data.pipeline import eval_examples
+    from mnmt.data.sources import wmt19
 
     tasks = wmt19.register_study_tasks(vocab, data_dir=prepared, pairs=("en-de",),
                                        datasets={"en-de": "mnmt_tiny_translate"})
@@ -108,7 +108,7 @@ def test_a_study_calls_its_task_module_with_the_study_vocabulary(prepared, vocab
     import sys
     import types
 
-    from mnmt.data import wmt19
+    from mnmt.data.sources import wmt19
     from mnmt.study import stages
     from mnmt.study.spec import StudySpec
 

@@ -11,7 +11,7 @@ import pytest
 from fitting.base import FitError, FitResult
 from fitting.chinchilla import (
     ChinchillaFit,
-    _grid_starts,
+    grid_starts,
     fit_chinchilla,
     fit_from_table,
     multi_start,
@@ -132,11 +132,11 @@ def test_json_round_trip():
 
 
 def test_grid_construction():
-    g = _grid_starts(None, False)
+    g = grid_starts(None, False)
     assert g.shape == (6 * 6 * 5 * 5 * 5, 5)
     assert set(np.unique(g[:, 3])) == {0.0, 0.5, 1.0, 1.5, 2.0}
     assert "beta" not in published_grid(tied_exponents=True)
-    assert _grid_starts(None, True).shape[1] == 4
+    assert grid_starts(None, True).shape[1] == 4
 
 
 @pytest.mark.parametrize(
@@ -218,7 +218,7 @@ def test_identifiability_checks():
 
 def test_multi_start_chunking_is_transparent():
     n, d, loss = _data(noise=0.01)
-    starts = _grid_starts(SMALL_GRID, False)[::7]
+    starts = grid_starts(SMALL_GRID, False)[::7]
     args = (np.log(n), np.log(d), np.log(loss), 1e-3, False)
     x_all, f_all = multi_start(starts, *args)
     x_chk, f_chk = multi_start(starts, *args, chunk_elems=5 * len(loss))  # chunks of 5 starts

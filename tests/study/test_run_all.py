@@ -15,17 +15,19 @@ def _run_all_with(monkeypatch, tmp_path, statuses):
     runs = expand(spec)
     started = []
 
-    def fake_train(config, progress=None):
-        import mnmt.training.trainer
+    def fake_train_group(configs, progress=None):
+        summaries = []
+        for config in configs:
+            status, message, stop_signal = statuses[len(started)]
+            started.append(config)
+            summaries.append(trainer.TrainSummary(config, str(tmp_path), status, 3,
+                                                  {"en-de": 1.0}, 0.1, message=message,
+                                                  stop_signal=stop_signal))
+        return summaries
 
-        status, message, stop_signal = statuses[len(started)]
-        started.append(config)
-        return mnmt.training.trainer.TrainSummary(config, str(tmp_path), status, 3, {"en-de": 1.0}, 0.1,
-                                         message=message, stop_signal=stop_signal)
+    from mnmt.training import trainer
 
-    import mnmt.training.trainer
-
-    monkeypatch.setattr(mnmt.training.trainer, "train", fake_train)
+    monkeypatch.setattr(trainer, "train_group", fake_train_group)
     monkeypatch.setattr(local, "make_train_config", lambda spec, run, data, run_dir: run.run_id)
     stream = io.StringIO()
     progress = StudyProgress([(r.run_id, r.size, 10) for r in runs], stream=stream)

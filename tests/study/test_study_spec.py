@@ -83,7 +83,9 @@ def test_presets_are_valid_and_ci_is_a_miniature_of_default():
     assert {0.0, 1.0} <= set(default.weights)  # single-pair baselines for f(p), eq. 10
 
 
-def test_progress_eta_uses_measured_speed_per_size():
+def test_progress_eta_counts_everything_a_finished_group_took():
+    """The ETA prices steps at the wall time per step of finished groups (evaluation,
+    compilation and checkpoints included), not at the trainer's step time alone."""
     now = [0.0]
     out = io.StringIO()
     progress = StudyProgress(
@@ -92,14 +94,29 @@ def test_progress_eta_uses_measured_speed_per_size():
     )
     assert progress.eta_s() is None
     progress.start_run("a")
-    progress.finish_run("a", wall_s=10.0)  # mini-1 at 10 steps/s
-    # b: 100 steps at 10/s; c: size not measured yet -> slowest known speed (10/s).
-    assert progress.eta_s() == pytest.approx(20.0)
+    progress.update(type("E", (), {"run_id": "a", "step": 50, "total_steps": 100,
+                                   "steps_per_s": 20.0, "loss": 1.5})())
+    # 20 steps/s in the trainer, no finished group yet: a 50 + b 100 + c (unseen) 100 steps
+    assert progress.eta_s() == pytest.approx(250 / 20.0)
+    progress.finish_run("a", wall_s=10.0)  # 0.1 s per step in all: twice the trainer's 0.05
+    assert progress.eta_s() == pytest.approx(100 * 0.1 + 100 * 0.1)
     progress.start_run("b")
-    progress.update(type("E", (), {"step": 50, "total_steps": 100, "steps_per_s": 5.0, "loss": 1.5})())
-    assert progress.eta_s() == pytest.approx(50 / 5.0 + 100 / 5.0)
+    progress.update(type("E", (), {"run_id": "b", "step": 50, "total_steps": 100,
+                                   "steps_per_s": 5.0, "loss": 1.5})())
+    # the current run at its trainer speed x the measured overhead ratio 2; c at the slowest
+    assert progress.eta_s() == pytest.approx(50 * 0.2 * 2 + 100 * 0.2 * 2)
     text = out.getvalue()
     assert "[1/3] a: done" in text and "step 50/100" in text and "loss 1.500" in text
+
+
+def test_progress_of_a_group_counts_its_steps_once():
+    progress = StudyProgress([("a", "mini-1", 100), ("b", "mini-1", 100), ("c", "mini-2", 100),
+                              ("d", "mini-2", 100)], groups=[["a", "b"], ["c", "d"]],
+                             stream=io.StringIO(), clock=lambda: 0.0)
+    progress.start_group(["a", "b"])
+    progress.finish_run("a", wall_s=10.0)
+    progress.finish_run("b", wall_s=10.0)
+    assert progress.eta_s() == pytest.approx(100 * 0.1)  # c and d train together
 
 
 def test_format_duration():
