@@ -33,7 +33,7 @@ from fitting.power import fit_power_law  # noqa: E402
 from fitting.quality import fit_quality_law  # noqa: E402
 from fitting.test_utils import TRUTH, f_hat, make_final_table, true_loss  # noqa: E402
 
-# Stated tolerances on the median relative error over seeds (docs/validation.md).
+# Stated tolerances on the median relative error over seeds (docs/guides/validation.md).
 TOL = {
     "power": {"alpha": 0.15, "beta": 0.60, "l_inf": 0.03},
     "joint": {"alpha": 0.05, "l_inf": 0.02, "beta_1": 0.25, "f(p)": 0.15},

@@ -11,9 +11,9 @@ import pytest
 from fitting.base import FitError, FitResult
 from fitting.chinchilla import (
     ChinchillaFit,
-    grid_starts,
     fit_chinchilla,
     fit_from_table,
+    grid_starts,
     multi_start,
     published_grid,
 )
