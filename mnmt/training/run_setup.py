@@ -21,6 +21,10 @@ from fitting.schema import RUN_JSON, SCHEMA_VERSION
 from mnmt.training import run_files
 from mnmt.training.config import TrainConfig
 
+# Eval batches shared by the runs of one process (a study trains many runs on the same eval sets).
+_EVAL_BATCHES: dict[tuple, list[dict[str, np.ndarray]]] = {}
+_EVAL_CACHE_ENTRIES = 64
+
 
 @dataclasses.dataclass
 class RunSetup:
@@ -227,20 +231,22 @@ def build_setup(config: TrainConfig) -> RunSetup:
     data_size = mesh.shape["data"]
     eval_bs = -(-config.eval.batch_size // data_size) * data_size
 
-    cache: dict[tuple[str, str], list[dict[str, np.ndarray]]] = {}
-
     def eval_batches(task: str, split: str, with_targets: bool = False):
-        """The split's batches; kept in memory after the first pass (building the SeqIO
-        pipeline again for every evaluation costs far more than the evaluation itself)."""
+        """The split's batches; kept in memory after the first pass, for every run of this
+        process that evaluates the same task, split, lengths and batch size (building the SeqIO
+        pipeline again costs far more than an evaluation of a small model)."""
         if not config.eval.cache_batches:
             return pipeline.eval_batches(task, split, lengths, eval_bs, with_targets=with_targets)
-        key = (task, split)
-        if key not in cache:
-            cache[key] = list(pipeline.eval_batches(task, split, lengths, eval_bs,
-                                                    with_targets=True))
+        key = (task, split, tuple(sorted(lengths.items())), eval_bs, config.vocabulary_path)
+        if key not in _EVAL_BATCHES:
+            if len(_EVAL_BATCHES) >= _EVAL_CACHE_ENTRIES:
+                _EVAL_BATCHES.pop(next(iter(_EVAL_BATCHES)))  # the oldest entry
+            _EVAL_BATCHES[key] = list(pipeline.eval_batches(task, split, lengths, eval_bs,
+                                                            with_targets=True))
+        cached = _EVAL_BATCHES[key]
         if with_targets:
-            return iter(cache[key])
-        return iter([{k: v for k, v in b.items() if k != "targets_text"} for b in cache[key]])
+            return iter(cached)
+        return iter([{k: v for k, v in b.items() if k != "targets_text"} for b in cached])
 
     flops = accounting.train_flops_per_example(model_config, lengths["inputs"],
                                                lengths["targets"]) * batch_size

@@ -183,11 +183,22 @@ def build_step_functions(
     member_abstract_state = jax.tree.map(
         lambda a, sh: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh),
         jax.eval_shape(init, jax.random.PRNGKey(0)), state_shardings)
+    jit_init = jax.jit(init, out_shardings=state_shardings)
     if group_size:
-        init, step = jax.vmap(init), jax.vmap(step)
+        # The runs' steps run one after another inside one program (lax.map): XLA:CPU's batched
+        # matmuls (what jax.vmap would make of the stacked parameters) are slower per run than
+        # the single run's 2-D matmuls, while the loop's per-step host work is paid once.
+        single_step, member_init = step, jit_init
+
+        def step(state, batch):
+            return jax.lax.map(lambda args: single_step(*args), (state, batch))
+
         state_shardings = jax.tree.map(with_run_axis, state_shardings)
         batch_sharding = with_run_axis(batch_sharding)
-    jit_init = jax.jit(init, out_shardings=state_shardings)
+
+        def jit_init(keys):  # each run initialised exactly as it would be alone, then stacked
+            return stack_members([member_init(key) for key in keys], state_shardings)
+
     jit_step = jax.jit(
         step,
         in_shardings=(state_shardings, batch_sharding),
@@ -196,12 +207,11 @@ def build_step_functions(
     )
     if context is not None:  # trace inside the mesh + logical-axis-rules scope
         jit_init, jit_step = _in_context(jit_init, context), _in_context(jit_step, context)
-    example_key = jax.random.PRNGKey(0)
+    abstract_state = member_abstract_state
     if group_size:
-        example_key = jnp.stack([example_key] * group_size)
-    abstract_state = jax.tree.map(
-        lambda a, sh: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh),
-        jax.eval_shape(init, example_key), state_shardings)
+        abstract_state = jax.tree.map(
+            lambda a, sh: jax.ShapeDtypeStruct((group_size,) + a.shape, a.dtype, sharding=sh),
+            member_abstract_state, state_shardings)
     return StepFunctions(mesh=mesh, init=jit_init, step=jit_step, state_shardings=state_shardings,
                          batch_sharding=batch_sharding, replicated=replicated,
                          params_shardings=params_shardings, abstract_state=abstract_state,

@@ -1,0 +1,152 @@
+"""Study throughput: grouped (vmapped) training of a size's runs against one run at a time.
+
+The same K runs of one model size (the K mixture weights of a two-pair study on the synthetic
+family), trained in the same process layout two ways, as `mnmt-study run` would:
+
+- one at a time: `mnmt.training.trainer.train` per run (the competitor: the study before
+  grouping);
+- grouped: `mnmt.training.trainer.train_group` on all K (one compiled program, a leading run
+  axis; each run keeps its own directory, metrics and checkpoints).
+
+Both arms use a fresh persistent XLA compilation cache each (as a study does), evaluate at the
+end only and do not decode. Reported per arm: wall seconds (everything included: setup,
+compilation, steps, evaluation, checkpoints), target tokens trained, target tokens/s over the
+wall time, and the trainer's steady-state tokens/s (compilation excluded); `ratio_wall` and
+`ratio_steady` = grouped / one at a time. Run the arms in alternating order with `--rounds`.
+
+    python benchmarks/study_throughput.py --json
+    python benchmarks/study_throughput.py --size mini-1 --runs 5 --steps 300 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+
+
+def _machine() -> dict:
+    info = {"platform": platform.platform(), "python": platform.python_version(),
+            "cpus": os.cpu_count(), "usable_cpus": len(os.sched_getaffinity(0))}
+    try:
+        info["load_avg"] = list(os.getloadavg())
+    except OSError:  # pragma: no cover
+        pass
+    return info
+
+
+def _setup(tmp: str, runs: int, vocab_size: int) -> tuple[str, dict, list[str]]:
+    from mnmt.data import mixtures, synthetic, tasks, vocab
+
+    family = synthetic.get_family("cpu-tiny")
+    path = vocab.train_vocabulary(family, os.path.join(tmp, "vocab"), vocab_size)
+    pair_tasks = tasks.register_synthetic_tasks("cpu-tiny", path)
+    weights = [i / (runs - 1) for i in range(runs)] if runs > 1 else [0.5]
+    names = []
+    for p in weights:
+        trained = {t: w for t, w in zip(pair_tasks.values(), (p, 1 - p), strict=True) if w > 0}
+        names.append(mixtures.register_weighted_mixture(f"throughput_p{p:.3f}", trained))
+    return path, pair_tasks, names
+
+
+def _configs(out: str, args, vocab_path: str, pair_tasks: dict, mixture_names: list[str]):
+    from mnmt.training.config import (
+        CheckpointConfig,
+        DecodeConfig,
+        EvalConfig,
+        InputConfig,
+        TrainConfig,
+    )
+
+    return [TrainConfig(
+        model_dir=os.path.join(out, f"run{i}"), model_size=args.size, vocabulary_path=vocab_path,
+        train_steps=args.steps,
+        inputs=InputConfig(mixture_or_task_name=name, feature_lengths={"inputs": 32, "targets": 32},
+                           batch_size=args.batch_size),
+        eval=EvalConfig(tasks=dict(pair_tasks), period=args.steps),
+        decode=DecodeConfig(at_end=False), checkpoint=CheckpointConfig(period=args.steps),
+        seed=i, tensorboard=False, log_every=50) for i, name in enumerate(mixture_names)]
+
+
+def _arm(grouped: bool, args, vocab_path: str, pair_tasks: dict, names: list[str]) -> dict:
+    import jax
+
+    from mnmt.training.trainer import train, train_group
+
+    with tempfile.TemporaryDirectory() as out:
+        jax.config.update("jax_compilation_cache_dir", os.path.join(out, "xla_cache"))
+        configs = _configs(out, args, vocab_path, pair_tasks, names)
+        steady = []
+
+        def progress(event):
+            if event.kind == "train" and event.tokens_per_s:
+                steady.append(float(event.tokens_per_s))
+
+        t0 = time.perf_counter()
+        if grouped:
+            summaries = train_group(configs, progress=progress)
+        else:
+            summaries = [train(c, progress=progress) for c in configs]
+        wall = time.perf_counter() - t0
+    assert all(s.status == "finished" for s in summaries), [s.status for s in summaries]
+    tokens = sum(s.tokens for s in summaries)
+    # one at a time: the steady rate of one run is the study's rate while it trains
+    return {"wall_s": wall, "target_tokens": tokens, "tokens_per_s_wall": tokens / wall,
+            "tokens_per_s_steady": (sorted(steady)[len(steady) // 2] if steady else None)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", default="micro-1", help="zoo size (default %(default)s)")
+    ap.add_argument("--runs", type=int, default=5, help="runs (mixture weights) K")
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--batch_size", type=int, default=48)
+    ap.add_argument("--vocab_size", type=int, default=1024)
+    ap.add_argument("--rounds", type=int, default=1, help="alternating rounds of both arms")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import jax
+
+    from mnmt.tensorflow_setup import start_tensorflow
+
+    start_tensorflow()
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    with tempfile.TemporaryDirectory() as tmp:
+        vocab_path, pair_tasks, names = _setup(tmp, args.runs, args.vocab_size)
+        results = {"one_at_a_time": [], "grouped": []}
+        for r in range(args.rounds):
+            order = ("one_at_a_time", "grouped") if r % 2 == 0 else ("grouped", "one_at_a_time")
+            for arm in order:
+                results[arm].append(_arm(arm == "grouped", args, vocab_path, pair_tasks, names))
+    best = {arm: max(rs, key=lambda x: x["tokens_per_s_wall"]) for arm, rs in results.items()}
+    steady = {arm: best[arm]["tokens_per_s_steady"] for arm in best}
+    report = {
+        "benchmark": "study_throughput",
+        "machine": _machine(),
+        "size": args.size, "runs": args.runs, "steps": args.steps, "batch_size": args.batch_size,
+        "one_at_a_time": best["one_at_a_time"], "grouped": best["grouped"],
+        "all_rounds": results,
+        "ratio_wall": best["grouped"]["tokens_per_s_wall"] /
+        best["one_at_a_time"]["tokens_per_s_wall"],
+        "ratio_steady": (steady["grouped"] / steady["one_at_a_time"]
+                         if steady["grouped"] and steady["one_at_a_time"] else None),
+    }
+    if args.json:
+        print(json.dumps(report))
+    else:
+        for arm in ("one_at_a_time", "grouped"):
+            b = best[arm]
+            print(f"{arm:>14}: {b['wall_s']:7.1f} s, {b['tokens_per_s_wall']:9,.0f} target tok/s "
+                  f"(steady {b['tokens_per_s_steady'] or float('nan'):9,.0f})")
+        print(f"ratio (grouped / one at a time): wall {report['ratio_wall']:.2f}x, steady "
+              f"{report['ratio_steady'] or float('nan'):.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
