@@ -117,7 +117,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     spec = load_spec(args.study, args.preset, args.gin)
     for run in expand(spec):
         weights = " ".join(f"{pair}={w:.2f}" for pair, w in run.weights.items())
-        print(f"{run.run_id}\t{run.size}\t{weights}\tseed={run.seed}\tsteps={spec.steps_for(run.size)}")
+        role = "\theld out (predicted, never fitted)" if run.heldout else ""
+        print(f"{run.run_id}\t{run.size}\t{weights}\tseed={run.seed}\t"
+              f"steps={spec.steps_for(run.size)}{role}")
     return 0
 
 

@@ -99,7 +99,8 @@ def make_train_config(spec: StudySpec, run: RunSpec, data: StudyData, run_dir: P
         study=spec.name,
         mixture_weights=dict(run.weights),
         mixture_caps={pair: None for pair in spec.pairs},
-        extra={"irreducible_loss": data.irreducible_loss, "data_preset": spec.data_preset},
+        extra={"irreducible_loss": data.irreducible_loss, "data_preset": spec.data_preset,
+               "heldout": run.heldout},
     )
 
 

@@ -69,6 +69,10 @@ class StudySpec:
     eval_sets: tuple[str, ...] = ("validation",)
     # Sizes (non-embedding parameters) at which the report predicts beyond the trained grid.
     report_target_sizes: tuple[float, ...] = (2e6, 8e6)
+    # Runs trained but never fitted, as (size, weights) with weights as one entry of `weights`
+    # (e.g. (("mini-3", 0.3),)): the report predicts their loss from the laws fitted on the grid
+    # and shows predicted against measured (seeds: the first of `seeds`).
+    heldout: tuple = ()
     # Runs of one size (and step count) trained together as one vmapped program on this host
     # (`mnmt.training.trainer.train_group`); 1 trains them one at a time. Bounded by memory:
     # a group holds this many copies of the parameters and optimizer state.
@@ -94,6 +98,7 @@ class RunSpec:
     size: str
     weights: dict[str, float]  # pair -> sampling weight (sums to 1)
     seed: int
+    heldout: bool = False  # trained, never fitted: the report predicts it (StudySpec.heldout)
 
     @property
     def trained_pairs(self) -> list[str]:
@@ -123,10 +128,16 @@ def validate(spec: StudySpec) -> None:
         value = getattr(spec, field)
         if not isinstance(value, int) or value <= 0:
             raise StudyError(f"StudySpec.{field}: expected a positive integer, got {value!r}")
+    heldout_sizes = []
+    for entry in spec.heldout:
+        if not isinstance(entry, tuple | list) or len(entry) != 2 or not isinstance(entry[0], str):
+            raise StudyError(f"StudySpec.heldout: expected (size, weights) entries, got {entry!r}")
+        mixture_weights(spec.pairs, entry[1])
+        heldout_sizes.append(entry[0])
     for size, steps in spec.train_steps_by_size:
-        if size not in spec.sizes:
+        if size not in spec.sizes and size not in heldout_sizes:
             raise StudyError(f"StudySpec.train_steps_by_size: size {size!r} is not in StudySpec.sizes "
-                             f"{list(spec.sizes)}")
+                             f"{list(spec.sizes)} or StudySpec.heldout")
         if not isinstance(steps, int) or steps <= 0:
             raise StudyError(f"StudySpec.train_steps_by_size: expected a positive integer for {size!r}, "
                              f"got {steps!r}")
@@ -197,10 +208,14 @@ def expand(spec: StudySpec) -> list[RunSpec]:
     for w, seed, size in itertools.product(spec.weights, spec.seeds, spec.sizes):
         weights = mixture_weights(spec.pairs, w)
         runs.append(RunSpec(run_id=run_id(size, weights, seed), size=size, weights=weights, seed=seed))
+    for size, w in spec.heldout:
+        weights = mixture_weights(spec.pairs, w)
+        runs.append(RunSpec(run_id=run_id(size, weights, spec.seeds[0]), size=size,
+                            weights=weights, seed=spec.seeds[0], heldout=True))
     ids = [r.run_id for r in runs]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
-        raise StudyError(f"StudySpec.weights/sizes/seeds: the grid repeats runs {duplicates}")
+        raise StudyError(f"StudySpec.weights/sizes/seeds/heldout: the grid repeats runs {duplicates}")
     return runs
 
 

@@ -19,7 +19,7 @@ import gin
 from fitting import io
 from mnmt.gin_files import parse_files_and_bindings
 from mnmt.study.runner import StudyData
-from mnmt.study.spec import PRESETS, StudySpec
+from mnmt.study.spec import PRESETS, StudySpec, expand
 
 STUDY_FILE = "study.json"
 
@@ -223,6 +223,7 @@ def export_and_report(spec: StudySpec, run_dirs: list[Path], data, out: Path, lo
         target_sizes=list(spec.report_target_sizes),
         title=f"Study {spec.name}",
         eval_set=eval_set,
+        heldout_runs=[run.run_id for run in expand(spec) if run.heldout],
     )
     return report
 

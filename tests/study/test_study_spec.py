@@ -159,3 +159,16 @@ def test_the_paper_scale_study_file_is_fernandes_grid():
         total = param_counts(get_config(size)).total
         assert spec.steps_for(size) == (500_000 if total < 500e6 else 1_000_000), size
     assert spec.batch_tokens == 500_000 and spec.task_module == "mnmt.data.sources.wmt19"
+
+
+def test_heldout_runs_are_expanded_after_the_grid_and_marked():
+    spec = StudySpec(sizes=("micro-1", "micro-2"), weights=(0.0, 1.0), heldout=(("mini-1", 0.3),),
+                     train_steps_by_size=(("mini-1", 900),))
+    runs = expand(spec)
+    assert [r.run_id for r in runs if r.heldout] == ["mini-1_p0.30_s0"]
+    assert runs[-1].heldout and not any(r.heldout for r in runs[:-1])
+    assert spec.steps_for("mini-1") == 900
+    with pytest.raises(StudyError, match="StudySpec.heldout"):
+        StudySpec(heldout=("mini-1",))
+    with pytest.raises(StudyError, match="repeats runs"):
+        expand(StudySpec(sizes=("micro-1",), weights=(0.5,), heldout=(("micro-1", 0.5),)))
