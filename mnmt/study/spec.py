@@ -62,6 +62,9 @@ class StudySpec:
     checkpoint_every: int = 200
     learning_rate: float = 1.0
     warmup_steps: int = 100
+    # Share of each run's steps over which the rate decays linearly to 0 at the end (0 = plain
+    # rsqrt, as Fernandes et al.); removes the rsqrt schedule's noise floor in short CPU runs.
+    cooldown_fraction: float = 0.0
     dropout_rate: float = 0.0
     vocab_size: int = 1024  # mnmt.data RECOMMENDED_VOCAB_SIZE["tiny"]: no cpu-tiny target is trimmed at 32
     decode_at_end: bool = True
@@ -88,6 +91,10 @@ class StudySpec:
     def steps_for(self, size: str) -> int:
         """Training steps of the runs of model size `size`."""
         return dict(self.train_steps_by_size).get(size, self.train_steps)
+
+    def cooldown_for(self, size: str) -> int:
+        """Cool-down steps (linear decay of the rate to 0) at the end of the runs of `size`."""
+        return int(round(self.cooldown_fraction * self.steps_for(size)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,6 +148,9 @@ def validate(spec: StudySpec) -> None:
         if not isinstance(steps, int) or steps <= 0:
             raise StudyError(f"StudySpec.train_steps_by_size: expected a positive integer for {size!r}, "
                              f"got {steps!r}")
+    if not 0.0 <= float(spec.cooldown_fraction) <= 1.0:
+        raise StudyError(f"StudySpec.cooldown_fraction: expected a share in [0, 1], got "
+                         f"{spec.cooldown_fraction!r}")
     if not isinstance(spec.batch_tokens, int) or spec.batch_tokens < 0:
         raise StudyError(f"StudySpec.batch_tokens: expected 0 (use batch_size) or a positive integer, "
                          f"got {spec.batch_tokens!r}")

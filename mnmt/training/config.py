@@ -109,6 +109,8 @@ class TrainConfig:
     warmup_steps: int = 100
     # "linear" ramp to the rsqrt curve, or T5X's "constant" rsqrt_decay warm-up.
     warmup: str = "linear"
+    # Linear decay of the rate to 0 over the last `cooldown_steps` steps (0: plain rsqrt).
+    cooldown_steps: int = 0
     label_smoothing: float = 0.0
     z_loss: float = 1e-4
     dropout_rate: float = 0.0

@@ -70,8 +70,20 @@ def evaluate_loss(
     `score_batch` (jitted); `put` places a host batch on the mesh. Sums are accumulated in
     float64 on the host so long eval sets do not lose precision.
     """
-    total_nll = 0.0
-    total_tokens = 0
+    losses, tokens = evaluate_group_loss(score_fn, params, batches, put)
+    return float(losses), tokens
+
+
+def evaluate_group_loss(
+    score_fn: Callable[[Any, Mapping[str, jax.Array]], tuple[jax.Array, jax.Array]],
+    params: Any,
+    batches: Iterable[Mapping[str, np.ndarray]],
+    put: BatchPutter,
+) -> tuple[np.ndarray, int]:
+    """`evaluate_loss` for a score function whose outputs may carry leading axes (a group of
+    runs scored on the same batch: [runs, examples]); returns the losses with those axes."""
+    total_nll: Any = 0.0
+    total_tokens: Any = 0
     pending = []
     for batch in batches:
         pending.append(score_fn(params, put(batch)))
@@ -79,16 +91,17 @@ def evaluate_loss(
             total_nll, total_tokens = _accumulate(pending.pop(0), total_nll, total_tokens)
     for out in pending:
         total_nll, total_tokens = _accumulate(out, total_nll, total_tokens)
-    if total_tokens == 0:
+    tokens = np.asarray(total_tokens)
+    if np.any(tokens == 0):
         raise ValueError("the eval set has no target tokens (empty split, or all padding)")
-    return total_nll / total_tokens, total_tokens
+    return np.asarray(total_nll) / tokens, int(tokens.flat[0])
 
 
-def _accumulate(out, total_nll: float, total_tokens: int) -> tuple[float, int]:
+def _accumulate(out, total_nll, total_tokens):
     nll, ntok = out
     nll = np.asarray(jax.device_get(nll), np.float64)
     ntok = np.asarray(jax.device_get(ntok))
-    return total_nll + float(nll.sum()), total_tokens + int(np.rint(ntok.sum()))
+    return total_nll + nll.sum(axis=-1), total_tokens + np.rint(ntok.sum(axis=-1)).astype(np.int64)
 
 
 def _strip(ids: Sequence[int], eos_id: int) -> list[int]:

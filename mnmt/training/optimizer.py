@@ -36,14 +36,25 @@ class OptimizerConfig:
 
 
 def rsqrt_schedule(
-    learning_rate: float, warmup_steps: int, warmup: str = "linear"
+    learning_rate: float, warmup_steps: int, warmup: str = "linear", *,
+    total_steps: int | None = None, cooldown_steps: int = 0,
 ) -> optax.Schedule:
     """Inverse square-root decay: ``lr · rsqrt(max(step, warmup_steps))``.
 
     `warmup="constant"` is T5X's `rsqrt_decay` (flat at ``lr/√warmup`` during warm-up);
     `warmup="linear"` ramps linearly from ``lr/√warmup / warmup`` to that value over the first
     `warmup_steps` updates. `step` counts updates from 0, so the first update uses step 1.
+
+    With `cooldown_steps` > 0 (and `total_steps`), the rate is also multiplied by a linear ramp
+    from 1 to 0 over the last `cooldown_steps` updates (T5X's `linear_decay` factor, applied at
+    the end only): the slowly decaying rsqrt rate leaves a gradient-noise floor above the loss a
+    model can reach; the cool-down removes it, so short runs end near convergence.
     """
+    if cooldown_steps < 0:
+        raise ValueError(f"cooldown_steps must be ≥ 0, got {cooldown_steps}")
+    if cooldown_steps and (total_steps is None or cooldown_steps > total_steps):
+        raise ValueError(f"cooldown_steps ({cooldown_steps}) needs total_steps ≥ cooldown_steps, "
+                         f"got {total_steps}")
     if warmup_steps < 1:
         raise ValueError(f"warmup_steps must be ≥ 1, got {warmup_steps}")
     if warmup not in ("linear", "constant"):
@@ -56,6 +67,9 @@ def rsqrt_schedule(
         value = lr * jnp.reciprocal(jnp.sqrt(jnp.maximum(step, w)))
         if warmup == "linear":
             value = value * jnp.minimum(step / w, 1.0)
+        if cooldown_steps:
+            left = float(total_steps) - jnp.asarray(count, jnp.float32)
+            value = value * jnp.clip(left / float(cooldown_steps), 0.0, 1.0)
         return value
 
     return schedule

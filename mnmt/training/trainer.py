@@ -197,7 +197,8 @@ class _Loop:
             for c, s in zip(configs, setups, strict=True)]
         self.grouped = len(self.members) > 1
         self.schedule = rsqrt_schedule(self.config.learning_rate, self.config.warmup_steps,
-                                       self.config.warmup)
+                                       self.config.warmup, total_steps=self.config.train_steps,
+                                       cooldown_steps=self.config.cooldown_steps)
         self.tx = make_optimizer(self.schedule, self.config.optimizer)
 
     def close(self) -> None:
@@ -211,29 +212,34 @@ class _Loop:
         return member_slice(state, index) if self.grouped else state
 
     # ------------------------------------------------------------------ evaluation
-    def _eval_rows(self, m: _Member, params, step: int) -> dict[str, float]:
-        c, s = m.config, m.setup
+    def _eval_rows(self, state, step: int) -> None:
+        """Loss rows of every member still missing them at `step`; updates `member.finals`.
+
+        A group's members are scored together on each eval batch (one program per batch)."""
+        c, s = self.config, self.setup
         # Every process takes the same decision (all read metrics.jsonl), so the collective
         # evaluation steps stay in lockstep across hosts.
-        wanted = [(pair, es) for pair in c.eval.tasks for es in c.eval.sets
-                  if not m.metrics.has(step, pair, es, "loss")]
+        wanted = sorted({(pair, es) for m in self.members for pair in c.eval.tasks
+                         for es in c.eval.sets if not m.metrics.has(step, pair, es, "loss")})
         if not wanted:
-            return {}
-        losses = {}
+            return
+        losses = {}  # (pair, eval set) -> loss of each member
         for pair, es in wanted:
             batches = s.eval_batches(c.eval.tasks[pair], es)
-            loss, _ = evaluation.evaluate_loss(self.score_fn, params, batches, self.put_eval)
-            losses[(pair, es)] = loss
-        rows = [dict(step=step, tokens=m.tokens, task=p, eval_set=e, metric="loss", value=v)
-                for (p, e), v in losses.items()]
-        m.metrics.write(rows)
-        for es in c.eval.sets:
-            m.tb.scalars("eval", step, {f"{es}/{p}/loss": v for (p, e), v in losses.items()
-                                        if e == es})
-        first = {p: v for (p, e), v in losses.items() if e == s.first_eval_set}
-        self.progress(self._event(m, step, kind="eval", eval_losses={
-            f"{p}/{e}" if len(c.eval.sets) > 1 else p: v for (p, e), v in losses.items()}))
-        return first
+            values, _ = evaluation.evaluate_group_loss(self.score_fn, state["params"], batches,
+                                                       self.put_eval)
+            losses[(pair, es)] = np.atleast_1d(values)
+        for i, m in enumerate(self.members):
+            mine = {key: float(v[i]) for key, v in losses.items()}
+            m.metrics.write([dict(step=step, tokens=m.tokens, task=p, eval_set=e, metric="loss",
+                                  value=v) for (p, e), v in mine.items()])
+            for es in c.eval.sets:
+                m.tb.scalars("eval", step, {f"{es}/{p}/loss": v for (p, e), v in mine.items()
+                                            if e == es})
+            first = {p: v for (p, e), v in mine.items() if e == s.first_eval_set}
+            m.finals = first or m.finals
+            self.progress(self._event(m, step, kind="eval", eval_losses={
+                f"{p}/{e}" if len(c.eval.sets) > 1 else p: v for (p, e), v in mine.items()}))
 
     def _decode_rows(self, m: _Member, params, step: int) -> None:
         c, s = m.config, m.setup
@@ -301,7 +307,11 @@ class _Loop:
         eval_sharding = NamedSharding(fns.mesh, P("data"))  # one run's rows over `data`
         self.put_eval = lambda b: put_replicated_batch(b, eval_sharding)
         # Outputs are replicated so every process can read them (multi-host evaluation).
-        score = jax.jit(s.model.score_batch, out_shardings=fns.replicated)
+        if self.grouped:  # all members on one eval batch, one after another in one program
+            score = jax.jit(lambda params, batch: jax.lax.map(
+                lambda p: s.model.score_batch(p, batch), params), out_shardings=fns.replicated)
+        else:
+            score = jax.jit(s.model.score_batch, out_shardings=fns.replicated)
         gather = jax.jit(lambda x: x, out_shardings=fns.replicated)
         max_len = c.decode.max_length or c.inputs.feature_lengths["targets"]
 
@@ -380,14 +390,11 @@ class _Loop:
                         self._log_train(m, step, member_slice(metrics, i) if self.grouped
                                         else metrics, rates)
                 is_eval = step % c.eval.period == 0 or step == total
-                decode = step in c.decode.steps or (step == total and c.decode.at_end)
-                if is_eval or decode:
+                if is_eval:
+                    self._eval_rows(state, step)
+                if step in c.decode.steps or (step == total and c.decode.at_end):
                     for i, m in enumerate(self.members):
-                        params = self._member_state(state, i)["params"]
-                        if is_eval:
-                            m.finals = self._eval_rows(m, params, step) or m.finals
-                        if decode:
-                            self._decode_rows(m, params, step)
+                        self._decode_rows(m, self._member_state(state, i)["params"], step)
                 stop = _any_process(guard.requested)
                 if step % c.checkpoint.period == 0 or step == total or stop:
                     self._save(state, step, input_states)
@@ -404,11 +411,10 @@ class _Loop:
             if step >= total and all(m.status == "finished" for m in self.members):
                 # Resumed after the last step was checkpointed but before all final rows
                 # were written: write whatever is missing (the writer skips existing rows).
+                self._eval_rows(state, step)
                 for i, m in enumerate(self.members):
-                    params = self._member_state(state, i)["params"]
-                    m.finals = self._eval_rows(m, params, step) or m.finals
                     if c.decode.at_end:
-                        self._decode_rows(m, params, step)
+                        self._decode_rows(m, self._member_state(state, i)["params"], step)
                     if self.primary:
                         m.finals = final_losses(m.config.model_dir, m.setup.first_eval_set)
         return [self._finish(m, step, signal_received) for m in self.members]

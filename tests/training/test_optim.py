@@ -29,6 +29,19 @@ def test_rsqrt_linear_warmup_ramps_then_decays():
     assert values[39] == pytest.approx(2.0 / np.sqrt(40))
 
 
+def test_cooldown_ramps_the_rate_linearly_to_zero_at_the_end():
+    plain = rsqrt_schedule(1.0, warmup_steps=10, warmup="constant")
+    cooled = rsqrt_schedule(1.0, warmup_steps=10, warmup="constant", total_steps=100,
+                            cooldown_steps=20)
+    assert float(cooled(79)) == pytest.approx(float(plain(79)))  # before the cool-down: rsqrt
+    # count 80 is update 81: 20 updates left of 20 -> full rate; then linear to 0 at the end
+    assert float(cooled(90)) == pytest.approx(float(plain(90)) * 10 / 20)
+    assert float(cooled(99)) == pytest.approx(float(plain(99)) * 1 / 20)
+    assert float(cooled(100)) == 0.0
+    with pytest.raises(ValueError, match="cooldown_steps"):
+        rsqrt_schedule(1.0, 10, cooldown_steps=5)  # no total_steps
+
+
 def test_schedule_rejects_bad_arguments():
     with pytest.raises(ValueError, match="warmup_steps"):
         rsqrt_schedule(1.0, 0)

@@ -1,0 +1,169 @@
+"""Held-out runs in the report: never fitted, predicted against a known eq. 11 truth.
+
+The study follows :data:`fitting.test_utils.TRUTH` (eq. 11 with f̂ of eq. 12): 5 sizes (2e5 … 6e6)
+× en-de weights {0, .1, .3, .5, .9, 1} are fitted; two runs at 4× the largest size are held out:
+``big_p0.70`` (en-de 0.7 / en-zh 0.3 — weights no fit has seen) and ``big_p1.00`` (en-de 1, a
+fitted weight; en-zh 0, zero-shot).
+"""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fitting.base import FitError
+from fitting.cli import main
+from fitting.report import write_report
+from fitting.test_utils import make_final_table, true_loss
+
+SIZES = np.geomspace(2e5, 6e6, 5)
+BIG = 2.4e7
+HELD = ["big_p0.70", "big_p1.00"]
+GT = {"en-de": 1.0, "en-zh": 1.5}
+
+
+def _with_bleu(fin: pd.DataFrame) -> pd.DataFrame:
+    bleu = fin.copy()
+    bleu["metric"] = "bleu"
+    bleu["value"] = np.where(bleu["weight"] > 0, 40.0 * bleu["value"] ** -0.7, 0.5)
+    return pd.concat([fin, bleu], ignore_index=True)
+
+
+def _study(noise: float = 0.0, seed: int = 0, held_scale: float = 1.0) -> tuple[pd.DataFrame,
+                                                                                 pd.DataFrame]:
+    """(fitted runs, held-out runs); held-out losses are the truth × ``held_scale``."""
+    fit = make_final_table(sizes=SIZES, weights=(0.0, 0.1, 0.3, 0.5, 0.9, 1.0), noise=noise,
+                           seed=seed)
+    held = []
+    for run, p in zip(HELD, (0.7, 1.0), strict=True):
+        h = make_final_table(sizes=[BIG], weights=(p,), noise=0.0)
+        h["run_id"], h["size"] = run, "big"
+        h.loc[h["weight"] > 0, "value"] *= held_scale
+        held.append(h)
+    return _with_bleu(fit), _with_bleu(pd.concat(held, ignore_index=True))
+
+
+def _fits(path):
+    d = json.load(open(path))
+    return {k: d[k] for k in ("power", "joint", "effective", "quality", "frontier",
+                              "recommendation")}
+
+
+@pytest.fixture(scope="module")
+def truth_report(tmp_path_factory):
+    fit, held = _study()
+    out = tmp_path_factory.mktemp("truth")
+    return write_report(pd.concat([fit, held], ignore_index=True), str(out), ground_truth=GT,
+                        n_refits=5, heldout_runs=HELD)
+
+
+def test_heldout_rows_are_in_no_fit(tmp_path, truth_report):
+    # the same study without the held-out runs, and with them at absurd values (loss ×1.5,
+    # BLEU of loss ×1.5): every fitted parameter, backtest, frontier and recommendation is equal
+    fit, held = _study(held_scale=1.5)
+    alone = write_report(fit, str(tmp_path / "alone"), ground_truth=GT, n_refits=5)
+    absurd = write_report(pd.concat([fit, held], ignore_index=True), str(tmp_path / "absurd"),
+                          ground_truth=GT, n_refits=5, heldout_runs=HELD)
+    ref = _fits(alone.json_path)
+    assert ref["effective"] and ref["joint"] and ref["quality"] and ref["frontier"]
+    assert _fits(absurd.json_path) == ref
+    assert _fits(truth_report.json_path) == ref
+    assert json.load(open(alone.json_path))["heldout"] == []
+    # … and the absurd runs are out of tolerance: one warning per entry
+    bad = [e for e in absurd.heldout if not e["within_tolerance"]]
+    assert len(bad) == len(absurd.heldout) >= 3
+    assert all(e["error"] == pytest.approx(1 / 1.5 - 1, abs=0.01) for e in bad)
+    warned = [w for w in absurd.warnings if w.startswith("held-out ")]
+    assert len(warned) == len(bad)
+    assert any("big_p0.70 en-de: eq. 11" in w for w in warned), warned
+    assert not [w for w in truth_report.warnings if w.startswith("held-out ")]
+
+
+def test_heldout_prediction_matches_the_known_truth(truth_report):
+    rep = truth_report
+    assert rep.effective.form == "eq12"
+    primary = {(e["run"], e["pair"]): e for e in rep.heldout if e["primary"]}
+    # 0.7 / 0.3 unseen for both pairs; run big_p1.00 trains en-de only (en-zh is zero-shot)
+    assert set(primary) == {("big_p0.70", "en-de"), ("big_p0.70", "en-zh"),
+                            ("big_p1.00", "en-de")}
+    for e in primary.values():
+        truth = float(true_loss(e["pair"], BIG, e["weight"]))
+        assert e["measured"] == pytest.approx(truth, rel=1e-12)
+        # noiseless data of the very law fitted: only the optimiser's tolerance is left. 0.2%
+        # is ~50× the observed error and 10× below the 2% goal, 4× beyond the fitted sizes.
+        assert e["predicted"] == pytest.approx(truth, rel=2e-3), e
+        assert e["law"] == "eq. 11 (f̂ eq. 12)" and e["within_tolerance"]
+        lo, hi = e["interval"]
+        assert lo <= e["predicted"] <= hi
+    # at a fitted weight the joint law (eq. 7) and the per-weight power law (eq. 6) predict too
+    laws = {e["law"] for e in rep.heldout if e["run"] == "big_p1.00" and e["pair"] == "en-de"}
+    assert laws == {"eq. 11 (f̂ eq. 12)", "eq. 7 (joint)", "eq. 6 (p = 1)"}
+    for e in rep.heldout:
+        assert e["error"] == pytest.approx(0.0, abs=5e-3), e
+    assert "zero-shot" in rep.skipped["held-out big_p1.00 en-zh"]
+
+
+def test_fits_json_carries_heldout_and_joint_l_inf(truth_report):
+    rep = truth_report
+    d = json.load(open(rep.json_path))
+    assert d["heldout_runs"] == HELD
+    assert len(d["heldout"]) == len(rep.heldout) == 5
+    for e in d["heldout"]:
+        assert {"run", "pair", "size", "n", "weight", "law", "predicted", "measured", "error",
+                "noise", "within_tolerance", "primary", "noise_source"} <= set(e)
+        assert e["error"] == pytest.approx((e["predicted"] - e["measured"]) / e["measured"])
+        assert e["noise"] > 0 and e["n"] == BIG
+    for pair, truth in GT.items():
+        reg = d["regime"]["pairs"][pair]
+        assert reg["l_inf_fit"] == d["joint"]["params"][f"l_inf[{pair}]"]
+        assert reg["l_inf_source"] == "joint law (eq. 7)"
+        assert reg["l_inf_true"] == truth and reg["l_inf_fit"] == pytest.approx(truth, rel=1e-3)
+        assert "l_inf_power_median" in reg
+    md = rep.markdown
+    assert "## Held-out runs (predicted, never fitted)" in md
+    assert "| big_p0.70 | en-de |" in md and "`big_p0.70`" in md
+
+
+def test_noisy_study_predicts_within_its_noise(tmp_path):
+    # 1% noise on the fitted runs (seed 3), the held-out runs at their true loss: the eq. 11
+    # prediction 4× beyond the largest fitted size stays within 3% of the truth (≈ 3 sd of a
+    # prediction from 30 points with 1% noise; observed ≤ 1.6% over seeds 0–3), and the stated
+    # noise (residual sd of the fit) is the 1% noise put in
+    fit, held = _study(noise=0.01, seed=3)
+    rep = write_report(pd.concat([fit, held], ignore_index=True), str(tmp_path), n_refits=5,
+                       heldout_runs=HELD)
+    for e in (e for e in rep.heldout if e["primary"]):
+        assert e["predicted"] == pytest.approx(e["measured"], rel=0.03), e
+        rel_noise = e["noise"] / e["measured"]
+        assert 0.005 < rel_noise < 0.02, e
+        assert e["within_tolerance"] == (abs(e["error"]) <= 0.02
+                                         or abs(e["predicted"] - e["measured"]) <= 3 * e["noise"])
+
+
+def test_unknown_heldout_run_is_an_error_naming_it(tmp_path):
+    fit, held = _study()
+    tab = pd.concat([fit, held], ignore_index=True)
+    with pytest.raises(FitError) as e:
+        write_report(tab, str(tmp_path), heldout_runs=["big_p0.7"])
+    msg = str(e.value)
+    assert "'big_p0.7'" in msg and "did you mean 'big_p0.70'" in msg
+    assert "s0_p0.10" in msg and "big_p1.00" in msg  # the known run ids are listed
+    with pytest.raises(FitError, match="nothing is left to fit"):
+        write_report(held, str(tmp_path), heldout_runs=HELD)
+
+
+def test_cli_report_heldout(tmp_path, capsys):
+    fit, held = _study()
+    path = tmp_path / "t.csv"
+    pd.concat([fit, held], ignore_index=True).to_csv(path, index=False)
+    rc = main(["report", "--input", str(path), "--out", str(tmp_path / "r"), "--uncertainty",
+               "none", "--heldout", HELD[0], "--heldout", HELD[1]])
+    assert rc == 0
+    d = json.load(open(tmp_path / "r" / "fits.json"))
+    assert d["heldout_runs"] == HELD and len(d["heldout"]) == 5
+    capsys.readouterr()
+    rc = main(["report", "--input", str(path), "--out", str(tmp_path / "r2"), "--heldout",
+               "nope"])
+    assert rc == 2
+    assert "held-out run 'nope'" in capsys.readouterr().err
