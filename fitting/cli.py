@@ -5,6 +5,7 @@
     mnmt-fit frontier  (--fit FIT.json | --input TABLE) --sizes 1e8,1e9 [--plot F.png] [--json]
     mnmt-fit recommend (--fit FIT.json | --input TABLE) --n 1e9 [--preferences en-de=2,en-zh=1]
     mnmt-fit report --input TABLE_OR_RUN_DIRS... --out DIR [--ground-truth en-de=0.14,...]
+                    [--heldout RUN_ID ...]
 
 Input columns per law are documented in docs/guides/fitting.md. Exit status 2 on bad input (the message
 names the column and row).
@@ -291,9 +292,12 @@ def _report(args) -> dict:
                        eval_set=args.eval_set, metric=args.metric, uncertainty=unc,
                        n_refits=args.n_refits, seed=args.seed, drop_invalid=args.drop_invalid,
                        preferences=_kv(args.preferences, "preferences"),
-                       convergence_correction=args.convergence_correction)
+                       convergence_correction=args.convergence_correction,
+                       heldout_runs=args.heldout or ())
     return {"markdown": rep.markdown_path, "html": rep.html_path, "json": rep.json_path,
-            "figures": rep.figures, "skipped": rep.skipped, "regime": rep.regime.get("verdict")}
+            "figures": rep.figures, "skipped": rep.skipped, "regime": rep.regime.get("verdict"),
+            "heldout": [{k: e[k] for k in ("run", "pair", "law", "predicted", "measured",
+                                           "error", "within_tolerance")} for e in rep.heldout]}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -353,6 +357,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preferences", help="importance per pair for the recommendation")
     p.add_argument("--convergence-correction", type=float, metavar="STEP",
                    help="extrapolate final losses of runs with p ≤ 0.05 to STEP (App. G)")
+    p.add_argument("--heldout", action="append", metavar="RUN_ID",
+                   help="a run trained but never fitted: left out of every fit and predicted "
+                        "in the report (repeatable)")
     return ap
 
 

@@ -7,6 +7,12 @@ fractions (eq. 10), and the eq. 11 law with the predicted frontier and recommend
 ``target_sizes`` (sections of :mod:`fitting.report_sections`). Every section that cannot be
 computed (too few points, no p = 1 runs, …) is skipped with its reason stated; it never crashes
 on small studies.
+
+Runs named in ``heldout_runs`` are trained but never fitted: their rows are removed before every
+fit (size laws, joint law, f(p), eq. 11–13, quality laws, backtests, frontier) and the section
+"Held-out runs (predicted, never fitted)" compares their final losses with the laws'
+predictions (:mod:`fitting.heldout`). They still count in the regime (learning curves, best loss)
+and appear in the learning-curve figure, which describe the trained runs, not a fit.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -21,6 +28,7 @@ import pandas as pd
 
 from fitting import plots
 from fitting.base import FitError, json_safe
+from fitting.heldout import check_heldout_runs, heldout_section
 from fitting.joint import fit_joint_law
 from fitting.learning_curve import convergence_check, correct_final_losses
 from fitting.markdown import Document, format_number
@@ -53,15 +61,23 @@ def _points(fin: pd.DataFrame) -> dict[str, dict[float, tuple[np.ndarray, np.nda
     return data
 
 
-def _regime(table: pd.DataFrame, fin: pd.DataFrame, l_inf: dict[str, float],
-            ground_truth: dict[str, float] | None, eval_set: str, metric: str) -> dict:
+def _regime(table: pd.DataFrame, fin: pd.DataFrame, l_inf: dict[str, tuple[float, str]],
+            ground_truth: dict[str, float] | None, eval_set: str, metric: str,
+            l_inf_power: dict[str, float] | None = None) -> dict:
+    """Regime of the trained runs. ``l_inf[pair] = (value, source)``: the joint law's L∞ (eq. 7)
+    when it was fitted, else the median of the per-weight eq. 6 fits (``l_inf_source`` says
+    which); ``l_inf_power`` (that median) is kept as ``l_inf_power_median`` for comparison."""
     reg: dict[str, Any] = {"pairs": {}, "curves": {}}
     for pair, sub in fin.groupby("pair"):
         best = float(sub["value"].min())
         d: dict[str, Any] = {"best_loss": best}
-        if pair in l_inf and math.isfinite(l_inf[pair]) and l_inf[pair] > 0:
-            d["l_inf_fit"] = l_inf[pair]
-            d["gap_over_fit"] = best / l_inf[pair]
+        value, source = l_inf.get(pair, (float("nan"), ""))
+        if math.isfinite(value) and value > 0:
+            d["l_inf_fit"] = value
+            d["l_inf_source"] = source
+            d["gap_over_fit"] = best / value
+        if l_inf_power and pair in l_inf_power and math.isfinite(l_inf_power[pair]):
+            d["l_inf_power_median"] = float(l_inf_power[pair])
         if ground_truth and pair in ground_truth:
             d["l_inf_true"] = float(ground_truth[pair])
             d["gap_over_true"] = best / float(ground_truth[pair])
@@ -120,6 +136,7 @@ def write_report(
     drop_invalid: bool = False,
     preferences: dict[str, float] | None = None,
     convergence_correction: float | None = None,
+    heldout_runs: Sequence[str] = (),
 ) -> Report:
     """Fit the laws to ``table``'s final losses and write the report into ``out_dir``.
 
@@ -134,9 +151,13 @@ def write_report(
       preferences: ``{pair: importance}`` for the recommendation (default: equal).
       convergence_correction: a training step; final losses of runs with weight ≤ 0.05 are
         replaced by their learning-curve extrapolation to that step (Fernandes App. G).
+      heldout_runs: run ids trained but never fitted: excluded from every fit, predicted in the
+        section "Held-out runs" (``rep.heldout``, ``fits.json["heldout"]``; see
+        :mod:`fitting.heldout`). An id that is not a run of the table raises FitError.
     """
     if not isinstance(table, pd.DataFrame):
         table = read_table(table)
+    held_ids = check_heldout_runs(table, heldout_runs)
     os.makedirs(os.path.join(out_dir, "figures"), exist_ok=True)
     fin, n_dropped = final_losses(table, eval_set=eval_set, metric=metric,
                                   drop_invalid=drop_invalid, source="report")
@@ -150,6 +171,16 @@ def write_report(
         fin = correct_final_losses(table, target_step=convergence_correction, final=fin,
                                    eval_set=eval_set, metric=metric)
         n_corrected = int(fin["corrected"].sum())
+    # held-out runs: out of every fit from here on (kept in `fin_all` for the regime and `held`)
+    fin_all, table_fit = fin, table
+    held = fin.iloc[:0]
+    if held_ids:
+        is_held = fin["run_id"].astype(str).isin(held_ids).to_numpy()
+        held, fin = fin[is_held], fin[~is_held]
+        table_fit = table[~table["run_id"].astype(str).isin(held_ids).to_numpy()]
+        if fin.empty:
+            raise FitError(f"every run with final {metric!r} rows is held out ({held_ids}): "
+                           "nothing is left to fit", column="run_id")
     data = _points(fin)
     # figures leave out zero-shot rows (p = 0), as Fernandes et al. do
     shown = {pair: {w: v for w, v in by_w.items() if w > 0} for pair, by_w in data.items()}
@@ -157,9 +188,11 @@ def write_report(
     doc.h(1, title)
     n_runs = fin["run_id"].nunique() if "run_id" in fin.columns else len(fin)
     sizes = sorted(fin["n"].unique())
-    doc.p(f"Data: {n_runs} runs, pairs {', '.join(data)}, {len(sizes)} model sizes "
+    doc.p(f"Data: {n_runs} fitted runs, pairs {', '.join(data)}, {len(sizes)} model sizes "
           f"(N = {sizes[0]:.3g} … {sizes[-1]:.3g} non-embedding parameters), eval set "
-          f"`{eval_set}`, metric `{metric}`, final values.")
+          f"`{eval_set}`, metric `{metric}`, final values."
+          + (f" Held out (trained, never fitted; predicted below): "
+             f"{', '.join(f'`{r}`' for r in held_ids)}." if held_ids else ""))
     if convergence_correction:
         doc.p(f"Convergence correction (Fernandes App. G): {n_corrected} final loss(es) of runs "
               f"with weight ≤ 0.05 replaced by their learning-curve extrapolation to step "
@@ -183,13 +216,20 @@ def write_report(
         rep.joint = fit_joint_law(sub, uncertainty=uncertainty, n_refits=n_refits, seed=seed)
     except FitError as e:
         rep.skipped["joint law (eq. 7)"] = str(e)
-    l_inf: dict[str, float] = {}
+    # the regime's fitted L∞: the joint law's (eq. 7) whenever it was fitted
+    l_inf: dict[str, tuple[float, str]] = {}
+    l_inf_power: dict[str, float] = {}
     for pair in data:
+        if rep.power_fits.get(pair):
+            l_inf_power[pair] = float(np.median([f.params["l_inf"]
+                                                 for f in rep.power_fits[pair].values()]))
         if rep.joint is not None and f"l_inf[{pair}]" in rep.joint.params:
-            l_inf[pair] = rep.joint.params[f"l_inf[{pair}]"]
-        elif rep.power_fits.get(pair):
-            l_inf[pair] = float(np.median([f.params["l_inf"] for f in rep.power_fits[pair].values()]))
-    rep.regime = _regime(table, fin, l_inf, ground_truth, eval_set, metric)
+            l_inf[pair] = (float(rep.joint.params[f"l_inf[{pair}]"]), "joint law (eq. 7)")
+        elif pair in l_inf_power:
+            l_inf[pair] = (l_inf_power[pair], "median of the per-weight power laws (eq. 6); "
+                                              "the joint law was not fitted")
+    rep.regime = _regime(table, fin_all, l_inf, ground_truth, eval_set, metric, l_inf_power)
+    rep.regime["heldout_runs"] = held_ids
 
     doc.h(2, "Regime")
     doc.p(f"**{rep.regime['verdict']}.** {rep.regime['text']}")
@@ -200,6 +240,10 @@ def write_report(
                      format_number(d.get("gap_over_true"), digits=3)])
     doc.table(["pair", "best loss", "fitted L∞", "true L∞", "best / fitted L∞",
                "best / true L∞"], rows)
+    srcs = sorted({d["l_inf_source"] for d in rep.regime["pairs"].values() if "l_inf_source" in d})
+    if srcs:
+        doc.p("Fitted L∞: " + "; ".join(srcs) + "." + (
+            " Best losses and learning curves include the held-out runs." if held_ids else ""))
 
     # power-law table
     doc.h(2, "Power law per pair and weight (Fernandes eq. 6)")
@@ -243,7 +287,8 @@ def write_report(
     _joint_section(doc, rep, shown, ground_truth, out_dir)
     _effective_section(doc, rep, fin, data, target_sizes, preferences, out_dir, uncertainty,
                        n_refits, seed)
-    for section in (lambda: quality_section(doc, rep, table, eval_set, out_dir),
+    heldout_section(doc, rep, held, table, held_ids, eval_set, metric)
+    for section in (lambda: quality_section(doc, rep, table_fit, eval_set, out_dir),
                     lambda: bivariate_section(doc, rep, fin, out_dir)):
         try:
             section()
@@ -273,6 +318,8 @@ def write_report(
         "recommendation": rep.recommendation,
         "quality": {f"{m}/{p}": q.to_json() for (m, p), q in rep.quality.items()},
         "frontier": None if rep.frontier is None else rep.frontier.to_json(),
+        "heldout_runs": held_ids,
+        "heldout": rep.heldout,
     }
     with open(rep.json_path, "w", encoding="utf-8") as f:
         json.dump(json_safe(payload), f, indent=1)

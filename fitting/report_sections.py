@@ -33,7 +33,7 @@ __all__ = ["Report", "frontier_section", "quality_section", "bivariate_section"]
 @dataclass
 class Report:
     """What :func:`fitting.report.write_report` produced (paths) and computed (fits, regime,
-    skipped sections)."""
+    held-out predictions (:mod:`fitting.heldout`), skipped sections)."""
 
     out_dir: str
     markdown_path: str
@@ -47,6 +47,7 @@ class Report:
     recommendation: Any = None
     quality: dict = field(default_factory=dict)
     regime: dict = field(default_factory=dict)
+    heldout: list[dict] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     markdown: str = ""
