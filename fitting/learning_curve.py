@@ -111,6 +111,33 @@ def convergence_check(
             "still_dropping": bool(drop > threshold), "n_points": int(sel.sum())}
 
 
+def cooldown_start(step: Sequence[float] | np.ndarray,
+                   learning_rate: Sequence[float] | np.ndarray,
+                   *, tolerance: float = 0.03) -> float | None:
+    """The last logged step before a learning-rate cool-down, or None when there is none.
+
+    Under the inverse-square-root schedule lr·√step is constant after warm-up (it rises during
+    warm-up); a cool-down (a decay to 0 at the end of training) makes it fall. The cool-down
+    starts after the last step at which lr·√step is within ``tolerance`` of its running maximum.
+    A curve's convergence is judged before that step: the cool-down's own drop anneals the
+    gradient noise and says nothing about whether the model still learns.
+    """
+    s = np.asarray(step, float)
+    v = np.asarray(learning_rate, float)
+    keep = np.isfinite(s) & np.isfinite(v) & (s > 0) & (v >= 0)
+    s, v = s[keep], v[keep]
+    if s.size < 3:
+        return None
+    order = np.argsort(s)
+    s, v = s[order], v[order]
+    scaled = v * np.sqrt(s)
+    peak = np.maximum.accumulate(scaled)
+    below = np.nonzero(scaled < (1.0 - tolerance) * peak)[0]
+    if below.size == 0 or below[0] == 0:
+        return None
+    return float(s[below[0] - 1])
+
+
 def correct_final_losses(
     table: pd.DataFrame,
     *,

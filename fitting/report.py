@@ -30,7 +30,7 @@ from fitting import plots
 from fitting.base import FitError, json_safe
 from fitting.heldout import check_heldout_runs, heldout_section
 from fitting.joint import fit_joint_law
-from fitting.learning_curve import convergence_check, correct_final_losses
+from fitting.learning_curve import convergence_check, cooldown_start, correct_final_losses
 from fitting.markdown import Document, format_number
 from fitting.power import fit_power_law
 from fitting.report_sections import (
@@ -83,13 +83,20 @@ def _regime(table: pd.DataFrame, fin: pd.DataFrame, l_inf: dict[str, tuple[float
             d["gap_over_true"] = best / float(ground_truth[pair])
         reg["pairs"][str(pair)] = d
     n_drop = n_curves = 0
+    cooldown: dict[str, float | None] = {}
     if {"run_id", "step", "eval_set", "metric"} <= set(table.columns):
         series = table[(table["eval_set"] == eval_set) & (table["metric"] == metric)]
+        rates = table[table["metric"] == "learning_rate"]
+        cooldown = {run: cooldown_start(g["step"], g["value"]) for run, g in rates.groupby("run_id")}
         for (run, pair), g in series.groupby(["run_id", "pair"]):
             g = g[(g["step"] > 0) & (g["value"] > 0)].sort_values("step")
+            start = cooldown.get(run)
+            if start is not None and (g["step"] <= start).sum() >= 3:
+                g = g[g["step"] <= start]  # judged before the cool-down (cooldown_start)
             if len(g) < 3:
                 continue
             chk = convergence_check(g["step"].to_numpy(float), g["value"].to_numpy(float))
+            chk["checked_until_step"] = float(g["step"].max())
             reg["curves"][f"{run}/{pair}"] = chk
             n_curves += 1
             n_drop += bool(chk["still_dropping"])
@@ -112,6 +119,10 @@ def _regime(table: pd.DataFrame, fin: pd.DataFrame, l_inf: dict[str, tuple[float
     else:
         verdict = "unknown"
         text = "No learning curves (only final values) — convergence could not be checked."
+    n_cooled = sum(1 for run in cooldown.values() if run is not None) if n_curves else 0
+    if n_cooled:
+        text += (f" {n_cooled} runs end with a learning-rate cool-down; their curves are judged "
+                 "before it (its drop anneals gradient noise, it is not learning).")
     if far:
         text += (f" The best losses are still {max(gaps):.2g}× the (fitted or true) irreducible "
                  "loss: the models are far from L∞, and L∞ is an extrapolation.")

@@ -61,3 +61,16 @@ def test_uncertainty_and_json_roundtrip():
     assert isinstance(back, LearningCurveFit)
     assert back.last_step == lc.last_step and back.dropped_early == lc.dropped_early
     np.testing.assert_allclose(back.predict([2.5e6]), lc.predict([2.5e6]), rtol=1e-12)
+
+
+def test_cooldown_start_finds_the_last_step_before_the_rate_decays_to_zero():
+    import numpy as np
+
+    from fitting.learning_curve import cooldown_start
+
+    steps = np.arange(10, 1001, 10, dtype=float)
+    rsqrt = 1.0 / np.sqrt(np.maximum(steps, 100.0)) * np.minimum(steps / 100.0, 1.0)
+    assert cooldown_start(steps, rsqrt) is None  # warm-up then rsqrt: no cool-down
+    cooled = rsqrt * np.clip((1000 - steps) / 300.0, 0.0, 1.0)
+    assert cooldown_start(steps, cooled) == 700.0
+    assert cooldown_start(steps, np.full_like(steps, 0.01)) is None  # constant rate
