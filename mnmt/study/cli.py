@@ -53,7 +53,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     runs = expand(spec)
 
     progress = StudyProgress([(r.run_id, r.size, spec.steps_for(r.size)) for r in runs],
-                             groups=[[r.run_id for r in g] for g in group_runs(spec, runs)])
+                             groups=[[r.run_id for r in g] for g in group_runs(spec, runs)],
+                             step_flops=step_flops(spec, runs))
     log = progress.message
     start = time.monotonic()
     log(f"study {spec.name}: {len(runs)} runs ({len(spec.sizes)} sizes x {len(spec.weights)} "
@@ -66,6 +67,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     log(f"study {spec.name}: finished in {time.monotonic() - start:.0f} s; report: "
         f"{getattr(report, 'markdown_path', out / 'report')}")
     return 0
+
+
+def step_flops(spec, runs) -> dict[str, float]:
+    """Training FLOPs per step of each size of the study (for the ETA of sizes not run yet)."""
+    from mnmt.models import accounting, zoo  # light: no jax
+
+    lengths = spec.lengths
+    rows = spec.batch_size if not spec.batch_tokens else spec.batch_tokens // lengths["targets"]
+    out = {}
+    for size in {run.size for run in runs}:
+        try:
+            config = zoo.get_config(size, spec.vocab_size)
+        except ValueError:
+            continue
+        out[size] = rows * accounting.train_flops_per_example(config, lengths["inputs"],
+                                                              lengths["targets"])
+    return out
 
 
 def cmd_run_one(args: argparse.Namespace) -> int:

@@ -28,7 +28,9 @@ class StudyProgress:
     step of their model size: the wall time per step of a finished group of that size
     (evaluation, decoding, compilation and checkpoints included), or, before one has finished,
     the trainer's measured step time scaled by the wall/step-time ratio of the finished groups;
-    a size never seen yet costs what the slowest seen size costs.
+    a size never seen yet costs what the seen sizes cost, scaled up by its training FLOPs per
+    step relative to theirs when `step_flops` (size -> FLOPs per step) is given (never less
+    than the slowest seen size).
     """
 
     def __init__(
@@ -36,6 +38,7 @@ class StudyProgress:
         runs: list[tuple[str, str, int]],
         *,
         groups: list[list[str]] | None = None,
+        step_flops: dict[str, float] | None = None,
         stream: TextIO | None = None,
         log_interval_s: float = 10.0,
         clock=time.monotonic,
@@ -43,6 +46,7 @@ class StudyProgress:
         self._runs = {run_id: _RunCost(steps=steps, size=size) for run_id, size, steps in runs}
         self._order = [run_id for run_id, _, _ in runs]
         self._groups = [list(g) for g in groups] if groups else [[r] for r in self._order]
+        self._flops = dict(step_flops or {})
         self._done: set[str] = set()
         self._wall_per_step: dict[str, float] = {}   # size -> seconds per group step, all in
         self._train_per_step: dict[str, float] = {}  # size -> trainer's seconds per step
@@ -132,9 +136,15 @@ class StudyProgress:
             return self._wall_per_step[size]
         if train:
             return train * self._ratio()
-        known = list(self._wall_per_step.values()) + [t * self._ratio()
-                                                      for t in self._train_per_step.values()]
-        return max(known) if known else None
+        known = list(self._wall_per_step.items()) + [
+            (other, t * self._ratio()) for other, t in self._train_per_step.items()]
+        if not known:
+            return None
+        estimate = max(cost for _, cost in known)
+        if size in self._flops:
+            estimate = max([estimate] + [cost * self._flops[size] / self._flops[other]
+                                         for other, cost in known if self._flops.get(other)])
+        return estimate
 
     def _current_eta(self) -> float | None:
         if not self._current:

@@ -172,3 +172,12 @@ def test_heldout_runs_are_expanded_after_the_grid_and_marked():
         StudySpec(heldout=("mini-1",))
     with pytest.raises(StudyError, match="repeats runs"):
         expand(StudySpec(sizes=("micro-1",), weights=(0.5,), heldout=(("micro-1", 0.5),)))
+
+
+def test_progress_prices_an_unseen_size_by_its_flops():
+    progress = StudyProgress([("a", "mini-1", 100), ("c", "mini-2", 100)],
+                             step_flops={"mini-1": 1e9, "mini-2": 3e9},
+                             stream=io.StringIO(), clock=lambda: 0.0)
+    progress.start_run("a")
+    progress.finish_run("a", wall_s=10.0)  # 0.1 s per step at 1 GFLOP per step
+    assert progress.eta_s() == pytest.approx(100 * 0.3)
