@@ -124,6 +124,20 @@ def _summary(report, ground_truth: dict[str, float] | None) -> str:
             if truth is not None:
                 text += f" (true {truth:.3f})"
             lines.append(text)
+    for pair, d in sorted(report.regime.get("pairs", {}).items()):
+        if "l_inf_fit" in d:
+            truth = d.get("l_inf_true")
+            gap = f" (true {truth:.3f}, {100 * (d['l_inf_fit'] / truth - 1):+.1f} %)" if truth else ""
+            lines.append(f"  {pair}: L_inf {d['l_inf_fit']:.3f} from the "
+                         f"{d.get('l_inf_source', 'fit')}{gap}")
+    if report.regime.get("verdict"):
+        lines.append(f"  regime: {report.regime['verdict']} ({report.regime.get('n_still_dropping')} "
+                     f"of {report.regime.get('n_curves')} learning curves still dropping)")
+    for entry in report.heldout:
+        if entry.get("primary", True):
+            lines.append(f"  held out {entry['run']} {entry['pair']}: predicted "
+                         f"{entry['predicted']:.4f}, measured {entry['measured']:.4f} "
+                         f"({100 * entry['error']:+.1f} %, {entry['law']})")
     for section, reason in report.skipped.items():
         lines.append(f"  skipped {section}: {reason}")
     for warning in report.warnings:
