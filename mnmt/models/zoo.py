@@ -13,6 +13,9 @@
   capacity-limited on the synthetic `cpu-tiny` data while converging in a few hundred steps;
   with mini-1/mini-2 they span the regime where the CPU study's size law is measurable (on
   cpu-tiny, mini-1 … mini-4 reach nearly the same loss, so their curve is flat).
+- nano-k: two single-layer sizes below micro-1 (≈2.5K and ≈5K non-embedding params, width 8
+  and 12): on `cpu-tiny` they are capacity-limited on the easier pair (en-de), where every
+  size from micro-1 up already reaches the same floor, so a study's size law sees both pairs.
 - mini-dec-k: decoder-only counterparts of mini-k (2× the layers, no encoder) for CPU studies.
 
 `mnmt-zoo --family F [--json]` prints names, shapes and parameter counts.
@@ -63,6 +66,12 @@ MICRO = [
     (1, 32, 4, 8, 128),
 ]
 
+# Below micro-1: widths 8 and 12 (layers, emb, heads, head dim, MLP as MICRO).
+NANO = [
+    (1, 8, 2, 4, 32),
+    (1, 12, 2, 6, 48),
+]
+
 GHORBANI_VOCAB = 32_000
 # depth pairs of Ghorbani App. A Tables 1-3 (encoder scaling, decoder scaling, symmetric)
 _G_DEPTHS = [2, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 48, 56, 64]
@@ -81,7 +90,7 @@ CAILLAUT = {
 }
 CAILLAUT_VOCAB = 100_352
 
-FAMILIES = ("mini", "micro", "fernandes", "ghorbani", "caillaut", "mini-dec")
+FAMILIES = ("mini", "micro", "nano", "fernandes", "ghorbani", "caillaut", "mini-dec")
 
 
 def sizes(family: str) -> list[str]:
@@ -92,6 +101,8 @@ def sizes(family: str) -> list[str]:
         return [f"mini-dec-{i + 1}" for i in range(len(MINI))]
     if family == "micro":
         return [f"micro-{i + 1}" for i in range(len(MICRO))]
+    if family == "nano":
+        return [f"nano-{i + 1}" for i in range(len(NANO))]
     if family == "fernandes":
         return [f"fernandes-{i + 1}" for i in range(len(FERNANDES))]
     if family == "ghorbani":
@@ -125,6 +136,10 @@ def get_config(size: str, vocab_size: int | None = None, **overrides) -> T5Confi
         n, d, h, k, m = _indexed(size, "micro", MICRO)
         cfg = T5Config(vocab_size=MINI_VOCAB, emb_dim=d, num_heads=h, head_dim=k, mlp_dim=m,
                        num_encoder_layers=n, num_decoder_layers=n, dropout_rate=0.0, family="micro")
+    elif size.startswith("nano-"):
+        n, d, h, k, m = _indexed(size, "nano", NANO)
+        cfg = T5Config(vocab_size=MINI_VOCAB, emb_dim=d, num_heads=h, head_dim=k, mlp_dim=m,
+                       num_encoder_layers=n, num_decoder_layers=n, dropout_rate=0.0, family="nano")
     elif size.startswith("fernandes-"):
         n, d, h, k, m = _indexed(size, "fernandes", FERNANDES)
         vocab = FERNANDES_VOCAB_OVERRIDE.get(int(size.split("-")[1]), FERNANDES_VOCAB)
@@ -199,7 +214,7 @@ def gin_text(size: str) -> str:
     return "\n".join(lines)
 
 
-GIN_SIZES = (sizes("micro") + sizes("mini") + sizes("fernandes") + sizes("caillaut") + sizes("mini-dec")
+GIN_SIZES = (sizes("nano") + sizes("micro") + sizes("mini") + sizes("fernandes") + sizes("caillaut") + sizes("mini-dec")
              + ["ghorbani-6-6", "ghorbani-2-2", "ghorbani-64-64", "ghorbani-2-6",
                 "ghorbani-64-6", "ghorbani-6-2", "ghorbani-6-64"])
 

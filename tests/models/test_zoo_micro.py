@@ -30,3 +30,11 @@ def test_micro_counts_equal_the_initialised_tree(size):
 def test_unknown_micro_size_names_the_range():
     with pytest.raises(ValueError, match="micro-1 … micro-3"):
         zoo.get_config("micro-4")
+
+
+def test_nano_sizes_sit_below_micro_1():
+    nano = [param_counts(zoo.get_config(s)).non_embedding for s in zoo.sizes("nano")]
+    micro_1 = param_counts(zoo.get_config("micro-1")).non_embedding
+    assert nano == sorted(nano) and nano[-1] < micro_1
+    tree = param_tree_counts(zoo.get_config("nano-1", vocab_size=1024))
+    assert tree["total"] == param_counts(zoo.get_config("nano-1", vocab_size=1024)).total
