@@ -28,9 +28,8 @@ class StudyProgress:
     step of their model size: the wall time per step of a finished group of that size
     (evaluation, decoding, compilation and checkpoints included), or, before one has finished,
     the trainer's measured step time scaled by the wall/step-time ratio of the finished groups;
-    a size never seen yet costs what the seen sizes cost, scaled up by its training FLOPs per
-    step relative to theirs when `step_flops` (size -> FLOPs per step) is given (never less
-    than the slowest seen size).
+    a size never seen yet is priced from its training FLOPs per step when `step_flops`
+    (size -> FLOPs per step) is given (`_by_flops`), else at the slowest seen size's cost.
     """
 
     def __init__(
@@ -140,11 +139,30 @@ class StudyProgress:
             (other, t * self._ratio()) for other, t in self._train_per_step.items()]
         if not known:
             return None
-        estimate = max(cost for _, cost in known)
-        if size in self._flops:
-            estimate = max([estimate] + [cost * self._flops[size] / self._flops[other]
-                                         for other, cost in known if self._flops.get(other)])
-        return estimate
+        if size not in self._flops:
+            return max(cost for _, cost in known)
+        return self._by_flops(size, known)
+
+    def _by_flops(self, size: str, known: list[tuple[str, float]]) -> float:
+        """Cost per step of an unmeasured size from its FLOPs: a + b·FLOPs fitted through the
+        measured sizes (small models pay a fixed per-step cost that FLOPs do not show), or,
+        with one measured size, that size's cost scaled by the square root of the FLOPs ratio."""
+        points = {}
+        for other, cost in known:
+            if self._flops.get(other):
+                points[self._flops[other]] = max(points.get(self._flops[other], 0.0), cost)
+        if not points:
+            return max(cost for _, cost in known)
+        target = self._flops[size]
+        if len(points) == 1:
+            (flops, cost), = points.items()
+            return cost * max(1.0, target / flops) ** 0.5 if target >= flops else cost
+        xs, ys = zip(*sorted(points.items()), strict=True)
+        mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+        var = sum((x - mean_x) ** 2 for x in xs)
+        slope = max(0.0, sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / var)
+        intercept = max(0.0, mean_y - slope * mean_x)
+        return max(intercept + slope * target, min(ys))
 
     def _current_eta(self) -> float | None:
         if not self._current:

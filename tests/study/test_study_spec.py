@@ -180,4 +180,15 @@ def test_progress_prices_an_unseen_size_by_its_flops():
                              stream=io.StringIO(), clock=lambda: 0.0)
     progress.start_run("a")
     progress.finish_run("a", wall_s=10.0)  # 0.1 s per step at 1 GFLOP per step
-    assert progress.eta_s() == pytest.approx(100 * 0.3)
+    # one measured size: its cost scaled by the square root of the FLOPs ratio
+    assert progress.eta_s() == pytest.approx(100 * 0.1 * 3 ** 0.5)
+
+
+def test_progress_fits_cost_against_flops_once_two_sizes_are_measured():
+    progress = StudyProgress([("a", "s1", 100), ("b", "s2", 100), ("c", "s3", 100)],
+                             step_flops={"s1": 1e9, "s2": 2e9, "s3": 5e9},
+                             stream=io.StringIO(), clock=lambda: 0.0)
+    for run, wall in (("a", 10.0), ("b", 12.0)):  # 0.08 s fixed + 0.02 s per GFLOP
+        progress.start_run(run)
+        progress.finish_run(run, wall_s=wall)
+    assert progress.eta_s() == pytest.approx(100 * (0.08 + 0.02 * 5))
