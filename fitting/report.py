@@ -325,6 +325,8 @@ def write_report(
         "power": {pair: {f"{w:g}": f.to_json() for w, f in fits.items()}
                   for pair, fits in rep.power_fits.items()},
         "joint": None if rep.joint is None else rep.joint.to_json(),
+        "fraction": {pair: {f"{w:g}": {"f": v, "sd": sd} for w, (v, sd) in sorted(d.items())}
+                     for pair, d in rep.fraction.items()},
         "effective": None if rep.effective is None else rep.effective.to_json(),
         "recommendation": rep.recommendation,
         "quality": {f"{m}/{p}": q.to_json() for (m, p), q in rep.quality.items()},
@@ -369,6 +371,7 @@ def _joint_section(doc: Document, rep: Report, data, ground_truth, out_dir: str)
         frac_pts[pair] = {w: (float(j.fraction(w, pair)[0]),
                               float(np.std(fs[w], ddof=1)) if w in fs else float("nan"))
                           for w in j.weights[pair] if w > 0}
+    rep.fraction = frac_pts
     if frac_pts:
         doc.table(["pair", *[f"p={w:g}" for w in sorted({w for d in frac_pts.values() for w in d})]],
                   [[pair] + [format_number(d.get(w, (None,))[0], d.get(w, (0, None))[1], 3)

@@ -48,6 +48,8 @@ class Report:
     quality: dict = field(default_factory=dict)
     regime: dict = field(default_factory=dict)
     heldout: list[dict] = field(default_factory=list)
+    # pair -> weight p -> (f(p), sd over perturbation refits): eq. 10 from the joint law's β
+    fraction: dict = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     markdown: str = ""

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from fitting.report import write_report
-from fitting.test_utils import make_curves_table, make_final_table, write_run_dirs
+from fitting.test_utils import TRUTH, f_hat, make_curves_table, make_final_table, write_run_dirs
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +31,11 @@ def test_report_files_and_fits(full_report):
     assert data["joint"]["law"] == "joint" and data["power"]["en-de"]["0.5"]["law"] == "power"
     assert data["recommendation"] and abs(sum(data["recommendation"][0]["weights"].values()) - 1) < 1e-6
     assert "<table>" in open(rep.html_path).read()
+    # f(p) of eq. 10 with its perturbation sd, next to the generating f̂ (eq. 12)
+    for pair in ("en-de", "en-zh"):  # keyed by the pair's own weight
+        entry = data["fraction"][pair]["0.3"]
+        assert entry["f"] == pytest.approx(float(f_hat(0.3, *TRUTH[pair][3])), abs=0.05)
+        assert 0 < entry["sd"] < 0.1
 
 
 def test_report_states_compute_limited_regime(full_report):
