@@ -1,0 +1,136 @@
+"""Does a study's report recover the known truth? The main job's five checks from fits.json.
+
+Reads OUT/report/fits.json (and OUT/study.json, for the wall time of the run when given with
+--wall-s) of a synthetic study — whose exact irreducible loss is known — and checks:
+
+1. the joint law's (Fernandes eq. 7) fitted L∞ within 5 % of the exact L∞ for every pair;
+2. α per pair determined: not at a fit bound, perturbation sd below 15 % of the value, and the
+   per-weight α (eq. 6) agreeing across weights within 2 sd;
+3. f(p) (eq. 10) strictly between 0 and 1 at interior weights, with sd below 0.1;
+4. every held-out run (never fitted) predicted within 2 % or 3× the stated noise level;
+5. the regime: capacity-limited, i.e. the report's verdict is "near convergence".
+
+    python benchmarks/check_main_job.py mnmt_study_out [--json]
+
+Exit status 0 when every check passes, 1 otherwise (2: no report).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+
+from fitting.power import ALPHA_BOUNDS  # the fit bounds of α
+
+
+def _joint(fits: dict) -> tuple[dict, dict]:
+    return (fits.get("joint") or {}).get("params", {}), (fits.get("joint") or {}).get("stderr", {})
+
+
+def check(fits: dict) -> dict:
+    out: dict = {}
+    pairs = sorted(fits.get("regime", {}).get("pairs", {}))
+    # 1. L∞
+    l_inf = {}
+    for pair in pairs:
+        d = fits["regime"]["pairs"][pair]
+        fit, true = d.get("l_inf_fit"), d.get("l_inf_true")
+        err = None if fit is None or not true else fit / true - 1
+        l_inf[pair] = {"fit": fit, "true": true, "error": err, "source": d.get("l_inf_source"),
+                       "ok": err is not None and abs(err) <= 0.05}
+    out["l_inf"] = l_inf
+    # 2. α
+    params, stderr = _joint(fits)
+    alpha = {}
+    for pair in pairs:
+        a, sd = params.get(f"alpha[{pair}]"), stderr.get(f"alpha[{pair}]")
+        per_weight = {w: (f["params"]["alpha"], (f.get("stderr") or {}).get("alpha"))
+                      for w, f in (fits.get("power") or {}).get(pair, {}).items()}
+        agree = True
+        items = [(w, v, s) for w, (v, s) in per_weight.items() if s is not None and math.isfinite(s)]
+        for i, (_, v1, s1) in enumerate(items):
+            for _, v2, s2 in items[i + 1:]:
+                agree &= abs(v1 - v2) <= 2 * math.hypot(s1, s2)
+        at_bound = a is not None and min(abs(a - b) for b in ALPHA_BOUNDS) < 1e-3
+        rel = None if a is None or sd is None else sd / a
+        alpha[pair] = {"alpha": a, "sd": sd, "rel_sd": rel, "at_bound": at_bound,
+                       "per_weight": per_weight, "per_weight_agree": agree,
+                       "ok": a is not None and not at_bound and rel is not None and rel < 0.15
+                       and agree}
+    out["alpha"] = alpha
+    # 3. f(p)
+    fraction = {}
+    for pair in pairs:
+        points = {w: d for w, d in (fits.get("fraction") or {}).get(pair, {}).items()
+                  if 0 < float(w) < 1}
+        ok = bool(points) and all(0 < d["f"] < 1 and d.get("sd") is not None and d["sd"] < 0.1
+                                  for d in points.values())
+        fraction[pair] = {"points": points, "ok": ok}
+    out["fraction"] = fraction
+    # 4. held-out runs
+    held = [h for h in fits.get("heldout", []) if h.get("primary", True)]
+    out["heldout"] = {"entries": held, "ok": bool(held) and all(h["within_tolerance"]
+                                                                for h in held)}
+    # 5. regime
+    regime = fits.get("regime", {})
+    out["regime"] = {"verdict": regime.get("verdict"), "n_curves": regime.get("n_curves"),
+                     "n_still_dropping": regime.get("n_still_dropping"),
+                     "ok": regime.get("verdict") == "near convergence"}
+    out["all_ok"] = all(v["ok"] for section in ("l_inf", "alpha", "fraction")
+                        for v in out[section].values()) and out["heldout"]["ok"] \
+        and out["regime"]["ok"]
+    return out
+
+
+def _num(value) -> str:
+    return "?" if value is None else f"{value:.4g}"
+
+
+def _print(result: dict) -> None:
+    for pair, d in result["l_inf"].items():
+        err = "?" if d["error"] is None else f"{100 * d['error']:+.1f} %"
+        print(f"1. L_inf {pair}: fitted {_num(d['fit'])} vs exact {_num(d['true'])} ({err}) "
+              f"{'ok' if d['ok'] else 'FAIL'}")
+    for pair, d in result["alpha"].items():
+        rel = "?" if d["rel_sd"] is None else f"{100 * d['rel_sd']:.0f} %"
+        print(f"2. alpha {pair}: {_num(d['alpha'])} ± {_num(d['sd'])} (sd {rel}), "
+              f"at bound {d['at_bound']}, "
+              f"per weight agree {d['per_weight_agree']} {'ok' if d['ok'] else 'FAIL'}")
+    for pair, d in result["fraction"].items():
+        pts = ", ".join(f"f({w})={v['f']:.3f}±{v['sd']:.3f}" for w, v in d["points"].items())
+        print(f"3. f(p) {pair}: {pts or 'none'} {'ok' if d['ok'] else 'FAIL'}")
+    for h in result["heldout"]["entries"]:
+        print(f"4. held out {h['run']} {h['pair']}: predicted {h['predicted']:.4f}, measured "
+              f"{h['measured']:.4f} ({100 * h['error']:+.2f} %, noise {h['noise']:.4f}) "
+              f"{'ok' if h['within_tolerance'] else 'FAIL'}")
+    if not result["heldout"]["entries"]:
+        print("4. held-out runs: none FAIL")
+    r = result["regime"]
+    print(f"5. regime: {r['verdict']} ({r['n_still_dropping']} of {r['n_curves']} curves still "
+          f"dropping) {'ok' if r['ok'] else 'FAIL'}")
+    print("all checks pass" if result["all_ok"] else "some checks fail")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", help="the study's output directory (holding report/fits.json)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    args = ap.parse_args(argv)
+    path = os.path.join(args.out, "report", "fits.json")
+    if not os.path.exists(path):
+        print(f"check_main_job: {path}: no such file (run the study first)", file=sys.stderr)
+        return 2
+    with open(path, encoding="utf-8") as f:
+        result = check(json.load(f))
+    if args.json:
+        print(json.dumps(result, default=float))
+    else:
+        _print(result)
+    return 0 if result["all_ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
