@@ -52,7 +52,6 @@ class StudyProgress:
         self._ratios: list[float] = []               # wall / trainer step time, finished groups
         self._current: list[str] = []
         self._current_step = 0
-        self._group_start: float | None = None
         self._stream = stream if stream is not None else sys.stderr
         self._tty = bool(getattr(self._stream, "isatty", lambda: False)())
         self._interval = log_interval_s
@@ -71,7 +70,6 @@ class StudyProgress:
     def start_group(self, run_ids: list[str]) -> None:
         self._current = list(run_ids)
         self._current_step = 0
-        self._group_start = self._clock()
 
     def start_run(self, run_id: str) -> None:
         self.start_group([run_id])

@@ -208,8 +208,9 @@ class _Loop:
             m.tb.close()
             m.ckpt.close()
 
-    def _member_state(self, state, index: int):
-        return member_slice(state, index) if self.grouped else state
+    def _of_member(self, tree, index: int):
+        """Member `index`'s part of a state or metrics tree (the tree itself for one run)."""
+        return member_slice(tree, index) if self.grouped else tree
 
     # ------------------------------------------------------------------ evaluation
     def _eval_rows(self, state, step: int) -> None:
@@ -280,7 +281,7 @@ class _Loop:
         for i, m in enumerate(self.members):
             meta = {"step": step, "tokens": m.tokens, "train_loss_window": list(m.window),
                     "inputs": gather_input_states(input_states[i])}
-            if m.ckpt.save(step, self._member_state(state, i), meta):
+            if m.ckpt.save(step, self._of_member(state, i), meta):
                 self.progress(self._event(m, step, kind="checkpoint",
                                           message=f"checkpoint saved ({m.ckpt.directory})"))
 
@@ -377,7 +378,7 @@ class _Loop:
                 if self._diverged(metrics, step):
                     break
                 for i, m in enumerate(self.members):
-                    mm = member_slice(metrics, i) if self.grouped else metrics
+                    mm = self._of_member(metrics, i)
                     m.tokens += int(mm["num_tokens"])
                     m.window[0] += float(mm["loss"])
                     m.window[1] += 1
@@ -387,14 +388,13 @@ class _Loop:
                 if step % c.log_every == 0 or step == total:
                     rates = meter.report(step, self._tokens())
                     for i, m in enumerate(self.members):
-                        self._log_train(m, step, member_slice(metrics, i) if self.grouped
-                                        else metrics, rates)
+                        self._log_train(m, step, self._of_member(metrics, i), rates)
                 is_eval = step % c.eval.period == 0 or step == total
                 if is_eval:
                     self._eval_rows(state, step)
                 if step in c.decode.steps or (step == total and c.decode.at_end):
                     for i, m in enumerate(self.members):
-                        self._decode_rows(m, self._member_state(state, i)["params"], step)
+                        self._decode_rows(m, self._of_member(state, i)["params"], step)
                 stop = _any_process(guard.requested)
                 if step % c.checkpoint.period == 0 or step == total or stop:
                     self._save(state, step, input_states)
@@ -414,7 +414,7 @@ class _Loop:
                 self._eval_rows(state, step)
                 for i, m in enumerate(self.members):
                     if c.decode.at_end:
-                        self._decode_rows(m, self._member_state(state, i)["params"], step)
+                        self._decode_rows(m, self._of_member(state, i)["params"], step)
                     if self.primary:
                         m.finals = final_losses(m.config.model_dir, m.setup.first_eval_set)
         return [self._finish(m, step, signal_received) for m in self.members]
