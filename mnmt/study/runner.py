@@ -94,6 +94,7 @@ def make_train_config(spec: StudySpec, run: RunSpec, data: StudyData, run_dir: P
         learning_rate=spec.learning_rate,
         warmup_steps=spec.warmup_steps,
         cooldown_steps=spec.cooldown_for(run.size),
+        decay=spec.decay,
         dropout_rate=spec.dropout_rate,
         seed=run.seed,
         run_id=run.run_id,

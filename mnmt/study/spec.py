@@ -60,6 +60,9 @@ class StudySpec:
     feature_lengths: tuple[tuple[str, int], ...] = (("inputs", 32), ("targets", 32))
     eval_every: int = 100
     checkpoint_every: int = 200
+    # The rate after the warm-up: "rsqrt" (learning_rate · rsqrt(step), as Fernandes et al.) or
+    # "constant" (learning_rate until the cool-down; a converged run's curve is then flat).
+    decay: str = "rsqrt"
     learning_rate: float = 1.0
     warmup_steps: int = 100
     # Share of each run's steps over which the rate decays linearly to 0 at the end (0 = plain
@@ -148,6 +151,8 @@ def validate(spec: StudySpec) -> None:
         if not isinstance(steps, int) or steps <= 0:
             raise StudyError(f"StudySpec.train_steps_by_size: expected a positive integer for {size!r}, "
                              f"got {steps!r}")
+    if spec.decay not in ("rsqrt", "constant"):
+        raise StudyError(f"StudySpec.decay: expected 'rsqrt' or 'constant', got {spec.decay!r}")
     if not 0.0 <= float(spec.cooldown_fraction) <= 1.0:
         raise StudyError(f"StudySpec.cooldown_fraction: expected a share in [0, 1], got "
                          f"{spec.cooldown_fraction!r}")

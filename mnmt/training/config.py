@@ -104,12 +104,15 @@ class TrainConfig:
     eval: EvalConfig
     decode: DecodeConfig = dataclasses.field(default_factory=DecodeConfig)
     checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
-    # rsqrt schedule: learning_rate * rsqrt(max(step, warmup_steps)).
+    # rsqrt schedule: learning_rate * rsqrt(max(step, warmup_steps)); with decay="constant",
+    # learning_rate itself after the warm-up.
     learning_rate: float = 1.0
     warmup_steps: int = 100
     # "linear" ramp to the rsqrt curve, or T5X's "constant" rsqrt_decay warm-up.
     warmup: str = "linear"
-    # Linear decay of the rate to 0 over the last `cooldown_steps` steps (0: plain rsqrt).
+    # After the warm-up: "rsqrt" (T5X's default) or "constant" (a stable rate until the cool-down).
+    decay: str = "rsqrt"
+    # Linear decay of the rate to 0 over the last `cooldown_steps` steps (0: none).
     cooldown_steps: int = 0
     label_smoothing: float = 0.0
     z_loss: float = 1e-4

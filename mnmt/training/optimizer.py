@@ -35,11 +35,19 @@ class OptimizerConfig:
     max_grad_norm: float | None = None
 
 
+DECAYS = ("rsqrt", "constant")
+
+
 def rsqrt_schedule(
     learning_rate: float, warmup_steps: int, warmup: str = "linear", *,
-    total_steps: int | None = None, cooldown_steps: int = 0,
+    total_steps: int | None = None, cooldown_steps: int = 0, decay: str = "rsqrt",
 ) -> optax.Schedule:
     """Inverse square-root decay: ``lr · rsqrt(max(step, warmup_steps))``.
+
+    `decay="constant"` holds the rate at ``lr`` after the warm-up instead (a warm-up, a stable
+    phase and, with `cooldown_steps`, a linear decay: the trapezoidal schedule of Zhai et al. 2022
+    and Hägele et al. 2024). With a constant rate a converged model's loss is flat until the
+    cool-down, so a curve that still drops there is still learning, not following the schedule.
 
     `warmup="constant"` is T5X's `rsqrt_decay` (flat at ``lr/√warmup`` during warm-up);
     `warmup="linear"` ramps linearly from ``lr/√warmup / warmup`` to that value over the first
@@ -59,12 +67,17 @@ def rsqrt_schedule(
         raise ValueError(f"warmup_steps must be ≥ 1, got {warmup_steps}")
     if warmup not in ("linear", "constant"):
         raise ValueError(f"warmup must be 'linear' or 'constant', got {warmup!r}")
+    if decay not in DECAYS:
+        raise ValueError(f"decay must be one of {DECAYS}, got {decay!r}")
     lr = float(learning_rate)
     w = float(warmup_steps)
 
     def schedule(count):
         step = jnp.asarray(count, jnp.float32) + 1.0
-        value = lr * jnp.reciprocal(jnp.sqrt(jnp.maximum(step, w)))
+        if decay == "rsqrt":
+            value = lr * jnp.reciprocal(jnp.sqrt(jnp.maximum(step, w)))
+        else:
+            value = jnp.full_like(step, lr)
         if warmup == "linear":
             value = value * jnp.minimum(step / w, 1.0)
         if cooldown_steps:

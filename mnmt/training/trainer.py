@@ -198,7 +198,8 @@ class _Loop:
         self.grouped = len(self.members) > 1
         self.schedule = rsqrt_schedule(self.config.learning_rate, self.config.warmup_steps,
                                        self.config.warmup, total_steps=self.config.train_steps,
-                                       cooldown_steps=self.config.cooldown_steps)
+                                       cooldown_steps=self.config.cooldown_steps,
+                                       decay=self.config.decay)
         self.tx = make_optimizer(self.schedule, self.config.optimizer)
 
     def close(self) -> None:

@@ -74,3 +74,5 @@ def test_cooldown_start_finds_the_last_step_before_the_rate_decays_to_zero():
     cooled = rsqrt * np.clip((1000 - steps) / 300.0, 0.0, 1.0)
     assert cooldown_start(steps, cooled) == 700.0
     assert cooldown_start(steps, np.full_like(steps, 0.01)) is None  # constant rate
+    stable = np.minimum(steps / 100.0, 1.0) * np.clip((1000 - steps) / 300.0, 0.0, 1.0)
+    assert 700.0 <= cooldown_start(steps, stable) <= 710.0  # constant rate, then a cool-down

@@ -7,7 +7,7 @@ import pytest
 from mnmt.study import cli as study
 from mnmt.study import runner as local
 from mnmt.study.progress import StudyProgress
-from mnmt.study.spec import StudySpec, expand
+from mnmt.study.spec import StudyError, StudySpec, expand
 
 
 def _run_all_with(monkeypatch, tmp_path, statuses):
@@ -83,3 +83,19 @@ def _parser_with(build, func):
             action.choices["plan"].set_defaults(func=func)
         return parser
     return patched
+
+
+def test_a_run_gets_the_studys_schedule_steps_and_cooldown_for_its_size(monkeypatch, tmp_path):
+    spec = StudySpec(sizes=("micro-1", "mini-1"), weights=(0.5,), train_steps=400,
+                     train_steps_by_size=(("mini-1", 1000),), cooldown_fraction=0.25,
+                     decay="constant", learning_rate=0.05)
+    monkeypatch.setattr(local, "register_run_mixture", lambda spec, run, data: "mix")
+    data = local.StudyData("v.model", {"en-de": "a", "en-zh": "b"}, {})
+    configs = {run.size: local.make_train_config(spec, run, data, tmp_path / run.run_id)
+               for run in expand(spec)}
+    assert configs["micro-1"].train_steps == 400 and configs["micro-1"].cooldown_steps == 100
+    assert configs["mini-1"].train_steps == 1000 and configs["mini-1"].cooldown_steps == 250
+    assert {c.decay for c in configs.values()} == {"constant"}
+    assert {c.learning_rate for c in configs.values()} == {0.05}
+    with pytest.raises(StudyError, match="StudySpec.decay"):
+        StudySpec(decay="cosine")

@@ -42,6 +42,19 @@ def test_cooldown_ramps_the_rate_linearly_to_zero_at_the_end():
         rsqrt_schedule(1.0, 10, cooldown_steps=5)  # no total_steps
 
 
+def test_constant_decay_holds_the_rate_until_the_cooldown():
+    sched = rsqrt_schedule(0.05, warmup_steps=10, warmup="linear", total_steps=100,
+                           cooldown_steps=20, decay="constant")
+    values = np.array([float(sched(i)) for i in range(101)])
+    assert values[0] == pytest.approx(0.005)  # linear warm-up from lr / warmup_steps
+    assert np.all(np.diff(values[:10]) > 0)
+    np.testing.assert_allclose(values[9:80], 0.05)  # stable phase: the rate itself, no rsqrt
+    assert values[90] == pytest.approx(0.05 * 10 / 20)
+    assert values[100] == 0.0
+    with pytest.raises(ValueError, match="decay"):
+        rsqrt_schedule(1.0, 10, decay="cosine")
+
+
 def test_schedule_rejects_bad_arguments():
     with pytest.raises(ValueError, match="warmup_steps"):
         rsqrt_schedule(1.0, 0)
