@@ -110,3 +110,20 @@ def six_n_flops_per_example(config: T5Config, input_len: int, target_len: int) -
     if c.is_decoder_only:
         return 6.0 * (pc.non_embedding + logits) * (input_len + target_len)
     return 6.0 * (pc.encoder * input_len + (pc.decoder + logits) * target_len)
+
+
+def rows_per_step(batch_size: int, batch_tokens: int | None, targets_length: int) -> int:
+    """Packed rows per training step: ``batch_size``, or ``batch_tokens // targets_length``.
+
+    A batch given in tokens (Fernandes et al. §3: 500K target tokens) is turned into rows of the
+    targets feature length; it must hold at least one row.
+    """
+    if batch_tokens:
+        rows = int(batch_tokens) // int(targets_length)
+        if rows < 1:
+            raise ValueError(f"batch_tokens={batch_tokens} is smaller than one target sequence "
+                             f"({targets_length} tokens)")
+        return rows
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be ≥ 1, got {batch_size}")
+    return int(batch_size)

@@ -74,7 +74,7 @@ def step_flops(spec, runs) -> dict[str, float]:
     from mnmt.models import accounting, zoo  # light: no jax
 
     lengths = spec.lengths
-    rows = spec.batch_size if not spec.batch_tokens else spec.batch_tokens // lengths["targets"]
+    rows = accounting.rows_per_step(spec.batch_size, spec.batch_tokens, lengths["targets"])
     out = {}
     for size in {run.size for run in runs}:
         try:

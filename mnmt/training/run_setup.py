@@ -18,6 +18,7 @@ import numpy as np
 from fitting import io
 from fitting.rundirs import final_losses_from_rows
 from fitting.schema import RUN_JSON, SCHEMA_VERSION
+from mnmt.models import accounting
 from mnmt.training import run_files
 from mnmt.training.config import TrainConfig
 
@@ -47,15 +48,8 @@ class RunSetup:
 
 def resolve_batch_size(config: TrainConfig) -> int:
     """Rows per step: `batch_size`, or `batch_tokens // targets length` when tokens are given."""
-    if config.inputs.batch_tokens:
-        rows = int(config.inputs.batch_tokens) // int(config.inputs.feature_lengths["targets"])
-        if rows < 1:
-            raise ValueError(f"batch_tokens={config.inputs.batch_tokens} is smaller than one target "
-                             f"sequence ({config.inputs.feature_lengths['targets']} tokens)")
-        return rows
-    if config.inputs.batch_size < 1:
-        raise ValueError(f"batch_size must be ≥ 1, got {config.inputs.batch_size}")
-    return int(config.inputs.batch_size)
+    return accounting.rows_per_step(config.inputs.batch_size, config.inputs.batch_tokens,
+                                    config.inputs.feature_lengths["targets"])
 
 
 def _validate(config: TrainConfig) -> None:
@@ -109,8 +103,6 @@ def family_of(model_config: Any, size: str) -> str:
 
 def build_run_json(config: TrainConfig, run_id: str, model_config: Any, vocab_size: int,
                    batch_size: int) -> dict[str, Any]:
-    from mnmt.models import accounting  # noqa: PLC0415
-
     counts = accounting.param_counts(model_config)
     shape_fields = ("num_encoder_layers", "num_decoder_layers", "emb_dim", "num_heads",
                     "head_dim", "mlp_dim", "vocab_size", "dropout_rate", "mlp_activations",

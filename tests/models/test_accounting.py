@@ -120,3 +120,17 @@ def test_mini_progression():
     counts = [param_counts(zoo.get_config(s)).non_embedding for s in zoo.sizes("mini")]
     assert counts == sorted(counts) and len(set(counts)) == 8
     assert 40_000 <= counts[0] <= 70_000 and 4e6 <= counts[-1] <= 6e6
+
+
+def test_rows_per_step_from_rows_or_tokens():
+    import pytest
+
+    from mnmt.models.accounting import rows_per_step
+
+    assert rows_per_step(48, None, 32) == 48
+    assert rows_per_step(48, 0, 32) == 48  # 0 tokens: the batch is given in rows
+    assert rows_per_step(48, 500_000, 64) == 7812  # tokens override rows: 500K // 64
+    with pytest.raises(ValueError, match="smaller than one target sequence"):
+        rows_per_step(48, 16, 32)
+    with pytest.raises(ValueError, match="batch_size"):
+        rows_per_step(0, None, 32)
