@@ -88,6 +88,8 @@ def _regime(table: pd.DataFrame, fin: pd.DataFrame, l_inf: dict[str, tuple[float
         series = table[(table["eval_set"] == eval_set) & (table["metric"] == metric)]
         rates = table[table["metric"] == "learning_rate"]
         cooldown = {run: cooldown_start(g["step"], g["value"]) for run, g in rates.groupby("run_id")}
+        if "weight" in series.columns:  # a pair a run does not train has no learning curve
+            series = series[~(pd.to_numeric(series["weight"], errors="coerce") <= 0)]
         for (run, pair), g in series.groupby(["run_id", "pair"]):
             g = g[(g["step"] > 0) & (g["value"] > 0)].sort_values("step")
             start = cooldown.get(run)

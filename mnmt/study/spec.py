@@ -254,7 +254,7 @@ PRESETS: dict[str, StudySpec] = {
         # Fewer pieces than cpu-tiny's word types: both targets' rarer words are spelled in
         # pieces, which keeps both pairs capacity-bound across the micro sizes.
         vocab_size=704,
-        feature_lengths=(("inputs", 40), ("targets", 40)),
+        feature_lengths=(("inputs", 36), ("targets", 36)),
         train_steps=1000,
         eval_every=200,
         checkpoint_every=500,

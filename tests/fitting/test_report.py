@@ -53,6 +53,19 @@ def test_report_near_convergence_and_far_from_linf(tmp_path):
     assert rep.regime["far_from_l_inf"]  # best losses are ≫ the stated true L∞
 
 
+def test_regime_counts_only_the_pairs_a_run_trains(tmp_path):
+    # every trained pair's curve still drops; the zero-weight pairs' curves (p = 0 and p = 1) are
+    # flat, as an untrained pair's loss is: they must not count as converged curves
+    fin = make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.0, 0.5, 1.0), noise=0.0)
+    tab = make_curves_table(fin)
+    untrained = tab["weight"] <= 0
+    tab.loc[untrained, "value"] = 6.0
+    rep = write_report(tab, str(tmp_path), n_refits=5)
+    assert rep.regime["n_curves"] == 16  # 4 sizes x (1 + 2 + 1 trained pairs); 8 untrained left out
+    assert rep.regime["n_still_dropping"] == 16
+    assert not any(key.startswith("s0_p0.00/en-de") for key in rep.regime["curves"])
+
+
 def test_report_few_points_degrades_gracefully(tmp_path):
     # 4 sizes × 3 weights: everything fits, no p = 0
     fin = make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.3, 0.5, 1.0), noise=0.01)
