@@ -59,8 +59,9 @@ def _values(law: MultilingualLawFit, n: float, W: np.ndarray, pairs: Sequence[st
         if samples:
             s = law.predict_samples(n, W[:, j], pair)
             s = mm(s) if mm else s
-            lo.append(np.nanquantile(s, q, axis=0))
-            hi.append(np.nanquantile(s, 1 - q, axis=0))
+            with np.errstate(invalid="ignore"):  # ±inf samples (a pair at weight 0): nan bound
+                lo.append(np.nanquantile(s, q, axis=0))
+                hi.append(np.nanquantile(s, 1 - q, axis=0))
     val = np.column_stack(cols)
     if samples:
         return val, np.column_stack(lo), np.column_stack(hi)
@@ -215,7 +216,8 @@ def recommend(
         q = (1 - level) / 2
         for j, p in enumerate(pairs):
             s = law.predict_samples(n, best[j], p).reshape(-1)
-            interval[p] = (float(np.nanquantile(s, q)), float(np.nanquantile(s, 1 - q)))
+            with np.errstate(invalid="ignore"):
+                interval[p] = (float(np.nanquantile(s, q)), float(np.nanquantile(s, 1 - q)))
     uni = {p: float(law.predict(n, 1.0 / k, p)[()]) for p in pairs}
     return Recommendation(n=n, weights={p: float(best[j]) for j, p in enumerate(pairs)},
                           predicted=pred, interval=interval, objective=objective,

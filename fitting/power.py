@@ -139,6 +139,13 @@ def _fit_core(
     return _Core(alpha, beta, float(res.coef[1]), res.f_scale, res.residuals)
 
 
+def _group_label(group) -> str:
+    """A group key for messages: numbers as %g (0.3, not 0.30000000000000004)."""
+    if isinstance(group, (int, float, np.floating, np.integer)) and not isinstance(group, bool):
+        return f"{float(group):g}"
+    return str(group)
+
+
 def leave_largest_out(
     x: np.ndarray,
     y: np.ndarray,
@@ -194,7 +201,7 @@ def leave_largest_out(
     if abs(err) > tolerance * noise:
         warning = (
             f"extrapolation backtest: refitted without the largest size ({sizes[-1]:.4g}), the law "
-            + ("" if groups is None else f"(worst group {grp}) ")
+            + ("" if groups is None else f"(worst group {_group_label(grp)}) ")
             + f"predicts {pred:.4f} there but {true:.4f} was observed (error {err:+.4f}, "
             + f"{100 * err / true:+.2f}%), more than {tolerance:g}× the noise level {noise:.4f}; "
             + "predictions beyond the fitted range are unreliable"

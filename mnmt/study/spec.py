@@ -45,7 +45,7 @@ class StudySpec:
     vocabulary_path: str = ""
     pairs: tuple[str, ...] = ("en-de", "en-zh")
     # On cpu-tiny, mini-1 … mini-4 all reach nearly the same loss; the size law is measurable from
-    # the capacity-limited micro sizes up to the saturation of mini-1/mini-2 (see docs/guides/studies.md).
+    # the micro sizes up to mini-1/mini-2 (see docs/guides/studies.md).
     sizes: tuple[str, ...] = ("micro-1", "micro-2", "micro-3", "mini-1", "mini-2")
     # p of the first pair: 0 and 1 are the single-pair baselines that eq. 10 (f(p)) needs.
     weights: tuple = (0.0, 0.5, 1.0)

@@ -97,3 +97,15 @@ def test_eq11_backtest_warns_only_when_largest_size_breaks_the_trend():
     fit = fit_multilingual_law(bad, form="eq13", uncertainty=None)
     assert fit.backtest["en-zh"]["worst_group"] == 0.5
     assert any("en-zh" in w and "extrapolation backtest" in w for w in fit.warnings)
+
+
+def test_backtest_warning_names_a_float_group_as_written():
+    from fitting.power import leave_largest_out
+
+    x = np.array([1.0, 2.0, 4.0, 8.0] * 2)
+    groups = np.array([0.1 + 0.2] * 4 + [0.5] * 4)  # 0.30000000000000004, as 1 - 0.7 is
+    y = np.where(x == 8.0, 5.0, 1.0)  # the largest size is far off every group's trend
+    _, warning = leave_largest_out(x, y, lambda mask: (lambda xs: np.ones_like(xs)), 0.01,
+                                   groups=groups)
+    assert "(worst group 0.3)" in warning or "(worst group 0.5)" in warning
+    assert "0.30000000000000004" not in warning
