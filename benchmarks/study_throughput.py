@@ -65,7 +65,8 @@ def _configs(out: str, args, vocab_path: str, pair_tasks: dict, mixture_names: l
     return [TrainConfig(
         model_dir=os.path.join(out, f"run{i}"), model_size=args.size, vocabulary_path=vocab_path,
         train_steps=args.steps,
-        inputs=InputConfig(mixture_or_task_name=name, feature_lengths={"inputs": 32, "targets": 32},
+        inputs=InputConfig(mixture_or_task_name=name,
+                           feature_lengths={"inputs": args.length, "targets": args.length},
                            batch_size=args.batch_size),
         eval=EvalConfig(tasks=dict(pair_tasks), period=args.steps),
         decode=DecodeConfig(at_end=False), checkpoint=CheckpointConfig(period=args.steps),
@@ -100,12 +101,17 @@ def _arm(grouped: bool, args, vocab_path: str, pair_tasks: dict, names: list[str
 
 
 def main(argv: list[str] | None = None) -> int:
+    from mnmt.study.spec import PRESETS
+
+    study = PRESETS["default"]  # the defaults are the default study's batch, vocabulary, lengths
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", default="micro-1", help="zoo size (default %(default)s)")
     ap.add_argument("--runs", type=int, default=5, help="runs (mixture weights) K")
     ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--batch_size", type=int, default=48)
-    ap.add_argument("--vocab_size", type=int, default=1024)
+    ap.add_argument("--batch_size", type=int, default=study.batch_size)
+    ap.add_argument("--vocab_size", type=int, default=study.vocab_size)
+    ap.add_argument("--length", type=int, default=study.lengths["targets"],
+                    help="inputs and targets feature length (default %(default)s)")
     ap.add_argument("--rounds", type=int, default=1, help="alternating rounds of both arms")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
@@ -129,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "study_throughput",
         "machine": _machine(),
         "size": args.size, "runs": args.runs, "steps": args.steps, "batch_size": args.batch_size,
+        "vocab_size": args.vocab_size, "length": args.length,
         "one_at_a_time": best["one_at_a_time"], "grouped": best["grouped"],
         "all_rounds": results,
         "ratio_wall": best["grouped"]["tokens_per_s_wall"] /

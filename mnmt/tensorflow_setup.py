@@ -4,9 +4,9 @@
 T5X's `train.py`, TensorFlow is told to see no GPU, so that on a GPU machine it neither reserves
 device memory nor competes with XLA for it. Importing TensorFlow, and its first look for CUDA,
 also print native log lines (from before absl's logging is initialised, so `TF_CPP_MIN_LOG_LEVEL`
-does not reach them) that say no GPU was found — on a CPU machine, expected and harmless, but they
-bury the first progress lines. `start_tensorflow` drops exactly those lines and passes every
-other line through.
+does not reach them) that say no GPU was found, or that TensorFlow's CPU kernels use oneDNN — on a
+CPU machine, expected and harmless, but they bury the first progress lines. `start_tensorflow`
+drops exactly those lines and passes every other line through.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-# Native start-up lines that only say "no CUDA here" (TensorFlow's stream executor and absl).
+# Native start-up lines that only say "no CUDA here" (TensorFlow's stream executor and absl) or
+# "oneDNN is on".
 BENIGN_STARTUP_LINES: tuple[str, ...] = (
     "All log messages before absl::InitializeLog() is called are written to STDERR",
     "Could not find cuda drivers on your machine",
@@ -28,6 +29,8 @@ BENIGN_STARTUP_LINES: tuple[str, ...] = (
     "Unable to register cuBLAS factory",
     "computation placer already registered",
     "TF-TRT Warning: Could not find TensorRT",
+    # TensorFlow's CPU kernels use oneDNN; only our data pipelines run on them.
+    "oneDNN custom operations are on",
 )
 
 _started = False

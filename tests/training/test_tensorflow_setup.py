@@ -1,4 +1,4 @@
-"""mnmt.tensorflow_setup: TensorFlow sees no GPU; only its "no CUDA here" start-up lines are dropped."""
+"""mnmt.tensorflow_setup: TensorFlow sees no GPU; only its benign native start-up lines are dropped."""
 
 import os
 import sys
@@ -38,3 +38,21 @@ def test_start_tensorflow_hides_gpus_once(monkeypatch):
     assert tensorflow_setup.start_tensorflow() is tf
     assert tensorflow_setup.start_tensorflow() is tf
     assert calls == [([], "GPU")]
+
+
+def test_a_fresh_process_starting_tensorflow_prints_no_native_startup_lines():
+    import subprocess
+
+    pytest.importorskip("tensorflow")
+    code = ("import sys\n"
+            "from mnmt.tensorflow_setup import start_tensorflow\n"
+            "start_tensorflow()\n"
+            "import tensorflow as tf\n"
+            "assert list(tf.data.Dataset.range(2).as_numpy_iterator()) == [0, 1]\n"
+            "print('started', file=sys.stderr)\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL",
+                                                           "TF_ENABLE_ONEDNN_OPTS")}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines() == ["started"], proc.stderr[-2000:]
