@@ -231,25 +231,59 @@ def plot_frontier(frontiers: Mapping[float, tuple[np.ndarray, np.ndarray]], pair
 
 
 def plot_learning_curves(curves: Mapping[str, tuple[np.ndarray, np.ndarray]],
-                         fits: Mapping[str, callable] | None = None, title: str = "") -> Figure:
-    """Loss against training step per run (log-log), with extrapolated curves (App. G)."""
-    fig, axes = new_figure(size=(5.0, 3.6))
-    ax = axes[0][0]
-    for label, (s, y) in curves.items():
-        line = ax.plot(s, y, lw=1, label=label)
-        fn = (fits or {}).get(label)
-        if fn is not None:
-            grid = np.geomspace(np.max(s) / 4, np.max(s) * 8, 60)
-            ax.plot(grid, fn(grid), ls=":", color=line[0].get_color())
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss")
-    if len(curves) <= 12:
+                         fits: Mapping[str, callable] | None = None, title: str = "", *,
+                         panels: Mapping[str, tuple[str, float]] | None = None,
+                         cooldown_step: float | None = None) -> Figure:
+    """Loss against training step per run (log-log), with extrapolated curves (App. G).
+
+    With ``panels`` (label → (panel name, model size N)), one panel per name (e.g. per pair),
+    each curve coloured by its size on a viridis scale with one legend entry per size, as
+    Fernandes et al. colour their figures; curves without an entry are left out. Without it, one
+    panel with a legend when there are at most 12 curves. ``cooldown_step`` draws a dotted
+    vertical line where the learning rate starts its cool-down.
+    """
+    if panels is None:
+        groups = {"": list(curves)}
+        size_of: dict[str, float] = {}
+    else:
+        groups = {}
+        for label in curves:
+            if label in panels:
+                groups.setdefault(panels[label][0], []).append(label)
+        size_of = {label: float(n) for label, (_, n) in panels.items()}
+    names = sorted(groups) or [""]
+    fig, axes = new_figure(ncols=len(names), size=(4.6, 3.6))
+    sizes = sorted(set(size_of.values()))
+    colors = _cmap([i / max(1, len(sizes) - 1) for i in range(len(sizes))])
+    color_of = {n: colors[i / max(1, len(sizes) - 1)] for i, n in enumerate(sizes)}
+    for ax, name in zip(axes[0], names, strict=True):
+        labelled: set[float] = set()
+        for label in groups.get(name, []):
+            s, y = curves[label]
+            n = size_of.get(label)
+            kwargs = {"lw": 1}
+            if n is not None:
+                kwargs.update(color=color_of[n], alpha=0.8)
+                if n not in labelled:
+                    kwargs["label"] = f"N={n:.3g}"
+                    labelled.add(n)
+            elif len(curves) <= 12:
+                kwargs["label"] = label
+            line = ax.plot(s, y, **kwargs)
+            fn = (fits or {}).get(label)
+            if fn is not None:
+                grid = np.geomspace(np.max(s) / 4, np.max(s) * 8, 60)
+                ax.plot(grid, fn(grid), ls=":", color=line[0].get_color())
+        if cooldown_step:
+            ax.axvline(cooldown_step, ls=":", color="0.4", lw=1, label="cool-down starts")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("step")
+        ax.set_ylabel("validation loss" + (f" {name}" if name else ""))
+        ax.grid(alpha=0.3, which="both")
         _legend(ax, fontsize=6)
-    ax.grid(alpha=0.3, which="both")
-    if title:
-        ax.set_title(title)
+        if name or title:
+            ax.set_title(" — ".join(t for t in (name, title) if t), fontsize=9)
     return fig
 
 

@@ -103,6 +103,7 @@ def _regime(table: pd.DataFrame, fin: pd.DataFrame, l_inf: dict[str, tuple[float
             n_curves += 1
             n_drop += bool(chk["still_dropping"])
     reg["n_curves"], reg["n_still_dropping"] = n_curves, n_drop
+    reg["cooldown_starts"] = {run: start for run, start in cooldown.items() if start is not None}
     gaps = [d.get("gap_over_true", d.get("gap_over_fit")) for d in reg["pairs"].values()]
     gaps = [g for g in gaps if g is not None]
     far = bool(gaps) and max(gaps) > 1.5
@@ -414,11 +415,28 @@ def _curves_figure(doc, rep, table, eval_set, metric, out_dir) -> None:
         return
     curves = {f"{r}/{p}": (g["step"].to_numpy(float), g["value"].to_numpy(float))
               for (r, p), g in series.sort_values("step").groupby(["run_id", "pair"])}
+    panels = None
+    note = ""
+    if "n" in series.columns:  # one panel per pair, coloured by size; untrained pairs apart
+        keys = series.drop_duplicates(["run_id", "pair"])
+        weight = pd.to_numeric(keys.get("weight", pd.Series(1.0, index=keys.index)),
+                               errors="coerce")
+        trained = keys[~(weight <= 0)]
+        panels = {f"{r}/{p}": (str(p), float(n))
+                  for r, p, n in zip(trained["run_id"], trained["pair"], trained["n"], strict=True)
+                  if np.isfinite(float(n))}
+        left_out = len(keys) - len(trained)
+        if left_out:
+            note = (f" The {left_out} curves of pairs at weight 0 (evaluated, not trained; their "
+                    "loss stays near that of an untrained model) are not drawn.")
+    starts = [s for s in (rep.regime.get("cooldown_starts") or {}).values() if s]
     try:
         rep.figures["learning_curves"] = plots.save(
-            plots.plot_learning_curves(curves, title=rep.regime.get("verdict", "")),
+            plots.plot_learning_curves(curves, title=rep.regime.get("verdict", ""), panels=panels,
+                                       cooldown_step=float(np.median(starts)) if starts else None),
             os.path.join(out_dir, "figures", "learning_curves.png"))
-        doc.img("figures/learning_curves.png", "Validation loss against training step per run "
-                "(convergence check, cf. Fernandes App. G).")
+        doc.img("figures/learning_curves.png", "Validation loss against training step per run, "
+                "one panel per pair, coloured by model size (convergence check, cf. Fernandes "
+                "App. G)." + note)
     except Exception as e:
         rep.skipped["figures (learning curves)"] = f"{type(e).__name__}: {e}"
