@@ -24,12 +24,15 @@ class StudyProgress:
     """Tracks a study's runs and prints progress; the trainer's progress events feed `update`.
 
     Runs are trained in groups (`groups`: lists of run ids trained together; default one run
-    each). The study ETA sums, over the groups not yet finished, their steps times a cost per
-    step of their model size: the wall time per step of a finished group of that size
-    (evaluation, decoding, compilation and checkpoints included), or, before one has finished,
-    the trainer's measured step time scaled by the wall/step-time ratio of the finished groups;
-    a size never seen yet is priced from its training FLOPs per step when `step_flops`
-    (size -> FLOPs per step) is given (`_by_flops`), else at the slowest seen size's cost.
+    each). The study ETA sums, over the groups not yet finished, their steps times their number
+    of runs times a cost per run-step of their model size: the wall time of a finished group of
+    that size (evaluation, decoding, compilation and checkpoints included) over its steps and
+    runs, or, before one has finished, the trainer's measured step time per run scaled by the
+    wall/step-time ratio of the finished groups; a size never seen yet is priced from its
+    training FLOPs per run-step when `step_flops` (size -> FLOPs per step of one run) is given
+    (`_by_flops`), else at the slowest seen size's cost. Costs are per run because a group's
+    runs are stepped one after another in one program: a group of five costs about five single
+    runs' compute, and a held-out run trained alone costs one.
     """
 
     def __init__(
@@ -47,8 +50,8 @@ class StudyProgress:
         self._groups = [list(g) for g in groups] if groups else [[r] for r in self._order]
         self._flops = dict(step_flops or {})
         self._done: set[str] = set()
-        self._wall_per_step: dict[str, float] = {}   # size -> seconds per group step, all in
-        self._train_per_step: dict[str, float] = {}  # size -> trainer's seconds per step
+        self._wall_per_step: dict[str, float] = {}   # size -> seconds per run-step, all in
+        self._train_per_step: dict[str, float] = {}  # size -> trainer's seconds per run-step
         self._ratios: list[float] = []               # wall / trainer step time, finished groups
         self._current: list[str] = []
         self._current_step = 0
@@ -84,10 +87,10 @@ class StudyProgress:
         cost = self._runs[run_id]
         if self._current and all(r in self._done for r in self._current):
             if wall_s and wall_s > 0:
-                self._wall_per_step[cost.size] = wall_s / cost.steps
+                self._wall_per_step[cost.size] = wall_s / (cost.steps * len(self._current))
                 train = self._train_per_step.get(cost.size)
                 if train:
-                    self._ratios.append(max(1.0, wall_s / (cost.steps * train)))
+                    self._ratios.append(max(1.0, self._wall_per_step[cost.size] / train))
             self._current = []
         took = f" in {format_duration(wall_s)}" if wall_s is not None else ""
         self._emit(
@@ -109,8 +112,9 @@ class StudyProgress:
         total = int(getattr(event, "total_steps", self._runs[self._current[0]].steps))
         self._current_step = step
         speed = getattr(event, "steps_per_s", None)
-        if speed:
-            self._train_per_step[self._runs[self._current[0]].size] = 1.0 / float(speed)
+        if speed:  # steps of the whole group per second
+            self._train_per_step[self._runs[self._current[0]].size] = \
+                1.0 / (float(speed) * len(self._current))
         loss = getattr(event, "loss", None)
         tok_s = getattr(event, "tokens_per_s", None)
         parts = [f"[{self.done}/{self.total}] {label}", f"step {step}/{total}"]
@@ -167,7 +171,9 @@ class StudyProgress:
             return None
         cost = self._runs[self._current[0]]
         per_step = self._cost_per_step(cost.size, current=True)
-        return None if per_step is None else max(cost.steps - self._current_step, 0) * per_step
+        if per_step is None:
+            return None
+        return max(cost.steps - self._current_step, 0) * per_step * len(self._current)
 
     def eta_s(self) -> float | None:
         """Seconds left in the study (see the class docstring); None before any measurement."""
@@ -181,7 +187,7 @@ class StudyProgress:
             if per_step is None:
                 return None
             steps_left = cost.steps - (self._current_step if current else 0)
-            remaining += max(steps_left, 0) * per_step
+            remaining += max(steps_left, 0) * per_step * len(group)
         return remaining
 
     def message(self, text: str) -> None:

@@ -192,3 +192,16 @@ def test_progress_fits_cost_against_flops_once_two_sizes_are_measured():
         progress.start_run(run)
         progress.finish_run(run, wall_s=wall)
     assert progress.eta_s() == pytest.approx(100 * (0.08 + 0.02 * 5))
+
+
+def test_progress_prices_runs_not_groups_so_a_lone_heldout_run_costs_one_run():
+    runs = [(f"g{i}", "mini-1", 100) for i in range(5)] + [("lone", "mini-2", 100)]
+    progress = StudyProgress(runs, groups=[[f"g{i}" for i in range(5)], ["lone"]],
+                             step_flops={"mini-1": 1e9, "mini-2": 2e9},
+                             stream=io.StringIO(), clock=lambda: 0.0)
+    progress.start_group([f"g{i}" for i in range(5)])
+    assert progress.eta_s() is None  # nothing measured yet
+    for i in range(5):  # the group of five took 50 s: 0.1 s per run-step
+        progress.finish_run(f"g{i}", wall_s=50.0)
+    # the lone run of twice the FLOPs: one run's cost, scaled by √2 (one measured size)
+    assert progress.eta_s() == pytest.approx(100 * 0.1 * 2 ** 0.5)
