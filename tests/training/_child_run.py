@@ -4,7 +4,9 @@
 
 SPEC: {"config": TrainConfig fields, "vocab": path, "eval_size": int, "mixture": name,
        "kill_at": step or null, "kill_event": index or null, "signal": "KILL" | "TERM",
-       "coordinator": ..., "process_id": ...}
+       "coordinator": ..., "process_id": ...,
+       "group": [TrainConfig fields, ...] (instead of "config": `train_group` on them),
+       "mixtures": {name: [weight en-de, weight en-zh]} (more mixtures to register)}
 With kill_at, the process sends itself the signal when the training progress event of that
 step arrives; with kill_event, when its progress event number `kill_event` (0-based, any kind:
 train, eval, checkpoint) arrives. SIGKILL: dies at once, as a preempted VM would; SIGTERM:
@@ -28,10 +30,12 @@ def main() -> int:
     pair_tasks = tasks.register_synthetic_tasks("cpu-tiny", spec["vocab"],
                                                 eval_size=spec["eval_size"])
     mixtures.register_weighted_mixture(spec["mixture"], {t: 0.5 for t in pair_tasks.values()})
+    for name, weights in spec.get("mixtures", {}).items():
+        mixtures.register_weighted_mixture(
+            name, {t: w for t, w in zip(pair_tasks.values(), weights, strict=True) if w > 0})
     from mnmt.training.config import TrainConfig
-    from mnmt.training.trainer import train
+    from mnmt.training.trainer import train, train_group
 
-    config = TrainConfig.from_dict(spec["config"])
     kill_at = spec.get("kill_at")
     kill_event = spec.get("kill_event")
     sig = signal.SIGKILL if spec.get("signal", "KILL") == "KILL" else signal.SIGTERM
@@ -44,9 +48,14 @@ def main() -> int:
         if kill_event is not None and index == kill_event:
             os.kill(os.getpid(), sig)
 
-    summary = train(config, progress=progress)
-    print(json.dumps({"status": summary.status, "final_step": summary.final_step,
-                      "final_eval": summary.final_eval, "stop_signal": summary.stop_signal}))
+    if "group" in spec:
+        summaries = train_group([TrainConfig.from_dict(c) for c in spec["group"]],
+                                progress=progress)
+    else:
+        summaries = [train(TrainConfig.from_dict(spec["config"]), progress=progress)]
+    print(json.dumps([{"status": s.status, "final_step": s.final_step,
+                       "final_eval": s.final_eval, "stop_signal": s.stop_signal}
+                      for s in summaries]))
     return 0
 
 

@@ -45,7 +45,7 @@ def test_two_process_data_parallel_matches_single_process(make_config, tiny_data
         for p in procs:
             out, err = p.communicate(timeout=400)
             assert p.returncode == 0, err[-3000:]
-            outs.append(json.loads(out.strip().splitlines()[-1]))
+            outs.append(json.loads(out.strip().splitlines()[-1])[0])
     finally:
         for p in procs:
             if p.poll() is None:

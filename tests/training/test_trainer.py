@@ -7,13 +7,11 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 
 import jax
 import numpy as np
 import pytest
-from run_helpers import HERE, rows_by_key, write_child_spec
+from run_helpers import rows_by_key, run_child, write_child_spec
 
 from mnmt.training import run_files
 from mnmt.training.run_files import RunMismatchError
@@ -147,16 +145,6 @@ def test_eval_loss_is_pure_per_token_cross_entropy(make_config, tiny_data):
         assert rows[(4, pair, "validation", "loss")] == pytest.approx(nll / ntok, rel=1e-5)
 
 
-def _child(spec_path: str, timeout: int = 240,
-           extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE] + sys.path),
-               JAX_COMPILATION_CACHE_DIR=str(jax.config.jax_compilation_cache_dir or ""),
-               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
-               JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0", **(extra_env or {}))
-    return subprocess.run([sys.executable, os.path.join(HERE, "_child_run.py"), spec_path],
-                          capture_output=True, text=True, timeout=timeout, env=env)
-
-
 def _assert_same_metrics(a_dir, b_dir, rtol=1e-4):
     a = run_files.read_metrics(a_dir)
     b = run_files.read_metrics(b_dir)
@@ -186,7 +174,7 @@ def test_sigkill_at_a_random_step_then_resume_matches_uninterrupted(
     where = f"kill_event={index} ({killed_at.kind} at step {killed_at.step})"
     print(where)  # shown by pytest when the test fails
     config = make_config("killed", run_id="ref", tensorboard=True)
-    res = _child(write_child_spec(config, tiny_data, tmp_path, kill_event=index, signal="KILL"))
+    res = run_child(write_child_spec(config, tiny_data, tmp_path, kill_event=index, signal="KILL"))
     assert res.returncode == -signal.SIGKILL, (where, res.stderr[-2000:])
     assert run_files.read_run_json(config.model_dir)["status"] == "running", where
     rows_before = run_files.read_metrics(config.model_dir)
@@ -204,9 +192,9 @@ def test_sigterm_checkpoints_and_stops_then_resumes(reference_run, make_config, 
     from mnmt.training.trainer import train
 
     config = make_config("termed", run_id="ref")
-    res = _child(write_child_spec(config, tiny_data, tmp_path, kill_at=6, signal="TERM"))
+    res = run_child(write_child_spec(config, tiny_data, tmp_path, kill_at=6, signal="TERM"))
     assert res.returncode == 0, res.stderr[-2000:]
-    out = json.loads(res.stdout.strip().splitlines()[-1])
+    out = json.loads(res.stdout.strip().splitlines()[-1])[0]
     assert out["status"] == "preempted" and out["final_step"] == 6
     assert out["stop_signal"] == 15  # SIGTERM: what mnmt-study turns into exit 143
     assert "step_6" in os.listdir(os.path.join(config.model_dir, "checkpoints"))
@@ -345,10 +333,10 @@ def test_data_and_model_parallel_mesh_then_resume_on_one_device(reference_run, m
     from mnmt.training.trainer import train
 
     config = make_config("mesh", run_id="ref", mesh_shape=(2, 2))
-    res = _child(write_child_spec(config, tiny_data, tmp_path, kill_at=6, signal="TERM"),
+    res = run_child(write_child_spec(config, tiny_data, tmp_path, kill_at=6, signal="TERM"),
                  extra_env={"XLA_FLAGS": "--xla_force_host_platform_device_count=4"})
     assert res.returncode == 0, res.stderr[-2000:]
-    assert json.loads(res.stdout.strip().splitlines()[-1])["status"] == "preempted"
+    assert json.loads(res.stdout.strip().splitlines()[-1])[0]["status"] == "preempted"
     sh = _checkpoint_shardings(os.path.join(config.model_dir, "checkpoints", "step_6"))
     emb = sh["params.token_embedder.embedding"]
     assert emb["shape"] == [2, 2] and emb["axis_names"] == ["data", "model"]
