@@ -148,7 +148,9 @@ class StudyProgress:
     def _by_flops(self, size: str, known: list[tuple[str, float]]) -> float:
         """Cost per step of an unmeasured size from its FLOPs: a + b·FLOPs fitted through the
         measured sizes (small models pay a fixed per-step cost that FLOPs do not show), or,
-        with one measured size, that size's cost scaled by the square root of the FLOPs ratio."""
+        with one measured size, that size's cost scaled by the square root of the FLOPs ratio.
+        Beyond the largest measured size the fit is capped by that square-root rule: a slope
+        fitted through two close, noisy sizes would otherwise put the ETA hours off."""
         points = {}
         for other, cost in known:
             if self._flops.get(other):
@@ -164,7 +166,10 @@ class StudyProgress:
         var = sum((x - mean_x) ** 2 for x in xs)
         slope = max(0.0, sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / var)
         intercept = max(0.0, mean_y - slope * mean_x)
-        return max(intercept + slope * target, min(ys))
+        estimate = intercept + slope * target
+        if target > xs[-1]:
+            estimate = min(estimate, ys[-1] * (target / xs[-1]) ** 0.5)
+        return max(estimate, min(ys))
 
     def _current_eta(self) -> float | None:
         if not self._current:

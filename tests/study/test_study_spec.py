@@ -205,3 +205,14 @@ def test_progress_prices_runs_not_groups_so_a_lone_heldout_run_costs_one_run():
         progress.finish_run(f"g{i}", wall_s=50.0)
     # the lone run of twice the FLOPs: one run's cost, scaled by √2 (one measured size)
     assert progress.eta_s() == pytest.approx(100 * 0.1 * 2 ** 0.5)
+
+
+def test_progress_caps_a_steep_flops_slope_beyond_the_measured_sizes():
+    progress = StudyProgress([("a", "s1", 100), ("b", "s2", 100), ("c", "s3", 100)],
+                             step_flops={"s1": 1e9, "s2": 1.2e9, "s3": 5e9},
+                             stream=io.StringIO(), clock=lambda: 0.0)
+    for run, wall in (("a", 10.0), ("b", 20.0)):  # a noisy second size: slope 0.5 s per GFLOP
+        progress.start_run(run)
+        progress.finish_run(run, wall_s=wall)
+    # the straight line would say 2.1 s per step; capped by √(5 / 1.2) × 0.2 s
+    assert progress.eta_s() == pytest.approx(100 * 0.2 * (5 / 1.2) ** 0.5)
