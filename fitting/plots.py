@@ -224,10 +224,43 @@ def plot_frontier(frontiers: Mapping[float, tuple[np.ndarray, np.ndarray]], pair
             ax.scatter(*observed[n], color=col, s=16, zorder=3)
     ax.set_xlabel(f"{metric} {pairs[0]}")
     ax.set_ylabel(f"{metric} {pairs[1]}")
+    _frontier_limits(ax, frontiers, observed, higher_is_better=metric.lower() != "loss")
     ax.grid(alpha=0.3)
     _legend(ax, fontsize=7)
     ax.set_title("predicted trade-off frontier (eq. 11)")
     return fig
+
+
+def _frontier_limits(ax, frontiers: Mapping[float, tuple[np.ndarray, np.ndarray]],
+                     observed: Mapping[float, tuple[np.ndarray, np.ndarray]] | None,
+                     higher_is_better: bool, span: float = 1.25) -> None:
+    """Axes over the part of the frontier a reader compares: from its best value to the worst
+    observed run's, widened by ``span`` (with no runs: twice, or for a higher-is-better metric
+    half, the best); near p = 0 or 1 the eq. 11 prediction runs off without bound and would
+    otherwise set the scale."""
+    for axis, set_lim in ((0, ax.set_xlim), (1, ax.set_ylim)):
+        curve = np.concatenate([np.asarray(v[axis], float).ravel() for v in frontiers.values()]
+                               or [np.empty(0)])
+        seen = np.concatenate([np.asarray(v[axis], float).ravel() for v in (observed or {}).values()]
+                              or [np.empty(0)])
+        curve, seen = curve[np.isfinite(curve)], seen[np.isfinite(seen)]
+        values = np.concatenate([curve, seen])
+        if values.size == 0:
+            continue
+        if higher_is_better:
+            best = float(values.max())
+            worst = float(seen.min()) / span if seen.size else best / 2.0
+            low = max(worst, float(values.min()))
+            if best > low and best > 0:
+                set_lim(low, best * 1.03)
+            continue
+        best = float(values.min())
+        if best <= 0:
+            continue
+        worst = float(seen.max()) * span if seen.size else best * 2.0
+        top = min(worst, float(values.max()) * 1.02)
+        if top > best:
+            set_lim(best / 1.03, top)
 
 
 def plot_learning_curves(curves: Mapping[str, tuple[np.ndarray, np.ndarray]],

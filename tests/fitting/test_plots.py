@@ -3,6 +3,7 @@
 import warnings
 
 import numpy as np
+import pytest
 
 from fitting import plots
 
@@ -47,3 +48,24 @@ def test_learning_curves_one_panel_per_pair_coloured_by_size_untrained_left_out(
     assert labels == ["N=1e+04", "N=3e+04", "N=1e+05", "cool-down starts"]
     colours = {tuple(line.get_color()) for line in de.lines[:-1]}
     assert len(colours) == 3  # one colour per size
+
+
+def test_frontier_axes_cover_the_compared_range_not_the_exploding_ends():
+    p = np.linspace(0.001, 0.999, 200)
+    a = 0.2 + 0.01 / p ** 3  # eq. 11 near p = 0: the loss of the starved pair grows without bound
+    b = 0.15 + 0.01 / (1 - p) ** 3
+    observed = {1e5: (np.array([0.22, 0.25]), np.array([0.18, 0.16]))}
+    fig = plots.plot_frontier({1e5: (a, b), 4e5: (a - 0.01, b - 0.01)}, ["en-de", "en-zh"],
+                              observed=observed)
+    ax = fig.axes[0]
+    assert max(a) > 1e6  # the curve itself explodes at its ends
+    lo, hi = ax.get_xlim()
+    assert 0.18 < lo < 0.2 and hi == pytest.approx(0.25 * 1.25)
+    lo, hi = ax.get_ylim()
+    assert 0.13 < lo < 0.15 and hi == pytest.approx(0.18 * 1.25)
+    # a higher-is-better metric (ChrF): from the best value down to the worst run / 1.25
+    chrf = plots.plot_frontier({1e5: (60 - 10 * a, 55 - 10 * b)}, ["en-de", "en-zh"],
+                               observed={1e5: (np.array([56.0, 55.0]), np.array([52.0, 53.0]))},
+                               metric="chrf")
+    lo, hi = chrf.axes[0].get_xlim()
+    assert lo == pytest.approx(55.0 / 1.25) and 57.9 < hi < 60.0
