@@ -118,8 +118,8 @@ def cooldown_start(step: Sequence[float] | np.ndarray,
 
     Under the inverse-square-root schedule lr·√step is constant after warm-up (it rises during
     warm-up), under a constant rate it rises; a cool-down (a decay to 0 at the end of training)
-    makes it fall in both. The cool-down
-    starts after the last step at which lr·√step is within ``tolerance`` of its running maximum.
+    makes it fall in both. The cool-down starts after the last step at which lr·√step is within
+    ``tolerance`` of its running maximum.
     A curve's convergence is judged before that step: the cool-down's own drop anneals the
     gradient noise and says nothing about whether the model still learns.
     """

@@ -287,8 +287,9 @@ def plot_learning_curves(curves: Mapping[str, tuple[np.ndarray, np.ndarray]],
     names = sorted(groups) or [""]
     fig, axes = new_figure(ncols=len(names), size=(4.6, 3.6))
     sizes = sorted(set(size_of.values()))
-    colors = _cmap([i / max(1, len(sizes) - 1) for i in range(len(sizes))])
-    color_of = {n: colors[i / max(1, len(sizes) - 1)] for i, n in enumerate(sizes)}
+    positions = [i / max(1, len(sizes) - 1) for i in range(len(sizes))]
+    colors = _cmap(positions)
+    color_of = {n: colors[x] for n, x in zip(sizes, positions, strict=True)}
     for ax, name in zip(axes[0], names, strict=True):
         labelled: set[float] = set()
         for label in groups.get(name, []):

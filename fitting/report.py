@@ -61,6 +61,14 @@ def _points(fin: pd.DataFrame) -> dict[str, dict[float, tuple[np.ndarray, np.nda
     return data
 
 
+def _trained(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of pairs their run trains: a pair at weight 0 is evaluated, not learned, so its
+    curve is neither a learning curve for the regime nor one to draw."""
+    if "weight" not in rows.columns:
+        return rows
+    return rows[~(pd.to_numeric(rows["weight"], errors="coerce") <= 0)]
+
+
 def _regime(table: pd.DataFrame, fin: pd.DataFrame, l_inf: dict[str, tuple[float, str]],
             ground_truth: dict[str, float] | None, eval_set: str, metric: str,
             l_inf_power: dict[str, float] | None = None) -> dict:
@@ -88,9 +96,7 @@ def _regime(table: pd.DataFrame, fin: pd.DataFrame, l_inf: dict[str, tuple[float
         series = table[(table["eval_set"] == eval_set) & (table["metric"] == metric)]
         rates = table[table["metric"] == "learning_rate"]
         cooldown = {run: cooldown_start(g["step"], g["value"]) for run, g in rates.groupby("run_id")}
-        if "weight" in series.columns:  # a pair a run does not train has no learning curve
-            series = series[~(pd.to_numeric(series["weight"], errors="coerce") <= 0)]
-        for (run, pair), g in series.groupby(["run_id", "pair"]):
+        for (run, pair), g in _trained(series).groupby(["run_id", "pair"]):
             g = g[(g["step"] > 0) & (g["value"] > 0)].sort_values("step")
             start = cooldown.get(run)
             if start is not None and (g["step"] <= start).sum() >= 3:
@@ -419,9 +425,7 @@ def _curves_figure(doc, rep, table, eval_set, metric, out_dir) -> None:
     note = ""
     if "n" in series.columns:  # one panel per pair, coloured by size; untrained pairs apart
         keys = series.drop_duplicates(["run_id", "pair"])
-        weight = pd.to_numeric(keys.get("weight", pd.Series(1.0, index=keys.index)),
-                               errors="coerce")
-        trained = keys[~(weight <= 0)]
+        trained = _trained(keys)
         panels = {f"{r}/{p}": (str(p), float(n))
                   for r, p, n in zip(trained["run_id"], trained["pair"], trained["n"], strict=True)
                   if np.isfinite(float(n))}

@@ -16,12 +16,19 @@ def rows_by_key(rows):
     return {(r["step"], r["task"], r["eval_set"], r["metric"]): r["value"] for r in rows}
 
 
-def write_child_spec(config, tiny_data, tmp_path, **extra) -> str:
-    """A JSON file from which `_child_run.py` rebuilds `config` in a fresh process."""
-    cfg = config.to_dict()
-    cfg["optimizer"] = None
-    spec = {"config": cfg, "vocab": tiny_data["vocab"], "eval_size": 24,
+def write_child_spec(config, tiny_data, tmp_path, group=None, **extra) -> str:
+    """A JSON file from which `_child_run.py` rebuilds `config` (or, with `group`, trains those
+    configs as one group) in a fresh process."""
+
+    def as_dict(c):
+        d = c.to_dict()
+        d["optimizer"] = None
+        return d
+
+    spec = {"config": as_dict(config), "vocab": tiny_data["vocab"], "eval_size": 24,
             "mixture": tiny_data["mixture"], **extra}
+    if group is not None:
+        spec["group"] = [as_dict(c) for c in group]
     path = tmp_path / f"spec_{random.random():.6f}.json"
     path.write_text(json.dumps(spec))
     return str(path)

@@ -116,12 +116,7 @@ def test_sigkill_of_a_group_at_a_random_event_then_resume_matches_uninterrupted(
     index = int(os.environ.get("MNMT_TEST_KILL_EVENT") or random.randrange(len(events) - 1))
     where = f"kill_event={index} ({events[index].kind} at step {events[index].step})"
     print(where)  # shown by pytest when the test fails
-    configs = []
-    for config in killed:
-        cfg = config.to_dict()
-        cfg["optimizer"] = None
-        configs.append(cfg)
-    spec = write_child_spec(killed[0], tiny_data, tmp_path, group=configs, kill_event=index,
+    spec = write_child_spec(killed[0], tiny_data, tmp_path, group=killed, kill_event=index,
                             signal="KILL", mixtures={second_mixture: [0.8, 0.2]})
     res = run_child(spec)
     assert res.returncode == -signal.SIGKILL, (where, res.stderr[-2000:])
