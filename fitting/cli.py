@@ -221,7 +221,15 @@ def _need(df, col, src):
 
 
 def _law_from(args):
-    """The eq. 11 law: from --fit (a fit JSON or a report's fits.json) or fitted on --input."""
+    """The eq. 11 law: from --fit (a fit JSON or a report's fits.json) or fitted on --input; a
+    warning on stderr for each pair whose f̂ is not identified."""
+    law = _load_law(args)
+    for pair, reason in law.not_identified().items():
+        print(f"warning: f̂ ({law.form}) not identified for {pair}: {reason}", file=sys.stderr)
+    return law
+
+
+def _load_law(args):
     if args.fit:
         with open(args.fit, encoding="utf-8") as f:
             d = json.load(f)
@@ -272,7 +280,8 @@ def _recommend(args) -> list[dict]:
     if not sizes:
         raise FitError("--n: give a target model size")
     prefs = _kv(args.preferences, "preferences")
-    return [recommend(law, n, prefs, objective=args.objective).to_json() for n in sizes]
+    return [{**recommend(law, n, prefs, objective=args.objective).to_json(),
+             "f_hat_identified": law.identified} for n in sizes]
 
 
 def _report(args) -> dict:

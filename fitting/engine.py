@@ -85,6 +85,7 @@ def varpro_fit(
     n_refine: int = 3,
     theta0: Sequence[float] | None = None,
     design_jac: Callable[[np.ndarray], Sequence[np.ndarray]] | None = None,
+    theta_penalty: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> EngineResult:
     """Fit ``y ≈ design(θ) @ c`` robustly (variable projection + joint polish).
 
@@ -101,6 +102,10 @@ def varpro_fit(
       n_refine: how many of the best grid points are refined locally.
       theta0: skip the grid and the θ search; polish locally from (θ0, c(θ0)) (perturbation refits).
       design_jac: θ -> [∂A/∂θ_j]; gives the polish an analytic Jacobian (faster).
+      theta_penalty: θ -> non-negative residuals appended to the data residuals, 0 where θ
+        satisfies a shape constraint that bounds cannot express (e.g. a monotone f̂); the
+        returned ``residuals`` are the data's alone, ``cost`` includes the penalty. With it the polish
+        uses finite differences (``design_jac`` is ignored).
     """
     y = np.asarray(y, dtype=np.float64)
     lo_t = np.asarray(theta_bounds[0], dtype=np.float64)
@@ -114,11 +119,14 @@ def varpro_fit(
     )
     w = None if sigma is None else 1.0 / np.asarray(sigma, dtype=np.float64)
 
+    def penalised(r: np.ndarray, theta: np.ndarray) -> np.ndarray:
+        return r if theta_penalty is None else np.concatenate([r, theta_penalty(theta)])
+
     def proj_resid(theta: np.ndarray) -> np.ndarray:
         A = design(theta)
         c = _solve_linear(A, y, nonneg, w)
         r = y - A @ c
-        return r if w is None else r * w
+        return penalised(r if w is None else r * w, theta)
 
     # 1. multi-start over θ: evaluate the projected (OLS) cost on the grid, refine the best few.
     if theta0 is not None:
@@ -167,10 +175,10 @@ def varpro_fit(
 
     def full_resid(x: np.ndarray) -> np.ndarray:
         r = y - design(x[:p]) @ x[p:]
-        return r if w is None else r * w
+        return penalised(r if w is None else r * w, x[:p])
 
     jac: Callable | str = "2-point"
-    if design_jac is not None:
+    if design_jac is not None and theta_penalty is None:
 
         def jac(x: np.ndarray) -> np.ndarray:
             A = design(x[:p])

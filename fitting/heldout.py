@@ -6,7 +6,9 @@ A study names some runs "held out" (typically a larger size at an unseen weight)
 :func:`heldout_section`, which compares each held-out (run, pair) final loss with:
 
 * the eq. 11 law (Fernandes et al. 2023) with the fitted f̂ — eq. 12 where it was identifiable,
-  else the linear eq. 13 — the law that predicts an unseen (N, p); entry ``primary: true``;
+  else the linear eq. 13 — the law that predicts an unseen (N, p); entry ``primary: true``,
+  with ``f_hat_identified`` (false: the law names it, and the prediction rests on an f̂ that the
+  data do not determine, :class:`fitting.effective.MultilingualLawFit`);
 * where the run's weight equals a fitted weight, also the joint law (eq. 7, its β_p) and the
   per-weight power law (eq. 6) at the run's N.
 
@@ -142,10 +144,11 @@ def predict_heldout(rep: Report, held: pd.DataFrame, table: pd.DataFrame, eval_s
                 except FitError:
                     band = None
             form = law.form.replace("eq", "eq. ")
-            entries.append(_entry(base, f"eq. 11 (f̂ {form})", pred,
-                                  _noise(law.goodness.get(f"sigma[{pair}]"), measured,
-                                         f"eq. 11 (f̂ {form}) for {pair}"),
-                                  True, band))
+            identified = pair not in law.not_identified()
+            entry = _entry(base, f"eq. 11 (f̂ {form})" + ("" if identified else ", f̂ not identified"),
+                           pred, _noise(law.goodness.get(f"sigma[{pair}]"), measured,
+                                        f"eq. 11 (f̂ {form}) for {pair}"), True, band)
+            entries.append({**entry, "f_hat_identified": identified})
         j = rep.joint
         if j is not None and pair in (j.pairs or []):
             fitted = [x for x in (j.weights or {}).get(pair, []) if abs(x - w) < _SAME_WEIGHT]

@@ -24,7 +24,11 @@ from fitting.power import as_positive_array
 from fitting.tables import check_numeric, require_columns
 from fitting.uncertainty import perturbation_samples, summarize_samples
 
-__all__ = ["QualityLawFit", "fit_quality_law", "quality_points"]
+__all__ = ["QualityLawFit", "fit_quality_law", "quality_points", "METRIC_RANGES"]
+
+#: metrics with a bounded scale (sacrebleu's BLEU and ChrF, 0–100): predictions are clipped to it,
+#: as a law extrapolated to a low loss can otherwise promise a ChrF above 100
+METRIC_RANGES: dict[str, tuple[float, float]] = {"bleu": (0.0, 100.0), "chrf": (0.0, 100.0)}
 
 
 @register_law("quality")
@@ -36,12 +40,16 @@ class QualityLawFit(FitResult):
     metric: str = "bleu"
 
     def predict(self, loss: ArrayLike) -> np.ndarray:
-        """Metric value at cross-entropy ``loss``."""
+        """Metric value at cross-entropy ``loss``, within the metric's range
+        (:data:`METRIC_RANGES`) where it has one."""
         L = np.asarray(loss, dtype=np.float64)
         q = self.params
         if self.form == "power":
-            return q["c"] * np.power(L, -q["p"])
-        return q["a"] + q["b"] * L
+            value = q["c"] * np.power(L, -q["p"])
+        else:
+            value = q["a"] + q["b"] * L
+        bounds = METRIC_RANGES.get(str(self.metric).lower())
+        return np.clip(value, *bounds) if bounds else value
 
     def inverse(self, value: ArrayLike) -> np.ndarray:
         """Loss needed to reach a metric value."""

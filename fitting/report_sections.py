@@ -71,6 +71,14 @@ def _observed_pairs(fin: pd.DataFrame, pairs: list[str]) -> dict[float, tuple]:
     return out
 
 
+def _flag_unidentified(fig, unidentified: Mapping[str, str]):
+    """Write on a figure drawn from f̂ that f̂ is not identified for some pairs."""
+    if unidentified:
+        fig.suptitle(f"f̂ not identified for {', '.join(unidentified)}: not determined by the data",
+                     color="tab:red", fontsize=8)
+    return fig
+
+
 def frontier_section(doc: Document, rep: Report, fin: pd.DataFrame,
                      data: Mapping[str, Mapping[float, tuple]],
                      target_sizes: Sequence[float] | None,
@@ -83,27 +91,44 @@ def frontier_section(doc: Document, rep: Report, fin: pd.DataFrame,
         rep.skipped["eq. 11 frontier"] = "the table has no mixture weights"
         doc.p("Skipped: the table has no mixture weights.")
         return
-    law, reasons = None, []
-    for form in ("eq12", "eq13"):
+    fits, reasons = {}, []
+    for form in ("eq12", "eq13"):  # eq. 12 where its f̂ is identified, else the linear eq. 13
         try:
-            law = fit_multilingual_law(sub, form=form, uncertainty=uncertainty,
-                                       n_refits=n_refits, seed=seed)
-            break
+            fits[form] = fit_multilingual_law(sub, form=form, uncertainty=uncertainty,
+                                              n_refits=n_refits, seed=seed)
         except FitError as e:
             reasons.append(f"{form}: {e}")
-    if law is None:
+            continue
+        if fits[form].identified:
+            break
+    if not fits:
         rep.skipped["eq. 11 frontier"] = "; ".join(reasons)
         doc.p("Skipped: " + "; ".join(reasons))
         return
-    if reasons:
+    law = next((f for f in fits.values() if f.identified), next(iter(fits.values())))
+    if law.form == "eq13" and reasons:
         doc.p("f̂ of eq. 12 could not be fitted (" + reasons[0] + "); using the linear eq. 13.")
+    elif law.form == "eq13":
+        doc.p("f̂ of eq. 12 is not identified by these weights (" + "; ".join(
+            f"{p}: {r}" for p, r in fits["eq12"].not_identified().items()) + "); using the "
+            "linear eq. 13.")
     rep.effective = law
+    rep.warnings += [f"eq. 11 ({law.form}): {w}" for w in law.warnings]
+    unidentified = law.not_identified()
+    if unidentified:
+        doc.p(f"**Warning: f̂ ({law.form.replace('eq', 'eq. ')}) is not identified for "
+              f"{', '.join(unidentified)}.** " + " ".join(
+                  f"{p}: {r}." for p, r in unidentified.items()) + " The frontier, the "
+              "recommended weights and the eq. 11 predictions below come from f̂ held to its "
+              "constraints (0 ≤ f̂ ≤ 1, non-decreasing) and are not determined by the data.")
     sd = law.stderr or {}
     names = ["alpha", "beta1", "l_inf", "c1"] + (["c2", "c3"] if law.form == "eq12" else [])
     rows = [[pair] + [format_number(law.params[f"{k}[{pair}]"], sd.get(f"{k}[{pair}]")) for k in names]
-            + [format_number(law.goodness.get(f"r2[{pair}]"), digits=4)] for pair in law.pairs or []]
-    doc.p(f"L_i(N; p) = β1 (f̂(p) N)^−α + L∞ with f̂ of {law.form.replace('eq', 'eq. ')}.")
-    doc.table(["pair", *names, "R²"], rows)
+            + [format_number(law.goodness.get(f"r2[{pair}]"), digits=4),
+               "yes" if pair not in unidentified else "**no**"] for pair in law.pairs or []]
+    doc.p(f"L_i(N; p) = β1 (f̂(p) N)^−α + L∞ with f̂ of {law.form.replace('eq', 'eq. ')}, held to "
+          "0 ≤ f̂ ≤ 1, non-decreasing, f̂(0) = 0, f̂(1) = 1.")
+    doc.table(["pair", *names, "R²", "f̂ identified"], rows)
     n_max = float(fin["n"].max())
     targets = [float(t) for t in (target_sizes or [4 * n_max, 16 * n_max])]
     pairs = list(law.pairs or [])
@@ -116,14 +141,15 @@ def frontier_section(doc: Document, rep: Report, fin: pd.DataFrame,
             continue
         recs.append(rc)
         iv = rc.interval or {}
-        doc.p(f"Recommended weights at N = {t:.3g} ({'equal' if preferences is None else preferences}"
+        doc.p(("(f̂ not identified: not determined by the data) " if unidentified else "")
+              + f"Recommended weights at N = {t:.3g} ({'equal' if preferences is None else preferences}"
               " preferences, minimising the preference-weighted loss): "
               + ", ".join(f"{p}: {w:.3f}" for p, w in rc.weights.items()) + "; predicted loss "
               + ", ".join(f"{p}: {v:.4f}" + (f" [{iv[p][0]:.4f}, {iv[p][1]:.4f}]" if p in iv else "")
                           for p, v in rc.predicted.items())
               + "; with uniform weights: "
               + ", ".join(f"{p}: {v:.4f}" for p, v in rc.uniform_predicted.items()) + ".")
-    rep.recommendation = [r.to_json() for r in recs]
+    rep.recommendation = [{**r.to_json(), "f_hat_identified": not unidentified} for r in recs]
     if len(pairs) == 2:
         sizes = sorted(set(float(s) for s in fin["n"].unique()))
         show = sizes[:: max(1, len(sizes) // 3)][-3:] + targets
@@ -136,7 +162,8 @@ def frontier_section(doc: Document, rep: Report, fin: pd.DataFrame,
                      for n in fr.lower if n in targets}
             obs = {n: v for n, v in _observed_pairs(fin, pairs).items() if n in show}
             rep.figures["frontier"] = plots.save(
-                plots.plot_frontier(curves, pairs, observed=obs, bands=bands),
+                _flag_unidentified(plots.plot_frontier(curves, pairs, observed=obs, bands=bands),
+                                   unidentified),
                 os.path.join(out_dir, "figures", "frontier.png"))
             doc.img("figures/frontier.png", "Predicted trade-off frontier (eq. 11 + f̂) at fitted "
                     "sizes (with observed runs) and at the target sizes (95% band); cf. Fernandes "
@@ -147,7 +174,7 @@ def frontier_section(doc: Document, rep: Report, fin: pd.DataFrame,
                 pts = {p: {w: (float(rep.joint.fraction(w, p)[0]), float("nan"))
                            for w in rep.joint.weights[p] if w > 0} for p in pairs}
                 rep.figures["fraction_fit"] = plots.save(
-                    plots.plot_fraction(pts, curve),
+                    _flag_unidentified(plots.plot_fraction(pts, curve), unidentified),
                     os.path.join(out_dir, "figures", "fraction_fit.png"))
                 doc.img("figures/fraction_fit.png", "f(p) from the joint law (points, eq. 10) "
                         "and the fitted f̂ (dashed; cf. Fernandes Fig. 7 left).")
@@ -160,9 +187,9 @@ def frontier_section(doc: Document, rep: Report, fin: pd.DataFrame,
             rep.frontier = fr
             v, mask = fr.values[targets[0]], fr.pareto[targets[0]]
             rep.figures["frontier"] = plots.save(
-                plots.plot_frontier_kpair(v, mask, pairs,
-                                          title=f"N = {targets[0]:.3g}, {int(mask.sum())} of "
-                                                f"{len(mask)} weightings efficient"),
+                _flag_unidentified(plots.plot_frontier_kpair(
+                    v, mask, pairs, title=f"N = {targets[0]:.3g}, {int(mask.sum())} of "
+                                          f"{len(mask)} weightings efficient"), unidentified),
                 os.path.join(out_dir, "figures", "frontier.png"))
             doc.img("figures/frontier.png", f"Predicted {len(pairs)}-pair trade-off at "
                     f"N = {targets[0]:.3g} over a simplex grid of weights (eq. 11); coloured: "
@@ -223,7 +250,8 @@ def quality_section(doc: Document, rep: Report, table: pd.DataFrame, eval_set: s
                                     metric_map={p: rep.quality[(m, p)].predict for p in pairs})
                 curves = {n: (v[:, 0], v[:, 1]) for n, v in fr.values.items()}
                 rep.figures[f"frontier_{m}"] = plots.save(
-                    plots.plot_frontier(curves, pairs, metric=m),
+                    _flag_unidentified(plots.plot_frontier(curves, pairs, metric=m),
+                                       law.not_identified()),
                     os.path.join(out_dir, "figures", f"frontier_{m}.png"))
                 doc.img(f"figures/frontier_{m}.png", f"Predicted frontier in {m} (eq. 11 + "
                         f"quality law; cf. Fernandes Fig. 8 right).")

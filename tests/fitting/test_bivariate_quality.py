@@ -63,6 +63,18 @@ def test_quality_power_and_linear():
         fit_quality_law(L, np.r_[0.0, np.ones(11)])
 
 
+def test_quality_predictions_stay_on_the_metric_scale():
+    L = np.linspace(1.2, 2.5, 12)
+    lin = fit_quality_law(L, 70 - 12 * L, form="linear", metric="chrf", uncertainty=None)
+    # the line reaches 100 at L = −2.5 and 0 at L = 5.8: extrapolations stay within [0, 100]
+    assert lin.predict([0.0])[0] == pytest.approx(70.0)
+    np.testing.assert_array_equal(lin.predict([-5.0, 10.0]), [100.0, 0.0])
+    bleu = fit_quality_law(L, 40 * L**-1.5, uncertainty=None)
+    assert bleu.predict([0.01])[0] == 100.0  # 40 · 0.01^−1.5 = 40 000 unclipped
+    free = fit_quality_law(L, 70 - 12 * L, form="linear", metric="bleurt", uncertainty=None)
+    assert free.predict([10.0])[0] == pytest.approx(-50.0)  # no known range: not clipped
+
+
 def test_quality_points_pairs_loss_and_metric():
     import pandas as pd
 

@@ -178,3 +178,25 @@ def test_dpl_drop_invalid_reports_count(tmp_path, capsys):
                  "--json"]) == 0
     d = _json(capsys)
     assert d["n_points"] == 31 and d["meta"]["dropped_rows"] == 1
+
+
+def test_recommend_warns_when_f_hat_is_not_identified(tmp_path, capsys):
+    import numpy as np
+
+    from fitting.test_utils import TRUTH
+
+    fin = make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.0, 0.5, 1.0), noise=0.0)
+    for pair in TRUTH:  # f(0.5) = 0.1: eq. 13 would need f̂(0) < 0
+        a, b1, li, _ = TRUTH[pair]
+        m = (fin.pair == pair) & (fin.weight > 0)
+        fin.loc[m, "value"] = b1 * (np.where(fin.loc[m, "weight"] < 1, 0.1, 1.0)
+                                    * fin.loc[m, "n"]) ** -a + li
+    fin.to_csv(tmp_path / "t.csv", index=False)
+    out = tmp_path / "ml.json"
+    assert main(["fit", "--law", "multilingual", "--form", "eq13", "--input",
+                 str(tmp_path / "t.csv"), "--uncertainty", "none", "--out", str(out)]) == 0
+    assert "not identified" in capsys.readouterr().out  # the fit's own warning
+    assert main(["recommend", "--fit", str(out), "--n", "1e8"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)[0]["f_hat_identified"] is False
+    assert "warning: f̂ (eq13) not identified for en-de" in captured.err

@@ -150,3 +150,30 @@ def test_a_pair_only_ever_zero_shot_is_skipped_saying_so(tmp_path):
     rep = write_report(pd.concat([fin, bleu], ignore_index=True), str(tmp_path), n_refits=5)
     assert ("bleu", "en-de") in rep.quality
     assert "zero-shot" in rep.skipped["quality bleu en-zh"], rep.skipped
+
+
+def test_report_warns_where_f_hat_is_not_identified(tmp_path):
+    # two weights and strong interference at p = 0.5 (f(0.5) = 0.1): eq. 12 cannot be fitted and
+    # the linear eq. 13 would need f̂(0) < 0; the frontier, recommendation and eq. 11 rest on an
+    # f̂ held to its constraints, and the report says so where they are shown
+    fin = make_final_table(sizes=[1e5, 3e5, 1e6, 3e6, 1e7], weights=(0.0, 0.5, 1.0), noise=0.0)
+    for pair in TRUTH:
+        a, b1, li, _ = TRUTH[pair]
+        m = (fin.pair == pair) & (fin.weight > 0)
+        f = np.where(fin.loc[m, "weight"] < 1, 0.1, 1.0)
+        fin.loc[m, "value"] = b1 * (f * fin.loc[m, "n"]) ** -a + li
+    rep = write_report(fin, str(tmp_path), n_refits=5)
+    assert rep.effective is not None and rep.effective.form == "eq13"
+    assert set(rep.effective.not_identified()) == {"en-de", "en-zh"}
+    assert "**Warning: f̂ (eq. 13) is not identified for en-de, en-zh.**" in rep.markdown
+    assert any("not identified" in w for w in rep.warnings)
+    data = json.load(open(rep.json_path))
+    assert data["recommendation"] and all(not r["f_hat_identified"] for r in data["recommendation"])
+    assert "(f̂ not identified: not determined by the data) Recommended weights" in rep.markdown
+    # the frontier is drawn from a fraction: every predicted loss finite and above L∞
+    for values in rep.frontier.values.values():
+        assert np.all(np.isfinite(values[1:-1]))
+    grid = np.linspace(0, 1, 101)
+    for pair in TRUTH:
+        f = rep.effective.f_hat(grid, pair)
+        assert np.all((f >= 0) & (f <= 1))
