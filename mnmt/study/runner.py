@@ -72,6 +72,7 @@ def make_train_config(spec: StudySpec, run: RunSpec, data: StudyData, run_dir: P
         InputConfig,
         TrainConfig,
     )
+    from mnmt.training.optimizer import OptimizerConfig
 
     return TrainConfig(
         model_dir=str(run_dir),
@@ -95,6 +96,7 @@ def make_train_config(spec: StudySpec, run: RunSpec, data: StudyData, run_dir: P
         warmup_steps=spec.warmup_steps,
         cooldown_steps=spec.cooldown_for(run.size),
         decay=spec.decay,
+        optimizer=OptimizerConfig(momentum=float(spec.momentum)) if spec.momentum else None,
         dropout_rate=spec.dropout_rate,
         seed=run.seed,
         run_id=run.run_id,

@@ -64,6 +64,8 @@ class StudySpec:
     # "constant" (learning_rate until the cool-down; a converged run's curve is then flat).
     decay: str = "rsqrt"
     learning_rate: float = 1.0
+    # Adafactor momentum (first-moment decay; 0 = none, T5X's default). OptimizerConfig.momentum.
+    momentum: float = 0.0
     warmup_steps: int = 100
     # Share of each run's steps over which the rate decays linearly to 0 at the end (0 = plain
     # rsqrt, as Fernandes et al.); removes the rsqrt schedule's noise floor in short CPU runs.
@@ -153,6 +155,9 @@ def validate(spec: StudySpec) -> None:
                              f"got {steps!r}")
     if spec.decay not in ("rsqrt", "constant"):
         raise StudyError(f"StudySpec.decay: expected 'rsqrt' or 'constant', got {spec.decay!r}")
+    if not isinstance(spec.momentum, int | float) or not 0.0 <= float(spec.momentum) < 1.0:
+        raise StudyError(f"StudySpec.momentum: expected a decay in [0, 1) (0 = no momentum), got "
+                         f"{spec.momentum!r}")
     if not 0.0 <= float(spec.cooldown_fraction) <= 1.0:
         raise StudyError(f"StudySpec.cooldown_fraction: expected a share in [0, 1], got "
                          f"{spec.cooldown_fraction!r}")

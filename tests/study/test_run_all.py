@@ -88,7 +88,7 @@ def _parser_with(build, func):
 def test_a_run_gets_the_studys_schedule_steps_and_cooldown_for_its_size(monkeypatch, tmp_path):
     spec = StudySpec(sizes=("micro-1", "mini-1"), weights=(0.5,), train_steps=400,
                      train_steps_by_size=(("mini-1", 1000),), cooldown_fraction=0.25,
-                     decay="constant", learning_rate=0.05)
+                     decay="constant", learning_rate=0.05, momentum=0.9)
     monkeypatch.setattr(local, "register_run_mixture", lambda spec, run, data: "mix")
     data = local.StudyData("v.model", {"en-de": "a", "en-zh": "b"}, {})
     configs = {run.size: local.make_train_config(spec, run, data, tmp_path / run.run_id)
@@ -97,5 +97,10 @@ def test_a_run_gets_the_studys_schedule_steps_and_cooldown_for_its_size(monkeypa
     assert configs["mini-1"].train_steps == 1000 and configs["mini-1"].cooldown_steps == 250
     assert {c.decay for c in configs.values()} == {"constant"}
     assert {c.learning_rate for c in configs.values()} == {0.05}
+    assert {c.optimizer.momentum for c in configs.values()} == {0.9}
     with pytest.raises(StudyError, match="StudySpec.decay"):
         StudySpec(decay="cosine")
+    with pytest.raises(StudyError, match=r"StudySpec.momentum: expected a decay in \[0, 1\)"):
+        StudySpec(momentum=1.0)
+    plain = local.make_train_config(StudySpec(), expand(StudySpec())[0], data, tmp_path / "p")
+    assert plain.optimizer is None  # no momentum: T5X's Adafactor defaults
