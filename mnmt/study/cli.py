@@ -40,6 +40,7 @@ from mnmt.study.stages import (
     prepare_data,
     prepare_out_dir,
 )
+from mnmt.study.workers import default_workers, queue_order, run_parallel
 
 EXIT_USAGE = 2
 EXIT_DIVERGED = 3  # as mnmt-train: a run's loss became NaN/inf
@@ -51,17 +52,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     prepare_out_dir(out, spec)
     runs = expand(spec)
-
+    flops = step_flops(spec, runs)
+    groups = queue_order(spec, runs, flops)
+    workers = default_workers(len(groups)) if args.workers == "auto" else args.workers
+    workers = max(1, min(workers, len(groups)))
+    if workers == 1:
+        groups = group_runs(spec, runs)
     progress = StudyProgress([(r.run_id, r.size, spec.steps_for(r.size)) for r in runs],
-                             groups=[[r.run_id for r in g] for g in group_runs(spec, runs)],
-                             step_flops=step_flops(spec, runs))
+                             groups=[[r.run_id for r in g] for g in groups],
+                             step_flops=flops, workers=workers)
     log = progress.message
     start = time.monotonic()
     log(f"study {spec.name}: {len(runs)} runs ({len(spec.sizes)} sizes x {len(spec.weights)} "
-        f"mixtures x {len(spec.seeds)} seeds) on {spec.pairs} -> {out}")
+        f"mixtures x {len(spec.seeds)} seeds) on {spec.pairs} -> {out}"
+        + (f"; {workers} worker processes" if workers > 1 else ""))
     data = prepare_data(spec, out, log)
-    enable_compilation_cache(out / "cache" / "jax")
-    run_dirs = run_all(spec, runs, data, out / "runs", progress)
+    if workers > 1:
+        run_dirs = run_parallel(spec, runs, out, progress, workers=workers, step_flops=flops)
+    else:
+        enable_compilation_cache(out / "cache" / "jax")
+        run_dirs = run_all(spec, runs, data, out / "runs", progress)
     report = export_and_report(spec, run_dirs, data, out, log)
     log(_summary(report, {pair: sets[spec.eval_sets[0]] for pair, sets in data.irreducible_loss.items()}))
     log(f"study {spec.name}: finished in {time.monotonic() - start:.0f} s; report: "
@@ -186,6 +196,10 @@ def build_parser() -> argparse.ArgumentParser:
         p = add_study_arguments(sub.add_parser(name, help=help_text))
         if name == "run":
             p.add_argument("--out", default="mnmt_study_out", help="output directory (default: %(default)s)")
+            p.add_argument("--workers", default="auto", type=_workers_arg,
+                           help="groups trained side by side, each in a process on its own CPU "
+                                "core (mnmt.study.workers); 'auto' (default): one per available "
+                                "core on a CPU host, 1 on an accelerator")
         p.set_defaults(func=func)
     for name, func, help_text in (
         ("prepare", cmd_prepare, "prepare a study's data only (before a multi-host launch)"),
@@ -200,6 +214,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("presets", help="list the built-in presets")
     p.set_defaults(func=cmd_presets)
     return parser
+
+
+def _workers_arg(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or a positive integer, got {text!r}")
+    return value
 
 
 def _normalise_gin_flags(argv: list[str]) -> list[str]:
@@ -225,6 +251,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mnmt-study: error: {first_line}", file=sys.stderr)
         return EXIT_USAGE
     except RunStopped as stopped:
+        if stopped.status == "failed":  # a worker process failed; its traceback is above
+            print(f"mnmt-study: error: {stopped}", file=sys.stderr)
+            return 1
         if stopped.status == "diverged":
             print(f"mnmt-study: error: {stopped}", file=sys.stderr)
             return EXIT_DIVERGED

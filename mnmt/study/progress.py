@@ -33,6 +33,11 @@ class StudyProgress:
     (`_by_flops`), else at the slowest seen size's cost. Costs are per run because a group's
     runs are stepped one after another in one program: a group of five costs about five single
     runs' compute, and a held-out run trained alone costs one.
+
+    With `workers` > 1 (`mnmt.study.workers`: groups trained side by side in worker processes)
+    every method takes the `worker` that reports, each worker has its own current group, and the
+    ETA is the time until the busiest worker is done: the groups not started yet are handed, in
+    the order of `groups`, to whichever worker is free first (as the worker queue does).
     """
 
     def __init__(
@@ -44,6 +49,7 @@ class StudyProgress:
         stream: TextIO | None = None,
         log_interval_s: float = 10.0,
         clock=time.monotonic,
+        workers: int = 1,
     ) -> None:
         self._runs = {run_id: _RunCost(steps=steps, size=size) for run_id, size, steps in runs}
         self._order = [run_id for run_id, _, _ in runs]
@@ -53,8 +59,9 @@ class StudyProgress:
         self._wall_per_step: dict[str, float] = {}   # size -> seconds per run-step, all in
         self._train_per_step: dict[str, float] = {}  # size -> trainer's seconds per run-step
         self._ratios: list[float] = []               # wall / trainer step time, finished groups
-        self._current: list[str] = []
-        self._current_step = 0
+        self._workers = max(1, int(workers))
+        self._current: dict[int, list[str]] = {}  # worker -> run ids of its current group
+        self._step: dict[int, int] = {}           # worker -> step of its current group
         self._stream = stream if stream is not None else sys.stderr
         self._tty = bool(getattr(self._stream, "isatty", lambda: False)())
         self._interval = log_interval_s
@@ -70,59 +77,63 @@ class StudyProgress:
     def total(self) -> int:
         return len(self._order)
 
-    def start_group(self, run_ids: list[str]) -> None:
-        self._current = list(run_ids)
-        self._current_step = 0
+    def start_group(self, run_ids: list[str], worker: int = 0) -> None:
+        self._current[worker] = list(run_ids)
+        self._step[worker] = 0
 
-    def start_run(self, run_id: str) -> None:
-        self.start_group([run_id])
+    def start_run(self, run_id: str, worker: int = 0) -> None:
+        self.start_group([run_id], worker)
 
     def skip_run(self, run_id: str, reason: str = "finished earlier") -> None:
         self._done.add(run_id)
         self._emit(f"[{self.done}/{self.total}] {run_id}: skipped ({reason})", force=True)
 
-    def finish_run(self, run_id: str, summary: str = "", wall_s: float | None = None) -> None:
+    def finish_run(self, run_id: str, summary: str = "", wall_s: float | None = None,
+                   worker: int = 0) -> None:
         """`wall_s`: the run's (for a group: the whole group's) wall time, all stages included."""
         self._done.add(run_id)
         cost = self._runs[run_id]
-        if self._current and all(r in self._done for r in self._current):
+        current = self._current.get(worker, [])
+        if current and all(r in self._done for r in current):
             if wall_s and wall_s > 0:
-                self._wall_per_step[cost.size] = wall_s / (cost.steps * len(self._current))
+                self._wall_per_step[cost.size] = wall_s / (cost.steps * len(current))
                 train = self._train_per_step.get(cost.size)
                 if train:
                     self._ratios.append(max(1.0, self._wall_per_step[cost.size] / train))
-            self._current = []
+            self._current.pop(worker, None)
         took = f" in {format_duration(wall_s)}" if wall_s is not None else ""
         self._emit(
-            f"[{self.done}/{self.total}] {run_id}: done{took}{' — ' + summary if summary else ''}"
-            f" | study ETA {format_duration(self.eta_s())}",
+            f"[{self.done}/{self.total}] {self._who(worker)}{run_id}: done{took}"
+            f"{' — ' + summary if summary else ''} | study ETA {format_duration(self.eta_s())}",
             force=True,
         )
 
-    def update(self, event: Any) -> None:
+    def _who(self, worker: int) -> str:
+        return f"w{worker} " if self._workers > 1 else ""
+
+    def update(self, event: Any, worker: int = 0) -> None:
         """Consume one trainer progress event (fields: step, total_steps, loss, tokens_per_s, ...)."""
-        if not self._current:
+        current = self._current.get(worker)
+        if not current:
             return
         run_id = getattr(event, "run_id", None)
-        if run_id is not None and run_id in self._runs and run_id not in self._current:
+        if run_id is not None and run_id in self._runs and run_id not in current:
             return
-        label = self._current[0] if len(self._current) == 1 else \
-            f"{self._current[0]} +{len(self._current) - 1}"
+        label = current[0] if len(current) == 1 else f"{current[0]} +{len(current) - 1}"
         step = int(getattr(event, "step", 0))
-        total = int(getattr(event, "total_steps", self._runs[self._current[0]].steps))
-        self._current_step = step
+        total = int(getattr(event, "total_steps", self._runs[current[0]].steps))
+        self._step[worker] = step
         speed = getattr(event, "steps_per_s", None)
         if speed:  # steps of the whole group per second
-            self._train_per_step[self._runs[self._current[0]].size] = \
-                1.0 / (float(speed) * len(self._current))
+            self._train_per_step[self._runs[current[0]].size] = 1.0 / (float(speed) * len(current))
         loss = getattr(event, "loss", None)
         tok_s = getattr(event, "tokens_per_s", None)
-        parts = [f"[{self.done}/{self.total}] {label}", f"step {step}/{total}"]
+        parts = [f"[{self.done}/{self.total}] {self._who(worker)}{label}", f"step {step}/{total}"]
         if loss is not None:
             parts.append(f"loss {loss:.3f}")
         if tok_s:
             parts.append(f"{tok_s:,.0f} tok/s")
-        parts.append(f"run ETA {format_duration(self._current_eta())}")
+        parts.append(f"run ETA {format_duration(self._current_eta(worker))}")
         parts.append(f"study ETA {format_duration(self.eta_s())}")
         self._emit(" | ".join(parts))
 
@@ -171,29 +182,34 @@ class StudyProgress:
             estimate = min(estimate, ys[-1] * (target / xs[-1]) ** 0.5)
         return max(estimate, min(ys))
 
-    def _current_eta(self) -> float | None:
-        if not self._current:
+    def _current_eta(self, worker: int = 0) -> float | None:
+        current = self._current.get(worker)
+        if not current:
             return None
-        cost = self._runs[self._current[0]]
+        cost = self._runs[current[0]]
         per_step = self._cost_per_step(cost.size, current=True)
         if per_step is None:
             return None
-        return max(cost.steps - self._current_step, 0) * per_step * len(self._current)
+        return max(cost.steps - self._step.get(worker, 0), 0) * per_step * len(current)
 
     def eta_s(self) -> float | None:
         """Seconds left in the study (see the class docstring); None before any measurement."""
-        remaining = 0.0
-        for group in self._groups:
-            if all(r in self._done for r in group):
+        loads = [0.0] * self._workers
+        running = {group[0]: worker for worker, group in self._current.items() if group}
+        for group in self._groups:  # the groups under way first: each on its worker
+            if group[0] in running and not all(r in self._done for r in group):
+                eta = self._current_eta(running[group[0]])
+                if eta is None:
+                    return None
+                loads[running[group[0]] % self._workers] += eta
+        for group in self._groups:  # then the rest, each to the worker free first
+            if group[0] in running or all(r in self._done for r in group):
                 continue
-            cost = self._runs[group[0]]
-            current = group[0] in self._current
-            per_step = self._cost_per_step(cost.size, current=current)
+            per_step = self._cost_per_step(self._runs[group[0]].size)
             if per_step is None:
                 return None
-            steps_left = cost.steps - (self._current_step if current else 0)
-            remaining += max(steps_left, 0) * per_step * len(group)
-        return remaining
+            loads[loads.index(min(loads))] += self._runs[group[0]].steps * per_step * len(group)
+        return max(loads)
 
     def message(self, text: str) -> None:
         self._emit(text, force=True)

@@ -119,6 +119,26 @@ def test_progress_of_a_group_counts_its_steps_once():
     assert progress.eta_s() == pytest.approx(100 * 0.1)  # c and d train together
 
 
+def test_progress_with_workers_waits_for_the_busiest_worker():
+    out = io.StringIO()
+    progress = StudyProgress([(r, "mini-1", 100) for r in "abcde"],
+                             groups=[["a"], ["b"], ["c"], ["d"], ["e"]], workers=2,
+                             stream=out, log_interval_s=0.0, clock=lambda: 0.0)
+    progress.start_group(["a"], worker=0)
+    progress.start_group(["b"], worker=1)
+    progress.finish_run("a", wall_s=10.0, worker=0)  # 0.1 s per step
+    progress.start_group(["c"], worker=0)
+    event = type("E", (), {"step": 50, "total_steps": 100, "steps_per_s": 10.0})
+    progress.update(event(), worker=0)
+    progress.update(event(), worker=1)
+    # b and c are half done on their workers (5 s each); d and e go one to each: 5 + 10 s
+    assert progress.eta_s() == pytest.approx(15.0)
+    progress.finish_run("b", wall_s=10.0, worker=1)  # worker 1 free: d there, e after c
+    assert progress.eta_s() == pytest.approx(max(10.0, 5.0 + 10.0))
+    text = out.getvalue()
+    assert "[1/5] w0 a: done" in text and "w1 b step 50/100" in text.replace(" | ", " ")
+
+
 def test_format_duration():
     assert format_duration(65) == "1:05"
     assert format_duration(3725) == "1:02:05"
