@@ -57,6 +57,40 @@ def save(fig: Figure, path: str, dpi: int = 110) -> str:
     return path
 
 
+def _short(v: float) -> str:
+    """A tick value in few characters: 6k, 20k, 1.5M for counts, 0.4, 2, 0.005 for losses."""
+    a = abs(v)
+    for suffix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if a >= scale:
+            return f"{v / scale:.3g}{suffix}"
+    return f"{v:.3g}"
+
+
+def _log_scale(ax, *which: str) -> None:
+    """Log scale on the axes named in ``which`` ("x", "y") with short tick labels.
+
+    matplotlib labels the minor ticks of a log axis spanning about a decade in scientific
+    notation ("2×10⁴", "3×10⁴", …), which overlap one another in panels of this size. Here every
+    label is a short number; minor ticks are labelled at 2, 3 and 5 × 10^k when the view spans
+    under 1.5 decades, and all of them under half a decade.
+    """
+    from matplotlib import ticker  # lazy, as in new_figure
+
+    for name in which:
+        axis = ax.xaxis if name == "x" else ax.yaxis
+        (ax.set_xscale if name == "x" else ax.set_yscale)("log")
+
+        def minor(v: float, _pos, axis=axis) -> str:
+            lo, hi = sorted(axis.get_view_interval())
+            if lo <= 0 or v <= 0 or hi / lo >= 10**1.5:
+                return ""
+            mantissa = round(v / 10 ** np.floor(np.log10(v) + 1e-9), 6)
+            return _short(v) if hi / lo < 10**0.5 or mantissa in (2, 3, 5) else ""
+
+        axis.set_major_formatter(ticker.FuncFormatter(lambda v, _pos: _short(v)))
+        axis.set_minor_formatter(ticker.FuncFormatter(minor))
+
+
 def _cmap(values: Sequence[float]):
     from matplotlib import colormaps  # lazy, as in new_figure
 
@@ -90,7 +124,7 @@ def plot_power_fits(data: Mapping[str, Mapping[float, tuple]], fits: Mapping[str
             if fit is not None:
                 grid = np.geomspace(np.min(n) / 1.5, np.max(n) * 1.5, 100)
                 ax.plot(grid, fit.predict(grid), color=colors[p], lw=1.2)
-        ax.set_xscale("log")
+        _log_scale(ax, "x")
         ax.set_xlabel(x_label)
         ax.set_ylabel("test cross-entropy (nats/token)")
         ax.set_title(f"{pair}")
@@ -117,8 +151,7 @@ def plot_reducible(data: Mapping[str, Mapping[float, tuple]], l_inf: Mapping[str
             if fn is not None:
                 grid = np.geomspace(np.min(n) / 1.5, np.max(n) * 1.5, 50)
                 ax.plot(grid, fn(grid) - li, color=colors[p], lw=1.0)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        _log_scale(ax, "x", "y")
         ax.set_xlabel("N")
         ax.set_ylabel(f"L − L∞ (L∞={li:.3f})")
         ax.set_title(pair)
@@ -131,7 +164,8 @@ def plot_coefficients(coefs: Mapping[str, Mapping[float, tuple[dict, dict | None
                       joint: Mapping[str, dict] | None = None) -> Figure:
     """α, β, L∞ per weight with ±1 sd bands; dashed: the joint-law values (Fernandes Fig. 4).
 
-    ``coefs[pair][p] = (params, stderr)``; ``joint[pair] = {"alpha":…, "l_inf":…}``.
+    ``coefs[pair][p] = (params, stderr)``; ``joint[pair] = {"alpha":…, "l_inf":…}``. On the log
+    β panel the band is β·e^(±sd/β) (±1 sd of log β), cut at 4× beyond the values.
     """
     pairs = list(coefs)
     names = ["alpha", "beta", "l_inf"]
@@ -142,17 +176,57 @@ def plot_coefficients(coefs: Mapping[str, Mapping[float, tuple[dict, dict | None
             ax = axes[r][c]
             v = np.array([coefs[pair][p][0][name] for p in ps])
             sd = np.array([(coefs[pair][p][1] or {}).get(name, np.nan) for p in ps])
-            ax.plot(ps, v, "o-", ms=4)
-            if np.isfinite(sd).any():
-                ax.fill_between(ps, v - sd, v + sd, alpha=0.25)
+            (line,) = ax.plot(ps, v, "o-", ms=4)
+            lo, hi = v - sd, v + sd
+            if name == "beta":  # ±1 sd of log β (delta method): v·e^(±sd/v) stays > 0
+                with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                    lo, hi = v * np.exp(-sd / v), v * np.exp(sd / v)
+            _bands(ax, np.asarray(ps, float), lo, hi, color=line.get_color())
             if joint and pair in joint and name in joint[pair]:
                 ax.axhline(joint[pair][name], ls="--", color="k", lw=1)
             if name == "beta":
-                ax.set_yscale("log")
+                _log_scale(ax, "y")
+                _clip_log_view(ax, v, lo, hi)
             ax.set_xlabel(f"weight p of {pair}")
             ax.set_title({"alpha": "α", "beta": "β", "l_inf": "L∞"}[name] + f" ({pair})")
             ax.grid(alpha=0.3)
     return fig
+
+
+def _bands(ax, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, color) -> None:
+    """A shaded band from ``lo`` to ``hi`` over each run of weights where both are finite, so a
+    weight without a standard deviation shows as a gap (not bridged, no NaN handed to
+    matplotlib); a lone weight gets a vertical bar."""
+    ok = np.isfinite(lo) & np.isfinite(hi)
+    start = 0
+    while start < len(x):
+        if not ok[start]:
+            start += 1
+            continue
+        end = start
+        while end + 1 < len(x) and ok[end + 1]:
+            end += 1
+        run = slice(start, end + 1)
+        if end > start:
+            ax.fill_between(x[run], lo[run], hi[run], color=color, alpha=0.25, lw=0)
+        else:
+            ax.vlines(x[start], lo[start], hi[start], color=color, alpha=0.25, lw=4)
+        start = end + 1
+
+
+def _clip_log_view(ax, v: np.ndarray, lo: np.ndarray, hi: np.ndarray, factor: float = 4.0) -> None:
+    """y limits of a log panel: the values ``v`` and their band, but the band cut at ``factor``
+    beyond the values. A standard deviation larger than the value (β of a pair whose loss barely
+    moves with N) spans decades; on a log axis it would set the scale and flatten the values,
+    so the band runs off the panel instead."""
+    v = v[np.isfinite(v) & (v > 0)]
+    if v.size == 0:
+        return
+    band = np.concatenate([lo, hi, v])
+    band = band[np.isfinite(band) & (band > 0)]
+    bottom = max(float(band.min()), float(v.min()) / factor)
+    top = min(float(band.max()), float(v.max()) * factor)
+    ax.set_ylim(bottom / 1.15, top * 1.15)
 
 
 def plot_joint(data: Mapping[str, Mapping[float, tuple]],
@@ -172,7 +246,7 @@ def plot_joint(data: Mapping[str, Mapping[float, tuple]],
                 ax.plot(grid, predict(pair, p, grid), color=colors[p], lw=1.2, ls="--")
             except Exception:  # weight without a β (e.g. zero-shot): points only
                 pass
-        ax.set_xscale("log")
+        _log_scale(ax, "x")
         ax.set_xlabel("N")
         ax.set_ylabel("test cross-entropy")
         ax.set_title(f"{pair}: joint law (eq. 7)")
@@ -183,19 +257,30 @@ def plot_joint(data: Mapping[str, Mapping[float, tuple]],
 
 def plot_fraction(points: Mapping[str, Mapping[float, tuple[float, float]]],
                   curves: Mapping[str, callable] | None = None) -> Figure:
-    """Effective fraction f_i(p) (eq. 10) with error bars; f̂ (eq. 12/13) as a dashed line."""
+    """Effective fraction f_i(p) (eq. 10) with error bars; f̂ (eq. 12/13) as a dashed line.
+
+    The y axis covers [0, 1] and the points with their error bars; an f̂ curve outside that
+    runs off the panel instead of setting the scale."""
     fig, axes = new_figure()
     ax = axes[0][0]
     grid = np.linspace(0.0, 1.0, 101)
     ax.plot(grid, grid, color="grey", lw=0.8, ls=":", label="f(p) = p")
+    shown = [np.array([0.0, 1.0])]
     for pair, pts in points.items():
         ps = sorted(pts)
         v = np.array([pts[p][0] for p in ps])
         e = np.array([pts[p][1] for p in ps])
-        line = ax.errorbar(ps, v, yerr=np.where(np.isfinite(e), e, 0), fmt="o", ms=4, label=pair)
+        e = np.where(np.isfinite(e), e, 0)
+        line = ax.errorbar(ps, v, yerr=e, fmt="o", ms=4, label=pair)
+        shown += [v - e, v + e]
         fn = (curves or {}).get(pair)
         if fn is not None:
             ax.plot(grid[1:], fn(grid[1:]), ls="--", color=line[0].get_color(), lw=1)
+    shown = np.concatenate(shown)
+    shown = shown[np.isfinite(shown)]
+    pad = 0.05 * (shown.max() - shown.min())
+    ax.set_ylim(shown.min() - pad, shown.max() + pad)
+    ax.set_xlim(-0.05, 1.05)
     ax.set_xlabel("weight p")
     ax.set_ylabel("effective fraction f(p) = N_eff / N")
     ax.grid(alpha=0.3)
@@ -310,8 +395,7 @@ def plot_learning_curves(curves: Mapping[str, tuple[np.ndarray, np.ndarray]],
                 ax.plot(grid, fn(grid), ls=":", color=line[0].get_color())
         if cooldown_step:
             ax.axvline(cooldown_step, ls=":", color="0.4", lw=1, label="cool-down starts")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        _log_scale(ax, "x", "y")
         ax.set_xlabel("step")
         ax.set_ylabel("validation loss" + (f" {name}" if name else ""))
         ax.grid(alpha=0.3, which="both")

@@ -1,9 +1,12 @@
-"""Synthetic study data with known ground truth, for tests and benchmarks of :mod:`fitting`.
+"""Synthetic study data with known ground truth, and a checker of figures, for tests and
+benchmarks of :mod:`fitting`.
 
 Shipped in the package (as ``seqio/test_utils.py`` is) so that ``tests/fitting`` and the
 ``benchmarks/`` scripts share it. A two-pair study (en-de, en-zh) follows the joint law with
 effective parameters, L_i(N; p) = β_i (f̂_i(p) N)^−α_i + L∞_i (Fernandes eq. 7/9) with the
-f̂ of eq. 12; :data:`TRUTH` holds its parameters.
+f̂ of eq. 12; :data:`TRUTH` holds its parameters. :func:`check_figure` lists what is wrong
+with a matplotlib figure that a reader would see: non-finite data, axes scaled far beyond the
+data, several labelled series without a legend.
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ __all__ = [
     "make_final_table",
     "make_curves_table",
     "write_run_dirs",
+    "LINEAR_SPAN_FACTOR",
+    "LOG_MARGIN_FACTOR",
+    "BULK_FRACTION",
+    "check_figure",
 ]
 
 #: pair -> (alpha, beta_1, l_inf, (c1, c2, c3) of f̂ eq. 12)
@@ -121,3 +128,213 @@ def write_run_dirs(final: pd.DataFrame, root: str) -> list[str]:
                                 "eval_set": "train", "metric": "train_loss", "value": 2.0}) + "\n")
         dirs.append(d)
     return dirs
+
+
+# --- figure checks -------------------------------------------------------------------------------
+
+#: A linear axis may span at most this many times the data it shows. Autoscaling adds 5 %
+#: margins (1.1×) and a hand-set range a little more; at ten times the data fill a tenth of the
+#: panel and read as a flat line.
+LINEAR_SPAN_FACTOR = 10.0
+#: A log axis may reach at most this factor beyond the data on either side: one empty decade.
+LOG_MARGIN_FACTOR = 10.0
+#: The data's extent for both limits above is the shortest interval that holds this fraction of
+#: the plotted values, so that a few runaway points (a law evaluated where it diverges) cannot
+#: stretch an axis over the rest of the data unnoticed.
+BULK_FRACTION = 0.9
+
+
+def check_figure(fig, name: str = "figure") -> list[str]:
+    """What a reader of ``fig`` (a matplotlib Figure) would find wrong; ``[]`` when nothing.
+
+    Every panel (colorbars aside) is checked for:
+
+    * non-finite data: points of lines, scatter offsets, polygon vertices; a ``fill_between``
+      band broken into pieces or empty, and error bars missing (matplotlib silently drops the
+      non-finite parts of both);
+    * axis limits far from the data: a linear axis spanning more than :data:`LINEAR_SPAN_FACTOR`
+      times the plotted values, or a log axis reaching more than :data:`LOG_MARGIN_FACTOR`
+      beyond them, the values' extent being the shortest interval holding
+      :data:`BULK_FRACTION` of them; a view that holds none of them; values ≤ 0 on a log axis
+      (not drawn);
+    * tick labels of one axis that overlap one another (the figure is drawn once to place them);
+    * two or more labelled series with neither a legend nor a colorbar;
+    * a visible panel with nothing drawn and no note.
+
+    Each problem is one line that starts with ``name`` and the panel.
+    """
+    from matplotlib.container import ErrorbarContainer  # lazy: fitting never imports matplotlib
+
+    colorbar_axes, with_colorbar = set(), set()
+    for ax in fig.axes:
+        for mappable in (*ax.collections, *ax.images):
+            colorbar = getattr(mappable, "colorbar", None)
+            if colorbar is not None:
+                colorbar_axes.add(colorbar.ax)
+                with_colorbar.add(ax)
+    panels = [ax for ax in fig.axes if ax not in colorbar_axes]
+    if not panels:
+        return [f"{name}: no axes"]
+    fig.draw_without_rendering()  # tick labels get their text and place
+    problems = []
+    for i, ax in enumerate(panels):
+        if not ax.get_visible():
+            continue
+        where = f"{name}: panel {i + 1}" + (f" ({ax.get_title()!r})" if ax.get_title() else "")
+        error_bars = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+        for container in error_bars:
+            problems += [f"{where}: {p}" for p in _missing_error_bars(container)]
+        found, values = _panel_values(ax, bars={id(b) for c in error_bars for b in c.lines[2]})
+        problems += [f"{where}: {p}" for p in found]
+        for axis in ("x", "y"):
+            problems += [f"{where}: {p}" for p in _limit_problems(ax, axis, values[axis])]
+            problems += [f"{where}: {p}" for p in _overlapping_tick_labels(ax, axis)]
+        labels = set(ax.get_legend_handles_labels()[1])
+        if (len(labels) > 1 and ax.get_legend() is None and not fig.legends
+                and ax not in with_colorbar):
+            problems.append(f"{where}: {len(labels)} labelled series ({', '.join(sorted(labels))})"
+                            " but no legend or colorbar")
+        if not any(v.size for v in (*values["x"], *values["y"])) and not ax.texts \
+                and not ax.images:
+            problems.append(f"{where}: nothing is drawn and no note says why")
+    return problems
+
+
+def _describe(artist, kind: str, k: int) -> str:
+    label = artist.get_label()
+    return f"{kind} {label!r}" if label and not label.startswith("_") else f"{kind} #{k + 1}"
+
+
+def _panel_values(ax, bars: set[int]) -> tuple[list[str], dict[str, list[np.ndarray]]]:
+    """Non-finite data in ``ax``, and its finite plotted values per axis (data coordinates);
+    ``bars`` (ids of error-bar collections, checked by :func:`_missing_error_bars`) give values
+    only."""
+    from matplotlib import collections
+    from matplotlib.path import Path
+
+    problems: list[str] = []
+    values: dict[str, list[np.ndarray]] = {"x": [], "y": []}
+
+    def take(points: np.ndarray, data_axes: tuple[bool, bool], what: str | None) -> None:
+        points = np.asarray(points, float).reshape(-1, 2)
+        bad = ~np.isfinite(points).all(axis=1)
+        if bad.any() and what:
+            problems.append(f"{what}: {int(bad.sum())} of {len(points)} points are not finite")
+        for axis, column, is_data in (("x", 0, data_axes[0]), ("y", 1, data_axes[1])):
+            if is_data:
+                values[axis].append(points[~bad, column])
+
+    for k, line in enumerate(ax.get_lines()):
+        if line.get_visible():
+            take(line.get_xydata(), line.get_transform().contains_branch_seperately(ax.transData),
+                 _describe(line, "line", k))
+    band_type = getattr(collections, "FillBetweenPolyCollection", None)  # matplotlib ≥ 3.10
+    for k, coll in enumerate(ax.collections):
+        if not coll.get_visible():
+            continue
+        what = None if id(coll) in bars else _describe(coll, type(coll).__name__, k)
+        offset_axes = coll.get_offset_transform().contains_branch_seperately(ax.transData)
+        if any(offset_axes):  # scatter: markers placed at data offsets
+            offsets = np.ma.filled(np.ma.asarray(coll.get_offsets(), dtype=float), np.nan)
+            take(offsets, offset_axes, what)
+        path_axes = coll.get_transform().contains_branch_seperately(ax.transData)
+        if any(path_axes):  # polygons and segments drawn in data coordinates
+            paths = coll.get_paths()
+            vertices = [p.vertices if p.codes is None else p.vertices[p.codes != Path.CLOSEPOLY]
+                        for p in paths]
+            take(np.concatenate(vertices) if vertices else np.empty((0, 2)), path_axes, what)
+            if band_type is not None and isinstance(coll, band_type) and len(paths) != 1:
+                problems.append(f"{what}: the band is in {len(paths)} pieces (non-finite bounds "
+                                "are left out of a fill_between)")
+    return problems, values
+
+
+def _missing_error_bars(container) -> list[str]:
+    data_line, _, bar_collections = container.lines
+    if data_line is None:
+        return []
+    points = np.asarray(data_line.get_xydata(), float)
+    shown = int(np.isfinite(points).all(axis=1).sum())
+    out = []
+    for bars in bar_collections:
+        drawn = sum(1 for s in bars.get_segments() if len(s) and np.isfinite(s).all())
+        if drawn < shown:
+            out.append(f"error bars of {_describe(container, 'series', 0)}: {shown - drawn} of "
+                       f"{shown} are missing (non-finite errors are not drawn)")
+    return out
+
+
+def _bulk(v: np.ndarray) -> tuple[float, float]:
+    """The shortest interval holding :data:`BULK_FRACTION` of the sorted values ``v``."""
+    k = max(1, int(np.ceil(BULK_FRACTION * v.size)))
+    widths = v[k - 1:] - v[:v.size - k + 1]
+    i = int(np.argmin(widths))
+    return float(v[i]), float(v[i + k - 1])
+
+
+def _limit_problems(ax, axis: str, parts: list[np.ndarray]) -> list[str]:
+    v = np.sort(np.concatenate(parts)) if parts else np.empty(0)
+    if v.size == 0:
+        return []
+    scale = ax.get_xscale() if axis == "x" else ax.get_yscale()
+    lo, hi = sorted(ax.get_xlim() if axis == "x" else ax.get_ylim())
+    if scale == "log":
+        out = []
+        if (v <= 0).any():
+            out.append(f"{axis} axis (log): {int((v <= 0).sum())} of {v.size} plotted values are "
+                       "≤ 0 and not drawn")
+        v = v[v > 0]
+        if v.size == 0:
+            return out
+        blo, bhi = _bulk(np.log10(v))
+        blo, bhi = 10.0**blo, 10.0**bhi
+        if lo < blo / LOG_MARGIN_FACTOR or hi > bhi * LOG_MARGIN_FACTOR:
+            out.append(f"{axis} axis (log) shows [{lo:.3g}, {hi:.3g}], more than a factor "
+                       f"{LOG_MARGIN_FACTOR:g} beyond [{blo:.3g}, {bhi:.3g}], where "
+                       f"{BULK_FRACTION:.0%} of the plotted values lie")
+    elif scale == "linear":
+        out = []
+        blo, bhi = _bulk(v)
+        span = bhi - blo
+        if span <= 0:  # one value: matplotlib shows ±5 % of it (or ±0.055 around 0)
+            span = 0.1 * abs(blo) or 1.0
+        if hi - lo > LINEAR_SPAN_FACTOR * span:
+            out.append(f"{axis} axis shows [{lo:.3g}, {hi:.3g}], {(hi - lo) / span:.3g}× the span "
+                       f"of [{blo:.3g}, {bhi:.3g}], where {BULK_FRACTION:.0%} of the plotted "
+                       f"values lie (at most {LINEAR_SPAN_FACTOR:g}×)")
+    else:  # symlog, logit, custom scales: not judged
+        return []
+    if hi < blo or lo > bhi:
+        out.append(f"{axis} axis shows [{lo:.3g}, {hi:.3g}], none of the plotted values "
+                   f"([{blo:.3g}, {bhi:.3g}])")
+    return out
+
+
+def _overlapping_tick_labels(ax, axis: str) -> list[str]:
+    """Pairs of neighbouring tick labels (major and minor, inside the view) that overlap."""
+    which = ax.xaxis if axis == "x" else ax.yaxis
+    lo, hi = sorted(which.get_view_interval())
+    tol = 1e-9 * max(abs(lo), abs(hi), 1e-300)
+    labels = []
+    for tick in (*which.get_major_ticks(), *which.get_minor_ticks()):
+        for text in (tick.label1, tick.label2):
+            if (text.get_visible() and text.get_text().strip()
+                    and lo - tol <= tick.get_loc() <= hi + tol):
+                labels.append((tick.get_loc(), text))
+    labels.sort(key=lambda item: item[0])
+    pairs = [(a, b) for (_, a), (_, b) in zip(labels, labels[1:], strict=False)
+             if a.get_window_extent().overlaps(b.get_window_extent())]
+    if not pairs:
+        return []
+    more = f" (and {len(pairs) - 1} more pairs)" if len(pairs) > 1 else ""
+    a, b = pairs[0]
+    return [f"{axis} tick labels overlap: {_plain(a.get_text())!r} and {_plain(b.get_text())!r}"
+            + more]
+
+
+def _plain(tex: str) -> str:
+    """A tick label's mathtext as plain text (``$\\mathdefault{2\\times10^{4}}$`` → ``2×10^4``)."""
+    for old, new in (("$", ""), ("\\mathdefault", ""), ("\\times", "×"), ("{", ""), ("}", ""),
+                     ("\\minus", "−")):
+        tex = tex.replace(old, new)
+    return tex
