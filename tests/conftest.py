@@ -1,6 +1,9 @@
 """Fixtures shared by every test folder."""
 
 import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,3 +27,31 @@ def benchmark_script():
         return loaded[name]
 
     return load
+
+
+def run_ci_study(out: Path, timeout: int) -> subprocess.CompletedProcess:
+    """`mnmt-study run --preset ci --out OUT` in a child process (≈ 2 minutes on 2 cores)."""
+    # a relative --out, run from its parent, as the README's default `mnmt_study_out` is
+    cmd = [sys.executable, "-m", "mnmt.study.cli", "run", "--preset", "ci", "--out", out.name]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=out.parent)
+
+
+@pytest.fixture(scope="session")
+def ci_study(tmp_path_factory):
+    """`(out, process)` of the `ci` preset's study, run once per session: tests/test_main_job.py
+    and tests/test_report_figures.py read its run directories and report.
+
+    With ``MNMT_CI_STUDY=DIR`` the study runs in DIR instead of a fresh directory: a study
+    finished there earlier is only exported and reported again (seconds, not minutes).
+    """
+    reuse = os.environ.get("MNMT_CI_STUDY")
+    out = Path(reuse).resolve() if reuse else tmp_path_factory.mktemp("ci_study")
+    proc = run_ci_study(out, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return out, proc
+
+
+@pytest.fixture(scope="session")
+def ci_study_runner():
+    """:func:`run_ci_study`, to run the study again in the same directory."""
+    return run_ci_study

@@ -2,8 +2,6 @@
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,20 +14,6 @@ RUN_KEYS = {"schema_version", "run_id", "study", "status", "model", "mixture", "
             "vocabulary", "gin_config", "versions"}
 ROW_KEYS = {"run_id": str, "step": int, "tokens": int, "task": str, "eval_set": str,
             "metric": str, "value": float}
-
-
-def run_study(out: Path, timeout: int) -> subprocess.CompletedProcess:
-    # a relative --out, run from its parent, as the README's default `mnmt_study_out` is
-    cmd = [sys.executable, "-m", "mnmt.study.cli", "run", "--preset", "ci", "--out", out.name]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=out.parent)
-
-
-@pytest.fixture(scope="module")
-def ci_study(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ci_study")
-    proc = run_study(out, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return out, proc
 
 
 def read_rows(run_dir: Path) -> list[dict]:
@@ -106,10 +90,10 @@ def test_export_and_report(ci_study):
     assert "alpha" in proc.stderr  # the fitted exponents are printed
 
 
-def test_rerun_skips_finished_runs_and_keeps_metrics(ci_study):
+def test_rerun_skips_finished_runs_and_keeps_metrics(ci_study, ci_study_runner):
     out, _ = ci_study
     before = {p: p.read_bytes() for p in (out / "runs").glob("*/metrics.jsonl")}
-    proc = run_study(out, timeout=600)
+    proc = ci_study_runner(out, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert proc.stderr.count("skipped (finished earlier)") == 4
     assert {p: p.read_bytes() for p in before} == before
