@@ -177,3 +177,27 @@ def test_report_warns_where_f_hat_is_not_identified(tmp_path):
     for pair in TRUTH:
         f = rep.effective.f_hat(grid, pair)
         assert np.all((f >= 0) & (f <= 1))
+
+
+@pytest.mark.parametrize("weights", [(0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0), (0.0, 0.5, 1.0)])
+def test_every_figure_of_a_multi_weight_report_passes_the_figure_checks(tmp_path, monkeypatch,
+                                                                         weights):
+    # the figures the ci preset (one weight) does not draw: coefficients, f(p), f̂, frontier;
+    # with three weights eq. 12 cannot be fitted and eq. 13 draws them
+    from fitting import plots
+    from fitting.test_utils import check_figure
+
+    checked, save = {}, plots.save
+
+    def checking_save(fig, path, **kwargs):
+        checked[os.path.basename(path)] = check_figure(fig, os.path.basename(path))
+        return save(fig, path, **kwargs)
+
+    monkeypatch.setattr(plots, "save", checking_save)
+    tab = make_curves_table(make_final_table(sizes=np.geomspace(2e5, 2e7, 6), weights=weights,
+                                             noise=0.01, seed=3))
+    rep = write_report(tab, str(tmp_path), ground_truth={"en-de": 1.0, "en-zh": 1.5}, n_refits=5)
+    assert {"frontier.png", "fraction_fit.png", "learning_curves.png"} <= set(checked)
+    assert not [k for k in rep.skipped if k.startswith("figures")], rep.skipped
+    problems = [p for found in checked.values() for p in found]
+    assert not problems, "\n".join(problems)
