@@ -24,6 +24,8 @@ class StudyData:
     vocabulary_path: str
     tasks: dict[str, str]  # pair -> SeqIO task name
     irreducible_loss: dict[str, dict[str, float]]  # pair -> eval set -> exact L∞ (nats/token)
+    # pair -> training-set size D_i of its task (None: an endless stream); the runs' data_size
+    caps: dict[str, int | None] = dataclasses.field(default_factory=dict)
 
 
 class RunStopped(Exception):
@@ -102,7 +104,7 @@ def make_train_config(spec: StudySpec, run: RunSpec, data: StudyData, run_dir: P
         run_id=run.run_id,
         study=spec.name,
         mixture_weights=dict(run.weights),
-        mixture_caps={pair: None for pair in spec.pairs},
+        mixture_caps={pair: data.caps.get(pair) for pair in spec.pairs},
         extra={"irreducible_loss": data.irreducible_loss, "data_preset": spec.data_preset,
                "heldout": run.heldout},
     )

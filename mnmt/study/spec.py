@@ -49,6 +49,15 @@ class StudySpec:
     sizes: tuple[str, ...] = ("micro-1", "micro-2", "micro-3", "mini-1", "mini-2")
     # p of the first pair: 0 and 1 are the single-pair baselines that eq. 10 (f(p)) needs.
     weights: tuple = (0.0, 0.5, 1.0)
+    # Per-pair training-set sizes D_i in examples, e.g. (("en-de", 200_000), ("en-zh", 5_000))
+    # (Chen et al. 2023's data-constrained setting): a capped pair's training stream is its first
+    # D_i examples, repeated; exported as `data_size`, which the DPL law (Chen eq. 6) needs.
+    data_caps: tuple[tuple[str, int], ...] = ()
+    # Further mixtures whose weights follow from data_caps (which must then name every pair):
+    # temperature sampling p_i ∝ D_i^(1/T), one mixture per T (Chen et al. 2023 §4.2; inf =
+    # uniform), and Caillaut et al. 2024 §3.1 oversampling, one mixture per parameter t.
+    temperatures: tuple[float, ...] = ()
+    oversampling: tuple[float, ...] = ()
     seeds: tuple[int, ...] = (0,)
     train_steps: int = 700
     # Per-size step counts that replace `train_steps` (Fernandes et al. §3: 500K steps below
@@ -111,6 +120,7 @@ class RunSpec:
     weights: dict[str, float]  # pair -> sampling weight (sums to 1)
     seed: int
     heldout: bool = False  # trained, never fitted: the report predicts it (StudySpec.heldout)
+    mixture: str = ""  # how the weights were chosen: "" (explicit), "T5" (temperature), "os5"
 
     @property
     def trained_pairs(self) -> list[str]:
@@ -129,8 +139,10 @@ def validate(spec: StudySpec) -> None:
             raise StudyError(f"StudySpec.pairs: expected pairs like 'en-de', got {pair!r}")
     if not spec.sizes:
         raise StudyError("StudySpec.sizes: expected at least one model size")
-    if not spec.weights:
-        raise StudyError("StudySpec.weights: expected at least one mixture")
+    if not spec.weights and not spec.temperatures and not spec.oversampling:
+        raise StudyError("StudySpec.weights: expected at least one mixture (or temperatures / "
+                         "oversampling with data_caps)")
+    _validate_caps(spec)
     for w in spec.weights:
         mixture_weights(spec.pairs, w)
     if not spec.seeds:
@@ -177,6 +189,45 @@ def validate(spec: StudySpec) -> None:
         )
 
 
+def _validate_caps(spec: StudySpec) -> None:
+    caps = {}
+    for entry in spec.data_caps:
+        if not isinstance(entry, tuple | list) or len(entry) != 2 or entry[0] not in spec.pairs:
+            raise StudyError(f"StudySpec.data_caps: expected (pair, examples) entries with a pair of "
+                             f"{list(spec.pairs)}, got {entry!r}")
+        if not isinstance(entry[1], int) or isinstance(entry[1], bool) or entry[1] < 1:
+            raise StudyError(f"StudySpec.data_caps: expected a positive integer number of examples "
+                             f"for {entry[0]!r}, got {entry[1]!r}")
+        caps[entry[0]] = entry[1]
+    for field, values in (("temperatures", spec.temperatures), ("oversampling", spec.oversampling)):
+        if not values:
+            continue
+        if set(caps) != set(spec.pairs):
+            raise StudyError(f"StudySpec.{field}: weights from data sizes need StudySpec.data_caps "
+                             f"for every pair {list(spec.pairs)}; caps given for {sorted(caps)}")
+        for value in values:
+            if not isinstance(value, int | float) or not value > 0:
+                raise StudyError(f"StudySpec.{field}: expected positive numbers, got {value!r}")
+
+
+def size_weights(spec: StudySpec) -> list[tuple[str, dict[str, float]]]:
+    """The mixtures of `spec.temperatures` and `spec.oversampling`: (tag, pair -> weight), the
+    weights computed from `spec.data_caps` (Chen et al. 2023 §4.2; Caillaut et al. 2024 §3.1)."""
+    from fitting.sampling import oversampling_weights, temperature_weights  # numpy only
+
+    caps = dict(spec.data_caps)
+    sizes = [float(caps[pair]) for pair in spec.pairs] if spec.temperatures or spec.oversampling \
+        else []
+    out = []
+    for T in spec.temperatures:
+        w = temperature_weights(sizes, float(T))
+        out.append((f"T{float(T):g}", dict(zip(spec.pairs, map(float, w), strict=True))))
+    for t in spec.oversampling:
+        w = oversampling_weights(sizes, float(t))
+        out.append((f"os{float(t):g}", dict(zip(spec.pairs, map(float, w), strict=True))))
+    return out
+
+
 def mixture_weights(pairs: Sequence[str], w: float | Sequence[float]) -> dict[str, float]:
     """The per-pair sampling weights of one grid point (see `StudySpec.weights`)."""
     if isinstance(w, int | float):
@@ -212,10 +263,13 @@ def simplex_grid(num_pairs: int, resolution: int) -> list[tuple[float, ...]]:
     return points
 
 
-def run_id(size: str, weights: dict[str, float], seed: int) -> str:
-    """Stable, readable run id: `mini-2_p0.50_s0` for two pairs, `mini-2_w0.20-0.30-0.50_s0` for K."""
+def run_id(size: str, weights: dict[str, float], seed: int, mixture: str = "") -> str:
+    """Stable, readable run id: `mini-2_p0.50_s0` for two pairs, `mini-2_w0.20-0.30-0.50_s0` for
+    K, `mini-2_T5_s0` for a mixture named by how its weights were chosen."""
     values = list(weights.values())
-    if len(values) == 2:
+    if mixture:
+        tag = mixture
+    elif len(values) == 2:
         tag = f"p{values[0]:.2f}"
     else:
         tag = "w" + "-".join(f"{v:.2f}" for v in values)
@@ -228,6 +282,9 @@ def expand(spec: StudySpec) -> list[RunSpec]:
     for w, seed, size in itertools.product(spec.weights, spec.seeds, spec.sizes):
         weights = mixture_weights(spec.pairs, w)
         runs.append(RunSpec(run_id=run_id(size, weights, seed), size=size, weights=weights, seed=seed))
+    for (tag, weights), seed, size in itertools.product(size_weights(spec), spec.seeds, spec.sizes):
+        runs.append(RunSpec(run_id=run_id(size, weights, seed, tag), size=size, weights=weights,
+                            seed=seed, mixture=tag))
     for size, w in spec.heldout:
         weights = mixture_weights(spec.pairs, w)
         runs.append(RunSpec(run_id=run_id(size, weights, spec.seeds[0]), size=size,

@@ -131,6 +131,9 @@ def prepare_data(spec: StudySpec, out: Path, log):
     start_tensorflow()  # CPU-only data backend, without its "no CUDA here" start-up lines
 
     if spec.tasks:
+        if spec.data_caps:
+            raise UsageError("StudySpec.data_caps: caps apply to the synthetic family; cap "
+                             "registered tasks in the module that registers them")
         return _registered_tasks(spec, log)
     from mnmt.data import synthetic, tasks, vocab
 
@@ -150,7 +153,12 @@ def prepare_data(spec: StudySpec, out: Path, log):
             for suffix in (".vocab", ".model"):
                 if trained.with_suffix(suffix).exists():
                     os.replace(trained.with_suffix(suffix), vocab_path.with_suffix(suffix))
-    task_names = tasks.register_synthetic_tasks(spec.data_preset, str(vocab_path))
+    task_names = tasks.register_synthetic_tasks(spec.data_preset, str(vocab_path),
+                                                caps=dict(spec.data_caps))
+    caps = {pair: tasks.get_task_info(task_names[pair]).train_size for pair in spec.pairs}
+    if any(caps.values()):
+        log("data: training examples per pair: " + ", ".join(
+            f"{pair} {'unlimited' if n is None else f'{n:,}'}" for pair, n in caps.items()))
     truth_path = data_dir / "irreducible_loss.json"
     if truth_path.exists():
         truth = json.loads(truth_path.read_text())
@@ -172,6 +180,7 @@ def prepare_data(spec: StudySpec, out: Path, log):
         vocabulary_path=str(vocab_path),
         tasks={pair: task_names[pair] for pair in spec.pairs},
         irreducible_loss=truth,
+        caps=caps,
     )
 
 

@@ -104,3 +104,49 @@ def test_a_run_gets_the_studys_schedule_steps_and_cooldown_for_its_size(monkeypa
         StudySpec(momentum=1.0)
     plain = local.make_train_config(StudySpec(), expand(StudySpec())[0], data, tmp_path / "p")
     assert plain.optimizer is None  # no momentum: T5X's Adafactor defaults
+
+
+def test_data_caps_give_temperature_and_oversampling_mixtures(monkeypatch, tmp_path):
+    caps = (("en-de", 8000), ("en-zh", 500))
+    spec = StudySpec(sizes=("micro-1",), weights=(0.5,), data_caps=caps,
+                     temperatures=(1.0, 5.0, float("inf")), oversampling=(5.0,))
+    runs = {run.run_id: run for run in expand(spec)}
+    assert sorted(runs) == ["micro-1_T1_s0", "micro-1_T5_s0", "micro-1_Tinf_s0",
+                            "micro-1_os5_s0", "micro-1_p0.50_s0"]
+    # p_i ∝ D_i^(1/T) (Chen et al. 2023 §4.2): proportional at T = 1, uniform at T = ∞
+    assert runs["micro-1_T1_s0"].weights["en-de"] == pytest.approx(8000 / 8500)
+    assert runs["micro-1_T5_s0"].weights["en-de"] == pytest.approx(16 ** 0.2 / (16 ** 0.2 + 1))
+    assert runs["micro-1_Tinf_s0"].weights == pytest.approx({"en-de": 0.5, "en-zh": 0.5})
+    assert 0.5 < runs["micro-1_os5_s0"].weights["en-de"] < 8000 / 8500
+    assert runs["micro-1_T5_s0"].mixture == "T5" and runs["micro-1_p0.50_s0"].mixture == ""
+    # the runs' caps come from the data stage (what the tasks were registered with)
+    monkeypatch.setattr(local, "register_run_mixture", lambda spec, run, data: "mix")
+    data = local.StudyData("v.model", {"en-de": "a", "en-zh": "b"}, {}, caps=dict(caps))
+    config = local.make_train_config(spec, runs["micro-1_T5_s0"], data, tmp_path / "r")
+    assert config.mixture_caps == {"en-de": 8000, "en-zh": 500}
+    assert config.mixture_weights == pytest.approx(runs["micro-1_T5_s0"].weights)
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"temperatures": (5.0,)}, r"StudySpec.temperatures: weights from data sizes need "
+                               r"StudySpec.data_caps for every pair"),
+    ({"oversampling": (5.0,), "data_caps": (("en-de", 10),)}, r"caps given for \['en-de'\]"),
+    ({"data_caps": (("en-fr", 10),)}, r"StudySpec.data_caps: expected \(pair, examples\)"),
+    ({"data_caps": (("en-de", 0),)}, r"positive integer number of examples for 'en-de'"),
+    ({"data_caps": (("en-de", 5), ("en-zh", 5)), "temperatures": (0.0,)},
+     r"StudySpec.temperatures: expected positive numbers"),
+])
+def test_data_caps_and_size_mixtures_are_validated(fields, message):
+    with pytest.raises(StudyError, match=message):
+        StudySpec(**fields)
+
+
+def test_the_data_stage_caps_the_synthetic_tasks(tmp_path):
+    from mnmt.data import tasks
+    from mnmt.study.stages import prepare_data
+
+    spec = StudySpec(data_caps=(("en-de", 300),))
+    data = prepare_data(spec, tmp_path, lambda text: None)
+    assert data.caps == {"en-de": 300, "en-zh": None}
+    assert tasks.get_task_info(data.tasks["en-de"]).train_size == 300
+    assert tasks.get_task_info(data.tasks["en-zh"]).train_size is None
