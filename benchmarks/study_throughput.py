@@ -6,7 +6,12 @@ family), trained in the same process layout two ways, as `mnmt-study run` would:
 - one at a time: `mnmt.training.trainer.train` per run (the competitor: the study before
   grouping);
 - grouped: `mnmt.training.trainer.train_group` on all K (one compiled program, a leading run
-  axis; each run keeps its own directory, metrics and checkpoints).
+  axis; each run keeps its own directory, metrics and checkpoints);
+- with `--workers W` > 1, also the layout `mnmt-study run` uses on a CPU host: the K runs in W
+  groups, each trained by `train_group` in a worker process pinned to its own core with XLA's
+  CPU pool limited to it (`mnmt.study.workers`). `ratio_workers_wall` = this arm / one at a time
+  (the study's layout against the study before grouping and workers); `ratio_wall` keeps the
+  same-layout comparison of grouping alone.
 
 Both arms use a fresh persistent XLA compilation cache each (as a study does), evaluate at the
 end only and do not decode. Reported per arm: wall seconds (everything included: setup,
@@ -100,6 +105,59 @@ def _arm(grouped: bool, args, vocab_path: str, pair_tasks: dict, names: list[str
             "tokens_per_s_steady": (sorted(steady)[len(steady) // 2] if steady else None)}
 
 
+def _worker(index: int, core: int, args, vocab_path: str, weights: list[float], members: list[int],
+            results) -> None:
+    """One worker of the workers arm: registers the tasks again, trains its runs as one group."""
+    os.sched_setaffinity(0, {core})
+    from mnmt.data import mixtures, tasks
+    from mnmt.tensorflow_setup import start_tensorflow
+    from mnmt.training.trainer import train_group
+
+    start_tensorflow()
+    pair_tasks = tasks.register_synthetic_tasks("cpu-tiny", vocab_path)
+    names = []
+    for p in weights:
+        trained = {t: w for t, w in zip(pair_tasks.values(), (p, 1 - p), strict=True) if w > 0}
+        names.append(mixtures.register_weighted_mixture(f"throughput_p{p:.3f}", trained))
+    with tempfile.TemporaryDirectory() as out:
+        configs = _configs(out, args, vocab_path, pair_tasks, names)
+        summaries = train_group([configs[i] for i in members], progress=lambda event: None)
+    results.put((index, sum(s.tokens for s in summaries),
+                 all(s.status == "finished" for s in summaries)))
+
+
+def _workers_arm(args, vocab_path: str) -> dict:
+    import multiprocessing as mp
+
+    from mnmt.study.workers import available_cores, worker_environment
+
+    weights = [i / (args.runs - 1) for i in range(args.runs)] if args.runs > 1 else [0.5]
+    cores = available_cores()
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    saved = dict(os.environ)
+    t0 = time.perf_counter()
+    try:
+        os.environ.update(worker_environment())
+        procs = [ctx.Process(target=_worker, args=(w, cores[w % len(cores)], args, vocab_path,
+                                                   weights, list(range(w, args.runs, args.workers)),
+                                                   results))
+                 for w in range(args.workers)]
+        for proc in procs:
+            proc.start()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    done = [results.get() for _ in procs]
+    for proc in procs:
+        proc.join()
+    wall = time.perf_counter() - t0
+    assert all(ok for _, _, ok in done), done
+    tokens = sum(t for _, t, _ in done)
+    return {"wall_s": wall, "target_tokens": tokens, "tokens_per_s_wall": tokens / wall,
+            "workers": args.workers, "tokens_per_s_steady": None}
+
+
 def main(argv: list[str] | None = None) -> int:
     from mnmt.study.spec import PRESETS
 
@@ -113,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--length", type=int, default=study.lengths["targets"],
                     help="inputs and targets feature length (default %(default)s)")
     ap.add_argument("--rounds", type=int, default=1, help="alternating rounds of both arms")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="also measure the runs in this many worker processes (default 1: no)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -125,10 +185,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         vocab_path, pair_tasks, names = _setup(tmp, args.runs, args.vocab_size)
         results = {"one_at_a_time": [], "grouped": []}
+        if args.workers > 1:
+            results["workers"] = []
         for r in range(args.rounds):
             order = ("one_at_a_time", "grouped") if r % 2 == 0 else ("grouped", "one_at_a_time")
             for arm in order:
                 results[arm].append(_arm(arm == "grouped", args, vocab_path, pair_tasks, names))
+            if args.workers > 1:
+                results["workers"].append(_workers_arm(args, vocab_path))
     best = {arm: max(rs, key=lambda x: x["tokens_per_s_wall"]) for arm, rs in results.items()}
     steady = {arm: best[arm]["tokens_per_s_steady"] for arm in best}
     report = {
@@ -143,15 +207,22 @@ def main(argv: list[str] | None = None) -> int:
         "ratio_steady": (steady["grouped"] / steady["one_at_a_time"]
                          if steady["grouped"] and steady["one_at_a_time"] else None),
     }
+    if "workers" in best:
+        report["workers"] = best["workers"]
+        report["ratio_workers_wall"] = (best["workers"]["tokens_per_s_wall"] /
+                                        best["one_at_a_time"]["tokens_per_s_wall"])
     if args.json:
         print(json.dumps(report))
     else:
-        for arm in ("one_at_a_time", "grouped"):
+        for arm in best:
             b = best[arm]
             print(f"{arm:>14}: {b['wall_s']:7.1f} s, {b['tokens_per_s_wall']:9,.0f} target tok/s "
                   f"(steady {b['tokens_per_s_steady'] or float('nan'):9,.0f})")
         print(f"ratio (grouped / one at a time): wall {report['ratio_wall']:.2f}x, steady "
               f"{report['ratio_steady'] or float('nan'):.2f}x")
+        if "ratio_workers_wall" in report:
+            print(f"ratio ({args.workers} workers / one at a time): wall "
+                  f"{report['ratio_workers_wall']:.2f}x")
     return 0
 
 
