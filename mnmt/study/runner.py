@@ -121,8 +121,12 @@ def run_all(
 
     Runs of one size train together in groups of up to `spec.max_group` (one vmapped program,
     each run in its own directory). Raises RunStopped as soon as a run ends unfinished (a signal
-    asked it to stop, or it diverged).
+    asked it to stop, or it diverged), or, with status "unreadable", when a run's files cannot be
+    read (a run.json or metrics.jsonl line that is not valid JSON, no checkpoint that restores):
+    the message names the file and line, and the trainer has written nothing.
     """
+    from mnmt.training.checkpoints import CheckpointRestoreError  # heavy: jax, orbax
+    from mnmt.training.run_files import RunFileError
     from mnmt.training.trainer import train_group  # heavy: jax, flax, seqio
 
     for group in group_runs(spec, runs):
@@ -137,7 +141,12 @@ def run_all(
         progress.start_group([run.run_id for run in pending])
         start = time.monotonic()
         configs = [make_train_config(spec, run, data, runs_dir / run.run_id) for run in pending]
-        summaries = train_group(configs, progress=progress.update)
+        try:
+            summaries = train_group(configs, progress=progress.update)
+        except (RunFileError, CheckpointRestoreError) as err:
+            message = str(err).strip().splitlines()[0]
+            named = [run for run in pending if str(runs_dir / run.run_id) in message]
+            raise RunStopped((named or pending)[0].run_id, "unreadable", message) from err
         unfinished = [s for s in summaries if s.status != "finished"]
         if unfinished:  # preempted (checkpointed) or diverged: the diverged one is named first
             first = sorted(unfinished, key=lambda s: s.status != "diverged")[0]

@@ -6,6 +6,11 @@ atomically (write to a temporary name, then rename), so a reader never sees half
 `metrics.jsonl` is append-only: on open, the rows already present are read (a torn last line
 left by a SIGKILL is cut off), and a row whose `(step, task, eval_set, metric)` is already in
 the file is never written again, so a resumed run neither duplicates nor loses rows.
+
+A run file that is not valid JSON (a garbled `run.json`, a complete `metrics.jsonl` line that
+does not parse, bytes that are not UTF-8) raises `RunFileError`, whose one-line message names
+the file and the line; the trainer reads both files before it writes anything, so nothing is
+overwritten.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from importlib import metadata
 from typing import Any
 
 from fitting import io
+from fitting.base import FitError
 from fitting.rundirs import parse_metrics_jsonl, read_metrics_jsonl
 from fitting.schema import METRICS_JSONL, RUN_JSON
 
@@ -45,6 +51,14 @@ _VERSION_PACKAGES = (
 
 class RunMismatchError(ValueError):
     """Raised when a MODEL_DIR's run.json describes a different run than the one requested."""
+
+
+class RunFileError(ValueError):
+    """A run file (run.json, metrics.jsonl) that cannot be read; the message (one line) names the
+    file and the line."""
+
+
+_REPAIR_HINT = "repair it to resume (nothing was written)"
 
 
 def join(*parts: str) -> str:
@@ -96,12 +110,27 @@ def read_run_json(model_dir: str) -> dict[str, Any] | None:
     path = join(model_dir, RUN_JSON)
     if not io.exists(path):
         return None
-    with io.open_file(path, "r") as f:
-        text = f.read()
+    with io.open_file(path, "rb") as f:
+        data = f.read()
     try:
-        return json.loads(text)
+        run = json.loads(_decode(data, path))
     except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from e
+        raise RunFileError(f"{path}: line {e.lineno}: not valid JSON ({e.msg}, column {e.colno}); "
+                           f"{_REPAIR_HINT}") from e
+    if not isinstance(run, dict):
+        raise RunFileError(f"{path}: line 1: expected a JSON object, found "
+                           f"{type(run).__name__}; {_REPAIR_HINT}")
+    return run
+
+
+def _decode(data: bytes, path: str) -> str:
+    """`data` as UTF-8; RunFileError naming the line of the first byte that is not."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise RunFileError(f"{path}: line {line}: not UTF-8 text ({e.reason} at byte "
+                           f"{e.start}); {_REPAIR_HINT}") from e
 
 
 def write_run_json(model_dir: str, run: Mapping[str, Any]) -> None:
@@ -160,7 +189,10 @@ class MetricsWriter:
         with io.open_file(self.path, "rb") as f:
             data = f.read()
         keep = data if data.endswith(b"\n") or not data else data[: data.rfind(b"\n") + 1]
-        rows = parse_metrics_jsonl(keep.decode("utf-8"), source=self.path)
+        try:
+            rows = parse_metrics_jsonl(_decode(keep, self.path), source=self.path)
+        except FitError as e:  # "PATH: line N: ...", a complete line that is not a row
+            raise RunFileError(f"{str(e).splitlines()[0]}; {_REPAIR_HINT}") from e
         self._seen.update(_key(row) for row in rows)
         if len(keep) != len(data) and self.enabled:  # a torn final line from a killed writer: drop it
             if io.is_remote(self.path):

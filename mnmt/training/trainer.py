@@ -136,12 +136,14 @@ def train_group(configs: list[TrainConfig], *,
                                             0, {}, time.perf_counter() - t_start,
                                             message=f"not started: {stopped}")
             continue
-        if primary:
-            for i in members:
-                run_files.write_run_json(configs[i].model_dir, setups[i].run_json)
+        # The loop reads every member's metrics.jsonl first: a garbled line stops here, before
+        # run.json or anything else is written (run_files.RunFileError).
         loop = _Loop([configs[i] for i in members], [setups[i] for i in members], progress,
                      primary)
         try:
+            if primary:
+                for i in members:
+                    run_files.write_run_json(configs[i].model_dir, setups[i].run_json)
             results = loop.run(t_start)
         finally:
             loop.close()
@@ -154,6 +156,13 @@ def train_group(configs: list[TrainConfig], *,
 
 def _checkpoint_dir(config: TrainConfig) -> str:
     return run_files.join(config.model_dir, "checkpoints")
+
+
+def _barrier() -> None:
+    """Wait until every process of a multi-host job gets here."""
+    from jax.experimental import multihost_utils  # noqa: PLC0415
+
+    multihost_utils.sync_global_devices("mnmt checkpoint set aside")
 
 
 def _any_process(flag: bool) -> bool:
@@ -188,13 +197,14 @@ class _Loop:
                  primary: bool):
         self.config, self.setup = configs[0], setups[0]  # the settings all members share
         self.progress, self.primary = progress, primary
+        metrics = [run_files.MetricsWriter(c.model_dir, s.run_id, enabled=primary)
+                   for c, s in zip(configs, setups, strict=True)]  # before anything is written
         self.members = [
-            _Member(config=c, setup=s,
-                    metrics=run_files.MetricsWriter(c.model_dir, s.run_id, enabled=primary),
+            _Member(config=c, setup=s, metrics=w,
                     tb=SummaryWriters(run_files.join(c.model_dir, "events"),
                                       enabled=primary and c.tensorboard),
                     ckpt=checkpoints.Checkpointer(_checkpoint_dir(c), keep=c.checkpoint.keep))
-            for c, s in zip(configs, setups, strict=True)]
+            for c, s, w in zip(configs, setups, metrics, strict=True)]
         self.grouped = len(self.members) > 1
         self.schedule = rsqrt_schedule(self.config.learning_rate, self.config.warmup_steps,
                                        self.config.warmup, total_steps=self.config.train_steps,
@@ -331,8 +341,16 @@ class _Loop:
         return fns
 
     def _restore_or_init(self, fns):
-        """(state, step): every member from its checkpoint at the group's step, or fresh."""
-        latest = self.members[0].ckpt.latest_step()
+        """(state, step): every member from its checkpoint at the group's step, or fresh.
+
+        An unreadable latest checkpoint is set aside and the group resumes from the newest
+        older step that restores (`checkpoints.restore_latest`, which logs a warning); rows
+        already in metrics.jsonl for the steps trained again are not written twice."""
+        restored = checkpoints.restore_latest(
+            [m.ckpt for m in self.members], fns.member_abstract_state,
+            agree=lambda ok: not _any_process(not ok), primary=self.primary,
+            barrier=_barrier if jax.process_count() > 1 else None)
+        latest = restored.step
         if latest is None:
             if self.grouped:
                 keys = np.stack([np.asarray(jax.random.PRNGKey(m.config.seed))
@@ -340,8 +358,9 @@ class _Loop:
                 return fns.init(keys), 0
             return fns.init(jax.random.PRNGKey(self.config.seed)), 0
         states = []
-        for m in self.members:
-            state, meta = m.ckpt.restore(latest, fns.member_abstract_state)
+        for i, text in restored.warnings:
+            self.progress(self._event(self.members[i], latest, kind="checkpoint", message=text))
+        for m, (state, meta) in zip(self.members, restored.items, strict=True):
             states.append(state)
             m.tokens = int(meta["tokens"])
             m.window = [float(meta["train_loss_window"][0]), int(meta["train_loss_window"][1])]
