@@ -13,7 +13,9 @@ Stages (each resumable, so re-running the same command picks up where it stopped
 4. fit + report: OUT/report/ (Markdown, HTML, PNG figures, fits.json).
 
 Errors in the command line or the study (unknown preset, unreadable study file, an output
-directory that cannot be written or that holds a different study) print one line and exit 2.
+directory that cannot be written or that holds a different study, a run file that is not valid
+JSON) print one line and exit 2. An output directory in use by another `mnmt-study run` or
+`prepare` (its lock, `mnmt.study.lock`) is refused at once in one line naming the holder, exit 75.
 A run stopped by SIGINT/SIGTERM stops the study after its checkpoint (exit 130/143; the same
 command resumes it); a run whose loss became NaN/inf stops the study with exit 3.
 """
@@ -29,6 +31,7 @@ from collections.abc import Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 
+from mnmt.study import lock
 from mnmt.study.progress import StudyProgress
 from mnmt.study.runner import RunStopped, run_all
 from mnmt.study.spec import PRESETS, StudyError, expand, group_runs
@@ -44,13 +47,14 @@ from mnmt.study.workers import default_workers, queue_order, run_parallel
 
 EXIT_USAGE = 2
 EXIT_DIVERGED = 3  # as mnmt-train: a run's loss became NaN/inf
+EXIT_IN_USE = 75  # sysexits' EX_TEMPFAIL: another process holds the output directory's lock
 COMMAND_PLUGINS = "mnmt_study.commands"  # entry-point group of further subcommands (launch/)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     spec = load_spec(args.study, args.preset, args.gin)
     out = Path(args.out)
-    prepare_out_dir(out, spec)
+    prepare_out_dir(out, spec, command="run")
     runs = expand(spec)
     flops = step_flops(spec, runs)
     groups = queue_order(spec, runs, flops)
@@ -103,7 +107,9 @@ def cmd_run_one(args: argparse.Namespace) -> int:
     if args.run not in runs:
         raise UsageError(f"--run {args.run!r} is not a run of study {spec.name!r}; see `mnmt-study plan`")
     out = Path(args.out)
-    prepare_out_dir(out, spec)
+    # Shared: every host of a multi-host run and every task of a SLURM job array runs `run-one`
+    # in this OUT at once; a `run` or `prepare` here is refused while they hold it.
+    prepare_out_dir(out, spec, command="run-one", shared=True)
 
     progress = StudyProgress([(args.run, runs[args.run].size, spec.steps_for(runs[args.run].size))])
     data = prepare_data(spec, out, progress.message)
@@ -116,7 +122,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     """Prepare a study's data only (vocabulary, tasks, L∞) — once, before a multi-host launch."""
     spec = load_spec(args.study, args.preset, args.gin)
     out = Path(args.out)
-    prepare_out_dir(out, spec)
+    prepare_out_dir(out, spec, command="prepare")
     prepare_data(spec, out, lambda text: print(text, file=sys.stderr))
     return 0
 
@@ -250,7 +256,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         print(f"mnmt-study: error: {first_line}", file=sys.stderr)
         return EXIT_USAGE
+    except lock.DirectoryInUse as err:
+        print(f"mnmt-study: error: {err}", file=sys.stderr)
+        return EXIT_IN_USE
     except RunStopped as stopped:
+        if stopped.status == "unreadable":  # a run file that is not valid JSON: one line
+            print(f"mnmt-study: error: {stopped.message}", file=sys.stderr)
+            return EXIT_USAGE
         if stopped.status == "failed":  # a worker process failed; its traceback is above
             print(f"mnmt-study: error: {stopped}", file=sys.stderr)
             return 1
@@ -265,6 +277,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `mnmt-study plan | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    finally:
+        lock.release_all()  # a process exiting releases its locks anyway; this is for callers
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import gin
 
 from fitting import io
 from mnmt.gin_files import parse_files_and_bindings
+from mnmt.study import lock
 from mnmt.study.runner import StudyData
 from mnmt.study.spec import PRESETS, StudySpec, expand
 
@@ -83,12 +84,19 @@ def parse_bindings(bindings: Sequence[str]) -> dict:
     return overrides
 
 
-def prepare_out_dir(out: Path, spec: StudySpec) -> None:
-    """Create OUT (if needed), check it is writable, and refuse one that holds a different study."""
+def prepare_out_dir(out: Path, spec: StudySpec, *, command: str = "run",
+                    shared: bool = False) -> None:
+    """Create OUT (if needed), lock it, check it is writable, and refuse one that holds a
+    different study.
+
+    The lock (`mnmt.study.lock`, exclusive unless `shared`) is taken before anything is written
+    in OUT and kept until the command ends; `lock.DirectoryInUse` when another process holds it.
+    """
     if out.exists() and not out.is_dir():
         raise UsageError(f"output path is not a directory: {out}")
     try:
         out.mkdir(parents=True, exist_ok=True)
+        lock.acquire(out, command, shared=shared)
         probe = out / f".write-test-{os.getpid()}"
         probe.write_text("ok")
         probe.unlink()
