@@ -13,13 +13,23 @@ from typing import Any
 
 _ACTIVATIONS = ("gelu", "relu", "linear", "silu", "gelu_exact")
 _DTYPES = ("float32", "bfloat16", "float16")
+# Rematerialisation of each encoder/decoder layer (MaxText's `remat_policy` names): "none" keeps
+# every activation for the backward pass; "full" saves only the layer's input and recomputes the
+# rest (jax.checkpoint_policies.nothing_saveable); "minimal" saves the outputs of the matmuls
+# without batch dimensions, i.e. the q/k/v/out and MLP projections, and recomputes the attention
+# einsums and elementwise work (checkpoint_dots_with_no_batch_dims); "dots_saveable" saves every
+# matmul output, the attention einsums included (checkpoint_dots).
+REMAT_POLICIES = ("none", "full", "minimal", "dots_saveable")
 
 
 @dataclasses.dataclass(frozen=True)
 class T5Config:
     """Shapes and options of one model. Immutable and hashable (usable as a jit static arg).
 
-    `dtype` is the activation/compute dtype; parameters are always float32.
+    `dtype` is the activation/compute dtype; parameters are always float32, and so are the
+    attention softmax, the RMSNorm statistics, the logits and the loss (T5X's conventions).
+    `remat_policy` (one of `REMAT_POLICIES`) rematerialises each encoder/decoder layer in the
+    backward pass; it changes memory and compute, never the values.
     `shared_embedding`: one input embedding for encoder and decoder (T5.1.1); False gives the
     decoder its own input table (Ghorbani 2021 App. A counts three vocab×emb tables).
     """
@@ -33,6 +43,7 @@ class T5Config:
     num_decoder_layers: int = 6
     dropout_rate: float = 0.0
     dtype: str = "float32"
+    remat_policy: str = "none"
     mlp_activations: tuple[str, ...] = ("gelu", "linear")
     relative_attention_num_buckets: int = 32
     relative_attention_max_distance: int = 128
@@ -57,6 +68,9 @@ class T5Config:
             problems.append(f"dropout_rate must be in [0, 1), got {self.dropout_rate!r}")
         if self.dtype not in _DTYPES:
             problems.append(f"dtype must be one of {_DTYPES}, got {self.dtype!r}")
+        if self.remat_policy not in REMAT_POLICIES:
+            problems.append(f"remat_policy must be one of {REMAT_POLICIES}, "
+                            f"got {self.remat_policy!r}")
         acts = tuple(self.mlp_activations)
         if not acts or any(a not in _ACTIVATIONS for a in acts):
             problems.append(f"mlp_activations must be a non-empty tuple of {_ACTIVATIONS}, got {acts!r}")

@@ -86,7 +86,8 @@ class Embed(nn.Module):
         return jnp.take(self.embedding, ids, axis=0).astype(self.dtype)
 
     def attend(self, x: Array) -> Array:
-        return jnp.einsum("ble,ve->blv", x, self.embedding.astype(self.dtype))
+        """Tied logits x·Eᵀ in float32 (T5X's `attend_dtype=float32`, for stability)."""
+        return jnp.einsum("ble,ve->blv", x.astype(jnp.float32), self.embedding)
 
 
 def relative_position_bucket(relative_position: np.ndarray, bidirectional: bool,

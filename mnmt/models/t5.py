@@ -8,15 +8,24 @@ and decoder, untied logits, dropout after embeddings, sub-layers and final norm.
 
 Packed inputs: `*_segment_ids` keep packed examples from attending to each other. Positions are
 not needed by the relative bias (offsets inside a segment equal offsets of the row indices).
+
+Mixed precision (`T5Config.dtype="bfloat16"`): activations and matmuls in bfloat16, parameters
+float32 (cast at use), the logits projection in float32 as T5X's `logits_dense` and
+`Embed.attend` do, so the softmax and the loss see float32 logits. Rematerialisation
+(`T5Config.remat_policy`) wraps each encoder/decoder layer in `nn.remat` with a
+`jax.checkpoint` policy, as T5X's scalable_t5 and MaxText do; it is used for training only
+(incremental decoding has no backward pass).
 """
 
 from __future__ import annotations
+
+import functools
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from mnmt.models.configs import T5Config
+from mnmt.models.configs import REMAT_POLICIES, T5Config
 from mnmt.models.layers import (
     Embed,
     MlpBlock,
@@ -33,6 +42,34 @@ Array = jax.Array
 
 def _dtype(config: T5Config) -> jnp.dtype:
     return jnp.dtype(config.dtype)
+
+
+def checkpoint_policy(name: str):
+    """The `jax.checkpoint` policy of a `T5Config.remat_policy` other than "none"."""
+    policies = jax.checkpoint_policies
+    table = {"full": policies.nothing_saveable,
+             "minimal": policies.checkpoint_dots_with_no_batch_dims,
+             "dots_saveable": policies.checkpoint_dots}
+    if name not in table:
+        raise ValueError(f"remat_policy must be one of {REMAT_POLICIES}, got {name!r}")
+    return table[name]
+
+
+@functools.cache
+def _rematted(layer: type, policy: str, static_argnums: tuple[int, ...]) -> type:
+    return nn.remat(layer, policy=checkpoint_policy(policy), static_argnums=static_argnums)
+
+
+def layer_class(layer: type, config: T5Config, static_argnums: tuple[int, ...],
+                decode: bool = False) -> type:
+    """`layer` itself, or wrapped in `nn.remat` with the config's policy (training only).
+
+    `static_argnums` index the Python-bool arguments of `layer.__call__` (self is 0). The
+    wrapped layer has the same name and parameters, so checkpoints do not depend on the policy.
+    """
+    if config.remat_policy == "none" or decode:
+        return layer
+    return _rematted(layer, config.remat_policy, tuple(static_argnums))
 
 
 class EncoderLayer(nn.Module):
@@ -99,8 +136,9 @@ class Encoder(nn.Module):
         x = self.shared_embedding(tokens.astype(jnp.int32))
         x = nn.Dropout(c.dropout_rate, broadcast_dims=(-2,))(x, deterministic=deterministic)
         x = nn.with_logical_constraint(x, ("batch", "length", "embed"))
+        layer = layer_class(EncoderLayer, c, static_argnums=(3,))   # (self, x, bias, deterministic)
         for i in range(c.num_encoder_layers):
-            x = EncoderLayer(c, name=f"layers_{i}")(x, bias, deterministic)
+            x = layer(c, name=f"layers_{i}")(x, bias, deterministic)
         x = RMSNorm(dtype=dt, name="encoder_norm")(x)
         return nn.Dropout(c.dropout_rate, broadcast_dims=(-2,))(x, deterministic=deterministic)
 
@@ -164,17 +202,23 @@ class Decoder(nn.Module):
         x = embed(tokens.astype(jnp.int32))
         x = nn.Dropout(c.dropout_rate, broadcast_dims=(-2,))(x, deterministic=deterministic)
         x = nn.with_logical_constraint(x, ("batch", "length", "embed"))
+        # (self, x, self_bias, encoded, cross_bias, deterministic, decode)
+        layer = layer_class(DecoderLayer, c, static_argnums=(5, 6), decode=decode)
         for i in range(c.num_decoder_layers):
-            x = DecoderLayer(c, cross_attention=cross, name=f"layers_{i}")(
+            x = layer(c, cross_attention=cross, name=f"layers_{i}")(
                 x, self_bias, encoded, cross_bias, deterministic, decode)
         x = RMSNorm(dtype=dt, name="decoder_norm")(x)
         x = nn.Dropout(c.dropout_rate, broadcast_dims=(-2,))(x, deterministic=deterministic)
+        # The logits in float32 whatever the activation dtype, as T5X's logits_dense and
+        # Embed.attend compute them: the softmax over the vocabulary and the loss never see
+        # bfloat16 logits.
+        x = x.astype(jnp.float32)
         if c.logits_via_embedding:
-            logits = embed.attend(x) / jnp.sqrt(jnp.asarray(c.emb_dim, dt))
+            logits = embed.attend(x) / jnp.sqrt(jnp.asarray(c.emb_dim, jnp.float32))
         else:
             w = self.param("logits_dense", nn.with_logical_partitioning(
                 kernel_init(0, 1), ("embed", "vocab")), (c.emb_dim, c.vocab_size), jnp.float32)
-            logits = matmul_last(x, w.astype(dt))
+            logits = matmul_last(x, w)
         return nn.with_logical_constraint(logits, ("batch", "length", "vocab"))
 
 

@@ -18,9 +18,14 @@ from typing import Any
 
 import gin
 
+from mnmt.models.configs import REMAT_POLICIES
 from mnmt.training.optimizer import OptimizerConfig
 
-__all__ = ["InputConfig", "EvalConfig", "DecodeConfig", "CheckpointConfig", "TrainConfig"]
+__all__ = ["InputConfig", "EvalConfig", "DecodeConfig", "CheckpointConfig", "TrainConfig",
+           "ACTIVATION_DTYPES", "REMAT_POLICIES"]
+
+# Values of TrainConfig.activation_dtype (float16 is left out: it would need loss scaling).
+ACTIVATION_DTYPES = ("float32", "bfloat16")
 
 
 @gin.configurable
@@ -117,6 +122,13 @@ class TrainConfig:
     label_smoothing: float = 0.0
     z_loss: float = 1e-4
     dropout_rate: float = 0.0
+    # Activation and matmul dtype of the model: "float32", or "bfloat16" (mixed precision, T5X's
+    # default on TPU). Parameters, gradients, optimizer state, logits and loss stay float32.
+    activation_dtype: str = "float32"
+    # Rematerialisation of each encoder/decoder layer in the backward pass: "none", "full"
+    # (recompute the layer from its input), "minimal" (keep the projections' matmul outputs) or
+    # "dots_saveable" (keep every matmul output). Less memory for more compute; same gradients.
+    remat_policy: str = "none"
     # Seed of parameters, dropout and data order.
     seed: int = 0
     gradient_accumulation_steps: int = 1

@@ -20,7 +20,7 @@ from fitting.rundirs import final_losses_from_rows
 from fitting.schema import RUN_JSON, SCHEMA_VERSION
 from mnmt.models import accounting
 from mnmt.training import run_files
-from mnmt.training.config import TrainConfig
+from mnmt.training.config import ACTIVATION_DTYPES, REMAT_POLICIES, TrainConfig
 
 # Eval batches shared by the runs of one process (a study trains many runs on the same eval sets).
 _EVAL_BATCHES: dict[tuple, list[dict[str, np.ndarray]]] = {}
@@ -70,6 +70,12 @@ def _validate(config: TrainConfig) -> None:
         problems.append("eval.tasks is empty: give at least one pair -> task name")
     if not config.eval.sets:
         problems.append("eval.sets is empty")
+    if config.activation_dtype not in ACTIVATION_DTYPES:
+        problems.append(f"activation_dtype must be one of {ACTIVATION_DTYPES}, "
+                        f"got {config.activation_dtype!r}")
+    if config.remat_policy not in REMAT_POLICIES:
+        problems.append(f"remat_policy must be one of {REMAT_POLICIES}, "
+                        f"got {config.remat_policy!r}")
     if not config.model_dir:
         problems.append("model_dir is empty")
     if not io.is_remote(config.vocabulary_path) and not os.path.exists(config.vocabulary_path):
@@ -94,6 +100,15 @@ def _mixture_weights(config: TrainConfig) -> dict[str, float]:
     for task, rate in rates.items():
         weights[task_to_pair.get(task, task)] = rate / total
     return weights
+
+
+def model_config_for(config: TrainConfig, vocab_size: int | None = None) -> Any:
+    """The zoo size's `T5Config` with the run's dropout, activation dtype and remat policy."""
+    from mnmt.models import zoo  # noqa: PLC0415
+
+    return zoo.get_config(config.model_size, vocab_size,
+                          dropout_rate=float(config.dropout_rate),
+                          dtype=config.activation_dtype, remat_policy=config.remat_policy)
 
 
 def family_of(model_config: Any, size: str) -> str:
@@ -141,6 +156,8 @@ def build_run_json(config: TrainConfig, run_id: str, model_config: Any, vocab_si
             "z_loss": float(config.z_loss),
             "dropout_rate": float(config.dropout_rate),
             "gradient_accumulation_steps": int(config.gradient_accumulation_steps),
+            "activation_dtype": str(config.activation_dtype),
+            "remat_policy": str(config.remat_policy),
             "eval_sets": list(config.eval.sets),
             "mesh_shape": list(config.mesh_shape),
             "num_processes": jax.process_count(),
@@ -172,20 +189,18 @@ def _mesh(config: TrainConfig):
 
 def build_setup(config: TrainConfig) -> RunSetup:
     """Validate the config, check MODEL_DIR, and build model, mesh and data for `train`."""
+    _validate(config)  # before the heavy imports: a bad configuration fails at once
     from mnmt.data import pipeline, vocab  # noqa: PLC0415
     from mnmt.models import (  # noqa: PLC0415
         accounting,
         partitioning,  # noqa: PLC0415
-        zoo,
     )
     from mnmt.models.encoder_decoder import EncoderDecoderModel  # noqa: PLC0415
     from mnmt.training.host_inputs import HostInputs  # noqa: PLC0415
 
-    _validate(config)
     run_id = config.run_id or os.path.basename(os.path.normpath(config.model_dir))
     vocabulary = vocab.get_vocabulary(config.vocabulary_path)
-    model_config = zoo.get_config(config.model_size, vocabulary.vocab_size)
-    model_config = dataclasses.replace(model_config, dropout_rate=float(config.dropout_rate))
+    model_config = model_config_for(config, vocabulary.vocab_size)
     model = EncoderDecoderModel(model_config)
     batch_size = resolve_batch_size(config)
     run_json = build_run_json(config, run_id, model_config, vocabulary.vocab_size, batch_size)
