@@ -47,6 +47,7 @@ def _enumerate_targets(lang, tree):
 @pytest.mark.parametrize("preset,pair", [
     ("cpu-tiny", "en-de"), ("cpu-tiny", "en-zh"), ("tiny:{de,zh}-en", "zh-en"),
     ("tiny:en-{fr,de,zh,hi}", "en-hi"), ("tiny:en-{de,fr}", "en-fr"),
+    ("cpu-colloc", "en-de"), ("cpu-colloc", "en-zh"),
 ])
 def test_entropy_is_exact_and_strings_are_distinct(preset, pair):
     fam = get_family(preset)
@@ -83,9 +84,11 @@ def test_source_string_determines_the_tree(preset, pair):
     assert len(trees) < 4000
 
 
-@pytest.mark.parametrize("pair", ["en-de", "en-zh"])
-def test_generator_nll_matches_entropy_on_held_out(tiny, pair):
+@pytest.mark.parametrize("preset,pair", [("cpu-tiny", "en-de"), ("cpu-tiny", "en-zh"),
+                                         ("cpu-colloc", "en-de"), ("cpu-colloc", "en-zh")])
+def test_generator_nll_matches_entropy_on_held_out(preset, pair):
     """Mean −log p(target | source) of held-out targets ≈ mean conditional entropy (CLT)."""
+    tiny = get_family(preset)
     ex = tiny.sample(pair, "test", 4000)
     nll = [-tiny.log_prob(pair, e) for e in ex]  # recomputed from the strings
     ent = [e.entropy for e in ex]
@@ -289,3 +292,47 @@ def test_cpu_tiny_data_is_frozen():
             for e in fam.sample(pair, split, 200):
                 h.update((e.source + "\t" + e.target + "\n").encode())
     assert h.hexdigest()[:16] == "51ce2b9d932e725e"
+
+
+@pytest.mark.parametrize("pair", ["en-de", "en-zh"])
+def test_collocation_particle_is_a_fixed_table_of_verb_and_subject(pair):
+    """cpu-colloc adds to cpu-tiny one particle after the verb, chosen by a random table of
+    (verb, subject noun): a function of the tree (so the entropy is unchanged) that varies with
+    both lemmas and uses every particle."""
+    base, colloc = get_family("cpu-tiny"), get_family("cpu-colloc")
+    tgt = colloc.languages[pair.split("-")[1]]
+    particles = {ch.forms[0]: k for k, ch in tgt.function.items() if k.startswith("col.")}
+    assert len(particles) == 8
+    seen: dict[tuple[int, int], str] = {}
+    for b, c in zip(base.sample(pair, "train", 3000), colloc.sample(pair, "train", 3000),
+                    strict=True):
+        assert b.tree == c.tree and b.source == c.source and b.entropy == c.entropy
+        extra = [w for w in tgt.split_words(c.target) if w in particles]
+        assert len(extra) == 1
+        key = (c.tree.verb, c.tree.subject.noun)
+        assert seen.setdefault(key, extra[0]) == extra[0]  # the same pair, the same particle
+        words = tgt.split_words(c.target)
+        words.remove(extra[0])
+        assert tgt._join(words) == b.target  # cpu-tiny's target with the particle added
+    assert set(seen.values()) == set(particles)
+    by_verb = defaultdict(set)
+    for (verb, _), w in seen.items():
+        by_verb[verb].add(w)
+    assert max(len(ws) for ws in by_verb.values()) > 1  # the subject matters, not the verb alone
+    # a wrong particle has probability zero
+    ex = colloc.sample(pair, "validation", 1)[0]
+    right = [w for w in tgt.split_words(ex.target) if w in particles][0]
+    wrong = next(w for w in particles if w != right)
+    bad = tgt._join([wrong if w == right else w for w in tgt.split_words(ex.target)])
+    assert colloc.log_prob(pair, ex, bad) == -math.inf
+
+
+def test_collocations_are_validated():
+    from dataclasses import replace
+
+    from mnmt.data.synthetic import LANGUAGES, SCALES
+
+    with pytest.raises(ValueError, match="collocations: expected 0..64"):
+        replace(SCALES["tiny"], collocations=-1).validate()
+    with pytest.raises(ValueError, match=r"LanguageSpec\(de\).collocations"):
+        replace(LANGUAGES["de"], collocations=65).validate()

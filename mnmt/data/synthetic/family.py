@@ -66,11 +66,14 @@ LANGUAGES: dict[str, LanguageSpec] = {
 
 SCALES: dict[str, GrammarConfig] = {
     # Small and flat: tiny models approach L∞ within ~1,000 CPU steps (see docs/guides/data.md).
-    "tiny": GrammarConfig(nouns=40, verbs=20, adjectives=16, adverbs=6, prepositions=4,
-                          zipf=0.7, max_adjectives=1, p_adjective=0.3, p_pp=0.25, p_adverb=0.2),
+    "tiny": (_TINY := GrammarConfig(nouns=40, verbs=20, adjectives=16, adverbs=6, prepositions=4,
+                          zipf=0.7, max_adjectives=1, p_adjective=0.3, p_pp=0.25, p_adverb=0.2)),
     # Twice tiny's lexicon: more to learn, so small models are capacity-limited sooner.
     "mini": GrammarConfig(nouns=90, verbs=45, adjectives=36, adverbs=12, prepositions=6,
                           zipf=0.8, max_adjectives=1, p_adjective=0.3, p_pp=0.25, p_adverb=0.2),
+    # tiny plus collocation particles: the targets mark each verb with one of 8 particles chosen
+    # by a random table of (verb, subject noun) — 800 entries that small models cannot all hold.
+    "tiny-colloc": replace(_TINY, collocations=8),
     "small": GrammarConfig(nouns=300, verbs=150, adjectives=120, adverbs=40, prepositions=8,
                            zipf=1.0, max_adjectives=2, p_adjective=0.35, p_pp=0.35, p_adverb=0.25),
     # The scale of the first CPU experiment, before this project (~2,600 content lemmas).
@@ -79,7 +82,7 @@ SCALES: dict[str, GrammarConfig] = {
 }
 
 # Synonym settings per scale for target languages: (synonym_rate, max_synonyms).
-_SCALE_SYNONYMS = {"tiny": (0.8, 2), "mini": (0.8, 2), "small": (0.5, 3), "base": (0.5, 3)}
+_SCALE_SYNONYMS = {"tiny": (0.8, 2), "tiny-colloc": (0.8, 2), "mini": (0.8, 2), "small": (0.5, 3), "base": (0.5, 3)}
 
 # setting → (pairs, training sizes D_i in examples or None = unlimited stream)
 SETTINGS: dict[str, tuple[tuple[str, ...], dict[str, int] | None]] = {
@@ -99,10 +102,11 @@ SETTINGS: dict[str, tuple[tuple[str, ...], dict[str, int] | None]] = {
 # Shared vocabulary sizes (per 3 languages) at which most word forms are single pieces
 # (cpu-tiny: 753 word types in en/de/zh; at 512 pieces de targets split into ~2 pieces per word
 # and 2% exceed 32 tokens; tiny with 5 languages: 1,465 types → 2048).
-RECOMMENDED_VOCAB_SIZE = {"tiny": 1024, "mini": 2048, "small": 4096, "base": 16384}
+RECOMMENDED_VOCAB_SIZE = {"tiny": 1024, "tiny-colloc": 1024, "mini": 2048, "small": 4096, "base": 16384}
 # Data sizes shrink with the scale so the low-resource regime stays low-resource for tiny models.
-_SIZE_DIVISOR = {"tiny": 1000, "mini": 500, "small": 100, "base": 1}
-ALIASES = {"cpu-tiny": "tiny:en-{de,zh}", "cpu-mini": "mini:en-{de,zh}"}
+_SIZE_DIVISOR = {"tiny": 1000, "tiny-colloc": 1000, "mini": 500, "small": 100, "base": 1}
+ALIASES = {"cpu-tiny": "tiny:en-{de,zh}", "cpu-mini": "mini:en-{de,zh}",
+           "cpu-colloc": "tiny-colloc:en-{de,zh}"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,6 +282,8 @@ def get_family(preset: str, seed: int = 0, **overrides: Any) -> SyntheticFamily:
         spec = LANGUAGES[code]
         if code in targets or code != "en":
             spec = replace(spec, synonym_rate=syn_rate, max_synonyms=syn_max)
+        if code in targets and grammar.collocations:
+            spec = replace(spec, collocations=grammar.collocations)
         specs[code] = spec
     for spec in overrides.get("languages", ()):
         specs[spec.code] = spec

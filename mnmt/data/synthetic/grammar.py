@@ -70,6 +70,10 @@ class GrammarConfig:
     max_adjectives: int = 1
     p_pp: float = 0.3
     p_adverb: float = 0.2
+    # Target languages place one of this many collocation particles after the verb, chosen by a
+    # fixed random table of (verb, subject noun): zero entropy, but a table of V x N entries
+    # that a model must hold in its layers (see LanguageSpec.collocations). 0 = none.
+    collocations: int = 0
 
     def sizes(self) -> dict[str, int]:
         return {
@@ -91,6 +95,8 @@ class GrammarConfig:
                 raise ValueError(f"GrammarConfig.{name}: expected a probability in [0, 1], got {v}")
         if self.zipf < 0 or math.isnan(self.zipf):
             raise ValueError(f"GrammarConfig.zipf: expected a non-negative exponent, got {self.zipf}")
+        if not 0 <= self.collocations <= 64:
+            raise ValueError(f"GrammarConfig.collocations: expected 0..64, got {self.collocations}")
         if self.max_adjectives < 0:
             raise ValueError("GrammarConfig.max_adjectives: expected >= 0")
 

@@ -59,6 +59,10 @@ class LanguageSpec:
     max_synonyms: int = 2
     synonym_concentration: float = 2.0  # Dirichlet α of synonym probabilities
     function_synonym_rate: float = 0.0  # share of determiners with a free variant (fusional only)
+    # Collocation particles: after the verb, one of this many particle words, chosen by a fixed
+    # random table of (verb lemma, subject noun lemma) — deterministic given the tree (no entropy),
+    # but a table that must be memorised in the model's layers (0 = none).
+    collocations: int = 0
 
     def validate(self) -> None:
         if not self.code or not self.code.isalnum():
@@ -86,6 +90,10 @@ class LanguageSpec:
             )
         if self.max_synonyms < 1:
             raise ValueError(f"LanguageSpec({self.code}).max_synonyms: expected >= 1")
+        if not 0 <= self.collocations <= 64:
+            raise ValueError(
+                f"LanguageSpec({self.code}).collocations: expected 0..64, got {self.collocations}"
+            )
         if self.synonym_concentration <= 0:
             raise ValueError(f"LanguageSpec({self.code}).synonym_concentration: expected > 0")
 
@@ -128,6 +136,7 @@ class Language:
     content: dict[str, list[_Choice]]
     function: dict[str, _Choice]
     inherited: dict[str, list[bool]]  # per lemma: form descends from the parent
+    collocation_seed: int = 0  # seeds the (verb, subject noun) → particle table
     analyses: dict[str, tuple] = field(default_factory=dict)  # surface word → analysis
     _deva_cache: dict[str, str] = field(default_factory=dict, repr=False)
     _surface_cache: dict[tuple, _Choice] = field(default_factory=dict, repr=False)
@@ -182,6 +191,12 @@ class Language:
         self._t_verb = {k: row("V", key) for k, key in self._verb_keys.items()}
         self._t_prep = row("P", "")
         self._t_adv = row("R", "")
+        self._t_col: list[list[_Choice]] = []
+        if self.spec.collocations:
+            rng = random.Random(stable_seed("collocation", self.spec.code, self.collocation_seed))
+            part = [self.function[f"col.{i}"] for i in range(self.spec.collocations)]
+            self._t_col = [[part[rng.randrange(len(part))] for _ in range(n["N"])]
+                           for _ in range(n["V"])]
 
     def _np_slots(self, np: NounPhrase, case: str) -> list[_Choice]:
         f = self.function
@@ -213,6 +228,8 @@ class Language:
             verb = [self._t_verb[False, False][s.verb]]
             if s.past:
                 verb.append(self.function["past"])
+        if self._t_col:
+            verb.append(self._t_col[s.verb][s.subject.noun])
         obj = np_slots(s.obj, "acc") if s.obj is not None else []
         pp: list[_Choice] = []
         if s.pp is not None:
@@ -382,6 +399,28 @@ def _isolating_function_words(rng: random.Random, script: str) -> dict[str, list
     return {n: [w] for n, w in zip(names, words, strict=True)}
 
 
+def _collocation_particles(spec: LanguageSpec, family_seed: int,
+                           function_words: dict[str, list[str]]) -> dict[str, list[str]]:
+    """``spec.collocations`` particle words ``col.i``, distinct from the other function words.
+
+    Drawn from their own random stream, so a language without them is built exactly as before.
+    """
+    if not spec.collocations:
+        return {}
+    rng = random.Random(stable_seed("collocation-words", spec.code, family_seed))
+    used = {w for forms in function_words.values() for w in forms}
+    out: dict[str, list[str]] = {}
+    while len(out) < spec.collocations:
+        if spec.script == "cjk":
+            w = rng.choice(_CJK_INITIAL)
+        else:
+            w = rng.choice(_CONS) + rng.choice(_VOWELS) + rng.choice(_CONS) + rng.choice(_VOWELS)
+        if w not in used:
+            used.add(w)
+            out[f"col.{len(out)}"] = [w]
+    return out
+
+
 def build_language(spec: LanguageSpec, lex: Lexicon, family_seed: int) -> Language:
     """Derive a language from its parent proto-language (deterministic given the family seed)."""
     spec.validate()
@@ -397,6 +436,7 @@ def build_language(spec: LanguageSpec, lex: Lexicon, family_seed: int) -> Langua
         if spec.morphology == "fusional"
         else _isolating_function_words(rng, spec.script)
     )
+    fw_raw.update(_collocation_particles(spec, family_seed, fw_raw))
     taken: set[str] = set()
     for k, forms in fw_raw.items():
         if not k.startswith("sfx."):
@@ -462,7 +502,7 @@ def build_language(spec: LanguageSpec, lex: Lexicon, family_seed: int) -> Langua
         else:
             probs = [1.0]
         function[key] = _choice(forms, probs)
-    lang = Language(spec, lex, content, function, inherited)
+    lang = Language(spec, lex, content, function, inherited, collocation_seed=family_seed)
     _index_analyses(lang, suffixes)
     return lang
 
