@@ -26,6 +26,7 @@ from fitting.joint import JointLawFit
 from fitting.markdown import Document, format_number
 from fitting.power import PowerLawFit
 from fitting.quality import fit_quality_law, quality_points
+from fitting.tables import final_losses
 
 __all__ = ["Report", "frontier_section", "quality_section", "bivariate_section"]
 
@@ -249,12 +250,15 @@ def quality_section(doc: Document, rep: Report, table: pd.DataFrame, eval_set: s
                 fr = frontier_2pair(law, sizes, pairs=pairs, metric=m, bands=False,
                                     metric_map={p: rep.quality[(m, p)].predict for p in pairs})
                 curves = {n: (v[:, 0], v[:, 1]) for n, v in fr.values.items()}
+                measured = final_losses(table, eval_set=eval_set, metric=m, drop_invalid=True)[0]
+                obs = {n: v for n, v in _observed_pairs(measured, pairs).items() if n in curves}
                 rep.figures[f"frontier_{m}"] = plots.save(
-                    _flag_unidentified(plots.plot_frontier(curves, pairs, metric=m),
+                    _flag_unidentified(plots.plot_frontier(curves, pairs, observed=obs, metric=m),
                                        law.not_identified()),
                     os.path.join(out_dir, "figures", f"frontier_{m}.png"))
                 doc.img(f"figures/frontier_{m}.png", f"Predicted frontier in {m} (eq. 11 + "
-                        f"quality law; cf. Fernandes Fig. 8 right).")
+                        f"quality law) with the {m} the runs measured (points) at the fitted "
+                        f"sizes; cf. Fernandes Fig. 8 right.")
             except Exception as e:
                 rep.skipped[f"frontier {m}"] = f"{type(e).__name__}: {e}"
 

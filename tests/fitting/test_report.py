@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fitting import plots
 from fitting.report import write_report
 from fitting.test_utils import TRUTH, f_hat, make_curves_table, make_final_table, write_run_dirs
 
@@ -87,7 +88,7 @@ def test_report_from_run_directories(tmp_path):
     assert np.isfinite(rep.joint.params["alpha[en-zh]"])
 
 
-def test_report_quality_frontier_and_bivariate(tmp_path):
+def test_report_quality_frontier_and_bivariate(tmp_path, monkeypatch):
     fin = make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.1, 0.3, 0.5, 0.7, 1.0),
                            noise=0.0)
     tab = make_curves_table(fin, steps=(250, 500, 750, 1000))
@@ -99,10 +100,25 @@ def test_report_quality_frontier_and_bivariate(tmp_path):
     tab = pd.concat([tab, chrf], ignore_index=True)
     tab["n_dec"] = (tab["n"] * tab["n"].map(frac)).astype(int)
     tab["n_enc"] = tab["n"] - tab["n_dec"]
+    drawn = {}
+    real_plot = plots.plot_frontier
+
+    def recording_plot(curves, pairs, **kw):
+        drawn[kw.get("metric", "loss")] = kw.get("observed")
+        return real_plot(curves, pairs, **kw)
+
+    monkeypatch.setattr(plots, "plot_frontier", recording_plot)
     rep = write_report(tab, str(tmp_path), n_refits=5)
     q = rep.quality[("chrf", "en-de")]
     assert q.form == "linear" and q.params["b"] == pytest.approx(-12.0, rel=1e-6)
     assert "frontier_chrf" in rep.figures and os.path.exists(rep.figures["frontier_chrf"])
+    # the ChrF frontier shows the runs' measured final ChrF (runs trained on both pairs)
+    both = fin[(fin.weight > 0) & (fin.weight < 1)]
+    for n, (de, zh) in drawn["chrf"].items():
+        want = both[both.n == n].pivot_table(index="run_id", columns="pair", values="value")
+        assert sorted(de) == pytest.approx(sorted(70.0 - 12.0 * want["en-de"]))
+        assert sorted(zh) == pytest.approx(sorted(70.0 - 12.0 * want["en-zh"]))
+    assert drawn["chrf"]
     assert "allocation_penalty" in rep.figures
     # proportional enc/dec (the synthetic default) → bivariate skipped with its reason
     rep2 = write_report(make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.5, 1.0)),
