@@ -51,9 +51,10 @@ def new_figure(ncols: int = 1, nrows: int = 1,
 
 
 def save(fig: Figure, path: str, dpi: int = 110) -> str:
-    """Save a figure as PNG (directories created); returns the path."""
+    """Save a figure as PNG (directories created); returns the path. The canvas is fitted to
+    what is drawn, so a wide tick label cannot push an axis label off the image."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=dpi)
+    fig.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=0.06)
     return path
 
 
@@ -127,7 +128,7 @@ def plot_power_fits(data: Mapping[str, Mapping[float, tuple]], fits: Mapping[str
         _log_scale(ax, "x")
         ax.set_xlabel(x_label)
         ax.set_ylabel("test cross-entropy (nats/token)")
-        ax.set_title(f"{pair}")
+        ax.set_title(f"{pair}: L(N) per weight (eq. 6)")
         ax.grid(alpha=0.3)
         _legend(ax, fontsize=7, ncols=2)
     if title:
@@ -154,7 +155,7 @@ def plot_reducible(data: Mapping[str, Mapping[float, tuple]], l_inf: Mapping[str
         _log_scale(ax, "x", "y")
         ax.set_xlabel("N")
         ax.set_ylabel(f"L − L∞ (L∞={li:.3f})")
-        ax.set_title(pair)
+        ax.set_title(f"{pair}: reducible loss")
         ax.grid(alpha=0.3, which="both")
         _legend(ax, fontsize=7, ncols=2)
     return fig
@@ -256,7 +257,7 @@ def plot_joint(data: Mapping[str, Mapping[float, tuple]],
 
 
 def plot_fraction(points: Mapping[str, Mapping[float, tuple[float, float]]],
-                  curves: Mapping[str, callable] | None = None) -> Figure:
+                  curves: Mapping[str, callable] | None = None, *, title: str = "") -> Figure:
     """Effective fraction f_i(p) (eq. 10) with error bars; f̂ (eq. 12/13) as a dashed line.
 
     The y axis covers [0, 1] and the points with their error bars; an f̂ curve outside that
@@ -283,6 +284,8 @@ def plot_fraction(points: Mapping[str, Mapping[float, tuple[float, float]]],
     ax.set_xlim(-0.05, 1.05)
     ax.set_xlabel("weight p")
     ax.set_ylabel("effective fraction f(p) = N_eff / N")
+    if title:
+        ax.set_title(title)
     ax.grid(alpha=0.3)
     _legend(ax, fontsize=8)
     return fig
@@ -318,11 +321,11 @@ def plot_frontier(frontiers: Mapping[float, tuple[np.ndarray, np.ndarray]], pair
 
 def _frontier_limits(ax, frontiers: Mapping[float, tuple[np.ndarray, np.ndarray]],
                      observed: Mapping[float, tuple[np.ndarray, np.ndarray]] | None,
-                     higher_is_better: bool, span: float = 1.25) -> None:
+                     higher_is_better: bool, margin: float = 0.25) -> None:
     """Axes over the part of the frontier a reader compares: from its best value to the worst
-    observed run's, widened by ``span`` (with no runs: twice, or for a higher-is-better metric
-    half, the best); near p = 0 or 1 the eq. 11 prediction runs off without bound and would
-    otherwise set the scale."""
+    observed run's, widened by ``margin`` of that distance on both sides (with no runs: the
+    curves' middle half, from the best value); near p = 0 or 1 the eq. 11 prediction runs off
+    without bound and would otherwise set the scale, so its arms leave the panel."""
     for axis, set_lim in ((0, ax.set_xlim), (1, ax.set_ylim)):
         curve = np.concatenate([np.asarray(v[axis], float).ravel() for v in frontiers.values()]
                                or [np.empty(0)])
@@ -332,20 +335,14 @@ def _frontier_limits(ax, frontiers: Mapping[float, tuple[np.ndarray, np.ndarray]
         values = np.concatenate([curve, seen])
         if values.size == 0:
             continue
-        if higher_is_better:
-            best = float(values.max())
-            worst = float(seen.min()) / span if seen.size else best / 2.0
-            low = max(worst, float(values.min()))
-            if best > low and best > 0:
-                set_lim(low, best * 1.03)
+        sign = -1.0 if higher_is_better else 1.0  # work in "lower is better" units
+        best = float(np.min(sign * values))
+        worst = float(np.max(sign * seen)) if seen.size else float(np.quantile(sign * curve, 0.5))
+        span = worst - best
+        if not span > 0:
             continue
-        best = float(values.min())
-        if best <= 0:
-            continue
-        worst = float(seen.max()) * span if seen.size else best * 2.0
-        top = min(worst, float(values.max()) * 1.02)
-        if top > best:
-            set_lim(best / 1.03, top)
+        low, high = sorted((sign * (best - margin * span), sign * (worst + margin * span)))
+        set_lim(low, high)
 
 
 def plot_learning_curves(curves: Mapping[str, tuple[np.ndarray, np.ndarray]],

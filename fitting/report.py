@@ -392,12 +392,16 @@ def _joint_section(doc: Document, rep: Report, data, ground_truth, out_dir: str)
             os.path.join(out_dir, "figures", "joint.png"))
         doc.img("figures/joint.png", "Joint law eq. 7 (dashed) against the data (cf. Fernandes Fig. 5).")
         rep.figures["reducible"] = plots.save(
-            plots.plot_reducible(data, {p: j.params[f"l_inf[{p}]"] for p in j.pairs or []}),
+            plots.plot_reducible(data, {p: j.params[f"l_inf[{p}]"] for p in j.pairs or []},
+                                 curves={pair: {w: (lambda n, w=w, pair=pair: j.predict(n, w, pair))
+                                                for w in (j.weights or {}).get(pair, [])}
+                                         for pair in j.pairs or []}),
             os.path.join(out_dir, "figures", "reducible.png"))
-        doc.img("figures/reducible.png", "Reducible loss L − L∞ on log-log axes; parallel lines "
-                "mean a shared exponent (cf. Fernandes Fig. 3).")
+        doc.img("figures/reducible.png", "Reducible loss L − L∞ on log-log axes with the joint "
+                "law's lines; parallel lines mean a shared exponent (cf. Fernandes Fig. 3).")
         if frac_pts:
-            rep.figures["fraction"] = plots.save(plots.plot_fraction(frac_pts),
+            rep.figures["fraction"] = plots.save(
+                plots.plot_fraction(frac_pts, title="effective fraction of parameters (eq. 10)"),
                                                  os.path.join(out_dir, "figures", "fraction.png"))
             doc.img("figures/fraction.png", "Effective fraction of parameters f(p) (eq. 10; "
                     "cf. Fernandes Fig. 6).")

@@ -155,8 +155,9 @@ def check_figure(fig, name: str = "figure") -> list[str]:
     * axis limits far from the data: a linear axis spanning more than :data:`LINEAR_SPAN_FACTOR`
       times the plotted values, or a log axis reaching more than :data:`LOG_MARGIN_FACTOR`
       beyond them, the values' extent being the shortest interval holding
-      :data:`BULK_FRACTION` of them; a view that holds none of them; values ≤ 0 on a log axis
-      (not drawn);
+      :data:`BULK_FRACTION` of them, every plotted series (a line, a scatter, a band) weighing
+      the same however densely it is sampled; a view that holds none of them; values ≤ 0 on a
+      log axis (not drawn);
     * tick labels of one axis that overlap one another (the figure is drawn once to place them);
     * two or more labelled series with neither a legend nor a colorbar;
     * a visible panel with nothing drawn and no note.
@@ -264,16 +265,37 @@ def _missing_error_bars(container) -> list[str]:
     return out
 
 
-def _bulk(v: np.ndarray) -> tuple[float, float]:
-    """The shortest interval holding :data:`BULK_FRACTION` of the sorted values ``v``."""
-    k = max(1, int(np.ceil(BULK_FRACTION * v.size)))
-    widths = v[k - 1:] - v[:v.size - k + 1]
-    i = int(np.argmin(widths))
-    return float(v[i]), float(v[i + k - 1])
+def _bulk(v: np.ndarray, w: np.ndarray) -> tuple[float, float]:
+    """The shortest interval holding :data:`BULK_FRACTION` of the total weight ``w`` of the
+    sorted values ``v`` (two pointers over the cumulative weight)."""
+    cum = np.concatenate([[0.0], np.cumsum(w)])
+    need = BULK_FRACTION * cum[-1] * (1 - 1e-12)
+    best, j = (float(v[0]), float(v[-1])), 0
+    for i in range(v.size):
+        j = max(j, i)
+        while j < v.size and cum[j + 1] - cum[i] < need:
+            j += 1
+        if j == v.size:
+            break
+        if v[j] - v[i] < best[1] - best[0]:
+            best = (float(v[i]), float(v[j]))
+    return best
+
+
+def _weighted(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """All values of ``parts`` sorted, each part (one plotted series) weighing the same in
+    total: a frontier sampled at 200 weights does not outweigh the 8 runs scattered beside it."""
+    parts = [np.asarray(p, float) for p in parts if np.size(p)]
+    if not parts:
+        return np.empty(0), np.empty(0)
+    v = np.concatenate(parts)
+    w = np.concatenate([np.full(p.size, 1.0 / p.size) for p in parts])
+    order = np.argsort(v, kind="stable")
+    return v[order], w[order]
 
 
 def _limit_problems(ax, axis: str, parts: list[np.ndarray]) -> list[str]:
-    v = np.sort(np.concatenate(parts)) if parts else np.empty(0)
+    v, w = _weighted(parts)
     if v.size == 0:
         return []
     scale = ax.get_xscale() if axis == "x" else ax.get_yscale()
@@ -283,10 +305,10 @@ def _limit_problems(ax, axis: str, parts: list[np.ndarray]) -> list[str]:
         if (v <= 0).any():
             out.append(f"{axis} axis (log): {int((v <= 0).sum())} of {v.size} plotted values are "
                        "≤ 0 and not drawn")
-        v = v[v > 0]
+        w, v = w[v > 0], v[v > 0]
         if v.size == 0:
             return out
-        blo, bhi = _bulk(np.log10(v))
+        blo, bhi = _bulk(np.log10(v), w)
         blo, bhi = 10.0**blo, 10.0**bhi
         if lo < blo / LOG_MARGIN_FACTOR or hi > bhi * LOG_MARGIN_FACTOR:
             out.append(f"{axis} axis (log) shows [{lo:.3g}, {hi:.3g}], more than a factor "
@@ -294,7 +316,7 @@ def _limit_problems(ax, axis: str, parts: list[np.ndarray]) -> list[str]:
                        f"{BULK_FRACTION:.0%} of the plotted values lie")
     elif scale == "linear":
         out = []
-        blo, bhi = _bulk(v)
+        blo, bhi = _bulk(v, w)
         span = bhi - blo
         if span <= 0:  # one value: matplotlib shows ±5 % of it (or ±0.055 around 0)
             span = 0.1 * abs(blo) or 1.0

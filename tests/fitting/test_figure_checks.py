@@ -178,3 +178,20 @@ def test_a_runaway_f_hat_curve_does_not_set_the_fraction_scale():
     assert check_figure(fig) == []
     lo, hi = fig.axes[0].get_ylim()
     assert -0.1 < lo <= 0.0 and 1.0 <= hi < 1.2
+
+
+def test_a_densely_sampled_series_does_not_outweigh_a_sparse_one():
+    """A frontier sampled at 400 weights, nearly all of them in its corner, beside 8 measured
+    runs around it: the view that shows the runs is right, however few of the plotted points
+    they are; a view 30× wider than both series is still reported."""
+    fig, (ax,) = _axes()
+    p = np.linspace(0.0, 1.0, 400)
+    ax.plot(73.5 - 8.0 * p**40, 77.0 - 8.0 * (1 - p) ** 40, ls="--", label="frontier")
+    rng = np.random.default_rng(0)
+    ax.scatter(rng.uniform(72, 79, 8), rng.uniform(72, 78, 8), label="runs")
+    ax.set_xlim(71.0, 80.0)
+    ax.set_ylim(71.0, 79.0)
+    ax.legend()
+    assert check_figure(fig, "f.png") == []
+    ax.set_ylim(0.0, 240.0)
+    _one_problem(fig, "y axis shows [0, 240]")

@@ -59,13 +59,20 @@ def test_frontier_axes_cover_the_compared_range_not_the_exploding_ends():
                               observed=observed)
     ax = fig.axes[0]
     assert max(a) > 1e6  # the curve itself explodes at its ends
+    # from the best value on the curves to the worst observed run, a quarter of that beyond each
+    best, worst = float(min(a - 0.01)), 0.25
     lo, hi = ax.get_xlim()
-    assert 0.18 < lo < 0.2 and hi == pytest.approx(0.25 * 1.25)
+    assert lo == pytest.approx(best - 0.25 * (worst - best))
+    assert hi == pytest.approx(worst + 0.25 * (worst - best))
+    best, worst = float(min(b - 0.01)), 0.18
     lo, hi = ax.get_ylim()
-    assert 0.13 < lo < 0.15 and hi == pytest.approx(0.18 * 1.25)
-    # a higher-is-better metric (ChrF): from the best value down to the worst run / 1.25
+    assert lo == pytest.approx(best - 0.25 * (worst - best))
+    assert hi == pytest.approx(worst + 0.25 * (worst - best))
+    # a higher-is-better metric (ChrF): from the best value down to the worst run, mirrored
     chrf = plots.plot_frontier({1e5: (60 - 10 * a, 55 - 10 * b)}, ["en-de", "en-zh"],
                                observed={1e5: (np.array([56.0, 55.0]), np.array([52.0, 53.0]))},
                                metric="chrf")
+    best = float(max(60 - 10 * a))
     lo, hi = chrf.axes[0].get_xlim()
-    assert lo == pytest.approx(55.0 / 1.25) and 57.9 < hi < 60.0
+    assert lo == pytest.approx(55.0 - 0.25 * (best - 55.0))
+    assert hi == pytest.approx(best + 0.25 * (best - 55.0))
