@@ -22,7 +22,12 @@ from numpy.typing import ArrayLike
 
 from fitting.base import FitError, FitResult, register_law
 from fitting.engine import goodness_of_fit, varpro_fit
-from fitting.power import as_positive_array, leave_largest_out
+from fitting.power import (
+    as_positive_array,
+    check_span,
+    leave_largest_out,
+    require_finite_params,
+)
 from fitting.uncertainty import (
     band_from_samples,
     bootstrap_samples,
@@ -137,6 +142,8 @@ def fit_bivariate_law(
     if np.unique(ne).size < 2 or np.unique(nd).size < 2:
         raise FitError("law 'bivariate' needs both n_enc and n_dec to vary across the points",
                        column="n_enc" if np.unique(ne).size < 2 else "n_dec")
+    check_span(ne, "n_enc", "bivariate")
+    check_span(nd, "n_dec", "bivariate")
     ebar = float(np.exp(np.mean(np.log(ne)))) if n_e_bar is None else float(n_e_bar)
     dbar = float(np.exp(np.mean(np.log(nd)))) if n_d_bar is None else float(n_d_bar)
     le, ld = np.log(ebar / ne), np.log(dbar / nd)
@@ -160,6 +167,7 @@ def fit_bivariate_law(
         return q, res
 
     q, res = fit(y)
+    require_finite_params(q, "bivariate")
     out = BivariateLawFit(law="bivariate", params=q, n_e_bar=ebar, n_d_bar=dbar,
                           n_points=int(y.size))
     out.goodness = {**goodness_of_fit(y, out.predict(ne, nd), 4), "f_scale": res.f_scale}

@@ -31,6 +31,7 @@ from fitting.report import write_report
 from fitting.rundirs import collect_runs
 from fitting.tables import (
     check_finite_positive,
+    check_numeric,
     check_weights,
     drop_invalid_rows,
     final_losses,
@@ -168,8 +169,10 @@ def _fit(args) -> dict | FitResult:
             df = quality_points(df, m, eval_set=args.eval_set, pair=args.pair)
         elif args.pair is not None and "pair" in df.columns:
             df = df[df["pair"] == args.pair]
+        if args.drop_invalid:
+            df, _ = drop_invalid_rows(df, ["loss", m], positive=["loss"])
         kw = _common_fit_kwargs(args)
-        return fit_quality_law(df["loss"].to_numpy(float), df[m].to_numpy(float),
+        return fit_quality_law(check_numeric(df, "loss", src), check_numeric(df, m, src),
                                form=args.form or "power", metric=m, **kw, **opts)
     fin, dropped = _final(df, args)
     if args.pair is not None:

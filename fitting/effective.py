@@ -30,7 +30,7 @@ from numpy.typing import ArrayLike
 from fitting.base import FitError, FitResult, register_law
 from fitting.engine import goodness_of_fit, varpro_fit
 from fitting.joint import prepare_points
-from fitting.power import leave_largest_out
+from fitting.power import check_span, leave_largest_out, require_finite_params
 from fitting.uncertainty import (
     band_from_samples,
     bootstrap_samples,
@@ -265,7 +265,9 @@ def fit_multilingual_law(
         if n_sizes == 1:
             warnings.append(f"pair {pair!r}: a single model size; β1 absorbs N^−α and the law "
                             "predicts unseen weights at this size only")
+        check_span(n, "n", "multilingual")
         q, fs, theta = _fit_pair(n, p, y, form=form, loss=robust_loss, f_scale=f_scale)
+        require_finite_params(q, "multilingual")
         meta["f_scale"][pair] = fs
         ident[pair] = _identification(n, p, y, form, robust_loss, fs, n_w, need_w, q, sigma_rel)
         if not ident[pair]["identified"]:

@@ -21,7 +21,13 @@ from numpy.typing import ArrayLike
 
 from fitting.base import FitError, FitResult, register_law
 from fitting.engine import goodness_of_fit, varpro_fit
-from fitting.power import ALPHA_BOUNDS, ALPHA_GRID, leave_largest_out
+from fitting.power import (
+    ALPHA_BOUNDS,
+    ALPHA_GRID,
+    check_span,
+    leave_largest_out,
+    require_finite_params,
+)
 from fitting.tables import check_finite_positive, check_weights, require_columns
 from fitting.uncertainty import (
     band_from_samples,
@@ -234,6 +240,7 @@ def fit_joint_law(
             if np.unique(n[p == w]).size < 2:
                 warnings.append(f"pair {pair!r}, weight {w:g}: a single size; its β is not checked "
                                 "by any other point")
+        check_span(n, "n", "joint")
         a, betas, linf, fs = _fit_pair(n, p, y, loss=robust_loss, f_scale=f_scale)
         meta["f_scale"][pair] = fs
         weights[pair] = [float(w) for w in ws]
@@ -241,6 +248,7 @@ def fit_joint_law(
         params[_k("l_inf", pair)] = linf
         for w, b in betas.items():
             params[beta_key(pair, w)] = b
+        require_finite_params(params, "joint")
         pred = np.array([betas[float(pi)] for pi in p]) * n**-a + linf
         g = goodness_of_fit(y, pred, k)
         for name, v in g.items():

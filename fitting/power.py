@@ -26,10 +26,14 @@ from fitting.uncertainty import (
     summarize_samples,
 )
 
-__all__ = ["PowerLawFit", "fit_power_law", "power_law", "leave_largest_out", "as_positive_array"]
+__all__ = ["PowerLawFit", "fit_power_law", "power_law", "leave_largest_out", "as_positive_array",
+           "check_span", "require_finite_params", "MAX_SPAN"]
 
 ALPHA_GRID = np.geomspace(0.01, 2.5, 30)
 ALPHA_BOUNDS = (1e-4, 5.0)
+#: Widest ratio max/min of sizes a law is fitted over: (1e40)^5 still fits in a float64, so
+#: x^(−α) stays finite for every α the fits search (real studies span a few orders of magnitude).
+MAX_SPAN = 1e40
 
 
 def power_law(x: np.ndarray, alpha: float, beta: float, l_inf: float) -> np.ndarray:
@@ -58,6 +62,23 @@ def as_positive_array(values: Sequence[float] | np.ndarray, name: str) -> np.nda
             column=name, row=i,
         )
     return a
+
+
+def check_span(x: np.ndarray, name: str, law: str) -> None:
+    """FitError when positive ``x`` spans more than :data:`MAX_SPAN` (x^(−α) would overflow)."""
+    lo, hi = float(np.min(x)), float(np.max(x))
+    if hi / lo > MAX_SPAN or not np.isfinite(hi / lo):
+        raise FitError(f"law {law!r}: column {name!r} spans {lo:.3g} to {hi:.3g}, more than "
+                       f"{MAX_SPAN:.0e}×; expected sizes within {MAX_SPAN:.0e}× of each other",
+                       column=name)
+
+
+def require_finite_params(params: dict[str, float], law: str) -> None:
+    """FitError when a fit produced a NaN/inf parameter (e.g. β = c·x_ref^α overflowing)."""
+    bad = {k: v for k, v in params.items() if not np.isfinite(v)}
+    if bad:
+        raise FitError(f"law {law!r}: the fit gave non-finite parameters {bad}; expected finite "
+                       "values (rescale the sizes, e.g. to millions, and the losses to nats)")
 
 
 @register_law("power")
@@ -249,8 +270,10 @@ def fit_power_law(
             f"{np.unique(x).size} distinct {x_name!r} values were given; need at least 3",
             column=x_name,
         )
+    check_span(x, x_name, "power")
     core = _fit_core(x, y, loss=robust_loss, f_scale=f_scale, alpha_bounds=alpha_bounds)
     params = {"alpha": core.alpha, "beta": core.beta, "l_inf": core.l_inf}
+    require_finite_params(params, "power")
     pred = power_law(x, **params)
     good = goodness_of_fit(y, pred, 3)
     good["f_scale"] = core.f_scale

@@ -94,6 +94,9 @@ def _check_row(line: str, lineno: int, source: str) -> dict[str, Any]:
     except json.JSONDecodeError as e:
         raise FitError(f"{source}: line {lineno}: invalid JSON: {e.msg}", row=lineno,
                        source=source) from e
+    except RecursionError:  # arrays/objects nested thousands deep
+        raise FitError(f"{source}: line {lineno}: invalid JSON: nested too deeply; expected a "
+                       "flat JSON object", row=lineno, source=source) from None
     if not isinstance(rec, dict):
         raise FitError(f"{source}: line {lineno}: expected a JSON object", row=lineno,
                        source=source)
@@ -104,6 +107,11 @@ def _check_row(line: str, lineno: int, source: str) -> dict[str, Any]:
         v = rec[key]
         if key == "value" and v is None:
             continue
+        if key == "value" and isinstance(v, float) and not math.isfinite(v):
+            # NaN / Infinity tokens (not JSON) or an overflowing literal such as 1e999
+            raise FitError(f"{source}: line {lineno}: field 'value' should be a finite number "
+                           f"or null (a non-finite measurement is written as null), got {v!r}",
+                           column=key, row=lineno, source=source)
         if isinstance(v, bool) or not isinstance(v, types):
             raise FitError(
                 f"{source}: line {lineno}: field {key!r} should be "
@@ -113,6 +121,18 @@ def _check_row(line: str, lineno: int, source: str) -> dict[str, Any]:
                 source=source,
             )
     return rec
+
+
+def _read_utf8(path: str) -> str:
+    """The file's text; FitError ``"PATH: line N: invalid UTF-8 …"`` for bytes that are not."""
+    with io.open_file(path, "rb") as f:
+        data = f.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        lineno = data.count(b"\n", 0, e.start) + 1
+        raise FitError(f"{path}: line {lineno}: invalid UTF-8 at byte {e.start} ({e.reason}); "
+                       "expected UTF-8 text", row=lineno, source=path) from None
 
 
 def read_metrics_jsonl(
@@ -127,8 +147,7 @@ def read_metrics_jsonl(
     path = os.fspath(path)
     if not io.exists(path):
         raise FitError(f"{path}: no such file", source=path)
-    with io.open_file(path, "r") as f:
-        text = f.read()
+    text = _read_utf8(path)
     return parse_metrics_jsonl(text, source=path, ignore_torn_last_line=ignore_torn_last_line,
                                run_id=run_id, unique_keys=unique_keys)
 
@@ -160,18 +179,34 @@ def _get(d: Mapping, dotted: str, source: str, default: Any = ...) -> Any:
     return cur
 
 
+def _numbers(meta: Mapping, dotted: str, source: str) -> dict[str, float | None]:
+    """The object at ``dotted`` (``{}`` when absent or null): names -> numbers or null."""
+    d = _get(meta, dotted, source, None)
+    if d is None:
+        return {}
+    if not isinstance(d, Mapping):
+        raise FitError(f"{source}: field {dotted!r} should be an object, got {d!r}",
+                       column=dotted, source=source)
+    for k, v in d.items():
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+            raise FitError(f"{source}: field '{dotted}.{k}' should be a number or null, "
+                           f"got {v!r}", column=f"{dotted}.{k}", source=source)
+    return dict(d)
+
+
 def read_run_json(run_dir: str | os.PathLike) -> dict[str, Any]:
     """The ``run.json`` of ``run_dir`` as a dict; FitError when it is missing or not an object."""
     run_dir = os.fspath(run_dir)
     path = io.join(run_dir, RUN_JSON)
     if not io.exists(path):
         raise FitError(f"{path}: no such file (is {run_dir!r} a run directory?)", source=path)
-    with io.open_file(path) as f:
-        text = f.read()
+    text = _read_utf8(path)
     try:
         meta = json.loads(text)
     except json.JSONDecodeError as e:
         raise FitError(f"{path}: line {e.lineno}: invalid JSON: {e.msg}", source=path) from e
+    except RecursionError:
+        raise FitError(f"{path}: invalid JSON: nested too deeply", source=path) from None
     if not isinstance(meta, dict):
         raise FitError(f"{path}: expected a JSON object", source=path)
     return meta
@@ -182,10 +217,13 @@ def read_run_dir(run_dir: str | os.PathLike) -> pd.DataFrame:
     run_dir = os.fspath(run_dir)
     meta = read_run_json(run_dir)
     src = io.join(run_dir, RUN_JSON)
-    params = _get(meta, "model.params", src, {}) or {}
-    weights = _get(meta, "mixture.weights", src, {}) or {}
-    caps = _get(meta, "mixture.caps", src, {}) or {}
-    run_id = str(_get(meta, "run_id", src))
+    params = _numbers(meta, "model.params", src)
+    weights = _numbers(meta, "mixture.weights", src)
+    caps = _numbers(meta, "mixture.caps", src)
+    run_id = _get(meta, "run_id", src)
+    if not isinstance(run_id, str):
+        raise FitError(f"{src}: field 'run_id' should be a str, got {run_id!r}", column="run_id",
+                       source=src)
     # Duplicates of (step, task, eval_set, metric) violate the schema: a resumed run must never
     # write one, so they fail loudly.
     metrics = read_metrics_jsonl(io.join(run_dir, METRICS_JSONL), run_id=run_id,
@@ -193,7 +231,7 @@ def read_run_dir(run_dir: str | os.PathLike) -> pd.DataFrame:
     recs = []
     for r in metrics:
         pair = r["task"]
-        cap = caps.get(pair) if isinstance(caps, Mapping) else None
+        cap = caps.get(pair)
         recs.append(
             {
                 "run_id": run_id,
@@ -204,7 +242,7 @@ def read_run_dir(run_dir: str | os.PathLike) -> pd.DataFrame:
                 "n_enc": params.get("encoder"),
                 "n_dec": params.get("decoder"),
                 "pair": pair,
-                "weight": float(weights[pair]) if pair in weights else math.nan,
+                "weight": math.nan if weights.get(pair) is None else float(weights[pair]),
                 "data_size": math.nan if cap is None else float(cap),
                 "eval_set": r["eval_set"],
                 "metric": r["metric"],

@@ -183,6 +183,7 @@ def apply_column_map(
     """Rename the user's columns to ours (``{ours: theirs}``); FitError if a mapped one is absent."""
     cmap = parse_column_map(columns)
     if not cmap:
+        _check_unique_columns(list(df.columns), list(df.columns), source)
         return df
     absent = [theirs for theirs in cmap.values() if theirs not in df.columns]
     if absent:
@@ -192,7 +193,27 @@ def apply_column_map(
             column=absent[0],
             source=source,
         )
-    return df.rename(columns={theirs: ours for ours, theirs in cmap.items()})
+    rename = {theirs: ours for ours, theirs in cmap.items()}
+    if len(rename) < len(cmap):
+        theirs = next(t for t in cmap.values() if list(cmap.values()).count(t) > 1)
+        raise FitError(f"{_src(source)}column mapping maps several of our names to column "
+                       f"{theirs!r}; map each of your columns once", column=theirs, source=source)
+    _check_unique_columns(list(df.columns), [rename.get(c, c) for c in df.columns], source)
+    return df.rename(columns=rename)
+
+
+def _check_unique_columns(names: list, renamed: list, source: str | None) -> None:
+    """FitError when two columns (``names``, after mapping: ``renamed``) share a name."""
+    clash = next((c for c in renamed if renamed.count(c) > 1), None)
+    if clash is None:
+        return
+    origins = [c for c, r in zip(names, renamed, strict=True) if r == clash]
+    how = "" if origins == [clash] * len(origins) else f" (from {origins}, by the column mapping)"
+    raise FitError(
+        f"{_src(source)}two columns named {clash!r}{how}; the table has {names}: expected "
+        "one column per name (map each name to one column only)",
+        column=clash, source=source,
+    )
 
 
 # -- reading and writing ----------------------------------------------------------------------

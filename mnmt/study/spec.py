@@ -127,8 +127,75 @@ class RunSpec:
         return [pair for pair, w in self.weights.items() if w > 0]
 
 
+# Field -> what its value must look like (checked before the values themselves; a gin list is
+# accepted where a tuple is expected). "pairs_of:K" = a sequence of (str, K) entries.
+_FIELD_KINDS: dict[str, str] = {
+    "name": "str", "data_preset": "str", "task_module": "str", "vocabulary_path": "str",
+    "decay": "str", "tasks": "pairs_of:str", "pairs": "strs", "sizes": "strs",
+    "eval_sets": "strs", "weights": "seq", "data_caps": "seq", "heldout": "seq",
+    "temperatures": "numbers", "oversampling": "numbers", "report_target_sizes": "numbers",
+    "seeds": "ints", "train_steps_by_size": "pairs_of:int", "feature_lengths": "pairs_of:int",
+    "train_steps": "int", "batch_size": "int", "batch_tokens": "int", "eval_every": "int",
+    "checkpoint_every": "int", "warmup_steps": "int", "vocab_size": "int",
+    "num_decode_examples": "int", "max_group": "int", "learning_rate": "number",
+    "momentum": "number", "cooldown_fraction": "number", "dropout_rate": "number",
+    "decode_at_end": "bool",
+}
+_KIND_TEXT = {
+    "str": "a string", "strs": "a tuple of strings", "seq": "a tuple", "numbers":
+    "a tuple of numbers", "ints": "a tuple of integers", "int": "an integer", "number": "a number",
+    "bool": "True or False", "pairs_of:str": "a tuple of (str, str) pairs",
+    "pairs_of:int": "a tuple of (str, int) pairs",
+}
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x: object) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def _has_kind(value: object, kind: str) -> bool:
+    is_seq = isinstance(value, tuple | list)
+    if kind.startswith("pairs_of:"):
+        inner = {"str": lambda x: isinstance(x, str), "int": _is_int}[kind.split(":")[1]]
+        return is_seq and all(isinstance(e, tuple | list) and len(e) == 2
+                              and isinstance(e[0], str) and inner(e[1]) for e in value)
+    element = {"strs": lambda x: isinstance(x, str), "numbers": _is_number, "ints": _is_int,
+               "seq": lambda x: True}.get(kind)
+    if element is not None:
+        return is_seq and all(element(e) for e in value)
+    return {"str": lambda x: isinstance(x, str), "int": _is_int, "number": _is_number,
+            "bool": lambda x: isinstance(x, bool)}[kind](value)
+
+
+def _validate_kinds(spec: StudySpec) -> None:
+    for field, kind in _FIELD_KINDS.items():
+        value = getattr(spec, field)
+        if not _has_kind(value, kind):
+            raise StudyError(f"StudySpec.{field}: expected {_KIND_TEXT[kind]}, got {value!r}")
+    for field in ("learning_rate", "report_target_sizes"):
+        values = getattr(spec, field)
+        for value in values if isinstance(values, tuple | list) else [values]:
+            if not (math.isfinite(value) and value > 0):
+                raise StudyError(f"StudySpec.{field}: expected finite positive numbers, got "
+                                 f"{value!r}")
+    if not 0.0 <= spec.dropout_rate < 1.0:
+        raise StudyError(f"StudySpec.dropout_rate: expected a rate in [0, 1), got "
+                         f"{spec.dropout_rate!r}")
+    for field in ("warmup_steps", "num_decode_examples"):
+        if getattr(spec, field) < 0:
+            raise StudyError(f"StudySpec.{field}: expected a non-negative integer, got "
+                             f"{getattr(spec, field)!r}")
+    if not spec.eval_sets or not all(spec.eval_sets):
+        raise StudyError(f"StudySpec.eval_sets: expected non-empty names, got {spec.eval_sets!r}")
+
+
 def validate(spec: StudySpec) -> None:
     """Raise StudyError naming the first field of `spec` that cannot be run."""
+    _validate_kinds(spec)
     if not spec.name or any(c in spec.name for c in "/\\ "):
         raise StudyError(f"StudySpec.name: expected a non-empty name without '/', '\\' or spaces, got {spec.name!r}")
     if len(spec.pairs) < 1 or len(set(spec.pairs)) != len(spec.pairs):
@@ -156,7 +223,7 @@ def validate(spec: StudySpec) -> None:
     for entry in spec.heldout:
         if not isinstance(entry, tuple | list) or len(entry) != 2 or not isinstance(entry[0], str):
             raise StudyError(f"StudySpec.heldout: expected (size, weights) entries, got {entry!r}")
-        mixture_weights(spec.pairs, entry[1])
+        mixture_weights(spec.pairs, entry[1], field="heldout")
         heldout_sizes.append(entry[0])
     for size, steps in spec.train_steps_by_size:
         if size not in spec.sizes and size not in heldout_sizes:
@@ -228,25 +295,31 @@ def size_weights(spec: StudySpec) -> list[tuple[str, dict[str, float]]]:
     return out
 
 
-def mixture_weights(pairs: Sequence[str], w: float | Sequence[float]) -> dict[str, float]:
-    """The per-pair sampling weights of one grid point (see `StudySpec.weights`)."""
-    if isinstance(w, int | float):
+def mixture_weights(pairs: Sequence[str], w: float | Sequence[float],
+                    field: str = "weights") -> dict[str, float]:
+    """The per-pair sampling weights of one grid point (see `StudySpec.weights`); errors name
+    `StudySpec.<field>`."""
+    if _is_number(w):
         if len(pairs) != 2:
             raise StudyError(
-                f"StudySpec.weights: a single number p needs exactly two pairs, got {len(pairs)} pairs; "
+                f"StudySpec.{field}: a single number p needs exactly two pairs, got {len(pairs)} pairs; "
                 "give one weight per pair instead"
             )
         p = float(w)
         if not (0.0 <= p <= 1.0) or math.isnan(p):
-            raise StudyError(f"StudySpec.weights: expected p in [0, 1], got {w!r}")
+            raise StudyError(f"StudySpec.{field}: expected p in [0, 1], got {w!r}")
         return {pairs[0]: p, pairs[1]: 1.0 - p}
+    if not isinstance(w, tuple | list) or not all(_is_number(x) for x in w):
+        raise StudyError(f"StudySpec.{field}: expected a number p or one number per pair "
+                         f"{list(pairs)}, got {w!r}")
     values = [float(x) for x in w]
     if len(values) != len(pairs):
         raise StudyError(
-            f"StudySpec.weights: expected {len(pairs)} weights (one per pair {list(pairs)}), got {list(w)!r}"
+            f"StudySpec.{field}: expected {len(pairs)} weights (one per pair {list(pairs)}), got {list(w)!r}"
         )
-    if any(math.isnan(x) or x < 0 for x in values) or sum(values) <= 0:
-        raise StudyError(f"StudySpec.weights: expected non-negative weights with a positive sum, got {list(w)!r}")
+    if not all(math.isfinite(x) and x >= 0 for x in values) or not 0 < sum(values) < math.inf:
+        raise StudyError(f"StudySpec.{field}: expected finite non-negative weights with a positive "
+                         f"sum, got {list(w)!r}")
     total = sum(values)
     return {pair: x / total for pair, x in zip(pairs, values, strict=True)}
 

@@ -11,6 +11,7 @@ import dataclasses
 import difflib
 import json
 import os
+import tokenize
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -62,8 +63,10 @@ def load_spec(study: str | None, preset: str | None, gin_bindings: Sequence[str]
     try:
         parse_files_and_bindings([str(path)], gin_bindings)
         return StudySpec()
-    except (ValueError, KeyError, SyntaxError, OSError) as err:
-        raise UsageError(f"{path}: {str(err).splitlines()[0]}") from err
+    except (ValueError, KeyError, SyntaxError, OSError, TypeError, tokenize.TokenError) as err:
+        # TypeError: gin calling a configurable without its arguments (an undefined %macro)
+        lines = str(err).strip().splitlines()
+        raise UsageError(f"{path}: {lines[0] if lines else type(err).__name__}") from err
     finally:
         gin.clear_config()  # the spec is built; leave no study bindings behind for the runs
 
@@ -78,7 +81,7 @@ def parse_bindings(bindings: Sequence[str]) -> dict:
             raise UsageError(f"--gin.{binding}: expected StudySpec.FIELD=VALUE with a StudySpec field")
         try:
             parsed = gin.config.parse_value(value.strip())
-        except (ValueError, SyntaxError) as err:
+        except (ValueError, SyntaxError, tokenize.TokenError) as err:  # TokenError: "(" alone
             raise UsageError(f"--gin.{binding}: cannot parse value {value!r}") from err
         overrides[field] = tuple(parsed) if isinstance(parsed, list) else parsed
     return overrides

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import logging
+import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -45,7 +46,7 @@ def _open_lines(path: str) -> Iterator[bytes]:
         f = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
         try:
             yield from f
-        except (OSError, EOFError) as e:
+        except (OSError, EOFError, zlib.error) as e:  # zlib.error: a corrupt deflate stream
             raise BitextError(f"{path}: cannot read ({e}); expected a valid gzip or text file") from e
 
 
