@@ -9,9 +9,12 @@ encoder and decoder stacks. With this convention the Fernandes sizes reproduce t
 
 from __future__ import annotations
 
+import logging
 from typing import NamedTuple
 
 from mnmt.models.configs import T5Config
+
+log = logging.getLogger(__name__)
 
 
 class ParamCounts(NamedTuple):
@@ -112,18 +115,48 @@ def six_n_flops_per_example(config: T5Config, input_len: int, target_len: int) -
     return 6.0 * (pc.encoder * input_len + (pc.decoder + logits) * target_len)
 
 
-def rows_per_step(batch_size: int, batch_tokens: int | None, targets_length: int) -> int:
+def rows_per_step(batch_size: int, batch_tokens: int | None, targets_length: int,
+                  divisor: int = 1) -> int:
     """Packed rows per training step: ``batch_size``, or ``batch_tokens // targets_length``.
 
     A batch given in tokens (Fernandes et al. §3: 500K target tokens) is turned into rows of the
-    targets feature length; it must hold at least one row.
+    targets feature length; it must hold at least one row. ``divisor`` is the data-parallel size
+    that splits every batch (the mesh's data axis, which spans every host, and the input
+    shards): rows it does not divide are rounded down to a multiple of it with a warning
+    (:func:`divisible_rows`), at config resolution rather than as an error from inside JAX.
     """
     if batch_tokens:
         rows = int(batch_tokens) // int(targets_length)
         if rows < 1:
             raise ValueError(f"batch_tokens={batch_tokens} is smaller than one target sequence "
                              f"({targets_length} tokens)")
-        return rows
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be ≥ 1, got {batch_size}")
-    return int(batch_size)
+        source = (f"TrainConfig.inputs.batch_tokens={batch_tokens} (StudySpec.batch_tokens in a "
+                  f"study) // {targets_length} target tokens")
+    else:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be ≥ 1, got {batch_size}")
+        rows = int(batch_size)
+        source = f"TrainConfig.inputs.batch_size={rows} (StudySpec.batch_size in a study)"
+    return divisible_rows(rows, divisor, source)
+
+
+def divisible_rows(rows: int, divisor: int, source: str) -> int:
+    """``rows`` rounded down to a multiple of ``divisor``, warning (one line) when that changes it.
+
+    Every device of the data axis gets the same number of rows, so the global batch must be a
+    multiple of the data-parallel size. Rounding down keeps a batch given in tokens (500K
+    tokens / 256 = 1,953 rows) usable on any slice, at most ``divisor - 1`` rows smaller;
+    fewer rows than ``divisor`` cannot be split at all and raise. ``source`` names the setting
+    the rows came from, for the messages.
+    """
+    if divisor < 1:
+        raise ValueError(f"data-parallel size must be ≥ 1, got {divisor}")
+    if rows < divisor:
+        raise ValueError(f"{source} gives {rows} rows per step, fewer than the data-parallel "
+                         f"size {divisor} (mesh data axis and input shards) that splits them")
+    rounded = rows - rows % divisor
+    if rounded != rows:
+        log.warning("%s gives %d rows per step, not divisible by the data-parallel size %d "
+                    "(mesh data axis and input shards): rounded down to %d rows",
+                    source, rows, divisor, rounded)
+    return rounded

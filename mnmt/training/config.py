@@ -37,7 +37,8 @@ class InputConfig:
     mixture_or_task_name: str
     # Feature lengths {"inputs": int, "targets": int} (T5X's TASK_FEATURE_LENGTHS).
     feature_lengths: dict[str, int]
-    # Packed rows per step (global, over all hosts).
+    # Packed rows per step (global, over all hosts); rounded down, with a warning, to a multiple
+    # of the data-parallel size (mesh data axis, input shards): run_setup.resolve_batch_size.
     batch_size: int
     # If set, the batch in target tokens instead: rows = batch_tokens // targets length.
     batch_tokens: int | None = None

@@ -7,6 +7,7 @@ docs/reference/metrics_schema.md; checks an existing MODEL_DIR's run.json for co
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -46,10 +47,18 @@ class RunSetup:
     eval_batches: Callable[..., Iterator[dict[str, np.ndarray]]]
 
 
-def resolve_batch_size(config: TrainConfig) -> int:
-    """Rows per step: `batch_size`, or `batch_tokens // targets length` when tokens are given."""
+def resolve_batch_size(config: TrainConfig, data_parallel: int = 1) -> int:
+    """Rows per step: `batch_size`, or `batch_tokens // targets length` when tokens are given,
+    rounded down (with a warning) to a multiple of `data_parallel`, the data-parallel size of
+    the run (see `data_parallel_size`), so that no batch reaches the mesh unsplittable."""
     return accounting.rows_per_step(config.inputs.batch_size, config.inputs.batch_tokens,
-                                    config.inputs.feature_lengths["targets"])
+                                    config.inputs.feature_lengths["targets"], data_parallel)
+
+
+def data_parallel_size(data_axis: int, input_shards: int) -> int:
+    """What every global batch must be a multiple of: the mesh's data axis (all hosts' devices)
+    splits its rows, and each of the input shards (one per host by default) reads an equal share."""
+    return math.lcm(int(data_axis), int(input_shards))
 
 
 def _validate(config: TrainConfig) -> None:
@@ -202,7 +211,10 @@ def build_setup(config: TrainConfig) -> RunSetup:
     vocabulary = vocab.get_vocabulary(config.vocabulary_path)
     model_config = model_config_for(config, vocabulary.vocab_size)
     model = EncoderDecoderModel(model_config)
-    batch_size = resolve_batch_size(config)
+    # The mesh (no compilation yet) fixes the data-parallel size the batch must be a multiple of.
+    mesh = _mesh(config)
+    num_shards = config.inputs.shards or jax.process_count()
+    batch_size = resolve_batch_size(config, data_parallel_size(mesh.shape["data"], num_shards))
     run_json = build_run_json(config, run_id, model_config, vocabulary.vocab_size, batch_size)
 
     if jax.process_index() == 0:
@@ -212,7 +224,6 @@ def build_setup(config: TrainConfig) -> RunSetup:
         run_files.check_compatible(existing, run_json,
                                    run_files.join(config.model_dir, RUN_JSON))
 
-    mesh = _mesh(config)
     rules = tuple(config.logical_axis_rules) if config.logical_axis_rules else \
         tuple(partitioning.standard_logical_axis_rules())
     lengths = dict(config.inputs.feature_lengths)
@@ -226,8 +237,6 @@ def build_setup(config: TrainConfig) -> RunSetup:
     def params_shardings_fn(_abstract_params):
         axes = model.params_logical_axes({k: v[:1] for k, v in example.items()})
         return partitioning.logical_to_shardings(axes, mesh, rules)
-
-    num_shards = config.inputs.shards or jax.process_count()
 
     def make_inputs():
         return HostInputs(pipeline.TrainInputs, mixture_or_task=config.inputs.mixture_or_task_name,

@@ -134,3 +134,22 @@ def test_rows_per_step_from_rows_or_tokens():
         rows_per_step(48, 16, 32)
     with pytest.raises(ValueError, match="batch_size"):
         rows_per_step(0, None, 32)
+
+
+def test_rows_per_step_rounds_down_to_the_data_parallel_size(caplog):
+    import logging
+
+    import pytest
+
+    from mnmt.models.accounting import rows_per_step
+
+    with caplog.at_level(logging.WARNING, logger="mnmt.models.accounting"):
+        assert rows_per_step(48, None, 32, divisor=16) == 48  # divisible: unchanged, no warning
+        assert not caplog.records
+        assert rows_per_step(50, None, 32, divisor=16) == 48
+    (record,) = caplog.records
+    assert "TrainConfig.inputs.batch_size=50" in record.getMessage()
+    assert "rounded down to 48 rows" in record.getMessage()
+    with pytest.raises(ValueError, match=r"batch_tokens=64 .* gives 2 rows per step, fewer than "
+                                         r"the data-parallel size 8"):
+        rows_per_step(48, 64, 32, divisor=8)
