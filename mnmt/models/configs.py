@@ -20,6 +20,9 @@ _DTYPES = ("float32", "bfloat16", "float16")
 # einsums and elementwise work (checkpoint_dots_with_no_batch_dims); "dots_saveable" saves every
 # matmul output, the attention einsums included (checkpoint_dots).
 REMAT_POLICIES = ("none", "full", "minimal", "dots_saveable")
+# Activation dtypes a training run accepts (TrainConfig / StudySpec.activation_dtype): float16
+# is left out, it would need loss scaling.
+ACTIVATION_DTYPES = ("float32", "bfloat16")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,6 +4,7 @@
     mnmt-study run --preset ci --out DIR    # a 2-minute miniature
     mnmt-study plan fernandes_en_de_zh      # the paper-scale study file (72 runs on WMT19)
     mnmt-study plan [STUDY]                 # list the runs without training
+    mnmt-study plan STUDY --mesh 16x4 --device-memory-gib 32   # per-device memory, FLOPs
     mnmt-study presets                      # list the built-in presets
 
 Stages (each resumable, so re-running the same command picks up where it stopped):
@@ -31,7 +32,7 @@ from collections.abc import Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from mnmt.study import lock
+from mnmt.study import lock, mesh_plan
 from mnmt.study.progress import StudyProgress
 from mnmt.study.runner import RunStopped, run_all
 from mnmt.study.spec import PRESETS, StudyError, expand, group_runs
@@ -162,7 +163,17 @@ def _summary(report, ground_truth: dict[str, float] | None) -> str:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    """List the study's runs or, with `--mesh`, plan its sizes' sharding by compilation."""
     spec = load_spec(args.study, args.preset, args.gin)
+    if args.mesh is not None:
+        return mesh_plan.plan_command(
+            spec, args.mesh, device_memory_gib=args.device_memory_gib,
+            peak_tflops=args.peak_tflops, devices=args.devices, timeout_s=args.compile_timeout,
+            as_json=args.json, log=lambda text: print(text, file=sys.stderr, flush=True))
+    for option, value in (("--device-memory-gib", args.device_memory_gib),
+                          ("--devices", args.devices), ("--json", args.json or None)):
+        if value is not None:
+            raise UsageError(f"{option}: only with --mesh DATAxMODEL (a sharding plan)")
     for run in expand(spec):
         weights = " ".join(f"{pair}={w:.2f}" for pair, w in run.weights.items())
         role = "\theld out (predicted, never fitted)" if run.heldout else ""
@@ -200,6 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("plan", cmd_plan, "list a study's runs without training"),
     ):
         p = add_study_arguments(sub.add_parser(name, help=help_text))
+        if name == "plan":
+            add_mesh_plan_arguments(p)
         if name == "run":
             p.add_argument("--out", default="mnmt_study_out", help="output directory (default: %(default)s)")
             p.add_argument("--workers", default="auto", type=_workers_arg,
@@ -220,6 +233,28 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("presets", help="list the built-in presets")
     p.set_defaults(func=cmd_presets)
     return parser
+
+
+def add_mesh_plan_arguments(parser: argparse.ArgumentParser) -> None:
+    """`plan`'s sharding-plan options (mnmt.study.mesh_plan)."""
+    parser.add_argument("--mesh", metavar="DATAxMODEL",
+                        help="plan each size's sharding on a (data, model) mesh, e.g. 16x4: "
+                             "compile one training step on DATA*MODEL simulated CPU devices and "
+                             "report per-device memory, FLOPs and a step-time bound")
+    parser.add_argument("--device-memory-gib", type=float, metavar="G",
+                        help="memory of one device in GiB, what `fits` compares against "
+                             "(required with --mesh)")
+    parser.add_argument("--peak-tflops", type=float, default=mesh_plan.DEFAULT_PEAK_TFLOPS,
+                        metavar="T",
+                        help="peak TFLOP/s of one device for the step-time bound and MFU "
+                             "(default: %(default)g, a TPU v4 chip's bf16 peak)")
+    parser.add_argument("--devices", type=int, metavar="N",
+                        help="check that the mesh uses exactly N devices (default: DATA*MODEL)")
+    parser.add_argument("--compile-timeout", type=float, default=600.0, metavar="SECONDS",
+                        help="stop compiling a size after this long and report it as not "
+                             "planned (default: %(default)g)")
+    parser.add_argument("--json", action="store_true",
+                        help="print the plans as one JSON list (with --mesh)")
 
 
 def _workers_arg(text: str) -> int | str:

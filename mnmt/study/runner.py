@@ -13,6 +13,7 @@ import re
 import time
 from pathlib import Path
 
+from fitting import io
 from mnmt.study.progress import StudyProgress
 from mnmt.study.spec import RunSpec, StudySpec, group_runs
 
@@ -65,8 +66,10 @@ def register_run_mixture(spec: StudySpec, run: RunSpec, data: StudyData) -> str:
     return mixtures.register_weighted_mixture(name, trained)
 
 
-def make_train_config(spec: StudySpec, run: RunSpec, data: StudyData, run_dir: Path):
-    """The trainer configuration of one run of `spec`."""
+def make_train_config(spec: StudySpec, run: RunSpec, data: StudyData, run_dir: Path,
+                      mixture_name: str | None = None):
+    """The trainer configuration of one run of `spec`; its SeqIO mixture is registered unless
+    `mixture_name` is given (`mnmt.study.mesh_plan` compiles a step and reads no data)."""
     from mnmt.training.config import (  # heavy: imports jax and optax
         CheckpointConfig,
         DecodeConfig,
@@ -82,7 +85,7 @@ def make_train_config(spec: StudySpec, run: RunSpec, data: StudyData, run_dir: P
         vocabulary_path=data.vocabulary_path,
         train_steps=spec.steps_for(run.size),
         inputs=InputConfig(
-            mixture_or_task_name=register_run_mixture(spec, run, data),
+            mixture_or_task_name=mixture_name or register_run_mixture(spec, run, data),
             feature_lengths=spec.lengths,
             batch_size=spec.batch_size,
             batch_tokens=spec.batch_tokens or None,
@@ -100,6 +103,8 @@ def make_train_config(spec: StudySpec, run: RunSpec, data: StudyData, run_dir: P
         decay=spec.decay,
         optimizer=OptimizerConfig(momentum=float(spec.momentum)) if spec.momentum else None,
         dropout_rate=spec.dropout_rate,
+        activation_dtype=spec.activation_dtype,
+        remat_policy=spec.remat_policy,
         seed=run.seed,
         run_id=run.run_id,
         study=spec.name,
@@ -123,7 +128,9 @@ def run_all(
     each run in its own directory). Raises RunStopped as soon as a run ends unfinished (a signal
     asked it to stop, or it diverged), or, with status "unreadable", when a run's files cannot be
     read (a run.json or metrics.jsonl line that is not valid JSON, no checkpoint that restores):
-    the message names the file and line, and the trainer has written nothing.
+    the message names the file and line, and the trainer has written nothing; or, with the same
+    status, when a write fails for lack of space (`fitting.io.NoSpaceError`, naming the file;
+    what was on disk before is intact and a re-run resumes).
     """
     from mnmt.training.checkpoints import CheckpointRestoreError  # heavy: jax, orbax
     from mnmt.training.run_files import RunFileError
@@ -143,7 +150,7 @@ def run_all(
         configs = [make_train_config(spec, run, data, runs_dir / run.run_id) for run in pending]
         try:
             summaries = train_group(configs, progress=progress.update)
-        except (RunFileError, CheckpointRestoreError) as err:
+        except (RunFileError, CheckpointRestoreError, io.NoSpaceError) as err:
             message = str(err).strip().splitlines()[0]
             named = [run for run in pending if str(runs_dir / run.run_id) in message]
             raise RunStopped((named or pending)[0].run_id, "unreadable", message) from err

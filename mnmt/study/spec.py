@@ -18,6 +18,8 @@ from collections.abc import Sequence
 
 import gin
 
+from mnmt.models.configs import ACTIVATION_DTYPES, REMAT_POLICIES  # light: no jax
+
 # Fernandes et al. 2023 §3.2: weights of the first pair in two-pair mixtures.
 FERNANDES_TWO_PAIR_GRID: tuple[float, ...] = (0.0, 0.05, 0.1, 0.3, 0.5, 0.7, 0.9, 0.95, 1.0)
 
@@ -80,6 +82,12 @@ class StudySpec:
     # rsqrt, as Fernandes et al.); removes the rsqrt schedule's noise floor in short CPU runs.
     cooldown_fraction: float = 0.0
     dropout_rate: float = 0.0
+    # Activation/matmul dtype of every run (TrainConfig.activation_dtype): "float32", or
+    # "bfloat16" (mixed precision; parameters, optimizer state and loss stay float32).
+    activation_dtype: str = "float32"
+    # Rematerialisation of each layer in the backward pass (TrainConfig.remat_policy): "none",
+    # "full", "minimal" or "dots_saveable"; less memory for more compute, same gradients.
+    remat_policy: str = "none"
     vocab_size: int = 1024  # mnmt.data RECOMMENDED_VOCAB_SIZE["tiny"]: no cpu-tiny target is trimmed at 32
     decode_at_end: bool = True
     num_decode_examples: int = 64
@@ -131,7 +139,7 @@ class RunSpec:
 # accepted where a tuple is expected). "pairs_of:K" = a sequence of (str, K) entries.
 _FIELD_KINDS: dict[str, str] = {
     "name": "str", "data_preset": "str", "task_module": "str", "vocabulary_path": "str",
-    "decay": "str", "tasks": "pairs_of:str", "pairs": "strs", "sizes": "strs",
+    "decay": "str", "activation_dtype": "str", "remat_policy": "str", "tasks": "pairs_of:str", "pairs": "strs", "sizes": "strs",
     "eval_sets": "strs", "weights": "seq", "data_caps": "seq", "heldout": "seq",
     "temperatures": "numbers", "oversampling": "numbers", "report_target_sizes": "numbers",
     "seeds": "ints", "train_steps_by_size": "pairs_of:int", "feature_lengths": "pairs_of:int",
@@ -232,6 +240,10 @@ def validate(spec: StudySpec) -> None:
         if not isinstance(steps, int) or steps <= 0:
             raise StudyError(f"StudySpec.train_steps_by_size: expected a positive integer for {size!r}, "
                              f"got {steps!r}")
+    for field, allowed in (("activation_dtype", ACTIVATION_DTYPES), ("remat_policy", REMAT_POLICIES)):
+        if getattr(spec, field) not in allowed:
+            raise StudyError(f"StudySpec.{field}: expected one of {', '.join(allowed)}, got "
+                             f"{getattr(spec, field)!r}")
     if spec.decay not in ("rsqrt", "constant"):
         raise StudyError(f"StudySpec.decay: expected 'rsqrt' or 'constant', got {spec.decay!r}")
     if not isinstance(spec.momentum, int | float) or not 0.0 <= float(spec.momentum) < 1.0:

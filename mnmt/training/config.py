@@ -18,14 +18,11 @@ from typing import Any
 
 import gin
 
-from mnmt.models.configs import REMAT_POLICIES
+from mnmt.models.configs import ACTIVATION_DTYPES, REMAT_POLICIES
 from mnmt.training.optimizer import OptimizerConfig
 
 __all__ = ["InputConfig", "EvalConfig", "DecodeConfig", "CheckpointConfig", "TrainConfig",
            "ACTIVATION_DTYPES", "REMAT_POLICIES"]
-
-# Values of TrainConfig.activation_dtype (float16 is left out: it would need loss scaling).
-ACTIVATION_DTYPES = ("float32", "bfloat16")
 
 
 @gin.configurable

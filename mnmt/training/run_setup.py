@@ -179,7 +179,8 @@ def build_run_json(config: TrainConfig, run_id: str, model_config: Any, vocab_si
     }
 
 
-def _mesh(config: TrainConfig):
+def run_mesh(config: TrainConfig) -> Any:
+    """The run's (data, model) mesh over every device of the job (`config.mesh_shape`, -1 = the rest)."""
     from mnmt.models import partitioning  # noqa: PLC0415
 
     data, model = config.mesh_shape
@@ -212,7 +213,7 @@ def build_setup(config: TrainConfig) -> RunSetup:
     model_config = model_config_for(config, vocabulary.vocab_size)
     model = EncoderDecoderModel(model_config)
     # The mesh (no compilation yet) fixes the data-parallel size the batch must be a multiple of.
-    mesh = _mesh(config)
+    mesh = run_mesh(config)
     num_shards = config.inputs.shards or jax.process_count()
     batch_size = resolve_batch_size(config, data_parallel_size(mesh.shape["data"], num_shards))
     run_json = build_run_json(config, run_id, model_config, vocabulary.vocab_size, batch_size)
@@ -224,19 +225,10 @@ def build_setup(config: TrainConfig) -> RunSetup:
         run_files.check_compatible(existing, run_json,
                                    run_files.join(config.model_dir, RUN_JSON))
 
-    rules = tuple(config.logical_axis_rules) if config.logical_axis_rules else \
-        tuple(partitioning.standard_logical_axis_rules())
+    rules = logical_rules(config)
     lengths = dict(config.inputs.feature_lengths)
-    example = {
-        "encoder_input_tokens": np.zeros((batch_size, lengths["inputs"]), np.int32),
-        "decoder_input_tokens": np.zeros((batch_size, lengths["targets"]), np.int32),
-        "decoder_target_tokens": np.zeros((batch_size, lengths["targets"]), np.int32),
-        "decoder_loss_weights": np.zeros((batch_size, lengths["targets"]), np.float32),
-    }
-
-    def params_shardings_fn(_abstract_params):
-        axes = model.params_logical_axes({k: v[:1] for k, v in example.items()})
-        return partitioning.logical_to_shardings(axes, mesh, rules)
+    first_pipeline_batch = train_example_batch(batch_size, lengths)
+    params_shardings_fn = make_params_shardings_fn(model, first_pipeline_batch, mesh, rules)
 
     def make_inputs():
         return HostInputs(pipeline.TrainInputs, mixture_or_task=config.inputs.mixture_or_task_name,
@@ -266,7 +258,6 @@ def build_setup(config: TrainConfig) -> RunSetup:
 
     flops = accounting.train_flops_per_example(model_config, lengths["inputs"],
                                                lengths["targets"]) * batch_size
-    first_pipeline_batch = _example_with_pipeline_features(example)
     return RunSetup(run_id=run_id, existing=existing, run_json=run_json,
                     first_eval_set=config.eval.sets[0], model=model, model_config=model_config,
                     mesh=mesh, params_shardings_fn=params_shardings_fn,
@@ -276,8 +267,37 @@ def build_setup(config: TrainConfig) -> RunSetup:
                     eval_batches=eval_batches)
 
 
-def _example_with_pipeline_features(example: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The packed-batch features TrainInputs yields (segment ids and positions included)."""
+def logical_rules(config: TrainConfig) -> tuple:
+    """The run's logical-axis rules: `config.logical_axis_rules`, or T5X's standard 1-D rules."""
+    from mnmt.models import partitioning  # noqa: PLC0415
+
+    if config.logical_axis_rules:
+        return tuple(config.logical_axis_rules)
+    return tuple(partitioning.standard_logical_axis_rules())
+
+
+def make_params_shardings_fn(model: Any, example: dict[str, np.ndarray], mesh: Any,
+                             rules: tuple) -> Callable[[Any], Any]:
+    """`params_shardings_fn` of `build_step_functions`: the parameters' NamedShardings from the
+    model's logical axes and `rules` on `mesh`."""
+    from mnmt.models import partitioning  # noqa: PLC0415
+
+    def params_shardings_fn(_abstract_params):
+        axes = model.params_logical_axes({k: v[:1] for k, v in example.items()})
+        return partitioning.logical_to_shardings(axes, mesh, rules)
+
+    return params_shardings_fn
+
+
+def train_example_batch(rows: int, lengths: dict[str, int]) -> dict[str, np.ndarray]:
+    """One global training batch of zeros with the packed-batch features TrainInputs yields
+    (tokens, loss weights, segment ids and positions): it fixes the step's shapes."""
+    example = {
+        "encoder_input_tokens": np.zeros((rows, lengths["inputs"]), np.int32),
+        "decoder_input_tokens": np.zeros((rows, lengths["targets"]), np.int32),
+        "decoder_target_tokens": np.zeros((rows, lengths["targets"]), np.int32),
+        "decoder_loss_weights": np.zeros((rows, lengths["targets"]), np.float32),
+    }
     out = dict(example)
     for side, key in (("encoder", "encoder_input_tokens"), ("decoder", "decoder_target_tokens")):
         out[f"{side}_segment_ids"] = np.zeros_like(example[key])
