@@ -5,6 +5,10 @@ One rule decides what is remote: a path containing ``"://"`` (``gs://``, ``s3://
 importing :mod:`fitting` never imports tensorflow; local paths use the standard library. Text
 files are UTF-8.
 
+Writes that replace a file go through :func:`write_files_atomic` (a temporary name, then a
+rename), so a failed write leaves the previous version; a write that fails because the device
+is full raises :class:`NoSpaceError`, whose one-line message names the file.
+
     from fitting import io
     with io.open_file(io.join(model_dir, "run.json")) as f:
         meta = json.load(f)
@@ -12,9 +16,11 @@ files are UTF-8.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import glob as _glob
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
 from fitting.base import FitError
@@ -30,9 +36,40 @@ __all__ = [
     "rename",
     "glob",
     "walk",
+    "NoSpaceError",
+    "is_no_space",
+    "write_files_atomic",
+    "write_text_atomic",
 ]
 
 PathLike = str | os.PathLike
+
+NO_SPACE = "no space left on device"
+
+
+class NoSpaceError(OSError):
+    """A write failed because the device is full (ENOSPC); the message (one line) names the file
+    and says that the previous version of it is intact."""
+
+    def __init__(self, path: PathLike, detail: str = "") -> None:
+        super().__init__(f"{os.fspath(path)}: {NO_SPACE}{detail}; the previous version is intact, "
+                         "free space and run again")
+        self.errno = errno.ENOSPC
+        self.path = os.fspath(path)
+
+
+def is_no_space(err: BaseException | None) -> bool:
+    """Whether ``err`` or an exception it came from reports a full device: an ``OSError`` with
+    ``errno.ENOSPC``, or a message saying so (Orbax and TensorStore wrap the OS error)."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+            return True
+        if NO_SPACE in str(err).lower():
+            return True
+        err = err.__cause__ or err.__context__
+    return False
 
 
 def is_remote(path: PathLike) -> bool:
@@ -133,3 +170,44 @@ def walk(top: PathLike) -> Iterator[tuple[str, list[str], list[str]]]:
         yield from _gfile(top).walk(top)
     else:
         yield from os.walk(top)
+
+
+def write_files_atomic(contents: Mapping[str, str | bytes]) -> None:
+    """Write every ``path -> text or bytes`` of ``contents`` to a temporary name, then rename
+    them all into place: a write that fails (a full disk) leaves each file as it was.
+
+    Raises :class:`NoSpaceError` naming the file being written when the device is full (the
+    temporary files are removed); other errors propagate after the same clean-up."""
+    tmps: dict[str, str] = {}
+    path = ""
+    try:
+        for path, data in contents.items():
+            tmps[path] = f"{path}.tmp-{os.getpid()}"
+            with open_file(tmps[path], "wb" if isinstance(data, bytes) else "w") as f:
+                f.write(data)
+                if not is_remote(path):
+                    f.flush()
+                    os.fsync(f.fileno())
+        for path, tmp in tmps.items():
+            rename(tmp, path)
+    except Exception as err:
+        for tmp in tmps.values():
+            _remove_quietly(tmp)
+        if is_no_space(err):
+            raise NoSpaceError(path) from err
+        raise
+
+
+def write_text_atomic(path: PathLike, text: str | bytes) -> None:
+    """Replace the file ``path`` by ``text`` atomically (:func:`write_files_atomic`)."""
+    write_files_atomic({os.fspath(path): text})
+
+
+def _remove_quietly(path: str) -> None:
+    """Remove ``path`` if it exists (clean-up after a failed write; never raises)."""
+    with contextlib.suppress(Exception):
+        if is_remote(path):
+            if exists(path):
+                _gfile(path).remove(path)
+        elif os.path.exists(path):
+            os.remove(path)

@@ -1,7 +1,9 @@
 """Study report: fitted laws with uncertainty, regime, figures — Markdown, HTML, PNG and JSON.
 
 :func:`write_report` takes the tidy table (docs/reference/metrics_schema.md) and writes into ``out_dir``:
-``report.md``, ``report.html``, ``fits.json`` and ``figures/*.png``. It fits, on final losses,
+``report.md``, ``report.html``, ``fits.json`` and ``figures/*.png`` (the three text files under
+temporary names, then renamed: a failed write, e.g. a full disk, leaves a previous report's
+files whole). It fits, on final losses,
 the power law (Fernandes eq. 6) per pair and weight, the joint law (eq. 7) with effective
 fractions (eq. 10), and the eq. 11 law with the predicted frontier and recommended weights at
 ``target_sizes`` (sections of :mod:`fitting.report_sections`). Every section that cannot be
@@ -26,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fitting import plots
+from fitting import io, plots
 from fitting.base import FitError, json_safe
 from fitting.heldout import check_heldout_runs, heldout_section
 from fitting.joint import fit_joint_law
@@ -323,10 +325,6 @@ def write_report(
         doc.h(2, "Warnings")
         doc.ul(rep.warnings)
     rep.markdown = doc.markdown()
-    with open(rep.markdown_path, "w", encoding="utf-8") as f:
-        f.write(rep.markdown)
-    with open(rep.html_path, "w", encoding="utf-8") as f:
-        f.write(doc.html(title))
     payload = {
         "title": title, "eval_set": eval_set, "metric": metric,
         "ground_truth": ground_truth, "regime": rep.regime, "skipped": rep.skipped,
@@ -343,8 +341,10 @@ def write_report(
         "heldout_runs": held_ids,
         "heldout": rep.heldout,
     }
-    with open(rep.json_path, "w", encoding="utf-8") as f:
-        json.dump(json_safe(payload), f, indent=1)
+    # Temporary names, then renames: a failed write (a full disk: io.NoSpaceError naming the
+    # file) leaves a previous report's three files as they were.
+    io.write_files_atomic({rep.markdown_path: rep.markdown, rep.html_path: doc.html(title),
+                           rep.json_path: json.dumps(json_safe(payload), indent=1)})
     return rep
 
 

@@ -175,7 +175,7 @@ def frontier_section(doc: Document, rep: Report, fin: pd.DataFrame,
                 pts = {p: {w: (float(rep.joint.fraction(w, p)[0]), float("nan"))
                            for w in rep.joint.weights[p] if w > 0} for p in pairs}
                 rep.figures["fraction_fit"] = plots.save(
-                    _flag_unidentified(plots.plot_fraction(pts, curve, title="f(p) and the fitted f̂ (eq. 12/13)"), unidentified),
+                    _flag_unidentified(plots.plot_fraction(pts, curve, title=r"f(p) and the fitted $\hat{f}$ (eq. 12/13)"), unidentified),
                     os.path.join(out_dir, "figures", "fraction_fit.png"))
                 doc.img("figures/fraction_fit.png", "f(p) from the joint law (points, eq. 10) "
                         "and the fitted f̂ (dashed; cf. Fernandes Fig. 7 left).")

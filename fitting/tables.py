@@ -270,16 +270,20 @@ def read_table(
 
 
 def write_table(df: pd.DataFrame, path: str | os.PathLike) -> str:
-    """Write CSV or Parquet (by extension); returns the path. Parent directories are created."""
+    """Write CSV or Parquet (by extension); returns the path. Parent directories are created.
+
+    `.csv` and Parquet files are replaced atomically (`fitting.io.write_text_atomic`): a full
+    disk raises `fitting.io.NoSpaceError` and leaves the previous file."""
     path = os.fspath(path)
     if not io.is_remote(path):
         parent = os.path.dirname(os.path.abspath(path))
         os.makedirs(parent, exist_ok=True)
     lower = path.lower()
     if lower.endswith((".parquet", ".pq")):
-        with io.open_file(path, "wb") as f:
-            df.to_parquet(f, index=False)
-    elif lower.endswith((".csv", ".csv.gz")):
+        io.write_text_atomic(path, df.to_parquet(index=False))
+    elif lower.endswith(".csv"):
+        io.write_text_atomic(path, df.to_csv(index=False))
+    elif lower.endswith(".csv.gz"):
         if io.is_remote(path):
             with io.open_file(path, "w") as f:
                 f.write(df.to_csv(index=False))

@@ -1,5 +1,6 @@
 """Fixtures shared by every test folder."""
 
+import errno
 import importlib.util
 import os
 import subprocess
@@ -55,3 +56,49 @@ def ci_study(tmp_path_factory):
 def ci_study_runner():
     """:func:`run_ci_study`, to run the study again in the same directory."""
     return run_ci_study
+
+
+class SmallDisk:
+    """A tmpfs mounted for one test (`small_disk`), which `fill()` makes full and `free()` frees."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.filler = path / ".filler"
+
+    def fill(self) -> None:
+        """Take every free byte with a filler file (files keep the slack of their last page)."""
+        fd = os.open(self.filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        chunk = 1 << 20
+        try:
+            while chunk:
+                try:
+                    os.write(fd, bytes(chunk))
+                except OSError as err:
+                    if err.errno != errno.ENOSPC:
+                        raise
+                    chunk //= 2
+        finally:
+            os.close(fd)
+
+    def free(self) -> None:
+        """Remove the filler file."""
+        self.filler.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 64 MiB tmpfs mounted at `tmp_path/disk` for the test (unmounted after it): a real file
+    system that runs out of space. Skipped, saying why, where the test process cannot mount one
+    (not root, or no CAP_SYS_ADMIN in a container)."""
+    mount_point = tmp_path / "disk"
+    mount_point.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs for the full-disk tests needs root")
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount_point)],
+                          capture_output=True, text=True)
+    if proc.returncode:
+        pytest.skip(f"cannot mount a tmpfs for the full-disk tests: {proc.stderr.strip()}")
+    try:
+        yield SmallDisk(mount_point)
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)

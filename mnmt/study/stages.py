@@ -233,18 +233,22 @@ def export_and_report(spec: StudySpec, run_dirs: list[Path], data, out: Path, lo
 
     table = collect_runs([str(d) for d in run_dirs])
     table_path = out / "metrics.csv"
-    write_table(table, str(table_path))
-    log(f"export: {len(table)} rows from {len(run_dirs)} runs -> {table_path}")
     eval_set = spec.eval_sets[0]
-    report = write_report(
-        table,
-        str(out / "report"),
-        ground_truth={pair: sets[eval_set] for pair, sets in data.irreducible_loss.items()} or None,
-        target_sizes=list(spec.report_target_sizes),
-        title=f"Study {spec.name}",
-        eval_set=eval_set,
-        heldout_runs=[run.run_id for run in expand(spec) if run.heldout],
-    )
+    try:  # a full disk: one line naming the file; the previous table and report stay whole
+        write_table(table, str(table_path))
+        log(f"export: {len(table)} rows from {len(run_dirs)} runs -> {table_path}")
+        report = write_report(
+            table,
+            str(out / "report"),
+            ground_truth={pair: sets[eval_set]
+                          for pair, sets in data.irreducible_loss.items()} or None,
+            target_sizes=list(spec.report_target_sizes),
+            title=f"Study {spec.name}",
+            eval_set=eval_set,
+            heldout_runs=[run.run_id for run in expand(spec) if run.heldout],
+        )
+    except io.NoSpaceError as err:
+        raise UsageError(str(err)) from err
     return report
 
 

@@ -8,7 +8,9 @@ A checkpoint `MODEL_DIR/checkpoints/step_N/` holds two items:
 
 Orbax writes each step into a temporary directory and renames it when complete, so a process
 killed mid-save leaves the previous checkpoint as the latest one; left-over temporaries are
-removed on the next start. Saving is synchronous so that "saved" means "on disk".
+removed on the next start. Saving is synchronous so that "saved" means "on disk"; a save that
+fails for lack of space raises `fitting.io.NoSpaceError` (one line naming the step's directory)
+and leaves the previous checkpoint the latest.
 
 A complete checkpoint can still be unreadable later (a truncated or garbled file, a disk or
 copy error). `restore_latest` then falls back to the newest older checkpoint that restores,
@@ -82,17 +84,27 @@ class Checkpointer:
         return io.join(self.directory, f"step_{step}")
 
     def save(self, step: int, state: Any, meta: Mapping[str, Any]) -> bool:
-        """Write checkpoint `step` (no-op if it already exists); True when written."""
+        """Write checkpoint `step` (no-op if it already exists); True when written.
+
+        A save that fails because the disk is full raises `fitting.io.NoSpaceError` naming the
+        step's directory; Orbax never made the partial step the latest, so the previous
+        checkpoint still restores (the temporary is removed on the next start)."""
         if step in self._manager.all_steps():
             return False
-        saved = self._manager.save(
-            step,
-            args=ocp.args.Composite(
-                state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(dict(meta))
-            ),
-            force=True,
-        )
-        self._manager.wait_until_finished()
+        try:
+            saved = self._manager.save(
+                step,
+                args=ocp.args.Composite(
+                    state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(dict(meta))
+                ),
+                force=True,
+            )
+            self._manager.wait_until_finished()
+        except Exception as err:
+            if io.is_no_space(err):
+                raise io.NoSpaceError(self.step_path(step),
+                                      f" (saving checkpoint step {step})") from err
+            raise
         return bool(saved)
 
     def restore(self, step: int, abstract_state: Any) -> tuple[Any, dict[str, Any]]:

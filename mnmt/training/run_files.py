@@ -5,7 +5,10 @@ Both files are written through `tf.io.gfile`-compatible paths when the path is a
 atomically (write to a temporary name, then rename), so a reader never sees half a file.
 `metrics.jsonl` is append-only: on open, the rows already present are read (a torn last line
 left by a SIGKILL is cut off), and a row whose `(step, task, eval_set, metric)` is already in
-the file is never written again, so a resumed run neither duplicates nor loses rows.
+the file is never written again, so a resumed run neither duplicates nor loses rows. A write
+that fails (a full disk: `fitting.io.NoSpaceError`, one line naming the file) leaves both files
+as they were: `run.json` keeps its previous version, `metrics.jsonl` is cut back to its last
+complete row.
 
 A run file that is not valid JSON (a garbled `run.json`, a complete `metrics.jsonl` line that
 does not parse, bytes that are not UTF-8) raises `RunFileError`, whose one-line message names
@@ -15,6 +18,7 @@ overwritten.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -87,14 +91,10 @@ def package_versions() -> dict[str, str]:
 
 
 def write_json_atomic(path: str, obj: Mapping[str, Any]) -> None:
-    """Write `obj` as indented JSON to `path` via a temporary file and an atomic rename."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with io.open_file(tmp, "w") as f:
-        f.write(json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
-        if not io.is_remote(path):
-            f.flush()
-            os.fsync(f.fileno())
-    io.rename(tmp, path)
+    """Write `obj` as indented JSON to `path` via a temporary file and an atomic rename
+    (`fitting.io.NoSpaceError` naming `path` on a full disk; the old file is left intact)."""
+    io.write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False,
+                                          default=_json_default) + "\n")
 
 
 def _json_default(obj: Any) -> Any:
@@ -209,8 +209,12 @@ class MetricsWriter:
         return (int(step), task, eval_set, metric) in self._seen
 
     def write(self, rows: Iterable[Mapping[str, Any]]) -> int:
-        """Append the rows not yet in the file; returns how many were written."""
-        lines = []
+        """Append the rows not yet in the file; returns how many were written.
+
+        All or nothing: when the append fails (`fitting.io.NoSpaceError` on a full disk), the
+        file is cut back to its previous length and the rows count as not written."""
+        lines: list[str] = []
+        new_keys: list[tuple[int, str, str, str]] = []
         for row in rows:
             full = {
                 "run_id": self.run_id,
@@ -222,27 +226,44 @@ class MetricsWriter:
                 "value": _finite_or_none(row["value"]),
             }
             key = _key(full)
-            if key in self._seen:
+            if key in self._seen or key in new_keys:
                 continue
-            self._seen.add(key)
-            if not self.enabled:
-                continue
+            new_keys.append(key)
             lines.append(json.dumps(full) + "\n")
-        if not lines:
-            return 0
-        if io.is_remote(self.path):  # object stores cannot append: rewrite the whole object
-            old = b""
-            if io.exists(self.path):
-                with io.open_file(self.path, "rb") as f:
-                    old = f.read()
-            with io.open_file(self.path, "wb") as f:
-                f.write(old + "".join(lines).encode("utf-8"))
-        else:
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write("".join(lines))
-                f.flush()
-                os.fsync(f.fileno())
-        return len(lines)
+        if lines and self.enabled:
+            data = "".join(lines).encode("utf-8")
+            if io.is_remote(self.path):  # object stores cannot append: rewrite the whole object
+                old = b""
+                if io.exists(self.path):
+                    with io.open_file(self.path, "rb") as f:
+                        old = f.read()
+                with io.open_file(self.path, "wb") as f:
+                    f.write(old + data)
+            else:
+                append_whole(self.path, data)
+        self._seen.update(new_keys)  # only once the rows are on disk
+        return len(lines) if self.enabled else 0
+
+
+def append_whole(path: str, data: bytes) -> None:
+    """Append `data` to the local file `path` and fsync it, all or nothing: after a failed or
+    short write the file is truncated back to its previous length, so it never ends in part of
+    a line. A full disk raises `fitting.io.NoSpaceError` naming `path`."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    start = os.fstat(fd).st_size
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, start)
+        if io.is_no_space(err):
+            raise io.NoSpaceError(path, f" (appending {len(data)} bytes)") from err
+        raise
+    finally:
+        os.close(fd)
 
 
 def _finite_or_none(value: Any) -> float | None:

@@ -141,6 +141,14 @@ def _log_to_model_dir(model_dir: str) -> None:
     logger.addHandler(handler)
 
 
+def error_text(err: BaseException) -> str:
+    """The message of `err` without the line gin appends to errors raised inside a configurable
+    ("In call to configurable 'run' (...)"), so a one-line error stays one line."""
+    lines = [line for line in str(err).splitlines()
+             if not line.strip().startswith("In call to configurable")]
+    return "\n".join(lines).rstrip()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # Libraries (Orbax, absl) log at WARNING; progress lines go to stderr and MODEL_DIR/train.log.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
@@ -161,8 +169,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             config = config.updated(eval={"tasks": dict(pair_tasks)})
         _log_to_model_dir(config.model_dir)
         summary = run(config=config, quiet=args.quiet)
-    except (ValueError, KeyError, FileNotFoundError, SyntaxError) as e:
-        print(f"mnmt-train: error: {e}", file=sys.stderr)
+    except (ValueError, KeyError, FileNotFoundError, SyntaxError, io.NoSpaceError) as e:
+        # NoSpaceError: a full disk, one line naming the file; the run's files are intact and
+        # the same command resumes once space is freed.
+        print(f"mnmt-train: error: {error_text(e)}", file=sys.stderr)
         return 2
     print(f"mnmt-train: {summary.run_id} {summary.status} at step {summary.final_step} "
           f"({summary.wall_s:.1f} s) {summary.message}".rstrip(), file=sys.stderr)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -49,6 +50,13 @@ from mnmt.training.step_functions import (
 )
 
 log = logging.getLogger("mnmt.training.train")
+
+# Test-only fault injection, read once when a group starts training: with
+# MNMT_TEST_NAN_AT_STEP=k the parameters going into step k are multiplied by NaN on the host
+# (only those of run MNMT_TEST_NAN_RUN when that is set), so step k's loss is NaN, as after a
+# real divergence. Unset, the loop pays one integer comparison per step.
+NAN_AT_STEP_ENV = "MNMT_TEST_NAN_AT_STEP"
+NAN_RUN_ENV = "MNMT_TEST_NAN_RUN"
 
 __all__ = ["TrainSummary", "train", "train_group", "check_groupable", "GROUP_FIELDS"]
 
@@ -384,10 +392,13 @@ class _Loop:
         meter = RateMeter(step, self._tokens(), total, s.flops_per_step * k, peak)
         first_step = step
         signal_received = None
+        nan_at, nan_runs = nan_injection()
         with checkpoints.PreemptionGuard() as guard:
             input_states = [m.inputs.get_state() for m in self.members]  # after `step` batches
             batches = [next(m.inputs) for m in self.members] if step < total else None
             while step < total:
+                if step + 1 == nan_at:  # test-only: see NAN_AT_STEP_ENV
+                    state = self._poison(state, nan_runs)
                 batch = _stack_batches(batches) if self.grouped else batches[0]
                 state, metrics = fns.step(state, put_global_batch(
                     batch, fns.batch_sharding, s.global_rows, group_size=fns.group_size))
@@ -452,6 +463,22 @@ class _Loop:
             final_metrics=final_metrics(m.config.model_dir) if self.primary else {},
             stop_signal=signal_received if m.status == "preempted" else None)
 
+    def _poison(self, state, runs: set[str] | None):
+        """`state` with the parameters of `runs` (None: every member) multiplied by NaN."""
+        factor = np.array([np.nan if runs is None or m.setup.run_id in runs else 1.0
+                           for m in self.members], np.float32)
+        if not self.grouped:
+            factor = factor[0]
+
+        def times(x):
+            if not np.issubdtype(x.dtype, np.floating):
+                return x
+            return x * np.reshape(factor, np.shape(factor) + (1,) * (x.ndim - factor.ndim))
+
+        params = jax.device_put(jax.tree.map(times, state["params"]),
+                                self.fns.state_shardings["params"])
+        return {**state, "params": params}
+
     def _tokens(self) -> int:
         return sum(m.tokens for m in self.members)
 
@@ -470,9 +497,13 @@ class _Loop:
                              "run again to resume")
                 continue
             m.status = "diverged"
+            last = m.ckpt.latest_step()
+            where = (f"The last good checkpoint is step {last} in {m.ckpt.directory}."
+                     if last is not None else
+                     f"No checkpoint was saved yet ({m.ckpt.directory}): a re-run starts from "
+                     "step 0.")
             m.message = (f"non-finite training loss ({float(loss)}) or gradient norm "
-                         f"({float(norm)}) at step {step}; stopped. The last good checkpoint is "
-                         f"step {m.ckpt.latest_step()} in {m.ckpt.directory}.")
+                         f"({float(norm)}) at step {step}; stopped. {where}")
             log.error(m.message)
             self.progress(self._event(m, step, kind="done", message=m.message))
         return True
@@ -489,6 +520,20 @@ class _Loop:
             "grad_norm": float(metrics["grad_norm"]), "steps_per_s": rates[0],
             "tokens_per_s": rates[1], "mfu": rates[2]})
         self.progress(self._event(m, step, loss=mean_loss, lr=lr, rates=rates))
+
+
+def nan_injection() -> tuple[int | None, set[str] | None]:
+    """The test-only NaN injection (NAN_AT_STEP_ENV, NAN_RUN_ENV): (step or None, the run ids
+    to poison or None for every run). Raises ValueError naming the variable on a bad value."""
+    text = os.environ.get(NAN_AT_STEP_ENV, "").strip()
+    if not text:
+        return None, None
+    try:
+        step = int(text)
+    except ValueError:
+        raise ValueError(f"{NAN_AT_STEP_ENV}={text!r}: expected a step number") from None
+    runs = os.environ.get(NAN_RUN_ENV, "").strip()
+    return step, ({r for r in runs.split(",") if r} or None)
 
 
 def _stack_batches(batches: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

@@ -217,3 +217,27 @@ def test_every_figure_of_a_multi_weight_report_passes_the_figure_checks(tmp_path
     assert not [k for k in rep.skipped if k.startswith("figures")], rep.skipped
     problems = [p for found in checked.values() for p in found]
     assert not problems, "\n".join(problems)
+
+
+def test_report_on_a_full_disk_leaves_the_previous_report_whole(small_disk):
+    """Old behaviour: report.md, report.html and fits.json were rewritten in place, so a full
+    disk left them truncated. Now: one line naming the file, the previous three files as they
+    were, no temporary left, and the same call succeeds once space is freed."""
+    from fitting.io import NoSpaceError
+
+    tab = make_final_table(sizes=np.geomspace(2e5, 2e7, 4), weights=(0.5, 1.0), seed=2)
+    out = small_disk.path / "report"
+    first = write_report(tab, str(out), uncertainty=None, title="first")
+    paths = (first.markdown_path, first.html_path, first.json_path)
+    before = {p: open(p, "rb").read() for p in paths}
+    small_disk.fill()
+    with pytest.raises(NoSpaceError) as err:
+        write_report(tab, str(out), uncertainty=None, title="second " + "x" * 20000)
+    text = str(err.value)
+    assert "\n" not in text and text.split(": ")[0] in paths
+    assert "no space left on device" in text
+    assert {p: open(p, "rb").read() for p in paths} == before
+    assert not [n for n in os.listdir(out) if ".tmp-" in n]
+    small_disk.free()
+    second = write_report(tab, str(out), uncertainty=None, title="second")
+    assert "second" in open(second.markdown_path).read()

@@ -66,3 +66,37 @@ def test_other_trainer_errors_are_not_swallowed(study_without_training, tmp_path
     fail(RuntimeError("a bug"))
     with pytest.raises(RuntimeError, match="a bug"):
         study.main(["run", "--preset", "ci", "--out", str(tmp_path / "o"), "--workers", "1"])
+
+
+def test_a_full_disk_while_training_is_a_one_line_error(study_without_training, tmp_path,
+                                                        capsys):
+    """Old behaviour: the trainer's OSError (ENOSPC) went up as a traceback."""
+    from fitting.io import NoSpaceError
+
+    fail, _ = study_without_training
+    out = tmp_path / "study"
+    run_id = expand(study.load_spec(None, "ci", []))[0].run_id
+    path = out / "runs" / run_id / "metrics.jsonl"
+    fail(NoSpaceError(path, " (appending 300 bytes)"))
+    code = study.main(["run", "--preset", "ci", "--out", str(out), "--workers", "1"])
+    err = capsys.readouterr().err
+    assert code == study.EXIT_USAGE and "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith(
+        f"mnmt-study: error: {path}: no space left on device (appending 300 bytes)"), err
+
+
+def test_a_full_disk_while_reporting_is_a_one_line_error(monkeypatch, tmp_path, capsys):
+    """Export + report on a full disk: one line naming the file, exit 2 (no traceback)."""
+    from fitting import tables
+    from fitting.io import NoSpaceError
+    from mnmt.study import stages
+
+    def full(table, path):
+        raise NoSpaceError(path)
+
+    monkeypatch.setattr(tables, "write_table", full)
+    monkeypatch.setattr("fitting.rundirs.collect_runs", lambda dirs: [])
+    spec = study.load_spec(None, "ci", [])
+    data = runner.StudyData("v.model", {"en-de": "a", "en-zh": "b"}, {})
+    with pytest.raises(stages.UsageError, match=r"metrics\.csv: no space left on device"):
+        stages.export_and_report(spec, [], data, tmp_path, lambda text: None)
