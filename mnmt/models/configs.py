@@ -23,6 +23,10 @@ REMAT_POLICIES = ("none", "full", "minimal", "dots_saveable")
 # Activation dtypes a training run accepts (TrainConfig / StudySpec.activation_dtype): float16
 # is left out, it would need loss scaling.
 ACTIVATION_DTYPES = ("float32", "bfloat16")
+# Named logical-axis rule sets (TrainConfig / StudySpec.partitioning_rules; the rules themselves
+# are in mnmt.models.partitioning): "standard" is T5X's 1-D model parallelism, parameters
+# replicated over 'data'; "fsdp" also shards every parameter with an 'embed' dim over 'data'.
+PARTITIONING_RULES = ("standard", "fsdp")
 
 
 @dataclasses.dataclass(frozen=True)

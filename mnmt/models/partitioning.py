@@ -3,8 +3,10 @@
 Parameters and activations carry logical axis names ('batch', 'vocab', 'embed', 'mlp', 'heads',
 'kv', 'length', 'relpos_buckets', ...). A rule list maps each logical name to a mesh axis
 ('data', 'model') or to None (replicated). `standard_logical_axis_rules` gives T5X's standard 1-D
-data + model parallel mapping (optionally 2-D parameter sharding: 'embed' over 'data'); any list
-of (logical, mesh_axis) pairs can be passed instead. The mesh uses `AxisType.Auto`, which Flax
+data + model parallel mapping (optionally 2-D parameter sharding: 'embed' over 'data');
+`fsdp_logical_axis_rules` the parameter-sharded (FSDP-like) set; `named_logical_axis_rules`
+picks one by the name `TrainConfig.partitioning_rules` gives; any list of (logical, mesh_axis)
+pairs can be passed instead. The mesh uses `AxisType.Auto`, which Flax
 Linen's logical constraints need on jax ≥ 0.7 (Explicit axes reject them).
 
 Typical use (see `partitioned_step` in tests/models/test_partitioning.py):
@@ -26,6 +28,8 @@ import flax.linen as nn
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from mnmt.models.configs import PARTITIONING_RULES
 
 LogicalRules = Sequence[tuple[str, str | tuple[str, ...] | None]]
 
@@ -69,6 +73,39 @@ def standard_logical_axis_rules(activation_partitioning_dims: int = 1,
         if len(r) != 2 or not isinstance(r[0], str):
             raise ValueError(f"additional_rules[{i}] must be (logical_name, mesh_axis), got {r!r}")
     return extra + rules
+
+
+def fsdp_logical_axis_rules(additional_rules: LogicalRules | None = None
+                            ) -> list[tuple[str, Any]]:
+    """Parameter-sharded (FSDP-like) rules: the standard set with 'embed' over 'data'.
+
+    Every parameter of the models has at most one 'embed' dim (embeddings, q/k/v/out kernels,
+    MLP wi/wo, logits_dense, RMSNorm scales), so each is split over the data-parallel devices as
+    well as over 'model' ('vocab', 'mlp', 'heads'), and so are their parameter-shaped optimizer
+    slots; only the relative-position tables ('heads', 'relpos_buckets') stay replicated over
+    'data'. XLA all-gathers a parameter before its use and reduce-scatters its gradient.
+
+    Activations keep 'batch' on 'data'. They are also annotated with 'embed' (['batch',
+    'length', 'embed'] hidden states), and one mesh axis may not shard two dims of one array;
+    this is resolved by rule order, as T5X's `parameter_partitioning_dims=2` rules do: Flax
+    assigns the rules first-come-first-served, ('batch', 'data') precedes ('embed', 'data'), so
+    in an activation 'data' is already taken by 'batch' and its 'embed' dim stays replicated,
+    while a parameter (which has no 'batch' dim) gets 'embed' over 'data'. A distinct
+    parameter-only name would need every layer re-annotated for the same outcome.
+    `additional_rules` take precedence (listed first).
+    """
+    return standard_logical_axis_rules(parameter_partitioning_dims=2,
+                                       additional_rules=additional_rules)
+
+
+def named_logical_axis_rules(name: str) -> list[tuple[str, Any]]:
+    """The rule set called `name`, one of `PARTITIONING_RULES` ("standard", "fsdp")."""
+    if name == "standard":
+        return standard_logical_axis_rules()
+    if name == "fsdp":
+        return fsdp_logical_axis_rules()
+    raise ValueError(f"partitioning_rules must be one of {PARTITIONING_RULES}, "
+                     f"got {name!r}")
 
 
 def make_mesh(data: int = -1, model: int = 1, devices: Sequence[Any] | None = None) -> Mesh:

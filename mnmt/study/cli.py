@@ -5,6 +5,7 @@
     mnmt-study plan fernandes_en_de_zh      # the paper-scale study file (72 runs on WMT19)
     mnmt-study plan [STUDY]                 # list the runs without training
     mnmt-study plan STUDY --mesh 16x4 --device-memory-gib 32   # per-device memory, FLOPs
+    mnmt-study plan STUDY --mesh 64x1 --device-memory-gib 32 --rules fsdp   # parameters over data
     mnmt-study presets                      # list the built-in presets
 
 Stages (each resumable, so re-running the same command picks up where it stopped):
@@ -169,9 +170,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return mesh_plan.plan_command(
             spec, args.mesh, device_memory_gib=args.device_memory_gib,
             peak_tflops=args.peak_tflops, devices=args.devices, timeout_s=args.compile_timeout,
-            as_json=args.json, log=lambda text: print(text, file=sys.stderr, flush=True))
+            as_json=args.json, log=lambda text: print(text, file=sys.stderr, flush=True),
+            rules=args.rules)
     for option, value in (("--device-memory-gib", args.device_memory_gib),
-                          ("--devices", args.devices), ("--json", args.json or None)):
+                          ("--devices", args.devices), ("--json", args.json or None),
+                          ("--rules", args.rules)):
         if value is not None:
             raise UsageError(f"{option}: only with --mesh DATAxMODEL (a sharding plan)")
     for run in expand(spec):
@@ -253,6 +256,11 @@ def add_mesh_plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compile-timeout", type=float, default=600.0, metavar="SECONDS",
                         help="stop compiling a size after this long and report it as not "
                              "planned (default: %(default)g)")
+    parser.add_argument("--rules", metavar="standard|fsdp",
+                        help="logical-axis rule set to plan with, overriding the study's "
+                             "StudySpec.partitioning_rules: 'standard' (T5X's 1-D model "
+                             "parallelism, parameters replicated over data) or 'fsdp' "
+                             "(parameters and optimizer slots also split over data)")
     parser.add_argument("--json", action="store_true",
                         help="print the plans as one JSON list (with --mesh)")
 

@@ -6,7 +6,8 @@ devices, from abstract inputs only: the state's shapes come from `jax.eval_shape
 from the trainer's logical-axis rules, and no parameter is ever materialised. The step is the
 trainer's own (`mnmt.training.step_functions.build_step_functions`, fed by the helpers of
 `mnmt.training.run_setup` and by `mnmt.study.runner.make_train_config`, so the study's dtype,
-remat policy, optimizer and batch all apply). What is reported per device:
+remat policy, optimizer, batch and logical-axis rule set (`StudySpec.partitioning_rules`, or
+`--rules standard|fsdp`) all apply). What is reported per device:
 
 - parameter and optimizer-state bytes: the bytes of each array's shard under its sharding;
 - the compiled step's memory (`compiled.memory_analysis()`: arguments + outputs − donated
@@ -28,6 +29,7 @@ It costs a jax import (a few seconds) per size.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -39,6 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mnmt.models.configs import PARTITIONING_RULES  # light: no jax
 from mnmt.study.spec import StudySpec, expand
 from mnmt.study.stages import UsageError, spec_json
 
@@ -62,11 +65,21 @@ def study_sizes(spec: StudySpec) -> list[str]:
     return list(dict.fromkeys(run.size for run in expand(spec)))
 
 
+def with_rules(spec: StudySpec, rules: str | None) -> StudySpec:
+    """`spec` with `--rules` (a `PARTITIONING_RULES` name) as its partitioning_rules; None keeps
+    the study's own; UsageError naming `--rules` for another value."""
+    if rules is None:
+        return spec
+    if rules not in PARTITIONING_RULES:
+        raise UsageError(f"--rules: expected one of {', '.join(PARTITIONING_RULES)}, got {rules!r}")
+    return dataclasses.replace(spec, partitioning_rules=rules)
+
+
 def check_mesh(spec: StudySpec, mesh: tuple[int, int], devices: int | None = None) -> int:
     """Rows per step on `mesh` (the data axis divides them); UsageError naming `--mesh` (or
     `--devices`) when the mesh cannot hold the study: a device count other than DATA×MODEL, a
-    model axis that does not divide a size's heads, MLP width or vocabulary, fewer rows than
-    the data axis."""
+    model axis that does not divide a size's heads, MLP width or vocabulary, (fsdp rules) a
+    data axis that does not divide its embedding width, fewer rows than the data axis."""
     from mnmt.models import accounting, zoo  # light: no jax
 
     data, model = mesh
@@ -84,6 +97,9 @@ def check_mesh(spec: StudySpec, mesh: tuple[int, int], devices: int | None = Non
                 raise UsageError(f"--mesh {text}: the model axis {model} does not divide {size}'s "
                                  f"{field} = {getattr(config, field)}; expected a model axis that "
                                  "divides the heads, MLP width and vocabulary of every size")
+        if spec.partitioning_rules == "fsdp" and config.emb_dim % data:
+            raise UsageError(f"--mesh {text}: with fsdp rules the data axis {data} must divide "
+                             f"{size}'s emb_dim = {config.emb_dim} (parameters are split over it)")
     try:
         return accounting.rows_per_step(spec.batch_size, spec.batch_tokens,
                                         spec.lengths["targets"], data)
@@ -210,7 +226,8 @@ def format_plans(spec: StudySpec, mesh: tuple[int, int], rows: int, plans: list[
     head = [
         f"study {spec.name}: mesh {data}x{model} (data x model) on {data * model} simulated CPU "
         f"devices; {rows} rows x {lengths['inputs']}/{lengths['targets']} input/target tokens "
-        f"per step; activations {spec.activation_dtype}, remat {spec.remat_policy}",
+        f"per step; activations {spec.activation_dtype}, remat {spec.remat_policy}, "
+        f"rules {spec.partitioning_rules}",
         f"per device; fits: total <= {device_memory_gib:g} GiB; step time >= compiled FLOPs per "
         f"device / {peak_tflops:g} TFLOP/s peak per device (default: a TPU v4 chip's bf16 peak)",
     ]
@@ -250,10 +267,12 @@ def format_plans(spec: StudySpec, mesh: tuple[int, int], rows: int, plans: list[
 
 def plan_command(spec: StudySpec, mesh_text: str, *, device_memory_gib: float | None,
                  peak_tflops: float, devices: int | None, timeout_s: float, as_json: bool,
-                 log: Callable[[str], None]) -> int:
+                 log: Callable[[str], None], rules: str | None = None) -> int:
     """`mnmt-study plan --mesh`: check, plan every size, print the table (or JSON list).
+    `rules` ("standard" | "fsdp") overrides the study's partitioning_rules.
     Returns 0 when every size was planned, 1 when some could not be (each one says why)."""
     mesh = parse_mesh(mesh_text)
+    spec = with_rules(spec, rules)
     if device_memory_gib is None or not device_memory_gib > 0:
         raise UsageError("--device-memory-gib: expected a positive number of GiB per device with "
                          f"--mesh (e.g. 32), got {device_memory_gib!r}")
@@ -351,6 +370,7 @@ def compile_step(spec: StudySpec, size: str, mesh: tuple[int, int]) -> dict:
     return {
         "size": size, "mesh": [data, model], "devices": data * model, "rows": rows,
         "activation_dtype": config.activation_dtype, "remat_policy": config.remat_policy,
+        "partitioning_rules": config.partitioning_rules,
         "params": int(accounting.param_counts(model_config).total),
         "param_bytes": shard_bytes(fns.abstract_state["params"]),
         "opt_state_bytes": shard_bytes(fns.abstract_state["opt_state"]),

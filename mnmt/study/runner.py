@@ -105,6 +105,7 @@ def make_train_config(spec: StudySpec, run: RunSpec, data: StudyData, run_dir: P
         dropout_rate=spec.dropout_rate,
         activation_dtype=spec.activation_dtype,
         remat_policy=spec.remat_policy,
+        partitioning_rules=spec.partitioning_rules,
         seed=run.seed,
         run_id=run.run_id,
         study=spec.name,

@@ -18,7 +18,11 @@ from collections.abc import Sequence
 
 import gin
 
-from mnmt.models.configs import ACTIVATION_DTYPES, REMAT_POLICIES  # light: no jax
+from mnmt.models.configs import (  # light: no jax
+    ACTIVATION_DTYPES,
+    PARTITIONING_RULES,
+    REMAT_POLICIES,
+)
 
 # Fernandes et al. 2023 §3.2: weights of the first pair in two-pair mixtures.
 FERNANDES_TWO_PAIR_GRID: tuple[float, ...] = (0.0, 0.05, 0.1, 0.3, 0.5, 0.7, 0.9, 0.95, 1.0)
@@ -88,6 +92,9 @@ class StudySpec:
     # Rematerialisation of each layer in the backward pass (TrainConfig.remat_policy): "none",
     # "full", "minimal" or "dots_saveable"; less memory for more compute, same gradients.
     remat_policy: str = "none"
+    # Logical-axis rule set of every run (TrainConfig.partitioning_rules): "standard" (parameters
+    # replicated over the data axis) or "fsdp" (parameters and optimizer slots split over it).
+    partitioning_rules: str = "standard"
     vocab_size: int = 1024  # mnmt.data RECOMMENDED_VOCAB_SIZE["tiny"]: no cpu-tiny target is trimmed at 32
     decode_at_end: bool = True
     num_decode_examples: int = 64
@@ -139,7 +146,8 @@ class RunSpec:
 # accepted where a tuple is expected). "pairs_of:K" = a sequence of (str, K) entries.
 _FIELD_KINDS: dict[str, str] = {
     "name": "str", "data_preset": "str", "task_module": "str", "vocabulary_path": "str",
-    "decay": "str", "activation_dtype": "str", "remat_policy": "str", "tasks": "pairs_of:str", "pairs": "strs", "sizes": "strs",
+    "decay": "str", "activation_dtype": "str", "remat_policy": "str",
+    "partitioning_rules": "str", "tasks": "pairs_of:str", "pairs": "strs", "sizes": "strs",
     "eval_sets": "strs", "weights": "seq", "data_caps": "seq", "heldout": "seq",
     "temperatures": "numbers", "oversampling": "numbers", "report_target_sizes": "numbers",
     "seeds": "ints", "train_steps_by_size": "pairs_of:int", "feature_lengths": "pairs_of:int",
@@ -240,7 +248,8 @@ def validate(spec: StudySpec) -> None:
         if not isinstance(steps, int) or steps <= 0:
             raise StudyError(f"StudySpec.train_steps_by_size: expected a positive integer for {size!r}, "
                              f"got {steps!r}")
-    for field, allowed in (("activation_dtype", ACTIVATION_DTYPES), ("remat_policy", REMAT_POLICIES)):
+    for field, allowed in (("activation_dtype", ACTIVATION_DTYPES), ("remat_policy", REMAT_POLICIES),
+                           ("partitioning_rules", PARTITIONING_RULES)):
         if getattr(spec, field) not in allowed:
             raise StudyError(f"StudySpec.{field}: expected one of {', '.join(allowed)}, got "
                              f"{getattr(spec, field)!r}")

@@ -18,11 +18,11 @@ from typing import Any
 
 import gin
 
-from mnmt.models.configs import ACTIVATION_DTYPES, REMAT_POLICIES
+from mnmt.models.configs import ACTIVATION_DTYPES, PARTITIONING_RULES, REMAT_POLICIES
 from mnmt.training.optimizer import OptimizerConfig
 
 __all__ = ["InputConfig", "EvalConfig", "DecodeConfig", "CheckpointConfig", "TrainConfig",
-           "ACTIVATION_DTYPES", "REMAT_POLICIES"]
+           "ACTIVATION_DTYPES", "REMAT_POLICIES", "PARTITIONING_RULES"]
 
 
 @gin.configurable
@@ -134,7 +134,12 @@ class TrainConfig:
     optimizer: OptimizerConfig | None = None
     # Device mesh (data, model); -1 = all remaining devices.
     mesh_shape: tuple[int, int] = (-1, 1)
-    # Logical-axis rules; None: T5X's standard 1-D model-parallel rules.
+    # Named logical-axis rule set (mnmt.models.partitioning): "standard" (T5X's 1-D model
+    # parallelism, parameters replicated over the data axis) or "fsdp" (parameters and their
+    # optimizer slots also split over the data axis; all-gathered for each step).
+    partitioning_rules: str = "standard"
+    # Explicit logical-axis rules replacing the named set (then partitioning_rules must stay
+    # "standard"); None: the set partitioning_rules names.
     logical_axis_rules: tuple[tuple[str, Any], ...] | None = None
     # Run id recorded in every metrics row; default: basename of model_dir.
     run_id: str = ""

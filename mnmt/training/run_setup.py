@@ -21,7 +21,12 @@ from fitting.rundirs import final_losses_from_rows
 from fitting.schema import RUN_JSON, SCHEMA_VERSION
 from mnmt.models import accounting
 from mnmt.training import run_files
-from mnmt.training.config import ACTIVATION_DTYPES, REMAT_POLICIES, TrainConfig
+from mnmt.training.config import (
+    ACTIVATION_DTYPES,
+    PARTITIONING_RULES,
+    REMAT_POLICIES,
+    TrainConfig,
+)
 
 # Eval batches shared by the runs of one process (a study trains many runs on the same eval sets).
 _EVAL_BATCHES: dict[tuple, list[dict[str, np.ndarray]]] = {}
@@ -85,12 +90,24 @@ def _validate(config: TrainConfig) -> None:
     if config.remat_policy not in REMAT_POLICIES:
         problems.append(f"remat_policy must be one of {REMAT_POLICIES}, "
                         f"got {config.remat_policy!r}")
+    problems.extend(rules_problems(config))
     if not config.model_dir:
         problems.append("model_dir is empty")
     if not io.is_remote(config.vocabulary_path) and not os.path.exists(config.vocabulary_path):
         problems.append(f"vocabulary_path {config.vocabulary_path!r} does not exist")
     if problems:
         raise ValueError("invalid TrainConfig: " + "; ".join(problems))
+
+
+def rules_problems(config: TrainConfig) -> list[str]:
+    """What is wrong with `partitioning_rules` / `logical_axis_rules` (an empty list: nothing)."""
+    if config.partitioning_rules not in PARTITIONING_RULES:
+        return [f"partitioning_rules must be one of {PARTITIONING_RULES}, "
+                f"got {config.partitioning_rules!r}"]
+    if config.logical_axis_rules and config.partitioning_rules != "standard":
+        return [f"partitioning_rules must be 'standard' when logical_axis_rules are given "
+                f"(they replace the named set), got {config.partitioning_rules!r}"]
+    return []
 
 
 def _mixture_weights(config: TrainConfig) -> dict[str, float]:
@@ -167,6 +184,7 @@ def build_run_json(config: TrainConfig, run_id: str, model_config: Any, vocab_si
             "gradient_accumulation_steps": int(config.gradient_accumulation_steps),
             "activation_dtype": str(config.activation_dtype),
             "remat_policy": str(config.remat_policy),
+            "partitioning_rules": str(config.partitioning_rules),
             "eval_sets": list(config.eval.sets),
             "mesh_shape": list(config.mesh_shape),
             "num_processes": jax.process_count(),
@@ -268,12 +286,17 @@ def build_setup(config: TrainConfig) -> RunSetup:
 
 
 def logical_rules(config: TrainConfig) -> tuple:
-    """The run's logical-axis rules: `config.logical_axis_rules`, or T5X's standard 1-D rules."""
+    """The run's logical-axis rules: `config.logical_axis_rules`, or the named set
+    `config.partitioning_rules` ("standard": T5X's 1-D rules; "fsdp": parameters over 'data').
+    Raises ValueError naming the field for an unknown name."""
     from mnmt.models import partitioning  # noqa: PLC0415
 
+    problems = rules_problems(config)
+    if problems:
+        raise ValueError(f"invalid TrainConfig: {problems[0]}")
     if config.logical_axis_rules:
         return tuple(config.logical_axis_rules)
-    return tuple(partitioning.standard_logical_axis_rules())
+    return tuple(partitioning.named_logical_axis_rules(config.partitioning_rules))
 
 
 def make_params_shardings_fn(model: Any, example: dict[str, np.ndarray], mesh: Any,

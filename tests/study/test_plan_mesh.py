@@ -72,6 +72,11 @@ def test_fits_flips_when_the_device_memory_is_below_the_per_device_total(capsys)
     (["--mesh", "2x2", "--devices", "8", "--device-memory-gib", "1"], "--devices", "4 devices"),
     (["--mesh", "2x2"], "--device-memory-gib", "positive number"),
     (["--json"], "--json", "only with --mesh"),
+    (["--rules", "fsdp"], "--rules", "only with --mesh"),
+    (["--mesh", "2x2", "--device-memory-gib", "1", "--rules", "zero3"], "--rules",
+     "standard, fsdp"),
+    (["--mesh", "3x1", "--device-memory-gib", "1", "--rules", "fsdp"], "--mesh 3x1",
+     "must divide mini-1's emb_dim"),
 ])
 def test_a_bad_mesh_or_option_is_one_line_naming_it(capsys, args, option, expected):
     rc = cli.main(["plan", *TINY, *args])
@@ -121,3 +126,29 @@ def test_the_paper_scale_study_trains_in_bfloat16():
     from mnmt.study.stages import load_spec
 
     assert load_spec("fernandes_en_de_zh", None, []).activation_dtype == "bfloat16"
+
+
+def test_fsdp_rules_split_the_parameters_over_the_data_axis_too(capsys):
+    one = ["--gin", "StudySpec.sizes=('mini-1',)", "--device-memory-gib", "1"]
+    [standard] = _plan_json(capsys, *one)
+    [fsdp] = _plan_json(capsys, *one, "--rules", "fsdp")
+    assert (standard["partitioning_rules"], fsdp["partitioning_rules"]) == ("standard", "fsdp")
+    c = zoo.get_config("mini-1", PRESETS["ci"].vocab_size)
+    total, norms = fsdp["params"], _norm_params("mini-1", c.vocab_size)
+    rel = 2 * c.num_heads * c.relative_attention_num_buckets  # one table per stack: model only
+    # 2x2: matrices over model and data (/4); norm scales over data, rel tables over model (/2)
+    assert fsdp["param_bytes"] == 4 * ((total - norms - rel) // 4 + (norms + rel) // 2)
+    assert standard["param_bytes"] == 4 * ((total - norms) // 2 + norms)
+    assert fsdp["opt_state_bytes"] < standard["opt_state_bytes"]
+
+
+def test_partitioning_rules_reach_each_runs_train_config():
+    spec = StudySpec(sizes=("mini-1",), weights=(0.5,), partitioning_rules="fsdp")
+    data = StudyData(vocabulary_path="", tasks={p: p for p in spec.pairs}, irreducible_loss={})
+    config = make_train_config(spec, expand(spec)[0], data, Path("unused"), mixture_name="m")
+    assert config.partitioning_rules == "fsdp"
+    assert mesh_plan.with_rules(spec, "standard").partitioning_rules == "standard"
+    assert mesh_plan.with_rules(spec, None) is spec
+    with pytest.raises(StudyError, match="StudySpec.partitioning_rules: expected one of "
+                                         "standard, fsdp, got 'zero3'"):
+        StudySpec(partitioning_rules="zero3")
