@@ -12,6 +12,29 @@ LENGTHS = {"inputs": 16, "targets": 16}
 HERE = os.path.dirname(os.path.abspath(__file__))  # holds _child_run.py
 
 
+def small_run_config(tiny_data, model_dir, run_id: str, *, seed: int = 0,
+                     checkpoint_period: int = 4):
+    """The 12-step mini-1 run of the fault tests: eval every 6 steps, a checkpoint every
+    ``checkpoint_period``, no decoding or TensorBoard (fast enough to train several times)."""
+    from mnmt.training.config import (  # heavy: jax, optax
+        CheckpointConfig,
+        DecodeConfig,
+        EvalConfig,
+        InputConfig,
+        TrainConfig,
+    )
+
+    return TrainConfig(
+        model_dir=str(model_dir), model_size="mini-1", vocabulary_path=tiny_data["vocab"],
+        train_steps=12,
+        inputs=InputConfig(mixture_or_task_name=tiny_data["mixture"],
+                           feature_lengths=dict(LENGTHS), batch_size=8),
+        eval=EvalConfig(tasks=dict(tiny_data["tasks"]), period=6, batch_size=16),
+        decode=DecodeConfig(at_end=False), checkpoint=CheckpointConfig(period=checkpoint_period),
+        log_every=2, warmup_steps=4, learning_rate=0.5, tensorboard=False, peak_flops=1e9,
+        run_id=run_id, seed=seed)
+
+
 def rows_by_key(rows):
     return {(r["step"], r["task"], r["eval_set"], r["metric"]): r["value"] for r in rows}
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from run_helpers import LENGTHS, rows_by_key
+from run_helpers import rows_by_key, small_run_config
 
 from fitting.io import NoSpaceError
 from mnmt.training import run_files
@@ -114,32 +114,12 @@ def test_checkpoint_save_on_a_full_disk_keeps_the_last_one_restorable(small_disk
 # ---------------------------------------------------------------- a run whose disk fills up
 
 
-def _config(tiny_data, model_dir: Path):
-    from mnmt.training.config import (
-        CheckpointConfig,
-        DecodeConfig,
-        EvalConfig,
-        InputConfig,
-        TrainConfig,
-    )
-
-    return TrainConfig(
-        model_dir=str(model_dir), model_size="mini-1", vocabulary_path=tiny_data["vocab"],
-        train_steps=12,
-        inputs=InputConfig(mixture_or_task_name=tiny_data["mixture"],
-                           feature_lengths=dict(LENGTHS), batch_size=8),
-        eval=EvalConfig(tasks=dict(tiny_data["tasks"]), period=6, batch_size=16),
-        decode=DecodeConfig(at_end=False), checkpoint=CheckpointConfig(period=4),
-        log_every=2, warmup_steps=4, learning_rate=0.5, tensorboard=False, peak_flops=1e9,
-        run_id="full")
-
-
 @pytest.fixture(scope="module")
 def reference(tiny_data, tmp_path_factory):
     """The run uninterrupted, on a disk with room: its metrics rows."""
     from mnmt.training.trainer import train
 
-    config = _config(tiny_data, tmp_path_factory.mktemp("full_reference") / "run")
+    config = small_run_config(tiny_data, tmp_path_factory.mktemp("full_reference") / "run", "full")
     assert train(config, progress=lambda e: None).status == "finished"
     return rows_by_key(run_files.read_metrics(config.model_dir))
 
@@ -155,7 +135,7 @@ def _fill_then_resume(tiny_data, reference, small_disk, fill_at: int) -> None:
     from mnmt.training.trainer import train
 
     print(f"disk fills after the event of step {fill_at}")
-    config = _config(tiny_data, small_disk.path / "run")
+    config = small_run_config(tiny_data, small_disk.path / "run", "full")
 
     def progress(event):
         if event.kind != "done" and event.step >= fill_at and not small_disk.filler.exists():

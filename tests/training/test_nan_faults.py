@@ -19,7 +19,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from run_helpers import LENGTHS, rows_by_key
+from run_helpers import rows_by_key, small_run_config
 
 from mnmt.training import run_files
 from mnmt.training.trainer import NAN_AT_STEP_ENV, NAN_RUN_ENV
@@ -28,23 +28,7 @@ STEPS, PERIOD = 12, 4  # checkpoints at 4, 8, 12
 
 
 def _config(tiny_data, model_dir: Path, run_id: str = "nan", seed: int = 0):
-    from mnmt.training.config import (
-        CheckpointConfig,
-        DecodeConfig,
-        EvalConfig,
-        InputConfig,
-        TrainConfig,
-    )
-
-    return TrainConfig(
-        model_dir=str(model_dir), model_size="mini-1", vocabulary_path=tiny_data["vocab"],
-        train_steps=STEPS,
-        inputs=InputConfig(mixture_or_task_name=tiny_data["mixture"],
-                           feature_lengths=dict(LENGTHS), batch_size=8),
-        eval=EvalConfig(tasks=dict(tiny_data["tasks"]), period=6, batch_size=16),
-        decode=DecodeConfig(at_end=False), checkpoint=CheckpointConfig(period=PERIOD),
-        log_every=2, warmup_steps=4, learning_rate=0.5, tensorboard=False, peak_flops=1e9,
-        run_id=run_id, seed=seed)
+    return small_run_config(tiny_data, model_dir, run_id, seed=seed, checkpoint_period=PERIOD)
 
 
 def draws(n: int) -> list[int]:

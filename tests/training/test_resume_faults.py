@@ -14,30 +14,10 @@ import signal
 from pathlib import Path
 
 import pytest
-from run_helpers import LENGTHS, rows_by_key
+from run_helpers import rows_by_key, small_run_config
 
 from mnmt.training import run_files
 from mnmt.training.run_files import RunFileError
-
-
-def _config(tiny_data, model_dir: Path):
-    from mnmt.training.config import (
-        CheckpointConfig,
-        DecodeConfig,
-        EvalConfig,
-        InputConfig,
-        TrainConfig,
-    )
-
-    return TrainConfig(
-        model_dir=str(model_dir), model_size="mini-1", vocabulary_path=tiny_data["vocab"],
-        train_steps=12,
-        inputs=InputConfig(mixture_or_task_name=tiny_data["mixture"],
-                           feature_lengths=dict(LENGTHS), batch_size=8),
-        eval=EvalConfig(tasks=dict(tiny_data["tasks"]), period=6, batch_size=16),
-        decode=DecodeConfig(at_end=False), checkpoint=CheckpointConfig(period=4),
-        log_every=2, warmup_steps=4, learning_rate=0.5, tensorboard=False, peak_flops=1e9,
-        run_id="faults")
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +25,7 @@ def reference(tiny_data, tmp_path_factory):
     """The run uninterrupted: its metrics rows."""
     from mnmt.training.trainer import train
 
-    config = _config(tiny_data, tmp_path_factory.mktemp("reference") / "run")
+    config = small_run_config(tiny_data, tmp_path_factory.mktemp("reference") / "run", "faults")
     assert train(config, progress=lambda e: None).status == "finished"
     return run_files.read_metrics(config.model_dir)
 
@@ -55,7 +35,7 @@ def preempted(tiny_data, tmp_path_factory):
     """The same run stopped by SIGTERM at step 6: checkpoints 4 and 6, rows up to step 6."""
     from mnmt.training.trainer import train
 
-    config = _config(tiny_data, tmp_path_factory.mktemp("preempted") / "run")
+    config = small_run_config(tiny_data, tmp_path_factory.mktemp("preempted") / "run", "faults")
 
     def progress(event):
         if event.kind == "train" and event.step >= 6:
