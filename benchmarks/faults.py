@@ -1,0 +1,229 @@
+"""Kill trials of the main job: SIGKILL `mnmt-study run --preset ci` at random moments, re-run it,
+and compare with an uninterrupted run. Nothing may be lost, duplicated or changed.
+
+One uninterrupted reference study first; then each trial starts the same study in a fresh
+output directory, SIGKILLs it after a delay drawn uniformly from (0, the reference's wall time)
+— so kills land in data preparation, training, checkpoint writing, export and the report in
+proportion to the time each takes — and runs the same command again until it exits 0 (a re-run
+that finds the lock still held by the dying workers, exit 75, waits and tries again). Half the
+trials kill only the study process (its worker processes then get SIGTERM from the kernel and
+checkpoint), half kill its whole process group at once (as a lost machine would). A trial then
+counts, against the reference:
+
+* rows lost: (run, step, task, eval set, metric) keys of the reference's metrics.jsonl files
+  missing from the trial's;
+* rows duplicated: keys that appear more than once in a trial's metrics.jsonl;
+* the largest relative difference of any metrics.jsonl value, of any `metrics.csv` value and of
+  any number in `report/fits.json` (the study is deterministic: resume must reproduce it).
+
+Reported as JSON with `--json`: the machine, the settings, one object per trial (delay, what
+was killed, the phase the study was in — read from its last progress line — re-runs needed,
+rows lost and duplicated, differences, seconds) and the totals.
+
+    python benchmarks/faults.py --trials 50 --parallel 2 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import csv
+import json
+import math
+import os
+import platform
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+LOCKED = 75  # mnmt-study's exit status when another process holds OUT's lock
+
+
+def _machine() -> dict:
+    return {"platform": platform.platform(), "processor": platform.processor(),
+            "python": platform.python_version(), "cpus": os.cpu_count(),
+            "load_avg": list(os.getloadavg())}
+
+
+def _command(out: Path, workers: str) -> list[str]:
+    return [sys.executable, "-m", "mnmt.study.cli", "run", "--preset", "ci", "--out", str(out),
+            "--workers", workers]
+
+
+def _run_to_completion(out: Path, workers: str, log, timeout: float) -> int:
+    """Run the study until it exits 0; returns how many runs it took (lock waits included)."""
+    deadline = time.monotonic() + timeout
+    attempts = 0
+    while True:
+        attempts += 1
+        proc = subprocess.run(_command(out, workers), stdout=log, stderr=subprocess.STDOUT,
+                              timeout=max(1.0, deadline - time.monotonic()))
+        if proc.returncode == 0:
+            return attempts
+        if proc.returncode != LOCKED or time.monotonic() > deadline:
+            raise RuntimeError(f"{out}: re-run exited {proc.returncode} (see {log.name})")
+        time.sleep(1.0)  # the killed study's workers are still checkpointing
+
+
+def _phase(log_path: Path) -> str:
+    """Where the study was when it died, from the last line it printed."""
+    lines = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
+    if not lines:
+        return "start-up"
+    last = lines[-1]
+    for prefix, phase in (("data:", "data"), ("export:", "export"), ("fitted", "report"),
+                          ("study ", "start-up")):
+        if last.startswith(prefix):
+            return phase
+    return "training" if last.startswith("[") else "report"
+
+
+def _rows(out: Path) -> dict[tuple, list[float]]:
+    """metrics.jsonl values of every run, by (run, step, task, eval set, metric)."""
+    rows: dict[tuple, list[float]] = {}
+    for path in sorted((out / "runs").glob("*/metrics.jsonl")):
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            key = (r["run_id"], r["step"], r["task"], r.get("eval_set"), r["metric"])
+            rows.setdefault(key, []).append(float(r["value"]))
+    return rows
+
+
+def _rel(a: float, b: float) -> float:
+    if a == b or (math.isnan(a) and math.isnan(b)):
+        return 0.0
+    return abs(a - b) / max(abs(a), abs(b), 1e-12)
+
+
+def _numbers(node, prefix: str = "") -> dict[str, float]:
+    """Every number in a JSON document, by its path (paths and other strings left out)."""
+    if isinstance(node, dict):
+        return {k: v for key, sub in node.items() for k, v in _numbers(sub, f"{prefix}/{key}").items()}
+    if isinstance(node, list):
+        return {k: v for i, sub in enumerate(node) for k, v in _numbers(sub, f"{prefix}[{i}]").items()}
+    if isinstance(node, bool) or not isinstance(node, int | float):
+        return {}
+    return {prefix: float(node)}
+
+
+def _csv_values(out: Path) -> dict[tuple, float]:
+    with open(out / "metrics.csv", newline="") as f:
+        return {(r["run_id"], r["pair"], r["eval_set"], r["metric"], r["step"]): float(r["value"])
+                for r in csv.DictReader(f) if r["value"] not in ("", "nan")}
+
+
+def _max_diff(ref: dict, got: dict) -> float:
+    shared = ref.keys() & got.keys()
+    worst = max((_rel(ref[k], got[k]) for k in shared), default=0.0)
+    return worst if ref.keys() == got.keys() else math.inf
+
+
+def compare(ref: Path, out: Path) -> dict:
+    """Rows lost and duplicated, and the largest relative differences, of `out` against `ref`."""
+    want, got = _rows(ref), _rows(out)
+    lost = sum(1 for k in want if k not in got)
+    duplicated = sum(len(v) - 1 for v in got.values())
+    extra = sum(1 for k in got if k not in want)
+    jsonl = max((_rel(want[k][0], got[k][0]) for k in want.keys() & got.keys()), default=0.0)
+    fits = _max_diff(_numbers(json.loads((ref / "report" / "fits.json").read_text())),
+                     _numbers(json.loads((out / "report" / "fits.json").read_text())))
+    return {"rows_lost": lost, "rows_duplicated": duplicated, "rows_extra": extra,
+            "max_rel_diff_metrics_jsonl": jsonl,
+            "max_rel_diff_metrics_csv": _max_diff(_csv_values(ref), _csv_values(out)),
+            "max_rel_diff_fits_json": fits}
+
+
+def trial(index: int, seed: int, ref: Path, ref_seconds: float, root: Path, workers: str,
+          timeout: float) -> dict:
+    """One kill trial in `root/trial_<index>`; see the module docstring."""
+    rng = random.Random(seed * 1_000_003 + index)
+    delay = rng.uniform(0.0, ref_seconds)
+    whole_group = index % 2 == 1
+    out = root / f"trial_{index:03d}"
+    log_path = root / f"trial_{index:03d}.log"
+    start = time.monotonic()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(_command(out, workers), stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            proc.wait(timeout=delay)
+            killed = False  # finished before the kill was due
+        except subprocess.TimeoutExpired:
+            if whole_group:
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:
+                proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            killed = True
+        phase = _phase(log_path) if killed else "finished"
+        reruns = _run_to_completion(out, workers, log, timeout)
+    result = {"trial": index, "delay_s": round(delay, 2), "killed": killed,
+              "kill": "process group" if whole_group else "study process", "phase": phase,
+              "reruns": reruns, **compare(ref, out), "seconds": round(time.monotonic() - start, 1)}
+    shutil.rmtree(out, ignore_errors=True)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=10)
+    ap.add_argument("--parallel", type=int, default=1,
+                    help="trials run side by side (default %(default)s)")
+    ap.add_argument("--workers", default="1",
+                    help="mnmt-study --workers for every study, the reference included")
+    ap.add_argument("--seed", type=int, default=0, help="seeds the kill delays")
+    ap.add_argument("--tolerance", type=float, default=1e-6,
+                    help="largest relative difference counted as equal (default %(default)g)")
+    ap.add_argument("--dir", help="where the studies go (default: a temporary directory)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    args = ap.parse_args(argv)
+    root = Path(args.dir or tempfile.mkdtemp(prefix="mnmt_faults_")).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    ref = root / "reference"
+    shutil.rmtree(ref, ignore_errors=True)
+    start = time.monotonic()
+    with open(root / "reference.log", "w") as log:
+        _run_to_completion(ref, args.workers, log, timeout=1800)
+    ref_seconds = time.monotonic() - start
+    print(f"reference: {ref_seconds:.0f} s", file=sys.stderr)
+    results = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.parallel) as pool:
+        futures = [pool.submit(trial, i, args.seed, ref, ref_seconds, root, args.workers,
+                               timeout=max(600.0, 10 * ref_seconds))
+                   for i in range(args.trials)]
+        for future in concurrent.futures.as_completed(futures):
+            r = future.result()
+            results.append(r)
+            print(json.dumps(r), file=sys.stderr)
+    results.sort(key=lambda r: r["trial"])
+    equal = [r for r in results if max(r["max_rel_diff_metrics_jsonl"], r["max_rel_diff_metrics_csv"],
+                                       r["max_rel_diff_fits_json"]) <= args.tolerance]
+    totals = {"trials": len(results), "faults_injected": sum(r["killed"] for r in results),
+              "recoveries": sum(r["killed"] for r in equal),
+              "rows_lost": sum(r["rows_lost"] for r in results),
+              "rows_duplicated": sum(r["rows_duplicated"] for r in results),
+              "rows_extra": sum(r["rows_extra"] for r in results),
+              "equal_to_reference": len(equal),
+              "phases": dict(Counter(r["phase"] for r in results)),
+              "seconds_per_trial": round(sum(r["seconds"] for r in results) / max(1, len(results)), 1),
+              "reference_seconds": round(ref_seconds, 1)}
+    report = {"benchmark": "faults", "machine": _machine(), "settings": vars(args),
+              "totals": totals, "trials": results}
+    if args.json:
+        print(json.dumps(report))
+    else:
+        for key, value in totals.items():
+            print(f"{key}: {value}")
+    ok = totals["rows_lost"] == 0 and totals["rows_duplicated"] == 0 \
+        and totals["equal_to_reference"] == totals["trials"]
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
