@@ -109,9 +109,12 @@ def prepare_out_dir(out: Path, spec: StudySpec, *, command: str = "run",
     current = spec_json(spec)
     if record.exists():
         try:
-            previous = json.loads(record.read_text())
-        except json.JSONDecodeError as err:
+            previous = json.loads(record.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise UsageError(f"{record}: not valid JSON ({err}); move it away or use another --out") from err
+        if not isinstance(previous, dict):
+            raise UsageError(f"{record}: expected a JSON object (a study record), got "
+                             f"{type(previous).__name__}; move it away or use another --out")
         # a field added to StudySpec after the record was written has its default there
         defaults = spec_json(StudySpec())
         differing = sorted(k for k in set(previous) | set(current)

@@ -75,6 +75,19 @@ def test_a_record_written_before_a_field_existed_is_the_same_study(tmp_path):
         stages.prepare_out_dir(tmp_path, spec)
 
 
+@pytest.mark.parametrize("content,message", [
+    (b'{"name": "cpu-ci", ', "not valid JSON"), (b"\xff\xfe{}", "not valid JSON"),
+    (b"[1, 2]", "expected a JSON object"), (b'"cpu-ci"', "expected a JSON object"),
+])
+def test_a_damaged_study_record_is_one_line_and_left_alone(tmp_path, content, message):
+    spec = PRESETS["ci"]
+    (tmp_path / stages.STUDY_FILE).write_bytes(content)
+    with pytest.raises(stages.UsageError, match=message) as err:
+        stages.prepare_out_dir(tmp_path, spec)
+    assert str(tmp_path / stages.STUDY_FILE) in str(err.value) and "\n" not in str(err.value)
+    assert (tmp_path / stages.STUDY_FILE).read_bytes() == content  # nothing overwritten
+
+
 @pytest.mark.parametrize("binding", ["StudySpec.nope=1", "train_steps", "StudySpec.train_steps=-3"])
 def test_bad_preset_overrides(capsys, binding):
     code, err = run_cli(["plan", "--preset", "ci", f"--gin.{binding}"], capsys)
