@@ -21,6 +21,7 @@ was killed, the phase the study was in — read from its last progress line — 
 rows lost and duplicated, differences, seconds) and the totals.
 
     python benchmarks/faults.py --trials 50 --parallel 2 --json
+    python benchmarks/faults.py --trials 6 --phase report --json   # kills aimed at one phase
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import math
 import os
 import platform
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -139,11 +141,28 @@ def compare(ref: Path, out: Path) -> dict:
             "max_rel_diff_fits_json": fits}
 
 
+#: --phase: the progress line after which a targeted kill is due, and the window (seconds) of
+#: its random delay: data preparation begins with the study's first line; export with the line
+#: of the last run done ("[N/N] ..."); the report with the export line.
+PHASES = {"data": (re.compile(r"^study "), 8.0),
+          "export": (re.compile(r"^\[(\d+)/\1\] .*done in"), 1.5),
+          "report": (re.compile(r"^export:"), 4.0)}
+
+
+def _wait_for_line(proc: subprocess.Popen, log_path: Path, pattern: re.Pattern) -> bool:
+    """Poll the study's log until a line matches `pattern`; False if the study ended first."""
+    while proc.poll() is None:
+        if any(pattern.search(ln) for ln in log_path.read_text(errors="replace").splitlines()):
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def trial(index: int, seed: int, ref: Path, ref_seconds: float, root: Path, workers: str,
-          timeout: float) -> dict:
-    """One kill trial in `root/trial_<index>`; see the module docstring."""
+          timeout: float, phase: str = "any") -> dict:
+    """One kill trial in `root/trial_<index>`; see the module docstring. With `phase` other than
+    "any" the kill is due a random moment after that phase's line (:data:`PHASES`)."""
     rng = random.Random(seed * 1_000_003 + index)
-    delay = rng.uniform(0.0, ref_seconds)
     whole_group = index % 2 == 1
     out = root / f"trial_{index:03d}"
     log_path = root / f"trial_{index:03d}.log"
@@ -151,8 +170,14 @@ def trial(index: int, seed: int, ref: Path, ref_seconds: float, root: Path, work
     with open(log_path, "w") as log:
         proc = subprocess.Popen(_command(out, workers), stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
+        if phase == "any":
+            delay = rng.uniform(0.0, ref_seconds)
+        else:
+            pattern, window = PHASES[phase]
+            _wait_for_line(proc, log_path, pattern)
+            delay = time.monotonic() - start + rng.uniform(0.0, window)
         try:
-            proc.wait(timeout=delay)
+            proc.wait(timeout=max(0.0, delay - (time.monotonic() - start)))
             killed = False  # finished before the kill was due
         except subprocess.TimeoutExpired:
             if whole_group:
@@ -178,24 +203,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", default="1",
                     help="mnmt-study --workers for every study, the reference included")
     ap.add_argument("--seed", type=int, default=0, help="seeds the kill delays")
+    ap.add_argument("--phase", choices=["any", *PHASES], default="any",
+                    help="kill at a uniform moment of the whole study (any, default) or a "
+                         "random moment just after the named phase begins")
     ap.add_argument("--tolerance", type=float, default=1e-6,
                     help="largest relative difference counted as equal (default %(default)g)")
     ap.add_argument("--dir", help="where the studies go (default: a temporary directory)")
+    ap.add_argument("--reference", help="reuse the uninterrupted study DIR/reference of an "
+                                        "earlier run of this script (same --workers)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
     root = Path(args.dir or tempfile.mkdtemp(prefix="mnmt_faults_")).resolve()
     root.mkdir(parents=True, exist_ok=True)
-    ref = root / "reference"
-    shutil.rmtree(ref, ignore_errors=True)
-    start = time.monotonic()
-    with open(root / "reference.log", "w") as log:
-        _run_to_completion(ref, args.workers, log, timeout=1800)
-    ref_seconds = time.monotonic() - start
+    if args.reference:  # an uninterrupted study of an earlier invocation, same --workers
+        ref = Path(args.reference).resolve()
+        ref_seconds = float(json.loads((ref / "faults_reference.json").read_text())["seconds"])
+    else:
+        ref = root / "reference"
+        shutil.rmtree(ref, ignore_errors=True)
+        start = time.monotonic()
+        with open(root / "reference.log", "w") as log:
+            _run_to_completion(ref, args.workers, log, timeout=1800)
+        ref_seconds = time.monotonic() - start
+        (ref / "faults_reference.json").write_text(json.dumps({"seconds": ref_seconds}))
     print(f"reference: {ref_seconds:.0f} s", file=sys.stderr)
     results = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.parallel) as pool:
         futures = [pool.submit(trial, i, args.seed, ref, ref_seconds, root, args.workers,
-                               timeout=max(600.0, 10 * ref_seconds))
+                               timeout=max(600.0, 10 * ref_seconds), phase=args.phase)
                    for i in range(args.trials)]
         for future in concurrent.futures.as_completed(futures):
             r = future.result()
