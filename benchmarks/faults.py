@@ -73,17 +73,24 @@ def _run_to_completion(out: Path, workers: str, log, timeout: float) -> int:
         time.sleep(1.0)  # the killed study's workers are still checkpointing
 
 
-def _phase(log_path: Path) -> str:
-    """Where the study was when it died, from the last line it printed."""
-    lines = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
-    if not lines:
-        return "start-up"
-    last = lines[-1]
-    for prefix, phase in (("data:", "data"), ("export:", "export"), ("fitted", "report"),
-                          ("study ", "start-up")):
-        if last.startswith(prefix):
-            return phase
-    return "training" if last.startswith("[") else "report"
+#: --phase: the progress line after which a targeted kill is due, and the window (seconds) of
+#: its random delay: data preparation begins with the study's first line; export with the line
+#: of the last run done ("[N/N] ..."); the report with the export line.
+PHASES = {"data": (re.compile(r"^study "), 8.0),
+          "export": (re.compile(r"^\[(\d+)/\1\] .*done in"), 1.5),
+          "report": (re.compile(r"^export:"), 4.0)}
+
+
+def phase_of(lines: list[str]) -> str:
+    """Where a study was when it died, from the lines it printed: data preparation until a run's
+    first progress line, training after it, export once the last run is done ("[N/N] ... done
+    in"), the report after the export line."""
+    lines = [ln for ln in lines if ln.strip()]
+    if not any(ln.startswith("[") for ln in lines):
+        return "data"
+    if any(ln.startswith("export:") for ln in lines):
+        return "report"
+    return "export" if PHASES["export"][0].search(lines[-1]) else "training"
 
 
 def _rows(out: Path) -> dict[tuple, list[float]]:
@@ -141,14 +148,6 @@ def compare(ref: Path, out: Path) -> dict:
             "max_rel_diff_fits_json": fits}
 
 
-#: --phase: the progress line after which a targeted kill is due, and the window (seconds) of
-#: its random delay: data preparation begins with the study's first line; export with the line
-#: of the last run done ("[N/N] ..."); the report with the export line.
-PHASES = {"data": (re.compile(r"^study "), 8.0),
-          "export": (re.compile(r"^\[(\d+)/\1\] .*done in"), 1.5),
-          "report": (re.compile(r"^export:"), 4.0)}
-
-
 def _wait_for_line(proc: subprocess.Popen, log_path: Path, pattern: re.Pattern) -> bool:
     """Poll the study's log until a line matches `pattern`; False if the study ended first."""
     while proc.poll() is None:
@@ -186,7 +185,8 @@ def trial(index: int, seed: int, ref: Path, ref_seconds: float, root: Path, work
                 proc.send_signal(signal.SIGKILL)
             proc.wait()
             killed = True
-        phase = _phase(log_path) if killed else "finished"
+        phase = phase_of(log_path.read_text(errors="replace").splitlines()) if killed \
+            else "finished"
         reruns = _run_to_completion(out, workers, log, timeout)
     result = {"trial": index, "delay_s": round(delay, 2), "killed": killed,
               "kill": "process group" if whole_group else "study process", "phase": phase,

@@ -56,3 +56,17 @@ def test_one_kill_trial_of_the_ci_study_recovers_everything(tmp_path, benchmark_
     faults = benchmark_script("faults")
     status = faults.main(["--trials", "2", "--dir", str(tmp_path), "--seed", "1"])
     assert status == 0
+
+
+@pytest.mark.parametrize("lines,phase", [
+    ([], "data"),
+    (["study cpu-ci: 4 runs …", "data: training a 1024-piece SentencePiece vocabulary"], "data"),
+    (["study …", "data: …", "[0/4] micro-1_p0.50_s0 | step 60/300 | loss 2.1"], "training"),
+    (["study …", "[3/4] micro-3_p0.50_s0: done in 0:19 — en-de loss 0.35"], "training"),
+    (["study …", "[4/4] mini-1_p0.50_s0: done in 0:22 — en-de loss 0.34"], "export"),
+    (["study …", "[4/4] mini-1: done in 0:22", "export: 280 rows from 4 runs -> m.csv"], "report"),
+    (["study …", "[4/4] x: done in 0:22", "export: …", "fitted L(N) = …", "  en-de p=0.50: …"],
+     "report"),
+])
+def test_the_phase_of_a_killed_study_is_read_from_its_last_lines(benchmark_script, lines, phase):
+    assert benchmark_script("faults").phase_of(lines) == phase
