@@ -323,8 +323,8 @@ def _frontier_limits(ax, frontiers: Mapping[float, tuple[np.ndarray, np.ndarray]
                      observed: Mapping[float, tuple[np.ndarray, np.ndarray]] | None,
                      higher_is_better: bool, margin: float = 0.25) -> None:
     """Axes over the part of the frontier a reader compares: from its best value to the worst
-    observed run's, widened by ``margin`` of that distance on both sides (with no runs: the
-    curves' middle half, from the best value); near p = 0 or 1 the eq. 11 prediction runs off
+    observed run's, widened by ``margin`` of that distance on both sides (with no runs: from
+    the best value to the curves' median); near p = 0 or 1 the eq. 11 prediction runs off
     without bound and would otherwise set the scale, so its arms leave the panel."""
     for axis, set_lim in ((0, ax.set_xlim), (1, ax.set_ylim)):
         curve = np.concatenate([np.asarray(v[axis], float).ravel() for v in frontiers.values()]
