@@ -17,6 +17,13 @@
   and 12): on `cpu-tiny` they are capacity-limited on the easier pair (en-de), where every
   size from micro-1 up already reaches the same floor, so a study's size law sees both pairs.
 - mini-dec-k: decoder-only counterparts of mini-k (2× the layers, no encoder) for CPU studies.
+- chen-base, chen-medium, chen-large: the Transformer shapes of Chen et al. 2023 Table 6 (layers
+  3/6/6, hidden 512/512/1024, FFN 2048/2048/4096, ungated ReLU, 64K vocabulary) built as T5.1.1
+  stacks here (RMSNorm, relative positions, no biases), so their counts are near, not equal to,
+  the table's 64M/102M/317M.
+- mini-ed-E-D: a CPU analogue of Ghorbani's depth family at micro-2's width (emb 24, 2 heads × 12,
+  gated-GELU MLP 96), E encoder and D decoder layers (1-16): ≈9K non-embedding parameters per
+  encoder layer and ≈12K per decoder layer, so E, D ∈ 1…6 span ≈20K-130K.
 
 `mnmt-zoo --family F [--json]` prints names, shapes and parameter counts.
 """
@@ -90,11 +97,23 @@ CAILLAUT = {
 }
 CAILLAUT_VOCAB = 100_352
 
-FAMILIES = ("mini", "micro", "nano", "fernandes", "ghorbani", "caillaut", "mini-dec")
+# name: (layers per stack, emb, heads, mlp) — Chen et al. 2023 Table 6
+CHEN = {"base": (3, 512, 8, 2048), "medium": (6, 512, 8, 2048), "large": (6, 1024, 16, 4096)}
+CHEN_VOCAB = 64_000
+
+# mini-ed-E-D: (emb, heads, head_dim, mlp) shared by every depth; Ghorbani-style tables of depths
+MINI_ED_SHAPE = (24, 2, 12, 96)
+MINI_ED_MAX_DEPTH = 16
+MINI_ED_TABLE_DEPTHS = sorted({(e, 2) for e in range(1, 7)} | {(2, d) for d in range(1, 7)}
+                              | {(n, n) for n in range(1, 7)})
+
+FAMILIES = ("mini", "micro", "nano", "fernandes", "ghorbani", "caillaut", "mini-dec", "mini-ed",
+            "chen")
 
 
 def sizes(family: str) -> list[str]:
-    """Size names of a family, smallest first (Ghorbani: the App. A table depths)."""
+    """Size names of a family, smallest first (Ghorbani: the App. A table depths; mini-ed: the
+    encoder-scaling (E, 2), decoder-scaling (2, D) and symmetric (n, n) depths up to 6)."""
     if family == "mini":
         return [f"mini-{i + 1}" for i in range(len(MINI))]
     if family == "mini-dec":
@@ -109,6 +128,10 @@ def sizes(family: str) -> list[str]:
         return [f"ghorbani-{e}-{d}" for e, d in GHORBANI_TABLE_DEPTHS]
     if family == "caillaut":
         return [f"caillaut-{k}" for k in CAILLAUT]
+    if family == "chen":
+        return [f"chen-{k}" for k in CHEN]
+    if family == "mini-ed":
+        return [f"mini-ed-{e}-{d}" for e, d in MINI_ED_TABLE_DEPTHS]
     raise ValueError(f"unknown model family {family!r}; known: {', '.join(FAMILIES)}")
 
 
@@ -128,6 +151,16 @@ def get_config(size: str, vocab_size: int | None = None, **overrides) -> T5Confi
         cfg = T5Config(vocab_size=MINI_VOCAB, emb_dim=d, num_heads=h, head_dim=k, mlp_dim=m,
                        num_encoder_layers=0, num_decoder_layers=2 * n, dropout_rate=0.0,
                        architecture="decoder_only", family="mini-dec")
+    elif size.startswith("mini-ed-"):
+        mm = re.fullmatch(r"mini-ed-(\d+)-(\d+)", size)
+        top = MINI_ED_MAX_DEPTH
+        if not mm or not (1 <= int(mm.group(1)) <= top and 1 <= int(mm.group(2)) <= top):
+            raise ValueError(f"unknown size {size!r}; expected mini-ed-E-D with encoder depth E "
+                             f"and decoder depth D in 1..{top}")
+        d, h, k, m = MINI_ED_SHAPE
+        cfg = T5Config(vocab_size=MINI_VOCAB, emb_dim=d, num_heads=h, head_dim=k, mlp_dim=m,
+                       num_encoder_layers=int(mm.group(1)), num_decoder_layers=int(mm.group(2)),
+                       dropout_rate=0.0, family="mini-ed")
     elif size.startswith("mini-"):
         n, d, h, k, m = _indexed(size, "mini", MINI)
         cfg = T5Config(vocab_size=MINI_VOCAB, emb_dim=d, num_heads=h, head_dim=k, mlp_dim=m,
@@ -155,6 +188,14 @@ def get_config(size: str, vocab_size: int | None = None, **overrides) -> T5Confi
                        mlp_dim=8192, num_encoder_layers=int(mm.group(1)),
                        num_decoder_layers=int(mm.group(2)), dropout_rate=0.1,
                        mlp_activations=("relu",), shared_embedding=False, family="ghorbani")
+    elif size.startswith("chen-"):
+        key = size[len("chen-"):]
+        if key not in CHEN:
+            raise ValueError(f"unknown size {size!r}; expected one of {sizes('chen')}")
+        n, d, h, m = CHEN[key]
+        cfg = T5Config(vocab_size=CHEN_VOCAB, emb_dim=d, num_heads=h, head_dim=d // h, mlp_dim=m,
+                       num_encoder_layers=n, num_decoder_layers=n, dropout_rate=0.1,
+                       mlp_activations=("relu",), family="chen")
     elif size.startswith("caillaut-"):
         key = size[len("caillaut-"):]
         if key not in CAILLAUT:
@@ -166,7 +207,7 @@ def get_config(size: str, vocab_size: int | None = None, **overrides) -> T5Confi
                        family="caillaut")
     else:
         raise ValueError(f"unknown size {size!r}; families: {', '.join(FAMILIES)} "
-                         "(e.g. mini-3, fernandes-1, ghorbani-6-6, caillaut-70m, mini-dec-2)")
+                         "(e.g. mini-3, fernandes-1, ghorbani-6-6, caillaut-70m, mini-dec-2, mini-ed-2-4)")
     cfg = cfg.replace(name=size)
     if vocab_size is not None:
         cfg = cfg.replace(vocab_size=int(vocab_size))

@@ -36,7 +36,7 @@ from pathlib import Path
 from mnmt.study import lock, mesh_plan
 from mnmt.study.progress import StudyProgress
 from mnmt.study.runner import RunStopped, run_all
-from mnmt.study.spec import PRESETS, StudyError, expand, group_runs
+from mnmt.study.spec import PRESET_SUMMARIES, PRESETS, StudyError, expand, group_runs
 from mnmt.study.stages import (
     UsageError,
     enable_compilation_cache,
@@ -44,6 +44,9 @@ from mnmt.study.stages import (
     load_spec,
     prepare_data,
     prepare_out_dir,
+    preset_names,
+    study_files,
+    study_summary,
 )
 from mnmt.study.workers import default_workers, queue_order, run_parallel
 
@@ -186,9 +189,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
-    for name, spec in sorted(PRESETS.items()):
-        print(f"{name}\t{len(expand(spec))} runs\tsizes={','.join(spec.sizes)}\tweights={list(spec.weights)}"
-              f"\tsteps={spec.train_steps}")
+    """One line per preset: name, scale, runs, sizes, mixtures, steps and what it studies (the
+    study file's first comment line)."""
+    files = study_files()
+    for name in preset_names():
+        spec = PRESETS.get(name) or load_spec(str(files[name]), None, [])
+        about = PRESET_SUMMARIES.get(name) or study_summary(files[name])
+        scale = "paper" if spec.tasks else "cpu"
+        mixtures = len(spec.weights) + len(spec.temperatures) + len(spec.oversampling)
+        print(f"{name}\t{scale}\t{len(expand(spec))} runs\tsizes={','.join(spec.sizes)}"
+              f"\tmixtures={mixtures}\tseeds={len(spec.seeds)}\tsteps={spec.train_steps}\t{about}")
     return 0
 
 
@@ -197,8 +207,9 @@ def add_study_arguments(parser: argparse.ArgumentParser, *,
     """The arguments that name a study: a gin file or `--preset`, `--gin` overrides (and `--out`
     when `out_required`: a directory visible to every host). Shared with subcommand plugins."""
     parser.add_argument("study", nargs="?", help="study gin file (t5x_configs/studies/*.gin)")
-    parser.add_argument("--preset", help=f"built-in study: {', '.join(sorted(PRESETS))} "
-                                         "(default: default)")
+    parser.add_argument("--preset", help=f"built-in study ({', '.join(sorted(PRESETS))}) or the "
+                                         "name of a shipped study file, e.g. cpu-chen-2dir "
+                                         "(`mnmt-study presets` lists them; default: default)")
     parser.add_argument("--gin", action="append", default=[], metavar="NAME=VALUE",
                         help="gin binding, e.g. --gin StudySpec.train_steps=100 (repeatable)")
     if out_required:

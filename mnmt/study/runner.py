@@ -112,7 +112,7 @@ def make_train_config(spec: StudySpec, run: RunSpec, data: StudyData, run_dir: P
         mixture_weights=dict(run.weights),
         mixture_caps={pair: data.caps.get(pair) for pair in spec.pairs},
         extra={"irreducible_loss": data.irreducible_loss, "data_preset": spec.data_preset,
-               "heldout": run.heldout},
+               "heldout": run.heldout, "mixture": run.mixture},
     )
 
 

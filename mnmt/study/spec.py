@@ -431,3 +431,10 @@ PRESETS: dict[str, StudySpec] = {
         report_target_sizes=(2e6,),
     ),
 }
+
+# One line per built-in preset for `mnmt-study presets` (study files say it in their first comment).
+PRESET_SUMMARIES: dict[str, str] = {
+    "default": "The main job: Fernandes et al. 2023 in miniature on cpu-tiny, en-de and en-zh "
+               "(t5x_configs/studies/cpu_default.gin).",
+    "ci": "A two-minute miniature of the main job for the integration test and CI.",
+}

@@ -34,17 +34,44 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
+def study_files() -> dict[str, Path]:
+    """The study gin files shipped in `t5x_configs/studies/`, by preset name (the file name with
+    '-' for '_': `cpu_chen_2dir.gin` is the preset `cpu-chen-2dir`)."""
+    folder = repo_root() / "t5x_configs" / "studies"
+    return {path.stem.replace("_", "-"): path for path in sorted(folder.glob("*.gin"))}
+
+
+def study_summary(path: Path) -> str:
+    """The first line of a study file's leading comment (what the study is)."""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        text = line.lstrip("#").strip()
+        if not line.startswith("#"):
+            break
+        if text:
+            return text
+    return ""
+
+
+def preset_names() -> list[str]:
+    """Every name `--preset` accepts: the built-in presets, then the shipped study files."""
+    return sorted(PRESETS) + [name for name in study_files() if name not in PRESETS]
+
+
 def load_spec(study: str | None, preset: str | None, gin_bindings: Sequence[str]) -> StudySpec:
-    """The StudySpec named by a preset or a gin file, with `--gin.NAME=value` overrides applied."""
+    """The StudySpec named by a preset or a gin file, with `--gin.NAME=value` overrides applied.
+
+    A preset is a built-in `PRESETS` entry or the name of a shipped study file (`study_files`)."""
     if study and preset:
         raise UsageError("give either a study gin file or --preset, not both")
+    if study is None and preset and preset not in PRESETS and preset in study_files():
+        study = str(study_files()[preset])
     if study is None:
         name = preset or "default"
         if name not in PRESETS:
-            close = difflib.get_close_matches(name, PRESETS, n=1)
+            close = difflib.get_close_matches(name, preset_names(), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise UsageError(f"unknown preset {name!r}{hint}; expected one of: "
-                             f"{', '.join(sorted(PRESETS))}")
+                             f"{', '.join(preset_names())} (`mnmt-study presets` describes them)")
         base = PRESETS[name]
         if not gin_bindings:
             return base
@@ -145,9 +172,6 @@ def prepare_data(spec: StudySpec, out: Path, log):
     start_tensorflow()  # CPU-only data backend, without its "no CUDA here" start-up lines
 
     if spec.tasks:
-        if spec.data_caps:
-            raise UsageError("StudySpec.data_caps: caps apply to the synthetic family; cap "
-                             "registered tasks in the module that registers them")
         return _registered_tasks(spec, log)
     from mnmt.data import synthetic, tasks, vocab
 
@@ -216,16 +240,38 @@ def _registered_tasks(spec: StudySpec, log):
         register = getattr(module, "register_study_tasks", None)
         if callable(register):
             try:
-                register(spec.vocabulary_path)
+                register(spec.vocabulary_path, **_study_task_arguments(spec, register))
             except (ValueError, FileNotFoundError) as err:
                 raise UsageError(f"StudySpec.task_module {spec.task_module!r}: "
                                  f"{str(err).strip().splitlines()[0]}") from err
+    elif spec.data_caps:
+        raise UsageError("StudySpec.data_caps: StudySpec.task_module must name a module whose "
+                         "register_study_tasks takes caps (e.g. mnmt.data.sources.wmt)")
     for pair, task in spec.tasks:
         if task not in seqio.TaskRegistry.names():
             raise UsageError(f"StudySpec.tasks: task {task!r} for {pair} is not registered "
                              f"(set StudySpec.task_module to the module that registers it)")
     log(f"data: {len(spec.tasks)} registered tasks; irreducible loss unknown (real data)")
-    return StudyData(vocabulary_path=spec.vocabulary_path, tasks=dict(spec.tasks), irreducible_loss={})
+    caps = {pair: dict(spec.data_caps).get(pair) for pair in spec.pairs}
+    return StudyData(vocabulary_path=spec.vocabulary_path, tasks=dict(spec.tasks),
+                     irreducible_loss={}, caps=caps)
+
+
+def _study_task_arguments(spec: StudySpec, register) -> dict:
+    """The keyword arguments `register_study_tasks` of a task module accepts among `pairs` and
+    `caps` (the study's pairs and `StudySpec.data_caps`); caps it cannot take are an error."""
+    import inspect
+
+    accepted = inspect.signature(register).parameters
+    kwargs = {}
+    if "pairs" in accepted:
+        kwargs["pairs"] = tuple(spec.pairs)
+    if spec.data_caps:
+        if "caps" not in accepted:
+            raise UsageError(f"StudySpec.data_caps: {spec.task_module}.register_study_tasks takes "
+                             "no caps; cap the tasks in that module or use mnmt.data.sources.wmt")
+        kwargs["caps"] = dict(spec.data_caps)
+    return kwargs
 
 
 def export_and_report(spec: StudySpec, run_dirs: list[Path], data, out: Path, log):
