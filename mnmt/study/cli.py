@@ -72,8 +72,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                              step_flops=flops, workers=workers)
     log = progress.message
     start = time.monotonic()
-    log(f"study {spec.name}: {len(runs)} runs ({len(spec.sizes)} sizes x {len(spec.weights)} "
-        f"mixtures x {len(spec.seeds)} seeds) on {spec.pairs} -> {out}"
+    mixtures = len(spec.weights) + len(spec.temperatures) + len(spec.oversampling)
+    held = sum(r.heldout for r in runs)
+    log(f"study {spec.name}: {len(runs)} runs ({len(spec.sizes)} sizes x {mixtures} "
+        f"mixtures x {len(spec.seeds)} seeds" + (f" + {held} held out" if held else "")
+        + f") on {spec.pairs} -> {out}"
         + (f"; {workers} worker processes" if workers > 1 else ""))
     data = prepare_data(spec, out, log)
     if workers > 1:

@@ -184,13 +184,20 @@ def prepare_data(spec: StudySpec, out: Path, log):
             f"StudySpec.pairs: {missing} not in data preset {spec.data_preset!r} (has {family.pairs})"
         )
     vocab_path = data_dir / "spm.model"
+    separator = needs_separator(spec)
     if not vocab_path.exists():
-        log(f"data: training a {spec.vocab_size}-piece SentencePiece vocabulary on {list(spec.pairs)}")
-        trained = Path(vocab.train_vocabulary(family, str(data_dir), spec.vocab_size))
+        log(f"data: training a {spec.vocab_size}-piece SentencePiece vocabulary on {list(spec.pairs)}"
+            + (f" (with the decoder-only separator {vocab.SEPARATOR})" if separator else ""))
+        trained = Path(vocab.train_vocabulary(family, str(data_dir), spec.vocab_size,
+                                              separator=separator))
         if trained != vocab_path:
             for suffix in (".vocab", ".model"):
                 if trained.with_suffix(suffix).exists():
                     os.replace(trained.with_suffix(suffix), vocab_path.with_suffix(suffix))
+    elif separator and not vocab.has_separator(vocab.get_vocabulary(str(vocab_path))):
+        raise UsageError(f"{vocab_path} has no decoder-only separator {vocab.SEPARATOR} but "
+                         f"the study trains decoder-only sizes {decoder_only_sizes(spec)}: "
+                         "move it away (the data stage trains a new one) or use another --out")
     task_names = tasks.register_synthetic_tasks(spec.data_preset, str(vocab_path),
                                                 caps=dict(spec.data_caps))
     caps = {pair: tasks.get_task_info(task_names[pair]).train_size for pair in spec.pairs}
@@ -222,6 +229,27 @@ def prepare_data(spec: StudySpec, out: Path, log):
     )
 
 
+def decoder_only_sizes(spec: StudySpec) -> list[str]:
+    """The study's decoder-only sizes (StudySpec.sizes and held-out runs), in order."""
+    from mnmt.models import zoo  # light: no jax
+
+    sizes = list(spec.sizes) + [entry[0] for entry in spec.heldout]
+    out = []
+    for size in dict.fromkeys(sizes):
+        try:
+            if zoo.get_config(size).is_decoder_only:
+                out.append(size)
+        except (KeyError, ValueError):  # an unknown size is reported by the runs themselves
+            continue
+    return out
+
+
+def needs_separator(spec: StudySpec) -> bool:
+    """Whether the study's vocabulary needs the decoder-only separator `</src>`: only then is it
+    trained with it, so encoder-decoder studies keep the ids they always had."""
+    return bool(decoder_only_sizes(spec))
+
+
 def _registered_tasks(spec: StudySpec, log):
     """Real-data studies: tasks registered by `spec.task_module`; no known irreducible loss."""
     import importlib
@@ -240,7 +268,7 @@ def _registered_tasks(spec: StudySpec, log):
         register = getattr(module, "register_study_tasks", None)
         if callable(register):
             try:
-                register(spec.vocabulary_path, **_study_task_arguments(spec, register))
+                register(spec.vocabulary_path, **study_task_arguments(spec, register))
             except (ValueError, FileNotFoundError) as err:
                 raise UsageError(f"StudySpec.task_module {spec.task_module!r}: "
                                  f"{str(err).strip().splitlines()[0]}") from err
@@ -257,7 +285,7 @@ def _registered_tasks(spec: StudySpec, log):
                      irreducible_loss={}, caps=caps)
 
 
-def _study_task_arguments(spec: StudySpec, register) -> dict:
+def study_task_arguments(spec: StudySpec, register) -> dict:
     """The keyword arguments `register_study_tasks` of a task module accepts among `pairs` and
     `caps` (the study's pairs and `StudySpec.data_caps`); caps it cannot take are an error."""
     import inspect
