@@ -8,6 +8,12 @@ The language tokens are registered as the user-defined symbols ``▁<2xx>`` (wit
 boundary marker), not ``<2xx>``: SentencePiece prepends ``▁`` to the text, so a bare ``<2xx>``
 symbol comes out as two pieces ``▁`` + ``<2xx>`` — one wasted token per example. With
 ``▁<2xx>`` the text ``"<2de> the cat"`` encodes to ``[▁<2de>, ▁the, ▁cat]``.
+
+Decoder-only models (Caillaut et al. 2024 §3.3) also need the separator ``</src>`` between source
+and target-language token. It is opt-in (``train_vocabulary(..., separator=True)``,
+``mnmt-vocab --separator``), registered as ``▁</src>`` after the language tokens, so that
+vocabularies trained for encoder-decoder studies keep their ids; :func:`separator_id` finds it
+and names the vocabulary when it is missing.
 """
 
 from __future__ import annotations
@@ -25,9 +31,14 @@ from typing import Any
 
 from fitting.io import is_remote
 
-__all__ = ["train_vocabulary", "get_vocabulary", "lang_token", "lang_piece", "main"]
+__all__ = ["train_vocabulary", "get_vocabulary", "lang_token", "lang_piece", "separator_id",
+           "has_separator", "SEPARATOR", "SEPARATOR_PIECE", "main"]
 
 _CODE_RE = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
+
+# The decoder-only source/target separator (Caillaut et al. 2024 §3.3) and its piece.
+SEPARATOR = "</src>"
+SEPARATOR_PIECE = "\u2581" + SEPARATOR
 
 
 def lang_token(code: str) -> str:
@@ -86,6 +97,7 @@ def train_vocabulary(
     character_coverage: float = 1.0,
     seed: int = 0,
     overwrite: bool = True,
+    separator: bool = False,
 ) -> str:
     """Train one shared SentencePiece model; returns the path of ``<out_dir>/<name>.model``.
 
@@ -93,6 +105,8 @@ def train_vocabulary(
     examples of every pair, both sides), a mapping key → texts or (src, tgt) tuples (balanced to
     the smallest key, or to ``n_per_pair`` if given explicitly), or a sequence of strings.
     ``languages``: codes whose ``<2xx>`` tokens are added (default: all of the family's).
+    ``separator``: also add the decoder-only separator ``</src>`` (as the piece after the
+    language tokens; without it the ids are those of a vocabulary trained before the option).
     """
     import sentencepiece as spm
     import tensorflow as tf
@@ -106,6 +120,8 @@ def train_vocabulary(
         texts = _balanced_texts(family_or_texts, None, seed)
         codes = list(languages or [])
     symbols = [lang_piece(c) for c in sorted(set(codes))]
+    if separator:
+        symbols.append(SEPARATOR_PIECE)
     texts = [t for t in texts if t.strip()]
     if not texts:
         raise ValueError("train_vocabulary: all texts are empty")
@@ -137,6 +153,8 @@ def train_vocabulary(
         "source": getattr(family_or_texts, "preset", "texts"),
         "seed": seed,
     }
+    if separator:
+        meta["separator_piece"] = sp.piece_to_id(SEPARATOR_PIECE)
     with tf.io.gfile.GFile(os.path.join(out_dir, f"{name}.json"), "w") as f:
         f.write(json.dumps(meta, indent=1, sort_keys=True))
     return path
@@ -205,6 +223,27 @@ def language_token_id(vocab: Any, code: str) -> int:
     return pid
 
 
+def has_separator(vocab: Any) -> bool:
+    """Whether a vocabulary has the decoder-only separator ``▁</src>`` as a single piece."""
+    sp = vocab.tokenizer if hasattr(vocab, "tokenizer") else vocab
+    pid = sp.piece_to_id(SEPARATOR_PIECE)
+    return pid != sp.unk_id() and sp.id_to_piece(pid) == SEPARATOR_PIECE
+
+
+def separator_id(vocab: Any, path: str = "") -> int:
+    """Id of the separator ``▁</src>``; a one-line ValueError naming the vocabulary ``path``
+    and what to do when the vocabulary was trained without it."""
+    if not has_separator(vocab):
+        where = path or getattr(vocab, "sentencepiece_model_file", "") or "the vocabulary"
+        raise ValueError(
+            f"vocabulary {where} has no separator piece {SEPARATOR!r}, which decoder-only models "
+            "need: train a vocabulary with it (mnmt-vocab --separator, or "
+            "train_vocabulary(..., separator=True); mnmt-study and mnmt-train add it when they "
+            "train the vocabulary for a decoder-only size) and point the run at the new file")
+    sp = vocab.tokenizer if hasattr(vocab, "tokenizer") else vocab
+    return int(sp.piece_to_id(SEPARATOR_PIECE))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``mnmt-vocab``: train the shared SentencePiece model of a synthetic preset or text files."""
     ap = argparse.ArgumentParser(prog="mnmt-vocab", description=__doc__.splitlines()[0])
@@ -218,6 +257,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--name", default="spm")
     ap.add_argument("--model_type", default="unigram", choices=["unigram", "bpe"])
+    ap.add_argument("--separator", action="store_true",
+                    help=f"add the decoder-only separator {SEPARATOR} (needed by decoder-only "
+                         "sizes; other ids then differ from a vocabulary trained without it)")
     args = ap.parse_args(argv)
     from mnmt.tensorflow_setup import start_tensorflow
 
@@ -237,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             source[path] = [part for ln in lines for part in ln.split("\t") if part.strip()]
     path = train_vocabulary(
         source, args.out_dir, args.vocab_size, languages=langs, n_per_pair=args.n_per_pair,
-        name=args.name, model_type=args.model_type, seed=args.seed,
+        name=args.name, model_type=args.model_type, seed=args.seed, separator=args.separator,
     )
     print(path)
     return 0
