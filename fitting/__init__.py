@@ -30,6 +30,7 @@ _LAZY = {
     "fit_quality_law": "fitting.quality",
     "fit_learning_curve": "fitting.learning_curve",
     "write_report": "fitting.report",
+    "write_comparison": "fitting.compare",
 }
 
 __all__ = ["__version__", *sorted(_LAZY)]

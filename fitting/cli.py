@@ -6,6 +6,7 @@
     mnmt-fit recommend (--fit FIT.json | --input TABLE) --n 1e9 [--preferences en-de=2,en-zh=1]
     mnmt-fit report --input TABLE_OR_RUN_DIRS... --out DIR [--ground-truth en-de=0.14,...]
                     [--heldout RUN_ID ...]
+    mnmt-fit compare TABLE_OR_DIR [TABLE_OR_DIR ...] --out DIR [--labels A,B]
 
 Input columns per law are documented in docs/guides/fitting.md. Exit status 2 on bad input (the message
 names the column and row).
@@ -22,6 +23,7 @@ from typing import Any
 from fitting import chinchilla, dpl, plots
 from fitting.base import FitError, FitResult, json_safe
 from fitting.bivariate import fit_bivariate_law
+from fitting.compare import write_comparison
 from fitting.effective import MultilingualLawFit, fit_multilingual_law
 from fitting.frontier import frontier_2pair, frontier_kpair, recommend
 from fitting.joint import fit_joint_law
@@ -312,6 +314,17 @@ def _report(args) -> dict:
                                            "error", "within_tolerance")} for e in rep.heldout]}
 
 
+def _compare(args) -> dict:
+    labels = [t.strip() for t in args.labels.split(",")] if args.labels else None
+    cmp = write_comparison(args.studies, args.out, labels=labels, eval_set=args.eval_set,
+                           metric=args.metric, n_refits=args.n_refits, seed=args.seed,
+                           fit_f_hat=not args.no_f_hat, title=args.title)
+    return {"markdown": cmp.markdown_path, "json": cmp.json_path, "figure": cmp.figure_path,
+            "studies": [{"label": st["label"], "source": st["source"],
+                         "synergy": st["synergy"], "skipped": st["skipped"]}
+                        for st in cmp.studies]}
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``mnmt-fit`` argument parser."""
     ap = argparse.ArgumentParser(prog="mnmt-fit", description=__doc__.split("\n\n")[0])
@@ -372,6 +385,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--heldout", action="append", metavar="RUN_ID",
                    help="a run trained but never fitted: left out of every fit and predicted "
                         "in the report (repeatable)")
+
+    p = sub.add_parser("compare", help="f(p) of several studies side by side (Fernandes Fig. 6)")
+    p.add_argument("studies", nargs="+", metavar="TABLE_OR_DIR",
+                   help="a study's metrics table (CSV/Parquet), its output directory, or a "
+                        "folder of run directories")
+    p.add_argument("--out", required=True, help="directory for comparison.md/.json and the figure")
+    p.add_argument("--labels", help="panel titles, comma-separated, one per study (default: the "
+                                    "study column, else the file or directory name)")
+    p.add_argument("--eval-set", default="validation")
+    p.add_argument("--metric", default="loss")
+    p.add_argument("--n-refits", type=int, default=30,
+                   help="perturbation refits for the sd of f(p)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-f-hat", action="store_true", help="do not fit f̂ of eq. 12")
+    p.add_argument("--title", default="f(p) side by side")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
     return ap
 
 
@@ -409,10 +438,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             res = _frontier(args)
         elif args.cmd == "recommend":
             res = _recommend(args)
+        elif args.cmd == "compare":
+            res = _compare(args)
         else:
             res = _report(args)
-        _print(res, getattr(args, "json", False), getattr(args, "out", None) if args.cmd != "report"
-               else None)
+        _print(res, getattr(args, "json", False),
+               getattr(args, "out", None) if args.cmd not in ("report", "compare") else None)
     except FitError as e:
         print(f"mnmt-fit: error: {e}", file=sys.stderr)
         return 2

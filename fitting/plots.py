@@ -9,6 +9,9 @@
 * :func:`plot_learning_curves` loss against steps (convergence check, Fernandes App. G)
 * :func:`plot_allocation_penalty` α#/α* against N_d/N (Ghorbani Fig. 6)
 * :func:`plot_frontier_kpair`  K-pair Pareto set at one size (Fernandes App. H setting)
+
+The figures of the report's other sections (Chen, Caillaut, Ghorbani slices, f(p) side by side)
+are in :mod:`fitting.plots_laws`, which shares :func:`log_scale` and :func:`legend`.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ __all__ = [
     "plot_learning_curves",
     "plot_allocation_penalty",
     "plot_frontier_kpair",
+    "log_scale",
+    "legend",
 ]
 
 
@@ -107,6 +112,16 @@ def _legend(ax, **kwargs) -> None:
     elif not ax.collections and not ax.lines:
         ax.text(0.5, 0.5, "no points to plot", transform=ax.transAxes, ha="center",
                 va="center", color="0.4")
+
+
+def log_scale(ax, *which: str) -> None:
+    """Log scale with short tick labels on the axes named in ``which`` ("x", "y")."""
+    _log_scale(ax, *which)
+
+
+def legend(ax, **kwargs) -> None:
+    """A legend when ``ax`` has labelled artists, else a "no points to plot" note if empty."""
+    _legend(ax, **kwargs)
 
 
 def plot_power_fits(data: Mapping[str, Mapping[float, tuple]], fits: Mapping[str, Mapping], *,

@@ -6,9 +6,14 @@ temporary names, then renamed: a failed write, e.g. a full disk, leaves a previo
 files whole). It fits, on final losses,
 the power law (Fernandes eq. 6) per pair and weight, the joint law (eq. 7) with effective
 fractions (eq. 10), and the eq. 11 law with the predicted frontier and recommended weights at
-``target_sizes`` (sections of :mod:`fitting.report_sections`). Every section that cannot be
-computed (too few points, no p = 1 runs, …) is skipped with its reason stated; it never crashes
-on small studies.
+``target_sizes`` (sections of :mod:`fitting.report_sections`). It recognises the other papers'
+experiments in the table and fits their laws too: the Double Power Law of Chen et al. when pairs
+have different capped data sizes (:mod:`fitting.report_dpl`), L(N, D) of Caillaut et al. when
+runs were evaluated at several token counts (:mod:`fitting.report_chinchilla`), Ghorbani et al.'s
+encoder/decoder law when the decoder fraction varies (:mod:`fitting.report_bivariate`).
+Experiments repeated with several seeds are fitted on their seed means, and the seed spread is
+reported (:mod:`fitting.report_seeds`). Every section that cannot be computed (too few points,
+no p = 1 runs, …) is skipped with its reason stated; it never crashes on small studies.
 
 Runs named in ``heldout_runs`` are trained but never fitted: their rows are removed before every
 fit (size laws, joint law, f(p), eq. 11–13, quality laws, backtests, frontier) and the section
@@ -35,12 +40,11 @@ from fitting.joint import fit_joint_law
 from fitting.learning_curve import convergence_check, cooldown_start, correct_final_losses
 from fitting.markdown import Document, format_number
 from fitting.power import fit_power_law
-from fitting.report_sections import (
-    Report,
-    bivariate_section,
-    frontier_section,
-    quality_section,
-)
+from fitting.report_bivariate import bivariate_section
+from fitting.report_chinchilla import chinchilla_section
+from fitting.report_dpl import dpl_section
+from fitting.report_sections import Report, frontier_section, quality_section
+from fitting.report_seeds import seed_means, seed_spread, seeds_section
 from fitting.tables import final_losses, read_table
 
 __all__ = ["Report", "write_report"]
@@ -203,12 +207,16 @@ def write_report(
         if fin.empty:
             raise FitError(f"every run with final {metric!r} rows is held out ({held_ids}): "
                            "nothing is left to fit", column="run_id")
+    # runs repeated with several seeds: every fit below uses the seed mean of each experiment
+    fin_seeds = fin
+    rep.seeds = seed_spread(fin)
+    fin = seed_means(fin)
     data = _points(fin)
     # figures leave out zero-shot rows (p = 0), as Fernandes et al. do
     shown = {pair: {w: v for w, v in by_w.items() if w > 0} for pair, by_w in data.items()}
     doc = Document()
     doc.h(1, title)
-    n_runs = fin["run_id"].nunique() if "run_id" in fin.columns else len(fin)
+    n_runs = fin_seeds["run_id"].nunique() if "run_id" in fin_seeds.columns else len(fin_seeds)
     sizes = sorted(fin["n"].unique())
     doc.p(f"Data: {n_runs} fitted runs, pairs {', '.join(data)}, {len(sizes)} model sizes "
           f"(N = {sizes[0]:.3g} … {sizes[-1]:.3g} non-embedding parameters), eval set "
@@ -219,10 +227,16 @@ def write_report(
         doc.p(f"Convergence correction (Fernandes App. G): {n_corrected} final loss(es) of runs "
               f"with weight ≤ 0.05 replaced by their learning-curve extrapolation to step "
               f"{convergence_correction:g}.")
+    seeds_section(doc, rep.seeds)
 
-    # 1. per pair and weight: power law (eq. 6)
+    # 1. per pair and weight: power law (eq. 6); one reason per pair when no weight can have it
+    few_sizes = fin["n"].nunique() < 3
     for pair, by_w in data.items():
         rep.power_fits[pair] = {}
+        if few_sizes:
+            rep.skipped[f"power {pair}"] = (f"{fin['n'].nunique()} model size(s) in the table; "
+                                            "the size laws need at least 3")
+            continue
         for w, (n, y) in by_w.items():
             if w <= 0:
                 rep.skipped[f"power {pair} p={w:g}"] = "zero-shot weight (p = 0) is outside the law"
@@ -310,12 +324,19 @@ def write_report(
     _effective_section(doc, rep, fin, data, target_sizes, preferences, out_dir, uncertainty,
                        n_refits, seed)
     heldout_section(doc, rep, held, table, held_ids, eval_set, metric)
-    for section in (lambda: quality_section(doc, rep, table_fit, eval_set, out_dir),
-                    lambda: bivariate_section(doc, rep, fin, out_dir)):
+    for name, section in (
+            ("quality laws", lambda: quality_section(doc, rep, table_fit, eval_set, out_dir)),
+            ("bivariate", lambda: bivariate_section(doc, rep, fin, out_dir,
+                                                    n_refits=min(n_refits, 30))),
+            ("DPL", lambda: dpl_section(doc, rep, fin, out_dir, uncertainty=uncertainty,
+                                        n_refits=n_refits, seed=seed)),
+            ("L(N, D)", lambda: chinchilla_section(doc, rep, table_fit, eval_set, metric,
+                                                   out_dir, uncertainty=uncertainty,
+                                                   n_refits=n_refits, seed=seed))):
         try:
             section()
-        except FitError as e:  # pragma: no cover - sections skip their own failures
-            rep.skipped[str(e)[:40]] = str(e)
+        except Exception as e:  # sections skip their own failures; anything else, said here
+            rep.skipped[f"section {name}"] = f"{type(e).__name__}: {e}"
     _curves_figure(doc, rep, table, eval_set, metric, out_dir)
 
     if rep.skipped:
@@ -340,6 +361,10 @@ def write_report(
         "frontier": None if rep.frontier is None else rep.frontier.to_json(),
         "heldout_runs": held_ids,
         "heldout": rep.heldout,
+        "seeds": rep.seeds,
+        "dpl": rep.dpl or None,
+        "chinchilla": rep.chinchilla or None,
+        "bivariate": rep.bivariate or None,
     }
     # Temporary names, then renames: a failed write (a full disk: io.NoSpaceError naming the
     # file) leaves a previous report's three files as they were.

@@ -3,8 +3,12 @@
 
 * :class:`Report`: what a report produced (paths) and computed (fits, regime, skipped sections);
 * :func:`frontier_section`: eq. 11 law, predicted frontier at larger sizes, recommended weights;
-* :func:`quality_section`: BLEU/ChrF against loss (Ghorbani eq. 5) and the frontier in quality;
-* :func:`bivariate_section`: Ghorbani eq. 2 and the Fig. 6 allocation penalty.
+* :func:`quality_section`: BLEU, ChrF, BLEURT, COMET against loss (Ghorbani eq. 5; Fernandes
+  Fig. 8 and 19) and the frontier in each of them.
+
+The sections of the other papers are in :mod:`fitting.report_dpl` (Chen),
+:mod:`fitting.report_chinchilla` (Caillaut), :mod:`fitting.report_bivariate` (Ghorbani) and
+:mod:`fitting.report_seeds` (repeated seeds).
 """
 
 from __future__ import annotations
@@ -14,12 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from fitting import plots
 from fitting.base import FitError
-from fitting.bivariate import fit_bivariate_law
 from fitting.effective import fit_multilingual_law
 from fitting.frontier import frontier_2pair, frontier_kpair, recommend
 from fitting.joint import JointLawFit
@@ -28,7 +30,12 @@ from fitting.power import PowerLawFit
 from fitting.quality import fit_quality_law, quality_points
 from fitting.tables import final_losses
 
-__all__ = ["Report", "frontier_section", "quality_section", "bivariate_section"]
+__all__ = ["Report", "frontier_section", "quality_section", "QUALITY_FORMS"]
+
+#: quality metrics the report fits against the loss, with the form of their law: BLEU = c·L^−p
+#: (Ghorbani eq. 5); ChrF, BLEURT and COMET near-linear in the loss (Fernandes Fig. 8 and 19)
+QUALITY_FORMS: dict[str, str] = {"bleu": "power", "chrf": "linear", "bleurt": "linear",
+                                 "comet": "linear"}
 
 
 @dataclass
@@ -51,6 +58,11 @@ class Report:
     heldout: list[dict] = field(default_factory=list)
     # pair -> weight p -> (f(p), sd over perturbation refits): eq. 10 from the joint law's β
     fraction: dict = field(default_factory=dict)
+    # the other papers' sections (JSON-ready dicts; empty when a section did not apply)
+    dpl: dict = field(default_factory=dict)
+    chinchilla: dict = field(default_factory=dict)
+    bivariate: dict = field(default_factory=dict)
+    seeds: dict = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     markdown: str = ""
@@ -91,6 +103,11 @@ def frontier_section(doc: Document, rep: Report, fin: pd.DataFrame,
     if sub is None or sub.empty:
         rep.skipped["eq. 11 frontier"] = "the table has no mixture weights"
         doc.p("Skipped: the table has no mixture weights.")
+        return
+    if sub["n"].nunique() < 3:  # eq. 11 scales with N: a study at one or two sizes cannot fit it
+        why = f"{sub['n'].nunique()} model size(s); the eq. 11 law needs at least 3"
+        rep.skipped["eq. 11 frontier"] = why
+        doc.p(f"Skipped: {why}.")
         return
     fits, reasons = {}, []
     for form in ("eq12", "eq13"):  # eq. 12 where its f̂ is identified, else the linear eq. 13
@@ -201,17 +218,18 @@ def frontier_section(doc: Document, rep: Report, fin: pd.DataFrame,
 
 def quality_section(doc: Document, rep: Report, table: pd.DataFrame, eval_set: str,
                     out_dir: str) -> None:
-    """Quality laws (Ghorbani eq. 5; Fernandes Fig. 8) and the frontier in ChrF/BLEU."""
+    """Quality laws (Ghorbani eq. 5; Fernandes Fig. 8/19) for every metric of
+    :data:`QUALITY_FORMS` in the table, and the frontier in each."""
     if "metric" not in table.columns:
         return
-    metrics = [m for m in ("chrf", "bleu") if (table["metric"] == m).any()]
+    metrics = [m for m in ("chrf", "bleu", "bleurt", "comet") if (table["metric"] == m).any()]
     if not metrics:
-        rep.skipped["quality laws"] = "no bleu/chrf rows in the table"
+        rep.skipped["quality laws"] = f"no {'/'.join(QUALITY_FORMS)} rows in the table"
         return
-    doc.h(2, "Translation quality against loss (Ghorbani eq. 5, Fernandes Fig. 8)")
+    doc.h(2, "Translation quality against loss (Ghorbani eq. 5, Fernandes Fig. 8 and 19)")
     rep.quality = {}
     for m in metrics:
-        form = "linear" if m == "chrf" else "power"
+        form = QUALITY_FORMS[m]
         rows = []
         for pair in sorted(table.loc[table["metric"] == m, "pair"].astype(str).unique()):
             try:
@@ -261,39 +279,3 @@ def quality_section(doc: Document, rep: Report, table: pd.DataFrame, eval_set: s
                         f"sizes; cf. Fernandes Fig. 8 right.")
             except Exception as e:
                 rep.skipped[f"frontier {m}"] = f"{type(e).__name__}: {e}"
-
-
-def bivariate_section(doc: Document, rep: Report, fin: pd.DataFrame, out_dir: str) -> None:
-    """Ghorbani eq. 2 and the Fig. 6 penalty, when encoder and decoder sizes vary independently."""
-    if not {"n_enc", "n_dec"} <= set(fin.columns):
-        return
-    sub = fin.dropna(subset=["n_enc", "n_dec"])
-    ratio = (sub["n_dec"].astype(float) / (sub["n_enc"].astype(float) + sub["n_dec"].astype(float)))
-    if ratio.round(3).nunique() < 3:
-        rep.skipped["bivariate law (Ghorbani eq. 2)"] = (
-            "encoder and decoder grow proportionally in this study (fewer than 3 distinct "
-            "N_d/N ratios): p_e and p_d cannot be separated")
-        return
-    doc.h(2, "Encoder/decoder allocation (Ghorbani eq. 2–4, Fig. 6)")
-    rows, pens = [], {}
-    for pair, g in sub.groupby("pair"):
-        try:
-            b = fit_bivariate_law(g["n_enc"].to_numpy(float), g["n_dec"].to_numpy(float),
-                                  g["value"].to_numpy(float), n_refits=30)
-        except FitError as e:
-            rep.skipped[f"bivariate {pair}"] = str(e)
-            continue
-        sd = b.stderr or {}
-        rows.append([str(pair), *[format_number(b[k], sd.get(k)) for k in ("alpha", "p_e", "p_d", "l_inf")],
-                     format_number(b.optimal_decoder_fraction(), digits=3)])
-        r = np.linspace(0.05, 0.95, 91)
-        pens[str(pair)] = (b.penalty(r), b.optimal_decoder_fraction())
-    doc.table(["pair", "α", "p_e", "p_d", "L∞", "optimal N_d/N"], rows)
-    if pens:
-        r = np.linspace(0.05, 0.95, 91)
-        rep.figures["allocation_penalty"] = plots.save(
-            plots.plot_allocation_penalty(r, {k: v[0] for k, v in pens.items()},
-                                          {k: v[1] for k, v in pens.items()}),
-            os.path.join(out_dir, "figures", "allocation_penalty.png"))
-        doc.img("figures/allocation_penalty.png", "Multiplicative penalty α#/α* of a fixed "
-                "decoder fraction (cf. Ghorbani Fig. 6 left).")

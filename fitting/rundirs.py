@@ -212,6 +212,24 @@ def read_run_json(run_dir: str | os.PathLike) -> dict[str, Any]:
     return meta
 
 
+def _seed_and_mixture(meta: Mapping, source: str) -> tuple[float | int, str]:
+    """``training.seed`` (NaN when absent or null) and ``extra.mixture`` ("" when absent or null:
+    runs written before schema revision 1.1 have neither); FitError for a value of another type."""
+    seed = _get(meta, "training.seed", source, None)
+    if seed is None:
+        seed = math.nan
+    elif isinstance(seed, bool) or not isinstance(seed, int):
+        raise FitError(f"{source}: field 'training.seed' should be an int, got {seed!r}",
+                       column="training.seed", source=source)
+    mixture = _get(meta, "extra.mixture", source, None)
+    if mixture is None:
+        mixture = ""
+    elif not isinstance(mixture, str):
+        raise FitError(f"{source}: field 'extra.mixture' should be a str, got {mixture!r}",
+                       column="extra.mixture", source=source)
+    return seed, mixture
+
+
 def read_run_dir(run_dir: str | os.PathLike) -> pd.DataFrame:
     """One run directory (run.json + metrics.jsonl) -> its rows of the tidy table."""
     run_dir = os.fspath(run_dir)
@@ -224,6 +242,7 @@ def read_run_dir(run_dir: str | os.PathLike) -> pd.DataFrame:
     if not isinstance(run_id, str):
         raise FitError(f"{src}: field 'run_id' should be a str, got {run_id!r}", column="run_id",
                        source=src)
+    seed, mixture = _seed_and_mixture(meta, src)
     # Duplicates of (step, task, eval_set, metric) violate the schema: a resumed run must never
     # write one, so they fail loudly.
     metrics = read_metrics_jsonl(io.join(run_dir, METRICS_JSONL), run_id=run_id,
@@ -244,6 +263,8 @@ def read_run_dir(run_dir: str | os.PathLike) -> pd.DataFrame:
                 "pair": pair,
                 "weight": math.nan if weights.get(pair) is None else float(weights[pair]),
                 "data_size": math.nan if cap is None else float(cap),
+                "seed": seed,
+                "mixture": mixture,
                 "eval_set": r["eval_set"],
                 "metric": r["metric"],
                 "step": int(r["step"]),

@@ -1,4 +1,4 @@
-"""The metrics schema (version 1) of docs/reference/metrics_schema.md as constants.
+"""The metrics schema (version 1, revision 1.1) of docs/reference/metrics_schema.md as constants.
 
 The contract between the training stack, which writes run directories (``run.json`` and
 ``metrics.jsonl``), and :mod:`fitting`, which reads them (:mod:`fitting.rundirs`) and works on
@@ -7,9 +7,14 @@ the tidy table (:mod:`fitting.tables`).
 
 from __future__ import annotations
 
-__all__ = ["SCHEMA_VERSION", "RUN_JSON", "METRICS_JSONL", "METRICS_FIELDS", "TIDY_COLUMNS"]
+__all__ = ["SCHEMA_VERSION", "SCHEMA_REVISION", "RUN_JSON", "METRICS_JSONL", "METRICS_FIELDS",
+           "TIDY_COLUMNS", "OPTIONAL_COLUMNS"]
 
+#: stored in every run.json; bumped on an incompatible change only
 SCHEMA_VERSION = 1
+#: the document's revision: "1.1" added the optional tidy columns ``seed`` and ``mixture``
+#: (compatible: tables and run directories without them still load)
+SCHEMA_REVISION = "1.1"
 RUN_JSON = "run.json"
 METRICS_JSONL = "metrics.jsonl"
 
@@ -37,6 +42,8 @@ TIDY_COLUMNS: dict[str, str] = {
     "pair": "str",
     "weight": "float",
     "data_size": "float",
+    "seed": "int",
+    "mixture": "str",
     "eval_set": "str",
     "metric": "str",
     "step": "int",
@@ -44,3 +51,8 @@ TIDY_COLUMNS: dict[str, str] = {
     "value": "float",
     "final": "bool",
 }
+
+# Optional columns (revision 1.1) -> the value a table without them gets: ``seed`` of the run
+# (``training.seed``), ``mixture`` the tag of how its weights were chosen (``extra.mixture``:
+# "" for explicit weights, "T5" for temperature sampling, "os5" for oversampling).
+OPTIONAL_COLUMNS: dict[str, object] = {"seed": float("nan"), "mixture": ""}

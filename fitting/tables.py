@@ -17,6 +17,7 @@ import pandas as pd
 from fitting import io
 from fitting.base import FitError
 from fitting.rundirs import collect_runs
+from fitting.schema import OPTIONAL_COLUMNS
 
 __all__ = [
     "require_columns",
@@ -31,6 +32,7 @@ __all__ = [
     "final_losses",
     "drop_invalid_rows",
     "validate_tidy",
+    "with_optional_columns",
 ]
 
 def _row_label(df: pd.DataFrame, idx: Any) -> str:
@@ -292,6 +294,25 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike) -> str:
     else:
         raise FitError(f"{path}: unknown table format; use .csv, .csv.gz or .parquet", source=path)
     return path
+
+
+def with_optional_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with the optional columns of schema revision 1.1 filled in: a table without
+    ``seed`` gets NaN, without ``mixture`` "" (explicit weights). A ``mixture`` read back from a
+    CSV file, where "" becomes NaN, is "" again. Returns a copy when anything changed."""
+    missing = [c for c in OPTIONAL_COLUMNS if c not in df.columns]
+    mix = df["mixture"] if "mixture" in df.columns else None
+    blank = mix is not None and (mix.isna() | mix.astype(str).isin(["nan", "None", "<NA>"])).any()
+    if not missing and not blank:
+        return df
+    df = df.copy()
+    for c in missing:
+        df[c] = OPTIONAL_COLUMNS[c]
+    if blank:
+        m = df["mixture"]
+        df["mixture"] = m.where(~(m.isna() | m.astype(str).isin(["nan", "None", "<NA>"])), "")
+    df["mixture"] = df["mixture"].astype(str)
+    return df
 
 
 def validate_tidy(df: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
