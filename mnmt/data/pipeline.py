@@ -11,8 +11,15 @@ numpy (a test checks it against seqio's converter token for token), so the posit
 per-task cursors), and a restored iterator continues with the very next row — nothing repeated,
 nothing skipped, the same batches as an uninterrupted run.
 
+With ``architecture="decoder_only"`` the same mixing, cursors and windows feed the
+decoder-only format of :mod:`mnmt.data.formats` instead (Caillaut et al. 2024 §3.3: ``source
+</src> <2xx> target <eos>``, loss on the target only, first-fit packing with one segment per
+example, rows of ``inputs + targets`` tokens, windows of that many examples): the position is
+exact in the same way, and the encoder-decoder batches are unchanged.
+
 :func:`eval_batches` runs seqio's own task pipeline and ``EncDecFeatureConverter(pack=False)``
-over a whole split once; the final batch is padded with rows of zero loss weight.
+(decoder-only: the same task features in the decoder-only format, one example per row) over a
+whole split once; the final batch is padded with rows of zero loss weight.
 """
 
 from __future__ import annotations
@@ -25,21 +32,33 @@ from typing import Any
 
 import numpy as np
 
+from mnmt.data.formats import example_format, finish_example
 from mnmt.data.packing import pack_examples, pad_examples
 from mnmt.data.stream_workers import make_encoder
 from mnmt.data.synthetic.grammar import stable_seed
 
-__all__ = ["TrainInputs", "eval_batches", "eval_examples", "pack_examples", "pad_examples"]
+__all__ = ["TrainInputs", "eval_batches", "eval_examples", "pack_examples", "pad_examples",
+           "finish_example", "separator_of_tasks"]
 
 _DRAW_BLOCK = 8192
 STATE_VERSION = 1
 
 
-def finish_example(
-    inputs: Sequence[int], targets: Sequence[int], lengths: Mapping[str, int]
-) -> tuple[list[int], list[int]]:
-    """seqio's ``append_eos_after_trim``: trim each side to length − 1, then append EOS (1)."""
-    return [*inputs[: lengths["inputs"] - 1], 1], [*targets[: lengths["targets"] - 1], 1]
+def separator_of_tasks(task_names: Sequence[str]) -> int:
+    """The decoder-only separator id of the tasks' vocabulary (one vocabulary for all of them);
+    a one-line ValueError naming the vocabulary when it has no separator."""
+    from mnmt.data.tasks import get_task_info
+    from mnmt.data.vocab import get_vocabulary, separator_id
+
+    ids = {}
+    for name in task_names:
+        path = get_task_info(name).vocab_path
+        if path not in ids:
+            ids[path] = separator_id(get_vocabulary(path), path)
+    if len(set(ids.values())) > 1:
+        raise ValueError(f"tasks {list(task_names)} use vocabularies with different separator "
+                         f"ids {ids}: a mixture needs one shared vocabulary")
+    return next(iter(ids.values()))
 
 
 # ---- per-task token streams ------------------------------------------------------------------
@@ -155,6 +174,9 @@ class TrainInputs:
 
     ``batch_size`` is the global number of rows; with ``shard_info=(index, num_shards)`` (one
     shard per host) each shard yields ``batch_size // num_shards`` rows from its own streams.
+    ``architecture``: "encoder_decoder" (T5X EncDecFeatureConverter rows) or "decoder_only"
+    (:class:`mnmt.data.formats.DecoderOnlyFormat` rows of ``inputs + targets`` tokens; the
+    tasks' vocabulary needs the separator ``</src>``).
     """
 
     def __init__(
@@ -167,6 +189,7 @@ class TrainInputs:
         pack: bool = True,
         prefetch: int = 0,
         stream_processes: bool = False,
+        architecture: str = "encoder_decoder",
     ) -> None:
         from mnmt.data.mixtures import mixture_weights
 
@@ -210,7 +233,10 @@ class TrainInputs:
         self.weights /= self.weights.sum()
         self._cum = np.cumsum(self.weights)
         self._cum[-1] = 1.0
-        self.window = max(self.lengths.values()) if self.pack else 1
+        sep = separator_of_tasks(self.tasks) if architecture == "decoder_only" else None
+        self.format = example_format(architecture, self.lengths, sep)
+        self.architecture = architecture
+        self.window = self.format.window if self.pack else 1
         self._reset(draws=0, rows_taken=0, cursors={t: 0 for t in self.tasks}, batches=0)
 
     # -- state -------------------------------------------------------------------------------
@@ -243,7 +269,9 @@ class TrainInputs:
         return self._state_now()
 
     def _state_now(self) -> dict:
+        extra = {} if self.architecture == "encoder_decoder" else {"architecture": self.architecture}
         return {
+            **extra,
             "version": STATE_VERSION,
             "mixture_or_task": self.name,
             "seed": self.seed,
@@ -266,6 +294,10 @@ class TrainInputs:
             "mixture_or_task": self.name, "seed": self.seed, "shard": list(self.shard),
             "pack": self.pack, "feature_lengths": dict(self.lengths), "batch_size": self.batch_size,
         }
+        if state.get("architecture", "encoder_decoder") != self.architecture:
+            raise ValueError(f"input state field 'architecture': checkpoint has "
+                             f"{state.get('architecture', 'encoder_decoder')!r}, iterator has "
+                             f"{self.architecture!r}")
         for k, v in expect.items():
             if state.get(k) != v:
                 raise ValueError(f"input state field {k!r}: checkpoint has {state.get(k)!r}, iterator has {v!r}")
@@ -302,10 +334,10 @@ class TrainInputs:
         examples = []
         for k in choice:
             t = self.tasks[k]
-            examples.append(finish_example(*per_task[t][idx[t]], self.lengths))
+            examples.append(self.format.finish(*per_task[t][idx[t]]))
             idx[t] += 1
         self._window_examples = len(examples)
-        self._rows = pack_examples(examples, self.lengths) if self.pack else pad_examples(examples, self.lengths)
+        self._rows = self.format.pack(examples) if self.pack else self.format.pad(examples)
         self._n_rows = next(iter(self._rows.values())).shape[0]
         self._rows_taken = 0
 
@@ -416,19 +448,31 @@ def eval_batches(
     batch_size: int,
     *,
     with_targets: bool = False,
+    architecture: str = "encoder_decoder",
 ) -> Iterator[dict[str, np.ndarray]]:
     """Unpacked batches of the whole split once, through seqio's task pipeline and converter.
 
     The final batch is padded with all-zero rows (zero loss weights). With ``with_targets``
     each batch also carries ``targets_text`` (an object array of raw target strings, '' for
-    padding rows) for BLEU / ChrF.
+    padding rows) for BLEU / ChrF. ``architecture="decoder_only"``: the task's (trimmed,
+    EOS-terminated) features in the decoder-only format of :mod:`mnmt.data.formats`, one
+    example per row of ``inputs + targets`` tokens, loss weights on the target and EOS only.
     """
     import seqio
 
     lengths = {k: int(feature_lengths[k]) for k in ("inputs", "targets")}
+    if architecture not in ("encoder_decoder", "decoder_only"):
+        example_format(architecture, lengths)  # raises, naming the architectures
     task = seqio.get_mixture_or_task(task_name)
     ds = task.get_dataset(lengths, split=split, shuffle=False, num_epochs=1, use_cached=False)
-    ds = seqio.EncDecFeatureConverter(pack=False)(ds, lengths)
+    if architecture == "decoder_only":
+        fmt = example_format(architecture, lengths, separator_of_tasks([task_name]))
+        rows_of: Iterator[dict[str, np.ndarray]] = (
+            {k: v[0] for k, v in fmt.pad([fmt.finish_task_features(ex["inputs"],
+                                                                   ex["targets"])]).items()}
+            for ex in ds.as_numpy_iterator())
+    else:
+        rows_of = seqio.EncDecFeatureConverter(pack=False)(ds, lengths).as_numpy_iterator()
     texts = [t for _, t in eval_examples(task_name, split)] if with_targets else None
     buf: list[dict[str, np.ndarray]] = []
     n_seen = 0
@@ -440,7 +484,7 @@ def eval_batches(
             batch = {k: np.concatenate([v, np.zeros((pad, *v.shape[1:]), v.dtype)]) for k, v in batch.items()}
         return batch
 
-    for ex in ds.as_numpy_iterator():
+    for ex in rows_of:
         buf.append(ex)
         if len(buf) == batch_size:
             b = emit(buf)

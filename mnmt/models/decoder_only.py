@@ -115,6 +115,7 @@ class DecoderOnlyModel:
                              f"architecture={config.architecture!r} ({config.name or 'unnamed'})")
         self.config = config
         self.module = DecoderOnlyTransformer(config)
+        self._search_jit: dict[tuple, Any] = {}
 
     @staticmethod
     def _check(batch: Batch) -> None:
@@ -200,13 +201,17 @@ class DecoderOnlyModel:
             raise ValueError("every prompt needs at least one token (row with prompt[0] == 0)")
         b, p = prompts.shape
         total = p + max_decode_length
-        k = 1 if (beam_size == 1 and alpha == 0.0) else beam_size
-        cache = self._init_cache(b * k, total)
+        k = 1 if (beam_size == 1 and alpha == 0.0) else int(beam_size)
         # decoder inputs start with 0 (shifted right), so the prompt is forced from step 0
         forced = jnp.asarray(prompts)
-        fn = jax.jit(lambda prm, c, f, n: _dec_only_search(self, prm, c, f, n, b, total, k, alpha,
-                                                           eos_id))
-        seqs = np.asarray(fn(params, cache, forced, jnp.asarray(plen)))
+        key = (b, total, k, float(alpha), int(eos_id))
+        if key not in self._search_jit:  # one compilation per shape and setting, not per call
+            def search(prm, f, n):
+                cache = self._init_cache(b * k, total)
+                return _dec_only_search(self, prm, cache, f, n, b, total, k, alpha, eos_id)
+
+            self._search_jit[key] = jax.jit(search)
+        seqs = np.asarray(self._search_jit[key](params, forced, jnp.asarray(plen)))
         out = np.zeros((b, max_decode_length), np.int32)
         for i in range(b):
             gen = seqs[i, plen[i]:plen[i] + max_decode_length]

@@ -231,6 +231,10 @@ def format_plans(spec: StudySpec, mesh: tuple[int, int], rows: int, plans: list[
         f"per device; fits: total <= {device_memory_gib:g} GiB; step time >= compiled FLOPs per "
         f"device / {peak_tflops:g} TFLOP/s peak per device (default: a TPU v4 chip's bf16 peak)",
     ]
+    decoder_only = [p["size"] for p in plans if p.get("decoder_only")]
+    if decoder_only:
+        head.append(f"decoder-only sizes ({', '.join(decoder_only)}): each row is one sequence "
+                    f"of {lengths['inputs'] + lengths['targets']} tokens (inputs + targets)")
     columns = ("size", "params", "params/dev", "opt/dev", "temp/dev", "total/dev", "fits",
                "FLOP/step compiled", "exact", "6N", "step time >=", "MFU <=", "compile")
     table = [columns]
@@ -329,7 +333,6 @@ def compile_step(spec: StudySpec, size: str, mesh: tuple[int, int]) -> dict:
     import jax
 
     from mnmt.models import accounting, partitioning
-    from mnmt.models.encoder_decoder import EncoderDecoderModel
     from mnmt.study.runner import StudyData, make_train_config
     from mnmt.training import run_setup
     from mnmt.training.optimizer import make_optimizer, rsqrt_schedule
@@ -345,11 +348,12 @@ def compile_step(spec: StudySpec, size: str, mesh: tuple[int, int]) -> dict:
     config = make_train_config(spec, run, study_data, Path("plan") / run.run_id,
                                mixture_name="plan").updated(mesh_shape=(data, model))
     model_config = run_setup.model_config_for(config, spec.vocab_size)
-    network = EncoderDecoderModel(model_config)
+    network = run_setup.make_model(model_config)
     device_mesh = run_setup.run_mesh(config)
     rows = run_setup.resolve_batch_size(config, run_setup.data_parallel_size(data, 1))
     lengths = dict(config.inputs.feature_lengths)
-    example = run_setup.train_example_batch(rows, lengths)
+    example = run_setup.train_example_batch(rows, lengths,
+                                            decoder_only=model_config.is_decoder_only)
     rules = run_setup.logical_rules(config)
     schedule = rsqrt_schedule(config.learning_rate, config.warmup_steps, config.warmup,
                               total_steps=config.train_steps,
@@ -369,6 +373,7 @@ def compile_step(spec: StudySpec, size: str, mesh: tuple[int, int]) -> dict:
                                                      lengths["targets"])
     return {
         "size": size, "mesh": [data, model], "devices": data * model, "rows": rows,
+        "decoder_only": bool(model_config.is_decoder_only),
         "activation_dtype": config.activation_dtype, "remat_policy": config.remat_policy,
         "partitioning_rules": config.partitioning_rules,
         "params": int(accounting.param_counts(model_config).total),

@@ -6,6 +6,10 @@ and no z-loss. It is the quantity the scaling laws describe (Fernandes et al. 20
 Ghorbani et al. 2021 eq. 1–2). BLEU and ChrF are corpus-level sacrebleu scores of beam-search
 output (beam 4 and a length penalty α, as in Fernandes §3.1) against the references, used for the
 quality laws (Ghorbani eq. 5: BLEU = c·L^−p; Fernandes Fig. 8).
+
+Decoder-only models are scored the same way: their eval rows weight only the target pieces and
+EOS, so `loss` divides by the same target tokens; decoding continues each row's prompt
+`source </src> <2xx>` (`decoder_prompts`) and the hypotheses are scored like any others.
 """
 
 from __future__ import annotations
@@ -115,6 +119,36 @@ def _strip(ids: Sequence[int], eos_id: int) -> list[int]:
     return out
 
 
+def decoder_prompts(batch: Mapping[str, np.ndarray], width: int, *, eos_id: int = 1
+                    ) -> np.ndarray:
+    """The prompts of unpacked decoder-only rows (`source </src> <2xx>`, every token before
+    the first one with a loss weight), right-padded with 0 to `width` tokens: [rows, width].
+
+    Rows without a prompt (the all-zero padding rows of an eval batch) get the prompt `[eos]`
+    so that the prompted search can run on the whole batch; their output is ignored.
+    """
+    targets = np.asarray(batch["decoder_target_tokens"])
+    weights = np.asarray(batch["decoder_loss_weights"]) > 0
+    lengths = np.where(weights.any(axis=1), weights.argmax(axis=1), 0)
+    if np.any(lengths > width):
+        raise ValueError(f"a prompt has {int(lengths.max())} tokens, more than the {width} "
+                         "the inputs feature length allows")
+    prompts = np.where(np.arange(width)[None, :] < lengths[:, None], targets[:, :width], 0)
+    prompts = prompts.astype(np.int32)
+    prompts[lengths == 0, 0] = eos_id
+    return prompts
+
+
+def source_tokens(batch: Mapping[str, np.ndarray], row: int) -> np.ndarray:
+    """The source side of one row, for display: the encoder input (encoder-decoder) or the
+    prompt `source </src> <2xx>` (decoder-only)."""
+    if "encoder_input_tokens" in batch:
+        return np.asarray(batch["encoder_input_tokens"][row])
+    weights = np.asarray(batch["decoder_loss_weights"][row]) > 0
+    end = int(weights.argmax()) if weights.any() else 0
+    return np.asarray(batch["decoder_target_tokens"][row][:end])
+
+
 def decode_and_score(
     predict_fn: Callable[[Any, Mapping[str, jax.Array]], jax.Array],
     params: Any,
@@ -129,7 +163,8 @@ def decode_and_score(
     """Beam-search the first `num_examples` real examples and score them with sacrebleu.
 
     `predict_fn(params, batch) -> tokens [batch, length]` (e.g. the model's `predict_batch` with
-    beam size and α bound). References are the batch's raw `targets_text` when present (else
+    beam size and α bound; for decoder-only rows, the prompted search on `decoder_prompts`,
+    with a `put` that leaves the host batch as it is). References are the batch's raw `targets_text` when present (else
     `decoder_target_tokens` decoded with the vocabulary); sources are decoded for display.
     """
     eos = int(getattr(vocabulary, "eos_id", 1))
@@ -151,7 +186,7 @@ def decode_and_score(
                 refs.append(str(batch["targets_text"][i]))
             else:
                 refs.append(vocabulary.decode(_strip(batch["decoder_target_tokens"][i], eos)))
-            srcs.append(vocabulary.decode(_strip(batch["encoder_input_tokens"][i], eos)))
+            srcs.append(vocabulary.decode(_strip(source_tokens(batch, i), eos)))
     bleu, chrf = corpus_scores(hyps, refs, pair)
     examples = tuple(zip(srcs[:keep_examples], hyps[:keep_examples], refs[:keep_examples],
                          strict=True))

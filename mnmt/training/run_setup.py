@@ -2,11 +2,17 @@
 
 Builds the model, mesh and shardings, the input pipelines, and the run.json of
 docs/reference/metrics_schema.md; checks an existing MODEL_DIR's run.json for compatibility.
+
+The zoo size's architecture picks the model and the batch format: `EncoderDecoderModel` with
+T5X EncDecFeatureConverter rows, or `DecoderOnlyModel` with Caillaut-format rows of
+`inputs + targets` tokens (`mnmt.data.formats`); the latter needs a vocabulary with the
+separator `</src>` and fails at once, naming the vocabulary, without it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 from collections.abc import Callable, Iterator
@@ -137,6 +143,17 @@ def model_config_for(config: TrainConfig, vocab_size: int | None = None) -> Any:
                           dtype=config.activation_dtype, remat_policy=config.remat_policy)
 
 
+def make_model(model_config: Any) -> Any:
+    """`EncoderDecoderModel` or `DecoderOnlyModel`, as the config's architecture says."""
+    if model_config.is_decoder_only:
+        from mnmt.models.decoder_only import DecoderOnlyModel  # noqa: PLC0415
+
+        return DecoderOnlyModel(model_config)
+    from mnmt.models.encoder_decoder import EncoderDecoderModel  # noqa: PLC0415
+
+    return EncoderDecoderModel(model_config)
+
+
 def family_of(model_config: Any, size: str) -> str:
     fam = getattr(model_config, "family", "") or ""
     return fam or size.split("-", 1)[0]
@@ -223,13 +240,15 @@ def build_setup(config: TrainConfig) -> RunSetup:
         accounting,
         partitioning,  # noqa: PLC0415
     )
-    from mnmt.models.encoder_decoder import EncoderDecoderModel  # noqa: PLC0415
     from mnmt.training.host_inputs import HostInputs  # noqa: PLC0415
 
     run_id = config.run_id or os.path.basename(os.path.normpath(config.model_dir))
     vocabulary = vocab.get_vocabulary(config.vocabulary_path)
     model_config = model_config_for(config, vocabulary.vocab_size)
-    model = EncoderDecoderModel(model_config)
+    architecture = model_config.architecture
+    if model_config.is_decoder_only:  # before anything is written: one line naming the file
+        vocab.separator_id(vocabulary, config.vocabulary_path)
+    model = make_model(model_config)
     # The mesh (no compilation yet) fixes the data-parallel size the batch must be a multiple of.
     mesh = run_mesh(config)
     num_shards = config.inputs.shards or jax.process_count()
@@ -245,11 +264,15 @@ def build_setup(config: TrainConfig) -> RunSetup:
 
     rules = logical_rules(config)
     lengths = dict(config.inputs.feature_lengths)
-    first_pipeline_batch = train_example_batch(batch_size, lengths)
+    first_pipeline_batch = train_example_batch(batch_size, lengths,
+                                               decoder_only=model_config.is_decoder_only)
     params_shardings_fn = make_params_shardings_fn(model, first_pipeline_batch, mesh, rules)
+    make_pipeline = pipeline.TrainInputs
+    if model_config.is_decoder_only:
+        make_pipeline = functools.partial(pipeline.TrainInputs, architecture=architecture)
 
     def make_inputs():
-        return HostInputs(pipeline.TrainInputs, mixture_or_task=config.inputs.mixture_or_task_name,
+        return HostInputs(make_pipeline, mixture_or_task=config.inputs.mixture_or_task_name,
                           feature_lengths=lengths, batch_size=batch_size, seed=config.seed,
                           num_shards=num_shards, process_index=jax.process_index(),
                           process_count=jax.process_count(), prefetch=config.inputs.prefetch)
@@ -262,18 +285,23 @@ def build_setup(config: TrainConfig) -> RunSetup:
         process that evaluates the same task, split, lengths and batch size (building the SeqIO
         pipeline again costs far more than an evaluation of a small model)."""
         if not config.eval.cache_batches:
-            return pipeline.eval_batches(task, split, lengths, eval_bs, with_targets=with_targets)
-        key = (task, split, tuple(sorted(lengths.items())), eval_bs, config.vocabulary_path)
+            return pipeline.eval_batches(task, split, lengths, eval_bs, with_targets=with_targets,
+                                         architecture=architecture)
+        key = (task, split, tuple(sorted(lengths.items())), eval_bs, config.vocabulary_path,
+               architecture)
         if key not in _EVAL_BATCHES:
             if len(_EVAL_BATCHES) >= _EVAL_CACHE_ENTRIES:
                 _EVAL_BATCHES.pop(next(iter(_EVAL_BATCHES)))  # the oldest entry
             _EVAL_BATCHES[key] = list(pipeline.eval_batches(task, split, lengths, eval_bs,
-                                                            with_targets=True))
+                                                            with_targets=True,
+                                                            architecture=architecture))
         cached = _EVAL_BATCHES[key]
         if with_targets:
             return iter(cached)
         return iter([{k: v for k, v in b.items() if k != "targets_text"} for b in cached])
 
+    # Per row: encoder-decoder I encoder + T decoder tokens; decoder-only one sequence of I + T
+    # tokens (the row length), which forward_flops_terms counts for decoder-only configs.
     flops = accounting.train_flops_per_example(model_config, lengths["inputs"],
                                                lengths["targets"]) * batch_size
     return RunSetup(run_id=run_id, existing=existing, run_json=run_json,
@@ -312,9 +340,19 @@ def make_params_shardings_fn(model: Any, example: dict[str, np.ndarray], mesh: A
     return params_shardings_fn
 
 
-def train_example_batch(rows: int, lengths: dict[str, int]) -> dict[str, np.ndarray]:
+def train_example_batch(rows: int, lengths: dict[str, int], *,
+                        decoder_only: bool = False) -> dict[str, np.ndarray]:
     """One global training batch of zeros with the packed-batch features TrainInputs yields
-    (tokens, loss weights, segment ids and positions): it fixes the step's shapes."""
+    (tokens, loss weights, segment ids and positions): it fixes the step's shapes.
+
+    Decoder-only: the decoder features only, rows of `inputs + targets` tokens."""
+    if decoder_only:
+        length = lengths["inputs"] + lengths["targets"]
+        batch = {k: np.zeros((rows, length), np.int32) for k in (
+            "decoder_input_tokens", "decoder_target_tokens", "decoder_segment_ids",
+            "decoder_positions")}
+        batch["decoder_loss_weights"] = np.zeros((rows, length), np.float32)
+        return batch
     example = {
         "encoder_input_tokens": np.zeros((rows, lengths["inputs"]), np.int32),
         "decoder_input_tokens": np.zeros((rows, lengths["targets"]), np.int32),

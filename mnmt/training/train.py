@@ -41,6 +41,7 @@ def setup_tasks(
     mixture_name: str | None = None,
     mixture_weights: dict[str, float] | None = None,
     seed: int = 0,
+    separator: bool = False,
 ) -> dict[str, str]:
     """Make the run's SeqIO tasks/mixture exist; returns pair → task name (may be empty).
 
@@ -48,6 +49,8 @@ def setup_tasks(
     - `synthetic_preset`: register the synthetic family's tasks with the vocabulary at
       `vocabulary_path` (trained there first, on the family, if the file does not exist), and,
       with `mixture_name`/`mixture_weights` (pair → weight), a weighted mixture of them.
+    - `separator`: a vocabulary trained here gets the decoder-only separator `</src>`
+      (`mnmt-train` sets it for a decoder-only MODEL_SIZE).
     """
     for module in modules:
         importlib.import_module(module)
@@ -60,7 +63,7 @@ def setup_tasks(
     if not os.path.exists(vocabulary_path):
         family = synthetic.get_family(synthetic_preset, seed=seed)
         out_dir = os.path.dirname(os.path.abspath(vocabulary_path))
-        made = vocab.train_vocabulary(family, out_dir, vocab_size)
+        made = vocab.train_vocabulary(family, out_dir, vocab_size, separator=separator)
         if os.path.abspath(made) != os.path.abspath(vocabulary_path):
             os.replace(made, vocabulary_path)
     pair_tasks = tasks.register_synthetic_tasks(synthetic_preset, vocabulary_path, seed=seed)
@@ -141,6 +144,16 @@ def _log_to_model_dir(model_dir: str) -> None:
     logger.addHandler(handler)
 
 
+def _decoder_only(size: str) -> bool:
+    """Whether the zoo size is decoder-only (False for an unknown size: the run reports it)."""
+    from mnmt.models import zoo  # noqa: PLC0415
+
+    try:
+        return bool(zoo.get_config(size).is_decoder_only)
+    except (KeyError, ValueError, TypeError, AttributeError):
+        return False
+
+
 def error_text(err: BaseException) -> str:
     """The message of `err` without the line gin appends to errors raised inside a configurable
     ("In call to configurable 'run' (...)"), so a one-line error stays one line."""
@@ -161,10 +174,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     start_tensorflow()  # before the tasks are registered: SeqIO's backend, CPU-only and quiet
     try:
         parse_gin(args.gin_file, bindings, args.gin_search_paths)
-        pair_tasks = setup_tasks()
         from mnmt.training.config import TrainConfig  # noqa: PLC0415
 
         config = TrainConfig()
+        # a vocabulary trained for a decoder-only size gets the separator </src>
+        pair_tasks = setup_tasks(separator=True) if _decoder_only(config.model_size) \
+            else setup_tasks()
         if not config.eval.tasks and pair_tasks:  # EVAL_TASKS = None: every registered pair
             config = config.updated(eval={"tasks": dict(pair_tasks)})
         _log_to_model_dir(config.model_dir)

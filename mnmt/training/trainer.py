@@ -269,7 +269,7 @@ class _Loop:
                     continue
                 scores = evaluation.decode_and_score(
                     self.predict_fn, params, s.eval_batches(task, es, with_targets=True),
-                    self.put_eval, s.vocabulary, pair, num_examples=c.decode.num_examples)
+                    self.put_decode, s.vocabulary, pair, num_examples=c.decode.num_examples)
                 base = dict(step=step, tokens=m.tokens, task=pair, eval_set=es)
                 m.metrics.write([{**base, "metric": "bleu", "value": scores.bleu},
                                  {**base, "metric": "chrf", "value": scores.chrf}])
@@ -339,12 +339,27 @@ class _Loop:
             with s.context():
                 return score(p, b)
 
-        def predict_fn(p, b):
+        eos = int(getattr(s.vocabulary, "eos_id", 1))
+        width = int(c.inputs.feature_lengths["inputs"])  # decoder-only prompts fit in `inputs`
+
+        def predict_encoder_decoder(p, b):
             with s.context():  # predict_batch is jitted inside the model
                 return gather(s.model.predict_batch(p, b, beam_size=c.decode.beam_size,
                                                     alpha=c.decode.alpha,
                                                     max_decode_length=max_len))
 
+        def predict_decoder_only(p, b):  # b: the host batch (put_decode keeps it as it is)
+            prompts = evaluation.decoder_prompts(b, width, eos_id=eos)
+            with s.context():  # the prompted search is jitted inside the model
+                return s.model.predict_batch(p, prompts, beam_size=c.decode.beam_size,
+                                             alpha=c.decode.alpha, max_decode_length=max_len,
+                                             eos_id=eos)
+
+        if s.model_config.is_decoder_only:
+            # The prompts are cut from the host batch's rows, so decoding takes it unplaced.
+            predict_fn, self.put_decode = predict_decoder_only, (lambda b: b)
+        else:
+            predict_fn, self.put_decode = predict_encoder_decoder, self.put_eval
         self.score_fn, self.predict_fn = score_fn, predict_fn
         return fns
 

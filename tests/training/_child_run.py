@@ -3,6 +3,7 @@
     python _child_run.py SPEC.json
 
 SPEC: {"config": TrainConfig fields, "vocab": path, "eval_size": int, "mixture": name,
+       "task_prefix": prefix of the registered task names (default "synth"),
        "kill_at": step or null, "kill_event": index or null, "signal": "KILL" | "TERM",
        "coordinator": ..., "process_id": ...,
        "group": [TrainConfig fields, ...] (instead of "config": `train_group` on them),
@@ -28,7 +29,8 @@ def main() -> int:
     from mnmt.data import mixtures, tasks
 
     pair_tasks = tasks.register_synthetic_tasks("cpu-tiny", spec["vocab"],
-                                                eval_size=spec["eval_size"])
+                                                eval_size=spec["eval_size"],
+                                                prefix=spec.get("task_prefix", "synth"))
     mixtures.register_weighted_mixture(spec["mixture"], {t: 0.5 for t in pair_tasks.values()})
     for name, weights in spec.get("mixtures", {}).items():
         mixtures.register_weighted_mixture(

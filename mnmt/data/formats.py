@@ -1,0 +1,135 @@
+"""Per-architecture example formats of the input pipeline: tokenized pair → example → rows.
+
+The training iterator (:class:`mnmt.data.pipeline.TrainInputs`) draws tokenized pairs
+``([<2xx>, *source], target)`` from the mixture; an example format turns each pair into one
+example (trimmed, EOS appended) and a window of examples into rows of features:
+
+- :class:`EncoderDecoderFormat` — T5X's ``EncDecFeatureConverter`` features, exactly as seqio
+  makes them (``append_eos_after_trim``, then :mod:`mnmt.data.packing`); rows of
+  ``feature_lengths["inputs"]`` encoder and ``feature_lengths["targets"]`` decoder tokens.
+- :class:`DecoderOnlyFormat` — Caillaut et al. 2024 §3.3: ``source </src> <2xx> target <eos>``
+  in one sequence (:func:`mnmt.models.decoder_only.format_pair`), loss weights 1 on the target
+  and EOS only (§3.4), T5X ``DecoderFeatureConverter`` features. The source is trimmed to
+  ``inputs − 2`` pieces (so the prompt ``source </src> <2xx>`` fits in ``inputs`` tokens, the
+  same source pieces the encoder-decoder keeps) and the target to ``targets − 1`` pieces plus
+  EOS, so one row of ``inputs + targets`` tokens holds any example: the **row length** is
+  ``feature_lengths["inputs"] + feature_lengths["targets"]``. Rows are packed first-fit by
+  :func:`mnmt.models.decoder_only.pack_examples` with one segment id per example
+  (``decoder_segment_ids``, ``decoder_positions`` restarting at 0), so packed examples never
+  attend to each other.
+
+A format is deterministic and stateless, so the iterator's checkpointable position (window
+start, rows taken, per-task cursors) is the same for both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from mnmt.data.packing import pack_examples, pad_examples
+
+__all__ = ["ARCHITECTURES", "EncoderDecoderFormat", "DecoderOnlyFormat", "finish_example",
+           "example_format"]
+
+ARCHITECTURES = ("encoder_decoder", "decoder_only")
+EOS_ID = 1
+
+
+def finish_example(
+    inputs: Sequence[int], targets: Sequence[int], lengths: Mapping[str, int]
+) -> tuple[list[int], list[int]]:
+    """seqio's ``append_eos_after_trim``: trim each side to length − 1, then append EOS (1)."""
+    return [*inputs[: lengths["inputs"] - 1], EOS_ID], [*targets[: lengths["targets"] - 1], EOS_ID]
+
+
+def _lengths(feature_lengths: Mapping[str, int]) -> dict[str, int]:
+    return {k: int(feature_lengths[k]) for k in ("inputs", "targets")}
+
+
+class EncoderDecoderFormat:
+    """T5X ``EncDecFeatureConverter`` examples and rows (packed or padded)."""
+
+    architecture = "encoder_decoder"
+
+    def __init__(self, feature_lengths: Mapping[str, int]) -> None:
+        self.lengths = _lengths(feature_lengths)
+        # seqio's trim_and_pack works on windows of max(feature lengths) examples
+        self.window = max(self.lengths.values())
+
+    def finish(self, inputs: Sequence[int], targets: Sequence[int]) -> Any:
+        return finish_example(inputs, targets, self.lengths)
+
+    def pack(self, examples: Sequence[Any]) -> dict[str, np.ndarray]:
+        return pack_examples(examples, self.lengths)
+
+    def pad(self, examples: Sequence[Any]) -> dict[str, np.ndarray]:
+        return pad_examples(examples, self.lengths)
+
+
+class DecoderOnlyFormat:
+    """Caillaut-format examples ``source </src> <2xx> target <eos>`` in rows of
+    ``inputs + targets`` tokens (see the module docstring)."""
+
+    architecture = "decoder_only"
+
+    def __init__(self, feature_lengths: Mapping[str, int], separator_id: int,
+                 eos_id: int = EOS_ID) -> None:
+        self.lengths = _lengths(feature_lengths)
+        self.separator_id = int(separator_id)
+        self.eos_id = int(eos_id)
+        self.row_length = self.lengths["inputs"] + self.lengths["targets"]
+        self.window = self.row_length
+
+    def finish(self, inputs: Sequence[int], targets: Sequence[int]
+               ) -> tuple[list[int], list[float]]:
+        """(tokens, loss weights) of a pair given as ``([<2xx>, *source], target)`` (no EOS)."""
+        from mnmt.models.decoder_only import format_pair  # noqa: PLC0415  (jax/flax)
+
+        if not len(inputs):
+            raise ValueError("decoder-only example without a target-language token: the task's "
+                             "inputs must start with <2xx> (mnmt.data.tasks prepends it)")
+        source = inputs[1:][: self.lengths["inputs"] - 2]
+        return format_pair(source, targets[: self.lengths["targets"] - 1],
+                           sep_id=self.separator_id, tgt_lang_id=int(inputs[0]),
+                           eos_id=self.eos_id)
+
+    def finish_task_features(self, inputs: Sequence[int], targets: Sequence[int]
+                             ) -> tuple[list[int], list[float]]:
+        """The example of a seqio task's features (EOS-terminated, as ``get_dataset`` yields
+        them after ``append_eos_after_trim``): the same tokens as :meth:`finish`."""
+        inputs, targets = list(inputs), list(targets)
+        if inputs and inputs[-1] == self.eos_id:
+            inputs = inputs[:-1]
+        if targets and targets[-1] == self.eos_id:
+            targets = targets[:-1]
+        return self.finish(inputs, targets)
+
+    def pack(self, examples: Sequence[Any]) -> dict[str, np.ndarray]:
+        from mnmt.models.decoder_only import pack_examples as pack_decoder  # noqa: PLC0415
+
+        return pack_decoder(examples, self.row_length)
+
+    def pad(self, examples: Sequence[Any]) -> dict[str, np.ndarray]:
+        """One example per row (segment id 1, positions from 0), zero-padded."""
+        from mnmt.models.decoder_only import pack_examples as pack_decoder  # noqa: PLC0415
+
+        rows = [pack_decoder([ex], self.row_length) for ex in examples]
+        if not rows:
+            return pack_decoder([], self.row_length)
+        return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
+
+
+def example_format(architecture: str, feature_lengths: Mapping[str, int],
+                   separator_id: int | None = None) -> EncoderDecoderFormat | DecoderOnlyFormat:
+    """The format of `architecture` ("encoder_decoder" or "decoder_only"; the latter needs the
+    vocabulary's separator id, :func:`mnmt.data.vocab.separator_id`)."""
+    if architecture == "encoder_decoder":
+        return EncoderDecoderFormat(feature_lengths)
+    if architecture == "decoder_only":
+        if separator_id is None:
+            raise ValueError("the decoder-only format needs the vocabulary's separator id")
+        return DecoderOnlyFormat(feature_lengths, separator_id)
+    raise ValueError(f"architecture must be one of {ARCHITECTURES}, got {architecture!r}")
