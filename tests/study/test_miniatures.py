@@ -1,0 +1,99 @@
+"""Each CPU miniature of a paper experiment, run end to end (`mnmt-study run --preset NAME`), shows
+its paper's qualitative finding on the synthetic family. Slow: 5–15 minutes each on 2 cores
+(`pytest -m slow tests/study/test_miniatures.py`); measured results in benchmarks/RESULTS.md.
+
+Set MNMT_MINIATURE_OUT=DIR to keep (and, on a second call, reuse) the studies' output under DIR.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mnmt.study import cli
+
+pytestmark = pytest.mark.slow
+
+
+def run_miniature(name: str, tmp_path: Path) -> tuple[Path, dict, pd.DataFrame]:
+    """Run (or resume) the preset; its output directory, fits.json and final validation losses."""
+    keep = os.environ.get("MNMT_MINIATURE_OUT")
+    out = Path(keep) / name if keep else tmp_path / name
+    assert cli.main(["run", "--preset", name, "--out", str(out)]) == 0
+    fits = json.loads((out / "report" / "fits.json").read_text())
+    table = pd.read_csv(out / "metrics.csv")
+    final = table[(table.metric == "loss") & table.final & (table.eval_set == "validation")]
+    return out, fits, final
+
+
+def test_chen_2dir_low_resource_loss_is_u_shaped(tmp_path):
+    """Chen Fig. 2: the capped direction's loss falls, then rises, with its ratio; the DPL is
+    fitted per direction and its eq. 7 optimum is compared with every trained baseline."""
+    _, fits, final = run_miniature("cpu-chen-2dir", tmp_path)
+    low = final[(final.pair == "en-de") & (final.run_id.str.contains("_p"))].sort_values("weight")
+    losses = low.value.to_numpy()
+    bottom = int(np.argmin(losses))
+    assert 0 < bottom < len(losses) - 1, f"no interior minimum: {losses}"
+    assert losses[0] > 1.5 * losses[bottom] and losses[-1] > 1.3 * losses[bottom]
+    (setting,) = fits["dpl"]["settings"]
+    assert {b["mixture"] for b in setting["baselines"]} == {"T1", "T2", "T5", "T10", "T100"}
+    assert 0.05 < setting["optimum"]["en-de"] < 0.5  # the low-resource ratio at the U's bottom
+
+
+def test_chen_4dir_fits_every_direction(tmp_path):
+    _, fits, final = run_miniature("cpu-chen-4dir", tmp_path)
+    assert fits["dpl"]["fits"], fits.get("skipped")
+    (setting,) = fits["dpl"]["settings"]
+    assert set(setting["optimum"]) == {"en-fr", "en-de", "en-zh", "en-hi"}
+    assert sum(setting["optimum"].values()) == pytest.approx(1.0)
+    assert len(setting["baselines"]) == 5
+
+
+def test_ghorbani_depths_fits_the_bivariate_law(tmp_path):
+    """Ghorbani eq. 2: both exponents positive (depth on either side lowers the loss), an interior
+    optimal decoder share (eq. 3)."""
+    _, fits, final = run_miniature("cpu-ghorbani-depths", tmp_path)
+    (entry,) = fits["bivariate"].values()
+    params = entry["fit"]["params"]
+    assert params["p_e"] > 0 and params["p_d"] > 0
+    assert 0.05 < entry["optimal_decoder_fraction"] < 0.95
+    by_size = final.groupby("size").value.mean()
+    assert by_size["mini-ed-6-2"] < by_size["mini-ed-1-2"]
+    assert by_size["mini-ed-2-6"] < by_size["mini-ed-2-1"]
+
+
+def test_caillaut_decoder_only_loss_falls_with_n_and_d(tmp_path):
+    """Caillaut: the decoder-only loss falls with model size and with training tokens; the
+    Chinchilla fit has positive exponents on both."""
+    _, fits, final = run_miniature("cpu-caillaut-decoder-only", tmp_path)
+    for label, fit in fits["chinchilla"]["fits"].items():
+        assert fit["params"]["alpha"] > 0 and fit["params"]["beta"] > 0, label
+    by_size = final.groupby(["pair", "n"]).value.mean()
+    for pair in ("en-de", "en-zh"):
+        losses = by_size[pair].sort_index().to_numpy()
+        assert losses[-1] < losses[0], (pair, losses)
+
+
+@pytest.mark.parametrize("name", ["cpu-fernandes-en-de-fr", "cpu-fernandes-de-zh-en"])
+def test_fernandes_pair_studies_fit_f_of_p(tmp_path, name):
+    """The joint law and f(p) of each pair; f between 0 and 1 at the interior weights."""
+    _, fits, _ = run_miniature(name, tmp_path)
+    assert fits["joint"] is not None
+    for pair, values in fits["fraction"].items():
+        for weight, entry in values.items():
+            if 0 < float(weight) < 1:
+                assert 0 < entry["f"] < 1.2, (pair, weight, entry)
+
+
+def test_fernandes_3pair_predicts_held_out_three_pair_runs(tmp_path):
+    """App. H: the laws fitted on one- and two-pair mixtures predict the three-pair runs."""
+    _, fits, _ = run_miniature("cpu-fernandes-3pair", tmp_path)
+    entries = [e for e in fits["heldout"] if e.get("primary")]
+    assert len(entries) == 9  # 3 held-out runs x 3 pairs
+    errors = [abs(e["error"]) for e in entries]
+    assert np.median(errors) < 0.05, errors
