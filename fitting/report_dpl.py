@@ -5,8 +5,9 @@ It applies when the table has a finite ``data_size`` (a cap on the pair's traini
 differs between pairs — Chen's low-resource setting — and, at some model size, ≥ 3 distinct
 weights per capped pair. Per model size the DPL (eq. 5) is fitted on the final losses (seed
 means) of the runs with explicit weights (``mixture`` ""), so that the baselines (``mixture``
-"T1", "T5", …) are predicted, not fitted; when the explicit runs alone have < 3 weights per pair
-the baselines are fitted too, and the report says so. Each direction (``pair@data_size``) has
+"T1", "T5", …) are predicted, not fitted; when the explicit runs alone have fewer than
+``MIN_EXPLICIT_WEIGHTS`` (5) weights per pair — too few to pin a direction's curve next to its own
+bias — the baselines are fitted too (≥ 3 weights per pair in all), and the report says so. Each direction (``pair@data_size``) has
 its own bias M_∞.
 
 How the shared parameters are estimated depends on the distinct data sizes below the largest:
@@ -42,6 +43,9 @@ __all__ = ["dpl_applies", "fit_dpl_one_low_size", "fit_study_dpl", "dpl_section"
 _KEY = "DPL (Chen eq. 5–7)"
 
 
+#: Distinct explicit weights per capped pair below which the temperature baselines join the fit.
+MIN_EXPLICIT_WEIGHTS = 5
+
 def _capped(fin: pd.DataFrame) -> pd.DataFrame:
     """Trained rows (weight > 0) of pairs with a finite positive data size."""
     d = pd.to_numeric(fin["data_size"], errors="coerce")
@@ -64,10 +68,10 @@ def dpl_applies(fin: pd.DataFrame) -> tuple[dict[float, pd.DataFrame], str]:
     out, why = {}, []
     for n, at_n in cap.groupby("n", sort=True):
         explicit = at_n[at_n["mixture"].astype(str) == ""]
-        for rows in (explicit, at_n):
+        for rows, least in ((explicit, MIN_EXPLICIT_WEIGHTS), (at_n, 3)):
             counts = rows.groupby("pair")["weight"].nunique().reindex(
                 sorted(cap["pair"].unique()), fill_value=0)
-            if len(rows) and (counts >= 3).all():
+            if len(rows) and (counts >= least).all():
                 out[float(n)] = rows
                 break
         else:
@@ -239,11 +243,13 @@ def dpl_section(doc: Document, rep: Report, fin: pd.DataFrame, out_dir: str, *,
         with_base = bool((rows["mixture"].astype(str) != "").any())
         rep.dpl["fits"][key] = fit.to_json()
         rep.dpl["estimation"][key] = how
-        rep.dpl["fitted_on"][key] = "all runs (baselines included)" if with_base else \
-            "explicit-weight runs (baselines predicted, not fitted)"
+        rep.dpl["fitted_on"][key] = (
+            f"every run, baselines included (fewer than {MIN_EXPLICIT_WEIGHTS} explicit weights "
+            "per direction)" if with_base else
+            "explicit-weight runs (baselines predicted, not fitted)")
         rep.warnings += [f"DPL {key}: {w}" for w in fit.warnings]
         sd = fit.stderr or {}
-        doc.p(f"**{key}** — {how}; fitted on the {rep.dpl['fitted_on'][key]}, "
+        doc.p(f"**{key}** — {how}; fitted on {rep.dpl['fitted_on'][key]}, "
               f"{fit.n_points} points, RMSE {fit.goodness.get('rmse', math.nan):.3g}.")
         doc.table(["k", "α", "q", "β", "γ", "b"],
                   [[format_number(fit.params[k], sd.get(k)) for k in

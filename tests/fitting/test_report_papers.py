@@ -130,6 +130,20 @@ def test_dpl_section_tables_the_optimum_next_to_the_trained_baselines(tmp_path, 
     assert rep.figures["dpl"] and checked_figures["dpl.png"] == []
 
 
+def test_dpl_fits_the_baselines_too_when_explicit_weights_are_few(tmp_path):
+    """Three explicit weights per direction next to their own biases leave the curves loose: the
+    temperature baselines join the fit (and the report says so); six explicit weights do not."""
+    few, _ = chen_table([(1e7, 2.6e5)], weights=(0.1, 0.5, 0.9), temperatures=(1, 2, 5, 10))
+    many, _ = chen_table([(1e7, 2.6e5)], temperatures=(1, 2, 5, 10))
+    for table, baselines_fitted in ((few, True), (many, False)):
+        rep = _report(tmp_path)
+        dpl_section(Document(), rep, table, str(tmp_path), uncertainty=None)
+        (text,) = rep.dpl["fitted_on"].values()
+        assert text.startswith("every run, baselines included") == baselines_fitted, text
+        (fit,) = rep.dpl["fits"].values()
+        assert fit["n_points"] == 2 * (7 if baselines_fitted else 6)
+
+
 def test_write_report_recognises_a_chen_study(tmp_path):
     tab, _ = chen_table([(1e7, 2.6e5)], temperatures=(1, 5))
     rep = write_report(tab, str(tmp_path), uncertainty=None)
