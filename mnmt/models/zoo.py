@@ -21,10 +21,9 @@
   3/6/6, hidden 512/512/1024, FFN 2048/2048/4096, ungated ReLU, 64K vocabulary) built as T5.1.1
   stacks here (RMSNorm, relative positions, no biases), so their counts are near, not equal to,
   the table's 64M/102M/317M.
-- mini-ed-E-D: a CPU analogue of Ghorbani's depth family at nano-1's width (emb 8, 2 heads × 4,
-  gated-GELU MLP 32), E encoder and D decoder layers (1-16): ≈1.0K non-embedding parameters per
-  encoder layer and ≈1.3K per decoder layer, so E, D ∈ 1…6 span ≈2.5K-15K — narrow enough that
-  depth, not width, decides how much of a synthetic pair a model holds.
+- mini-ed-E-D: a CPU analogue of Ghorbani's depth family at micro-1's width (emb 16, 2 heads × 8,
+  gated-GELU MLP 64), E encoder and D decoder layers (1-16): ≈4.1K non-embedding parameters per
+  encoder layer and ≈5.2K per decoder layer, so E, D ∈ 1…6 span ≈9K-56K.
 
 `mnmt-zoo --family F [--json]` prints names, shapes and parameter counts.
 """
@@ -103,7 +102,7 @@ CHEN = {"base": (3, 512, 8, 2048), "medium": (6, 512, 8, 2048), "large": (6, 102
 CHEN_VOCAB = 64_000
 
 # mini-ed-E-D: (emb, heads, head_dim, mlp) shared by every depth; Ghorbani-style tables of depths
-MINI_ED_SHAPE = (8, 2, 4, 32)
+MINI_ED_SHAPE = (16, 2, 8, 64)
 MINI_ED_MAX_DEPTH = 16
 MINI_ED_TABLE_DEPTHS = sorted({(e, 2) for e in range(1, 7)} | {(2, d) for d in range(1, 7)}
                               | {(n, n) for n in range(1, 7)})
