@@ -64,8 +64,8 @@ def test_presets_lists_built_ins_and_files(capsys):
     assert set(rows) == {"default", "ci"} | set(FILES)
     assert rows["chen-2dir"][1] == "paper" and rows["cpu-chen-2dir"][1] == "cpu"
     assert rows["cpu-chen-2dir"][-1] == stages.study_summary(FILES["cpu-chen-2dir"])
-    # 5 weights + 5 temperatures on one size
-    assert rows["cpu-chen-2dir"][2] == "10 runs" and rows["cpu-chen-2dir"][4] == "mixtures=10"
+    # 7 weights + 5 temperatures on one size
+    assert rows["cpu-chen-2dir"][2] == "12 runs" and rows["cpu-chen-2dir"][4] == "mixtures=12"
 
 
 def test_unknown_preset_suggests_a_study_file():
