@@ -74,11 +74,8 @@ def plot_dpl_curves(panels: Mapping[str, Mapping[str, Mapping[str, Any]]], *,
             if s.get("optimum") is not None:
                 ax.scatter(*s["optimum"], marker="*", s=110, color=c, edgecolor="k",
                            zorder=5, label=f"eq. 7 optimum {label}")
-        ax.set_xlabel("sampling ratio p of this direction")
-        ax.set_ylabel("test cross-entropy (nats/token)")
-        ax.set_title(name, fontsize=9)
-        ax.grid(alpha=0.3)
-        legend(ax, fontsize=6)
+        _label_panel(ax, "sampling ratio p of this direction", "test cross-entropy (nats/token)",
+                     name, legend_size=6)
     _hide_unused(axes, len(names))
     return fig
 
@@ -200,10 +197,15 @@ def plot_fraction_panels(studies: Mapping[str, Mapping[str, Mapping[float, tuple
                     transform=ax.transAxes, va="top", fontsize=6, color="tab:red")
         ax.set_ylim(allv.min() - pad, allv.max() + pad)
         ax.set_xlim(-0.05, 1.05)
-        ax.set_xlabel("weight p")
-        ax.set_ylabel("effective fraction f(p)")
-        ax.set_title(name, fontsize=9)
-        ax.grid(alpha=0.3)
-        legend(ax, fontsize=7)
+        _label_panel(ax, "weight p", "effective fraction f(p)", name, legend_size=7)
     _hide_unused(axes, len(names))
     return fig
+
+
+def _label_panel(ax, xlabel: str, ylabel: str, title: str, *, legend_size: int) -> None:
+    """Axis labels, a small title, a light grid and the legend of one panel."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    legend(ax, fontsize=legend_size)
