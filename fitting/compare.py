@@ -79,7 +79,8 @@ def study_fractions(table: pd.DataFrame, *, label: str, eval_set: str = "validat
                     metric: str = "loss", n_refits: int = 30, seed: int = 0,
                     fit_f_hat: bool = True) -> dict[str, Any]:
     """f(p) of one study: ``{"label", "pairs": {pair: {p: (f, sd)}}, "f_hat": {pair: {c1, c2,
-    c3}}, "synergy": {pair: {...}}, "skipped": reason or None}``."""
+    c3}}, "synergy": {pair: {...}}, "skipped": reason or None}``, and ``"left_out"``: the
+    (pair, weight) groups seen at a single model size, which the joint law cannot use."""
     out: dict[str, Any] = {"label": label, "pairs": {}, "f_hat": {}, "synergy": {},
                            "skipped": None}
     try:
@@ -87,7 +88,15 @@ def study_fractions(table: pd.DataFrame, *, label: str, eval_set: str = "validat
         fin = seed_means(fin)
         if "weight" not in fin.columns:
             raise FitError("the table has no weight column: f(p) needs mixture weights")
-        fin = fin[fin["weight"].notna()]
+        fin = fin[fin["weight"].notna()].copy()
+        fin["weight"] = fin["weight"].astype(float).round(6)  # 1 − 0.7 and 0.3: one weight
+        # a weight seen at one size only (a held-out run, typically) pins no β_p: left out
+        sizes_at = fin.groupby(["pair", "weight"])["n"].transform("nunique")
+        lone = fin[sizes_at < 2]
+        if len(lone):
+            out["left_out"] = sorted({f"{pr} p={w:g}" for pr, w in zip(lone["pair"], lone["weight"],
+                                                                        strict=True)})
+        fin = fin[sizes_at >= 2]
         joint = fit_joint_law(fin, uncertainty="perturbation" if n_refits > 1 else None,
                               n_refits=max(int(n_refits), 2), seed=seed)
     except FitError as e:
@@ -181,7 +190,9 @@ def write_comparison(inputs: Sequence[str | os.PathLike | pd.DataFrame], out_dir
     doc.table(["study", "pair", *[f"f({w:g})" for w in weights]], rows)
     doc.table(["study", "pair", "synergy (mean f(p) − p)", "verdict", "f̂ eq. 12"], srows)
     notes = {st["label"]: st["skipped"] for st in cmp.studies if st["skipped"]}
-    doc.ul([f"{k}: {v}" for k, v in notes.items()])
+    doc.ul([f"{k}: {v}" for k, v in notes.items()]
+           + [f"{st['label']}: left out (one model size only, no β_p): "
+              + ", ".join(st["left_out"]) for st in cmp.studies if st.get("left_out")])
     try:
         curves = {st["label"]: {p: (lambda x, c=c: x + c["c1"] * x ** c["c2"] *
                                     (1 - x) ** c["c3"]) for p, c in st["f_hat"].items()}

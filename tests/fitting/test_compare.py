@@ -5,6 +5,7 @@ import json
 import os
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from fitting import plots
@@ -101,3 +102,18 @@ def test_compare_cli(tmp_path, capsys):
     assert main(["compare", str(tmp_path / "a.csv"), "--out", str(out), "--labels", "x,y"]) == 2
     assert "1 studies" in capsys.readouterr().err
     assert main(["compare", str(tmp_path / "nope.csv"), "--out", str(out)]) == 2
+
+
+def test_weights_are_merged_and_single_size_weights_left_out(tmp_path):
+    """1 − 0.7 and 0.3 are one weight; a weight seen at one size only (a held-out run) cannot
+    give β_p and is listed as left out instead of showing an f(p) with an unbounded sd."""
+    table = make_final_table(seed=3)
+    second = table["pair"] == sorted(table["pair"].unique())[1]
+    table.loc[second, "weight"] = 1 - (1 - table.loc[second, "weight"])  # float round-off
+    lone = table.iloc[:1].copy()
+    lone["run_id"], lone["weight"], lone["n"] = "held", 0.6, table["n"].max() * 2
+    cmp = write_comparison([pd.concat([table, lone])], str(tmp_path), n_refits=5)
+    (study,) = cmp.studies
+    assert study["left_out"] == [f"{lone['pair'].iloc[0]} p=0.6"]
+    for d in study["pairs"].values():
+        assert 0.6 not in d and all(w == round(w, 6) for w in d)
