@@ -202,7 +202,13 @@ def _goodness(theta: np.ndarray, x: np.ndarray, z: np.ndarray, y: np.ndarray, de
 
 def _params(theta: np.ndarray) -> dict[str, float]:
     a, b, e, al, be = (float(v) for v in unpack(theta))
-    return {"E": math.exp(e), "A": math.exp(a), "B": math.exp(b), "alpha": al, "beta": be}
+    return {"E": _exp(e), "A": _exp(a), "B": _exp(b), "alpha": al, "beta": be}
+
+
+def _exp(log_value: float) -> float:
+    """exp of a log-space coefficient; inf (not OverflowError) past float range — a refit that
+    ran off to A or B ≈ e^710 when the data do not pin that term."""
+    return math.exp(log_value) if log_value < 709.0 else math.inf
 
 
 def fit_chinchilla(
@@ -359,12 +365,19 @@ def _bootstrap(fit: ChinchillaFit, x, z, y, seeds: list[np.ndarray], n_boot: int
         th = refit(np.array(seeds), x[idx], z[idx], y[idx], fit.delta, fit.tied_exponents)
         p = _params(to_theta(th, fit.tied_exponents))
         samples[b] = [p[k] for k in names]
+    finite = np.isfinite(samples).all(axis=1)  # refits whose A or B left float range
+    kept = samples[finite] if finite.sum() > 1 else np.full((2, 5), np.nan)
     fit.intervals = {
-        k: (float(np.percentile(samples[:, i], 2.5)), float(np.percentile(samples[:, i], 97.5)))
+        k: (float(np.percentile(kept[:, i], 2.5)), float(np.percentile(kept[:, i], 97.5)))
         for i, k in enumerate(names)
     }
-    fit.stderr = {k: float(np.std(samples[:, i], ddof=1)) for i, k in enumerate(names)}
-    fit.meta["bootstrap"] = {"n": n_boot, "seed": seed, "seconds": time.perf_counter() - t0}
+    fit.stderr = {k: float(np.std(kept[:, i], ddof=1)) for i, k in enumerate(names)}
+    fit.meta["bootstrap"] = {"n": n_boot, "seed": seed, "seconds": time.perf_counter() - t0,
+                             "non_finite": int((~finite).sum())}
+    if not finite.all():
+        fit.warnings.append(f"{int((~finite).sum())} of {n_boot} bootstrap refits sent A or B "
+                            "past float range (that term is not pinned by the data); the "
+                            "intervals use the others")
     fit.bootstrap_params = samples.tolist()
 
 

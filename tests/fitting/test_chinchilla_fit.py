@@ -108,6 +108,30 @@ def test_bootstrap_intervals_cover_truth():
     assert (hi - lo)[1] > (hi - lo)[0]
 
 
+def test_bootstrap_refits_past_float_range_are_left_out(monkeypatch):
+    """A refit whose log A runs past float range (a term the resampled data do not pin) gave
+    OverflowError and lost the whole fit; now it is left out of the intervals, with a warning."""
+    import fitting.chinchilla as chinchilla_module
+
+    n, d, loss = _data(noise=0.01, seed=5, n_sizes=6, n_tokens=6)
+    real_refit, calls = chinchilla_module.refit, []
+
+    def sometimes_runaway(*args, **kwargs):
+        theta = np.array(real_refit(*args, **kwargs), dtype=float)
+        calls.append(1)
+        if len(calls) % 4 == 0:
+            theta[0] = 800.0  # log A: exp() past float range
+        return theta
+
+    monkeypatch.setattr(chinchilla_module, "refit", sometimes_runaway)
+    fit = fit_chinchilla(n, d, loss, grid=SMALL_GRID, init="varpro", bootstrap=12, seed=1)
+    assert fit.meta["bootstrap"]["non_finite"] == 3
+    assert any("past float range" in w for w in fit.warnings)
+    assert all(np.isfinite(v) for v in fit.stderr.values())
+    lo, hi = fit.intervals["alpha"]
+    assert lo <= fit.params["alpha"] <= hi
+
+
 def test_predict_and_compute_optimal():
     fit = ChinchillaFit(law="chinchilla", params=dict(TRUE))
     out = fit.predict(np.array([1e8, 1e9]), 1e11)
