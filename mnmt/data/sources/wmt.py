@@ -51,11 +51,13 @@ def dataset_of(pair: str) -> str:
 
 def register_study_tasks(vocabulary_path: str, *, pairs: Sequence[str] = ("en-de", "en-zh"),
                          caps: Mapping[str, int] | None = None, data_dir: str | None = None,
-                         datasets: Mapping[str, str] | None = None) -> dict[str, str]:
+                         datasets: Mapping[str, str] | None = None,
+                         task_names: Mapping[str, str] | None = None) -> dict[str, str]:
     """Register one SeqIO task per direction of `pairs`; returns pair → task name.
 
     `caps`: pair → D_i, the number of training examples kept (the first D_i of the split).
     `datasets`: pair → TFDS name replacing the table's (e.g. a prepared subset).
+    `task_names`: pair → task name replacing :func:`task_name` (e.g. `mnmt.data.sources.wmt19`'s).
     """
     from mnmt.data.sources.tfds import register_tfds_task  # noqa: PLC0415  (tensorflow)
 
@@ -65,6 +67,7 @@ def register_study_tasks(vocabulary_path: str, *, pairs: Sequence[str] = ("en-de
         raise ValueError(f"mnmt.data.sources.wmt: caps for pairs {unknown} that are not in "
                          f"pairs {list(pairs)}")
     names = {pair: dataset_of(pair) for pair in pairs} | dict(datasets or {})
+    task_names = dict(task_names or {})
     out = {}
     for pair in pairs:
         cap = caps.get(pair)
@@ -73,6 +76,7 @@ def register_study_tasks(vocabulary_path: str, *, pairs: Sequence[str] = ("en-de
                              f"number of examples, got {cap!r}")
         splits = {"train": "train" if cap is None else f"train[:{cap}]",
                   "validation": "validation"}
-        out[pair] = register_tfds_task(task_name(pair), names[pair], pair, vocabulary_path,
+        out[pair] = register_tfds_task(task_names.get(pair) or task_name(pair), names[pair],
+                                       pair, vocabulary_path,
                                        data_dir=data_dir, splits=splits)
     return out

@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 
 TASKS = {"en-de": "wmt19_en_de", "en-zh": "wmt19_en_zh"}
 DATASETS = {"en-de": "wmt19_translate/de-en", "en-zh": "wmt19_translate/zh-en"}
-SPLITS = {"train": "train", "validation": "validation"}
 
 
 def register_study_tasks(vocabulary_path: str, *, data_dir: str | None = None,
@@ -25,15 +24,15 @@ def register_study_tasks(vocabulary_path: str, *, data_dir: str | None = None,
                          datasets: Mapping[str, str] | None = None) -> dict[str, str]:
     """Register the SeqIO task of each pair (names in `TASKS`); returns pair → task name.
 
-    `datasets` replaces the TFDS names per pair (e.g. a prepared subset).
+    `datasets` replaces the TFDS names per pair (e.g. a prepared subset). The registration is
+    :func:`mnmt.data.sources.wmt.register_study_tasks` under this module's task names.
     """
-    from mnmt.data.sources.tfds import register_tfds_task  # noqa: PLC0415
+    from mnmt.data.sources import wmt  # noqa: PLC0415
 
-    names = dict(DATASETS, **(datasets or {}))
     unknown = sorted(set(pairs) - set(TASKS))
     if unknown:
         raise ValueError(f"mnmt.data.sources.wmt19: pairs {unknown} are not offered; expected some of "
                          f"{sorted(TASKS)}")
-    return {pair: register_tfds_task(TASKS[pair], names[pair], pair, vocabulary_path,
-                                     data_dir=data_dir, splits=SPLITS)
-            for pair in pairs}
+    return wmt.register_study_tasks(vocabulary_path, pairs=pairs, data_dir=data_dir,
+                                    datasets={**DATASETS, **(datasets or {})},
+                                    task_names=TASKS)
