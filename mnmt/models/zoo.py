@@ -216,6 +216,15 @@ def get_config(size: str, vocab_size: int | None = None, **overrides) -> T5Confi
     return cfg
 
 
+def is_decoder_only(size: str) -> bool:
+    """Whether a named size is decoder-only; False for a name the zoo does not know or a value
+    that is not a name (whoever builds that size reports it)."""
+    try:
+        return bool(get_config(size).is_decoder_only)
+    except (KeyError, ValueError, TypeError, AttributeError):
+        return False
+
+
 def describe(size: str, vocab_size: int | None = None) -> dict:
     """Name, shape and parameter counts of one size (the `mnmt-zoo --json` record)."""
     c = get_config(size, vocab_size)

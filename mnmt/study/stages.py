@@ -63,8 +63,8 @@ def load_spec(study: str | None, preset: str | None, gin_bindings: Sequence[str]
     A preset is a built-in `PRESETS` entry or the name of a shipped study file (`study_files`)."""
     if study and preset:
         raise UsageError("give either a study gin file or --preset, not both")
-    if study is None and preset and preset not in PRESETS and preset in study_files():
-        study = str(study_files()[preset])
+    if study is None and preset and preset not in PRESETS:
+        study = str(study_files().get(preset, "")) or None
     if study is None:
         name = preset or "default"
         if name not in PRESETS:
@@ -234,14 +234,7 @@ def decoder_only_sizes(spec: StudySpec) -> list[str]:
     from mnmt.models import zoo  # light: no jax
 
     sizes = list(spec.sizes) + [entry[0] for entry in spec.heldout]
-    out = []
-    for size in dict.fromkeys(sizes):
-        try:
-            if zoo.get_config(size).is_decoder_only:
-                out.append(size)
-        except (KeyError, ValueError):  # an unknown size is reported by the runs themselves
-            continue
-    return out
+    return [size for size in dict.fromkeys(sizes) if zoo.is_decoder_only(size)]
 
 
 def needs_separator(spec: StudySpec) -> bool:

@@ -144,16 +144,6 @@ def _log_to_model_dir(model_dir: str) -> None:
     logger.addHandler(handler)
 
 
-def _decoder_only(size: str) -> bool:
-    """Whether the zoo size is decoder-only (False for an unknown size: the run reports it)."""
-    from mnmt.models import zoo  # noqa: PLC0415
-
-    try:
-        return bool(zoo.get_config(size).is_decoder_only)
-    except (KeyError, ValueError, TypeError, AttributeError):
-        return False
-
-
 def error_text(err: BaseException) -> str:
     """The message of `err` without the line gin appends to errors raised inside a configurable
     ("In call to configurable 'run' (...)"), so a one-line error stays one line."""
@@ -177,8 +167,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from mnmt.training.config import TrainConfig  # noqa: PLC0415
 
         config = TrainConfig()
-        # a vocabulary trained for a decoder-only size gets the separator </src>
-        pair_tasks = setup_tasks(separator=True) if _decoder_only(config.model_size) \
+        from mnmt.models import zoo  # noqa: PLC0415
+
+        # a vocabulary trained for a decoder-only size gets the separator </src> (otherwise
+        # setup_tasks keeps its gin-bound or default `separator`)
+        pair_tasks = setup_tasks(separator=True) if zoo.is_decoder_only(config.model_size) \
             else setup_tasks()
         if not config.eval.tasks and pair_tasks:  # EVAL_TASKS = None: every registered pair
             config = config.updated(eval={"tasks": dict(pair_tasks)})
