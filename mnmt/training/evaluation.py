@@ -119,6 +119,13 @@ def _strip(ids: Sequence[int], eos_id: int) -> list[int]:
     return out
 
 
+def prompt_lengths(loss_weights: np.ndarray) -> np.ndarray:
+    """Tokens before the first one with a loss weight, per decoder-only row (the prompt
+    `source </src> <2xx>`); 0 for a row without any (padding)."""
+    weights = np.atleast_2d(np.asarray(loss_weights)) > 0
+    return np.where(weights.any(axis=1), weights.argmax(axis=1), 0)
+
+
 def decoder_prompts(batch: Mapping[str, np.ndarray], width: int, *, eos_id: int = 1
                     ) -> np.ndarray:
     """The prompts of unpacked decoder-only rows (`source </src> <2xx>`, every token before
@@ -128,8 +135,7 @@ def decoder_prompts(batch: Mapping[str, np.ndarray], width: int, *, eos_id: int 
     so that the prompted search can run on the whole batch; their output is ignored.
     """
     targets = np.asarray(batch["decoder_target_tokens"])
-    weights = np.asarray(batch["decoder_loss_weights"]) > 0
-    lengths = np.where(weights.any(axis=1), weights.argmax(axis=1), 0)
+    lengths = prompt_lengths(batch["decoder_loss_weights"])
     if np.any(lengths > width):
         raise ValueError(f"a prompt has {int(lengths.max())} tokens, more than the {width} "
                          "the inputs feature length allows")
@@ -144,8 +150,7 @@ def source_tokens(batch: Mapping[str, np.ndarray], row: int) -> np.ndarray:
     prompt `source </src> <2xx>` (decoder-only)."""
     if "encoder_input_tokens" in batch:
         return np.asarray(batch["encoder_input_tokens"][row])
-    weights = np.asarray(batch["decoder_loss_weights"][row]) > 0
-    end = int(weights.argmax()) if weights.any() else 0
+    end = int(prompt_lengths(batch["decoder_loss_weights"][row])[0])
     return np.asarray(batch["decoder_target_tokens"][row][:end])
 
 
