@@ -72,7 +72,7 @@ def _short(v: float) -> str:
     return f"{v:.3g}"
 
 
-def _log_scale(ax, *which: str) -> None:
+def log_scale(ax, *which: str) -> None:
     """Log scale on the axes named in ``which`` ("x", "y") with short tick labels.
 
     matplotlib labels the minor ticks of a log axis spanning about a decade in scientific
@@ -104,7 +104,7 @@ def _cmap(values: Sequence[float]):
     return {v: cm(0.1 + 0.8 * float(v)) for v in values}
 
 
-def _legend(ax, **kwargs) -> None:
+def legend(ax, **kwargs) -> None:
     """A legend when the panel has labelled artists; otherwise a note that it has no points
     (matplotlib would warn "No artists with labels found" into the main job's output)."""
     if ax.get_legend_handles_labels()[0]:
@@ -112,16 +112,6 @@ def _legend(ax, **kwargs) -> None:
     elif not ax.collections and not ax.lines:
         ax.text(0.5, 0.5, "no points to plot", transform=ax.transAxes, ha="center",
                 va="center", color="0.4")
-
-
-def log_scale(ax, *which: str) -> None:
-    """Log scale with short tick labels on the axes named in ``which`` ("x", "y")."""
-    _log_scale(ax, *which)
-
-
-def legend(ax, **kwargs) -> None:
-    """A legend when ``ax`` has labelled artists, else a "no points to plot" note if empty."""
-    _legend(ax, **kwargs)
 
 
 def plot_power_fits(data: Mapping[str, Mapping[float, tuple]], fits: Mapping[str, Mapping], *,
@@ -140,12 +130,12 @@ def plot_power_fits(data: Mapping[str, Mapping[float, tuple]], fits: Mapping[str
             if fit is not None:
                 grid = np.geomspace(np.min(n) / 1.5, np.max(n) * 1.5, 100)
                 ax.plot(grid, fit.predict(grid), color=colors[p], lw=1.2)
-        _log_scale(ax, "x")
+        log_scale(ax, "x")
         ax.set_xlabel(x_label)
         ax.set_ylabel("test cross-entropy (nats/token)")
         ax.set_title(f"{pair}: L(N) per weight (eq. 6)")
         ax.grid(alpha=0.3)
-        _legend(ax, fontsize=7, ncols=2)
+        legend(ax, fontsize=7, ncols=2)
     if title:
         fig.suptitle(title)
     return fig
@@ -167,12 +157,12 @@ def plot_reducible(data: Mapping[str, Mapping[float, tuple]], l_inf: Mapping[str
             if fn is not None:
                 grid = np.geomspace(np.min(n) / 1.5, np.max(n) * 1.5, 50)
                 ax.plot(grid, fn(grid) - li, color=colors[p], lw=1.0)
-        _log_scale(ax, "x", "y")
+        log_scale(ax, "x", "y")
         ax.set_xlabel("N")
         ax.set_ylabel(f"L − L∞ (L∞={li:.3f})")
         ax.set_title(f"{pair}: reducible loss")
         ax.grid(alpha=0.3, which="both")
-        _legend(ax, fontsize=7, ncols=2)
+        legend(ax, fontsize=7, ncols=2)
     return fig
 
 
@@ -201,7 +191,7 @@ def plot_coefficients(coefs: Mapping[str, Mapping[float, tuple[dict, dict | None
             if joint and pair in joint and name in joint[pair]:
                 ax.axhline(joint[pair][name], ls="--", color="k", lw=1)
             if name == "beta":
-                _log_scale(ax, "y")
+                log_scale(ax, "y")
                 _clip_log_view(ax, v, lo, hi)
             ax.set_xlabel(f"weight p of {pair}")
             ax.set_title({"alpha": "α", "beta": "β", "l_inf": "L∞"}[name] + f" ({pair})")
@@ -262,12 +252,12 @@ def plot_joint(data: Mapping[str, Mapping[float, tuple]],
                 ax.plot(grid, predict(pair, p, grid), color=colors[p], lw=1.2, ls="--")
             except Exception:  # weight without a β (e.g. zero-shot): points only
                 pass
-        _log_scale(ax, "x")
+        log_scale(ax, "x")
         ax.set_xlabel("N")
         ax.set_ylabel("test cross-entropy")
         ax.set_title(f"{pair}: joint law (eq. 7)")
         ax.grid(alpha=0.3)
-        _legend(ax, fontsize=7, ncols=2)
+        legend(ax, fontsize=7, ncols=2)
     return fig
 
 
@@ -302,7 +292,7 @@ def plot_fraction(points: Mapping[str, Mapping[float, tuple[float, float]]],
     if title:
         ax.set_title(title)
     ax.grid(alpha=0.3)
-    _legend(ax, fontsize=8)
+    legend(ax, fontsize=8)
     return fig
 
 
@@ -329,7 +319,7 @@ def plot_frontier(frontiers: Mapping[float, tuple[np.ndarray, np.ndarray]], pair
     ax.set_ylabel(f"{metric} {pairs[1]}")
     _frontier_limits(ax, frontiers, observed, higher_is_better=metric.lower() != "loss")
     ax.grid(alpha=0.3)
-    _legend(ax, fontsize=7)
+    legend(ax, fontsize=7)
     ax.set_title("predicted trade-off frontier (eq. 11)")
     return fig
 
@@ -407,11 +397,11 @@ def plot_learning_curves(curves: Mapping[str, tuple[np.ndarray, np.ndarray]],
                 ax.plot(grid, fn(grid), ls=":", color=line[0].get_color())
         if cooldown_step:
             ax.axvline(cooldown_step, ls=":", color="0.4", lw=1, label="cool-down starts")
-        _log_scale(ax, "x", "y")
+        log_scale(ax, "x", "y")
         ax.set_xlabel("step")
         ax.set_ylabel("validation loss" + (f" {name}" if name else ""))
         ax.grid(alpha=0.3, which="both")
-        _legend(ax, fontsize=6)
+        legend(ax, fontsize=6)
         if name or title:
             ax.set_title(" — ".join(t for t in (name, title) if t), fontsize=9)
     return fig
@@ -429,7 +419,7 @@ def plot_allocation_penalty(ratios: np.ndarray, penalties: Mapping[str, np.ndarr
     ax.set_xlabel("decoder fraction N_d / N")
     ax.set_ylabel("α# / α*")
     ax.grid(alpha=0.3)
-    _legend(ax, fontsize=8)
+    legend(ax, fontsize=8)
     return fig
 
 
@@ -446,7 +436,7 @@ def plot_frontier_kpair(values: np.ndarray, pareto: np.ndarray, pairs: Sequence[
     ax.set_xlabel(f"{metric} {pairs[0]}")
     ax.set_ylabel(f"{metric} {pairs[1]}")
     ax.grid(alpha=0.3)
-    _legend(ax, fontsize=7)
+    legend(ax, fontsize=7)
     if title:
         ax.set_title(title)
     return fig

@@ -34,7 +34,7 @@ __all__ = ["Report", "frontier_section", "quality_section", "QUALITY_FORMS"]
 
 #: quality metrics the report fits against the loss, with the form of their law: BLEU = c·L^−p
 #: (Ghorbani eq. 5); ChrF, BLEURT and COMET near-linear in the loss (Fernandes Fig. 8 and 19)
-QUALITY_FORMS: dict[str, str] = {"bleu": "power", "chrf": "linear", "bleurt": "linear",
+QUALITY_FORMS: dict[str, str] = {"chrf": "linear", "bleu": "power", "bleurt": "linear",
                                  "comet": "linear"}
 
 
@@ -222,7 +222,7 @@ def quality_section(doc: Document, rep: Report, table: pd.DataFrame, eval_set: s
     :data:`QUALITY_FORMS` in the table, and the frontier in each."""
     if "metric" not in table.columns:
         return
-    metrics = [m for m in ("chrf", "bleu", "bleurt", "comet") if (table["metric"] == m).any()]
+    metrics = [m for m in QUALITY_FORMS if (table["metric"] == m).any()]
     if not metrics:
         rep.skipped["quality laws"] = f"no {'/'.join(QUALITY_FORMS)} rows in the table"
         return

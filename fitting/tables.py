@@ -302,15 +302,14 @@ def with_optional_columns(df: pd.DataFrame) -> pd.DataFrame:
     CSV file, where "" becomes NaN, is "" again. Returns a copy when anything changed."""
     missing = [c for c in OPTIONAL_COLUMNS if c not in df.columns]
     mix = df["mixture"] if "mixture" in df.columns else None
-    blank = mix is not None and (mix.isna() | mix.astype(str).isin(["nan", "None", "<NA>"])).any()
-    if not missing and not blank:
+    blank = None if mix is None else mix.isna() | mix.astype(str).isin(["nan", "None", "<NA>"])
+    if not missing and not (blank is not None and blank.any()):
         return df
     df = df.copy()
     for c in missing:
         df[c] = OPTIONAL_COLUMNS[c]
-    if blank:
-        m = df["mixture"]
-        df["mixture"] = m.where(~(m.isna() | m.astype(str).isin(["nan", "None", "<NA>"])), "")
+    if blank is not None and blank.any():
+        df["mixture"] = df["mixture"].where(~blank, "")
     df["mixture"] = df["mixture"].astype(str)
     return df
 
