@@ -23,7 +23,7 @@ import math
 import os
 import sys
 
-from fitting.power import ALPHA_BOUNDS  # the fit bounds of α
+from fitting.laws.power import ALPHA_BOUNDS  # the fit bounds of α
 
 
 def _joint(fits: dict) -> tuple[dict, dict]:

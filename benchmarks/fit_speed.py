@@ -28,8 +28,8 @@ from scipy.optimize import least_squares
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a clone without installing the package
 
-from fitting.joint import fit_joint_law  # noqa: E402
-from fitting.power import ALPHA_GRID  # noqa: E402
+from fitting.laws.joint import fit_joint_law  # noqa: E402
+from fitting.laws.power import ALPHA_GRID  # noqa: E402
 from fitting.test_utils import TRUTH, make_final_table  # noqa: E402
 
 

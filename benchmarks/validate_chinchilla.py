@@ -1,4 +1,4 @@
-"""Validate `fitting.chinchilla` against published fits, and time it against the PyPI `chinchilla`.
+"""Validate `fitting.laws.chinchilla` against published fits, and time it against the PyPI `chinchilla`.
 
 Validations 2 and 3, plus the Chinchilla speed comparison:
 
@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "benchmarks" / "data"  # public data, see benchmarks/data/README.md
 sys.path.insert(0, str(ROOT))
 
-from fitting.chinchilla import EPOCH_PUBLISHED, fit_chinchilla  # noqa: E402
+from fitting.laws.chinchilla import EPOCH_PUBLISHED, fit_chinchilla  # noqa: E402
 
 DATABLATIONS_PUBLISHED = {"E": 1.87, "A": 521.0, "B": 1488.0, "alpha": 0.3527, "beta": 0.3527}
 NAMES = ["E", "A", "B", "alpha", "beta"]

@@ -44,8 +44,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "benchmarks" / "data"  # public data, see benchmarks/data/README.md
 sys.path.insert(0, str(ROOT))
 
-from fitting.base import FitError  # noqa: E402
-from fitting.effective import fit_multilingual_law  # noqa: E402
+from fitting.core.base import FitError  # noqa: E402
+from fitting.laws.effective import fit_multilingual_law  # noqa: E402
 
 
 def load(data_dir: str, mixture_set: str, model_size: str) -> tuple[pd.DataFrame, list[str], str]:

@@ -8,35 +8,25 @@ The main entry points are importable from here lazily (the submodule is loaded o
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from fitting.core.exports import lazy_exports
 
 __version__ = "0.1.0"
 
-_LAZY = {
-    "FitResult": "fitting.base",
-    "FitError": "fitting.base",
-    "register_law": "fitting.base",
-    "read_table": "fitting.tables",
-    "write_table": "fitting.tables",
-    "collect_runs": "fitting.rundirs",
-    "fit_power_law": "fitting.power",
-    "fit_joint_law": "fitting.joint",
-    "fit_multilingual_law": "fitting.effective",
-    "frontier_2pair": "fitting.frontier",
-    "frontier_kpair": "fitting.frontier",
-    "recommend": "fitting.frontier",
-    "fit_bivariate_law": "fitting.bivariate",
-    "fit_quality_law": "fitting.quality",
-    "fit_learning_curve": "fitting.learning_curve",
-    "write_report": "fitting.report",
-    "write_comparison": "fitting.compare",
+# The package is in rooms by role: core (result, engine, uncertainty) ← data (schema, run
+# directories, tables) ← laws ← plots ← report; cli and test_utils sit on top.
+_EXPORTS = {
+    **dict.fromkeys(["FitResult", "FitError", "register_law"], "core.base"),
+    **dict.fromkeys(["read_table", "write_table"], "data.tables"),
+    "collect_runs": "data.rundirs",
+    "fit_power_law": "laws.power",
+    "fit_joint_law": "laws.joint",
+    "fit_multilingual_law": "laws.effective",
+    **dict.fromkeys(["frontier_2pair", "frontier_kpair", "recommend"], "laws.frontier"),
+    "fit_bivariate_law": "laws.bivariate",
+    "fit_quality_law": "laws.quality",
+    "fit_learning_curve": "laws.learning_curve",
+    "write_report": "report.writer",
+    "write_comparison": "report.compare",
 }
-
-__all__ = ["__version__", *sorted(_LAZY)]
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'fitting' has no attribute {name!r}")
+__all__ = ["__version__", *sorted(_EXPORTS)]
+__getattr__ = lazy_exports(__name__, _EXPORTS)

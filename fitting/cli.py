@@ -20,18 +20,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from fitting import chinchilla, dpl, plots
-from fitting.base import FitError, FitResult, json_safe
-from fitting.bivariate import fit_bivariate_law
-from fitting.compare import write_comparison
-from fitting.effective import MultilingualLawFit, fit_multilingual_law
-from fitting.frontier import frontier_2pair, frontier_kpair, recommend
-from fitting.joint import fit_joint_law
-from fitting.power import fit_power_law
-from fitting.quality import fit_quality_law, quality_points
-from fitting.report import write_report
-from fitting.rundirs import collect_runs
-from fitting.tables import (
+from fitting import plots
+from fitting.core.base import FitError, FitResult, json_safe
+from fitting.data.rundirs import collect_runs
+from fitting.data.tables import (
     check_finite_positive,
     check_numeric,
     check_weights,
@@ -40,6 +32,15 @@ from fitting.tables import (
     read_table,
     require_columns,
 )
+from fitting.laws import chinchilla, dpl
+from fitting.laws.bivariate import fit_bivariate_law
+from fitting.laws.effective import MultilingualLawFit, fit_multilingual_law
+from fitting.laws.frontier import frontier_2pair, frontier_kpair, recommend
+from fitting.laws.joint import fit_joint_law
+from fitting.laws.power import fit_power_law
+from fitting.laws.quality import fit_quality_law, quality_points
+from fitting.report.compare import write_comparison
+from fitting.report.writer import write_report
 
 __all__ = ["main", "build_parser"]
 

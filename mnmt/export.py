@@ -6,7 +6,7 @@
 
 A path that is not itself a run directory (no run.json) is searched for run directories below
 it; glob patterns are expanded (with `tf.io.gfile` for URLs). The table is built by
-`fitting.rundirs.collect_runs` and written by `fitting.tables.write_table` (CSV or Parquet by
+`fitting.data.rundirs.collect_runs` and written by `fitting.data.tables.write_table` (CSV or Parquet by
 extension).
 """
 
@@ -16,10 +16,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from fitting import io
-from fitting.rundirs import collect_runs
-from fitting.schema import RUN_JSON
-from fitting.tables import write_table
+from fitting.data import io
+from fitting.data.rundirs import collect_runs
+from fitting.data.schema import RUN_JSON
+from fitting.data.tables import write_table
 
 
 def _find_below(root: str) -> list[str]:

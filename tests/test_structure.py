@@ -132,6 +132,63 @@ def test_dependency_directions():
     assert not bad, "\n".join(bad)
 
 
+# fitting's rooms, lowest first: a module may import from its own room and the rooms below it.
+FITTING_ROOMS = ("fitting.core", "fitting.data", "fitting.laws", "fitting.plots", "fitting.report")
+
+
+def _fitting_room(module: str) -> str:
+    """The room of a fitting module: its sub-package, or ``fitting`` for the top-level modules
+    (``fitting``, ``fitting.cli``, ``fitting.test_utils``), which sit above every room."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if ".".join(parts[:2]) in FITTING_ROOMS else "fitting"
+
+
+def _room_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for module, targets in _graph().items():
+        if module.split(".")[0] != "fitting":
+            continue
+        room = _fitting_room(module)
+        graph.setdefault(room, set()).update(
+            _fitting_room(t) for t in targets if t.split(".")[0] == "fitting"
+            and _fitting_room(t) != room)
+    return graph
+
+
+def test_fitting_is_in_rooms():
+    """Every fitting module lives in a room, except the top-level cli and test_utils."""
+    top = sorted(m for m in MODULES if m.startswith("fitting") and _fitting_room(m) == "fitting")
+    assert top == ["fitting", "fitting.cli", "fitting.test_utils"]
+    assert set(_room_graph()) == {*FITTING_ROOMS, "fitting"}
+
+
+def test_no_import_circles_between_fitting_rooms():
+    cycles = _cycles(_room_graph())
+    assert not cycles, "circles between fitting's sub-packages: " + "; ".join(
+        " <-> ".join(c) for c in cycles)
+
+
+def test_fitting_rooms_import_downwards_only():
+    """core ← data ← laws ← plots ← report: laws never import plots or reports, plots never
+    import reports, and nothing in a room imports the top-level cli or test_utils."""
+    order = {room: rank for rank, room in enumerate((*FITTING_ROOMS, "fitting"))}
+    bad = []
+    for module in MODULES:
+        if module.split(".")[0] != "fitting":
+            continue
+        for target, _, line in _imports(module):
+            if target.split(".")[0] == "fitting" and \
+                    order[_fitting_room(target)] > order[_fitting_room(module)]:
+                bad.append(f"{MODULES[module].relative_to(REPO)}:{line} imports {target}")
+    assert not bad, "imports up the room order " + " ← ".join(order) + ":\n" + "\n".join(bad)
+
+
+def test_the_room_check_sees_an_upward_import():
+    assert _fitting_room("fitting.laws.power") == "fitting.laws"
+    assert _fitting_room("fitting.cli") == "fitting"
+    assert _cycles({"fitting.laws": {"fitting.report"}, "fitting.report": {"fitting.laws"}})
+
+
 def _private_name_uses() -> list[str]:
     bad = []
     roots = [REPO / p for p in PACKAGES] + [REPO / "benchmarks", REPO / "tests"]

@@ -5,7 +5,7 @@ table of normalised weights. Weights are the sampling probabilities of implicit 
 (Fernandes et al. 2023 §2.2, eq. 8: each batch draws pair i with probability p_i); p_i = 0 means
 the pair is not trained but is still evaluated (its task stays in the mixture with rate 0).
 
-Weight formulas live in :mod:`fitting.sampling` (numpy only) and are reused here:
+Weight formulas live in :mod:`fitting.data.sampling` (numpy only) and are reused here:
 temperature sampling p_i ∝ n_i^{1/T} (Chen et al. 2023 §4.2) and Caillaut et al. 2024 §3.1
 oversampling (optionally applied per domain group).
 """
@@ -119,7 +119,7 @@ def register_temperature_mixture(
     name: str, tasks: Sequence[str], T: float, sizes: Mapping[str, float] | None = None
 ) -> str:
     """Mixture with p_i ∝ n_i^{1/T} (Chen et al. 2023 §4.2); sizes default to the task caps."""
-    from fitting.sampling import temperature_weights
+    from fitting.data.sampling import temperature_weights
 
     n = _sizes_of(tasks, sizes)
     w = temperature_weights([n[t] for t in tasks], T)
@@ -134,7 +134,7 @@ def register_oversampling_mixture(
     groups: Mapping[str, str] | None = None,
 ) -> str:
     """Mixture with Caillaut et al. 2024 §3.1 oversampling weights (per ``groups`` domain)."""
-    from fitting.sampling import oversampling_weights
+    from fitting.data.sampling import oversampling_weights
 
     n = _sizes_of(tasks, sizes)
     kwargs: dict[str, Any] = {}

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from fitting.io import is_remote
+from fitting.data.io import is_remote
 
 __all__ = ["train_vocabulary", "get_vocabulary", "lang_token", "lang_piece", "separator_id",
            "has_separator", "SEPARATOR", "SEPARATOR_PIECE", "main"]

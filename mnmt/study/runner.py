@@ -13,7 +13,7 @@ import re
 import time
 from pathlib import Path
 
-from fitting import io
+from fitting.data import io
 from mnmt.study.progress import StudyProgress
 from mnmt.study.spec import RunSpec, StudySpec, group_runs
 
@@ -130,7 +130,7 @@ def run_all(
     asked it to stop, or it diverged), or, with status "unreadable", when a run's files cannot be
     read (a run.json or metrics.jsonl line that is not valid JSON, no checkpoint that restores):
     the message names the file and line, and the trainer has written nothing; or, with the same
-    status, when a write fails for lack of space (`fitting.io.NoSpaceError`, naming the file;
+    status, when a write fails for lack of space (`fitting.data.io.NoSpaceError`, naming the file;
     what was on disk before is intact and a re-run resumes).
     """
     from mnmt.training.checkpoints import CheckpointRestoreError  # heavy: jax, orbax

@@ -301,7 +301,7 @@ def _validate_caps(spec: StudySpec) -> None:
 def size_weights(spec: StudySpec) -> list[tuple[str, dict[str, float]]]:
     """The mixtures of `spec.temperatures` and `spec.oversampling`: (tag, pair -> weight), the
     weights computed from `spec.data_caps` (Chen et al. 2023 §4.2; Caillaut et al. 2024 §3.1)."""
-    from fitting.sampling import oversampling_weights, temperature_weights  # numpy only
+    from fitting.data.sampling import oversampling_weights, temperature_weights  # numpy only
 
     caps = dict(spec.data_caps)
     sizes = [float(caps[pair]) for pair in spec.pairs] if spec.temperatures or spec.oversampling \

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import gin
 
-from fitting import io
+from fitting.data import io
 from mnmt.gin_files import parse_files_and_bindings
 from mnmt.study import lock
 from mnmt.study.runner import StudyData
@@ -297,9 +297,9 @@ def study_task_arguments(spec: StudySpec, register) -> dict:
 
 def export_and_report(spec: StudySpec, run_dirs: list[Path], data, out: Path, log):
     """Stages 3 and 4: the tidy table, the fits and the report."""
-    from fitting.report import write_report  # noqa: PLC0415  (matplotlib, only when reporting)
-    from fitting.rundirs import collect_runs  # noqa: PLC0415
-    from fitting.tables import write_table  # noqa: PLC0415
+    from fitting.data.rundirs import collect_runs  # noqa: PLC0415
+    from fitting.data.tables import write_table  # noqa: PLC0415
+    from fitting.report.writer import write_report  # noqa: PLC0415  (matplotlib, only when reporting)
 
     table = collect_runs([str(d) for d in run_dirs])
     table_path = out / "metrics.csv"

@@ -9,7 +9,7 @@ A checkpoint `MODEL_DIR/checkpoints/step_N/` holds two items:
 Orbax writes each step into a temporary directory and renames it when complete, so a process
 killed mid-save leaves the previous checkpoint as the latest one; left-over temporaries are
 removed on the next start. Saving is synchronous so that "saved" means "on disk"; a save that
-fails for lack of space raises `fitting.io.NoSpaceError` (one line naming the step's directory)
+fails for lack of space raises `fitting.data.io.NoSpaceError` (one line naming the step's directory)
 and leaves the previous checkpoint the latest.
 
 A complete checkpoint can still be unreadable later (a truncated or garbled file, a disk or
@@ -33,7 +33,7 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
-from fitting import io
+from fitting.data import io
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class Checkpointer:
     def save(self, step: int, state: Any, meta: Mapping[str, Any]) -> bool:
         """Write checkpoint `step` (no-op if it already exists); True when written.
 
-        A save that fails because the disk is full raises `fitting.io.NoSpaceError` naming the
+        A save that fails because the disk is full raises `fitting.data.io.NoSpaceError` naming the
         step's directory; Orbax never made the partial step the latest, so the previous
         checkpoint still restores (the temporary is removed on the next start)."""
         if step in self._manager.all_steps():

@@ -6,7 +6,7 @@ atomically (write to a temporary name, then rename), so a reader never sees half
 `metrics.jsonl` is append-only: on open, the rows already present are read (a torn last line
 left by a SIGKILL is cut off), and a row whose `(step, task, eval_set, metric)` is already in
 the file is never written again, so a resumed run neither duplicates nor loses rows. A write
-that fails (a full disk: `fitting.io.NoSpaceError`, one line naming the file) leaves both files
+that fails (a full disk: `fitting.data.io.NoSpaceError`, one line naming the file) leaves both files
 as they were: `run.json` keeps its previous version, `metrics.jsonl` is cut back to its last
 complete row.
 
@@ -28,10 +28,10 @@ from collections.abc import Iterable, Mapping
 from importlib import metadata
 from typing import Any
 
-from fitting import io
-from fitting.base import FitError
-from fitting.rundirs import parse_metrics_jsonl, read_metrics_jsonl
-from fitting.schema import METRICS_JSONL, RUN_JSON
+from fitting.core.base import FitError
+from fitting.data import io
+from fitting.data.rundirs import parse_metrics_jsonl, read_metrics_jsonl
+from fitting.data.schema import METRICS_JSONL, RUN_JSON
 
 # Fields that must agree between an existing run.json and a run resuming into the directory.
 _IDENTITY_FIELDS: tuple[tuple[str, ...], ...] = (
@@ -66,7 +66,7 @@ _REPAIR_HINT = "repair it to resume (nothing was written)"
 
 
 def join(*parts: str) -> str:
-    """`os.path.join` that also works for URLs (`fitting.io.join`)."""
+    """`os.path.join` that also works for URLs (`fitting.data.io.join`)."""
     return io.join(*parts)
 
 
@@ -92,7 +92,7 @@ def package_versions() -> dict[str, str]:
 
 def write_json_atomic(path: str, obj: Mapping[str, Any]) -> None:
     """Write `obj` as indented JSON to `path` via a temporary file and an atomic rename
-    (`fitting.io.NoSpaceError` naming `path` on a full disk; the old file is left intact)."""
+    (`fitting.data.io.NoSpaceError` naming `path` on a full disk; the old file is left intact)."""
     io.write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False,
                                           default=_json_default) + "\n")
 
@@ -211,7 +211,7 @@ class MetricsWriter:
     def write(self, rows: Iterable[Mapping[str, Any]]) -> int:
         """Append the rows not yet in the file; returns how many were written.
 
-        All or nothing: when the append fails (`fitting.io.NoSpaceError` on a full disk), the
+        All or nothing: when the append fails (`fitting.data.io.NoSpaceError` on a full disk), the
         file is cut back to its previous length and the rows count as not written."""
         lines: list[str] = []
         new_keys: list[tuple[int, str, str, str]] = []
@@ -248,7 +248,7 @@ class MetricsWriter:
 def append_whole(path: str, data: bytes) -> None:
     """Append `data` to the local file `path` and fsync it, all or nothing: after a failed or
     short write the file is truncated back to its previous length, so it never ends in part of
-    a line. A full disk raises `fitting.io.NoSpaceError` naming `path`."""
+    a line. A full disk raises `fitting.data.io.NoSpaceError` naming `path`."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
     start = os.fstat(fd).st_size
     try:

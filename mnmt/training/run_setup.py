@@ -22,9 +22,9 @@ import gin
 import jax
 import numpy as np
 
-from fitting import io
-from fitting.rundirs import final_losses_from_rows
-from fitting.schema import RUN_JSON, SCHEMA_VERSION
+from fitting.data import io
+from fitting.data.rundirs import final_losses_from_rows
+from fitting.data.schema import RUN_JSON, SCHEMA_VERSION
 from mnmt.models import accounting
 from mnmt.training import run_files
 from mnmt.training.config import (

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import gin
 
-from fitting import io
+from fitting.data import io
 
 # The repository's (or installed) t5x_configs/: mnmt/training/train.py -> ../../t5x_configs.
 _CONFIG_ROOT = os.path.join(

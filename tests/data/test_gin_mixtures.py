@@ -35,7 +35,7 @@ def test_two_pair_gin_gives_p_and_one_minus_p(tiny_vocab):
 
 
 def test_chen_temperature_gin(tmp_path):
-    from fitting.sampling import temperature_weights
+    from fitting.data.sampling import temperature_weights
     from mnmt.data.synthetic import get_family
     from mnmt.data.vocab import train_vocabulary
 

@@ -43,7 +43,7 @@ def test_temperature_mixture_reproduces_chen_worked_example(tiny_tasks):
     w = mixtures.mixture_weights(name)
     a, b = 10e6 ** 0.2, 0.26e6 ** 0.2
     assert math.isclose(w[de], a / (a + b), rel_tol=1e-12)
-    from fitting.sampling import temperature_weights
+    from fitting.data.sampling import temperature_weights
 
     four = temperature_weights([10e6, 4.6e6, 0.26e6, 0.26e6], 5)
     np.testing.assert_allclose(four, [0.355, 0.304, 0.171, 0.171], atol=1.5e-3)

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fitting.base import FitError, FitResult
-from fitting.chinchilla import (
+from fitting.core.base import FitError, FitResult
+from fitting.laws.chinchilla import (
     ChinchillaFit,
     fit_chinchilla,
     fit_from_table,
@@ -111,7 +111,7 @@ def test_bootstrap_intervals_cover_truth():
 def test_bootstrap_refits_past_float_range_are_left_out(monkeypatch):
     """A refit whose log A runs past float range (a term the resampled data do not pin) gave
     OverflowError and lost the whole fit; now it is left out of the intervals, with a warning."""
-    import fitting.chinchilla as chinchilla_module
+    import fitting.laws.chinchilla as chinchilla_module
 
     n, d, loss = _data(noise=0.01, seed=5, n_sizes=6, n_tokens=6)
     real_refit, calls = chinchilla_module.refit, []
@@ -207,7 +207,7 @@ def test_fit_from_table_columns_and_drops():
 
 def test_modules_do_not_import_jax_or_tensorflow():
     code = (
-        "import sys, fitting.chinchilla, fitting.dpl, fitting.sampling;"
+        "import sys, fitting.laws.chinchilla, fitting.laws.dpl, fitting.data.sampling;"
         "bad=[m for m in ('jax','tensorflow','mnmt') if m in sys.modules];"
         "print(bad); sys.exit(1 if bad else 0)"
     )

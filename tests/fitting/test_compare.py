@@ -10,8 +10,8 @@ import pytest
 
 from fitting import plots
 from fitting.cli import main
-from fitting.compare import write_comparison
-from fitting.tables import write_table
+from fitting.data.tables import write_table
+from fitting.report.compare import write_comparison
 from fitting.test_utils import TRUTH, check_figure, f_hat, make_final_table
 
 WEIGHTS = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0)

@@ -6,8 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fitting.base import FitError, FitResult
-from fitting.dpl import (
+from fitting.core.base import FitError, FitResult
+from fitting.data.sampling import temperature_weights
+from fitting.laws.dpl import (
     CHEN_EQ6_PARAMS,
     CHEN_EQ6_PRESET,
     DPLFit,
@@ -16,7 +17,6 @@ from fitting.dpl import (
     fit_from_table,
     optimal_sampling_ratios,
 )
-from fitting.sampling import temperature_weights
 
 P_GRID = np.arange(0.05, 0.951, 0.05)
 GROUPS = [(10e6, 1.5), (0.26e6, 3.0), (1e6, 2.5), (4.6e6, 2.0)]  # (data size, bias M)

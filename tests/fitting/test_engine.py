@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from fitting.base import FitError, FitResult, json_safe, register_law
-from fitting.engine import F_SCALE_GRID, goodness_of_fit, robust_fit, varpro_fit
-from fitting.uncertainty import band_from_samples, summarize_samples
+from fitting.core.base import FitError, FitResult, json_safe, register_law
+from fitting.core.engine import F_SCALE_GRID, goodness_of_fit, robust_fit, varpro_fit
+from fitting.core.uncertainty import band_from_samples, summarize_samples
 
 X = np.linspace(0, 4, 30)
 

@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fitting.base import FitError
 from fitting.cli import main
-from fitting.report import write_report
+from fitting.core.base import FitError
+from fitting.report.writer import write_report
 from fitting.test_utils import make_final_table, true_loss
 
 SIZES = np.geomspace(2e5, 6e6, 5)

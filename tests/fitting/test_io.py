@@ -1,13 +1,13 @@
-"""fitting.io (one rule for remote paths) and the one metrics.jsonl reader of fitting.rundirs."""
+"""fitting.data.io (one rule for remote paths) and the one metrics.jsonl reader of fitting.data.rundirs."""
 
 import json
 import os
 
 import pytest
 
-from fitting import io
-from fitting.base import FitError
-from fitting.rundirs import (
+from fitting.core.base import FitError
+from fitting.data import io
+from fitting.data.rundirs import (
     final_losses_from_rows,
     parse_metrics_jsonl,
     read_metrics_jsonl,

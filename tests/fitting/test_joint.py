@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from fitting.base import FitError, FitResult
-from fitting.joint import JointLawFit, fit_joint_law
+from fitting.core.base import FitError, FitResult
+from fitting.laws.joint import JointLawFit, fit_joint_law
 from fitting.test_utils import TRUTH, f_hat, make_final_table
 
 

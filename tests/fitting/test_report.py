@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from fitting import plots
-from fitting.report import write_report
+from fitting.report.writer import write_report
 from fitting.test_utils import TRUTH, f_hat, make_curves_table, make_final_table, write_run_dirs
 
 
@@ -223,7 +223,7 @@ def test_report_on_a_full_disk_leaves_the_previous_report_whole(small_disk):
     """Old behaviour: report.md, report.html and fits.json were rewritten in place, so a full
     disk left them truncated. Now: one line naming the file, the previous three files as they
     were, no temporary left, and the same call succeeds once space is freed."""
-    from fitting.io import NoSpaceError
+    from fitting.data.io import NoSpaceError
 
     tab = make_final_table(sizes=np.geomspace(2e5, 2e7, 4), weights=(0.5, 1.0), seed=2)
     out = small_disk.path / "report"

@@ -10,16 +10,16 @@ import pandas as pd
 import pytest
 
 from fitting import plots
-from fitting.bivariate import BivariateLawFit
-from fitting.chinchilla import ChinchillaFit
-from fitting.dpl import CHEN_EQ6_PARAMS, DPLFit, optimal_sampling_ratios
-from fitting.markdown import Document
-from fitting.report import write_report
-from fitting.report_bivariate import bivariate_section
-from fitting.report_chinchilla import chinchilla_section
-from fitting.report_dpl import dpl_section, fit_study_dpl
-from fitting.report_sections import Report
-from fitting.sampling import temperature_weights
+from fitting.data.sampling import temperature_weights
+from fitting.laws.bivariate import BivariateLawFit
+from fitting.laws.chinchilla import ChinchillaFit
+from fitting.laws.dpl import CHEN_EQ6_PARAMS, DPLFit, optimal_sampling_ratios
+from fitting.report.bivariate import bivariate_section
+from fitting.report.chinchilla import chinchilla_section
+from fitting.report.dpl import dpl_section, fit_study_dpl
+from fitting.report.markdown import Document
+from fitting.report.sections import Report
+from fitting.report.writer import write_report
 from fitting.test_utils import check_figure, make_curves_table, make_final_table
 
 BIAS = {"en-fr": 1.5, "en-de": 2.0}

@@ -8,14 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fitting.base import FitError
-from fitting.joint import fit_joint_law
-from fitting.power import fit_power_law
-from fitting.report import write_report
-from fitting.report_seeds import seed_means, seed_spread
-from fitting.rundirs import collect_runs
-from fitting.schema import OPTIONAL_COLUMNS, TIDY_COLUMNS
-from fitting.tables import read_table, with_optional_columns, write_table
+from fitting.core.base import FitError
+from fitting.data.rundirs import collect_runs
+from fitting.data.schema import OPTIONAL_COLUMNS, TIDY_COLUMNS
+from fitting.data.tables import read_table, with_optional_columns, write_table
+from fitting.laws.joint import fit_joint_law
+from fitting.laws.power import fit_power_law
+from fitting.report.seeds import seed_means, seed_spread
+from fitting.report.writer import write_report
 from fitting.test_utils import TRUTH, make_final_table, write_run_dirs
 
 SIZES = [1e5, 3e5, 1e6, 3e6, 1e7]

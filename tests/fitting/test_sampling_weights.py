@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from fitting.sampling import (
+from fitting.data.sampling import (
     oversampling_sizes,
     oversampling_weights,
     proportional_weights,

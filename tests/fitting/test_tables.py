@@ -5,9 +5,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fitting.base import FitError
-from fitting.rundirs import collect_runs
-from fitting.tables import (
+from fitting.core.base import FitError
+from fitting.data.rundirs import collect_runs
+from fitting.data.tables import (
     check_finite_positive,
     check_weights,
     final_losses,

@@ -71,7 +71,7 @@ def test_other_trainer_errors_are_not_swallowed(study_without_training, tmp_path
 def test_a_full_disk_while_training_is_a_one_line_error(study_without_training, tmp_path,
                                                         capsys):
     """Old behaviour: the trainer's OSError (ENOSPC) went up as a traceback."""
-    from fitting.io import NoSpaceError
+    from fitting.data.io import NoSpaceError
 
     fail, _ = study_without_training
     out = tmp_path / "study"
@@ -87,15 +87,15 @@ def test_a_full_disk_while_training_is_a_one_line_error(study_without_training, 
 
 def test_a_full_disk_while_reporting_is_a_one_line_error(monkeypatch, tmp_path, capsys):
     """Export + report on a full disk: one line naming the file, exit 2 (no traceback)."""
-    from fitting import tables
-    from fitting.io import NoSpaceError
+    from fitting.data import tables
+    from fitting.data.io import NoSpaceError
     from mnmt.study import stages
 
     def full(table, path):
         raise NoSpaceError(path)
 
     monkeypatch.setattr(tables, "write_table", full)
-    monkeypatch.setattr("fitting.rundirs.collect_runs", lambda dirs: [])
+    monkeypatch.setattr("fitting.data.rundirs.collect_runs", lambda dirs: [])
     spec = study.load_spec(None, "ci", [])
     data = runner.StudyData("v.model", {"en-de": "a", "en-zh": "b"}, {})
     with pytest.raises(stages.UsageError, match=r"metrics\.csv: no space left on device"):

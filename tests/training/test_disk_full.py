@@ -1,6 +1,6 @@
 """A full disk while a run writes metrics, run.json or a checkpoint.
 
-Each write must fail with `fitting.io.NoSpaceError` (one line naming the file and "no space
+Each write must fail with `fitting.data.io.NoSpaceError` (one line naming the file and "no space
 left on device"), leave what was on disk intact (metrics.jsonl ends on a complete row, run.json
 is the previous version, the last checkpoint restores), and a re-run once space is freed must
 complete. The disk is a real tmpfs (`small_disk`, tests/conftest.py; skipped where the test
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from run_helpers import rows_by_key, small_run_config
 
-from fitting.io import NoSpaceError
+from fitting.data.io import NoSpaceError
 from mnmt.training import run_files
 from mnmt.training.run_files import MetricsWriter
 

@@ -18,7 +18,7 @@ from mnmt.training import run_files
 
 
 class _FakeGfile:
-    """The part of `tf.io.gfile` that run_files, mnmt-export and fitting.tables use."""
+    """The part of `tf.io.gfile` that run_files, mnmt-export and fitting.data.tables use."""
 
     def __init__(self, root: str):
         self.root = root

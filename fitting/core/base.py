@@ -1,0 +1,228 @@
+"""Common result type, law registry and error type shared by every law in `fitting`.
+
+Every fitted law is a :class:`FitResult` subclass registered under a short name
+(``"power"``, ``"joint"``, ``"chinchilla"``, ``"dpl"``, ...) with :func:`register_law`, so that
+``FitResult.from_json(d)`` can rebuild the right object from ``d["law"]``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+__all__ = ["FitError", "FitResult", "LAW_REGISTRY", "register_law", "get_law", "json_safe"]
+
+LAW_REGISTRY: dict[str, type[FitResult]] = {}
+
+
+class FitError(ValueError):
+    """Bad input or a failed fit.
+
+    The message names the offending column and row (or file and line) and what was expected.
+    The structured fields are kept for programmatic use.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        column: str | None = None,
+        row: Any = None,
+        source: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.column = column
+        self.row = row
+        self.source = source
+
+
+def register_law(name: str) -> Callable[[type[FitResult]], type[FitResult]]:
+    """Class decorator: register a FitResult subclass under ``name`` (and set ``cls.LAW``)."""
+
+    def deco(cls: type[FitResult]) -> type[FitResult]:
+        if name in LAW_REGISTRY and LAW_REGISTRY[name] is not cls:
+            existing = LAW_REGISTRY[name]
+            # Re-registration of the same class (module reload) is fine; a clash is not.
+            if f"{existing.__module__}.{existing.__qualname__}" != f"{cls.__module__}.{cls.__qualname__}":
+                raise ValueError(f"law {name!r} already registered by {existing.__qualname__}")
+        cls.LAW = name
+        LAW_REGISTRY[name] = cls
+        return cls
+
+    return deco
+
+
+def get_law(name: str) -> type[FitResult]:
+    """The registered FitResult subclass for ``name`` (FitError listing known laws otherwise)."""
+    _import_builtin_laws()
+    try:
+        return LAW_REGISTRY[name]
+    except KeyError:
+        known = ", ".join(sorted(LAW_REGISTRY)) or "none"
+        raise FitError(f"unknown law {name!r}; registered laws: {known}") from None
+
+
+def _import_builtin_laws() -> None:
+    """Import the law modules so that their classes are registered (lazy, best effort).
+
+    By module name, on first use: the law modules import this one (``register_law``), and the
+    registry is filled as they load.
+    """
+    for mod in (
+        "fitting.laws.power",
+        "fitting.laws.joint",
+        "fitting.laws.effective",
+        "fitting.laws.bivariate",
+        "fitting.laws.quality",
+        "fitting.laws.learning_curve",
+        "fitting.laws.chinchilla",
+        "fitting.laws.dpl",
+    ):
+        try:
+            importlib.import_module(mod)
+        except ImportError:
+            pass
+
+
+def json_safe(x: Any) -> Any:
+    """Recursively convert numpy scalars/arrays, tuples and non-finite floats to JSON-safe values.
+
+    Non-finite floats become ``None`` (strict JSON has no NaN/inf); :func:`_from_json_value`
+    turns ``None`` back into NaN where a float is expected.
+    """
+    if isinstance(x, dict):
+        return {str(k): json_safe(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [json_safe(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return [json_safe(v) for v in x.tolist()]
+    if isinstance(x, np.bool_ | bool):
+        return bool(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.floating | float):
+        v = float(x)
+        return v if math.isfinite(v) else None
+    return x
+
+
+def _floats(d: dict | None) -> dict[str, float] | None:
+    if d is None:
+        return None
+    return {k: (math.nan if v is None else float(v)) for k, v in d.items()}
+
+
+@dataclass
+class FitResult:
+    """A fitted law: named parameters, their uncertainty, goodness of fit, warnings.
+
+    Subclasses (one per law) add law-specific fields (with defaults) and implement
+    :meth:`predict`. ``to_json``/``from_json`` round-trip any subclass through the registry.
+    """
+
+    law: str
+    params: dict[str, float]
+    stderr: dict[str, float] | None = None
+    intervals: dict[str, tuple[float, float]] | None = None
+    goodness: dict[str, float] = field(default_factory=dict)
+    n_points: int = 0
+    warnings: list[str] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+
+    LAW: ClassVar[str] = ""
+    _BASE_FIELDS: ClassVar[tuple[str, ...]] = (
+        "law", "params", "stderr", "intervals", "goodness", "n_points", "warnings", "meta",
+    )
+
+    # -- behaviour -----------------------------------------------------------------------
+    def predict(self, *args: Any, **kwargs: Any) -> np.ndarray:
+        """Law-specific prediction; implemented by each subclass."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement predict()")
+
+    def __getitem__(self, name: str) -> float:
+        """Shorthand for ``self.params[name]``."""
+        return self.params[name]
+
+    def summary(self) -> str:
+        """A short human-readable table: parameter, value, stderr, interval; then goodness."""
+        lines = [f"law: {self.law}   points: {self.n_points}"]
+        for k, v in self.params.items():
+            s = f"  {k:>14s} = {v:.6g}"
+            if self.stderr and k in self.stderr and math.isfinite(self.stderr[k]):
+                s += f" ± {self.stderr[k]:.3g}"
+            if self.intervals and k in self.intervals:
+                lo, hi = self.intervals[k]
+                s += f"   [{lo:.6g}, {hi:.6g}]"
+            lines.append(s)
+        if self.goodness:
+            lines.append("  fit: " + ", ".join(f"{k}={v:.4g}" for k, v in self.goodness.items()))
+        for w in self.warnings:
+            lines.append(f"  WARNING: {w}")
+        return "\n".join(lines)
+
+    # -- JSON ------------------------------------------------------------------------------
+    def to_json(self) -> dict:
+        """A JSON-safe dict including ``"law"``; subclass fields are included as well."""
+        out: dict[str, Any] = {
+            "law": self.law,
+            "params": json_safe(self.params),
+            "stderr": json_safe(self.stderr),
+            "intervals": json_safe(self.intervals),
+            "goodness": json_safe(self.goodness),
+            "n_points": int(self.n_points),
+            "warnings": list(self.warnings),
+            "meta": json_safe(self.meta),
+        }
+        for f in dataclasses.fields(self):
+            if f.name not in self._BASE_FIELDS:
+                out[f.name] = self._encode_extra(f.name, getattr(self, f.name))
+        return out
+
+    def _encode_extra(self, name: str, value: Any) -> Any:
+        """Encode a subclass field for JSON (override for nested FitResults etc.)."""
+        if isinstance(value, FitResult):
+            return value.to_json()
+        return json_safe(value)
+
+    @classmethod
+    def _decode_extra(cls, name: str, value: Any) -> Any:
+        """Decode a subclass field from JSON (override to rebuild arrays etc.)."""
+        return value
+
+    @classmethod
+    def from_json(cls, d: dict) -> FitResult:
+        """Rebuild a result from :meth:`to_json` output, dispatching on ``d["law"]``."""
+        if not isinstance(d, dict) or "law" not in d:
+            raise FitError("fit JSON must be an object with a 'law' field", column="law")
+        target = get_law(d["law"])
+        if cls is not FitResult and not issubclass(target, cls):
+            raise FitError(f"JSON holds law {d['law']!r}, not a {cls.__name__}", column="law")
+        intervals = d.get("intervals")
+        if intervals is not None:
+            intervals = {
+                k: (
+                    math.nan if v[0] is None else float(v[0]),
+                    math.nan if v[1] is None else float(v[1]),
+                )
+                for k, v in intervals.items()
+            }
+        kwargs: dict[str, Any] = {
+            "law": d["law"],
+            "params": _floats(d.get("params") or {}),
+            "stderr": _floats(d.get("stderr")),
+            "intervals": intervals,
+            "goodness": _floats(d.get("goodness") or {}),
+            "n_points": int(d.get("n_points", 0)),
+            "warnings": list(d.get("warnings") or []),
+            "meta": dict(d.get("meta") or {}),
+        }
+        for f in dataclasses.fields(target):
+            if f.name not in cls._BASE_FIELDS and f.name in d:
+                kwargs[f.name] = target._decode_extra(f.name, d[f.name])
+        return target(**kwargs)

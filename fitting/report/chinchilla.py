@@ -1,0 +1,197 @@
+"""The report's L(N, D) section (Caillaut et al. 2024 eq. 2, the Chinchilla form of Hoffmann et
+al. 2022): E + A/N^α + B/D^β fitted on every evaluation of every run, iso-loss contours, and the
+compute-optimal split of a budget C ≈ 6·N·D.
+
+It applies when the table has ≥ 3 model sizes whose runs were evaluated at ≥ 3 steps each with
+growing ``tokens`` (the intermediate evaluations are the D axis: D = training target tokens seen
+up to the step). The points of a run inside its learning-rate warm-up are left out (up to the
+step where its ``learning_rate`` rows peak; without such rows its first evaluation): there the
+loss reflects the schedule, not the tokens seen. Runs repeated with several seeds contribute the
+seed mean at each step. One law is fitted per pair and weight (a pair trained at several weights
+gets one law per weight: D counts every token of the run, so a different mixture is a different
+law). The fit is :func:`fitting.laws.chinchilla.fit_chinchilla` (Huber in log space, L-BFGS) from
+variable-projection starts; ± is the sd over bootstrap refits. The trajectories of one run share
+its learning-rate schedule, so a law from intermediate evaluations describes training to D under
+that schedule, which a cool-down at the end lowers (Caillaut et al. fit it the same way).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pandas as pd
+
+from fitting import plots
+from fitting.core.base import FitError
+from fitting.data.tables import with_optional_columns
+from fitting.laws.chinchilla import ChinchillaFit, fit_chinchilla
+from fitting.laws.learning_curve import cooldown_start
+from fitting.plots.laws import plot_chinchilla_contours
+from fitting.report.markdown import Document, format_number
+from fitting.report.sections import Report
+from fitting.report.seeds import seed_means
+
+__all__ = ["chinchilla_points", "compute_budgets", "chinchilla_section"]
+
+_KEY = "L(N, D) (Caillaut eq. 2)"
+_NEED = {"run_id", "pair", "n", "step", "tokens", "value", "eval_set", "metric"}
+
+
+def chinchilla_points(table: pd.DataFrame, eval_set: str = "validation",
+                      metric: str = "loss") -> tuple[pd.DataFrame, str, str]:
+    """The (pair, weight, n, step, tokens, value) points the law is fitted on, a sentence on what
+    was left out, and why the section does not apply ("" when it does)."""
+    if not _NEED <= set(table.columns):
+        return pd.DataFrame(), "", f"the table lacks {sorted(_NEED - set(table.columns))}"
+    t = with_optional_columns(table)
+    s = t[(t["eval_set"].astype(str) == eval_set) & (t["metric"].astype(str) == metric)].copy()
+    for c in ("n", "step", "tokens", "value"):
+        s[c] = pd.to_numeric(s[c], errors="coerce").astype(float)
+    ok = np.isfinite(s[["n", "step", "tokens", "value"]].to_numpy()).all(axis=1)
+    s = s[ok & (s["step"] > 0).to_numpy() & (s["tokens"] > 0).to_numpy()
+          & (s["value"] > 0).to_numpy()]
+    if "weight" in s.columns:
+        s = s[~(pd.to_numeric(s["weight"], errors="coerce") <= 0).to_numpy()]
+    if s["n"].nunique() < 3:
+        return pd.DataFrame(), "", f"fewer than 3 model sizes ({s['n'].nunique()})"
+    per_run = s.groupby(["run_id", "pair"])["tokens"].nunique()
+    if int(per_run.min()) < 3:
+        few = int((per_run < 3).sum())
+        return pd.DataFrame(), "", (
+            f"{few} of {len(per_run)} runs have loss evaluations at fewer than 3 distinct token "
+            "counts; D (training tokens) needs intermediate evaluations of every run")
+    # warm-up: up to the step where the run's learning rate peaks, else its first evaluation
+    lr = t[t["metric"].astype(str) == "learning_rate"]
+    peak = {}
+    for r, g in lr.groupby("run_id"):
+        v = pd.to_numeric(g["value"], errors="coerce").to_numpy(float)
+        if np.isfinite(v).any():
+            peak[str(r)] = float(pd.to_numeric(g["step"], errors="coerce").to_numpy(float)[
+                np.nanargmax(v)])
+    first = s.groupby("run_id")["step"].transform("min")
+    end = s["run_id"].astype(str).map(peak).astype(float)
+    drop = np.where(np.isfinite(end), s["step"] <= end, s["step"] <= first)
+    kept = s[~drop]
+    if int(kept.groupby(["run_id", "pair"])["tokens"].nunique().reindex(
+            per_run.index, fill_value=0).min()) < 3:
+        kept, note = s, ("the warm-up evaluations are kept: without them some runs would have "
+                         "fewer than 3 points")
+    else:
+        how = ("up to the learning-rate peak" if peak else "the first evaluation of each run")
+        note = (f"{int(drop.sum())} warm-up evaluations left out ({how})" if drop.any() else
+                "no evaluation lies inside the warm-up (up to the learning-rate peak)")
+    cooled = [r for r, g in lr.groupby("run_id") if str(r) in set(kept["run_id"].astype(str))
+              and cooldown_start(pd.to_numeric(g["step"], errors="coerce"),
+                                 pd.to_numeric(g["value"], errors="coerce")) is not None]
+    if cooled:
+        note += (f"; {len(cooled)} runs end with a learning-rate cool-down, whose evaluations "
+                 "fall below the trajectory the earlier ones set: the law describes training "
+                 "to D under this schedule")
+    if "weight" not in kept.columns:
+        kept = kept.assign(weight=np.nan)
+    kept = seed_means(kept, by=("step",), mean_columns=("value", "tokens"))
+    return kept, note, ""
+
+
+def compute_budgets(fit: ChinchillaFit, c_trained: np.ndarray, n_range, k: int = 3) -> list[dict]:
+    """Compute-optimal N*, D* (C = 6·N·D) at ``k`` budgets spanning the trained ones and at 10×
+    the largest; ``extrapolated`` when N* lies outside the trained sizes."""
+    lo, hi = float(np.min(c_trained)), float(np.max(c_trained))
+    budgets = list(np.geomspace(lo, hi, k)) + [10 * hi]
+    n_opt, d_opt = fit.compute_optimal(np.array(budgets))
+    out = []
+    for c, n, d in zip(budgets, np.atleast_1d(n_opt), np.atleast_1d(d_opt), strict=True):
+        out.append({"C": float(c), "N": float(n), "D": float(d), "D_per_N": float(d / n),
+                    "loss": float(fit.predict(n, d)),
+                    "extrapolated": bool(n < n_range[0] / 1.01 or n > n_range[1] * 1.01)})
+    return out
+
+
+def chinchilla_section(doc: Document, rep: Report, table: pd.DataFrame, eval_set: str,
+                       metric: str, out_dir: str, *, uncertainty: str | None = "perturbation",
+                       n_refits: int = 100, seed: int = 0, max_panels: int = 6) -> None:
+    """Fit L(N, D) per pair (and weight), tabulate it with the compute-optimal N and D, draw the
+    contours; reasons it cannot go to ``rep.skipped``."""
+    pts, note, why = chinchilla_points(table, eval_set, metric)
+    if why:
+        rep.skipped[_KEY] = why
+        return
+    doc.h(2, "Model size and training tokens: L(N, D) (Caillaut eq. 2)")
+    doc.p("L(N, D) = E + A/N^α + B/D^β with N the non-embedding parameters and D the training "
+          "target tokens seen at each evaluation, fitted per pair (and weight) on every "
+          "evaluation of every run (Huber loss on log L, L-BFGS; ± sd over bootstrap refits). "
+          f"{note[0].upper() + note[1:]}. Compute-optimal: N*, D* minimising L at C = 6·N·D "
+          "(Hoffmann et al. eq. 4).")
+    boot = min(int(n_refits), 30) if uncertainty not in (None, "none") else 0
+    rep.chinchilla = {"fits": {}, "budgets": {}, "points_note": note}
+    rows, brows, panels = [], [], {}
+    for (pair, w), g in pts.groupby(["pair", "weight"], dropna=False, sort=True):
+        label = str(pair) if pts.loc[pts["pair"] == pair, "weight"].nunique() <= 1 \
+            else f"{pair} p={float(w):g}"
+        if g["n"].nunique() < 3:
+            rep.skipped[f"{_KEY} {label}"] = f"{g['n'].nunique()} model sizes (needs 3)"
+            continue
+        try:
+            fit = fit_chinchilla(g["n"], g["tokens"], g["value"], init="varpro", bootstrap=boot,
+                                 seed=seed)
+        except FitError as e:
+            rep.skipped[f"{_KEY} {label}"] = str(e)
+            continue
+        rep.chinchilla["fits"][label] = fit.to_json()
+        rep.warnings += [f"L(N, D) {label}: {m}" for m in fit.warnings]
+        sd = fit.stderr or {}
+        bt = fit.meta.get("backtest") or {}
+        rows.append([label, str(fit.n_points), *[format_number(fit[k], sd.get(k)) for k in
+                                                 ("E", "A", "alpha", "B", "beta")],
+                     format_number(fit.goodness.get("rmse_log"), digits=2),
+                     format_number(bt.get("rmse_log"), digits=2) if bt else "–"])
+        n_range = (float(g["n"].min()), float(g["n"].max()))
+        last = g.sort_values("step").groupby("n").tail(1)
+        c_trained = 6.0 * last["n"].to_numpy(float) * last["tokens"].to_numpy(float)
+        if fit["alpha"] <= 0 or fit["beta"] <= 0:
+            rep.skipped[f"compute-optimal {label}"] = "a fitted exponent is not positive"
+            budgets = []
+        else:
+            budgets = compute_budgets(fit, c_trained, n_range)
+        rep.chinchilla["budgets"][label] = budgets
+        for b in budgets:
+            brows.append([label, f"{b['C']:.3g}", f"{b['N']:.3g}" + (" (extrapolated)" if
+                                                                   b["extrapolated"] else ""),
+                          f"{b['D']:.3g}", f"{b['D_per_N']:.3g}", format_number(b["loss"])])
+        if len(panels) < max_panels:
+            panels[label] = _panel(fit, g, budgets)
+    doc.table(["pair", "points", "E", "A", "α", "B", "β", "rmse log L", "backtest rmse"], rows)
+    if not rows:
+        doc.p("Skipped: no pair could be fitted (see Skipped).")
+        return
+    doc.p("Compute-optimal model size and tokens at budgets spanning the trained runs' final "
+          "compute (C = 6·N·D) and at 10× the largest; \"extrapolated\" where N* lies outside "
+          "the trained sizes.")
+    doc.table(["pair", "C (FLOPs)", "N*", "D*", "D*/N*", "predicted loss"], brows)
+    try:
+        rep.figures["chinchilla"] = plots.save(
+            plot_chinchilla_contours(panels), os.path.join(out_dir, "figures", "chinchilla.png"))
+        doc.img("figures/chinchilla.png", "Iso-loss contours of the fitted L(N, D), each run's "
+                "evaluations (dots along its N), the compute-optimal frontier (red) and the "
+                "tabulated budgets (diamonds); cf. Caillaut eq. 2, Hoffmann et al. Fig. 4."
+                + ("" if len(panels) == len(rows) else f" First {len(panels)} of {len(rows)} fits."))
+    except Exception as e:  # plotting must never break the report
+        rep.skipped["figures (L(N, D))"] = f"{type(e).__name__}: {e}"
+
+
+def _panel(fit: ChinchillaFit, g: pd.DataFrame, budgets: list[dict]) -> dict:
+    """The contour panel of one fit: its ranges hold the runs and the tabulated budgets."""
+    n, d = g["n"].to_numpy(float), g["tokens"].to_numpy(float)
+    bn = np.array([b["N"] for b in budgets]) if budgets else np.empty(0)
+    bd = np.array([b["D"] for b in budgets]) if budgets else np.empty(0)
+    all_n, all_d = np.concatenate([n, bn]), np.concatenate([d, bd])
+    n_range = (all_n.min() / 2, all_n.max() * 2)
+    d_range = (all_d.min() / 2, all_d.max() * 2)
+    frontier = None
+    if budgets:
+        cs = np.geomspace(budgets[0]["C"] / 3, budgets[-1]["C"] * 3, 60)
+        frontier = fit.compute_optimal(cs)
+    traj = {float(k): v["tokens"].to_numpy(float) for k, v in g.groupby("n")}
+    return {"predict": fit.predict, "n_range": n_range, "d_range": d_range, "trajectories": traj,
+            "frontier": frontier, "budgets": (bn, bd) if budgets else None}

@@ -1,0 +1,281 @@
+"""The report's result record and its model-dependent sections, called by
+:func:`fitting.report.writer.write_report`.
+
+* :class:`Report`: what a report produced (paths) and computed (fits, regime, skipped sections);
+* :func:`frontier_section`: eq. 11 law, predicted frontier at larger sizes, recommended weights;
+* :func:`quality_section`: BLEU, ChrF, BLEURT, COMET against loss (Ghorbani eq. 5; Fernandes
+  Fig. 8 and 19) and the frontier in each of them.
+
+The sections of the other papers are in :mod:`fitting.report.dpl` (Chen),
+:mod:`fitting.report.chinchilla` (Caillaut), :mod:`fitting.report.bivariate` (Ghorbani) and
+:mod:`fitting.report.seeds` (repeated seeds).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from fitting import plots
+from fitting.core.base import FitError
+from fitting.data.tables import final_losses
+from fitting.laws.effective import fit_multilingual_law
+from fitting.laws.frontier import frontier_2pair, frontier_kpair, recommend
+from fitting.laws.joint import JointLawFit
+from fitting.laws.power import PowerLawFit
+from fitting.laws.quality import fit_quality_law, quality_points
+from fitting.report.markdown import Document, format_number
+
+__all__ = ["Report", "frontier_section", "quality_section", "QUALITY_FORMS"]
+
+#: quality metrics the report fits against the loss, with the form of their law: BLEU = c·L^−p
+#: (Ghorbani eq. 5); ChrF, BLEURT and COMET near-linear in the loss (Fernandes Fig. 8 and 19)
+QUALITY_FORMS: dict[str, str] = {"chrf": "linear", "bleu": "power", "bleurt": "linear",
+                                 "comet": "linear"}
+
+
+@dataclass
+class Report:
+    """What :func:`fitting.report.writer.write_report` produced (paths) and computed (fits, regime,
+    held-out predictions (:mod:`fitting.report.heldout`), skipped sections)."""
+
+    out_dir: str
+    markdown_path: str
+    html_path: str
+    json_path: str
+    figures: dict[str, str] = field(default_factory=dict)
+    power_fits: dict[str, dict[float, PowerLawFit]] = field(default_factory=dict)
+    joint: JointLawFit | None = None
+    effective: Any = None
+    frontier: Any = None
+    recommendation: Any = None
+    quality: dict = field(default_factory=dict)
+    regime: dict = field(default_factory=dict)
+    heldout: list[dict] = field(default_factory=list)
+    # pair -> weight p -> (f(p), sd over perturbation refits): eq. 10 from the joint law's β
+    fraction: dict = field(default_factory=dict)
+    # the other papers' sections (JSON-ready dicts; empty when a section did not apply)
+    dpl: dict = field(default_factory=dict)
+    chinchilla: dict = field(default_factory=dict)
+    bivariate: dict = field(default_factory=dict)
+    seeds: dict = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    markdown: str = ""
+
+
+def _observed_pairs(fin: pd.DataFrame, pairs: list[str]) -> dict[float, tuple]:
+    """Per size: (loss of pair 1, loss of pair 2) of each run trained on both."""
+    if "run_id" not in fin.columns:
+        return {}
+    wide = fin.pivot_table(index=["run_id", "n"], columns="pair", values="value", aggfunc="mean")
+    wts = fin.pivot_table(index=["run_id", "n"], columns="pair", values="weight", aggfunc="mean")
+    if not set(pairs) <= set(wide.columns):
+        return {}
+    ok = (wts[pairs[0]] > 0) & (wts[pairs[1]] > 0)
+    wide = wide[ok.reindex(wide.index).fillna(False).to_numpy()]
+    out = {}
+    for n, g in wide.groupby(level="n"):
+        out[float(n)] = (g[pairs[0]].to_numpy(float), g[pairs[1]].to_numpy(float))
+    return out
+
+
+def _flag_unidentified(fig, unidentified: Mapping[str, str]):
+    """Write on a figure drawn from f̂ that f̂ is not identified for some pairs."""
+    if unidentified:
+        fig.suptitle(f"f̂ not identified for {', '.join(unidentified)}: not determined by the data",
+                     color="tab:red", fontsize=8)
+    return fig
+
+
+def frontier_section(doc: Document, rep: Report, fin: pd.DataFrame,
+                     data: Mapping[str, Mapping[float, tuple]],
+                     target_sizes: Sequence[float] | None,
+                     preferences: Mapping[str, float] | None, out_dir: str,
+                     uncertainty: str | None, n_refits: int, seed: int) -> None:
+    """Fit eq. 11 (eq. 12 f̂, falling back to eq. 13), draw the frontier, recommend weights."""
+    doc.h(2, "Unseen weights and sizes: eq. 11 law, frontier, recommendation")
+    sub = fin[fin["weight"].notna()] if "weight" in fin.columns else None
+    if sub is None or sub.empty:
+        rep.skipped["eq. 11 frontier"] = "the table has no mixture weights"
+        doc.p("Skipped: the table has no mixture weights.")
+        return
+    if sub["n"].nunique() < 3:  # eq. 11 scales with N: a study at one or two sizes cannot fit it
+        why = f"{sub['n'].nunique()} model size(s); the eq. 11 law needs at least 3"
+        rep.skipped["eq. 11 frontier"] = why
+        doc.p(f"Skipped: {why}.")
+        return
+    fits, reasons = {}, []
+    for form in ("eq12", "eq13"):  # eq. 12 where its f̂ is identified, else the linear eq. 13
+        try:
+            fits[form] = fit_multilingual_law(sub, form=form, uncertainty=uncertainty,
+                                              n_refits=n_refits, seed=seed)
+        except FitError as e:
+            reasons.append(f"{form}: {e}")
+            continue
+        if fits[form].identified:
+            break
+    if not fits:
+        rep.skipped["eq. 11 frontier"] = "; ".join(reasons)
+        doc.p("Skipped: " + "; ".join(reasons))
+        return
+    law = next((f for f in fits.values() if f.identified), next(iter(fits.values())))
+    if law.form == "eq13" and reasons:
+        doc.p("f̂ of eq. 12 could not be fitted (" + reasons[0] + "); using the linear eq. 13.")
+    elif law.form == "eq13":
+        doc.p("f̂ of eq. 12 is not identified by these weights (" + "; ".join(
+            f"{p}: {r}" for p, r in fits["eq12"].not_identified().items()) + "); using the "
+            "linear eq. 13.")
+    rep.effective = law
+    rep.warnings += [f"eq. 11 ({law.form}): {w}" for w in law.warnings]
+    unidentified = law.not_identified()
+    if unidentified:
+        doc.p(f"**Warning: f̂ ({law.form.replace('eq', 'eq. ')}) is not identified for "
+              f"{', '.join(unidentified)}.** " + " ".join(
+                  f"{p}: {r}." for p, r in unidentified.items()) + " The frontier, the "
+              "recommended weights and the eq. 11 predictions below come from f̂ held to its "
+              "constraints (0 ≤ f̂ ≤ 1, non-decreasing) and are not determined by the data.")
+    sd = law.stderr or {}
+    names = ["alpha", "beta1", "l_inf", "c1"] + (["c2", "c3"] if law.form == "eq12" else [])
+    rows = [[pair] + [format_number(law.params[f"{k}[{pair}]"], sd.get(f"{k}[{pair}]")) for k in names]
+            + [format_number(law.goodness.get(f"r2[{pair}]"), digits=4),
+               "yes" if pair not in unidentified else "**no**"] for pair in law.pairs or []]
+    doc.p(f"L_i(N; p) = β1 (f̂(p) N)^−α + L∞ with f̂ of {law.form.replace('eq', 'eq. ')}, held to "
+          "0 ≤ f̂ ≤ 1, non-decreasing, f̂(0) = 0, f̂(1) = 1.")
+    doc.table(["pair", *names, "R²", "f̂ identified"], rows)
+    n_max = float(fin["n"].max())
+    targets = [float(t) for t in (target_sizes or [4 * n_max, 16 * n_max])]
+    pairs = list(law.pairs or [])
+    recs = []
+    for t in targets:
+        try:
+            rc = recommend(law, t, preferences)
+        except FitError as e:
+            rep.skipped[f"recommend N={t:.3g}"] = str(e)
+            continue
+        recs.append(rc)
+        iv = rc.interval or {}
+        doc.p(("(f̂ not identified: not determined by the data) " if unidentified else "")
+              + f"Recommended weights at N = {t:.3g} ({'equal' if preferences is None else preferences}"
+              " preferences, minimising the preference-weighted loss): "
+              + ", ".join(f"{p}: {w:.3f}" for p, w in rc.weights.items()) + "; predicted loss "
+              + ", ".join(f"{p}: {v:.4f}" + (f" [{iv[p][0]:.4f}, {iv[p][1]:.4f}]" if p in iv else "")
+                          for p, v in rc.predicted.items())
+              + "; with uniform weights: "
+              + ", ".join(f"{p}: {v:.4f}" for p, v in rc.uniform_predicted.items()) + ".")
+    rep.recommendation = [{**r.to_json(), "f_hat_identified": not unidentified} for r in recs]
+    if len(pairs) == 2:
+        sizes = sorted(set(float(s) for s in fin["n"].unique()))
+        show = sizes[:: max(1, len(sizes) // 3)][-3:] + targets
+        try:
+            fr = frontier_2pair(law, show, pairs=pairs)
+            rep.frontier = fr
+            curves = {n: (v[:, 0], v[:, 1]) for n, v in fr.values.items()}
+            bands = {n: ((fr.lower[n][:, 0], fr.upper[n][:, 0]), (fr.lower[n][:, 1],
+                                                                  fr.upper[n][:, 1]))
+                     for n in fr.lower if n in targets}
+            obs = {n: v for n, v in _observed_pairs(fin, pairs).items() if n in show}
+            rep.figures["frontier"] = plots.save(
+                _flag_unidentified(plots.plot_frontier(curves, pairs, observed=obs, bands=bands),
+                                   unidentified),
+                os.path.join(out_dir, "figures", "frontier.png"))
+            doc.img("figures/frontier.png", "Predicted trade-off frontier (eq. 11 + f̂) at fitted "
+                    "sizes (with observed runs) and at the target sizes (95% band); cf. Fernandes "
+                    "Fig. 7.")
+            curve = {p: (lambda x, p=p: law.f_hat(x, p)) for p in pairs}
+            if rep.joint is not None and all(1.0 in (rep.joint.weights or {}).get(p, [])
+                                             for p in pairs):
+                pts = {p: {w: (float(rep.joint.fraction(w, p)[0]), float("nan"))
+                           for w in rep.joint.weights[p] if w > 0} for p in pairs}
+                rep.figures["fraction_fit"] = plots.save(
+                    _flag_unidentified(plots.plot_fraction(pts, curve, title=r"f(p) and the fitted $\hat{f}$ (eq. 12/13)"), unidentified),
+                    os.path.join(out_dir, "figures", "fraction_fit.png"))
+                doc.img("figures/fraction_fit.png", "f(p) from the joint law (points, eq. 10) "
+                        "and the fitted f̂ (dashed; cf. Fernandes Fig. 7 left).")
+        except Exception as e:
+            rep.skipped["figures (frontier)"] = f"{type(e).__name__}: {e}"
+    elif len(pairs) > 2:
+        try:
+            fr = frontier_kpair(law, [targets[0]], pairs=pairs, step=0.05 if len(pairs) <= 4
+                                else 0.1, bands=False)
+            rep.frontier = fr
+            v, mask = fr.values[targets[0]], fr.pareto[targets[0]]
+            rep.figures["frontier"] = plots.save(
+                _flag_unidentified(plots.plot_frontier_kpair(
+                    v, mask, pairs, title=f"N = {targets[0]:.3g}, {int(mask.sum())} of "
+                                          f"{len(mask)} weightings efficient"), unidentified),
+                os.path.join(out_dir, "figures", "frontier.png"))
+            doc.img("figures/frontier.png", f"Predicted {len(pairs)}-pair trade-off at "
+                    f"N = {targets[0]:.3g} over a simplex grid of weights (eq. 11); coloured: "
+                    "Pareto-efficient weightings. Full set: `mnmt-fit frontier`.")
+        except Exception as e:
+            rep.skipped["figures (frontier)"] = f"{type(e).__name__}: {e}"
+
+
+def quality_section(doc: Document, rep: Report, table: pd.DataFrame, eval_set: str,
+                    out_dir: str) -> None:
+    """Quality laws (Ghorbani eq. 5; Fernandes Fig. 8/19) for every metric of
+    :data:`QUALITY_FORMS` in the table, and the frontier in each."""
+    if "metric" not in table.columns:
+        return
+    metrics = [m for m in QUALITY_FORMS if (table["metric"] == m).any()]
+    if not metrics:
+        rep.skipped["quality laws"] = f"no {'/'.join(QUALITY_FORMS)} rows in the table"
+        return
+    doc.h(2, "Translation quality against loss (Ghorbani eq. 5, Fernandes Fig. 8 and 19)")
+    rep.quality = {}
+    for m in metrics:
+        form = QUALITY_FORMS[m]
+        rows = []
+        for pair in sorted(table.loc[table["metric"] == m, "pair"].astype(str).unique()):
+            try:
+                trained = table
+                if "weight" in table.columns:  # zero-shot rows (p = 0) left out, as in the figures
+                    zero_shot = (table["pair"] == pair) & (table["weight"] <= 0)
+                    trained = table[~zero_shot]
+                    if not ((trained["pair"] == pair) & (trained["metric"] == m)).any():
+                        rep.skipped[f"quality {m} {pair}"] = (
+                            f"every {pair} run is zero-shot (weight 0); quality laws use trained "
+                            f"pairs only")
+                        continue
+                pts = quality_points(trained, m, eval_set=eval_set, pair=pair)
+                if form == "power":  # c·L^−p needs a positive score: count what is left out
+                    bad = ~(pts[m] > 0)
+                    if bad.any():
+                        rep.warnings.append(f"quality {m} {pair}: {int(bad.sum())} of {len(pts)} "
+                                            f"points with {m} ≤ 0 left out (the power form "
+                                            f"needs {m} > 0)")
+                        pts = pts[~bad]
+                q = fit_quality_law(pts["loss"], pts[m], form=form, metric=m, n_refits=30)
+            except FitError as e:
+                rep.skipped[f"quality {m} {pair}"] = str(e)
+                continue
+            rep.quality[(m, pair)] = q
+            sd = q.stderr or {}
+            rows.append([pair, m, form, *[format_number(v, sd.get(k)) for k, v in q.params.items()],
+                         format_number(q.goodness.get("r2"), digits=3), str(q.n_points)])
+            rep.warnings += [f"quality {m} {pair}: {w}" for w in q.warnings]
+        doc.table(["pair", "metric", "form", "c or a", "p or b", "R²", "points"], rows)
+        law = rep.effective
+        pairs = list(law.pairs or []) if law is not None else []
+        if len(pairs) == 2 and all((m, p) in rep.quality for p in pairs):
+            try:
+                sizes = [float(s) for s in (rep.frontier.values if rep.frontier else {})]
+                fr = frontier_2pair(law, sizes, pairs=pairs, metric=m, bands=False,
+                                    metric_map={p: rep.quality[(m, p)].predict for p in pairs})
+                curves = {n: (v[:, 0], v[:, 1]) for n, v in fr.values.items()}
+                measured = final_losses(table, eval_set=eval_set, metric=m, drop_invalid=True)[0]
+                obs = {n: v for n, v in _observed_pairs(measured, pairs).items() if n in curves}
+                rep.figures[f"frontier_{m}"] = plots.save(
+                    _flag_unidentified(plots.plot_frontier(curves, pairs, observed=obs, metric=m),
+                                       law.not_identified()),
+                    os.path.join(out_dir, "figures", f"frontier_{m}.png"))
+                doc.img(f"figures/frontier_{m}.png", f"Predicted frontier in {m} (eq. 11 + "
+                        f"quality law) with the {m} the runs measured (points) at the fitted "
+                        f"sizes; cf. Fernandes Fig. 8 right.")
+            except Exception as e:
+                rep.skipped[f"frontier {m}"] = f"{type(e).__name__}: {e}"

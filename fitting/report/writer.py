@@ -1,0 +1,476 @@
+"""Study report: fitted laws with uncertainty, regime, figures — Markdown, HTML, PNG and JSON.
+
+:func:`write_report` takes the tidy table (docs/reference/metrics_schema.md) and writes into ``out_dir``:
+``report.md``, ``report.html``, ``fits.json`` and ``figures/*.png`` (the three text files under
+temporary names, then renamed: a failed write, e.g. a full disk, leaves a previous report's
+files whole). It fits, on final losses,
+the power law (Fernandes eq. 6) per pair and weight, the joint law (eq. 7) with effective
+fractions (eq. 10), and the eq. 11 law with the predicted frontier and recommended weights at
+``target_sizes`` (sections of :mod:`fitting.report.sections`). It recognises the other papers'
+experiments in the table and fits their laws too: the Double Power Law of Chen et al. when pairs
+have different capped data sizes (:mod:`fitting.report.dpl`), L(N, D) of Caillaut et al. when
+runs were evaluated at several token counts (:mod:`fitting.report.chinchilla`), Ghorbani et al.'s
+encoder/decoder law when the decoder fraction varies (:mod:`fitting.report.bivariate`).
+Experiments repeated with several seeds are fitted on their seed means, and the seed spread is
+reported (:mod:`fitting.report.seeds`). Every section that cannot be computed (too few points,
+no p = 1 runs, …) is skipped with its reason stated; it never crashes on small studies.
+
+Runs named in ``heldout_runs`` are trained but never fitted: their rows are removed before every
+fit (size laws, joint law, f(p), eq. 11–13, quality laws, backtests, frontier) and the section
+"Held-out runs (predicted, never fitted)" compares their final losses with the laws'
+predictions (:mod:`fitting.report.heldout`). They still count in the regime (learning curves, best loss)
+and appear in the learning-curve figure, which describe the trained runs, not a fit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fitting import plots
+from fitting.core.base import FitError, json_safe
+from fitting.data import io
+from fitting.data.tables import final_losses, read_table
+from fitting.laws.joint import fit_joint_law
+from fitting.laws.learning_curve import convergence_check, cooldown_start, correct_final_losses
+from fitting.laws.power import fit_power_law
+from fitting.report.bivariate import bivariate_section
+from fitting.report.chinchilla import chinchilla_section
+from fitting.report.dpl import dpl_section
+from fitting.report.heldout import check_heldout_runs, heldout_section
+from fitting.report.markdown import Document, format_number
+from fitting.report.sections import Report, frontier_section, quality_section
+from fitting.report.seeds import seed_means, seed_spread, seeds_section
+
+__all__ = ["Report", "write_report"]
+
+
+# -- the report ---------------------------------------------------------------------------------
+
+
+def _points(fin: pd.DataFrame) -> dict[str, dict[float, tuple[np.ndarray, np.ndarray]]]:
+    data: dict[str, dict[float, tuple[np.ndarray, np.ndarray]]] = {}
+    has_w = "weight" in fin.columns
+    for pair, sub in fin.groupby("pair", sort=True):
+        data[str(pair)] = {}
+        groups = sub.groupby("weight", sort=True) if has_w else [(1.0, sub)]
+        for w, g in groups:
+            if not np.isfinite(float(w)):
+                continue
+            g = g.sort_values("n")
+            data[str(pair)][float(w)] = (g["n"].to_numpy(float), g["value"].to_numpy(float))
+    return data
+
+
+def _trained(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of pairs their run trains: a pair at weight 0 is evaluated, not learned, so its
+    curve is neither a learning curve for the regime nor one to draw."""
+    if "weight" not in rows.columns:
+        return rows
+    return rows[~(pd.to_numeric(rows["weight"], errors="coerce") <= 0)]
+
+
+def _regime(table: pd.DataFrame, fin: pd.DataFrame, l_inf: dict[str, tuple[float, str]],
+            ground_truth: dict[str, float] | None, eval_set: str, metric: str,
+            l_inf_power: dict[str, float] | None = None) -> dict:
+    """Regime of the trained runs. ``l_inf[pair] = (value, source)``: the joint law's L∞ (eq. 7)
+    when it was fitted, else the median of the per-weight eq. 6 fits (``l_inf_source`` says
+    which); ``l_inf_power`` (that median) is kept as ``l_inf_power_median`` for comparison."""
+    reg: dict[str, Any] = {"pairs": {}, "curves": {}}
+    for pair, sub in fin.groupby("pair"):
+        best = float(sub["value"].min())
+        d: dict[str, Any] = {"best_loss": best}
+        value, source = l_inf.get(pair, (float("nan"), ""))
+        if math.isfinite(value) and value > 0:
+            d["l_inf_fit"] = value
+            d["l_inf_source"] = source
+            d["gap_over_fit"] = best / value
+        if l_inf_power and pair in l_inf_power and math.isfinite(l_inf_power[pair]):
+            d["l_inf_power_median"] = float(l_inf_power[pair])
+        if ground_truth and pair in ground_truth:
+            d["l_inf_true"] = float(ground_truth[pair])
+            d["gap_over_true"] = best / float(ground_truth[pair])
+        reg["pairs"][str(pair)] = d
+    n_drop = n_curves = 0
+    cooldown: dict[str, float | None] = {}
+    if {"run_id", "step", "eval_set", "metric"} <= set(table.columns):
+        series = table[(table["eval_set"] == eval_set) & (table["metric"] == metric)]
+        rates = table[table["metric"] == "learning_rate"]
+        cooldown = {run: cooldown_start(g["step"], g["value"]) for run, g in rates.groupby("run_id")}
+        for (run, pair), g in _trained(series).groupby(["run_id", "pair"]):
+            g = g[(g["step"] > 0) & (g["value"] > 0)].sort_values("step")
+            start = cooldown.get(run)
+            if start is not None and (g["step"] <= start).sum() >= 3:
+                g = g[g["step"] <= start]  # judged before the cool-down (cooldown_start)
+            if len(g) < 3:
+                continue
+            chk = convergence_check(g["step"].to_numpy(float), g["value"].to_numpy(float))
+            chk["checked_until_step"] = float(g["step"].max())
+            reg["curves"][f"{run}/{pair}"] = chk
+            n_curves += 1
+            n_drop += bool(chk["still_dropping"])
+    reg["n_curves"], reg["n_still_dropping"] = n_curves, n_drop
+    reg["cooldown_starts"] = {run: start for run, start in cooldown.items() if start is not None}
+    gaps = [d.get("gap_over_true", d.get("gap_over_fit")) for d in reg["pairs"].values()]
+    gaps = [g for g in gaps if g is not None]
+    far = bool(gaps) and max(gaps) > 1.5
+    compute_limited = n_curves > 0 and n_drop / n_curves > 0.5
+    if compute_limited:
+        verdict = "compute-limited"
+        text = (f"{n_drop} of {n_curves} learning curves still drop by more than 1% per doubling "
+                "of training steps at their end: the runs are not converged, so the fitted laws "
+                "describe this training budget rather than the capacity-limited regime of "
+                "Fernandes et al. (models trained to near convergence).")
+    elif n_curves:
+        verdict = "near convergence"
+        text = (f"{n_curves - n_drop} of {n_curves} learning curves have flattened (< 1% loss drop "
+                "per doubling of steps at the end): the runs are near convergence, the "
+                "capacity-limited regime the laws describe.")
+    else:
+        verdict = "unknown"
+        text = "No learning curves (only final values) — convergence could not be checked."
+    n_cooled = sum(1 for run in cooldown.values() if run is not None) if n_curves else 0
+    if n_cooled:
+        text += (f" {n_cooled} runs end with a learning-rate cool-down; their curves are judged "
+                 "before it (its drop anneals gradient noise, it is not learning).")
+    if far:
+        text += (f" The best losses are still {max(gaps):.2g}× the (fitted or true) irreducible "
+                 "loss: the models are far from L∞, and L∞ is an extrapolation.")
+    elif gaps:
+        text += f" The best losses are within {max(gaps):.2g}× of L∞."
+    reg.update(verdict=verdict, far_from_l_inf=far, text=text)
+    return reg
+
+
+def write_report(
+    table: pd.DataFrame | str,
+    out_dir: str,
+    *,
+    ground_truth: dict[str, float] | None = None,
+    target_sizes: list[float] | None = None,
+    title: str = "Scaling-law report",
+    eval_set: str = "validation",
+    metric: str = "loss",
+    uncertainty: str | None = "perturbation",
+    n_refits: int = 100,
+    seed: int = 0,
+    drop_invalid: bool = False,
+    preferences: dict[str, float] | None = None,
+    convergence_correction: float | None = None,
+    heldout_runs: Sequence[str] = (),
+) -> Report:
+    """Fit the laws to ``table``'s final losses and write the report into ``out_dir``.
+
+    Args:
+      table: the tidy table (DataFrame or CSV/Parquet path or run directories).
+      ground_truth: ``{pair: L∞_true}`` printed next to the fitted L∞ (synthetic studies).
+      target_sizes: model sizes N at which to predict the frontier and recommend weights
+        (default: 4× and 16× the largest fitted size).
+      uncertainty / n_refits: passed to the fits (Fernandes footnote 5 perturbations).
+      drop_invalid: drop rows with non-finite/non-positive losses (count reported) instead of
+        raising FitError.
+      preferences: ``{pair: importance}`` for the recommendation (default: equal).
+      convergence_correction: a training step; final losses of runs with weight ≤ 0.05 are
+        replaced by their learning-curve extrapolation to that step (Fernandes App. G).
+      heldout_runs: run ids trained but never fitted: excluded from every fit, predicted in the
+        section "Held-out runs" (``rep.heldout``, ``fits.json["heldout"]``; see
+        :mod:`fitting.report.heldout`). An id that is not a run of the table raises FitError.
+    """
+    if not isinstance(table, pd.DataFrame):
+        table = read_table(table)
+    held_ids = check_heldout_runs(table, heldout_runs)
+    os.makedirs(os.path.join(out_dir, "figures"), exist_ok=True)
+    fin, n_dropped = final_losses(table, eval_set=eval_set, metric=metric,
+                                  drop_invalid=drop_invalid, source="report")
+    rep = Report(out_dir=out_dir, markdown_path=os.path.join(out_dir, "report.md"),
+                 html_path=os.path.join(out_dir, "report.html"),
+                 json_path=os.path.join(out_dir, "fits.json"))
+    if n_dropped:
+        rep.warnings.append(f"{n_dropped} final row(s) with invalid values were dropped")
+    n_corrected = 0
+    if convergence_correction:
+        fin = correct_final_losses(table, target_step=convergence_correction, final=fin,
+                                   eval_set=eval_set, metric=metric)
+        n_corrected = int(fin["corrected"].sum())
+    # held-out runs: out of every fit from here on (kept in `fin_all` for the regime and `held`)
+    fin_all, table_fit = fin, table
+    held = fin.iloc[:0]
+    if held_ids:
+        is_held = fin["run_id"].astype(str).isin(held_ids).to_numpy()
+        held, fin = fin[is_held], fin[~is_held]
+        table_fit = table[~table["run_id"].astype(str).isin(held_ids).to_numpy()]
+        if fin.empty:
+            raise FitError(f"every run with final {metric!r} rows is held out ({held_ids}): "
+                           "nothing is left to fit", column="run_id")
+    # runs repeated with several seeds: every fit below uses the seed mean of each experiment
+    fin_seeds = fin
+    rep.seeds = seed_spread(fin)
+    fin = seed_means(fin)
+    data = _points(fin)
+    # figures leave out zero-shot rows (p = 0), as Fernandes et al. do
+    shown = {pair: {w: v for w, v in by_w.items() if w > 0} for pair, by_w in data.items()}
+    doc = Document()
+    doc.h(1, title)
+    n_runs = fin_seeds["run_id"].nunique() if "run_id" in fin_seeds.columns else len(fin_seeds)
+    sizes = sorted(fin["n"].unique())
+    doc.p(f"Data: {n_runs} fitted runs, pairs {', '.join(data)}, {len(sizes)} model sizes "
+          f"(N = {sizes[0]:.3g} … {sizes[-1]:.3g} non-embedding parameters), eval set "
+          f"`{eval_set}`, metric `{metric}`, final values."
+          + (f" Held out (trained, never fitted; predicted below): "
+             f"{', '.join(f'`{r}`' for r in held_ids)}." if held_ids else ""))
+    if convergence_correction:
+        doc.p(f"Convergence correction (Fernandes App. G): {n_corrected} final loss(es) of runs "
+              f"with weight ≤ 0.05 replaced by their learning-curve extrapolation to step "
+              f"{convergence_correction:g}.")
+    seeds_section(doc, rep.seeds)
+
+    # 1. per pair and weight: power law (eq. 6); one reason per pair when no weight can have it
+    few_sizes = fin["n"].nunique() < 3
+    for pair, by_w in data.items():
+        rep.power_fits[pair] = {}
+        if few_sizes:
+            rep.skipped[f"power {pair}"] = (f"{fin['n'].nunique()} model size(s) in the table; "
+                                            "the size laws need at least 3")
+            continue
+        for w, (n, y) in by_w.items():
+            if w <= 0:
+                rep.skipped[f"power {pair} p={w:g}"] = "zero-shot weight (p = 0) is outside the law"
+                continue
+            try:
+                rep.power_fits[pair][w] = fit_power_law(n, y, uncertainty=uncertainty,
+                                                        n_refits=n_refits, seed=seed)
+            except FitError as e:
+                rep.skipped[f"power {pair} p={w:g}"] = str(e)
+    # 2. joint law (eq. 7)
+    try:
+        sub = fin[fin["weight"].notna()] if "weight" in fin.columns else fin.assign(weight=1.0)
+        rep.joint = fit_joint_law(sub, uncertainty=uncertainty, n_refits=n_refits, seed=seed)
+    except FitError as e:
+        rep.skipped["joint law (eq. 7)"] = str(e)
+    # the regime's fitted L∞: the joint law's (eq. 7) whenever it was fitted
+    l_inf: dict[str, tuple[float, str]] = {}
+    l_inf_power: dict[str, float] = {}
+    for pair in data:
+        if rep.power_fits.get(pair):
+            l_inf_power[pair] = float(np.median([f.params["l_inf"]
+                                                 for f in rep.power_fits[pair].values()]))
+        if rep.joint is not None and f"l_inf[{pair}]" in rep.joint.params:
+            l_inf[pair] = (float(rep.joint.params[f"l_inf[{pair}]"]), "joint law (eq. 7)")
+        elif pair in l_inf_power:
+            l_inf[pair] = (l_inf_power[pair], "median of the per-weight power laws (eq. 6); "
+                                              "the joint law was not fitted")
+    rep.regime = _regime(table, fin_all, l_inf, ground_truth, eval_set, metric, l_inf_power)
+    rep.regime["heldout_runs"] = held_ids
+
+    doc.h(2, "Regime")
+    doc.p(f"**{rep.regime['verdict']}.** {rep.regime['text']}")
+    rows = []
+    for pair, d in rep.regime["pairs"].items():
+        rows.append([pair, format_number(d["best_loss"]), format_number(d.get("l_inf_fit")),
+                     format_number(d.get("l_inf_true")), format_number(d.get("gap_over_fit"), digits=3),
+                     format_number(d.get("gap_over_true"), digits=3)])
+    doc.table(["pair", "best loss", "fitted L∞", "true L∞", "best / fitted L∞",
+               "best / true L∞"], rows)
+    srcs = sorted({d["l_inf_source"] for d in rep.regime["pairs"].values() if "l_inf_source" in d})
+    if srcs:
+        doc.p("Fitted L∞: " + "; ".join(srcs) + "." + (
+            " Best losses and learning curves include the held-out runs." if held_ids else ""))
+
+    # power-law table
+    doc.h(2, "Power law per pair and weight (Fernandes eq. 6)")
+    doc.p("L_i(N; p) = β N^−α + L∞, fitted separately for every weight p; ± is the standard "
+          "deviation over refits with 1% Gaussian perturbations of the losses (footnote 5). "
+          "Backtest: refitted without the largest size, error of its prediction there.")
+    rows = []
+    for pair, fits in rep.power_fits.items():
+        for w, f in sorted(fits.items()):
+            sd = f.stderr or {}
+            bt = f.backtest or {}
+            rows.append([pair, f"{w:g}", str(f.n_points), format_number(f["alpha"], sd.get("alpha")),
+                         format_number(f["beta"], sd.get("beta")), format_number(f["l_inf"], sd.get("l_inf")),
+                         format_number(f.goodness.get("rmse"), digits=2),
+                         format_number(bt.get("error"), digits=2) if bt else "–"])
+            rep.warnings += [f"power {pair} p={w:g}: {m}" for m in f.warnings]
+    doc.table(["pair", "p", "points", "α", "β", "L∞", "rmse", "backtest err"], rows)
+    fits_by_pair = {pair: dict(fits) for pair, fits in rep.power_fits.items()}
+    try:
+        rep.figures["power_fits"] = plots.save(
+            plots.plot_power_fits(shown, fits_by_pair),
+            os.path.join(out_dir, "figures", "power_fits.png"))
+        doc.img("figures/power_fits.png", "Final loss against model size per weight, with "
+                "per-weight fits (cf. Fernandes Fig. 2).")
+        coefs = {pair: {w: (f.params, f.stderr) for w, f in fits.items()}
+                 for pair, fits in rep.power_fits.items() if len(fits) >= 2}
+        if coefs:
+            joint_vals = None
+            if rep.joint is not None:
+                joint_vals = {pair: {"alpha": rep.joint.params.get(f"alpha[{pair}]"),
+                                     "l_inf": rep.joint.params.get(f"l_inf[{pair}]")}
+                              for pair in coefs}
+            rep.figures["coefficients"] = plots.save(
+                plots.plot_coefficients(coefs, joint_vals),
+                os.path.join(out_dir, "figures", "coefficients.png"))
+            doc.img("figures/coefficients.png", "Per-weight coefficients against p (±1 sd); "
+                    "dashed: joint-law values (cf. Fernandes Fig. 4).")
+    except Exception as e:  # plotting must never break the report
+        rep.skipped["figures (power)"] = f"{type(e).__name__}: {e}"
+
+    _joint_section(doc, rep, shown, ground_truth, out_dir)
+    _effective_section(doc, rep, fin, data, target_sizes, preferences, out_dir, uncertainty,
+                       n_refits, seed)
+    heldout_section(doc, rep, held, table, held_ids, eval_set, metric)
+    for name, section in (
+            ("quality laws", lambda: quality_section(doc, rep, table_fit, eval_set, out_dir)),
+            ("bivariate", lambda: bivariate_section(doc, rep, fin, out_dir,
+                                                    n_refits=min(n_refits, 30))),
+            ("DPL", lambda: dpl_section(doc, rep, fin, out_dir, uncertainty=uncertainty,
+                                        n_refits=n_refits, seed=seed)),
+            ("L(N, D)", lambda: chinchilla_section(doc, rep, table_fit, eval_set, metric,
+                                                   out_dir, uncertainty=uncertainty,
+                                                   n_refits=n_refits, seed=seed))):
+        try:
+            section()
+        except Exception as e:  # sections skip their own failures; anything else, said here
+            rep.skipped[f"section {name}"] = f"{type(e).__name__}: {e}"
+    _curves_figure(doc, rep, table, eval_set, metric, out_dir)
+
+    if rep.skipped:
+        doc.h(2, "Skipped")
+        doc.ul([f"{k}: {v}" for k, v in rep.skipped.items()])
+    if rep.warnings:
+        doc.h(2, "Warnings")
+        doc.ul(rep.warnings)
+    rep.markdown = doc.markdown()
+    payload = {
+        "title": title, "eval_set": eval_set, "metric": metric,
+        "ground_truth": ground_truth, "regime": rep.regime, "skipped": rep.skipped,
+        "warnings": rep.warnings, "figures": rep.figures,
+        "power": {pair: {f"{w:g}": f.to_json() for w, f in fits.items()}
+                  for pair, fits in rep.power_fits.items()},
+        "joint": None if rep.joint is None else rep.joint.to_json(),
+        "fraction": {pair: {f"{w:g}": {"f": v, "sd": sd} for w, (v, sd) in sorted(d.items())}
+                     for pair, d in rep.fraction.items()},
+        "effective": None if rep.effective is None else rep.effective.to_json(),
+        "recommendation": rep.recommendation,
+        "quality": {f"{m}/{p}": q.to_json() for (m, p), q in rep.quality.items()},
+        "frontier": None if rep.frontier is None else rep.frontier.to_json(),
+        "heldout_runs": held_ids,
+        "heldout": rep.heldout,
+        "seeds": rep.seeds,
+        "dpl": rep.dpl or None,
+        "chinchilla": rep.chinchilla or None,
+        "bivariate": rep.bivariate or None,
+    }
+    # Temporary names, then renames: a failed write (a full disk: io.NoSpaceError naming the
+    # file) leaves a previous report's three files as they were.
+    io.write_files_atomic({rep.markdown_path: rep.markdown, rep.html_path: doc.html(title),
+                           rep.json_path: json.dumps(json_safe(payload), indent=1)})
+    return rep
+
+
+def _joint_section(doc: Document, rep: Report, data, ground_truth, out_dir: str) -> None:
+    doc.h(2, "Joint law (Fernandes eq. 7) and effective parameters (eq. 9–10)")
+    if rep.joint is None:
+        doc.p(f"Skipped: {rep.skipped.get('joint law (eq. 7)', 'not fitted')}")
+        return
+    j = rep.joint
+    sd = j.stderr or {}
+    iv = j.intervals or {}
+    rows = []
+    for pair in j.pairs or []:
+        a, li = f"alpha[{pair}]", f"l_inf[{pair}]"
+        lo_hi = iv.get(li)
+        truth = (ground_truth or {}).get(pair)
+        inside = ("–" if truth is None or lo_hi is None else
+                  ("yes" if lo_hi[0] <= truth <= lo_hi[1] else "no"))
+        bt = (j.backtest or {}).get(pair, {})
+        rows.append([pair, format_number(j.params[a], sd.get(a)), format_number(j.params[li], sd.get(li)),
+                     "–" if lo_hi is None else f"[{lo_hi[0]:.4g}, {lo_hi[1]:.4g}]",
+                     format_number(truth), inside, format_number(j.goodness.get(f"r2[{pair}]"), digits=4),
+                     format_number(bt.get("error"), digits=2) if bt else "–"])
+    doc.table(["pair", "α", "L∞", "L∞ 95% interval", "true L∞", "truth inside", "R²",
+               "backtest err"], rows)
+    rep.warnings += [f"joint: {m}" for m in j.warnings]
+    frac_pts: dict[str, dict[float, tuple[float, float]]] = {}
+    for pair in j.pairs or []:
+        if 1.0 not in (j.weights or {}).get(pair, []):
+            rep.skipped[f"f(p) {pair}"] = "no runs with p = 1 (single-pair baseline): eq. 10 needs β_1"
+            continue
+        fs = j.fraction_samples(pair) if j.samples else {}
+        frac_pts[pair] = {w: (float(j.fraction(w, pair)[0]),
+                              float(np.std(fs[w], ddof=1)) if w in fs else float("nan"))
+                          for w in j.weights[pair] if w > 0}
+    rep.fraction = frac_pts
+    if frac_pts:
+        doc.table(["pair", *[f"p={w:g}" for w in sorted({w for d in frac_pts.values() for w in d})]],
+                  [[pair] + [format_number(d.get(w, (None,))[0], d.get(w, (0, None))[1], 3)
+                             for w in sorted({w for d in frac_pts.values() for w in d})]
+                   for pair, d in frac_pts.items()])
+    try:
+        rep.figures["joint"] = plots.save(
+            plots.plot_joint(data, lambda pair, p, n: j.predict(n, p, pair), j.pairs or []),
+            os.path.join(out_dir, "figures", "joint.png"))
+        doc.img("figures/joint.png", "Joint law eq. 7 (dashed) against the data (cf. Fernandes Fig. 5).")
+        rep.figures["reducible"] = plots.save(
+            plots.plot_reducible(data, {p: j.params[f"l_inf[{p}]"] for p in j.pairs or []},
+                                 curves={pair: {w: (lambda n, w=w, pair=pair: j.predict(n, w, pair))
+                                                for w in (j.weights or {}).get(pair, [])}
+                                         for pair in j.pairs or []}),
+            os.path.join(out_dir, "figures", "reducible.png"))
+        doc.img("figures/reducible.png", "Reducible loss L − L∞ on log-log axes with the joint "
+                "law's lines; parallel lines mean a shared exponent (cf. Fernandes Fig. 3).")
+        if frac_pts:
+            rep.figures["fraction"] = plots.save(
+                plots.plot_fraction(frac_pts, title="effective fraction of parameters (eq. 10)"),
+                                                 os.path.join(out_dir, "figures", "fraction.png"))
+            doc.img("figures/fraction.png", "Effective fraction of parameters f(p) (eq. 10; "
+                    "cf. Fernandes Fig. 6).")
+    except Exception as e:
+        rep.skipped["figures (joint)"] = f"{type(e).__name__}: {e}"
+
+
+def _effective_section(doc, rep, fin, data, target_sizes, preferences, out_dir, uncertainty,
+                       n_refits, seed) -> None:
+    """Eq. 11 law, frontier and recommendation (:func:`fitting.report.sections.frontier_section`)."""
+    frontier_section(doc, rep, fin, data, target_sizes, preferences, out_dir, uncertainty,
+                     n_refits, seed)
+
+
+def _curves_figure(doc, rep, table, eval_set, metric, out_dir) -> None:
+    if not {"run_id", "step"} <= set(table.columns):
+        return
+    series = table[(table["eval_set"] == eval_set) & (table["metric"] == metric)
+                   & (table["step"] > 0)]
+    if series.empty or series.groupby(["run_id", "pair"]).size().max() < 3:
+        return
+    curves = {f"{r}/{p}": (g["step"].to_numpy(float), g["value"].to_numpy(float))
+              for (r, p), g in series.sort_values("step").groupby(["run_id", "pair"])}
+    panels = None
+    note = ""
+    if "n" in series.columns:  # one panel per pair, coloured by size; untrained pairs apart
+        keys = series.drop_duplicates(["run_id", "pair"])
+        trained = _trained(keys)
+        panels = {f"{r}/{p}": (str(p), float(n))
+                  for r, p, n in zip(trained["run_id"], trained["pair"], trained["n"], strict=True)
+                  if np.isfinite(float(n))}
+        left_out = len(keys) - len(trained)
+        if left_out:
+            note = (f" The {left_out} curves of pairs at weight 0 (evaluated, not trained; their "
+                    "loss stays near that of an untrained model) are not drawn.")
+    starts = [s for s in (rep.regime.get("cooldown_starts") or {}).values() if s]
+    try:
+        rep.figures["learning_curves"] = plots.save(
+            plots.plot_learning_curves(curves, title=rep.regime.get("verdict", ""), panels=panels,
+                                       cooldown_step=float(np.median(starts)) if starts else None),
+            os.path.join(out_dir, "figures", "learning_curves.png"))
+        doc.img("figures/learning_curves.png", "Validation loss against training step per run, "
+                "one panel per pair, coloured by model size (convergence check, cf. Fernandes "
+                "App. G)." + note)
+    except Exception as e:
+        rep.skipped["figures (learning curves)"] = f"{type(e).__name__}: {e}"
