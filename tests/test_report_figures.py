@@ -134,9 +134,18 @@ def test_report_html_shows_every_image_in_headless_chromium(ci_study, tmp_path, 
 
 
 @pytest.mark.parametrize("ci", ["", "true"])
-def test_without_chromium_the_browser_test_skips_except_under_ci(ci, monkeypatch):
-    monkeypatch.setattr(sys.modules[__name__], "CHROMIUM", "/nonexistent/chromium")
+@pytest.mark.parametrize("absent", [("CHROMIUM",), ("CHROMEDRIVER",), ("CHROMIUM", "CHROMEDRIVER")])
+def test_without_chromium_the_browser_test_skips_except_under_ci(absent, ci, monkeypatch):
+    """Whatever this machine has installed: each absent program is named in the reason, a
+    present one is not; the test skips on a developer's machine and fails where CI is set."""
+    module = sys.modules[__name__]
+    for name in ("CHROMIUM", "CHROMEDRIVER"):  # present: an executable that surely exists
+        monkeypatch.setattr(module, name, f"/nonexistent/{name.lower()}" if name in absent
+                            else sys.executable)
     monkeypatch.setenv("CI", ci)
-    with pytest.raises(pytest.fail.Exception if ci else pytest.skip.Exception,
-                       match="/nonexistent/chromium missing"):
+    with pytest.raises(pytest.fail.Exception if ci else pytest.skip.Exception) as stopped:
         _chromium_or_skip()
+    reason = str(stopped.value)
+    for name in ("CHROMIUM", "CHROMEDRIVER"):
+        assert (f"/nonexistent/{name.lower()}" in reason) == (name in absent), reason
+    assert reason.endswith("may not be skipped") == bool(ci), reason

@@ -44,3 +44,25 @@ print(','.join(bad))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", out.stdout
     assert (tmp_path / "report.md").exists()
+
+
+@pytest.mark.parametrize("package", ["fitting", "fitting.core", "fitting.data", "fitting.laws",
+                                     "fitting.plots", "fitting.report"])
+def test_every_re_exported_name_resolves_to_its_definition(package):
+    """Each name a package lists in ``__all__`` is the object its module defines (a typo in a
+    re-export map would surface here, not in a user's session)."""
+    import importlib
+
+    module = importlib.import_module(package)
+    for name in module.__all__:
+        value = getattr(module, name)
+        home = getattr(value, "__module__", None)
+        if home is not None and name != "__version__" and not isinstance(value, (dict, tuple)):
+            assert home.startswith(package), f"{package}.{name} comes from {home}"
+
+
+def test_an_unknown_name_is_an_attribute_error_naming_the_package():
+    import fitting.laws
+
+    with pytest.raises(AttributeError, match="'fitting.laws' has no attribute 'fit_nothing'"):
+        fitting.laws.fit_nothing  # noqa: B018
