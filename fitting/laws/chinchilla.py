@@ -2,15 +2,20 @@
 
 Fitted as Hoffmann et al. (and the Besiroglu et al. 2024 replication) do: in log space,
 log L ≈ LSE(a − α log N, b − β log D, e) with A = e^a, B = e^b, E = e^e, minimising
-Σ Huber_δ(LSE(·) − log L) with L-BFGS from a grid of starts (default: the published grid
+Σ Huber_δ(LSE(·) − log L) with L-BFGS from a grid of starts (the published grid
 α, β ∈ {0, 0.5, …, 2}, e ∈ {−1, −0.5, …, 1}, a, b ∈ {0, 5, …, 25}; 4,500 starts).
+
+Starts (``init``): by default (``"auto"``) only the grid's 25 distinct exponent pairs, each with
+E, A, B solved exactly by variable projection, and the full grid as well only where those starts
+are not applicable or not trusted (see :func:`fit_chinchilla`); ``"grid"`` is the published
+procedure, ``"varpro"`` the variable-projection starts alone.
 
 Robustness (the objective has many local minima and, with δ = 1e-3, is nearly an L1 fit whose
 kinks stall quasi-Newton methods):
 - analytic gradients, and all starts advanced together by a vectorised L-BFGS pass (one numpy
   evaluation serves every start), far faster than one scipy call per start;
-- the best distinct end points are polished with scipy L-BFGS-B and an iteratively reweighted
-  Gauss–Newton (IRLS) solve that converges through the Huber kinks;
+- the best distinct end points are polished (L-BFGS to tight tolerances, then an iteratively
+  reweighted Gauss–Newton (IRLS) solve that converges through the Huber kinks), all at once;
 - the result reports the fraction of starts that reached the optimum (``meta["start_stats"]``).
 Optional tied exponents α = β (Muennighoff et al. 2023) and bootstrap intervals (rows resampled
 with replacement, each refit from the best full-data optima).
@@ -38,10 +43,11 @@ from fitting.data.tables import (
 )
 from fitting.laws.chinchilla_opt import (
     huber_objective,
-    irls_polish,
-    lbfgs_polish,
+    irls_polish_many,
+    lbfgs_polish_many,
     multi_start,
-    refit,
+    profile_check,
+    refit_many,
     to_theta,
     unpack,
     varpro_starts,
@@ -54,6 +60,8 @@ __all__ = [
     "published_grid",
     "grid_starts",
     "EPOCH_PUBLISHED",
+    "INITS",
+    "AUTO_MIN_STARTS_AT_OPTIMUM",
 ]
 
 #: Besiroglu et al. 2024 (Epoch replication of Hoffmann et al. Approach 3), Huber fit and
@@ -211,6 +219,146 @@ def _exp(log_value: float) -> float:
     return math.exp(log_value) if log_value < 709.0 else math.inf
 
 
+#: ``init`` values of :func:`fit_chinchilla`.
+INITS = ("auto", "grid", "varpro")
+#: ``init="auto"`` also runs the grid when fewer variable-projection starts than this end at the
+#: optimum (within ``optimum_rtol``): one start alone is weak evidence of a global optimum.
+AUTO_MIN_STARTS_AT_OPTIMUM = 2
+#: The bootstrap refits resamples × seeds × points values at a time at most (memory bound).
+BOOTSTRAP_CHUNK_ELEMS = 500_000
+
+
+@dataclass
+class _Search:
+    """Outcome of the multi-start search: what ran, where the starts ended, the polished optima."""
+
+    path: str
+    n_starts: int
+    f_ends: np.ndarray
+    polished: list[tuple[float, np.ndarray]]
+    seconds_starts: float
+    reason: str = ""
+    check: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def best(self) -> tuple[float, np.ndarray]:
+        return self.polished[0]
+
+    def n_reached(self, rtol: float) -> int:
+        f_best = self.best[0]
+        return int(np.sum(np.isfinite(self.f_ends) & (self.f_ends <= f_best * (1 + rtol) + 1e-15)))
+
+
+def _polish(ends: np.ndarray, f_ends: np.ndarray, n_polish: int, data: tuple
+            ) -> list[tuple[float, np.ndarray]]:
+    """Polish the ``n_polish`` best distinct end points (L-BFGS to tight tolerances, then IRLS);
+    returns (objective, θ) pairs, best first. The best raw end point is kept should polishing
+    ever make it worse."""
+    x, z, y, delta, tied = data
+    picked: list[np.ndarray] = []
+    for i in np.argsort(f_ends):
+        if len(picked) >= n_polish:
+            break
+        if all(np.max(np.abs(ends[i] - q)) > 1e-3 for q in picked):
+            picked.append(ends[i])
+    th = irls_polish_many(lbfgs_polish_many(np.array(picked), x, z, y, delta, tied), x, z, y,
+                          delta, tied)
+    f = huber_objective(to_theta(th, tied), x, z, y, delta)
+    polished = sorted(zip(f.tolist(), th, strict=True), key=lambda t: t[0])
+    i = int(np.argmin(f_ends))
+    if f_ends[i] < polished[0][0]:  # polishing never makes a fit worse, but be safe
+        polished.insert(0, (float(f_ends[i]), ends[i]))
+    return polished
+
+
+def _run(starts: np.ndarray, path: str, n_polish: int, data: tuple, t0: float,
+         more: tuple[np.ndarray, np.ndarray] | None = None) -> _Search:
+    """Multi-start L-BFGS from ``starts``, then polishing of the best end points, pooled with
+    the points ``more`` (θ, objectives) of an earlier run if given. ``t0``: when the search
+    began (for ``timing_s["grid"]``)."""
+    ends, f_ends = multi_start(starts, *data)
+    t_starts = time.perf_counter() - t0
+    pool, f_pool = ends, f_ends
+    if more is not None:
+        pool, f_pool = np.concatenate([more[0], ends]), np.concatenate([more[1], f_ends])
+    return _Search(path, len(starts), f_ends, _polish(pool, f_pool, n_polish, data), t_starts)
+
+
+def _search(init: str, grid: Any, arrays: tuple, delta: float, tied: bool, n_polish: int,
+            rtol: float) -> _Search:
+    """Run the ``init`` path (see :func:`fit_chinchilla`) and return what it found."""
+    n, d, loss = arrays
+    data = (np.log(n), np.log(d), np.log(loss), delta, tied)
+    starts = grid_starts(grid, tied)
+    t0 = time.perf_counter()
+    if init == "grid":
+        return _run(starts, "grid", n_polish, data, t0)
+    if init == "varpro":
+        return _run(varpro_starts(starts, n, d, loss, tied), "varpro", n_polish, data, t0)
+    return _auto(starts, grid, arrays, n_polish, data, rtol, t0)
+
+
+def _auto(starts: np.ndarray, grid: Any, arrays: tuple, n_polish: int, data: tuple,
+          rtol: float, t0: float) -> _Search:
+    """``init="auto"``: variable-projection starts, and the grid as well where they are not
+    applicable or not trusted (the reasons are listed in :func:`fit_chinchilla`)."""
+    if isinstance(grid, np.ndarray):
+        s = _run(starts, "grid", n_polish, data, t0)
+        s.reason = "an array of starts was given: they are run as given"
+        return s
+    n, d, loss = arrays
+    vp = varpro_starts(starts, n, d, loss, data[4])
+    if not np.all(np.isfinite(vp)):
+        s = _run(starts, "grid", n_polish, data, t0)
+        s.reason = "variable projection gave non-finite starts"
+        return s
+    s = _run(vp, "varpro", n_polish, data, t0)
+    reason = _distrust(s, starts, arrays, data, rtol)
+    if not reason:
+        return s
+    optima = (np.array([th for _, th in s.polished]), np.array([f for f, _ in s.polished]))
+    g = _run(starts, "varpro+grid", n_polish, data, t0, more=optima)
+    g.n_starts += s.n_starts
+    g.f_ends = np.concatenate([s.f_ends, g.f_ends])
+    g.reason, g.check = reason, s.check
+    return g
+
+
+def _distrust(s: _Search, starts: np.ndarray, arrays: tuple, data: tuple, rtol: float) -> str:
+    """Why the variable-projection optimum ``s`` is not trusted alone ("" when it is): fewer
+    than :data:`AUTO_MIN_STARTS_AT_OPTIMUM` starts ended at it, or the lattice check of
+    :func:`~fitting.laws.chinchilla_opt.profile_check` found a lower objective."""
+    reached = s.n_reached(rtol)
+    s.check = {"varpro_starts_at_optimum": reached}
+    if reached < AUTO_MIN_STARTS_AT_OPTIMUM:
+        return (f"{reached} of {s.n_starts} variable-projection starts ended at the optimum "
+                f"(fewer than {AUTO_MIN_STARTS_AT_OPTIMUM})")
+    f_check, _ = profile_check(starts, *arrays, data[3], data[4])
+    s.check["lattice_objective"] = f_check
+    if f_check < s.best[0] * (1 - rtol):
+        return (f"the exponent lattice check reached objective {f_check:.6g}, below the "
+                f"variable-projection optimum {s.best[0]:.6g}")
+    return ""
+
+
+def _validate(n: np.ndarray, d: np.ndarray, loss: np.ndarray, delta: Any, tied: bool,
+              init: str) -> None:
+    if not (isinstance(delta, int | float) and delta > 0 and math.isfinite(delta)):
+        raise FitError(f"delta: expected a positive number, got {delta!r}")
+    if init not in INITS:
+        raise FitError(f"init: expected one of {', '.join(map(repr, INITS))}, got {init!r}")
+    k = 4 if tied else 5
+    if len(loss) < k:
+        raise FitError(
+            f"law 'chinchilla' has {k} free parameters but only {len(loss)} points were given"
+        )
+    for name, v in (("n", n), ("d", d)):
+        if len(np.unique(v)) < 2:
+            raise FitError(f"{name}: all rows have the same value {v[0]:g}; the Chinchilla form "
+                           f"needs at least 2 (better >= 3) distinct values of {name}",
+                           column=name)
+
+
 def fit_chinchilla(
     n: Any,
     d: Any,
@@ -223,109 +371,106 @@ def fit_chinchilla(
     seed: int = 0,
     n_polish: int = 8,
     optimum_rtol: float = 1e-6,
-    init: str = "grid",
+    init: str = "auto",
     backtest: bool = True,
     noise_level: float | None = None,
     backtest_tolerance: float = 3.0,
 ) -> ChinchillaFit:
-    """Fit L(N, D) = E + A/N^α + B/D^β to (n, d, loss) by the Hoffmann/Epoch procedure.
+    """Fit L(N, D) = E + A/N^α + B/D^β (Caillaut et al. 2024 eq. 2; Hoffmann et al. 2022) to
+    (n, d, loss): Huber loss on log L, log-space parameters, L-BFGS from a grid of starts.
 
     ``delta``: Huber threshold on log-loss residuals. ``tied_exponents``: α = β. ``grid``: a
     mapping of start values per parameter (keys a, b, e, alpha[, beta]; log-space a = log A, …)
     or an (S, 5|4) array of starts; default :func:`published_grid`. ``bootstrap``: number of
     row-resampling refits for 95% percentile intervals and standard errors. ``n_polish``: distinct
     best end points polished to full convergence. ``optimum_rtol``: a start "reached the optimum"
-    when its objective is within this relative tolerance of the best. ``init="grid"`` runs
-    L-BFGS from every grid point as given (the published procedure); ``init="varpro"`` keeps the
-    grid's distinct exponent pairs and solves the linear parameters E, A, B for each exactly
-    (non-negative least squares in linear space) before L-BFGS — far fewer, better starts.
+    when its objective is within this relative tolerance of the best.
+
+    ``init`` chooses the starts (``meta["init"]`` records the path that ran; under ``"auto"``,
+    ``meta["init_reason"]`` says why the grid ran ("" when it did not) and ``meta["init_check"]``
+    holds the two checks' values):
+
+    - ``"grid"``: L-BFGS from every grid point as given (the published procedure of Hoffmann et
+      al. and Besiroglu et al.; 4,500 starts by default).
+    - ``"varpro"``: the grid's distinct exponent pairs only, each with E, A, B solved exactly by
+      non-negative least squares in linear space (variable projection) before L-BFGS — 25
+      starts by default, each far closer to an optimum.
+    - ``"auto"`` (default): ``"varpro"``, and the grid as well (its end points pooled with the
+      variable-projection ones, the best optimum returned; path ``"varpro+grid"``) when the
+      variable-projection optimum is not trusted alone: fewer than
+      :data:`AUTO_MIN_STARTS_AT_OPTIMUM` (2) of its starts ended at it, or the cheap lattice
+      check (:func:`~fitting.laws.chinchilla_opt.profile_check`: the objective at
+      variable-projection coefficients on a 21-value lattice of each exponent) found a lower
+      objective. Only the grid runs (path ``"grid"``) when ``grid`` is an array of starts (they
+      are the user's explicit starts) or variable projection gives non-finite starts.
+
     ``backtest``: refit without the largest model size (varpro starts) and predict it
     (Caillaut §4.1); warns when the held-out RMSE of log L exceeds ``backtest_tolerance`` × the
     noise level (``noise_level``, in log-loss units, default the fit's own RMSE of log L).
     """
     n, d, loss = _check_inputs(n, d, loss)
-    if not (isinstance(delta, int | float) and delta > 0 and math.isfinite(delta)):
-        raise FitError(f"delta: expected a positive number, got {delta!r}")
-    k = 4 if tied_exponents else 5
-    if len(loss) < k:
-        raise FitError(
-            f"law 'chinchilla' has {k} free parameters but only {len(loss)} points were given"
-        )
-    for name, v in (("n", n), ("d", d)):
-        if len(np.unique(v)) < 2:
-            raise FitError(f"{name}: all rows have the same value {v[0]:g}; the Chinchilla form "
-                           f"needs at least 2 (better >= 3) distinct values of {name}",
-                           column=name)
-    x, z, y = np.log(n), np.log(d), np.log(loss)
-    starts = grid_starts(grid, tied_exponents)
+    _validate(n, d, loss, delta, tied_exponents, init)
     t0 = time.perf_counter()
-    if init == "varpro":
-        starts = varpro_starts(starts, n, d, loss, tied_exponents)
-    elif init != "grid":
-        raise FitError(f"init: expected 'grid' or 'varpro', got {init!r}")
-    ends, f_ends = multi_start(starts, x, z, y, delta, tied_exponents)
-    t_grid = time.perf_counter() - t0
-
-    # polish the best distinct end points
-    order = np.argsort(f_ends)
-    picked: list[np.ndarray] = []
-    for i in order:
-        if len(picked) >= n_polish:
-            break
-        if all(np.max(np.abs(ends[i] - p)) > 1e-3 for p in picked):
-            picked.append(ends[i])
-    polished = []
-    for p in picked:
-        th = irls_polish(lbfgs_polish(p, x, z, y, delta, tied_exponents), x, z, y, delta,
-                         tied_exponents)
-        polished.append((huber_objective(to_theta(th, tied_exponents)[None, :], x, z, y,
-                                         delta)[0], th))
-    polished.sort(key=lambda t: t[0])
-    f_best, th_best = polished[0]
-    if f_ends.min() < f_best:  # polishing never makes a fit worse, but be safe
-        f_best, th_best = f_ends.min(), ends[int(np.argmin(f_ends))]
-    theta = to_theta(th_best, tied_exponents)
+    s = _search(init, grid, (n, d, loss), float(delta), tied_exponents, n_polish, optimum_rtol)
     t_total = time.perf_counter() - t0
+    theta = to_theta(s.best[1], tied_exponents)
+    params = _params(theta)
+    fit = ChinchillaFit(
+        law="chinchilla",
+        params=params,
+        goodness=_goodness(theta, np.log(n), np.log(d), np.log(loss), delta, loss),
+        n_points=len(loss),
+        warnings=_warnings(n, d, params),
+        meta=_meta(init, s, optimum_rtol, t_total),
+        delta=float(delta),
+        tied_exponents=bool(tied_exponents),
+        local_optima=_local_optima(s.polished, tied_exponents)[:5],
+    )
+    if backtest:
+        _backtest(fit, n, d, loss, grid, noise_level, backtest_tolerance)
+    if bootstrap:
+        _bootstrap(fit, np.log(n), np.log(d), np.log(loss), [th for _, th in s.polished[:3]],
+                   int(bootstrap), seed)
+    return fit
 
-    reached = np.isfinite(f_ends) & (f_ends <= f_best * (1 + optimum_rtol) + 1e-15)
-    local = []
+
+def _meta(init: str, s: _Search, rtol: float, t_total: float) -> dict[str, Any]:
+    reached = s.n_reached(rtol)
+    meta: dict[str, Any] = {
+        "equation": "Caillaut et al. 2024 eq. 2; Hoffmann et al. 2022 (LSE/Huber/L-BFGS)",
+        "init": s.path,
+        "start_stats": {
+            "n_starts": int(s.n_starts),
+            "n_reached_optimum": reached,
+            "fraction_reached_optimum": reached / s.n_starts,
+            "optimum_rtol": rtol,
+            "init": init,
+        },
+        "timing_s": {"grid": s.seconds_starts, "total": t_total},
+    }
+    if init == "auto":
+        meta["init_reason"] = s.reason
+        meta["init_check"] = s.check
+    return meta
+
+
+def _local_optima(polished: list[tuple[float, np.ndarray]], tied: bool) -> list[dict[str, float]]:
+    local: list[dict[str, float]] = []
     for f, th in polished:
         if not local or all(abs(f - lo["objective"]) > 1e-9 * max(f, 1e-12) for lo in local):
-            local.append({"objective": float(f), **_params(to_theta(th, tied_exponents))})
+            local.append({"objective": float(f), **_params(to_theta(th, tied))})
+    return local
+
+
+def _warnings(n: np.ndarray, d: np.ndarray, params: dict[str, float]) -> list[str]:
     warnings: list[str] = []
-    params = _params(theta)
     few = [k for k, v in (("n", n), ("d", d)) if len(np.unique(v)) < 3]
     if few:
         warnings.append(f"fewer than 3 distinct values of {' and '.join(few)}: the exponents "
                         "are weakly identified")
     if params["alpha"] <= 0 or params["beta"] <= 0:
         warnings.append("a fitted exponent is not positive: the data do not show scaling in N or D")
-    fit = ChinchillaFit(
-        law="chinchilla",
-        params=params,
-        goodness=_goodness(theta, x, z, y, delta, loss),
-        n_points=len(loss),
-        warnings=warnings,
-        meta={
-            "equation": "Caillaut et al. 2024 eq. 2; Hoffmann et al. 2022 (LSE/Huber/L-BFGS)",
-            "start_stats": {
-                "n_starts": int(len(starts)),
-                "n_reached_optimum": int(reached.sum()),
-                "fraction_reached_optimum": float(reached.mean()),
-                "optimum_rtol": optimum_rtol,
-                "init": init,
-            },
-            "timing_s": {"grid": t_grid, "total": t_total},
-        },
-        delta=float(delta),
-        tied_exponents=bool(tied_exponents),
-        local_optima=local[:5],
-    )
-    if backtest:
-        _backtest(fit, n, d, loss, grid, noise_level, backtest_tolerance)
-    if bootstrap:
-        _bootstrap(fit, x, z, y, [th for _, th in polished[:3]], int(bootstrap), seed)
-    return fit
+    return warnings
 
 
 def _backtest(fit: ChinchillaFit, n, d, loss, grid, noise_level, tolerance) -> None:
@@ -355,16 +500,21 @@ def _backtest(fit: ChinchillaFit, n, d, loss, grid, noise_level, tolerance) -> N
 
 def _bootstrap(fit: ChinchillaFit, x, z, y, seeds: list[np.ndarray], n_boot: int,
                seed: int) -> None:
-    """Row-resampling bootstrap: 95% percentile intervals and standard deviations."""
+    """Row-resampling bootstrap: 95% percentile intervals and standard deviations. Each resample
+    is refitted by IRLS from the best full-data optima (``seeds``), all resamples of a chunk at
+    once (:func:`~fitting.laws.chinchilla_opt.refit_many`)."""
     rng = np.random.default_rng(seed)
     names = ["E", "A", "B", "alpha", "beta"]
     samples = np.empty((n_boot, 5))
     t0 = time.perf_counter()
-    for b in range(n_boot):
-        idx = rng.integers(0, len(y), len(y))
-        th = refit(np.array(seeds), x[idx], z[idx], y[idx], fit.delta, fit.tied_exponents)
-        p = _params(to_theta(th, fit.tied_exponents))
-        samples[b] = [p[k] for k in names]
+    idx = np.stack([rng.integers(0, len(y), len(y)) for _ in range(n_boot)])
+    chunk = max(1, BOOTSTRAP_CHUNK_ELEMS // (len(seeds) * len(y)))  # bound memory
+    for c in range(0, n_boot, chunk):
+        i = idx[c:c + chunk]
+        th = refit_many(np.array(seeds), x[i], z[i], y[i], fit.delta, fit.tied_exponents)
+        for b, row in enumerate(th, start=c):
+            p = _params(to_theta(row, fit.tied_exponents))
+            samples[b] = [p[k] for k in names]
     finite = np.isfinite(samples).all(axis=1)  # refits whose A or B left float range
     kept = samples[finite] if finite.sum() > 1 else np.full((2, 5), np.nan)
     fit.intervals = {

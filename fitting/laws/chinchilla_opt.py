@@ -9,8 +9,12 @@ L(N, D) = E + A/N^α + B/D^β (Caillaut et al. 2024 eq. 2), in log space:
 - :func:`multi_start`: a vectorised L-BFGS run on every start at once;
 - :func:`varpro_starts`: variable-projection starts (exact NNLS for E, A, B per exponent pair);
 - :func:`lbfgs_polish`, :func:`irls_polish`: polishing of the best end points, the latter an
-  iteratively reweighted Gauss–Newton (Levenberg–Marquardt) solve through the Huber kinks;
-- :func:`refit`: best polished optimum from a few starts (the bootstrap's refit).
+  iteratively reweighted Gauss–Newton (Levenberg–Marquardt) solve through the Huber kinks (their
+  ``_many`` forms polish many points in one vectorised pass, each point as it would alone);
+- :func:`refit` / :func:`refit_many`: best polished optimum from a few starts (the bootstrap's
+  refit; ``refit_many`` polishes every resample at once);
+- :func:`profile_check`: the cheap check of ``init="auto"`` (the objective at variable-projection
+  coefficients on a fine lattice of exponents).
 
 numpy/scipy only.
 """
@@ -179,60 +183,190 @@ def varpro_starts(starts: np.ndarray, n: np.ndarray, d: np.ndarray, loss: np.nda
     return np.array(out)
 
 
+def profile_check(starts: np.ndarray, n: np.ndarray, d: np.ndarray, loss: np.ndarray,
+                  delta: float, tied: bool, size: int = 21) -> tuple[float, np.ndarray]:
+    """Lowest objective on a lattice of exponents at variable-projection coefficients.
+
+    The lattice has ``size`` evenly spaced values of each exponent over the range that the
+    starts span (α, β ∈ [0, 2] in steps of 0.1 for the published grid); at each lattice point
+    E, A, B are the non-negative least-squares fit of L ≈ E + A N^−α + B D^−β (as in
+    :func:`varpro_starts`, solved for all points at once). Every value is the objective of an
+    actual θ, so a value below a fit's optimum proves that optimum is not the global one (the
+    converse does not hold: the check is cheap, not exhaustive). Returns the lowest objective
+    and its θ (free parameters)."""
+    ex = np.asarray(starts, dtype=float)[:, 3:]
+    axes = [np.unique(np.linspace(ex[:, j].min(), ex[:, j].max(), size))
+            for j in range(ex.shape[1])]
+    mesh = np.meshgrid(*axes, indexing="ij")
+    expo = np.stack([m.ravel() for m in mesh], axis=1)
+    al, be = expo[:, 0], expo[:, -1]
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        cols = np.stack([np.ones((len(expo), len(loss))), n[None, :] ** -al[:, None],
+                         d[None, :] ** -be[:, None]], axis=2)
+        coef = _nnls_many(cols, loss)
+        floor = 1e-6 * float(np.mean(loss))
+        lin = np.maximum(coef, np.stack([np.full_like(al, floor), floor * n.min() ** al,
+                                         floor * d.min() ** be], axis=1))
+        free = np.column_stack([np.log(lin[:, 1]), np.log(lin[:, 2]), np.log(lin[:, 0]), expo])
+        f = huber_objective(to_theta(free, tied), np.log(n), np.log(d), np.log(loss), delta)
+    f = np.where(np.isfinite(f), f, np.inf)
+    i = int(np.argmin(f))
+    return float(f[i]), free[i]
+
+
+def _nnls_many(cols: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Non-negative least squares min ‖C_p c − t‖, c ≥ 0, for a stack of small C_p (P, n, m).
+
+    The solution is the least-squares fit on its own support, so it is the best non-negative
+    one among the least-squares fits on every subset of columns (2^m − 1 of them, m = 3 here),
+    each solved for the whole stack at once from the normal equations (columns scaled to unit
+    norm; a 1e-12 ridge, since α = 0 repeats the constant column)."""
+    scale = np.linalg.norm(cols, axis=1, keepdims=True)
+    scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
+    C = cols / scale
+    G = np.swapaxes(C, 1, 2) @ C
+    b = (np.swapaxes(C, 1, 2) @ target[:, None])[..., 0]
+    tt = float(target @ target)
+    m = C.shape[2]
+    best, best_rss = np.zeros((len(C), m)), np.full(len(C), tt)
+    for mask in range(1, 2**m):
+        sub = [j for j in range(m) if mask >> j & 1]
+        Gs, bs = G[:, sub][:, :, sub], b[:, sub]
+        c = np.linalg.solve(Gs + 1e-12 * np.eye(len(sub)), bs[..., None])[..., 0]
+        rss = tt - 2 * np.sum(c * bs, axis=1) + np.sum(c * (Gs @ c[..., None])[..., 0], axis=1)
+        ok = np.all(c >= 0, axis=1) & np.isfinite(rss) & (rss < best_rss)
+        full = np.zeros((len(C), m))
+        full[:, sub] = c
+        best[ok], best_rss[ok] = full[ok], rss[ok]
+    return best / scale[:, 0, :]
+
+
 def lbfgs_polish(free: np.ndarray, x, z, y, delta: float, tied: bool) -> np.ndarray:
     """One start run to tight tolerances with the same L-BFGS (scipy's L-BFGS-B adds ~7 ms of
     overhead per iteration here, more than the 240-point objective itself)."""
-    v0 = np.asarray(free, dtype=float)[None, :]
+    return lbfgs_polish_many(np.asarray(free, dtype=float)[None, :], x, z, y, delta, tied)[0]
+
+
+def lbfgs_polish_many(free: np.ndarray, x, z, y, delta: float, tied: bool) -> np.ndarray:
+    """:func:`lbfgs_polish` of every row of ``free`` (S, k) in one vectorised L-BFGS run: each row
+    keeps its own history and stopping test, so a row ends where it would alone, while one numpy
+    pass per iteration serves all rows. A row that would get worse is returned unchanged."""
+    v0 = np.array(free, dtype=float, ndmin=2)
     X, F = multi_start(v0, x, z, y, delta, tied, max_iter=3000, ftol=1e-15, gtol=1e-12)
-    f0 = _obj_grad(v0, x, z, y, delta, tied)[0][0]
-    return X[0] if np.isfinite(F[0]) and F[0] <= f0 else v0[0]
+    with np.errstate(over="ignore", invalid="ignore"):
+        f0 = _obj_grad(v0, x, z, y, delta, tied)[0]
+    keep = np.isfinite(F) & (F <= f0)
+    return np.where(keep[:, None], X, v0)
 
 
 def irls_polish(free: np.ndarray, x, z, y, delta: float, tied: bool, max_iter: int = 200,
-                tol: float = 1e-11
-                ) -> np.ndarray:
+                tol: float = 1e-11) -> np.ndarray:
     """Levenberg–Marquardt on IRLS weights ω = ψ(r)/r: converges through the Huber kinks."""
-    v = np.asarray(free, dtype=float).copy()
-    f = _obj_grad(v[None, :], x, z, y, delta, tied)[0][0]
-    lam = 1e-6
-    for _ in range(max_iter):
-        theta = to_theta(v, tied)[None, :]
-        lse, w1, w2, w3 = (t[0] for t in _lse_terms(theta, x, z))
-        r = lse - y
-        psi = np.clip(r, -delta, delta)
-        omega = np.where(np.abs(r) <= delta, 1.0, delta / np.maximum(np.abs(r), 1e-300))
-        if tied:
-            J = np.stack([w1, w2, w3, -x * w1 - z * w2], axis=1)
-        else:
-            J = np.stack([w1, w2, w3, -x * w1, -z * w2], axis=1)
-        H = J.T @ (omega[:, None] * J)
-        g = J.T @ psi
-        improved = False
-        for _ in range(20):
-            try:
-                step = np.linalg.solve(H + lam * np.diag(np.diag(H) + 1e-12), -g)
-            except np.linalg.LinAlgError:
-                lam *= 10
-                continue
-            v_new = v + step
-            f_new = _obj_grad(v_new[None, :], x, z, y, delta, tied)[0][0]
-            if np.isfinite(f_new) and f_new <= f:
-                improved = f - f_new > tol * max(f, 1e-300)
-                v, f = v_new, f_new
-                lam = max(lam / 10, 1e-12)
+    v = np.asarray(free, dtype=float)[None, :]
+    return irls_polish_many(v, x, z, y, delta, tied, max_iter=max_iter, tol=tol)[0]
+
+
+def irls_polish_many(free: np.ndarray, x, z, y, delta: float, tied: bool, max_iter: int = 200,
+                     tol: float = 1e-11) -> np.ndarray:
+    """:func:`irls_polish` of every row of ``free`` (S, k) at once, each row with its own damping
+    λ and stopping test. ``x``, ``z``, ``y`` are shared (n,) or one row of data per start (S, n)
+    (the bootstrap's resamples). Each outer iteration solves ``(H + λ diag(H)) s = −g`` with the
+    Gauss–Newton H = Jᵀ ω J and g = Jᵀ ψ(r); a step is kept when it does not raise the objective
+    (λ ÷ 10), otherwise λ × 10 and retry (at most 20 times); a row stops when its accepted step
+    improves the objective by less than ``tol`` (relative) or no step is accepted."""
+    v = np.array(free, dtype=float, ndmin=2)
+    x, z, y = (np.broadcast_to(np.asarray(a, dtype=float), (len(v), np.shape(a)[-1]))
+               for a in (x, z, y))
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = _row_objective(v, x, z, y, delta, tied)
+        lam = np.full(len(v), 1e-6)
+        active = np.ones(len(v), dtype=bool)
+        for _ in range(max_iter):
+            idx = np.flatnonzero(active)
+            if idx.size == 0:
                 break
-            lam *= 10
-        if not improved:
-            break
+            H, g = _gauss_newton(v[idx], x[idx], z[idx], y[idx], delta, tied)
+            improved = _lm_steps(v, f, lam, idx, H, g, (x, z, y, delta, tied), tol)
+            active[idx[~improved]] = False
     return v
+
+
+def _row_objective(v, x, z, y, delta, tied) -> np.ndarray:
+    """Huber objective of each row of v against its own row of data (x, z, y: (S, n))."""
+    lse = _lse_terms(to_theta(v, tied), x, z)[0]
+    return _huber(lse - y, delta).sum(axis=1)
+
+
+def _gauss_newton(v, x, z, y, delta, tied):
+    """IRLS Gauss–Newton system per row: H = Jᵀ diag(ω) J (S, k, k), g = Jᵀ ψ(r) (S, k)."""
+    lse, w1, w2, w3 = _lse_terms(to_theta(v, tied), x, z)
+    r = lse - y
+    psi = np.clip(r, -delta, delta)
+    omega = np.where(np.abs(r) <= delta, 1.0, delta / np.maximum(np.abs(r), 1e-300))
+    if tied:
+        J = np.stack([w1, w2, w3, -x * w1 - z * w2], axis=2)
+    else:
+        J = np.stack([w1, w2, w3, -x * w1, -z * w2], axis=2)
+    H = np.einsum("snk,snl->skl", J * omega[..., None], J)
+    return H, np.einsum("snk,sn->sk", J, psi)
+
+
+def _lm_steps(v, f, lam, idx, H, g, data, tol) -> np.ndarray:
+    """One damped step for each row ``idx`` (retrying with λ × 10 up to 20 times); updates v, f
+    and λ in place and returns, per row, whether the accepted step improved f by more than tol."""
+    x, z, y, delta, tied = data
+    diag = np.diagonal(H, axis1=1, axis2=2) + 1e-12
+    improved = np.zeros(idx.size, dtype=bool)
+    pending = np.ones(idx.size, dtype=bool)
+    for _ in range(20):
+        p = np.flatnonzero(pending)
+        if p.size == 0:
+            break
+        rows = idx[p]
+        A = H[p] + lam[rows, None, None] * (diag[p, :, None] * np.eye(H.shape[1]))
+        step, solved = _solve_rows(A, -g[p])
+        lam[rows[~solved]] *= 10
+        p, rows, step = p[solved], rows[solved], step[solved]
+        v_new = v[rows] + step
+        f_new = _row_objective(v_new, x[rows], z[rows], y[rows], delta, tied)
+        ok = np.isfinite(f_new) & (f_new <= f[rows])
+        acc = rows[ok]
+        improved[p[ok]] = f[acc] - f_new[ok] > tol * np.maximum(f[acc], 1e-300)
+        v[acc], f[acc] = v_new[ok], f_new[ok]
+        lam[acc] = np.maximum(lam[acc] / 10, 1e-12)
+        lam[rows[~ok]] *= 10
+        pending[p[ok]] = False
+    return improved
+
+
+def _solve_rows(A: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Solve A_s x_s = b_s for each row; rows whose matrix is singular get solved = False."""
+    try:
+        return np.linalg.solve(A, b[..., None])[..., 0], np.ones(len(A), dtype=bool)
+    except np.linalg.LinAlgError:
+        out, solved = np.zeros_like(b), np.ones(len(A), dtype=bool)
+        for i in range(len(A)):
+            try:
+                out[i] = np.linalg.solve(A[i], b[i])
+            except np.linalg.LinAlgError:
+                solved[i] = False
+        return out, solved
 
 
 def refit(starts: np.ndarray, x, z, y, delta, tied) -> np.ndarray:
     """Best polished optimum from a few starts (used by the bootstrap)."""
-    best, best_f = None, np.inf
-    for s in starts:
-        th = irls_polish(s, x, z, y, delta, tied)
-        f = huber_objective(to_theta(th, tied)[None, :], x, z, y, delta)[0]
-        if f < best_f:
-            best, best_f = th, f
-    return best
+    return refit_many(starts, x[None, :], z[None, :], y[None, :], delta, tied)[0]
+
+
+def refit_many(starts: np.ndarray, x, z, y, delta: float, tied: bool) -> np.ndarray:
+    """:func:`refit` of many data sets at once: ``x``, ``z``, ``y`` are (B, n), one resample per
+    row; every start is IRLS-polished on every resample in one batch and the best per resample
+    (the first on ties) is returned, (B, k)."""
+    seeds = np.array(starts, dtype=float, ndmin=2)
+    m = len(seeds)
+    x, z, y = (np.repeat(np.asarray(a, dtype=float), m, axis=0) for a in (x, z, y))
+    th = irls_polish_many(np.tile(seeds, (len(x) // m, 1)), x, z, y, delta, tied)
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = _row_objective(th, x, z, y, delta, tied)
+    f = np.where(np.isfinite(f), f, np.inf).reshape(-1, m)
+    return th.reshape(len(f), m, -1)[np.arange(len(f)), np.argmin(f, axis=1)]
