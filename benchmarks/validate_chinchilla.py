@@ -73,11 +73,17 @@ def run_ours(n, d, loss, bootstrap: int) -> dict:
     out: dict = {}
     t = time.perf_counter()
     # published grid, every start run; the backtest is timed separately (the peer has none)
-    fit = fit_chinchilla(n, d, loss, backtest=False)
+    fit = fit_chinchilla(n, d, loss, init="grid", backtest=False)
     out["wall_s"] = time.perf_counter() - t
     out["params"] = fit.params
     out["start_stats"] = fit.meta["start_stats"]
     out["local_optima"] = fit.local_optima
+    t = time.perf_counter()
+    fa = fit_chinchilla(n, d, loss, backtest=False)  # the default, init="auto"
+    out["auto"] = {"wall_s": time.perf_counter() - t, "params": fa.params,
+                   "path": fa.meta["init"], "init_reason": fa.meta["init_reason"],
+                   "max_rel_diff_vs_grid": max(abs(fa.params[k] / fit.params[k] - 1)
+                                               for k in NAMES)}
     t = time.perf_counter()
     fv = fit_chinchilla(n, d, loss, init="varpro", backtest=False)
     out["varpro"] = {"wall_s": time.perf_counter() - t, "params": fv.params,
@@ -134,11 +140,18 @@ def run_datablations(path: Path) -> dict:
     for name, s in subsets.items():
         t = time.perf_counter()
         fit = fit_chinchilla(s.params, s.tokens, s.val_loss, tied_exponents=True, grid=grid,
-                             backtest=False)
+                             init="grid", backtest=False)
         out[name] = {"rows": len(s), "wall_s": time.perf_counter() - t, "params": fit.params,
                      "rel_err_vs_published": rel_err(fit.params, DATABLATIONS_PUBLISHED),
                      "fraction_reached_optimum": fit.meta["start_stats"]
                      ["fraction_reached_optimum"]}
+        t = time.perf_counter()
+        fa = fit_chinchilla(s.params, s.tokens, s.val_loss, tied_exponents=True, grid=grid,
+                            backtest=False)  # the default, init="auto"
+        out[name]["auto"] = {"wall_s": time.perf_counter() - t, "params": fa.params,
+                             "path": fa.meta["init"],
+                             "max_rel_diff_vs_grid": max(abs(fa.params[k] / fit.params[k] - 1)
+                                                         for k in NAMES)}
     return out
 
 
@@ -175,7 +188,8 @@ def print_epoch(epoch: dict, bootstrap: int) -> None:
     ours = epoch["ours"]
     pub = EPOCH_PUBLISHED["params"]
     print(f"\nEpoch data ({epoch['points']} points), published grid of 4,500 L-BFGS starts")
-    rows = [("published", pub), ("ours", ours["params"]), ("ours varpro", ours["varpro"]["params"])]
+    rows = [("published", pub), ("ours", ours["params"]), ("ours default", ours["auto"]["params"]),
+            ("ours varpro", ours["varpro"]["params"])]
     if "peer_chinchilla_0_2_0" in epoch:
         rows.append(("peer chinchilla", epoch["peer_chinchilla_0_2_0"]["params"]))
     print(f"{'':18s}" + "".join(f"{k:>12s}" for k in NAMES))
@@ -187,6 +201,9 @@ def print_epoch(epoch: dict, bootstrap: int) -> None:
     print(f"ours: {ours['wall_s']:.2f} s; {st['n_reached_optimum']}/{st['n_starts']} starts "
           f"({st['fraction_reached_optimum']:.1%}) reached the optimum; within tolerance: "
           f"{ours['within_tolerance']}")
+    sa = ours["auto"]
+    print(f"ours default (init=\"auto\", path {sa['path']}): {sa['wall_s']:.2f} s; parameters "
+          f"within {sa['max_rel_diff_vs_grid']:.1e} (relative) of the grid's")
     sv = ours["varpro"]
     print(f"ours varpro: {sv['wall_s']:.2f} s; {sv['start_stats']['fraction_reached_optimum']:.1%}"
           f" of {sv['start_stats']['n_starts']} starts reached the optimum")
@@ -258,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, r in report["datablations"]["fits"].items():
         p = r["params"]
         print(f"  {name:45s} n={r['rows']:3d}  E={p['E']:.4g} A={p['A']:.4g} B={p['B']:.4g} "
-              f"alpha=beta={p['alpha']:.4g}  ({r['wall_s']:.2f} s)")
+              f"alpha=beta={p['alpha']:.4g}  ({r['wall_s']:.2f} s; default: {r['auto']['path']}, "
+              f"{r['auto']['wall_s']:.2f} s, within {r['auto']['max_rel_diff_vs_grid']:.1e})")
     return 0
 
 if __name__ == "__main__":
