@@ -14,11 +14,14 @@ counts, against the reference:
   missing from the trial's;
 * rows duplicated: keys that appear more than once in a trial's metrics.jsonl;
 * the largest relative difference of any metrics.jsonl value, of any `metrics.csv` value and of
-  any number in `report/fits.json` (the study is deterministic: resume must reproduce it).
+  any number in `report/fits.json` (the study is deterministic: resume must reproduce it), each
+  with the field where it occurs and its two values. The wall-clock seconds a fit took
+  (:data:`DURATIONS`) are measured, not computed, and left out.
 
 Reported as JSON with `--json`: the machine, the settings, one object per trial (delay, what
 was killed, the phase the study was in — read from its last progress line — re-runs needed,
-rows lost and duplicated, differences, seconds) and the totals.
+rows lost and duplicated, the largest differences with their fields and values, seconds) and
+the totals; a trial that differs also prints, per file, the field and its two values.
 
     python benchmarks/faults.py --trials 50 --parallel 2 --json
     python benchmarks/faults.py --trials 6 --phase report --json   # kills aimed at one phase
@@ -107,18 +110,59 @@ def _rows(out: Path) -> dict[tuple, list[float]]:
 def _rel(a: float, b: float) -> float:
     if a == b or (math.isnan(a) and math.isnan(b)):
         return 0.0
+    if not (math.isfinite(a) and math.isfinite(b)):  # NaN or ±inf against anything else
+        return math.inf
     return abs(a - b) / max(abs(a), abs(b), 1e-12)
 
 
-def _numbers(node, prefix: str = "") -> dict[str, float]:
-    """Every number in a JSON document, by its path (paths and other strings left out)."""
+#: fits.json keys whose numbers are measured durations, the wall-clock seconds a fit took:
+#: `…/meta/timing_s/…` (the whole subtree), `…/meta/backtest/seconds` and
+#: `…/meta/bootstrap/seconds` (fitting/laws/chinchilla.py).
+#: Two fits of the same table differ in them and only in them, so the comparison leaves out any
+#: number under a key of these names (tests/fitting/test_report_reproducible.py checks that no
+#: other number of a report differs between two writes of the same table).
+DURATIONS = frozenset({"timing_s", "seconds"})
+
+
+def is_duration(path: tuple) -> bool:
+    """Whether the number at `path` (a tuple of keys and list indices, as :func:`numbers` gives
+    it) is a measured duration: some key on the way is one of :data:`DURATIONS`."""
+    return any(isinstance(k, str) and k in DURATIONS for k in path)
+
+
+def numbers(node, path: tuple = ()) -> dict[tuple, float]:
+    """Every number in a JSON document, by its path: the tuple of dict keys and list indices
+    leading to it (booleans and strings left out; durations kept — see :func:`fits_numbers`)."""
     if isinstance(node, dict):
-        return {k: v for key, sub in node.items() for k, v in _numbers(sub, f"{prefix}/{key}").items()}
+        return {k: v for key, sub in node.items() for k, v in numbers(sub, (*path, key)).items()}
     if isinstance(node, list):
-        return {k: v for i, sub in enumerate(node) for k, v in _numbers(sub, f"{prefix}[{i}]").items()}
+        return {k: v for i, sub in enumerate(node) for k, v in numbers(sub, (*path, i)).items()}
     if isinstance(node, bool) or not isinstance(node, int | float):
         return {}
-    return {prefix: float(node)}
+    return {path: float(node)}
+
+
+def fits_numbers(path: Path) -> dict[tuple, float]:
+    """The numbers of a fits.json that must be reproducible: all but the durations."""
+    return {k: v for k, v in numbers(json.loads(path.read_text())).items() if not is_duration(k)}
+
+
+def field_name(path: tuple) -> str:
+    """A JSON path as one string: `chinchilla/fits/en-de/params/E`, `…/bootstrap_params[3][0]`."""
+    out = ""
+    for k in path:
+        out += f"[{k}]" if isinstance(k, int) else f"/{k}"
+    return out.lstrip("/")
+
+
+#: the columns of the row keys of metrics.jsonl (:func:`_rows`) and metrics.csv
+#: (:func:`_csv_values`)
+JSONL_KEY = ("run_id", "step", "task", "eval_set", "metric")
+CSV_KEY = ("run_id", "pair", "eval_set", "metric", "step")
+
+
+def _row_namer(columns: tuple[str, ...]):
+    return lambda key: " ".join(f"{c}={v}" for c, v in zip(columns, key, strict=True))
 
 
 def _csv_values(out: Path) -> dict[tuple, float]:
@@ -127,25 +171,58 @@ def _csv_values(out: Path) -> dict[tuple, float]:
                 for r in csv.DictReader(f) if r["value"] not in ("", "nan")}
 
 
-def _max_diff(ref: dict, got: dict) -> float:
-    shared = ref.keys() & got.keys()
-    worst = max((_rel(ref[k], got[k]) for k in shared), default=0.0)
-    return worst if ref.keys() == got.keys() else math.inf
+def largest_difference(ref: dict, got: dict, *, missing: bool = True,
+                       name=field_name) -> tuple[float, dict | None]:
+    """The largest relative difference between two {field: number} maps and where it is:
+    `{"field": name(key), "reference": …, "trial": …}` (None when nothing differs; the first
+    field in key order among equal differences). With `missing`, a field only one map has is an
+    infinite difference (its absent value None); without, such fields are left out
+    (metrics.jsonl: they are counted as rows lost or extra)."""
+    worst, where = 0.0, None
+    for k in sorted(ref.keys() & got.keys(), key=repr):
+        d = _rel(ref[k], got[k])
+        if d > worst:
+            worst, where = d, {"field": name(k), "reference": ref[k], "trial": got[k]}
+    if missing and ref.keys() != got.keys():
+        k = min(ref.keys() ^ got.keys(), key=repr)
+        worst, where = math.inf, {"field": name(k), "reference": ref.get(k), "trial": got.get(k)}
+    return worst, where
 
 
 def compare(ref: Path, out: Path) -> dict:
-    """Rows lost and duplicated, and the largest relative differences, of `out` against `ref`."""
+    """Rows lost and duplicated, and the largest relative differences, of `out` against `ref`:
+    `max_rel_diff_X` and `largest_diff_X` (the field and its two values, None when equal) for
+    X = metrics_jsonl, metrics_csv, fits_json; fits.json without its :data:`DURATIONS`."""
     want, got = _rows(ref), _rows(out)
     lost = sum(1 for k in want if k not in got)
     duplicated = sum(len(v) - 1 for v in got.values())
     extra = sum(1 for k in got if k not in want)
-    jsonl = max((_rel(want[k][0], got[k][0]) for k in want.keys() & got.keys()), default=0.0)
-    fits = _max_diff(_numbers(json.loads((ref / "report" / "fits.json").read_text())),
-                     _numbers(json.loads((out / "report" / "fits.json").read_text())))
-    return {"rows_lost": lost, "rows_duplicated": duplicated, "rows_extra": extra,
-            "max_rel_diff_metrics_jsonl": jsonl,
-            "max_rel_diff_metrics_csv": _max_diff(_csv_values(ref), _csv_values(out)),
-            "max_rel_diff_fits_json": fits}
+    result = {"rows_lost": lost, "rows_duplicated": duplicated, "rows_extra": extra}
+    for file, (a, b, missing, name) in {
+        "metrics_jsonl": ({k: v[0] for k, v in want.items()}, {k: v[0] for k, v in got.items()},
+                          False, _row_namer(JSONL_KEY)),
+        "metrics_csv": (_csv_values(ref), _csv_values(out), True, _row_namer(CSV_KEY)),
+        "fits_json": (fits_numbers(ref / "report" / "fits.json"),
+                      fits_numbers(out / "report" / "fits.json"), True, field_name),
+    }.items():
+        result[f"max_rel_diff_{file}"], result[f"largest_diff_{file}"] = \
+            largest_difference(a, b, missing=missing, name=name)
+    return result
+
+
+def differences(result: dict, tolerance: float) -> list[str]:
+    """One line per file of a trial whose largest difference exceeds `tolerance`, naming the
+    field and both values; empty when the trial equals the reference."""
+    lines = []
+    for name, file in (("metrics_jsonl", "metrics.jsonl"), ("metrics_csv", "metrics.csv"),
+                       ("fits_json", "report/fits.json")):
+        diff, where = result[f"max_rel_diff_{name}"], result[f"largest_diff_{name}"]
+        if diff > tolerance:
+            ref, got = ("absent" if v is None else repr(v) for v in (where["reference"],
+                                                                     where["trial"]))
+            lines.append(f"{file}: {where['field']}: reference {ref}, trial {got} "
+                         f"(relative difference {diff:.3g})")
+    return lines
 
 
 def _wait_for_line(proc: subprocess.Popen, log_path: Path, pattern: re.Pattern) -> bool:
@@ -236,9 +313,10 @@ def main(argv: list[str] | None = None) -> int:
             r = future.result()
             results.append(r)
             print(json.dumps(r), file=sys.stderr)
+            for line in differences(r, args.tolerance):
+                print(f"trial {r['trial']} differs from the reference: {line}", file=sys.stderr)
     results.sort(key=lambda r: r["trial"])
-    equal = [r for r in results if max(r["max_rel_diff_metrics_jsonl"], r["max_rel_diff_metrics_csv"],
-                                       r["max_rel_diff_fits_json"]) <= args.tolerance]
+    equal = [r for r in results if not differences(r, args.tolerance)]
     totals = {"trials": len(results), "faults_injected": sum(r["killed"] for r in results),
               "recoveries": sum(r["killed"] for r in equal),
               "rows_lost": sum(r["rows_lost"] for r in results),
