@@ -33,6 +33,8 @@ __all__ = [
     "drop_invalid_rows",
     "validate_tidy",
     "with_optional_columns",
+    "WEIGHT_DIGITS",
+    "round_weights",
 ]
 
 def _row_label(df: pd.DataFrame, idx: Any) -> str:
@@ -324,6 +326,23 @@ def validate_tidy(df: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
         if len(sub):
             check_weights(sub, "weight", source)
     return df
+
+
+#: significant digits a sampling weight keeps where weights are grouped, compared or shown:
+#: 1 − 0.7 (0.30000000000000004, the weight a two-pair study gives its second pair) and 0.3 are
+#: one weight, while a small weight keeps its value (4e-7 stays 4e-7, not 0)
+WEIGHT_DIGITS = 6
+
+
+def round_weights(df: pd.DataFrame, col: str = "weight") -> pd.DataFrame:
+    """``df`` with its weights (column ``col``) rounded to :data:`WEIGHT_DIGITS` significant
+    digits: the one rule by which the report, its f(p) table and ``mnmt-fit compare`` tell two
+    weights apart. ``df`` itself when it has no numeric ``col``; never modified in place."""
+    if col not in df.columns or not pd.api.types.is_numeric_dtype(df[col]):
+        return df
+    w = df[col].astype(float)
+    rounded = {v: float(f"{v:.{WEIGHT_DIGITS}g}") for v in pd.unique(w.dropna())}
+    return df.assign(**{col: w.map(rounded)})
 
 
 def final_losses(

@@ -28,7 +28,7 @@ import pandas as pd
 from fitting import plots
 from fitting.core.base import FitError, json_safe
 from fitting.data import io
-from fitting.data.tables import final_losses, read_table
+from fitting.data.tables import final_losses, read_table, round_weights
 from fitting.laws.effective import fit_multilingual_law
 from fitting.laws.joint import fit_joint_law
 from fitting.plots.laws import plot_fraction_panels
@@ -86,11 +86,10 @@ def study_fractions(table: pd.DataFrame, *, label: str, eval_set: str = "validat
                            "skipped": None}
     try:
         fin, _ = final_losses(table, eval_set=eval_set, metric=metric, drop_invalid=True)
-        fin = seed_means(fin)
+        fin = seed_means(round_weights(fin))  # 1 − 0.7 and 0.3: one weight
         if "weight" not in fin.columns:
             raise FitError("the table has no weight column: f(p) needs mixture weights")
-        fin = fin[fin["weight"].notna()].copy()
-        fin["weight"] = fin["weight"].astype(float).round(6)  # 1 − 0.7 and 0.3: one weight
+        fin = fin[fin["weight"].notna()]
         # a weight seen at one size only (a held-out run, typically) pins no β_p: left out
         sizes_at = fin.groupby(["pair", "weight"])["n"].transform("nunique")
         lone = fin[sizes_at < 2]

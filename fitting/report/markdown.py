@@ -3,7 +3,8 @@
 Used by :mod:`fitting.report.writer` and :mod:`fitting.report.sections`: a report is built block by
 block (:class:`Document`), then written once as ``report.md`` and once as ``report.html``.
 Numbers in tables go through :func:`format_number` ("–" for missing or non-finite values, "± sd"
-when a standard deviation is known).
+when a standard deviation is known, "(undetermined: sd …)" when that sd exceeds ten times
+max(|value|, 1): :func:`is_undetermined`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import html
 import math
 
-__all__ = ["Document", "format_number"]
+__all__ = ["Document", "format_number", "is_undetermined", "UNDETERMINED_FACTOR"]
 
 
 class Document:
@@ -85,13 +86,34 @@ class Document:
         return "\n".join(out)
 
 
+#: an estimate whose sd exceeds this many times max(|value|, 1) is shown as undetermined
+UNDETERMINED_FACTOR = 10.0
+
+
+def is_undetermined(v: float, sd: float | None) -> bool:
+    """Whether the data leave ``v`` undetermined: its finite ``sd`` exceeds
+    :data:`UNDETERMINED_FACTOR` × max(|v|, 1).
+
+    Relative for |v| ≥ 1: a scale coefficient (β, A, B, c) free to span decades whose sd is ten
+    times its value (β = 4.8e+05 ± 1.9e+17) is not measured at all. Absolute below 1: the
+    report's small quantities — fractions f(p), weights, exponents, excesses f(p) − p, R² — are of
+    order one by nature, and near 0 an sd larger than the value (f(p) = 0.018 ± 0.048) still
+    pins them to ± 0.05; they are flagged only when their sd exceeds 10.
+    """
+    return sd is not None and math.isfinite(sd) and sd > UNDETERMINED_FACTOR * max(abs(v), 1.0)
+
+
 def format_number(v: float | None, sd: float | None = None, digits: int = 4) -> str:
     """``v`` with ``digits`` significant digits, plus ``± sd`` (2 digits) when ``sd`` is finite.
 
-    ``None`` and non-finite floats print as "–".
+    ``None`` and non-finite floats print as "–". An estimate the data leave undetermined
+    (:func:`is_undetermined`) prints as "4.8e+05 (undetermined: sd 1.9e+17)": two digits of the
+    value, and its sd named, not a "±" that reads as a measurement.
     """
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "–"
+    if is_undetermined(v, sd):
+        return f"{v:.{min(digits, 2)}g} (undetermined: sd {sd:.2g})"
     s = f"{v:.{digits}g}"
     if sd is not None and math.isfinite(sd):
         s += f" ± {sd:.2g}"

@@ -2,7 +2,9 @@
 :func:`fitting.report.writer.write_report`.
 
 * :class:`Report`: what a report produced (paths) and computed (fits, regime, skipped sections);
-* :func:`frontier_section`: eq. 11 law, predicted frontier at larger sizes, recommended weights;
+* :func:`frontier_section`: eq. 11 law, predicted frontier at larger sizes, recommended weights
+  — or, where no weighting beats uniform weights by more than the fit's noise
+  (:func:`weights_verdict`), the statement that the weights do not matter at that size;
 * :func:`quality_section`: BLEU, ChrF, BLEURT, COMET against loss (Ghorbani eq. 5; Fernandes
   Fig. 8 and 19) and the frontier in each of them.
 
@@ -18,19 +20,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from fitting import plots
 from fitting.core.base import FitError
 from fitting.data.tables import final_losses
-from fitting.laws.effective import fit_multilingual_law
-from fitting.laws.frontier import frontier_2pair, frontier_kpair, recommend
+from fitting.laws.effective import MultilingualLawFit, fit_multilingual_law, simplex_grid
+from fitting.laws.frontier import Recommendation, frontier_2pair, frontier_kpair, recommend
 from fitting.laws.joint import JointLawFit
 from fitting.laws.power import PowerLawFit
 from fitting.laws.quality import fit_quality_law, quality_points
 from fitting.report.markdown import Document, format_number
 
-__all__ = ["Report", "frontier_section", "quality_section", "QUALITY_FORMS"]
+__all__ = ["Report", "frontier_section", "quality_section", "QUALITY_FORMS", "weights_verdict",
+           "NOISE_SOURCE"]
 
 #: quality metrics the report fits against the loss, with the form of their law: BLEU = c·L^−p
 #: (Ghorbani eq. 5); ChrF, BLEURT and COMET near-linear in the loss (Fernandes Fig. 8 and 19)
@@ -90,6 +94,95 @@ def _flag_unidentified(fig, unidentified: Mapping[str, str]):
         fig.suptitle(f"f̂ not identified for {', '.join(unidentified)}: not determined by the data",
                      color="tab:red", fontsize=8)
     return fig
+
+
+NOISE_SOURCE = ("RMSE of the eq. 11 fit, preference-weighted over the pairs: the scatter of the "
+                "measured final losses around the law")
+
+
+def weights_verdict(law: MultilingualLawFit, rc: Recommendation) -> dict[str, Any]:
+    """Whether the choice of weights matters at ``rc.n``, in the units of the recommendation's
+    objective (the preference-weighted predicted loss, nats).
+
+    Noise: the eq. 11 fit's RMSE per pair, preference-weighted (:data:`NOISE_SOURCE`) — a
+    difference of predicted losses below it is one that no trained run could show. The weights
+    matter when the recommended weighting beats uniform weights by more than the noise
+    (``gain_over_uniform`` > ``noise``); ``spread_over_weightings`` is how far the objective ranges
+    over every weighting (2 pairs: the first pair's weight 0.01 … 0.99, as the frontier; K
+    pairs: the interior of a simplex grid), ``within_noise`` the range of each pair's weight
+    over the weightings within the noise of the best, and ``above_l_inf`` how far the best
+    weighting's predicted loss is above the law's L∞. An unknown noise (no RMSE) leaves the
+    weights mattering: nothing says otherwise.
+    """
+    pairs = list(rc.weights)
+    k = len(pairs)
+    r = np.array([rc.preferences[p] for p in pairs], float)
+    noise = float(np.dot(r, [law.goodness.get(f"rmse[{p}]", np.nan) for p in pairs]))
+    if k == 2:
+        x = np.linspace(0, 1, 101)[1:-1]
+        W = np.column_stack([x, 1 - x])
+        grid = f"{pairs[0]} weight 0.01 … 0.99"
+    else:
+        step = 0.05 if k <= 4 else 0.1
+        W = simplex_grid(k, step)
+        W = W[np.all(W > 0, axis=1)]
+        grid = f"a simplex grid of step {step:g}"
+    W = np.vstack([W, [rc.weights[p] for p in pairs], np.full(k, 1.0 / k)])
+    with np.errstate(all="ignore"):
+        vals = np.column_stack([np.asarray(law.predict(rc.n, W[:, j], p), float).reshape(-1)
+                                for j, p in enumerate(pairs)])
+        obj = vals @ r
+    best = float(np.dot(r, [rc.predicted[p] for p in pairs]))
+    uniform = float(np.dot(r, [rc.uniform_predicted[p] for p in pairs]))
+    ok = np.isfinite(obj)
+    gain = max(uniform - best, 0.0)
+    spread = float(obj[ok].max() - min(obj[ok].min(), best)) if ok.any() else float("nan")
+    near = W[ok & (obj <= best + noise)] if np.isfinite(noise) else W[:0]
+    l_inf = float(np.dot(r, [law.params.get(f"l_inf[{p}]", np.nan) for p in pairs]))
+    return {"weights_matter": not (np.isfinite(noise) and gain <= noise),
+            "gain_over_uniform": gain, "spread_over_weightings": spread, "noise": noise,
+            "noise_source": NOISE_SOURCE, "weightings": grid,
+            "within_noise": {p: [round(float(lo), 6), round(float(hi), 6)] for p, lo, hi in
+                             zip(pairs, near.min(axis=0), near.max(axis=0), strict=True)}
+            if len(near) else None,
+            "above_l_inf": best - l_inf}
+
+
+def _recommendation_text(rc: Recommendation, v: Mapping[str, Any],
+                         preferences: Mapping[str, float] | None) -> str:
+    """The report's sentence on the weights at one size: the recommendation where the weights
+    matter (:func:`weights_verdict`), else why they do not, with the numbers."""
+    t = rc.n
+    iv = rc.interval or {}
+    uniform = ", ".join(f"{p}: {x:.4f}" for p, x in rc.uniform_predicted.items())
+    noise = f"the noise {v['noise']:.2g} nats ({NOISE_SOURCE})"
+    if v["weights_matter"]:
+        gain = (f"; gain over uniform weights {v['gain_over_uniform']:.2g} nats, above {noise}"
+                if np.isfinite(v["noise"]) else "; the noise of the fit is unknown")
+        return (f"Recommended weights at N = {t:.3g} ({'equal' if preferences is None else preferences}"
+                " preferences, minimising the preference-weighted loss): "
+                + ", ".join(f"{p}: {w:.3f}" for p, w in rc.weights.items()) + "; predicted loss "
+                + ", ".join(f"{p}: {x:.4f}" + (f" [{iv[p][0]:.4f}, {iv[p][1]:.4f}]" if p in iv else "")
+                            for p, x in rc.predicted.items())
+                + f"; with uniform weights: {uniform}{gain}.")
+    objective = ("mean predicted loss over the pairs" if preferences is None else
+                 f"preference-weighted predicted loss ({preferences})")
+    if v["spread_over_weightings"] <= v["noise"]:
+        return (f"At N = {t:.3g} the choice of weights does not matter: over every weighting "
+                f"({v['weightings']}) the {objective} varies by only "
+                f"{v['spread_over_weightings']:.2g} nats, less than {noise}; at this size the "
+                f"predicted losses are within {v['above_l_inf']:.2g} nats of L∞. Predicted loss "
+                f"with uniform weights: {uniform}. No weights are recommended.")
+    near = list((v["within_noise"] or {}).items())
+    near = near[:1] if len(near) == 2 else near  # two pairs: the first pair's weight says it all
+    span = ", ".join(f"{p} {lo:.2f} … {hi:.2f}" for p, (lo, hi) in near)
+    return (f"At N = {t:.3g} the choice of weights does not matter near uniform weights: the "
+            "best weighting (" + ", ".join(f"{p} {w:.3f}" for p, w in rc.weights.items())
+            + f") lowers the {objective} by only {v['gain_over_uniform']:.2g} nats against "
+            f"uniform weights, less than {noise}. The weightings within the noise of the best "
+            f"span {span}; weightings further out lose up to "
+            f"{v['spread_over_weightings']:.2g} nats. Predicted loss with uniform weights: "
+            f"{uniform}. No weights are recommended.")
 
 
 def frontier_section(doc: Document, rep: Report, fin: pd.DataFrame,
@@ -157,17 +250,11 @@ def frontier_section(doc: Document, rep: Report, fin: pd.DataFrame,
         except FitError as e:
             rep.skipped[f"recommend N={t:.3g}"] = str(e)
             continue
-        recs.append(rc)
-        iv = rc.interval or {}
+        verdict = weights_verdict(law, rc)
+        recs.append({**rc.to_json(), "f_hat_identified": not unidentified, **verdict})
         doc.p(("(f̂ not identified: not determined by the data) " if unidentified else "")
-              + f"Recommended weights at N = {t:.3g} ({'equal' if preferences is None else preferences}"
-              " preferences, minimising the preference-weighted loss): "
-              + ", ".join(f"{p}: {w:.3f}" for p, w in rc.weights.items()) + "; predicted loss "
-              + ", ".join(f"{p}: {v:.4f}" + (f" [{iv[p][0]:.4f}, {iv[p][1]:.4f}]" if p in iv else "")
-                          for p, v in rc.predicted.items())
-              + "; with uniform weights: "
-              + ", ".join(f"{p}: {v:.4f}" for p, v in rc.uniform_predicted.items()) + ".")
-    rep.recommendation = [{**r.to_json(), "f_hat_identified": not unidentified} for r in recs]
+              + _recommendation_text(rc, verdict, preferences))
+    rep.recommendation = recs
     if len(pairs) == 2:
         sizes = sorted(set(float(s) for s in fin["n"].unique()))
         show = sizes[:: max(1, len(sizes) // 3)][-3:] + targets

@@ -12,8 +12,10 @@ have different capped data sizes (:mod:`fitting.report.dpl`), L(N, D) of Caillau
 runs were evaluated at several token counts (:mod:`fitting.report.chinchilla`), Ghorbani et al.'s
 encoder/decoder law when the decoder fraction varies (:mod:`fitting.report.bivariate`).
 Experiments repeated with several seeds are fitted on their seed means, and the seed spread is
-reported (:mod:`fitting.report.seeds`). Every section that cannot be computed (too few points,
-no p = 1 runs, …) is skipped with its reason stated; it never crashes on small studies.
+reported (:mod:`fitting.report.seeds`). Weights are told apart by one rule
+(:func:`fitting.data.tables.round_weights`, 6 significant digits): a two-pair study's 1 − 0.7 and
+0.3 are one weight in every fit, key and table. Every section that cannot be computed (too few
+points, no p = 1 runs, …) is skipped with its reason stated; it never crashes on small studies.
 
 Runs named in ``heldout_runs`` are trained but never fitted: their rows are removed before every
 fit (size laws, joint law, f(p), eq. 11–13, quality laws, backtests, frontier) and the section
@@ -36,7 +38,7 @@ import pandas as pd
 from fitting import plots
 from fitting.core.base import FitError, json_safe
 from fitting.data import io
-from fitting.data.tables import final_losses, read_table
+from fitting.data.tables import final_losses, read_table, round_weights
 from fitting.laws.joint import fit_joint_law
 from fitting.laws.learning_curve import convergence_check, cooldown_start, correct_final_losses
 from fitting.laws.power import fit_power_law
@@ -74,6 +76,15 @@ def _trained(rows: pd.DataFrame) -> pd.DataFrame:
     if "weight" not in rows.columns:
         return rows
     return rows[~(pd.to_numeric(rows["weight"], errors="coerce") <= 0)]
+
+
+def _gap(ratio: float, of: str) -> str:
+    """best / L∞ as a reader says it: "4.2 % above L∞" below 2×, "3.1× L∞" from 2× on (a ratio
+    printed to two digits, "1×", hides a 4 % gap)."""
+    if ratio < 2:
+        pct = (ratio - 1) * 100
+        return f"{pct:.2g} % above {of}" if pct < 10 else f"{pct:.0f} % above {of}"
+    return f"{ratio:.2g}× {of}"
 
 
 def _regime(table: pd.DataFrame, fin: pd.DataFrame, l_inf: dict[str, tuple[float, str]],
@@ -140,10 +151,13 @@ def _regime(table: pd.DataFrame, fin: pd.DataFrame, l_inf: dict[str, tuple[float
         text += (f" {n_cooled} runs end with a learning-rate cool-down; their curves are judged "
                  "before it (its drop anneals gradient noise, it is not learning).")
     if far:
-        text += (f" The best losses are still {max(gaps):.2g}× the (fitted or true) irreducible "
-                 "loss: the models are far from L∞, and L∞ is an extrapolation.")
+        text += (f" The best losses are still {_gap(max(gaps), 'the')} (fitted or true) "
+                 "irreducible loss: the models are far from L∞, and L∞ is an extrapolation.")
+    elif gaps and max(gaps) >= 1:
+        text += f" The best losses are at most {_gap(max(gaps), 'L∞')}."
     elif gaps:
-        text += f" The best losses are within {max(gaps):.2g}× of L∞."
+        text += (f" Every best loss lies below its L∞ (best / L∞ at most {max(gaps):.3g}): "
+                 "the fitted or stated L∞ is too high.")
     reg.update(verdict=verdict, far_from_l_inf=far, text=text)
     return reg
 
@@ -184,6 +198,9 @@ def write_report(
     """
     if not isinstance(table, pd.DataFrame):
         table = read_table(table)
+    # one rule for telling weights apart (round_weights): en-zh's 1 − 0.7 is en-de's 0.3 in
+    # every fit, key, seed group and table of the report
+    table = round_weights(table)
     held_ids = check_heldout_runs(table, heldout_runs)
     os.makedirs(os.path.join(out_dir, "figures"), exist_ok=True)
     fin, n_dropped = final_losses(table, eval_set=eval_set, metric=metric,
@@ -407,10 +424,11 @@ def _joint_section(doc: Document, rep: Report, data, ground_truth, out_dir: str)
                               float(np.std(fs[w], ddof=1)) if w in fs else float("nan"))
                           for w in j.weights[pair] if w > 0}
     rep.fraction = frac_pts
-    if frac_pts:
-        doc.table(["pair", *[f"p={w:g}" for w in sorted({w for d in frac_pts.values() for w in d})]],
+    if frac_pts:  # one column per weight (weights rounded by round_weights in write_report)
+        weights = sorted({w for d in frac_pts.values() for w in d})
+        doc.table(["pair", *[f"p={w:g}" for w in weights]],
                   [[pair] + [format_number(d.get(w, (None,))[0], d.get(w, (0, None))[1], 3)
-                             for w in sorted({w for d in frac_pts.values() for w in d})]
+                             for w in weights]
                    for pair, d in frac_pts.items()])
     try:
         rep.figures["joint"] = plots.save(

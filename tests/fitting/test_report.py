@@ -185,7 +185,10 @@ def test_report_warns_where_f_hat_is_not_identified(tmp_path):
     assert any("not identified" in w for w in rep.warnings)
     data = json.load(open(rep.json_path))
     assert data["recommendation"] and all(not r["f_hat_identified"] for r in data["recommendation"])
-    assert "(f̂ not identified: not determined by the data) Recommended weights" in rep.markdown
+    for r in data["recommendation"]:  # the weights' sentence, a recommendation or not, says so
+        lead = "Recommended weights at" if r["weights_matter"] else "At"
+        assert (f"(f̂ not identified: not determined by the data) {lead} N = {r['n']:.3g}"
+                in rep.markdown)
     # the frontier is drawn from a fraction: every predicted loss finite and above L∞
     for values in rep.frontier.values.values():
         assert np.all(np.isfinite(values[1:-1]))
