@@ -16,7 +16,8 @@ _EXPORTS = {
     **dict.fromkeys(["SCHEMA_VERSION", "SCHEMA_REVISION", "RUN_JSON", "METRICS_JSONL",
                      "METRICS_FIELDS", "TIDY_COLUMNS", "OPTIONAL_COLUMNS"], "schema"),
     **dict.fromkeys(["read_metrics_jsonl", "read_run_dir", "collect_runs"], "rundirs"),
-    **dict.fromkeys(["read_table", "write_table", "final_losses", "validate_tidy"], "tables"),
+    **dict.fromkeys(["read_table", "write_table", "final_losses", "validate_tidy", "round_weights"],
+                    "tables"),
     **dict.fromkeys(["temperature_weights", "oversampling_weights", "proportional_weights"],
                     "sampling"),
 }
