@@ -62,10 +62,12 @@ class BivariateLawFit(FitResult):
 
     def band(self, n_enc: ArrayLike, n_dec: ArrayLike,
              level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-        """Percentile band of :meth:`predict` over the uncertainty samples."""
+        """Percentile band of :meth:`predict` over the uncertainty samples, widened to contain
+        the prediction itself (:mod:`fitting.core.uncertainty`)."""
         if not self.samples:
             raise FitError("this fit has no uncertainty samples")
-        return band_from_samples(lambda q: self._pred(q, n_enc, n_dec), self.samples, level)
+        return band_from_samples(lambda q: self._pred(q, n_enc, n_dec), self.samples, level,
+                                 estimate=self.params)
 
     def optimal_allocation(self, budget: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """(N_e*, N_d*) for a total budget B (eq. 3)."""
@@ -187,7 +189,7 @@ def fit_bivariate_law(
     elif uncertainty not in (None, "none"):
         raise FitError(f"uncertainty must be perturbation, bootstrap or None, got {uncertainty!r}")
     if samples is not None:
-        out.stderr, out.intervals = summarize_samples(samples, level)
+        out.stderr, out.intervals = summarize_samples(samples, level, estimate=q)
         out.samples = {k: v.tolist() for k, v in samples.items()}
     if backtest:
         tot = ne + nd

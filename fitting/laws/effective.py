@@ -149,11 +149,13 @@ class MultilingualLawFit(FitResult):
 
     def band(self, n: ArrayLike, p: ArrayLike, pair: str | None = None,
              level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-        """Percentile band of :meth:`predict` over the uncertainty samples."""
+        """Percentile band of :meth:`predict` over the uncertainty samples, widened to contain
+        the prediction itself (:mod:`fitting.core.uncertainty`)."""
         pair = self._pair(pair)
         if not self.samples:
             raise FitError("this fit has no uncertainty samples")
-        return band_from_samples(lambda q: self._predict(q, n, p, pair), self.samples, level)
+        return band_from_samples(lambda q: self._predict(q, n, p, pair), self.samples, level,
+                                 estimate=self.params)
 
     def predict_samples(self, n: ArrayLike, p: ArrayLike, pair: str | None = None) -> np.ndarray:
         """Predictions on every uncertainty sample (rows), for custom bands."""
@@ -324,7 +326,8 @@ def fit_multilingual_law(
     good = {**goodness_of_fit(y_all, p_all, len(params)), **good}
     stderr = intervals = None
     if samples:
-        stderr, intervals = summarize_samples({kk: np.array(v) for kk, v in samples.items()}, level)
+        stderr, intervals = summarize_samples({kk: np.array(v) for kk, v in samples.items()}, level,
+                                              estimate=params)
     return MultilingualLawFit(
         law="multilingual", params=params, stderr=stderr, intervals=intervals, goodness=good,
         n_points=int(y_all.size), warnings=warnings, meta=meta, form=form, pairs=pairs,

@@ -116,11 +116,13 @@ class JointLawFit(FitResult):
 
     def band(self, n: ArrayLike, p: ArrayLike, pair: str | None = None,
              level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-        """Percentile band of :meth:`predict` over the uncertainty samples."""
+        """Percentile band of :meth:`predict` over the uncertainty samples, widened to contain
+        the prediction itself (:mod:`fitting.core.uncertainty`)."""
         pair = self._pair(pair)
         if not self.samples:
             raise FitError("this fit has no uncertainty samples")
-        return band_from_samples(lambda q: self._predict(q, n, p, pair), self.samples, level)
+        return band_from_samples(lambda q: self._predict(q, n, p, pair), self.samples, level,
+                                 estimate=self.params)
 
     def _pair(self, pair: str | None) -> str:
         pairs = self.pairs or []
@@ -306,7 +308,8 @@ def fit_joint_law(
     good.update(good_all)
     stderr = intervals = None
     if samples:
-        stderr, intervals = summarize_samples({k: np.array(v) for k, v in samples.items()}, level)
+        stderr, intervals = summarize_samples({k: np.array(v) for k, v in samples.items()}, level,
+                                              estimate=params)
     return JointLawFit(
         law="joint", params=params, stderr=stderr, intervals=intervals, goodness=good,
         n_points=int(y_all.size), warnings=warnings, meta=meta, pairs=pairs, weights=weights,

@@ -101,12 +101,13 @@ class PowerLawFit(FitResult):
         return self.predict(x) - self.params["l_inf"]
 
     def band(self, x: Sequence[float] | np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-        """Percentile band of the prediction at ``x`` over the uncertainty samples."""
+        """Percentile band of the prediction at ``x`` over the uncertainty samples, widened to
+        contain the prediction itself (:mod:`fitting.core.uncertainty`)."""
         if not self.samples:
             raise FitError("this fit has no uncertainty samples (fit with uncertainty=...)")
         xx = np.asarray(x, dtype=np.float64)
         return band_from_samples(lambda p: power_law(xx, p["alpha"], p["beta"], p["l_inf"]),
-                                 self.samples, level)
+                                 self.samples, level, estimate=self.params)
 
     @classmethod
     def _decode_extra(cls, name: str, value):
@@ -309,13 +310,13 @@ def fit_power_law(
         if samples is None:
             samples = bs
         else:
-            stderr_b, intervals_b = summarize_samples(bs, level)
+            stderr_b, intervals_b = summarize_samples(bs, level, estimate=params)
             meta["bootstrap_stderr"] = stderr_b
             meta["bootstrap_intervals"] = {k: list(v) for k, v in intervals_b.items()}
     elif uncertainty not in (None, "none", "perturbation"):
         raise FitError(f"uncertainty must be perturbation, bootstrap, both or None, got {uncertainty!r}")
     if samples is not None:
-        stderr, intervals = summarize_samples(samples, level)
+        stderr, intervals = summarize_samples(samples, level, estimate=params)
 
     bt = None
     if backtest:

@@ -123,7 +123,7 @@ def fit_quality_law(
         # refits reuse the f_scale chosen on the data
         s, failed = perturbation_samples(lambda vv: fit(vv, chosen)[0], v, n_refits=n_refits,
                                          sigma_rel=sigma_rel, seed=seed)
-        out.stderr, out.intervals = summarize_samples(s, level)
+        out.stderr, out.intervals = summarize_samples(s, level, estimate=q)
         out.meta["refits_failed"] = failed
     elif uncertainty not in (None, "none"):
         raise FitError(f"quality laws support uncertainty='perturbation' or None, got {uncertainty!r}")
