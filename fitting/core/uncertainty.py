@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fitting.core.base import FitError
 
@@ -27,6 +28,7 @@ __all__ = [
     "bootstrap_samples",
     "summarize_samples",
     "band_from_samples",
+    "percentile_range",
 ]
 
 Refit = Callable[[np.ndarray], Mapping[str, float]]
@@ -102,6 +104,17 @@ def _reach(lo, hi, estimate):
     est = np.asarray(estimate, dtype=np.float64)
     ok = np.isfinite(est)
     return np.where(ok, np.minimum(lo, est), lo), np.where(ok, np.maximum(hi, est), hi)
+
+
+def percentile_range(values: np.ndarray, level: float = 0.95, estimate: ArrayLike | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Central ``level`` percentile range of ``values`` over its first axis (the samples), nan
+    samples ignored, widened to contain ``estimate`` when given (module docstring)."""
+    q = (1.0 - level) / 2.0
+    with np.errstate(invalid="ignore"):  # ±inf samples (a pair at weight 0): nan bound
+        lo = np.nanquantile(values, q, axis=0)
+        hi = np.nanquantile(values, 1.0 - q, axis=0)
+    return (lo, hi) if estimate is None else _reach(lo, hi, estimate)
 
 
 def summarize_samples(

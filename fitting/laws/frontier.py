@@ -18,6 +18,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from fitting.core.base import FitError, json_safe
+from fitting.core.uncertainty import percentile_range
 from fitting.laws.effective import MultilingualLawFit, simplex_grid
 
 __all__ = ["Frontier", "frontier_2pair", "frontier_kpair", "pareto_mask", "Recommendation",
@@ -51,17 +52,15 @@ class Frontier:
 def _values(law: MultilingualLawFit, n: float, W: np.ndarray, pairs: Sequence[str],
             metric_map: MetricMap | None, samples: bool, level: float):
     cols, lo, hi = [], [], []
-    q = (1 - level) / 2
     for j, pair in enumerate(pairs):
         mm = (metric_map or {}).get(pair)
         v = law.predict(n, W[:, j], pair)
         cols.append(mm(v) if mm else v)
         if samples:
             s = law.predict_samples(n, W[:, j], pair)
-            s = mm(s) if mm else s
-            with np.errstate(invalid="ignore"):  # ±inf samples (a pair at weight 0): nan bound
-                lo.append(np.nanquantile(s, q, axis=0))
-                hi.append(np.nanquantile(s, 1 - q, axis=0))
+            lo_j, hi_j = percentile_range(mm(s) if mm else s, level, estimate=cols[-1])
+            lo.append(lo_j)
+            hi.append(hi_j)
     val = np.column_stack(cols)
     if samples:
         return val, np.column_stack(lo), np.column_stack(hi)
@@ -213,11 +212,10 @@ def recommend(
     interval = None
     if law.samples:
         interval = {}
-        q = (1 - level) / 2
         for j, p in enumerate(pairs):
             s = law.predict_samples(n, best[j], p).reshape(-1)
-            with np.errstate(invalid="ignore"):
-                interval[p] = (float(np.nanquantile(s, q)), float(np.nanquantile(s, 1 - q)))
+            lo, hi = percentile_range(s, level, estimate=pred[p])
+            interval[p] = (float(lo), float(hi))
     uni = {p: float(law.predict(n, 1.0 / k, p)[()]) for p in pairs}
     return Recommendation(n=n, weights={p: float(best[j]) for j, p in enumerate(pairs)},
                           predicted=pred, interval=interval, objective=objective,

@@ -128,3 +128,19 @@ def test_summaries_reach_the_estimate_and_leave_nan_alone():
     lo, hi = band_from_samples(lambda q: np.array([q["a"], -q["a"]]), {"a": s["a"]}, 0.9,
                                estimate={"a": 4.0})
     np.testing.assert_allclose([lo[0], hi[0], lo[1], hi[1]], [2.05, 4.0, -4.0, -2.05])
+
+
+def test_frontier_bands_and_recommendation_intervals_contain_their_predictions():
+    """The frontier and `recommend` summarise predictions over the same refits: their bands
+    contain the predicted losses too (the eq. 11 case above, whose raw percentiles miss it)."""
+    from fitting.laws.frontier import frontier_2pair, recommend
+
+    fit = fit_multilingual_law(_linear_fraction_table(5, {"en-de": 0.8, "en-zh": 0.6}),
+                               form="eq13", n_refits=5)
+    front = frontier_2pair(fit, [1e6, 8e7])
+    for n in front.values:
+        values, lower, upper = (np.asarray(d[n]) for d in (front.values, front.lower, front.upper))
+        assert np.all(lower <= values + 1e-12) and np.all(values <= upper + 1e-12), n
+    rec = recommend(fit, 8e7)
+    for pair, (lo, hi) in rec.interval.items():
+        assert lo <= rec.predicted[pair] <= hi, (pair, lo, rec.predicted[pair], hi)
