@@ -127,7 +127,6 @@ def summarize_samples(
     With ``estimate`` (the point fit's parameters) each interval is widened to contain it
     (module docstring).
     """
-    q = (1.0 - level) / 2.0
     stderr, intervals = {}, {}
     for k, v in samples.items():
         v = np.asarray(v, dtype=np.float64)
@@ -137,10 +136,8 @@ def summarize_samples(
             intervals[k] = (float("nan"), float("nan"))
             continue
         stderr[k] = float(np.std(v, ddof=1))
-        lo, hi = float(np.quantile(v, q)), float(np.quantile(v, 1.0 - q))
-        if estimate is not None and k in estimate:
-            lo, hi = (float(b) for b in _reach(lo, hi, estimate[k]))
-        intervals[k] = (lo, hi)
+        lo, hi = percentile_range(v, level, None if estimate is None else estimate.get(k))
+        intervals[k] = (float(lo), float(hi))
     return stderr, intervals
 
 
@@ -165,9 +162,8 @@ def band_from_samples(
         with np.errstate(all="ignore"):
             preds.append(np.asarray(predict(p), dtype=np.float64))
     arr = np.stack(preds)
-    q = (1.0 - level) / 2.0
-    lo, hi = np.nanquantile(arr, q, axis=0), np.nanquantile(arr, 1.0 - q, axis=0)
     if estimate is None:
-        return lo, hi
+        return percentile_range(arr, level)
     with np.errstate(all="ignore"):
-        return _reach(lo, hi, predict(estimate))
+        at_estimate = predict(estimate)
+    return percentile_range(arr, level, estimate=at_estimate)

@@ -26,7 +26,7 @@ import pandas as pd
 from fitting import plots
 from fitting.core.base import FitError
 from fitting.data.tables import final_losses
-from fitting.laws.effective import MultilingualLawFit, fit_multilingual_law, simplex_grid
+from fitting.laws.effective import MultilingualLawFit, fit_multilingual_law
 from fitting.laws.frontier import Recommendation, frontier_2pair, frontier_kpair, recommend
 from fitting.laws.joint import JointLawFit
 from fitting.laws.power import PowerLawFit
@@ -118,19 +118,17 @@ def weights_verdict(law: MultilingualLawFit, rc: Recommendation) -> dict[str, An
     k = len(pairs)
     r = np.array([rc.preferences[p] for p in pairs], float)
     noise = float(np.dot(r, [law.goodness.get(f"rmse[{p}]", np.nan) for p in pairs]))
-    if k == 2:
-        x = np.linspace(0, 1, 101)[1:-1]
-        W = np.column_stack([x, 1 - x])
+    if k == 2:  # the frontier's weightings, predicted as the frontier predicts them
+        fr = frontier_2pair(law, [rc.n], pairs=pairs, bands=False)
         grid = f"{pairs[0]} weight 0.01 … 0.99"
     else:
         step = 0.05 if k <= 4 else 0.1
-        W = simplex_grid(k, step)
-        W = W[np.all(W > 0, axis=1)]
+        fr = frontier_kpair(law, [rc.n], pairs=pairs, step=step)
         grid = f"a simplex grid of step {step:g}"
-    W = np.vstack([W, [rc.weights[p] for p in pairs], np.full(k, 1.0 / k)])
+    W = np.vstack([fr.weights, [rc.weights[p] for p in pairs], np.full(k, 1.0 / k)])
+    vals = np.vstack([fr.values[float(rc.n)], [rc.predicted[p] for p in pairs],
+                      [rc.uniform_predicted[p] for p in pairs]])
     with np.errstate(all="ignore"):
-        vals = np.column_stack([np.asarray(law.predict(rc.n, W[:, j], p), float).reshape(-1)
-                                for j, p in enumerate(pairs)])
         obj = vals @ r
     best = float(np.dot(r, [rc.predicted[p] for p in pairs]))
     uniform = float(np.dot(r, [rc.uniform_predicted[p] for p in pairs]))
