@@ -284,11 +284,12 @@ def _run(starts: np.ndarray, path: str, n_polish: int, data: tuple, t0: float,
     return _Search(path, len(starts), f_ends, _polish(pool, f_pool, n_polish, data), t_starts)
 
 
-def _search(init: str, grid: Any, arrays: tuple, delta: float, tied: bool, n_polish: int,
-            rtol: float) -> _Search:
-    """Run the ``init`` path (see :func:`fit_chinchilla`) and return what it found."""
+def _search(init: str, grid: Any, arrays: tuple, logs: tuple, delta: float, tied: bool,
+            n_polish: int, rtol: float) -> _Search:
+    """Run the ``init`` path (see :func:`fit_chinchilla`) and return what it found; ``logs``
+    are the logarithms of ``arrays`` (n, d, loss)."""
     n, d, loss = arrays
-    data = (np.log(n), np.log(d), np.log(loss), delta, tied)
+    data = (*logs, delta, tied)
     starts = grid_starts(grid, tied)
     t0 = time.perf_counter()
     if init == "grid":
@@ -410,15 +411,17 @@ def fit_chinchilla(
     """
     n, d, loss = _check_inputs(n, d, loss)
     _validate(n, d, loss, delta, tied_exponents, init)
+    logs = (np.log(n), np.log(d), np.log(loss))
     t0 = time.perf_counter()
-    s = _search(init, grid, (n, d, loss), float(delta), tied_exponents, n_polish, optimum_rtol)
+    s = _search(init, grid, (n, d, loss), logs, float(delta), tied_exponents, n_polish,
+                optimum_rtol)
     t_total = time.perf_counter() - t0
     theta = to_theta(s.best[1], tied_exponents)
     params = _params(theta)
     fit = ChinchillaFit(
         law="chinchilla",
         params=params,
-        goodness=_goodness(theta, np.log(n), np.log(d), np.log(loss), delta, loss),
+        goodness=_goodness(theta, *logs, delta, loss),
         n_points=len(loss),
         warnings=_warnings(n, d, params),
         meta=_meta(init, s, optimum_rtol, t_total),
@@ -429,8 +432,7 @@ def fit_chinchilla(
     if backtest:
         _backtest(fit, n, d, loss, grid, noise_level, backtest_tolerance)
     if bootstrap:
-        _bootstrap(fit, np.log(n), np.log(d), np.log(loss), [th for _, th in s.polished[:3]],
-                   int(bootstrap), seed)
+        _bootstrap(fit, *logs, [th for _, th in s.polished[:3]], int(bootstrap), seed)
     return fit
 
 
