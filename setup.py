@@ -18,6 +18,9 @@ TRAINING_REQUIRES = [
     "sentencepiece>=0.2",
     "sacrebleu>=2.4",
     "pyarrow>=14",
+    "apache-beam>=2.60",
+    "grain>=0.2.12",
+    "array-record>=0.5",
 ]
 
 setup(
