@@ -24,6 +24,7 @@ whole split once; the final batch is padded with rows of zero loss weight.
 
 from __future__ import annotations
 
+import logging
 import math
 import queue
 import threading
@@ -41,6 +42,9 @@ __all__ = ["TrainInputs", "eval_batches", "eval_examples", "pack_examples", "pad
            "finish_example", "separator_of_tasks"]
 
 _DRAW_BLOCK = 8192
+# Finite training sets larger than this, read without a token cache, log a warning.
+IN_MEMORY_WARNING = 1_000_000
+log = logging.getLogger(__name__)
 STATE_VERSION = 1
 
 
@@ -66,12 +70,14 @@ class TaskStream:
     """Tokenized training examples (``<2xx>`` + source, target; no EOS yet) of one task from
     position ``cursor`` on (endless).
 
-    Unlimited synthetic streams are read sequentially (re-seeded per data shard); finite
-    training sets are held in memory and visited in a fresh seeded permutation each epoch.
+    Unlimited synthetic streams are read sequentially (re-seeded per data shard). A finite
+    training set is read by index from its token cache when one of ``cache_dirs`` has it
+    (:mod:`mnmt.data.cache`: only this shard's files, a seeded ``index_shuffle`` per epoch);
+    otherwise it is held in memory and visited in a fresh seeded permutation each epoch.
     """
 
     def __init__(self, name: str, seed: int, shard: tuple[int, int], cursor: int,
-                 use_process: bool = False) -> None:
+                 use_process: bool = False, cache_dirs: Sequence[str] = ()) -> None:
         from mnmt.data.tasks import get_task_info
         from mnmt.data.vocab import get_vocabulary, language_token_id
 
@@ -89,12 +95,17 @@ class TaskStream:
         self._encode_text = make_encoder(self.sp, _word_cache(self.sp))
         self.use_process = use_process
         self._proc = None
+        self.cached = None
         if self.info.train_size is not None or self.info.text_stream is None or (
             self.info.definition.get("kind") != "synthetic"
         ):
-            self._finite = _finite_train_set(self.info, shard)
-            if not self._finite:
-                raise ValueError(f"task {name!r}: training split of shard {shard} is empty")
+            from mnmt.data.cache import open_task_cache
+
+            self.cached = open_task_cache(name, cache_dirs, shard, seed)
+            if self.cached is None:
+                self._finite = _finite_train_set(self.info, shard)
+                if not self._finite:
+                    raise ValueError(f"task {name!r}: training split of shard {shard} is empty")
 
     def encode(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
         # One call per string (batched encode spawns threads per call: slower for short
@@ -114,6 +125,10 @@ class TaskStream:
     def take(self, n: int) -> list[tuple[list[int], list[int]]]:
         if n == 0:
             return []
+        if self.cached is not None:
+            out = self.cached.examples(self.cursor, n)
+            self.cursor += n
+            return out
         if self._finite is None:
             if self.use_process:
                 if self._proc is None:
@@ -165,6 +180,10 @@ def _finite_train_set(info, shard: tuple[int, int]) -> list[tuple[list[int], lis
         texts = [st for i, st in enumerate(info.text_stream("train", 0, None)) if i % count == index]
         enc = vocab.tokenizer.EncodeAsIds
         _FINITE_CACHE[key] = [([lid, *enc(s)], enc(t)) for s, t in texts]
+        if len(texts) > IN_MEMORY_WARNING:
+            log.warning("task %s: %d training examples of shard %s held in memory; build its "
+                        "token cache (mnmt-cache build) and pass cache_dirs to read it by index",
+                        info.name, len(texts), shard)
     return _FINITE_CACHE[key]
 
 
@@ -176,7 +195,9 @@ class TrainInputs:
     shard per host) each shard yields ``batch_size // num_shards`` rows from its own streams.
     ``architecture``: "encoder_decoder" (T5X EncDecFeatureConverter rows) or "decoder_only"
     (:class:`mnmt.data.formats.DecoderOnlyFormat` rows of ``inputs + targets`` tokens; the
-    tasks' vocabulary needs the separator ``</src>``).
+    tasks' vocabulary needs the separator ``</src>``). ``cache_dirs``: directories searched for
+    token caches (``<dir>/<task>/``, :mod:`mnmt.data.cache`); a finite task with one is read
+    by index, with no copy of its corpus in memory.
     """
 
     def __init__(
@@ -190,6 +211,7 @@ class TrainInputs:
         prefetch: int = 0,
         stream_processes: bool = False,
         architecture: str = "encoder_decoder",
+        cache_dirs: Sequence[str] = (),
     ) -> None:
         from mnmt.data.mixtures import mixture_weights
 
@@ -197,6 +219,7 @@ class TrainInputs:
             raise ValueError(f"prefetch: expected >= 0 batches, got {prefetch}")
         self.prefetch = int(prefetch)
         self.stream_processes = bool(stream_processes)
+        self.cache_dirs = tuple(str(d) for d in cache_dirs)
         self._streams: dict[str, TaskStream] = {}
         self._thread: threading.Thread | None = None
         self._queue: queue.Queue | None = None
@@ -244,7 +267,8 @@ class TrainInputs:
         for st in self._streams.values():
             st.close()
         self._streams = {
-            t: TaskStream(t, self.seed, self.shard, int(cursors[t]), self.stream_processes)
+            t: TaskStream(t, self.seed, self.shard, int(cursors[t]), self.stream_processes,
+                          self.cache_dirs)
             for t in self.tasks
         }
         self._draws = draws  # mixed-stream index of the current window's first example
@@ -270,6 +294,9 @@ class TrainInputs:
 
     def _state_now(self) -> dict:
         extra = {} if self.architecture == "encoder_decoder" else {"architecture": self.architecture}
+        cached = self.cached_tasks()
+        if cached:
+            extra["cached"] = cached
         return {
             **extra,
             "version": STATE_VERSION,
@@ -301,6 +328,11 @@ class TrainInputs:
         for k, v in expect.items():
             if state.get(k) != v:
                 raise ValueError(f"input state field {k!r}: checkpoint has {state.get(k)!r}, iterator has {v!r}")
+        if state.get("cached", []) != self.cached_tasks():
+            raise ValueError(f"input state field 'cached': the checkpoint read "
+                             f"{state.get('cached', [])} from token caches, this iterator reads "
+                             f"{self.cached_tasks()} (each order is exact only on its own path: "
+                             "give the run the same cache_dirs it started with)")
         if set(state["cursors"]) != set(self.tasks):
             raise ValueError(
                 f"input state: tasks {sorted(state['cursors'])} differ from the mixture's {sorted(self.tasks)}"
@@ -309,6 +341,10 @@ class TrainInputs:
         self._consumed_state = None
         self._reset(int(state["window_start"]), int(state["rows_taken"]), state["cursors"],
                     int(state.get("batches", 0)))
+
+    def cached_tasks(self) -> list[str]:
+        """The tasks read from token caches (sorted)."""
+        return sorted(t for t, st in self._streams.items() if st.cached is not None)
 
     # -- sampling ----------------------------------------------------------------------------
     def _choices(self, start: int, n: int) -> np.ndarray:

@@ -43,6 +43,9 @@ class InputConfig:
     shards: int | None = None
     # Batches prepared ahead in a background thread.
     prefetch: int = 2
+    # Directories searched for token caches (`<dir>/<task>/`, built by `mnmt-cache build`): a
+    # finite task found there is read by index instead of being held in memory.
+    cache_dirs: tuple[str, ...] = ()
 
 
 @gin.configurable

@@ -267,7 +267,8 @@ def build_setup(config: TrainConfig) -> RunSetup:
     first_pipeline_batch = train_example_batch(batch_size, lengths,
                                                decoder_only=model_config.is_decoder_only)
     params_shardings_fn = make_params_shardings_fn(model, first_pipeline_batch, mesh, rules)
-    make_pipeline = functools.partial(pipeline.TrainInputs, architecture=architecture)
+    make_pipeline = functools.partial(pipeline.TrainInputs, architecture=architecture,
+                                      cache_dirs=tuple(config.inputs.cache_dirs))
 
     def make_inputs():
         return HostInputs(make_pipeline, mixture_or_task=config.inputs.mixture_or_task_name,
