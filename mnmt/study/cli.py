@@ -120,14 +120,16 @@ def cmd_run_one(args: argparse.Namespace) -> int:
     prepare_out_dir(out, spec, command="run-one", shared=True)
 
     progress = StudyProgress([(args.run, runs[args.run].size, spec.steps_for(runs[args.run].size))])
-    data = prepare_data(spec, out, progress.message)
+    # every host reads the caches `mnmt-study prepare` built; none builds them at once
+    data = prepare_data(spec, out, progress.message, build_caches=False)
     enable_compilation_cache(out / "cache" / "jax")
     run_all(spec, [runs[args.run]], data, out / "runs", progress)
     return 0
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
-    """Prepare a study's data only (vocabulary, tasks, L∞) — once, before a multi-host launch."""
+    """Prepare a study's data only (vocabulary, tasks, token caches, L∞) — once, before a
+    multi-host launch."""
     spec = load_spec(args.study, args.preset, args.gin)
     out = Path(args.out)
     prepare_out_dir(out, spec, command="prepare")
@@ -238,7 +240,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 "core on a CPU host, 1 on an accelerator")
         p.set_defaults(func=func)
     for name, func, help_text in (
-        ("prepare", cmd_prepare, "prepare a study's data only (before a multi-host launch)"),
+        ("prepare", cmd_prepare, "prepare a study's data only: tasks and their token caches "
+                                 "(before a multi-host launch)"),
         ("run-one", cmd_run_one, "train one run of a study (used by remote launches)"),
     ):
         p = add_study_arguments(sub.add_parser(name, help=help_text), out_required=True)

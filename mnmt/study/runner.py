@@ -27,6 +27,8 @@ class StudyData:
     irreducible_loss: dict[str, dict[str, float]]  # pair -> eval set -> exact L∞ (nats/token)
     # pair -> training-set size D_i of its task (None: an endless stream); the runs' data_size
     caps: dict[str, int | None] = dataclasses.field(default_factory=dict)
+    # directory of the tasks' token caches ("" = none): the runs' InputConfig.cache_dirs
+    cache_dir: str = ""
 
 
 class RunStopped(Exception):
@@ -89,6 +91,7 @@ def make_train_config(spec: StudySpec, run: RunSpec, data: StudyData, run_dir: P
             feature_lengths=spec.lengths,
             batch_size=spec.batch_size,
             batch_tokens=spec.batch_tokens or None,
+            cache_dirs=(data.cache_dir,) if data.cache_dir else (),
         ),
         eval=EvalConfig(
             tasks={pair: data.tasks[pair] for pair in spec.pairs},

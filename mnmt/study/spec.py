@@ -49,6 +49,17 @@ class StudySpec:
     tasks: tuple[tuple[str, str], ...] = ()
     task_module: str = ""
     vocabulary_path: str = ""
+    # Token caches of the real-data tasks' finite training splits (mnmt.data.cache): the data
+    # stage builds them (Apache Beam; skipped when up to date) and every run reads them by index.
+    # cache_dir: where ("" = OUT/data/cache; a shared directory serves several studies);
+    # cache_shards: shards per task (0 = at least 16, a multiple of the build's cores; must be a
+    # multiple of the hosts that read it); cache_beam_args: Beam options of the build (empty = the
+    # local runner over all cores; e.g. ("--runner=DataflowRunner", "--project=P", …)).
+    # cache_data=False holds every training split in memory instead (small corpora only).
+    cache_data: bool = True
+    cache_dir: str = ""
+    cache_shards: int = 0
+    cache_beam_args: tuple[str, ...] = ()
     pairs: tuple[str, ...] = ("en-de", "en-zh")
     # On cpu-tiny, mini-1 … mini-4 all reach nearly the same loss; the size law is measurable from
     # the micro sizes up to mini-1/mini-2 (see docs/guides/studies.md).
@@ -155,7 +166,8 @@ _FIELD_KINDS: dict[str, str] = {
     "checkpoint_every": "int", "warmup_steps": "int", "vocab_size": "int",
     "num_decode_examples": "int", "max_group": "int", "learning_rate": "number",
     "momentum": "number", "cooldown_fraction": "number", "dropout_rate": "number",
-    "decode_at_end": "bool",
+    "decode_at_end": "bool", "cache_data": "bool", "cache_dir": "str", "cache_shards": "int",
+    "cache_beam_args": "strs",
 }
 _KIND_TEXT = {
     "str": "a string", "strs": "a tuple of strings", "seq": "a tuple", "numbers":
@@ -201,7 +213,7 @@ def _validate_kinds(spec: StudySpec) -> None:
     if not 0.0 <= spec.dropout_rate < 1.0:
         raise StudyError(f"StudySpec.dropout_rate: expected a rate in [0, 1), got "
                          f"{spec.dropout_rate!r}")
-    for field in ("warmup_steps", "num_decode_examples"):
+    for field in ("warmup_steps", "num_decode_examples", "cache_shards"):
         if getattr(spec, field) < 0:
             raise StudyError(f"StudySpec.{field}: expected a non-negative integer, got "
                              f"{getattr(spec, field)!r}")

@@ -165,14 +165,17 @@ def atomic_write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def prepare_data(spec: StudySpec, out: Path, log):
-    """Stage 1: vocabulary, SeqIO tasks and (synthetic data only) the exact irreducible loss."""
+def prepare_data(spec: StudySpec, out: Path, log, *, build_caches: bool = True):
+    """Stage 1: vocabulary, SeqIO tasks, the real-data tasks' token caches, and (synthetic data
+    only) the exact irreducible loss. ``build_caches=False`` (one host of a multi-host launch)
+    uses caches built by ``mnmt-study prepare`` and fails, saying so, where one is missing."""
     from mnmt.tensorflow_setup import start_tensorflow
 
     start_tensorflow()  # CPU-only data backend, without its "no CUDA here" start-up lines
 
     if spec.tasks:
-        return _registered_tasks(spec, log)
+        data = _registered_tasks(spec, log)
+        return prepare_caches(spec, data, out, log, build=build_caches)
     from mnmt.data import synthetic, tasks, vocab
 
     data_dir = out / "data"
@@ -276,6 +279,37 @@ def _registered_tasks(spec: StudySpec, log):
     caps = {pair: dict(spec.data_caps).get(pair) for pair in spec.pairs}
     return StudyData(vocabulary_path=spec.vocabulary_path, tasks=dict(spec.tasks),
                      irreducible_loss={}, caps=caps)
+
+
+def prepare_caches(spec: StudySpec, data, out: Path, log, *, build: bool = True):
+    """Build (or find up to date) the token cache of every real-data task with a finite
+    training split (`mnmt.data.cache`) → `data` with its `cache_dir` set; unchanged when
+    `spec.cache_data` is off. Tasks registered outside `mnmt.data.tasks` have no text stream
+    to cache and are read as SeqIO gives them."""
+    from mnmt.data import cache
+    from mnmt.data.tasks import task_infos
+
+    if not spec.cache_data:
+        return data
+    cache_dir = spec.cache_dir or str(out / "data" / "cache")
+    infos = task_infos()
+    for pair, task in spec.tasks:
+        info = infos.get(task)
+        if info is None or info.text_stream is None:
+            log(f"data: {task} ({pair}) is not an mnmt task: no token cache, read through SeqIO")
+            continue
+        if info.train_size is None and info.definition.get("kind") == "synthetic":
+            continue  # an endless stream: nothing to cache
+        try:
+            if build:
+                cache.build_cache(task, cache_dir, num_shards=spec.cache_shards or None,
+                                  beam_args=spec.cache_beam_args, log=log)
+            elif cache.open_task_cache(task, [cache_dir], (0, 1), 0) is None:
+                raise cache.CacheError(f"{cache.task_cache_dir(cache_dir, task)}: no token cache "
+                                       f"of {task}; build it first (mnmt-study prepare)")
+        except cache.CacheError as err:
+            raise UsageError(str(err)) from err
+    return dataclasses.replace(data, cache_dir=cache_dir)
 
 
 def study_task_arguments(spec: StudySpec, register) -> dict:

@@ -15,6 +15,7 @@ or Flink/Spark job-server options) replace them unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import json
@@ -23,6 +24,7 @@ import re
 import secrets
 import shutil
 import socket
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -32,7 +34,8 @@ import numpy as np
 from mnmt.data.cache import layout
 from mnmt.data.cache.layout import CacheError, CacheIndex
 
-__all__ = ["build_cache", "CacheBuildError", "cache_status", "default_num_shards",
+__all__ = ["build_cache", "CacheBuildError", "cache_status", "default_num_parts",
+           "default_num_shards",
            "expected_identity", "DEFAULT_GROUP_SIZE"]
 
 # ArrayRecord records per chunk: 32 keeps the reader's index at a few bytes per example (group
@@ -40,11 +43,21 @@ __all__ = ["build_cache", "CacheBuildError", "cache_status", "default_num_shards
 # benchmarks/RESULTS.md).
 DEFAULT_GROUP_SIZE = 32
 _ENCODE_BATCH = 2048
+SMALL_SPLIT = 200_000
 _ERROR_MARK = "mnmt-cache error: "
 
 
 class CacheBuildError(CacheError):
     """A build that failed (message: the file, what happened, what to do)."""
+
+
+def default_num_parts(examples: int | None) -> int:
+    """One part per core, except for a split known to be small (under
+    :data:`SMALL_SPLIT` examples), which one in-process part writes faster than worker
+    processes start."""
+    if examples is not None and examples < SMALL_SPLIT:
+        return 1
+    return os.cpu_count() or 1
 
 
 def default_num_shards(num_parts: int) -> int:
@@ -179,12 +192,33 @@ def _run_pipeline(job: _PartJob, beam_args: Sequence[str]) -> str:
         args.append("--pickle_library=cloudpickle")  # the task's reader is a closure
     options = PipelineOptions(args)
     runner = next(a.split("=", 1)[1] for a in args if a.startswith("--runner"))
-    with beam.Pipeline(options=options) as pipeline:
+    with _driver_path_for_local_workers(runner), beam.Pipeline(options=options) as pipeline:
         _ = (pipeline
              | "parts" >> beam.Create(list(range(job.num_parts)))
              | "spread" >> beam.Reshuffle()
              | "write" >> beam.Map(lambda part, j=job: _write_part(j, part)["part"]))
     return runner
+
+
+@contextlib.contextmanager
+def _driver_path_for_local_workers(runner: str) -> Iterator[None]:
+    """Let the local runner's worker processes import what the driver imports (the task's
+    reader may live in a module found through the driver's ``sys.path``, e.g. a user's task
+    module next to the study file); remote runners ship code their own way."""
+    if runner not in ("FnApiRunner", "DirectRunner", "PrismRunner"):
+        yield
+        return
+    before = os.environ.get("PYTHONPATH")
+    entries = [p for p in sys.path if p and os.path.isdir(p)]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
+        [*entries, *(before.split(os.pathsep) if before else [])]))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = before
 
 
 def _failure_line(err: BaseException) -> str:
@@ -272,7 +306,7 @@ def build_cache(
 
     Skipped when a complete cache was built from the same vocabulary and source (unless
     ``force``); a changed vocabulary or source rebuilds it. ``num_parts``: parallel readers
-    (default: the machine's cores); ``num_shards``: files (default :func:`default_num_shards`;
+    (default :func:`default_num_parts`: the machine's cores); ``num_shards``: files (default :func:`default_num_shards`;
     a multiple of ``num_parts`` and of the number of hosts that will read it);
     ``beam_args``: Beam pipeline options replacing the local default runner.
     """
@@ -292,7 +326,7 @@ def build_cache(
     if not reason and current.split == split and not force:
         say(f"cache: {task_name} up to date ({current.examples:,} examples, {final})")
         return current
-    parts = int(num_parts or os.cpu_count() or 1)
+    parts = int(num_parts or default_num_parts(info.train_size))
     shards = int(num_shards or default_num_shards(parts))
     if parts < 1 or shards < 1 or shards % parts:
         raise CacheError(f"num_shards {shards} must be a positive multiple of num_parts {parts}")
