@@ -98,6 +98,7 @@ def train_vocabulary(
     seed: int = 0,
     overwrite: bool = True,
     separator: bool = False,
+    sample: Mapping[str, Any] | None = None,
 ) -> str:
     """Train one shared SentencePiece model; returns the path of ``<out_dir>/<name>.model``.
 
@@ -107,6 +108,8 @@ def train_vocabulary(
     ``languages``: codes whose ``<2xx>`` tokens are added (default: all of the family's).
     ``separator``: also add the decoder-only separator ``</src>`` (as the piece after the
     language tokens; without it the ids are those of a vocabulary trained before the option).
+    ``sample``: how the texts were drawn (e.g. by :func:`mnmt.data.vocab_sample.sample_task_texts`),
+    recorded in ``<name>.json``; it does not change the model.
     """
     import sentencepiece as spm
     import tensorflow as tf
@@ -155,6 +158,8 @@ def train_vocabulary(
     }
     if separator:
         meta["separator_piece"] = sp.piece_to_id(SEPARATOR_PIECE)
+    if sample is not None:
+        meta["sample"] = dict(sample)
     with tf.io.gfile.GFile(os.path.join(out_dir, f"{name}.json"), "w") as f:
         f.write(json.dumps(meta, indent=1, sort_keys=True))
     return path
@@ -245,7 +250,8 @@ def separator_id(vocab: Any, path: str = "") -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``mnmt-vocab``: train the shared SentencePiece model of a synthetic preset or text files."""
+    """Train the shared SentencePiece model of a synthetic preset or text files; the full
+    ``mnmt-vocab`` (also registered tasks' training data) is :func:`mnmt.data.vocab_sample.main`."""
     ap = argparse.ArgumentParser(prog="mnmt-vocab", description=__doc__.splitlines()[0])
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--preset", help="synthetic family preset (e.g. cpu-tiny)")
