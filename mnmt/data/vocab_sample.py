@@ -210,7 +210,7 @@ def sample_task_texts(
         else:
             rng = random.Random(stable_seed("vocabulary sample", seed, name))
             sample, read[name] = reservoir_sample(stream, n_per_task, max_chars=budget, rng=rng,
-                                                  label=name)
+                                                  label=name, progress_every=PROGRESS_SECONDS)
         if read[name] == 0 and not unlimited:
             raise ValueError(f"task {name!r}: split {split!r} is empty; expected at least one "
                              "(source, target) example")

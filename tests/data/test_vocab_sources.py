@@ -156,6 +156,18 @@ def test_unlimited_synthetic_stream_gives_its_first_examples(placeholder):
         first_examples(iter([("a", "b")]))
 
 
+def test_long_streams_log_their_progress(corpora, monkeypatch, caplog):
+    import mnmt.data.vocab_sample as vocab_sample
+
+    monkeypatch.setattr(vocab_sample, "PROGRESS_SECONDS", 0.0)
+    with caplog.at_level("INFO", logger="mnmt.data.vocab_sample"):
+        sample_task_texts([BIG], 10, seed=0)
+    progress = [r.getMessage() for r in caplog.records if "/s), " in r.getMessage()]
+    assert progress and progress[-1].startswith(f"vocabulary sample: {BIG}: ")
+    assert "examples read (" in progress[-1] and progress[-1].endswith("10 kept")
+    assert any("5,000 examples read in" in r.getMessage() for r in caplog.records)
+
+
 def test_bad_task_names_splits_and_empty_splits_are_one_line_errors(corpora, placeholder):
     from mnmt.data.tasks import register_text_task
 
@@ -239,3 +251,39 @@ def test_cli_errors_are_one_line(corpora, tmp_path, capsys):
         main(["--preset", "cpu-tiny", "--bitext", "en-de=x.tsv", "--out_dir", "o",
               "--vocab_size", "100"])
     assert "not several" in capsys.readouterr().err
+
+
+def test_cli_samples_a_prepared_tfds_dataset(corpora, tmp_path_factory, capsys):
+    tfds = pytest.importorskip("tensorflow_datasets")
+    pairs = [(f"word{i} is here", f"wort{i} ist da") for i in range(30)]
+
+    class MnmtVocabTinyTranslate(tfds.core.GeneratorBasedBuilder):
+        VERSION = tfds.core.Version("1.0.0")
+
+        def _info(self):
+            return tfds.core.DatasetInfo(
+                builder=self, features=tfds.features.Translation(languages=("de", "en")))
+
+        def _split_generators(self, dl_manager):
+            return {"train": self._generate_examples()}
+
+        def _generate_examples(self):
+            for i, (en, de) in enumerate(pairs):
+                yield i, {"en": en, "de": de}
+
+    data_dir = str(tmp_path_factory.mktemp("tfds"))
+    MnmtVocabTinyTranslate(data_dir=data_dir).download_and_prepare()
+    out = tmp_path_factory.mktemp("tfds_vocab")
+    assert main(["--tfds", "de-en=mnmt_vocab_tiny_translate", "--tfds_data_dir", data_dir,
+                 "--bitext", f"en-fr={corpora['small']}", "--out_dir", str(out),
+                 "--vocab_size", "120"]) == 0
+    meta = json.loads((out / "spm.json").read_text())
+    tasks = meta["sample"]["tasks"]
+    assert tasks["vocab_tfds_de_en"] == {"pair": "de-en", "read": 30, "kept": 30,
+                                         "chars": sum(len(e) + len(d) for e, d in pairs)}
+    assert meta["languages"] == ["de", "en", "fr"]
+    assert main(["--tfds", "de-en=mnmt_vocab_tiny_translate", "--tfds_data_dir",
+                 str(out / "nothing"), "--out_dir", str(out), "--vocab_size", "120"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("mnmt-vocab: error: TFDS dataset 'mnmt_vocab_tiny_translate' is not "
+                          "prepared")
