@@ -55,6 +55,7 @@ setup(
             "mnmt-fit=fitting.cli:main",
             "mnmt-zoo=mnmt.models.zoo:main",
             "mnmt-vocab=mnmt.data.vocab:main",
+            "mnmt-cache=mnmt.data.cache.cli:main",
         ],
         # Further `mnmt-study` subcommands, found at run time (launch depends on mnmt, not back).
         "mnmt_study.commands": ["launch=launch.cli:register"],

@@ -157,9 +157,9 @@ def _write_part(job: _PartJob, part: int) -> dict[str, Any]:
             flush()
         for writer in writers.values():
             writer.close()
-    except OSError as err:
-        full = err.errno == errno.ENOSPC or "No space left" in str(err)
-        what = "no space left on device" if full else str(err)
+    except (OSError, RuntimeError) as err:  # ArrayRecord reports write errors as RuntimeError
+        full = getattr(err, "errno", None) == errno.ENOSPC or "No space left" in str(err)
+        what = "no space left on device" if full else str(err).splitlines()[0]
         raise CacheBuildError(f"{_ERROR_MARK}{job.out_dir}: {what} while writing part {part} "
                               f"of task {job.task!r}; free space and build again (nothing "
                               "was replaced)") from err

@@ -47,7 +47,8 @@ class CacheError(ValueError):
 
 def rebuild_hint(task: str) -> str:
     """The command that rebuilds a task's cache (used in every error message)."""
-    return f"rebuild it (mnmt-cache build … --task {task} --force, or rerun the study's data stage)"
+    return (f"rebuild it: delete that task's cache directory ({task}) and run the study's data "
+            "stage again (mnmt-study prepare or run), or build_cache(..., force=True)")
 
 
 def task_cache_dir(cache_dir: str, task_name: str) -> str:
