@@ -38,8 +38,8 @@ from mnmt.data.packing import pack_examples, pad_examples
 from mnmt.data.stream_workers import make_encoder
 from mnmt.data.synthetic.grammar import stable_seed
 
-__all__ = ["TrainInputs", "eval_batches", "eval_examples", "pack_examples", "pad_examples",
-           "finish_example", "separator_of_tasks"]
+__all__ = ["TrainInputs", "in_memory_train_set", "eval_batches", "eval_examples",
+           "pack_examples", "pad_examples", "finish_example", "separator_of_tasks"]
 
 _DRAW_BLOCK = 8192
 # Finite training sets larger than this, read without a token cache, log a warning.
@@ -103,7 +103,7 @@ class TaskStream:
 
             self.cached = open_task_cache(name, cache_dirs, shard, seed)
             if self.cached is None:
-                self._finite = _finite_train_set(self.info, shard)
+                self._finite = in_memory_train_set(self.info, shard)
                 if not self._finite:
                     raise ValueError(f"task {name!r}: training split of shard {shard} is empty")
 
@@ -169,7 +169,10 @@ def _word_cache(sp: Any) -> dict[str, list[int]]:
     return _WORD_CACHES.setdefault(id(sp), {})
 
 
-def _finite_train_set(info, shard: tuple[int, int]) -> list[tuple[list[int], list[int]]]:
+def in_memory_train_set(info, shard: tuple[int, int]) -> list[tuple[list[int], list[int]]]:
+    """Today's path for a finite task without a token cache: the examples ``i % count ==
+    index`` of its training split, tokenized (``[<2xx>, *source]``, target), held in memory
+    (memoised per task definition, vocabulary and shard)."""
     from mnmt.data.vocab import get_vocabulary, language_token_id
 
     vocab = get_vocabulary(info.vocab_path)

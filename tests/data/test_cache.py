@@ -40,10 +40,10 @@ def built(corpus, tmp_path_factory):
 
 
 def in_memory(task):
-    from mnmt.data.pipeline import _finite_train_set
+    from mnmt.data.pipeline import in_memory_train_set
     from mnmt.data.tasks import get_task_info
 
-    return _finite_train_set(get_task_info(task), (0, 1))
+    return in_memory_train_set(get_task_info(task), (0, 1))
 
 
 def key(example):
@@ -255,7 +255,7 @@ def test_hosts_must_divide_the_shards(built):
 def test_each_host_holds_its_in_memory_shard(built):
     """Host h of H reads shards s % H == h: the examples i % H == h the in-memory path holds."""
     from mnmt.data.cache import open_task_cache
-    from mnmt.data.pipeline import _finite_train_set
+    from mnmt.data.pipeline import in_memory_train_set
     from mnmt.data.tasks import get_task_info
 
     info = get_task_info(built["task"])
@@ -264,7 +264,7 @@ def test_each_host_holds_its_in_memory_shard(built):
         assert [os.path.basename(p)[-14:-9] for p in split.paths] == [
             f"{s:05d}" for s in range(host[0], 4, 2)]
         assert Counter(map(key, split.examples(0, split.size))) == Counter(
-            map(key, _finite_train_set(info, host)))
+            map(key, in_memory_train_set(info, host)))
 
 
 def test_info_describes_a_cache(built, capsys):

@@ -109,7 +109,7 @@ def _describe(index: CacheIndex, path: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="mnmt-cache", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="mnmt-cache", description=__doc__.splitlines()[0].replace("``", ""))
     sub = parser.add_subparsers(dest="command", required=True)
     for name, text in (("info", "what each cache holds and was built from"),
                        ("verify", "check every shard's digest and records")):
