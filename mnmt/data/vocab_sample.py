@@ -364,10 +364,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _study_spec(args):
-    from mnmt.study.stages import load_spec
+    """As `mnmt-study`: a gin file, a shipped study file's name, or a preset."""
+    from mnmt.study.stages import UsageError, load_spec
 
-    is_file = os.path.isfile(args.study) or args.study.endswith(".gin")
-    return load_spec(args.study if is_file else None, None if is_file else args.study, args.gin)
+    try:
+        return load_spec(args.study, None, args.gin)
+    except UsageError as err:
+        if not str(err).startswith("study file not found") or args.study.endswith(".gin"):
+            raise
+    return load_spec(None, args.study, args.gin)
 
 
 def _train_from_tasks(args) -> int:

@@ -247,6 +247,8 @@ def test_cli_errors_are_one_line(corpora, tmp_path, capsys):
     assert "expected PAIR=VALUE, e.g. en-de=train.tsv" in capsys.readouterr().err
     assert main(["--tasks", BIG, "--vocab_size", "100"]) == 2
     assert "--out_dir is required" in capsys.readouterr().err
+    assert main(["--study", "nonesuch", "--out_dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith("mnmt-vocab: error: unknown preset 'nonesuch'")
     with pytest.raises(SystemExit):
         main(["--preset", "cpu-tiny", "--bitext", "en-de=x.tsv", "--out_dir", "o",
               "--vocab_size", "100"])
