@@ -7,7 +7,8 @@ SPEC: {"config": TrainConfig fields, "vocab": path, "eval_size": int, "mixture":
        "kill_at": step or null, "kill_event": index or null, "signal": "KILL" | "TERM",
        "coordinator": ..., "process_id": ...,
        "group": [TrainConfig fields, ...] (instead of "config": `train_group` on them),
-       "mixtures": {name: [weight en-de, weight en-zh]} (more mixtures to register)}
+       "mixtures": {name: [weight en-de, weight en-zh]} (more mixtures to register),
+       "caps": int or {pair: int} (capped, finite training splits; default: unlimited)}
 With kill_at, the process sends itself the signal when the training progress event of that
 step arrives; with kill_event, when its progress event number `kill_event` (0-based, any kind:
 train, eval, checkpoint) arrives. SIGKILL: dies at once, as a preempted VM would; SIGTERM:
@@ -30,7 +31,8 @@ def main() -> int:
 
     pair_tasks = tasks.register_synthetic_tasks("cpu-tiny", spec["vocab"],
                                                 eval_size=spec["eval_size"],
-                                                prefix=spec.get("task_prefix", "synth"))
+                                                prefix=spec.get("task_prefix", "synth"),
+                                                caps=spec.get("caps"))
     mixtures.register_weighted_mixture(spec["mixture"], {t: 0.5 for t in pair_tasks.values()})
     for name, weights in spec.get("mixtures", {}).items():
         mixtures.register_weighted_mixture(

@@ -1,0 +1,146 @@
+"""Exact resume on tasks read from token caches (mnmt.data.cache): SIGKILL at a random progress
+event, resume, and the metrics equal an uninterrupted run's; a cached run cannot be resumed
+without its caches."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+
+import pytest
+from run_helpers import rows_by_key, run_child, small_run_config, write_child_spec
+
+from mnmt.training import run_files
+
+CAP = 20  # examples per task: a 12-step run reads ~48 per task, so epochs wrap twice
+PREFIX = "cachedrun"
+
+
+@pytest.fixture(scope="module")
+def cached_data(tiny_data, tmp_path_factory):
+    """The cpu-tiny tasks capped at CAP examples, their mixture and their token caches."""
+    from mnmt.data import mixtures, tasks
+    from mnmt.data.cache import build_cache
+
+    pair_tasks = tasks.register_synthetic_tasks("cpu-tiny", tiny_data["vocab"], caps=CAP,
+                                                eval_size=24, prefix=PREFIX)
+    mixture = mixtures.register_weighted_mixture(
+        "cached_resume_p50", {t: 0.5 for t in pair_tasks.values()})
+    cache_dir = str(tmp_path_factory.mktemp("token_caches"))
+    for task in pair_tasks.values():
+        index = build_cache(task, cache_dir, num_parts=1, num_shards=4)
+        assert index.examples == CAP
+    return {"vocab": tiny_data["vocab"], "tasks": pair_tasks, "mixture": mixture,
+            "cache_dir": cache_dir}
+
+
+def _config(data, model_dir, cache_dirs):
+    return small_run_config(data, model_dir, "cached").updated(
+        inputs={"cache_dirs": tuple(cache_dirs)})
+
+
+@pytest.fixture(scope="module")
+def cached_reference(cached_data, tmp_path_factory):
+    """One uninterrupted 12-step run reading both tasks from their caches."""
+    from mnmt.training.trainer import train
+
+    config = _config(cached_data, tmp_path_factory.mktemp("cached_ref") / "ref",
+                     [cached_data["cache_dir"]])
+    events = []
+    summary = train(config, progress=events.append)
+    assert summary.status == "finished" and summary.final_step == 12
+    return config, events
+
+
+def _input_state(model_dir: str, step: int) -> dict:
+    """The (single-shard) input state stored with checkpoint `step`."""
+    from mnmt.training.checkpoints import Checkpointer
+
+    ck = Checkpointer(os.path.join(model_dir, "checkpoints"))
+    try:
+        _, meta = ck.restore_raw(step)
+    finally:
+        ck.close()
+    (state,) = meta["inputs"].values()
+    return state
+
+
+def _assert_same_metrics(a_dir, b_dir, rtol=1e-4):
+    a = run_files.read_metrics(a_dir)
+    b = run_files.read_metrics(b_dir)
+    ka = [(r["step"], r["task"], r["eval_set"], r["metric"]) for r in a]
+    kb = [(r["step"], r["task"], r["eval_set"], r["metric"]) for r in b]
+    assert len(kb) == len(set(kb)), "duplicate rows after resume"
+    assert sorted(ka) == sorted(kb), "missing or extra rows after resume"
+    ra, rb = rows_by_key(a), rows_by_key(b)
+    for k in ka:
+        assert rb[k] == pytest.approx(ra[k], rel=rtol, abs=1e-6), k
+    ta = {(r["step"], r["metric"]): r["tokens"] for r in a}
+    tb = {(r["step"], r["metric"]): r["tokens"] for r in b}
+    assert ta == tb
+
+
+def test_cached_run_reads_the_caches_across_epochs(cached_reference, cached_data):
+    config, _ = cached_reference
+    tasks = sorted(cached_data["tasks"].values())
+    first, last = _input_state(config.model_dir, 8), _input_state(config.model_dir, 12)
+    assert first["cached"] == tasks and last["cached"] == tasks
+    # every task's stream crossed at least one epoch boundary during the run
+    assert all(c >= CAP for c in last["cursors"].values()), last["cursors"]
+
+
+def test_sigkill_at_a_random_step_then_resume_matches_uninterrupted_on_cached_tasks(
+        cached_reference, cached_data, tmp_path):
+    """As test_trainer's SIGKILL test, on capped tasks read from token caches (epochs wrap
+    during the run). MNMT_TEST_KILL_EVENT=i reproduces a failing draw."""
+    from mnmt.training.trainer import train
+
+    ref_config, ref_events = cached_reference
+    points = ref_events[:-1]  # every event but the final "finished"
+    index = int(os.environ.get("MNMT_TEST_KILL_EVENT") or random.randrange(len(points)))
+    killed_at = points[index]
+    where = f"kill_event={index} ({killed_at.kind} at step {killed_at.step})"
+    print(where)  # shown by pytest when the test fails
+    config = _config(cached_data, tmp_path / "killed", [cached_data["cache_dir"]])
+    spec = write_child_spec(config, cached_data, tmp_path, kill_event=index, signal="KILL",
+                            caps=CAP, task_prefix=PREFIX)
+    res = run_child(spec)
+    assert res.returncode == -signal.SIGKILL, (where, res.stderr[-2000:])
+    assert run_files.read_run_json(config.model_dir)["status"] == "running", where
+    rows_before = run_files.read_metrics(config.model_dir)
+    assert max(r["step"] for r in rows_before) == killed_at.step, where
+    summary = train(config, progress=lambda e: None)
+    assert summary.status == "finished" and summary.final_step == 12, where
+    _assert_same_metrics(ref_config.model_dir, config.model_dir)
+    assert sorted(os.listdir(os.path.join(config.model_dir, "checkpoints"))) == [
+        "step_12", "step_8"], where
+    assert _input_state(config.model_dir, 12) == _input_state(ref_config.model_dir, 12), where
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_resuming_a_cached_run_without_its_caches_is_refused(cached_reference, cached_data,
+                                                             tmp_path):
+    """A run that read caches stops after its step-4 checkpoint; resuming it without
+    cache_dirs fails naming 'cached'; with them it finishes as the uninterrupted run."""
+    from mnmt.training.trainer import train
+
+    ref_config, _ = cached_reference
+    config = _config(cached_data, tmp_path / "stopped", [cached_data["cache_dir"]])
+
+    def stop_after_first_checkpoint(event):
+        if event.kind == "checkpoint" and event.step == 4:
+            raise _Stop
+
+    with pytest.raises(_Stop):
+        train(config, progress=stop_after_first_checkpoint)
+    assert _input_state(config.model_dir, 4)["cached"] == sorted(cached_data["tasks"].values())
+    with pytest.raises(ValueError, match="cached") as err:
+        train(config.updated(inputs={"cache_dirs": ()}), progress=lambda e: None)
+    assert "cache_dirs" in str(err.value)
+    summary = train(config, progress=lambda e: None)
+    assert summary.status == "finished" and summary.final_step == 12
+    _assert_same_metrics(ref_config.model_dir, config.model_dir)
