@@ -300,6 +300,8 @@ class TrainInputs:
         cached = self.cached_tasks()
         if cached:
             extra["cached"] = cached
+            extra["cache_contents"] = {t: self._streams[t].cached.index.contents_digest()
+                                       for t in cached}
         return {
             **extra,
             "version": STATE_VERSION,
@@ -336,6 +338,14 @@ class TrainInputs:
                              f"{state.get('cached', [])} from token caches, this iterator reads "
                              f"{self.cached_tasks()} (each order is exact only on its own path: "
                              "give the run the same cache_dirs it started with)")
+        changed = [t for t, digest in state.get("cache_contents", {}).items()
+                   if t in self._streams and self._streams[t].cached is not None
+                   and self._streams[t].cached.index.contents_digest() != digest]
+        if changed:
+            raise ValueError(f"input state field 'cache_contents': the token caches of {changed} "
+                             "were rebuilt with other contents or shards since the checkpoint "
+                             "(the same stream position would be other examples): restore "
+                             "that cache or start the run again")
         if set(state["cursors"]) != set(self.tasks):
             raise ValueError(
                 f"input state: tasks {sorted(state['cursors'])} differ from the mixture's {sorted(self.tasks)}"

@@ -284,3 +284,28 @@ def test_records_round_trip_every_id_width():
         inputs, targets = [5, top, 7], list(itertools.islice(itertools.count(top - 3), 4))
         assert decode_example(encode_example(inputs, targets, dtype), dtype) == (inputs, targets)
         assert decode_example(encode_example([], targets, dtype), dtype) == ([], targets)
+
+
+def test_resuming_after_the_cache_was_resharded_is_refused(corpus, tmp_path):
+    """The same stream position in a cache rebuilt with other shards is other examples: the
+    checkpointed state carries a digest of the cache's contents and set_state refuses it."""
+    from mnmt.data.cache import build_cache
+    from mnmt.data.pipeline import TrainInputs
+
+    cache_dir = str(tmp_path / "cache")
+
+    def make():
+        return TrainInputs(corpus["task"], {"inputs": 32, "targets": 32}, batch_size=8, seed=0,
+                           cache_dirs=[cache_dir])
+
+    build_cache(corpus["task"], cache_dir, num_parts=1, num_shards=4)
+    first = make()
+    next(first)
+    state = first.get_state()
+    build_cache(corpus["task"], cache_dir, num_parts=1, num_shards=4, force=True)
+    same = make()
+    same.set_state(state)  # rebuilt with the same contents: accepted
+    assert (next(same)["encoder_input_tokens"] == next(first)["encoder_input_tokens"]).all()
+    build_cache(corpus["task"], cache_dir, num_parts=1, num_shards=8, force=True)
+    with pytest.raises(ValueError, match="cache_contents.*rebuilt"):
+        make().set_state(state)

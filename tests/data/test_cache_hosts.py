@@ -82,7 +82,7 @@ def _global_indices(index, host: int, hosts: int, positions: list[int]) -> list[
 
 def test_hosts_open_only_their_shards_and_split_the_epoch(tiny_vocab, tmp_path):
     from mnmt.data.cache import CacheIndex, build_cache
-    from mnmt.data.pipeline import _finite_train_set
+    from mnmt.data.pipeline import in_memory_train_set
     from mnmt.data.tasks import get_task_info, register_synthetic_tasks
 
     pair, seed = "en-de", 3
@@ -115,7 +115,7 @@ def test_hosts_open_only_their_shards_and_split_the_epoch(tiny_vocab, tmp_path):
 
     shard_files = {s: os.path.join(task_dir, f"train.array_record-{s:05d}-of-{SHARDS:05d}")
                    for s in range(SHARDS)}
-    full = _finite_train_set(get_task_info(name), (0, 1))  # the uncached in-memory path
+    full = in_memory_train_set(get_task_info(name), (0, 1))  # the uncached in-memory path
     assert len(full) == CAP
 
     def key(example):
@@ -148,7 +148,7 @@ def test_hosts_open_only_their_shards_and_split_the_epoch(tiny_vocab, tmp_path):
         assert [key(e) for e in second] == [key(list(full[i])) for i in idx2], h
         assert collections.Counter(map(key, first)) == collections.Counter(map(key, second))
         # … and as a multiset the host's share of the uncached path
-        host_share = _finite_train_set(get_task_info(name), (h, HOSTS))
+        host_share = in_memory_train_set(get_task_info(name), (h, HOSTS))
         assert collections.Counter(map(key, first)) == collections.Counter(
             key(list(e)) for e in host_share), h
         seen_indices += idx1

@@ -44,6 +44,7 @@ __all__ = ["build_cache", "CacheBuildError", "cache_status", "default_num_parts"
 DEFAULT_GROUP_SIZE = 32
 _ENCODE_BATCH = 2048
 SMALL_SPLIT = 200_000
+LOCAL_RUNNERS = ("FnApiRunner", "DirectRunner", "PrismRunner")
 _ERROR_MARK = "mnmt-cache error: "
 
 
@@ -178,8 +179,9 @@ def _write_part(job: _PartJob, part: int) -> dict[str, Any]:
     return summary
 
 
-def _run_pipeline(job: _PartJob, beam_args: Sequence[str]) -> str:
-    """Run the Beam pipeline over the parts; returns the runner's name."""
+def _run_pipeline(job: _PartJob, beam_args: Sequence[str], log_path: str) -> str:
+    """Run the Beam pipeline over the parts; returns the runner's name. The local runner's
+    worker processes write their logs to ``log_path`` instead of the terminal."""
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -188,11 +190,14 @@ def _run_pipeline(job: _PartJob, beam_args: Sequence[str]) -> str:
         mode = "multi_processing" if job.num_parts > 1 else "in_memory"
         args = ["--runner=FnApiRunner", f"--direct_running_mode={mode}",
                 f"--direct_num_workers={job.num_parts}", *args]
+    if not any(a.startswith("--default_sdk_harness_log_level") for a in args):
+        args.append("--default_sdk_harness_log_level=WARNING")  # workers: no per-bundle INFO
     if not any(a.startswith("--pickle_library") for a in args):
         args.append("--pickle_library=cloudpickle")  # the task's reader is a closure
     options = PipelineOptions(args)
     runner = next(a.split("=", 1)[1] for a in args if a.startswith("--runner"))
-    with _driver_path_for_local_workers(runner), beam.Pipeline(options=options) as pipeline:
+    with (_driver_path_for_local_workers(runner), _stderr_to(log_path, runner),
+          beam.Pipeline(options=options) as pipeline):
         _ = (pipeline
              | "parts" >> beam.Create(list(range(job.num_parts)))
              | "spread" >> beam.Reshuffle()
@@ -201,11 +206,29 @@ def _run_pipeline(job: _PartJob, beam_args: Sequence[str]) -> str:
 
 
 @contextlib.contextmanager
+def _stderr_to(path: str, runner: str) -> Iterator[None]:
+    """Send this process's standard error (inherited by local Beam workers) to ``path``."""
+    if runner not in LOCAL_RUNNERS:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(path, "ab") as log_file:
+        os.dup2(log_file.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+@contextlib.contextmanager
 def _driver_path_for_local_workers(runner: str) -> Iterator[None]:
     """Let the local runner's worker processes import what the driver imports (the task's
     reader may live in a module found through the driver's ``sys.path``, e.g. a user's task
     module next to the study file); remote runners ship code their own way."""
-    if runner not in ("FnApiRunner", "DirectRunner", "PrismRunner"):
+    if runner not in LOCAL_RUNNERS:
         yield
         return
     before = os.environ.get("PYTHONPATH")
@@ -342,8 +365,9 @@ def build_cache(
     say(f"cache: building {task_name} ({'forced' if force and not reason else reason}) into "
         f"{shards} shards with {parts} Beam worker(s)")
     start = time.perf_counter()
+    log_path = f"{final}.build.log"
     try:
-        runner = _run_pipeline(job, beam_args)
+        runner = _run_pipeline(job, beam_args, log_path)
         index = _merge(job, identity, info, runner, time.perf_counter() - start)
         if index.examples == 0:
             raise CacheBuildError(f"task {task_name!r}: split {split!r} has no examples to cache")
@@ -361,6 +385,10 @@ def build_cache(
         line = _failure_line(err)
         if line:
             raise CacheBuildError(line) from None
+        if isinstance(err, Exception):
+            last = str(err).strip().splitlines()[-1:] or [type(err).__name__]
+            raise CacheBuildError(f"building the cache of {task_name!r} failed: {last[0]} "
+                                  f"(the Beam workers' log: {log_path})") from err
         if isinstance(err, OSError) and err.errno == errno.ENOSPC:
             raise CacheBuildError(f"{tmp}: no space left on device while finishing the cache "
                                   f"of {task_name!r}; free space and build again (nothing was "

@@ -174,6 +174,13 @@ class CacheIndex:
     group_size: int
     build: dict[str, Any]
 
+    def contents_digest(self) -> str:
+        """A digest of what a reader sees: shard count, examples and bytes of every shard
+        (a rebuild with the same data gives the same digest; a resharded one does not)."""
+        text = json.dumps([self.version, self.dtype, self.num_shards, self.shard_examples,
+                           self.shard_sha256])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=1, sort_keys=True) + "\n"
 
