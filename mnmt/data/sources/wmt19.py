@@ -7,8 +7,9 @@ newstest2018) is the closest public setting. The datasets must already be prepar
 `data_dir` or `$TFDS_DATA_DIR` (`tfds build wmt19_translate/de-en`); nothing is downloaded here.
 
 As a study's `StudySpec.task_module`, `mnmt-study` calls `register_study_tasks` with the study's
-`vocabulary_path` (the vocabulary needs the <2de>/<2zh> tokens: `mnmt-vocab --text_files …
---languages en,de,zh`).
+`vocabulary_path` (the vocabulary needs the <2de>/<2zh> tokens: `mnmt-vocab --study
+fernandes_en_de_zh` trains it on a balanced sample of these tasks' training splits), and the data
+stage caches each training split as token shards (`mnmt.data.cache`).
 """
 
 from __future__ import annotations
