@@ -161,12 +161,17 @@ def input_state(run_dir: Path) -> dict:
     return meta["inputs"]["0"]
 
 
-def check_run_read_the_cache(run_dir: Path) -> None:
+def check_run_read_the_cache(run_dir: Path, cache_dir: Path) -> None:
+    """The run finished, and its checkpointed input state says it read every trained task from
+    the caches under `cache_dir` (the digest of each one's contents, as the trainer saw it)."""
     record = json.loads((run_dir / "run.json").read_text())
     assert record["status"] == "finished", record["status"]
     trained = sorted(TASKS[pair] for pair, w in record["mixture"]["weights"].items() if w > 0)
     state = input_state(run_dir)
     assert state.get("cached") == trained, (run_dir.name, state)
+    digests = {task: layout.CacheIndex.read(str(cache_dir / task / layout.INDEX_FILE))
+               .contents_digest() for task in trained}
+    assert state.get("cache_contents") == digests, (run_dir.name, state)
 
 
 def test_prepare_builds_caches_that_run_one_reads(wmt19_standin, tfds_data_dir, tmp_path,
@@ -197,7 +202,7 @@ def test_prepare_builds_caches_that_run_one_reads(wmt19_standin, tfds_data_dir, 
     assert completed_mtimes(cache_dir) == built
 
     assert cli.main(["run-one", STUDY, "--out", str(out), "--run", run, *gin]) == 0
-    check_run_read_the_cache(out / "runs" / run)
+    check_run_read_the_cache(out / "runs" / run, cache_dir)
     assert completed_mtimes(cache_dir) == built
 
 
@@ -217,7 +222,7 @@ def test_study_file_runs_through_the_cache_end_to_end(wmt19_standin, tfds_data_d
     run_dirs = sorted(p for p in (out / "runs").iterdir() if p.is_dir())
     assert len(run_dirs) == 9  # 3 sizes x 3 weights
     for run_dir in run_dirs:
-        check_run_read_the_cache(run_dir)
+        check_run_read_the_cache(run_dir, cache_dir)
     assert (out / "report" / "report.md").is_file()
     fits = json.loads((out / "report" / "fits.json").read_text())
     assert fits, "empty fits.json"
