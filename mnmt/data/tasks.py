@@ -23,6 +23,7 @@ __all__ = [
     "TaskInfo",
     "register_synthetic_tasks",
     "register_text_task",
+    "task_definition",
     "get_task_info",
     "task_infos",
     "prepend_language_token",
@@ -253,6 +254,11 @@ def _synthetic_text_stream(family, pair: str, sizes: Mapping[str, int | None]):
     return stream
 
 
+def task_definition(pair: str, vocab_path: str, definition: Mapping[str, Any] | None) -> dict:
+    """The definition :func:`register_text_task` records for a corpus (what identifies it)."""
+    return {"kind": "text", "pair": pair, "vocab": vocab_path, **dict(definition or {})}
+
+
 def register_text_task(
     name: str,
     pair: str,
@@ -291,7 +297,7 @@ def register_text_task(
     info = TaskInfo(
         name=name, pair=pair, vocab_path=vocab_path, splits=tuple(split_fns),
         train_size=sizes.get("train"), split_sizes=sizes, text_stream=stream,
-        definition={"kind": "text", "pair": pair, "vocab": vocab_path, **dict(definition or {})},
+        definition=task_definition(pair, vocab_path, definition),
     )
     num = dict(sizes) if all(v is not None for v in sizes.values()) else None
     return _register(info, dataset_fn, num)

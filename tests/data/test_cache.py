@@ -309,3 +309,24 @@ def test_resuming_after_the_cache_was_resharded_is_refused(corpus, tmp_path):
     build_cache(corpus["task"], cache_dir, num_parts=1, num_shards=8, force=True)
     with pytest.raises(ValueError, match="cache_contents.*rebuilt"):
         make().set_state(state)
+
+
+def test_registration_takes_the_training_size_from_a_cache_of_the_same_files(built, monkeypatch):
+    """With a cache built from these very files, registering the task again does not read the
+    corpus to validate it (its build did, with the same rules); a changed file is read."""
+    from mnmt.data.sources import bitext
+    from mnmt.data.tasks import get_task_info
+
+    counted = []
+    real_count = bitext.count_bitext
+    monkeypatch.setattr(bitext, "count_bitext",
+                        lambda *a, **k: counted.append(a[0]) or real_count(*a, **k))
+    bitext.register_bitext_task(built["task"], "en-de", built["vocab"],
+                                {"train": str(built["tsv"])}, cache_dirs=[built["dir"]])
+    assert counted == [] and get_task_info(built["task"]).train_size == N_PAIRS
+    bitext.register_bitext_task(built["task"], "en-de", built["vocab"],
+                                {"train": str(built["tsv"])}, skip_malformed=True,
+                                cache_dirs=[built["dir"]])  # another definition: validated
+    assert counted == [str(built["tsv"])]
+    bitext.register_bitext_task(built["task"], "en-de", built["vocab"],  # as the module had it
+                                {"train": str(built["tsv"])}, cache_dirs=[built["dir"]])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gzip
 import logging
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 __all__ = ["BitextError", "BitextStats", "read_bitext", "count_bitext", "register_bitext_task"]
@@ -159,10 +159,14 @@ def register_bitext_task(
     skip_malformed: bool = False,
     columns: tuple[int, int] | None = None,
     validate: bool = True,
+    cache_dirs: Sequence[str] = (),
 ) -> str:
     """Register a seqio task over bitext files; ``splits`` maps split → TSV path or
     (source path, target path). With ``validate`` every file is read once now: sizes become
-    known (for temperature weights) and bad files fail at registration, not mid-training.
+    known (for temperature weights) and bad files fail at registration, not mid-training —
+    except a training split whose token cache in ``cache_dirs`` was built from these very
+    files (same names, sizes and modification times): its build read every line with the
+    same rules, so its size comes from the cache's index and the corpus is not read again.
     """
     from mnmt.data.tasks import register_text_task
 
@@ -179,9 +183,14 @@ def register_bitext_task(
                 f"bitext task {name!r}, split {split!r}: expected a TSV path or a (source, target) "
                 f"pair of paths, got {spec!r}"
             )
+    definition = {"kind": "bitext", "files": {s: list(v) for s, v in files.items()},
+                  "skip_malformed": skip_malformed, "columns": columns}
+    cached = _cached_train_size(name, pair, definition, cache_dirs) if validate else None
     sizes: dict[str, int | None] = {}
     for split, (p, q) in files.items():
-        if validate:
+        if split == "train" and cached is not None:
+            sizes[split] = cached
+        elif validate:
             n = count_bitext(p, q, skip_malformed=skip_malformed, columns=columns).read
             if n == 0:
                 raise ValueError(f"bitext task {name!r}, split {split!r}: no usable lines in {p}"
@@ -196,6 +205,23 @@ def register_bitext_task(
     return register_text_task(
         name, pair, vocab_path, {s: reader(p, q) for s, (p, q) in files.items()},
         split_sizes=sizes,
-        definition={"kind": "bitext", "files": {s: list(v) for s, v in files.items()},
-                    "skip_malformed": skip_malformed, "columns": columns},
+        definition=definition,
     )
+
+
+def _cached_train_size(name: str, pair: str, definition: Mapping, cache_dirs: Sequence[str],
+                       ) -> int | None:
+    """Examples of the training split according to a complete token cache of this very task
+    (same definition and files) in ``cache_dirs``; None when there is none."""
+    if not cache_dirs:
+        return None
+    from mnmt.data.cache import find_task_cache, layout
+    from mnmt.data.cache.build import read_complete_index
+    from mnmt.data.tasks import task_definition
+
+    path = find_task_cache(name, cache_dirs)
+    index = read_complete_index(path) if path else None
+    if index is None or index.split != "train":
+        return None
+    wanted = layout.source_fingerprint(task_definition(pair, "", definition))
+    return index.examples if index.source.get("fingerprint") == wanted else None
