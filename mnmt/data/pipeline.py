@@ -185,7 +185,8 @@ def in_memory_train_set(info, shard: tuple[int, int]) -> list[tuple[list[int], l
         _FINITE_CACHE[key] = [([lid, *enc(s)], enc(t)) for s, t in texts]
         if len(texts) > IN_MEMORY_WARNING:
             log.warning("task %s: %d training examples of shard %s held in memory; build its "
-                        "token cache (mnmt-cache build) and pass cache_dirs to read it by index",
+                        "token cache (mnmt.data.cache.build_cache; mnmt-study prepare does it for "
+                        "a study) and pass cache_dirs to read it by index",
                         info.name, len(texts), shard)
     return _FINITE_CACHE[key]
 

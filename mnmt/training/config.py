@@ -43,7 +43,7 @@ class InputConfig:
     shards: int | None = None
     # Batches prepared ahead in a background thread.
     prefetch: int = 2
-    # Directories searched for token caches (`<dir>/<task>/`, built by `mnmt-cache build`): a
+    # Directories searched for token caches (`<dir>/<task>/`, built by `mnmt-study prepare`): a
     # finite task found there is read by index instead of being held in memory.
     cache_dirs: tuple[str, ...] = ()
 

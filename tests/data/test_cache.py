@@ -330,3 +330,21 @@ def test_registration_takes_the_training_size_from_a_cache_of_the_same_files(bui
     assert counted == [str(built["tsv"])]
     bitext.register_bitext_task(built["task"], "en-de", built["vocab"],  # as the module had it
                                 {"train": str(built["tsv"])}, cache_dirs=[built["dir"]])
+
+
+def test_another_shard_count_rebuilds_and_any_count_splits_over_the_parts(corpus, tmp_path):
+    """num_shards need not be a multiple of the parts: each example lands in shard i % S."""
+    from mnmt.data.cache import CacheError, build_cache, open_task_cache
+
+    cache_dir = str(tmp_path / "cache")
+    assert build_cache(corpus["task"], cache_dir, num_parts=1, num_shards=4).num_shards == 4
+    lines = []
+    index = build_cache(corpus["task"], cache_dir, num_parts=1, num_shards=5, log=lines.append)
+    assert "4 shards, 5 asked for" in lines[0]
+    assert index.shard_examples == [len(range(s, N_PAIRS, 5)) for s in range(5)]
+    memory = in_memory(corpus["task"])
+    split = open_task_cache(corpus["task"], [cache_dir], (0, 1), 0)
+    assert Counter(map(key, split.examples(0, split.size))) == Counter(map(key, memory))
+    with pytest.raises(CacheError, match="local ArrayRecord files"):
+        build_cache(corpus["task"], "gs://bucket/cache")
+    assert not os.path.exists("gs:")

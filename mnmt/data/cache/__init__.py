@@ -5,7 +5,7 @@
   date, rebuilt when the vocabulary or the source changed, installed atomically);
 - ``reader``: this host's shards read by index through Grain's ``ArrayRecordDataSource``, in
   seeded per-epoch ``index_shuffle`` order (``open_task_cache``; used by the training pipeline);
-- ``cli``: ``mnmt-cache build | info | verify``.
+- ``cli``: ``mnmt-cache info | verify`` (a study's data stage, ``mnmt-study prepare``, builds).
 """
 
 from mnmt.data.cache.build import CacheBuildError, build_cache, default_num_shards

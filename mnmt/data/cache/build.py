@@ -1,9 +1,9 @@
 """Build a task's token cache with an Apache Beam pipeline (SeqIO's ``cache_tasks`` engine).
 
 The pipeline has one element per *part*: part ``p`` of ``P`` reads the task's split once, keeps
-the examples ``i`` with ``i % P == p``, tokenizes them in batches with the study's SentencePiece
-model and writes them to its shards ``s`` (``s % P == p``, example ``i`` to shard ``i % S``), then
-a small JSON summary. The driver merges the summaries into ``index.json``, writes ``COMPLETED``
+the examples ``i`` of its shards (example ``i`` goes to shard ``i % S``; part ``p`` writes the
+shards ``s % P == p``), tokenizes them in batches with the study's SentencePiece model and writes
+them, then a small JSON summary. The driver merges the summaries into ``index.json``, writes ``COMPLETED``
 and renames the temporary directory into place, so a killed or failed build leaves no directory
 a reader would take.
 
@@ -62,7 +62,7 @@ def default_num_parts(examples: int | None) -> int:
 
 
 def default_num_shards(num_parts: int) -> int:
-    """At least 16 shards, a multiple of the number of parts (each part writes its own)."""
+    """At least 16 shards, a multiple of the number of parts (so parts write equal shares)."""
     return num_parts * max(1, -(-16 // num_parts))
 
 
@@ -150,7 +150,7 @@ def _write_part(job: _PartJob, part: int) -> dict[str, Any]:
     try:
         for i, (source, target) in enumerate(job.stream(job.split, 0, None)):
             read = i + 1
-            if i % job.num_parts == part:
+            if i % job.num_shards % job.num_parts == part:  # its shard is one of this part's
                 batch.append((i, source, target))
                 if len(batch) >= _ENCODE_BATCH:
                     flush()
@@ -196,7 +196,8 @@ def _run_pipeline(job: _PartJob, beam_args: Sequence[str], log_path: str) -> str
         args.append("--pickle_library=cloudpickle")  # the task's reader is a closure
     options = PipelineOptions(args)
     runner = next(a.split("=", 1)[1] for a in args if a.startswith("--runner"))
-    with (_driver_path_for_local_workers(runner), _stderr_to(log_path, runner),
+    workers = runner if "--direct_running_mode=multi_processing" in args else "in-process"
+    with (_driver_path_for_local_workers(runner), _stderr_to(log_path, workers),
           beam.Pipeline(options=options) as pipeline):
         _ = (pipeline
              | "parts" >> beam.Create(list(range(job.num_parts)))
@@ -327,15 +328,20 @@ def build_cache(
     """Build (or find up to date) the cache of a registered task's ``split`` under
     ``<cache_dir>/<task_name>/`` → its :class:`CacheIndex`.
 
-    Skipped when a complete cache was built from the same vocabulary and source (unless
-    ``force``); a changed vocabulary or source rebuilds it. ``num_parts``: parallel readers
-    (default :func:`default_num_parts`: the machine's cores); ``num_shards``: files (default :func:`default_num_shards`;
-    a multiple of ``num_parts`` and of the number of hosts that will read it);
+    Skipped when a complete cache was built from the same vocabulary and source (and, when
+    given, ``num_shards``) unless ``force``; a changed vocabulary, source or shard count
+    rebuilds it. ``num_parts``: parallel readers (default :func:`default_num_parts`: the
+    machine's cores; at most ``num_shards``); ``num_shards``: files (default
+    :func:`default_num_shards`; a multiple of the number of hosts that will read it);
     ``beam_args``: Beam pipeline options replacing the local default runner.
     """
+    from fitting.data.io import is_remote
     from mnmt.data.tasks import get_task_info
     from mnmt.data.vocab import get_vocabulary
 
+    if is_remote(str(cache_dir)):
+        raise CacheError(f"cache_dir {cache_dir}: token caches are local ArrayRecord files; use a "
+                         "local or mounted directory (e.g. a bucket mounted with GCS FUSE)")
     say = log or (lambda text: None)
     info = get_task_info(task_name)
     if split not in info.splits:
@@ -346,13 +352,16 @@ def build_cache(
     identity = expected_identity(info)
     current = read_complete_index(final) if os.path.isdir(final) else None
     reason = cache_status(current, identity)
+    if not reason and num_shards and current.num_shards != num_shards:
+        reason = f"{current.num_shards} shards, {num_shards} asked for"
     if not reason and current.split == split and not force:
         say(f"cache: {task_name} up to date ({current.examples:,} examples, {final})")
         return current
     parts = int(num_parts or default_num_parts(info.train_size))
     shards = int(num_shards or default_num_shards(parts))
-    if parts < 1 or shards < 1 or shards % parts:
-        raise CacheError(f"num_shards {shards} must be a positive multiple of num_parts {parts}")
+    if parts < 1 or shards < 1:
+        raise CacheError(f"num_shards {shards} and num_parts {parts}: expected positive counts")
+    parts = min(parts, shards)  # a part writes whole shards
     os.makedirs(cache_dir, exist_ok=True)
     _remove_stale_builds(cache_dir, task_name)
     tmp = f"{final}.tmp-{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"

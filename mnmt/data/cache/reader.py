@@ -59,8 +59,8 @@ class CachedSplit:
         if index.num_shards % num_hosts:
             raise CacheError(
                 f"{directory}: {index.num_shards} shards cannot be split evenly over {num_hosts} "
-                f"hosts; rebuild it with a multiple of {num_hosts} (mnmt-cache build "
-                f"--num_shards {num_hosts * max(1, -(-index.num_shards // num_hosts))} --force)")
+                f"hosts; rebuild it with a multiple of {num_hosts} shards (StudySpec.cache_shards="
+                f"{num_hosts * max(1, -(-index.num_shards // num_hosts))}, then mnmt-study prepare)")
         self.directory = directory
         self.index = index
         self.shards = list(range(h, index.num_shards, num_hosts))
