@@ -54,7 +54,7 @@ setup(
             "mnmt-export=mnmt.export:main",
             "mnmt-fit=fitting.cli:main",
             "mnmt-zoo=mnmt.models.zoo:main",
-            "mnmt-vocab=mnmt.data.vocab_sample:main",
+            "mnmt-vocab=mnmt.study.vocab_cli:main",
             "mnmt-cache=mnmt.data.cache.cli:main",
         ],
         # Further `mnmt-study` subcommands, found at run time (launch depends on mnmt, not back).

@@ -251,7 +251,7 @@ def separator_id(vocab: Any, path: str = "") -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Train the shared SentencePiece model of a synthetic preset or text files; the full
-    ``mnmt-vocab`` (also registered tasks' training data) is :func:`mnmt.data.vocab_sample.main`."""
+    ``mnmt-vocab`` (also registered tasks' training data) is :func:`mnmt.study.vocab_cli.main`."""
     ap = argparse.ArgumentParser(prog="mnmt-vocab", description=__doc__.splitlines()[0])
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--preset", help="synthetic family preset (e.g. cpu-tiny)")

@@ -10,11 +10,11 @@ import pytest
 from mnmt.data.vocab import lang_piece, lang_token
 from mnmt.data.vocab_sample import (
     first_examples,
-    main,
     placeholder_vocabulary,
     reservoir_sample,
     sample_task_texts,
 )
+from mnmt.study.vocab_cli import main
 
 BIG, SMALL = "vs_big_en_de", "vs_small_en_fr"
 
