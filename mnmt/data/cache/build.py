@@ -125,7 +125,11 @@ def _write_part(job: _PartJob, part: int) -> dict[str, Any]:
     import sentencepiece as spm
     from array_record.python.array_record_module import ArrayRecordWriter
 
-    sp = spm.SentencePieceProcessor(model_proto=job.spm_model)
+    from mnmt.data.stream_workers import make_encoder
+
+    # ids as the training pipeline's encoder gives them: SentencePiece, spaced text through a
+    # per-word cache (equal to EncodeAsIds; several times faster on Zipf-distributed words)
+    encode = make_encoder(spm.SentencePieceProcessor(model_proto=job.spm_model))
     shards = list(range(part, job.num_shards, job.num_parts))
     paths = {s: os.path.join(job.out_dir, layout.shard_name(job.split, s, job.num_shards))
              for s in shards}
@@ -136,8 +140,8 @@ def _write_part(job: _PartJob, part: int) -> dict[str, Any]:
     read = 0
 
     def flush() -> None:
-        sources = sp.encode([s for _, s, _ in batch], num_threads=1)
-        targets = sp.encode([t for _, _, t in batch], num_threads=1)
+        sources = [encode(s) for _, s, _ in batch]
+        targets = [encode(t) for _, _, t in batch]
         for (i, _, _), src, tgt in zip(batch, sources, targets, strict=True):
             shard = i % job.num_shards
             inputs = [job.language_id, *src]

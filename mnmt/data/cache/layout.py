@@ -20,10 +20,12 @@ vocabularies up to 65,536 pieces, else ``uint32``).
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -66,10 +68,16 @@ def ids_dtype(vocab_size: int) -> str:
     return "uint16" if int(vocab_size) <= 2**16 else "uint32"
 
 
+_TYPECODES = {"uint16": "H", "uint32": "I"}
+
+
 def encode_example(inputs: Sequence[int], targets: Sequence[int], dtype: str) -> bytes:
     """One record: 4-byte source length, then source and target ids (see the module doc)."""
-    ids = np.asarray([*inputs, *targets], dtype=dtype)
-    return len(inputs).to_bytes(4, "little") + ids.astype(f"<{np.dtype(dtype).str[1:]}").tobytes()
+    ids = array.array(_TYPECODES[dtype], inputs)
+    ids.extend(targets)
+    if sys.byteorder != "little":
+        ids.byteswap()
+    return len(inputs).to_bytes(4, "little") + ids.tobytes()
 
 
 def decode_example(record: bytes, dtype: str) -> tuple[list[int], list[int]]:

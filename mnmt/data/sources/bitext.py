@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import logging
+import os
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,11 +39,19 @@ class BitextStats:
 
 
 def _open_lines(path: str) -> Iterator[bytes]:
-    import tensorflow as tf
+    from fitting.data.io import is_remote
 
-    if not tf.io.gfile.exists(path):
+    if is_remote(path):
+        import tensorflow as tf
+
+        if not tf.io.gfile.exists(path):
+            raise FileNotFoundError(f"bitext file not found: {path}")
+        opener = tf.io.gfile.GFile(path, "rb")
+    elif not os.path.isfile(path):
         raise FileNotFoundError(f"bitext file not found: {path}")
-    with tf.io.gfile.GFile(path, "rb") as raw:
+    else:
+        opener = open(path, "rb")  # noqa: SIM115  (closed by the with below; C readline, fast)
+    with opener as raw:
         f = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
         try:
             yield from f
