@@ -13,6 +13,10 @@ from run_helpers import rows_by_key, run_child, small_run_config, write_child_sp
 
 from mnmt.training import run_files
 
+# Three trainings and a SIGKILLed child (≈ 2.5 minutes): `-m slow`. The default suite keeps the
+# cached iterator's exact resume (tests/data/test_cache.py) and the SIGKILL test of the trainer.
+pytestmark = pytest.mark.slow
+
 CAP = 20  # examples per task: a 12-step run reads ~48 per task, so epochs wrap twice
 PREFIX = "cachedrun"
 
