@@ -44,7 +44,8 @@ lexicon needs a real 8K-piece vocabulary, ≈ 10 tokens per sentence) joined by 
 so that the mean is ≈ ``--mean_tokens`` a side; the corpus samples pairs from the pool with
 numpy (block b of 2^20 lines from ``default_rng([seed, b])``, so a smaller corpus is the first
 lines of a larger one). Pool, vocabulary and corpora are cached in ``--work_dir`` and reused.
-Caches are rebuilt on every run unless ``--reuse_builds``.
+Caches are rebuilt on every run unless ``--reuse_builds`` (both) or ``--reuse_seqio_build`` (seqio's
+only: its job runs at a few hundred pairs/s here, so a 2M-pair cache takes about an hour).
 
     python benchmarks/corpus_scale.py --json
     python benchmarks/corpus_scale.py --pairs 2000000 --skip-cached --json
@@ -169,6 +170,10 @@ def _versions() -> dict:
     except (OSError, subprocess.SubprocessError):  # pragma: no cover
         out["mnmt_commit"] = None
     return out
+
+
+def _now() -> str:
+    return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
 
 
 def _dir_bytes(path: str) -> int:
@@ -664,19 +669,23 @@ def run_seqio(args, pool, log) -> dict:
         "input_shards": shards["shards"]}
     previous = _read_json(build_meta)
     complete = os.path.exists(os.path.join(task_dir, "COMPLETED"))
-    if args.reuse_builds and complete and previous is not None:
+    if (args.reuse_builds or args.reuse_seqio_build) and complete and previous is not None:
         build = previous | {"reused": True}
     else:
         shutil.rmtree(task_dir, ignore_errors=True)
+        started, load0 = _now(), [round(x, 2) for x in os.getloadavg()]
         build = _run_child({"kind": "build-seqio", **common, "beam_args": _beam_args(args),
                             "min_shards": args.seqio_min_shards}, args, log)
         if "error" in build:
             return out | {"build_error": build["error"], "build_log": build["log"]}
-        build["reused"] = False
+        build |= {"reused": False, "date": started, "load_avg_start": load0,
+                  "load_avg_end": [round(x, 2) for x in os.getloadavg()]}
         _write_json(build_meta, build)
     out |= {"cache_build_s": build["cache_build_s"],
             "build_pairs_per_s": round(n / build["cache_build_s"], 1),
             "cache_bytes": _dir_bytes(task_dir), "build_reused": build["reused"],
+            "build_date": build.get("date"),
+            "build_load_avg": [build.get("load_avg_start"), build.get("load_avg_end")],
             "cached_examples": (_read_json(os.path.join(task_dir, "stats.train.json"))
                                 or {}).get("examples"),
             "build_log": build.get("log")}
@@ -698,18 +707,21 @@ def run_cached(args, pool, corpus, log) -> dict:
     else:
         shutil.rmtree(task_dir, ignore_errors=True)
         beam = list(args.beam_arg) if args.beam_arg else []
+        started, load0 = _now(), [round(x, 2) for x in os.getloadavg()]
         build = _run_child({"kind": "build-cached", **common, "validate": args.validate,
                             "num_shards": args.num_shards, "beam_args": beam}, args, log)
         if "error" in build:
             return {"pairs": n, "build_error": build["error"], "build_log": build["log"]}
-        build["reused"] = False
+        build |= {"reused": False, "date": started, "load_avg_start": load0,
+                  "load_avg_end": [round(x, 2) for x in os.getloadavg()]}
         _write_json(build_meta, build)
     out = {"pairs": n, "task": task,
            "cache_build_s": build["cache_build_s"],
            "build_pairs_per_s": round(n / build["cache_build_s"], 1),
            "cache_bytes": _dir_bytes(task_dir),
            "build": {k: build.get(k) for k in ("register_s", "index", "process_wall_s", "log",
-                                                 "reused")}}
+                                                 "reused", "date", "load_avg_start",
+                                                 "load_avg_end")}}
     read = _run_child(_read_spec(args, "cached", **common), args, log)
     return out | read
 
@@ -768,6 +780,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--skip-seqio", "--skip_seqio", dest="skip_seqio", action="store_true")
     ap.add_argument("--reuse_builds", "--reuse-builds", action="store_true",
                     help="reuse complete caches of an earlier run (and its build times)")
+    ap.add_argument("--reuse_seqio_build", "--reuse-seqio-build", action="store_true",
+                    help="reuse seqio's complete cache of an earlier run (and its build time)")
     ap.add_argument("--child_timeout", type=float, default=None)
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
@@ -788,7 +802,7 @@ def main(argv: list[str] | None = None) -> int:
     result: dict = {
         "benchmark": "corpus_scale",
         "command": "python benchmarks/corpus_scale.py " + shlex.join(argv),
-        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "date": _now(),
         "machine": _machine(),
         "versions": _versions(),
     }
