@@ -38,7 +38,7 @@ Every reading measurement runs in a fresh child process, the same way for all th
   batches, iterating only (no training step). Ours run with ``TrainInputs``' defaults (no
   prefetch thread); seqio's dataset gets ``.prefetch(2)`` as in input_pipeline.py.
 
-The corpus: a pool of ``--pool`` (default 200K) distinct pairs, each 1 to k consecutive sentences
+The corpus: a pool of ``--pool`` (default 200K) pairs, each 1 to k consecutive sentences
 of the synthetic family's out-of-domain split (``--preset``, default ``base:en-de``: its
 lexicon needs a real 8K-piece vocabulary, ≈ 10 tokens per sentence) joined by spaces, k chosen
 so that the mean is ≈ ``--mean_tokens`` a side; the corpus samples pairs from the pool with
@@ -205,7 +205,7 @@ def _read_json(path: str) -> dict | None:
 
 # ---- the corpus ------------------------------------------------------------------------------
 def prepare_pool(args, log) -> dict:
-    """The pool of distinct pairs and the vocabulary (built once per setting in work_dir)."""
+    """The pool of pairs and the vocabulary (built once per setting in work_dir)."""
     key = (f"pool-{_slug(args.preset)}-s{args.seed}-p{args.pool}-v{args.vocab_size}"
            f"-t{args.mean_tokens:g}")
     d = os.path.join(args.work_dir, key)
@@ -477,7 +477,7 @@ def _child_read(spec: dict) -> dict:
     out = {"import_s": round(import_s, 2), "register_s": round(t_reg - t0, 3),
            "first_batch_s": round(t_first - t_reg, 3), "startup_s": round(t_first - t0, 3),
            "batches": spec["batches"], "tokens": tokens, "examples": examples,
-           "seconds": round(dt, 3), "cpu_seconds": round(cpu, 3),
+           "seconds": round(dt, 6), "cpu_seconds": round(cpu, 6),
            "tokens_per_s": round(tokens / dt, 1), "examples_per_s": round(examples / dt, 1),
            "tokens_per_cpu_s": round(tokens / cpu, 1) if cpu > 0 else None,
            "batch_shape": {k: list(v.shape) for k, v in first.items()
@@ -755,7 +755,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--preset", default="base:en-de",
                     help="synthetic family whose first pair's 'ood' split makes the corpus")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--pool", type=int, default=200_000, help="distinct pairs sampled from")
+    ap.add_argument("--pool", type=int, default=200_000, help="pairs the corpus samples from")
     ap.add_argument("--mean_tokens", "--mean-tokens", type=float, default=25.0,
                     help="target mean SentencePiece tokens a side")
     ap.add_argument("--vocab_size", "--vocab-size", type=int, default=8000)
@@ -809,7 +809,8 @@ def main(argv: list[str] | None = None) -> int:
     pool = prepare_pool(args, log)
     corpus = write_corpus(pool, args.seed, args.pairs, log)
     result["corpus"] = {
-        "method": (f"pool of {pool['pool_pairs']:,} distinct pairs, each 1..k consecutive "
+        "method": (f"pool of {pool['pool_pairs']:,} pairs ({pool['distinct_pool_pairs']:,} "
+                   "distinct), each 1..k consecutive "
                    f"'{pool['split']}' sentences of synthetic family {pool['preset']!r} "
                    f"({pool['pair']}) joined by spaces ({pool['sentences_per_pair']}); corpus "
                    "lines sampled from the pool with numpy (block b of 2^20 lines: "

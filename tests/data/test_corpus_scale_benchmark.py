@@ -16,7 +16,7 @@ def bench(benchmark_script):
 def test_corpus_is_a_prefix_family_reused_and_sharded_in_order(bench, tmp_path):
     args = bench.parse_args(["--work_dir", str(tmp_path), *TINY])
     pool = bench.prepare_pool(args, log=lambda m: None)
-    assert pool["distinct_pool_pairs"] == 400 and not pool["reused"]
+    assert 390 <= pool["distinct_pool_pairs"] <= 400 and not pool["reused"]
     # ≈ 25 tokens a side (a 400-pair pool: loose bounds)
     assert all(15 < pool["mean_tokens"][k] < 35 for k in ("inputs", "targets"))
     assert bench.prepare_pool(args, log=lambda m: None)["reused"]
@@ -53,7 +53,7 @@ def _check_read(part: dict) -> None:
     assert part["startup_s"] > 0 and part["tokens_per_s"] > 0
     assert part["startup_s"] == pytest.approx(part["register_s"] + part["first_batch_s"],
                                               abs=2e-3)
-    assert part["tokens_per_s"] == pytest.approx(part["tokens"] / part["seconds"], rel=2e-2)  # seconds rounded to 1 ms
+    assert part["tokens_per_s"] == pytest.approx(part["tokens"] / part["seconds"], rel=1e-3)
     assert part["input_rss_mb"] == pytest.approx(
         part["peak_rss_mb"] - part["rss_after_imports_mb"] + part["children_peak_rss_mb"],
         abs=0.2)
