@@ -37,19 +37,29 @@ _started = False
 
 
 @contextlib.contextmanager
-def filtered_native_stderr(drop: Sequence[str] = BENIGN_STARTUP_LINES) -> Iterator[None]:
-    """Capture file descriptor 2 (native and Python writes alike) for the duration of the block,
-    then write back every captured line that contains none of the `drop` substrings."""
+def native_stderr_to(file: Any) -> Iterator[None]:
+    """Point file descriptor 2 (native and Python writes alike, and child processes started in
+    the block) at an open binary `file` for the duration of the block."""
     sys.stderr.flush()
     saved = os.dup(2)
+    os.dup2(file.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+@contextlib.contextmanager
+def filtered_native_stderr(drop: Sequence[str] = BENIGN_STARTUP_LINES) -> Iterator[None]:
+    """Capture file descriptor 2 for the duration of the block, then write back every captured
+    line that contains none of the `drop` substrings."""
     with tempfile.TemporaryFile() as captured:
-        os.dup2(captured.fileno(), 2)
         try:
-            yield
+            with native_stderr_to(captured):
+                yield
         finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
             captured.seek(0)
             for line in captured.read().decode("utf-8", "replace").splitlines(keepends=True):
                 if not any(pattern in line for pattern in drop):

@@ -8,6 +8,10 @@ import random
 import subprocess
 import sys
 
+import pytest
+
+from mnmt.training import run_files
+
 LENGTHS = {"inputs": 16, "targets": 16}
 HERE = os.path.dirname(os.path.abspath(__file__))  # holds _child_run.py
 
@@ -68,3 +72,20 @@ def run_child(spec_path: str, timeout: int = 240,
                JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0", **(extra_env or {}))
     return subprocess.run([sys.executable, os.path.join(HERE, "_child_run.py"), spec_path],
                           capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def assert_same_metrics(a_dir, b_dir, rtol=1e-4):
+    """Two run directories hold the same metric rows (no duplicates, none missing), values
+    within rtol, and the same token counts: a resumed run against an uninterrupted one."""
+    a = run_files.read_metrics(a_dir)
+    b = run_files.read_metrics(b_dir)
+    ka = [(r["step"], r["task"], r["eval_set"], r["metric"]) for r in a]
+    kb = [(r["step"], r["task"], r["eval_set"], r["metric"]) for r in b]
+    assert len(kb) == len(set(kb)), "duplicate rows after resume"
+    assert sorted(ka) == sorted(kb), "missing or extra rows after resume"
+    ra, rb = rows_by_key(a), rows_by_key(b)
+    for k in ka:
+        assert rb[k] == pytest.approx(ra[k], rel=rtol, abs=1e-6), k
+    ta = {(r["step"], r["metric"]): r["tokens"] for r in a}
+    tb = {(r["step"], r["metric"]): r["tokens"] for r in b}
+    assert ta == tb

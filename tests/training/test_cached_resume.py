@@ -9,7 +9,7 @@ import random
 import signal
 
 import pytest
-from run_helpers import rows_by_key, run_child, small_run_config, write_child_spec
+from run_helpers import assert_same_metrics, run_child, small_run_config, write_child_spec
 
 from mnmt.training import run_files
 
@@ -70,21 +70,6 @@ def _input_state(model_dir: str, step: int) -> dict:
     return state
 
 
-def _assert_same_metrics(a_dir, b_dir, rtol=1e-4):
-    a = run_files.read_metrics(a_dir)
-    b = run_files.read_metrics(b_dir)
-    ka = [(r["step"], r["task"], r["eval_set"], r["metric"]) for r in a]
-    kb = [(r["step"], r["task"], r["eval_set"], r["metric"]) for r in b]
-    assert len(kb) == len(set(kb)), "duplicate rows after resume"
-    assert sorted(ka) == sorted(kb), "missing or extra rows after resume"
-    ra, rb = rows_by_key(a), rows_by_key(b)
-    for k in ka:
-        assert rb[k] == pytest.approx(ra[k], rel=rtol, abs=1e-6), k
-    ta = {(r["step"], r["metric"]): r["tokens"] for r in a}
-    tb = {(r["step"], r["metric"]): r["tokens"] for r in b}
-    assert ta == tb
-
-
 def test_cached_run_reads_the_caches_across_epochs(cached_reference, cached_data):
     config, _ = cached_reference
     tasks = sorted(cached_data["tasks"].values())
@@ -116,7 +101,7 @@ def test_sigkill_at_a_random_step_then_resume_matches_uninterrupted_on_cached_ta
     assert max(r["step"] for r in rows_before) == killed_at.step, where
     summary = train(config, progress=lambda e: None)
     assert summary.status == "finished" and summary.final_step == 12, where
-    _assert_same_metrics(ref_config.model_dir, config.model_dir)
+    assert_same_metrics(ref_config.model_dir, config.model_dir)
     assert sorted(os.listdir(os.path.join(config.model_dir, "checkpoints"))) == [
         "step_12", "step_8"], where
     assert _input_state(config.model_dir, 12) == _input_state(ref_config.model_dir, 12), where
@@ -147,4 +132,4 @@ def test_resuming_a_cached_run_without_its_caches_is_refused(cached_reference, c
     assert "cache_dirs" in str(err.value)
     summary = train(config, progress=lambda e: None)
     assert summary.status == "finished" and summary.final_step == 12
-    _assert_same_metrics(ref_config.model_dir, config.model_dir)
+    assert_same_metrics(ref_config.model_dir, config.model_dir)

@@ -11,7 +11,7 @@ import signal
 import jax
 import numpy as np
 import pytest
-from run_helpers import rows_by_key, run_child, write_child_spec
+from run_helpers import assert_same_metrics, rows_by_key, run_child, write_child_spec
 
 from mnmt.training import run_files
 from mnmt.training.run_files import RunMismatchError
@@ -145,21 +145,6 @@ def test_eval_loss_is_pure_per_token_cross_entropy(make_config, tiny_data):
         assert rows[(4, pair, "validation", "loss")] == pytest.approx(nll / ntok, rel=1e-5)
 
 
-def _assert_same_metrics(a_dir, b_dir, rtol=1e-4):
-    a = run_files.read_metrics(a_dir)
-    b = run_files.read_metrics(b_dir)
-    ka = [(r["step"], r["task"], r["eval_set"], r["metric"]) for r in a]
-    kb = [(r["step"], r["task"], r["eval_set"], r["metric"]) for r in b]
-    assert len(kb) == len(set(kb)), "duplicate rows after resume"
-    assert sorted(ka) == sorted(kb), "missing or extra rows after resume"
-    ra, rb = rows_by_key(a), rows_by_key(b)
-    for k in ka:
-        assert rb[k] == pytest.approx(ra[k], rel=rtol, abs=1e-6), k
-    ta = {(r["step"], r["metric"]): r["tokens"] for r in a}
-    tb = {(r["step"], r["metric"]): r["tokens"] for r in b}
-    assert ta == tb
-
-
 def test_sigkill_at_a_random_step_then_resume_matches_uninterrupted(
         reference_run, make_config, tiny_data, tmp_path):
     """SIGKILL (no handler runs) at a random progress event of the run — after a training
@@ -181,7 +166,7 @@ def test_sigkill_at_a_random_step_then_resume_matches_uninterrupted(
     assert max(r["step"] for r in rows_before) == killed_at.step, where
     summary = train(config, progress=lambda e: None)
     assert summary.status == "finished" and summary.final_step == 12
-    _assert_same_metrics(ref_config.model_dir, config.model_dir)
+    assert_same_metrics(ref_config.model_dir, config.model_dir)
     assert sorted(os.listdir(os.path.join(config.model_dir, "checkpoints"))) == [
         "step_12", "step_8"]  # keep-N holds across the kill
 
@@ -200,7 +185,7 @@ def test_sigterm_checkpoints_and_stops_then_resumes(reference_run, make_config, 
     assert "step_6" in os.listdir(os.path.join(config.model_dir, "checkpoints"))
     summary = train(config, progress=lambda e: None)
     assert summary.status == "finished"
-    _assert_same_metrics(ref_config.model_dir, config.model_dir)
+    assert_same_metrics(ref_config.model_dir, config.model_dir)
 
 
 def test_finished_run_returns_immediately_without_writing(reference_run):

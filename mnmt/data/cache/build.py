@@ -216,16 +216,10 @@ def _stderr_to(path: str, runner: str) -> Iterator[None]:
     if runner not in LOCAL_RUNNERS:
         yield
         return
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with open(path, "ab") as log_file:
-        os.dup2(log_file.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
+    from mnmt.tensorflow_setup import native_stderr_to
+
+    with open(path, "ab") as log_file, native_stderr_to(log_file):
+        yield
 
 
 @contextlib.contextmanager
