@@ -5,6 +5,7 @@ table.
   (the training stack's resume logic uses it too); every row's fields are checked;
 * :func:`final_losses_from_rows`: pair -> value at the last step of one (eval set, metric) series,
   the rule of the tidy table's ``final`` column, applied to rows;
+* :func:`read_branch`: ``(parent_run, branch_step)`` of a cool-down branch's ``run.json``;
 * :func:`read_run_dir`, :func:`collect_runs`: run directories -> the tidy table.
 
 Paths are local or remote (:mod:`fitting.data.io`). Errors are :class:`fitting.core.base.FitError` naming
@@ -24,13 +25,14 @@ import pandas as pd
 
 from fitting.core.base import FitError
 from fitting.data import io
-from fitting.data.schema import METRICS_FIELDS, METRICS_JSONL, RUN_JSON, TIDY_COLUMNS
+from fitting.data.schema import BRANCH_FIELD, METRICS_FIELDS, METRICS_JSONL, RUN_JSON, TIDY_COLUMNS
 
 __all__ = [
     "read_metrics_jsonl",
     "parse_metrics_jsonl",
     "final_losses_from_rows",
     "read_run_json",
+    "read_branch",
     "read_run_dir",
     "collect_runs",
 ]
@@ -230,6 +232,44 @@ def _seed_and_mixture(meta: Mapping, source: str) -> tuple[float | int, str]:
     return seed, mixture
 
 
+def _int_at_least_zero(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def read_branch(meta: Mapping, source: str = RUN_JSON) -> tuple[str, float | int]:
+    """``(parent_run, branch_step)`` of a run.json (schema revision 1.2): the ``branch`` object
+    of a cool-down branch (``{"parent": run_id, "step": b, "cooldown_steps": int}``), or
+    ``("", NaN)`` for an ordinary run (``branch`` absent or null).
+
+    FitError ``"SOURCE: field 'branch…' should be …"`` when it is present but malformed: not an
+    object, ``parent`` not a non-empty str, ``step`` not an int ≥ 0, ``cooldown_steps`` (when
+    given) not an int ≥ 0.
+    """
+    branch = meta.get(BRANCH_FIELD)
+    if branch is None:
+        return "", math.nan
+    if not isinstance(branch, Mapping):
+        raise FitError(f"{source}: field {BRANCH_FIELD!r} should be an object "
+                       "{'parent': run_id, 'step': int, 'cooldown_steps': int} or null, got "
+                       f"{branch!r}", column=BRANCH_FIELD, source=source)
+    parent = branch.get("parent")
+    if not isinstance(parent, str) or not parent:
+        raise FitError(f"{source}: field '{BRANCH_FIELD}.parent' should be a non-empty str (the "
+                       f"parent run's run_id), got {parent!r}", column=f"{BRANCH_FIELD}.parent",
+                       source=source)
+    step = branch.get("step")
+    if not _int_at_least_zero(step):
+        raise FitError(f"{source}: field '{BRANCH_FIELD}.step' should be an int ≥ 0 (the parent "
+                       f"step the branch left from), got {step!r}", column=f"{BRANCH_FIELD}.step",
+                       source=source)
+    cooldown = branch.get("cooldown_steps")
+    if cooldown is not None and not _int_at_least_zero(cooldown):
+        raise FitError(f"{source}: field '{BRANCH_FIELD}.cooldown_steps' should be an int ≥ 0, "
+                       f"got {cooldown!r}", column=f"{BRANCH_FIELD}.cooldown_steps",
+                       source=source)
+    return parent, step
+
+
 def read_run_dir(run_dir: str | os.PathLike) -> pd.DataFrame:
     """One run directory (run.json + metrics.jsonl) -> its rows of the tidy table."""
     run_dir = os.fspath(run_dir)
@@ -243,6 +283,7 @@ def read_run_dir(run_dir: str | os.PathLike) -> pd.DataFrame:
         raise FitError(f"{src}: field 'run_id' should be a str, got {run_id!r}", column="run_id",
                        source=src)
     seed, mixture = _seed_and_mixture(meta, src)
+    parent_run, branch_step = read_branch(meta, src)
     # Duplicates of (step, task, eval_set, metric) violate the schema: a resumed run must never
     # write one, so they fail loudly.
     metrics = read_metrics_jsonl(io.join(run_dir, METRICS_JSONL), run_id=run_id,
@@ -265,6 +306,8 @@ def read_run_dir(run_dir: str | os.PathLike) -> pd.DataFrame:
                 "data_size": math.nan if cap is None else float(cap),
                 "seed": seed,
                 "mixture": mixture,
+                "parent_run": parent_run,
+                "branch_step": branch_step,
                 "eval_set": r["eval_set"],
                 "metric": r["metric"],
                 "step": int(r["step"]),

@@ -1,4 +1,4 @@
-"""The metrics schema (version 1, revision 1.1) of docs/reference/metrics_schema.md as constants.
+"""The metrics schema (version 1, revision 1.2) of docs/reference/metrics_schema.md as constants.
 
 The contract between the training stack, which writes run directories (``run.json`` and
 ``metrics.jsonl``), and :mod:`fitting`, which reads them (:mod:`fitting.data.rundirs`) and works on
@@ -8,14 +8,19 @@ the tidy table (:mod:`fitting.data.tables`).
 from __future__ import annotations
 
 __all__ = ["SCHEMA_VERSION", "SCHEMA_REVISION", "RUN_JSON", "METRICS_JSONL", "METRICS_FIELDS",
-           "TIDY_COLUMNS", "OPTIONAL_COLUMNS"]
+           "TIDY_COLUMNS", "OPTIONAL_COLUMNS", "BRANCH_FIELD"]
 
 #: stored in every run.json; bumped on an incompatible change only
 SCHEMA_VERSION = 1
-#: the document's revision: "1.1" added the optional tidy columns ``seed`` and ``mixture``
-#: (compatible: tables and run directories without them still load)
-SCHEMA_REVISION = "1.1"
+#: the document's revision: "1.1" added the optional tidy columns ``seed`` and ``mixture``,
+#: "1.2" the optional ``run.json`` object ``branch`` (cool-down branches) and the tidy columns
+#: ``parent_run`` and ``branch_step`` (compatible: tables and run directories without them still
+#: load)
+SCHEMA_REVISION = "1.2"
 RUN_JSON = "run.json"
+#: the optional ``run.json`` object of a cool-down branch (revision 1.2):
+#: ``{"parent": run_id, "step": b, "cooldown_steps": int}``; absent or null for an ordinary run
+BRANCH_FIELD = "branch"
 METRICS_JSONL = "metrics.jsonl"
 
 # Field -> accepted JSON types of one metrics.jsonl row, in the schema's order. ``value`` may
@@ -44,6 +49,8 @@ TIDY_COLUMNS: dict[str, str] = {
     "data_size": "float",
     "seed": "int",
     "mixture": "str",
+    "parent_run": "str",
+    "branch_step": "int",
     "eval_set": "str",
     "metric": "str",
     "step": "int",
@@ -52,7 +59,11 @@ TIDY_COLUMNS: dict[str, str] = {
     "final": "bool",
 }
 
-# Optional columns (revision 1.1) -> the value a table without them gets: ``seed`` of the run
+# Optional columns -> the value a table without them gets. Revision 1.1: ``seed`` of the run
 # (``training.seed``), ``mixture`` the tag of how its weights were chosen (``extra.mixture``:
-# "" for explicit weights, "T5" for temperature sampling, "os5" for oversampling).
-OPTIONAL_COLUMNS: dict[str, object] = {"seed": float("nan"), "mixture": ""}
+# "" for explicit weights, "T5" for temperature sampling, "os5" for oversampling). Revision 1.2:
+# ``parent_run`` (``branch.parent``: the run a cool-down branch resumed from, "" for an ordinary
+# run) and ``branch_step`` (``branch.step``: the parent's step it left from, NaN for an ordinary
+# run).
+OPTIONAL_COLUMNS: dict[str, object] = {"seed": float("nan"), "mixture": "",
+                                       "parent_run": "", "branch_step": float("nan")}

@@ -33,6 +33,9 @@ __all__ = [
     "drop_invalid_rows",
     "validate_tidy",
     "with_optional_columns",
+    "is_branch",
+    "has_branches",
+    "without_branches",
     "WEIGHT_DIGITS",
     "round_weights",
 ]
@@ -298,22 +301,55 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike) -> str:
     return path
 
 
+#: optional columns whose "absent" value is "" (a CSV file reads "" back as NaN)
+_BLANK_STR = tuple(c for c, v in OPTIONAL_COLUMNS.items() if v == "")
+
+
+def _blank(col: pd.Series) -> pd.Series:
+    """True where a str column holds nothing: "" read back from a CSV file is NaN."""
+    return col.isna() | col.astype(str).isin(["", "nan", "None", "<NA>"])
+
+
 def with_optional_columns(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with the optional columns of schema revision 1.1 filled in: a table without
-    ``seed`` gets NaN, without ``mixture`` "" (explicit weights). A ``mixture`` read back from a
-    CSV file, where "" becomes NaN, is "" again. Returns a copy when anything changed."""
+    """``df`` with the optional columns of schema revisions 1.1 and 1.2 filled in: a table
+    without ``seed`` gets NaN, without ``mixture`` "" (explicit weights), without ``parent_run``
+    "" (no cool-down branches), without ``branch_step`` NaN. A ``mixture`` or ``parent_run`` of ""
+    read back from a CSV file, where "" becomes NaN, is "" again. Returns a copy when anything
+    changed."""
     missing = [c for c in OPTIONAL_COLUMNS if c not in df.columns]
-    mix = df["mixture"] if "mixture" in df.columns else None
-    blank = None if mix is None else mix.isna() | mix.astype(str).isin(["nan", "None", "<NA>"])
-    if not missing and not (blank is not None and blank.any()):
+    blanks = {c: _blank(df[c]) for c in _BLANK_STR if c in df.columns}
+    blanks = {c: b for c, b in blanks.items() if b.any() and not (df[c][b] == "").all()}
+    if not missing and not blanks:
         return df
     df = df.copy()
     for c in missing:
         df[c] = OPTIONAL_COLUMNS[c]
-    if blank is not None and blank.any():
-        df["mixture"] = df["mixture"].where(~blank, "")
-    df["mixture"] = df["mixture"].astype(str)
+    for c, b in blanks.items():
+        df[c] = df[c].where(~b, "")
+    for c in _BLANK_STR:
+        df[c] = df[c].astype(str)
     return df
+
+
+def is_branch(df: pd.DataFrame) -> np.ndarray:
+    """Boolean mask of the rows of cool-down branches (schema revision 1.2): rows whose
+    ``parent_run`` names a run. All False for a table without the column."""
+    if "parent_run" not in df.columns:
+        return np.zeros(len(df), dtype=bool)
+    return ~_blank(df["parent_run"]).to_numpy()
+
+
+def has_branches(df: pd.DataFrame) -> bool:
+    """Whether the table holds any cool-down branch (:func:`is_branch`)."""
+    return bool(is_branch(df).any())
+
+
+def without_branches(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` without the rows of cool-down branches (:func:`is_branch`); ``df`` itself when it
+    has none. The size laws are fitted on ordinary runs only: a branch's final loss belongs to a
+    smaller token budget than its parent's."""
+    mask = is_branch(df)
+    return df[~mask] if mask.any() else df
 
 
 def validate_tidy(df: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
@@ -352,14 +388,18 @@ def final_losses(
     metric: str = "loss",
     source: str | None = None,
     drop_invalid: bool = False,
+    include_branches: bool = False,
 ) -> tuple[pd.DataFrame, int]:
     """Rows at each run's final step for one (eval_set, metric), with finite positive values.
 
     Returns ``(rows, n_dropped)``; without ``drop_invalid`` a bad value raises FitError naming it.
-    When the table has no ``final`` column the largest step per (run, pair) is used.
+    When the table has no ``final`` column the largest step per (run, pair) is used. Rows of
+    cool-down branches (``parent_run`` not "", schema revision 1.2) are left out unless
+    ``include_branches``: every size law is fitted on ordinary runs, a branch's end is a smaller
+    token budget of its parent (Hägele et al. 2024).
     """
     require_columns(df, ["pair", "n", "value"], source)
-    sub = df
+    sub = df if include_branches else without_branches(df)
     if "eval_set" in sub.columns:
         sub = sub[sub["eval_set"].astype(str) == eval_set]
     if "metric" in sub.columns:
@@ -370,8 +410,9 @@ def final_losses(
             if {"eval_set", "metric"} <= set(df.columns)
             else []
         )
+        left = "" if include_branches or not has_branches(df) else " outside cool-down branches"
         raise FitError(
-            f"{_src(source)}no rows with eval_set={eval_set!r} and metric={metric!r}; "
+            f"{_src(source)}no rows with eval_set={eval_set!r} and metric={metric!r}{left}; "
             f"available eval_set/metric: {have}",
             column="metric",
             source=source,
