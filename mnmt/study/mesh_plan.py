@@ -335,7 +335,7 @@ def compile_step(spec: StudySpec, size: str, mesh: tuple[int, int]) -> dict:
     from mnmt.models import accounting, partitioning
     from mnmt.study.runner import StudyData, make_train_config
     from mnmt.training import run_setup
-    from mnmt.training.optimizer import make_optimizer, rsqrt_schedule
+    from mnmt.training.optimizer import make_optimizer, schedule_for
     from mnmt.training.step_functions import build_step_functions
 
     data, model = mesh
@@ -355,9 +355,7 @@ def compile_step(spec: StudySpec, size: str, mesh: tuple[int, int]) -> dict:
     example = run_setup.train_example_batch(rows, lengths,
                                             decoder_only=model_config.is_decoder_only)
     rules = run_setup.logical_rules(config)
-    schedule = rsqrt_schedule(config.learning_rate, config.warmup_steps, config.warmup,
-                              total_steps=config.train_steps,
-                              cooldown_steps=config.cooldown_steps, decay=config.decay)
+    schedule = schedule_for(config)
     fns = build_step_functions(
         network, make_optimizer(schedule, config.optimizer), schedule, device_mesh,
         run_setup.make_params_shardings_fn(network, example, device_mesh, rules), example,

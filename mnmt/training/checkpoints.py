@@ -48,13 +48,20 @@ class CheckpointRestoreError(ValueError):
 class Checkpointer:
     """Thin wrapper over `ocp.CheckpointManager` with the two items of an mnmt checkpoint."""
 
-    def __init__(self, directory: str, *, keep: int = 2):
+    def __init__(self, directory: str, *, keep: int = 2, keep_steps: Sequence[int] = ()):
+        """`keep`: the newest checkpoints kept; `keep_steps`: steps never deleted (branch
+        points: `mnmt.training.branches`)."""
         if keep < 1:
             raise ValueError(f"CheckpointConfig.keep must be ≥ 1, got {keep}")
         # Orbax refuses relative paths (it fails inside its save thread): resolve local ones.
         self.directory = directory if io.is_remote(directory) else os.path.abspath(directory)
+        policies = ocp.checkpoint_managers
+        preserve = policies.LatestN(n=keep)
+        if keep_steps:
+            preserve = policies.AnyPreservationPolicy(
+                [preserve, policies.CustomSteps(steps=[int(s) for s in keep_steps])])
         options = ocp.CheckpointManagerOptions(
-            max_to_keep=keep,
+            preservation_policy=preserve,
             step_prefix="step",
             create=True,
             cleanup_tmp_directories=True,

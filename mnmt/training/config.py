@@ -21,7 +21,8 @@ import gin
 from mnmt.models.configs import ACTIVATION_DTYPES, PARTITIONING_RULES, REMAT_POLICIES
 from mnmt.training.optimizer import OptimizerConfig
 
-__all__ = ["InputConfig", "EvalConfig", "DecodeConfig", "CheckpointConfig", "TrainConfig",
+__all__ = ["InputConfig", "EvalConfig", "DecodeConfig", "CheckpointConfig", "BranchConfig",
+           "TrainConfig",
            "ACTIVATION_DTYPES", "REMAT_POLICIES", "PARTITIONING_RULES"]
 
 
@@ -92,6 +93,30 @@ class CheckpointConfig:
     period: int = 200
     # Checkpoints kept (older ones are deleted).
     keep: int = 2
+    # Steps also saved and never deleted (the branch points of BranchConfig; set by the trainer).
+    keep_steps: tuple[int, ...] = ()
+
+
+@gin.configurable
+@dataclasses.dataclass
+class BranchConfig:
+    """Cool-down branches (Hägele et al. 2024): budgets D from one run (`mnmt.training.branches`).
+
+    At each branch point b the run keeps its checkpoint; after the run, a branch — its own run
+    directory `MODEL_DIR_cd<b>` — resumes from it and cools the rate down to 0 over c_b steps,
+    ending at D_b = b + c_b: the run trained for D_b steps with the same schedule.
+    """
+
+    # Branch points: fractions of train_steps (0 < x < 1) or step numbers (integers ≥ 1), before
+    # the run's own cool-down starts.
+    points: tuple[float, ...] = ()
+    # Share of each branch's steps that its cool-down takes, c_b = b·f/(1 − f); None: the run's
+    # own share, cooldown_steps / train_steps (then a branch is the shorter run exactly).
+    cooldown_fraction: float | None = None
+    # Set on a branch's own config (by `branches.branch_configs`): the parent's run directory and
+    # the step whose checkpoint the branch starts from.
+    parent_dir: str = ""
+    parent_step: int = 0
 
 
 @gin.configurable
@@ -118,8 +143,12 @@ class TrainConfig:
     warmup: str = "linear"
     # After the warm-up: "rsqrt" (T5X's default) or "constant" (a stable rate until the cool-down).
     decay: str = "rsqrt"
-    # Linear decay of the rate to 0 over the last `cooldown_steps` steps (0: none).
+    # Decay of the rate to 0 over the last `cooldown_steps` steps (0: none) ...
     cooldown_steps: int = 0
+    # ... of this shape: "linear" (1 − x) or "1-sqrt" (1 − √x), x the share of it done.
+    cooldown_shape: str = "linear"
+    # Cool-down branches of this run (none by default).
+    branches: BranchConfig = dataclasses.field(default_factory=BranchConfig)
     label_smoothing: float = 0.0
     z_loss: float = 1e-4
     dropout_rate: float = 0.0
@@ -188,8 +217,10 @@ class TrainConfig:
         config.mesh_shape = tuple(config.mesh_shape)
         config.eval.sets = tuple(config.eval.sets)
         config.decode.steps = tuple(config.decode.steps)
+        config.checkpoint.keep_steps = tuple(config.checkpoint.keep_steps)
+        config.branches.points = tuple(config.branches.points)
         return config
 
 
 _SECTIONS = {"inputs": InputConfig, "eval": EvalConfig, "decode": DecodeConfig,
-             "checkpoint": CheckpointConfig}
+             "checkpoint": CheckpointConfig, "branches": BranchConfig}

@@ -36,11 +36,13 @@ class OptimizerConfig:
 
 
 DECAYS = ("rsqrt", "constant")
+COOLDOWN_SHAPES = ("linear", "1-sqrt")
 
 
 def rsqrt_schedule(
     learning_rate: float, warmup_steps: int, warmup: str = "linear", *,
     total_steps: int | None = None, cooldown_steps: int = 0, decay: str = "rsqrt",
+    cooldown_shape: str = "linear",
 ) -> optax.Schedule:
     """Inverse square-root decay: ``lr · rsqrt(max(step, warmup_steps))``.
 
@@ -57,6 +59,12 @@ def rsqrt_schedule(
     from 1 to 0 over the last `cooldown_steps` updates (T5X's `linear_decay` factor, applied at
     the end only): the slowly decaying rsqrt rate leaves a gradient-noise floor above the loss a
     model can reach; the cool-down removes it, so short runs end near convergence.
+
+    `cooldown_shape` is the factor's form over the cool-down, with x the share of it done
+    (0 → 1): "linear" 1 − x, or "1-sqrt" 1 − √x (Hägele et al. 2024 §3, which found it lower
+    than linear at the same length). The rate before the cool-down depends on the step only,
+    so a run cooled down from step b of a longer run is the run trained for b + cool-down steps
+    (`mnmt.training.branches`).
     """
     if cooldown_steps < 0:
         raise ValueError(f"cooldown_steps must be ≥ 0, got {cooldown_steps}")
@@ -69,6 +77,9 @@ def rsqrt_schedule(
         raise ValueError(f"warmup must be 'linear' or 'constant', got {warmup!r}")
     if decay not in DECAYS:
         raise ValueError(f"decay must be one of {DECAYS}, got {decay!r}")
+    if cooldown_shape not in COOLDOWN_SHAPES:
+        raise ValueError(f"cooldown_shape must be one of {COOLDOWN_SHAPES}, got "
+                         f"{cooldown_shape!r}")
     lr = float(learning_rate)
     w = float(warmup_steps)
 
@@ -82,10 +93,20 @@ def rsqrt_schedule(
             value = value * jnp.minimum(step / w, 1.0)
         if cooldown_steps:
             left = float(total_steps) - jnp.asarray(count, jnp.float32)
-            value = value * jnp.clip(left / float(cooldown_steps), 0.0, 1.0)
+            remaining = jnp.clip(left / float(cooldown_steps), 0.0, 1.0)  # 1 − x
+            if cooldown_shape == "1-sqrt":
+                remaining = 1.0 - jnp.sqrt(1.0 - remaining)
+            value = value * remaining
         return value
 
     return schedule
+
+
+def schedule_for(config) -> optax.Schedule:
+    """The learning-rate schedule of a `TrainConfig` (its rate, warm-up, decay and cool-down)."""
+    return rsqrt_schedule(config.learning_rate, config.warmup_steps, config.warmup,
+                          total_steps=config.train_steps, cooldown_steps=config.cooldown_steps,
+                          decay=config.decay, cooldown_shape=config.cooldown_shape)
 
 
 def make_optimizer(

@@ -45,6 +45,7 @@ _IDENTITY_FIELDS: tuple[tuple[str, ...], ...] = (
     ("training", "batch_size"),
     ("training", "seed"),
     ("vocabulary", "sha256"),
+    ("branch",),
 )
 
 _VERSION_PACKAGES = (

@@ -26,13 +26,14 @@ from fitting.data import io
 from fitting.data.rundirs import final_losses_from_rows
 from fitting.data.schema import RUN_JSON, SCHEMA_VERSION
 from mnmt.models import accounting
-from mnmt.training import run_files
+from mnmt.training import branches, run_files
 from mnmt.training.config import (
     ACTIVATION_DTYPES,
     PARTITIONING_RULES,
     REMAT_POLICIES,
     TrainConfig,
 )
+from mnmt.training.optimizer import COOLDOWN_SHAPES
 
 # Eval batches shared by the runs of one process (a study trains many runs on the same eval sets).
 _EVAL_BATCHES: dict[tuple, list[dict[str, np.ndarray]]] = {}
@@ -97,6 +98,13 @@ def _validate(config: TrainConfig) -> None:
         problems.append(f"remat_policy must be one of {REMAT_POLICIES}, "
                         f"got {config.remat_policy!r}")
     problems.extend(rules_problems(config))
+    if config.cooldown_shape not in COOLDOWN_SHAPES:
+        problems.append(f"cooldown_shape must be one of {COOLDOWN_SHAPES}, "
+                        f"got {config.cooldown_shape!r}")
+    try:
+        branches.branch_steps(config)
+    except branches.BranchError as err:
+        problems.append(str(err))
     if not config.model_dir:
         problems.append("model_dir is empty")
     if not io.is_remote(config.vocabulary_path) and not os.path.exists(config.vocabulary_path):
@@ -195,6 +203,9 @@ def build_run_json(config: TrainConfig, run_id: str, model_config: Any, vocab_si
             "seed": int(config.seed),
             "learning_rate": float(config.learning_rate),
             "warmup_steps": int(config.warmup_steps),
+            "decay": str(config.decay),
+            "cooldown_steps": int(config.cooldown_steps),
+            "cooldown_shape": str(config.cooldown_shape),
             "label_smoothing": float(config.label_smoothing),
             "z_loss": float(config.z_loss),
             "dropout_rate": float(config.dropout_rate),
@@ -211,7 +222,21 @@ def build_run_json(config: TrainConfig, run_id: str, model_config: Any, vocab_si
         "gin_config": gin.config_str(),
         "versions": run_files.package_versions(),
         "extra": dict(config.extra or {}),
+        **branch_fields(config),
     }
+
+
+def branch_fields(config: TrainConfig) -> dict[str, Any]:
+    """run.json's branch fields (schema revision 1.2): `branch` on a branch — the parent's run
+    id, the step it leaves from and its cool-down steps —, `branch_steps` on a run with branches."""
+    if branches.is_branch(config):
+        parent = run_files.read_run_json(config.branches.parent_dir) or {}
+        parent_id = parent.get("run_id") or os.path.basename(
+            os.path.normpath(config.branches.parent_dir))
+        return {"branch": {"parent": str(parent_id), "step": int(config.branches.parent_step),
+                           "cooldown_steps": int(config.cooldown_steps)}}
+    steps = branches.branch_steps(config)
+    return {"branch_steps": steps} if steps else {}
 
 
 def run_mesh(config: TrainConfig) -> Any:

@@ -7,6 +7,10 @@ running train-loss window), so a run killed at any step and restarted reaches th
 as an uninterrupted one; it refuses to resume into a directory whose run.json describes another
 run, and returns at once when the run has already finished.
 
+A run with cool-down branches (`TrainConfig.branches`, `mnmt.training.branches`) keeps the
+checkpoints of its branch points; `train` trains its branches after it, each resuming from its
+point in its own run directory (first run: from the parent's checkpoint; then from its own).
+
 `train_group([...])` trains several runs of one model that differ only in their data mixture,
 seed and identity as one compiled program (a leading run axis, `jax.vmap` over the step): each
 run keeps its own run directory, input pipeline, metrics, checkpoints and exact resume, and
@@ -29,10 +33,10 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from mnmt.tensorflow_setup import start_tensorflow
-from mnmt.training import checkpoints, distributed, evaluation, run_files
+from mnmt.training import branches, checkpoints, distributed, evaluation, run_files
 from mnmt.training.config import TrainConfig
 from mnmt.training.host_inputs import gather_input_states
-from mnmt.training.optimizer import make_optimizer, rsqrt_schedule
+from mnmt.training.optimizer import make_optimizer, schedule_for
 from mnmt.training.progress import (
     ProgressEvent,
     RateMeter,
@@ -58,11 +62,12 @@ log = logging.getLogger("mnmt.training.train")
 NAN_AT_STEP_ENV = "MNMT_TEST_NAN_AT_STEP"
 NAN_RUN_ENV = "MNMT_TEST_NAN_RUN"
 
-__all__ = ["TrainSummary", "train", "train_group", "check_groupable", "GROUP_FIELDS"]
+__all__ = ["TrainSummary", "train", "train_group", "train_with_branches", "check_groupable",
+           "GROUP_FIELDS"]
 
 # What may differ between the runs of one group; everything else must be equal.
 GROUP_FIELDS = ("model_dir", "run_id", "seed", "study", "mixture_weights", "mixture_caps",
-                "extra", "inputs.mixture_or_task_name")
+                "extra", "inputs.mixture_or_task_name", "branches.parent_dir")
 
 
 @dataclasses.dataclass
@@ -77,12 +82,43 @@ class TrainSummary:
     message: str = ""
     final_metrics: dict[str, float] = dataclasses.field(default_factory=dict)  # "pair/set/metric"
     stop_signal: int | None = None     # preempted: the signal received here (None: another host's)
+    branches: list[TrainSummary] = dataclasses.field(default_factory=list)  # its cool-down branches
 
 
 def train(config: TrainConfig, *,
           progress: Callable[[ProgressEvent], None] | None = None) -> TrainSummary:
-    """Train (or resume, or skip a finished) run; see the module docstring."""
-    return train_group([config], progress=progress)[0]
+    """Train (or resume, or skip a finished) run and its branches; see the module docstring.
+    The summary is the run's; its branches' are in `summary.branches`."""
+    summaries = train_with_branches([config], progress=progress)
+    summaries[0].branches = summaries[1:]
+    return summaries[0]
+
+
+def train_with_branches(configs: list[TrainConfig], *,
+                        progress: Callable[[ProgressEvent], None] | None = None
+                        ) -> list[TrainSummary]:
+    """`train_group(configs)`, then the runs' cool-down branches, one group per branch step.
+
+    Summaries: one per config, then one per branch (step by step, runs in `configs` order).
+    Branches start only when every run finished; after a branch group that stops unfinished,
+    the later ones are reported "preempted", not started."""
+    summaries = train_group(configs, progress=progress)
+    stopped = next((s for s in summaries if s.status != "finished"), None)
+    by_step: dict[int, list[TrainConfig]] = {}
+    for config in configs:
+        for branch in branches.branch_configs(config):
+            by_step.setdefault(branch.branches.parent_step, []).append(branch)
+    for _, group in sorted(by_step.items()):
+        if stopped is not None:
+            summaries += [TrainSummary(c.run_id or os.path.basename(c.model_dir), c.model_dir,
+                                       "preempted", 0, {}, 0.0,
+                                       message=f"not started: run {stopped.run_id} "
+                                               f"{stopped.status}") for c in group]
+            continue
+        done = train_group(group, progress=progress)
+        summaries += done
+        stopped = next((s for s in done if s.status != "finished"), None)
+    return summaries
 
 
 def check_groupable(configs: list[TrainConfig]) -> None:
@@ -134,7 +170,7 @@ def train_group(configs: list[TrainConfig], *,
                 tokens=int(setup.existing.get("final_tokens", 0)), message="already finished",
                 final_metrics=final_metrics(config.model_dir))
             continue
-        latest = checkpoints.Checkpointer.latest_in(_checkpoint_dir(config))
+        latest = checkpoints.Checkpointer.latest_in(_checkpoint_dir(config.model_dir))
         by_step.setdefault(-1 if latest is None else latest, []).append(i)
     stopped = ""
     for _, members in sorted(by_step.items(), reverse=True):  # the furthest runs first
@@ -162,8 +198,13 @@ def train_group(configs: list[TrainConfig], *,
     return summaries  # type: ignore[return-value]
 
 
-def _checkpoint_dir(config: TrainConfig) -> str:
-    return run_files.join(config.model_dir, "checkpoints")
+def _checkpoint_dir(model_dir: str) -> str:
+    return run_files.join(model_dir, "checkpoints")
+
+
+def _kept_steps(config: TrainConfig) -> tuple[int, ...]:
+    """Checkpoint steps saved and never deleted: `checkpoint.keep_steps` and the branch points."""
+    return tuple(sorted({*config.checkpoint.keep_steps, *branches.branch_steps(config)}))
 
 
 def _barrier() -> None:
@@ -211,13 +252,12 @@ class _Loop:
             _Member(config=c, setup=s, metrics=w,
                     tb=SummaryWriters(run_files.join(c.model_dir, "events"),
                                       enabled=primary and c.tensorboard),
-                    ckpt=checkpoints.Checkpointer(_checkpoint_dir(c), keep=c.checkpoint.keep))
+                    ckpt=checkpoints.Checkpointer(_checkpoint_dir(c.model_dir), keep=c.checkpoint.keep,
+                                                  keep_steps=_kept_steps(c)))
             for c, s, w in zip(configs, setups, metrics, strict=True)]
+        self.kept_steps = set(_kept_steps(self.config))  # saved whatever the period
         self.grouped = len(self.members) > 1
-        self.schedule = rsqrt_schedule(self.config.learning_rate, self.config.warmup_steps,
-                                       self.config.warmup, total_steps=self.config.train_steps,
-                                       cooldown_steps=self.config.cooldown_steps,
-                                       decay=self.config.decay)
+        self.schedule = schedule_for(self.config)
         self.tx = make_optimizer(self.schedule, self.config.optimizer)
 
     def close(self) -> None:
@@ -374,6 +414,9 @@ class _Loop:
             agree=lambda ok: not _any_process(not ok), primary=self.primary,
             barrier=_barrier if jax.process_count() > 1 else None)
         latest = restored.step
+        if latest is None and branches.is_branch(self.config):
+            restored = self._restore_parents(fns)
+            latest = restored.step
         if latest is None:
             if self.grouped:
                 keys = np.stack([np.asarray(jax.random.PRNGKey(m.config.seed))
@@ -392,6 +435,26 @@ class _Loop:
                                       message=f"resumed from checkpoint at step {latest}"))
         state = stack_members(states, fns.state_shardings) if self.grouped else states[0]
         return state, int(latest)
+
+    def _restore_parents(self, fns) -> checkpoints.Restored:
+        """A branch group's first start: every member from its parent's checkpoint at the
+        branch step (`BranchConfig.parent_step`); ValueError naming it when it is missing."""
+        step = self.config.branches.parent_step
+        items = []
+        for m in self.members:
+            parent = _checkpoint_dir(m.config.branches.parent_dir)
+            source = checkpoints.Checkpointer(parent)
+            try:
+                if step not in source.all_steps():
+                    raise ValueError(
+                        f"branch {m.setup.run_id} starts from checkpoint step {step} of its "
+                        f"parent, which {parent} does not hold (it has {source.all_steps()}); "
+                        "train the parent with these BranchConfig.points first (it keeps "
+                        "the branch points' checkpoints)")
+                items.append(source.restore(step, fns.member_abstract_state))
+            finally:
+                source.close()
+        return checkpoints.Restored(step, items, [])
 
     # ------------------------------------------------------------------ main loop
     def run(self, t_start: float) -> list[TrainSummary]:
@@ -442,7 +505,8 @@ class _Loop:
                     for i, m in enumerate(self.members):
                         self._decode_rows(m, self._of_member(state, i)["params"], step)
                 stop = _any_process(guard.requested)
-                if step % c.checkpoint.period == 0 or step == total or stop:
+                if (step % c.checkpoint.period == 0 or step == total or stop
+                        or step in self.kept_steps):
                     self._save(state, step, input_states)
                 if is_eval:
                     meter.restart_window()

@@ -1,0 +1,127 @@
+"""Cool-down branches: several training budgets D from one run (Hägele et al. 2024, §3–4).
+
+With a warm-up–stable–decay schedule the rate before the cool-down depends on the step only
+(`mnmt.training.optimizer.rsqrt_schedule`, constant or rsqrt stable phase). A run that keeps its
+checkpoint at step b can therefore be *branched* there: the branch resumes from that checkpoint
+(parameters, optimizer state, RNG key, input position, token count) and cools the rate down to 0
+over c_b steps, ending at D_b = b + c_b. With the run's own cool-down share f = c/T it is, step
+for step, the run that would have been trained for D_b steps — so one run of T steps yields the
+cooled-down loss at every budget D_b as well as at T, for the cost of the cool-downs only.
+
+A branch is a run of its own: directory ``MODEL_DIR_cd<b>`` beside the parent's, a run.json
+whose ``branch`` object names the parent and b (docs/reference/metrics_schema.md), its own
+metrics.jsonl (rows after step b only; ``tokens`` counts from the parent's step 0) and
+checkpoints, so it resumes exactly after a kill and is skipped once finished.
+
+This module is configuration only (no jax): the trainer (`mnmt.training.trainer`) keeps the
+branch points' checkpoints and trains the branches; studies (`mnmt.study`) plan them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+
+from mnmt.training.config import BranchConfig, TrainConfig
+
+__all__ = ["BRANCH_SUFFIX", "BranchError", "branch_steps", "cooldown_share", "branch_cooldown", "branch_dir",
+           "branch_run_id", "branch_configs", "is_branch"]
+
+# A branch's run directory and run id: the parent's with this suffix and the branch step.
+BRANCH_SUFFIX = "_cd"
+
+
+class BranchError(ValueError):
+    """Branch points that cannot be trained; the message names the field and the values."""
+
+
+def _point_step(point: float, train_steps: int) -> int:
+    """A branch point as a step: a fraction 0 < x < 1 of `train_steps`, or a step number."""
+    if isinstance(point, bool) or not isinstance(point, int | float) or not math.isfinite(point):
+        raise BranchError(f"BranchConfig.points: expected fractions in (0, 1) or step numbers, "
+                          f"got {point!r}")
+    if isinstance(point, float) and 0 < point < 1:
+        return int(round(point * train_steps))
+    if float(point).is_integer() and point >= 1:
+        return int(point)
+    raise BranchError(f"BranchConfig.points: expected a fraction in (0, 1) or a step number "
+                      f"≥ 1, got {point!r}")
+
+
+def cooldown_share(config: TrainConfig) -> float:
+    """f, the share of a branch's steps its cool-down takes (`BranchConfig.cooldown_fraction`,
+    else the run's own cooldown_steps / train_steps)."""
+    f = config.branches.cooldown_fraction
+    if f is None:
+        f = config.cooldown_steps / config.train_steps
+    if not 0 < f < 1:
+        raise BranchError(
+            f"BranchConfig.cooldown_fraction: a branch needs a cool-down share in (0, 1), got "
+            f"{f!r}" + ("" if config.branches.cooldown_fraction is not None else
+                        f" (the run's own share: cooldown_steps {config.cooldown_steps} / "
+                        f"train_steps {config.train_steps}; give the run a cool-down or set "
+                        "BranchConfig.cooldown_fraction)"))
+    return float(f)
+
+
+def branch_steps(config: TrainConfig) -> list[int]:
+    """The run's branch points as steps, ascending; BranchError when one lies outside
+    1 ≤ b < train_steps − cooldown_steps (a branch leaves before the run's own cool-down)."""
+    if not config.branches.points:
+        return []
+    stable_end = config.train_steps - config.cooldown_steps
+    steps = sorted({_point_step(p, config.train_steps) for p in config.branches.points})
+    for step in steps:
+        if not 1 <= step < stable_end:
+            raise BranchError(
+                f"BranchConfig.points: branch step {step} of {list(config.branches.points)} is "
+                f"outside [1, {stable_end}): a branch must leave before the run's own cool-down "
+                f"(train_steps {config.train_steps} − cooldown_steps {config.cooldown_steps})")
+    cooldown_share(config)  # fails now, not after the run, without a cool-down share
+    return steps
+
+
+def branch_cooldown(config: TrainConfig, step: int) -> int:
+    """c_b: cool-down steps of the branch leaving at `step`, round(b·f / (1 − f)) (at least 1),
+    so that the cool-down is the share f of the branch's D_b = b + c_b steps."""
+    f = cooldown_share(config)
+    return max(1, int(round(step * f / (1.0 - f))))
+
+
+def branch_dir(model_dir: str, step: int) -> str:
+    """The run directory of the branch leaving `model_dir`'s run at `step`."""
+    return model_dir.rstrip("/" + os.sep) + f"{BRANCH_SUFFIX}{step}"
+
+
+def branch_run_id(run_id: str, step: int) -> str:
+    """The run id of the branch leaving run `run_id` at `step`."""
+    return f"{run_id}{BRANCH_SUFFIX}{step}"
+
+
+def is_branch(config: TrainConfig) -> bool:
+    """Whether `config` is a branch (it starts from a parent's checkpoint)."""
+    return bool(config.branches.parent_dir)
+
+
+def branch_configs(config: TrainConfig) -> list[TrainConfig]:
+    """The TrainConfig of every branch of `config`, in the order of their steps.
+
+    A branch is `config` with its own directory and run id, D_b = b + c_b steps of which the
+    last c_b cool down, no branches of its own, the parent's decode steps after b only, and
+    `branches.parent_dir` / `parent_step` naming where it starts."""
+    out = []
+    for step in branch_steps(config):
+        cooldown = branch_cooldown(config, step)
+        out.append(dataclasses.replace(
+            config,
+            model_dir=branch_dir(config.model_dir, step),
+            run_id=branch_run_id(config.run_id, step) if config.run_id else "",
+            train_steps=step + cooldown,
+            cooldown_steps=cooldown,
+            branches=BranchConfig(parent_dir=config.model_dir, parent_step=step),
+            checkpoint=dataclasses.replace(config.checkpoint, keep_steps=()),
+            decode=dataclasses.replace(config.decode, steps=tuple(
+                s for s in config.decode.steps if step < s <= step + cooldown)),
+        ))
+    return out
