@@ -36,7 +36,17 @@ from pathlib import Path
 from mnmt.study import lock, mesh_plan
 from mnmt.study.progress import StudyProgress
 from mnmt.study.runner import RunStopped, run_all
-from mnmt.study.spec import PRESET_SUMMARIES, PRESETS, StudyError, expand, group_runs
+from mnmt.study.spec import (
+    PRESET_SUMMARIES,
+    PRESETS,
+    StudyError,
+    branch_runs,
+    expand,
+    group_runs,
+    progress_entries,
+    training_groups,
+    with_branches,
+)
 from mnmt.study.stages import (
     UsageError,
     enable_compilation_cache,
@@ -67,16 +77,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     workers = max(1, min(workers, len(groups)))
     if workers == 1:
         groups = group_runs(spec, runs)
-    progress = StudyProgress([(r.run_id, r.size, spec.steps_for(r.size)) for r in runs],
-                             groups=[[r.run_id for r in g] for g in groups],
+    progress = StudyProgress(progress_entries(spec, runs), groups=training_groups(spec, groups),
                              step_flops=flops, workers=workers)
     log = progress.message
     start = time.monotonic()
     mixtures = len(spec.weights) + len(spec.temperatures) + len(spec.oversampling)
     held = sum(r.heldout for r in runs)
+    n_branches = len(with_branches(spec, runs)) - len(runs)
     log(f"study {spec.name}: {len(runs)} runs ({len(spec.sizes)} sizes x {mixtures} "
         f"mixtures x {len(spec.seeds)} seeds" + (f" + {held} held out" if held else "")
-        + f") on {spec.pairs} -> {out}"
+        + ")" + (f" + {n_branches} cool-down branches" if n_branches else "")
+        + f" on {spec.pairs} -> {out}"
         + (f"; {workers} worker processes" if workers > 1 else ""))
     data = prepare_data(spec, out, log)
     if workers > 1:
@@ -119,7 +130,7 @@ def cmd_run_one(args: argparse.Namespace) -> int:
     # in this OUT at once; a `run` or `prepare` here is refused while they hold it.
     prepare_out_dir(out, spec, command="run-one", shared=True)
 
-    progress = StudyProgress([(args.run, runs[args.run].size, spec.steps_for(runs[args.run].size))])
+    progress = StudyProgress(progress_entries(spec, [runs[args.run]]))
     # every host reads the caches `mnmt-study prepare` built; none builds them at once
     data = prepare_data(spec, out, progress.message, build_caches=False)
     enable_compilation_cache(out / "cache" / "jax")
@@ -185,11 +196,23 @@ def cmd_plan(args: argparse.Namespace) -> int:
                           ("--rules", args.rules)):
         if value is not None:
             raise UsageError(f"{option}: only with --mesh DATAxMODEL (a sharding plan)")
-    for run in expand(spec):
+    runs = expand(spec)
+    trained = {"runs": 0, "branches": 0}
+    for run in with_branches(spec, runs):
         weights = " ".join(f"{pair}={w:.2f}" for pair, w in run.weights.items())
-        role = "\theld out (predicted, never fitted)" if run.heldout else ""
-        print(f"{run.run_id}\t{run.size}\t{weights}\tseed={run.seed}\t"
-              f"steps={spec.steps_for(run.size)}{role}")
+        first, last = spec.run_steps(run)
+        trained["branches" if run.parent else "runs"] += last - first
+        if run.parent:
+            role = (f"\tcool-down branch of {run.parent}: from its step {first}, "
+                    f"{last - first} steps trained")
+        else:
+            role = "\theld out (predicted, never fitted)" if run.heldout else ""
+        print(f"{run.run_id}\t{run.size}\t{weights}\tseed={run.seed}\tsteps={last}{role}")
+    n_branches = sum(len(branch_runs(spec, run)) for run in runs)
+    if n_branches:
+        print(f"# {len(runs)} runs, {trained['runs']:,} steps; {n_branches} cool-down branches, "
+              f"{trained['branches']:,} steps (+{100 * trained['branches'] / trained['runs']:.0f} "
+              "% steps)", file=sys.stderr)
     return 0
 
 

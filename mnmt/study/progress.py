@@ -16,12 +16,16 @@ from mnmt.training.progress import format_duration
 
 @dataclasses.dataclass
 class _RunCost:
-    steps: int
+    steps: int  # steps the run trains
     size: str
+    start: int = 0  # the step it starts from (a cool-down branch: its branch step)
 
 
 class StudyProgress:
     """Tracks a study's runs and prints progress; the trainer's progress events feed `update`.
+
+    `runs` holds (run id, size, steps trained) or (run id, size, steps trained, first step): a
+    cool-down branch trains from its branch step b to b + c_b.
 
     Runs are trained in groups (`groups`: lists of run ids trained together; default one run
     each). The study ETA sums, over the groups not yet finished, their steps times their number
@@ -42,7 +46,7 @@ class StudyProgress:
 
     def __init__(
         self,
-        runs: list[tuple[str, str, int]],
+        runs: list[tuple],
         *,
         groups: list[list[str]] | None = None,
         step_flops: dict[str, float] | None = None,
@@ -51,8 +55,8 @@ class StudyProgress:
         clock=time.monotonic,
         workers: int = 1,
     ) -> None:
-        self._runs = {run_id: _RunCost(steps=steps, size=size) for run_id, size, steps in runs}
-        self._order = [run_id for run_id, _, _ in runs]
+        self._runs = {entry[0]: _RunCost(entry[2], entry[1], *entry[3:]) for entry in runs}
+        self._order = [entry[0] for entry in runs]
         self._groups = [list(g) for g in groups] if groups else [[r] for r in self._order]
         self._flops = dict(step_flops or {})
         self._done: set[str] = set()
@@ -190,7 +194,8 @@ class StudyProgress:
         per_step = self._cost_per_step(cost.size, current=True)
         if per_step is None:
             return None
-        return max(cost.steps - self._step.get(worker, 0), 0) * per_step * len(current)
+        done = max(self._step.get(worker, 0) - cost.start, 0)
+        return max(cost.steps - done, 0) * per_step * len(current)
 
     def eta_s(self) -> float | None:
         """Seconds left in the study (see the class docstring); None before any measurement."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from fitting.data import io
 from mnmt.study.progress import StudyProgress
-from mnmt.study.spec import RunSpec, StudySpec, group_runs
+from mnmt.study.spec import RunSpec, StudySpec, branch_groups, group_runs, with_branches
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +73,7 @@ def make_train_config(spec: StudySpec, run: RunSpec, data: StudyData, run_dir: P
     """The trainer configuration of one run of `spec`; its SeqIO mixture is registered unless
     `mixture_name` is given (`mnmt.study.mesh_plan` compiles a step and reads no data)."""
     from mnmt.training.config import (  # heavy: imports jax and optax
+        BranchConfig,
         CheckpointConfig,
         DecodeConfig,
         EvalConfig,
@@ -103,6 +104,9 @@ def make_train_config(spec: StudySpec, run: RunSpec, data: StudyData, run_dir: P
         learning_rate=spec.learning_rate,
         warmup_steps=spec.warmup_steps,
         cooldown_steps=spec.cooldown_for(run.size),
+        cooldown_shape=spec.cooldown_shape,
+        branches=BranchConfig(points=tuple(spec.cooldown_branches),
+                              cooldown_fraction=spec.branch_cooldown_fraction or None),
         decay=spec.decay,
         optimizer=OptimizerConfig(momentum=float(spec.momentum)) if spec.momentum else None,
         dropout_rate=spec.dropout_rate,
@@ -119,6 +123,22 @@ def make_train_config(spec: StudySpec, run: RunSpec, data: StudyData, run_dir: P
     )
 
 
+def branch_train_configs(spec: StudySpec, branches: list[RunSpec], data: StudyData,
+                         runs_dir: Path) -> list:
+    """The trainer configurations of cool-down branches (`mnmt.training.branches`): each its
+    parent's configuration, branched at its step."""
+    from mnmt.training.branches import branch_configs  # noqa: PLC0415
+
+    out = []
+    for branch in branches:
+        parent = dataclasses.replace(branch, run_id=branch.parent, parent="", branch_step=0,
+                                     cooldown_steps=0)
+        config = make_train_config(spec, parent, data, runs_dir / branch.parent)
+        out.append(next(c for c in branch_configs(config)
+                        if c.branches.parent_step == branch.branch_step))
+    return out
+
+
 def run_all(
     spec: StudySpec,
     runs: list[RunSpec],
@@ -126,45 +146,55 @@ def run_all(
     runs_dir: Path,
     progress: StudyProgress,
 ) -> list[Path]:
-    """Train every run of the study that has not finished; return all run directories.
+    """Train every run of the study that has not finished; return all run directories (with
+    their cool-down branches').
 
     Runs of one size train together in groups of up to `spec.max_group` (one vmapped program,
-    each run in its own directory). Raises RunStopped as soon as a run ends unfinished (a signal
+    each run in its own directory); a group's branches follow it, one group per branch step. Raises RunStopped as soon as a run ends unfinished (a signal
     asked it to stop, or it diverged), or, with status "unreadable", when a run's files cannot be
     read (a run.json or metrics.jsonl line that is not valid JSON, no checkpoint that restores):
     the message names the file and line, and the trainer has written nothing; or, with the same
     status, when a write fails for lack of space (`fitting.data.io.NoSpaceError`, naming the file;
     what was on disk before is intact and a re-run resumes).
     """
+    for group in group_runs(spec, runs):
+        for members in [group, *branch_groups(spec, group)]:
+            pending = []
+            for run in members:
+                if run_status(runs_dir / run.run_id) == "finished":
+                    progress.skip_run(run.run_id)
+                else:
+                    pending.append(run)
+            if pending:
+                _train_group(spec, pending, data, runs_dir, progress)
+    return [runs_dir / run.run_id for run in with_branches(spec, runs)]
+
+
+def _train_group(spec: StudySpec, pending: list[RunSpec], data: StudyData, runs_dir: Path,
+                 progress: StudyProgress) -> None:
+    """Train one group of runs (or of branches, after their parents); see `run_all`."""
     from mnmt.training.checkpoints import CheckpointRestoreError  # heavy: jax, orbax
     from mnmt.training.run_files import RunFileError
     from mnmt.training.trainer import train_group  # heavy: jax, flax, seqio
 
-    for group in group_runs(spec, runs):
-        pending = []
-        for run in group:
-            if run_status(runs_dir / run.run_id) == "finished":
-                progress.skip_run(run.run_id)
-            else:
-                pending.append(run)
-        if not pending:
-            continue
-        progress.start_group([run.run_id for run in pending])
-        start = time.monotonic()
+    progress.start_group([run.run_id for run in pending])
+    start = time.monotonic()
+    if pending[0].parent:
+        configs = branch_train_configs(spec, pending, data, runs_dir)
+    else:
         configs = [make_train_config(spec, run, data, runs_dir / run.run_id) for run in pending]
-        try:
-            summaries = train_group(configs, progress=progress.update)
-        except (RunFileError, CheckpointRestoreError, io.NoSpaceError) as err:
-            message = str(err).strip().splitlines()[0]
-            named = [run for run in pending if str(runs_dir / run.run_id) in message]
-            raise RunStopped((named or pending)[0].run_id, "unreadable", message) from err
-        unfinished = [s for s in summaries if s.status != "finished"]
-        if unfinished:  # preempted (checkpointed) or diverged: the diverged one is named first
-            first = sorted(unfinished, key=lambda s: s.status != "diverged")[0]
-            raise RunStopped(first.run_id, first.status, first.message, first.stop_signal)
-        wall = time.monotonic() - start
-        for run, summary in zip(pending, summaries, strict=True):
-            losses = getattr(summary, "final_eval", {}) or {}
-            text = ", ".join(f"{pair} loss {value:.3f}" for pair, value in losses.items())
-            progress.finish_run(run.run_id, text, wall_s=wall)
-    return [runs_dir / run.run_id for run in runs]
+    try:
+        summaries = train_group(configs, progress=progress.update)
+    except (RunFileError, CheckpointRestoreError, io.NoSpaceError) as err:
+        message = str(err).strip().splitlines()[0]
+        named = [run for run in pending if str(runs_dir / run.run_id) in message]
+        raise RunStopped((named or pending)[0].run_id, "unreadable", message) from err
+    unfinished = [s for s in summaries if s.status != "finished"]
+    if unfinished:  # preempted (checkpointed) or diverged: the diverged one is named first
+        first = sorted(unfinished, key=lambda s: s.status != "diverged")[0]
+        raise RunStopped(first.run_id, first.status, first.message, first.stop_signal)
+    wall = time.monotonic() - start
+    for run, summary in zip(pending, summaries, strict=True):
+        losses = getattr(summary, "final_eval", {}) or {}
+        text = ", ".join(f"{pair} loss {value:.3f}" for pair, value in losses.items())
+        progress.finish_run(run.run_id, text, wall_s=wall)

@@ -23,6 +23,9 @@ from mnmt.models.configs import (  # light: no jax
     PARTITIONING_RULES,
     REMAT_POLICIES,
 )
+from mnmt.training import branches  # light: configuration only
+
+COOLDOWN_SHAPES = ("linear", "1-sqrt")  # mnmt.training.optimizer's (which imports jax)
 
 # Fernandes et al. 2023 §3.2: weights of the first pair in two-pair mixtures.
 FERNANDES_TWO_PAIR_GRID: tuple[float, ...] = (0.0, 0.05, 0.1, 0.3, 0.5, 0.7, 0.9, 0.95, 1.0)
@@ -96,6 +99,17 @@ class StudySpec:
     # Share of each run's steps over which the rate decays linearly to 0 at the end (0 = plain
     # rsqrt, as Fernandes et al.); removes the rsqrt schedule's noise floor in short CPU runs.
     cooldown_fraction: float = 0.0
+    # Shape of the cool-down factor: "linear" (1 − x) or "1-sqrt" (1 − √x, Hägele et al. 2024),
+    # x the share of the cool-down done.
+    cooldown_shape: str = "linear"
+    # Cool-down branches (Hägele et al. 2024; mnmt.training.branches): points of every run —
+    # fractions of its steps (e.g. (0.25, 0.5)) or steps — where a branch leaves it and cools
+    # down, so each run also gives the cooled-down loss at D_b = b + c_b. The regime verdict and
+    # the L(N, D) fit read these budgets. Each branch trains its c_b cool-down steps only.
+    cooldown_branches: tuple = ()
+    # Share of each branch's steps its cool-down takes (0 = cooldown_fraction: a branch is then
+    # exactly the run trained for D_b steps).
+    branch_cooldown_fraction: float = 0.0
     dropout_rate: float = 0.0
     # Activation/matmul dtype of every run (TrainConfig.activation_dtype): "float32", or
     # "bfloat16" (mixed precision; parameters, optimizer state and loss stay float32).
@@ -133,8 +147,20 @@ class StudySpec:
         return dict(self.train_steps_by_size).get(size, self.train_steps)
 
     def cooldown_for(self, size: str) -> int:
-        """Cool-down steps (linear decay of the rate to 0) at the end of the runs of `size`."""
+        """Cool-down steps (decay of the rate to 0) at the end of the runs of `size`."""
         return int(round(self.cooldown_fraction * self.steps_for(size)))
+
+    def branch_steps_for(self, size: str) -> list[int]:
+        """The branch points of the runs of `size` as steps (`cooldown_branches`)."""
+        return branches.resolve_branch_steps(
+            self.cooldown_branches, self.steps_for(size), self.cooldown_for(size),
+            self.branch_cooldown_fraction or None)
+
+    def run_steps(self, run: RunSpec) -> tuple[int, int]:
+        """(first, last) step a run trains: (0, T) for a run, (b, b + c_b) for a branch."""
+        if run.parent:
+            return run.branch_step, run.branch_step + run.cooldown_steps
+        return 0, self.steps_for(run.size)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,6 +173,10 @@ class RunSpec:
     seed: int
     heldout: bool = False  # trained, never fitted: the report predicts it (StudySpec.heldout)
     mixture: str = ""  # how the weights were chosen: "" (explicit), "T5" (temperature), "os5"
+    # A cool-down branch: its parent's run id, the step it leaves from and its cool-down steps.
+    parent: str = ""
+    branch_step: int = 0
+    cooldown_steps: int = 0
 
     @property
     def trained_pairs(self) -> list[str]:
@@ -157,7 +187,8 @@ class RunSpec:
 # accepted where a tuple is expected). "pairs_of:K" = a sequence of (str, K) entries.
 _FIELD_KINDS: dict[str, str] = {
     "name": "str", "data_preset": "str", "task_module": "str", "vocabulary_path": "str",
-    "decay": "str", "activation_dtype": "str", "remat_policy": "str",
+    "decay": "str", "cooldown_shape": "str", "cooldown_branches": "numbers",
+    "branch_cooldown_fraction": "number", "activation_dtype": "str", "remat_policy": "str",
     "partitioning_rules": "str", "tasks": "pairs_of:str", "pairs": "strs", "sizes": "strs",
     "eval_sets": "strs", "weights": "seq", "data_caps": "seq", "heldout": "seq",
     "temperatures": "numbers", "oversampling": "numbers", "report_target_sizes": "numbers",
@@ -273,6 +304,7 @@ def validate(spec: StudySpec) -> None:
     if not 0.0 <= float(spec.cooldown_fraction) <= 1.0:
         raise StudyError(f"StudySpec.cooldown_fraction: expected a share in [0, 1], got "
                          f"{spec.cooldown_fraction!r}")
+    _validate_branches(spec)
     if not isinstance(spec.batch_tokens, int) or spec.batch_tokens < 0:
         raise StudyError(f"StudySpec.batch_tokens: expected 0 (use batch_size) or a positive integer, "
                          f"got {spec.batch_tokens!r}")
@@ -287,6 +319,25 @@ def validate(spec: StudySpec) -> None:
         raise StudyError(
             f"StudySpec.feature_lengths: expected positive 'inputs' and 'targets' lengths, got {lengths!r}"
         )
+
+
+def _validate_branches(spec: StudySpec) -> None:
+    if spec.cooldown_shape not in COOLDOWN_SHAPES:
+        raise StudyError(f"StudySpec.cooldown_shape: expected one of {', '.join(COOLDOWN_SHAPES)},"
+                         f" got {spec.cooldown_shape!r}")
+    if not 0.0 <= float(spec.branch_cooldown_fraction) < 1.0:
+        raise StudyError(f"StudySpec.branch_cooldown_fraction: expected a share in [0, 1) (0: "
+                         f"cooldown_fraction), got {spec.branch_cooldown_fraction!r}")
+    sizes = list(spec.sizes) + [entry[0] for entry in spec.heldout]
+    for size in dict.fromkeys(sizes):
+        try:
+            spec.branch_steps_for(size)
+        except branches.BranchError as err:
+            text = str(err).replace("BranchConfig.points", "StudySpec.cooldown_branches")
+            text = text.replace("BranchConfig.cooldown_fraction",
+                                "StudySpec.branch_cooldown_fraction").replace(
+                "give the run a cool-down", "give the runs a cool-down (cooldown_fraction)")
+            raise StudyError(f"{text} (size {size}, {spec.steps_for(size)} steps)") from None
 
 
 def _validate_caps(spec: StudySpec) -> None:
@@ -400,6 +451,49 @@ def expand(spec: StudySpec) -> list[RunSpec]:
     if duplicates:
         raise StudyError(f"StudySpec.weights/sizes/seeds/heldout: the grid repeats runs {duplicates}")
     return runs
+
+
+def branch_runs(spec: StudySpec, run: RunSpec) -> list[RunSpec]:
+    """The cool-down branches of `run` (`StudySpec.cooldown_branches`), by step."""
+    if run.parent:
+        return []
+    share = branches.resolve_cooldown_share(spec.steps_for(run.size), spec.cooldown_for(run.size),
+                                            spec.branch_cooldown_fraction or None) \
+        if spec.cooldown_branches else 0.0
+    return [dataclasses.replace(run, run_id=branches.branch_run_id(run.run_id, step),
+                                parent=run.run_id, branch_step=step,
+                                cooldown_steps=branches.cooldown_steps_at(step, share))
+            for step in spec.branch_steps_for(run.size)]
+
+
+def with_branches(spec: StudySpec, runs: list[RunSpec]) -> list[RunSpec]:
+    """`runs`, each followed by its cool-down branches."""
+    return [r for run in runs for r in (run, *branch_runs(spec, run))]
+
+
+def branch_groups(spec: StudySpec, group: list[RunSpec]) -> list[list[RunSpec]]:
+    """The branches of a group of runs, one group per branch step (trained after the group)."""
+    by_step: dict[int, list[RunSpec]] = {}
+    for run in group:
+        for branch in branch_runs(spec, run):
+            by_step.setdefault(branch.branch_step, []).append(branch)
+    return [by_step[step] for step in sorted(by_step)]
+
+
+def progress_entries(spec: StudySpec, runs: list[RunSpec]) -> list[tuple[str, str, int, int]]:
+    """(run id, size, steps trained, first step) of `runs` and their branches, for
+    `mnmt.study.progress.StudyProgress`."""
+    out = []
+    for run in with_branches(spec, runs):
+        first, last = spec.run_steps(run)
+        out.append((run.run_id, run.size, last - first, first))
+    return out
+
+
+def training_groups(spec: StudySpec, groups: list[list[RunSpec]]) -> list[list[str]]:
+    """The run ids trained together, in order: each group, then its branch groups."""
+    return [[r.run_id for r in g] for group in groups
+            for g in (group, *branch_groups(spec, group))]
 
 
 def group_runs(spec: StudySpec, runs: list[RunSpec]) -> list[list[RunSpec]]:

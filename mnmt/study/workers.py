@@ -31,7 +31,7 @@ from typing import Any
 
 from mnmt.study.progress import StudyProgress
 from mnmt.study.runner import RunStopped, run_all, run_status
-from mnmt.study.spec import RunSpec, StudySpec, group_runs
+from mnmt.study.spec import RunSpec, StudySpec, group_runs, with_branches
 
 __all__ = ["available_cores", "default_workers", "run_parallel", "worker_environment"]
 
@@ -68,8 +68,9 @@ def worker_environment(base: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def _group_cost(spec: StudySpec, group: list[RunSpec], step_flops: dict[str, float]) -> float:
-    size = group[0].size
-    return spec.steps_for(size) * len(group) * step_flops.get(size, 1.0)
+    """Run-steps × FLOPs per step of a group and its cool-down branches (trained after it)."""
+    steps = sum(last - first for first, last in map(spec.run_steps, with_branches(spec, group)))
+    return steps * step_flops.get(group[0].size, 1.0)
 
 
 def run_parallel(
@@ -92,14 +93,15 @@ def run_parallel(
     import multiprocessing as mp
 
     runs_dir = out / "runs"
+    everything = [runs_dir / run.run_id for run in with_branches(spec, runs)]
     pending = [g for g in queue_order(spec, runs, step_flops or {})
-               if not all(run_status(runs_dir / r.run_id) == "finished" for r in g)]
-    for group in group_runs(spec, runs):
-        for run in group:
-            if run_status(runs_dir / run.run_id) == "finished":
-                progress.skip_run(run.run_id)
+               if not all(run_status(runs_dir / r.run_id) == "finished"
+                          for r in with_branches(spec, g))]
+    for run in with_branches(spec, runs):
+        if run_status(runs_dir / run.run_id) == "finished":
+            progress.skip_run(run.run_id)
     if not pending:
-        return [runs_dir / run.run_id for run in runs]
+        return everything
     ctx = mp.get_context("spawn")
     tasks, events = ctx.Queue(), ctx.Queue()
     for group in pending:
@@ -124,7 +126,7 @@ def run_parallel(
     stopped = _collect(procs, events, progress)
     if stopped is not None:
         raise stopped
-    return [runs_dir / run.run_id for run in runs]
+    return everything
 
 
 def queue_order(spec: StudySpec, runs: list[RunSpec],

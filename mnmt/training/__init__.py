@@ -5,7 +5,8 @@
 - ``run_setup``: what a run derives from its config (model, mesh, shardings, inputs, run.json);
 - ``step_functions``: the jitted, sharded init / train-step functions;
 - ``host_inputs``: this host's shard of the input pipeline, prefetched, checkpointable;
-- ``optimizer``: Adafactor + the rsqrt schedule (optax);
+- ``optimizer``: Adafactor + the rsqrt / warm-up–stable–decay schedules (optax);
+- ``branches``: cool-down branches — several budgets D from one run (configuration, no jax);
 - ``checkpoints``: Orbax checkpoints (atomic, keep-N) and the SIGTERM/SIGINT guard;
 - ``evaluation``: teacher-forced per-pair loss; beam search scored with BLEU/ChrF;
 - ``run_files``: run.json and the append-only metrics.jsonl;

@@ -13,7 +13,7 @@ whose ``branch`` object names the parent and b (docs/reference/metrics_schema.md
 metrics.jsonl (rows after step b only; ``tokens`` counts from the parent's step 0) and
 checkpoints, so it resumes exactly after a kill and is skipped once finished.
 
-This module is configuration only (no jax): the trainer (`mnmt.training.trainer`) keeps the
+This module is configuration only and imports no jax: the trainer (`mnmt.training.trainer`) keeps the
 branch points' checkpoints and trains the branches; studies (`mnmt.study`) plan them.
 """
 
@@ -22,10 +22,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+from typing import TYPE_CHECKING
 
-from mnmt.training.config import BranchConfig, TrainConfig
+if TYPE_CHECKING:  # the config module imports optax and jax
+    from mnmt.training.config import TrainConfig
 
-__all__ = ["BRANCH_SUFFIX", "BranchError", "branch_steps", "cooldown_share", "branch_cooldown", "branch_dir",
+__all__ = ["BRANCH_SUFFIX", "BranchError", "resolve_branch_steps", "resolve_cooldown_share",
+           "cooldown_steps_at", "branch_steps", "cooldown_share", "branch_cooldown", "branch_dir",
            "branch_run_id", "branch_configs", "is_branch"]
 
 # A branch's run directory and run id: the parent's with this suffix and the branch step.
@@ -49,44 +52,63 @@ def _point_step(point: float, train_steps: int) -> int:
                       f"≥ 1, got {point!r}")
 
 
-def cooldown_share(config: TrainConfig) -> float:
-    """f, the share of a branch's steps its cool-down takes (`BranchConfig.cooldown_fraction`,
-    else the run's own cooldown_steps / train_steps)."""
-    f = config.branches.cooldown_fraction
+def resolve_cooldown_share(train_steps: int, cooldown_steps: int,
+                           cooldown_fraction: float | None = None) -> float:
+    """f, the share of a branch's steps its cool-down takes: `cooldown_fraction`, else the run's
+    own cooldown_steps / train_steps; BranchError when it is not in (0, 1)."""
+    f = cooldown_fraction
     if f is None:
-        f = config.cooldown_steps / config.train_steps
+        f = cooldown_steps / train_steps
     if not 0 < f < 1:
         raise BranchError(
             f"BranchConfig.cooldown_fraction: a branch needs a cool-down share in (0, 1), got "
-            f"{f!r}" + ("" if config.branches.cooldown_fraction is not None else
-                        f" (the run's own share: cooldown_steps {config.cooldown_steps} / "
-                        f"train_steps {config.train_steps}; give the run a cool-down or set "
+            f"{f!r}" + ("" if cooldown_fraction is not None else
+                        f" (the run's own share: cooldown_steps {cooldown_steps} / "
+                        f"train_steps {train_steps}; give the run a cool-down or set "
                         "BranchConfig.cooldown_fraction)"))
     return float(f)
 
 
-def branch_steps(config: TrainConfig) -> list[int]:
-    """The run's branch points as steps, ascending; BranchError when one lies outside
-    1 ≤ b < train_steps − cooldown_steps (a branch leaves before the run's own cool-down)."""
-    if not config.branches.points:
+def resolve_branch_steps(points, train_steps: int, cooldown_steps: int,
+                         cooldown_fraction: float | None = None) -> list[int]:
+    """Branch points (fractions of `train_steps` or steps) as steps, ascending; BranchError
+    when one lies outside 1 ≤ b < train_steps − cooldown_steps (a branch leaves before the
+    run's own cool-down) or there is no cool-down share (`resolve_cooldown_share`)."""
+    if not points:
         return []
-    stable_end = config.train_steps - config.cooldown_steps
-    steps = sorted({_point_step(p, config.train_steps) for p in config.branches.points})
+    stable_end = train_steps - cooldown_steps
+    steps = sorted({_point_step(p, train_steps) for p in points})
     for step in steps:
         if not 1 <= step < stable_end:
             raise BranchError(
-                f"BranchConfig.points: branch step {step} of {list(config.branches.points)} is "
-                f"outside [1, {stable_end}): a branch must leave before the run's own cool-down "
-                f"(train_steps {config.train_steps} − cooldown_steps {config.cooldown_steps})")
-    cooldown_share(config)  # fails now, not after the run, without a cool-down share
+                f"BranchConfig.points: branch step {step} of {list(points)} is outside "
+                f"[1, {stable_end}): a branch must leave before the run's own cool-down "
+                f"(train_steps {train_steps} − cooldown_steps {cooldown_steps})")
+    resolve_cooldown_share(train_steps, cooldown_steps, cooldown_fraction)  # fails before the run
     return steps
 
 
-def branch_cooldown(config: TrainConfig, step: int) -> int:
+def cooldown_steps_at(step: int, share: float) -> int:
     """c_b: cool-down steps of the branch leaving at `step`, round(b·f / (1 − f)) (at least 1),
     so that the cool-down is the share f of the branch's D_b = b + c_b steps."""
-    f = cooldown_share(config)
-    return max(1, int(round(step * f / (1.0 - f))))
+    return max(1, int(round(step * share / (1.0 - share))))
+
+
+def cooldown_share(config: TrainConfig) -> float:
+    """`resolve_cooldown_share` of a TrainConfig."""
+    return resolve_cooldown_share(config.train_steps, config.cooldown_steps,
+                                  config.branches.cooldown_fraction)
+
+
+def branch_steps(config: TrainConfig) -> list[int]:
+    """`resolve_branch_steps` of a TrainConfig: its branch points as steps."""
+    return resolve_branch_steps(config.branches.points, config.train_steps,
+                                config.cooldown_steps, config.branches.cooldown_fraction)
+
+
+def branch_cooldown(config: TrainConfig, step: int) -> int:
+    """`cooldown_steps_at` with the TrainConfig's cool-down share."""
+    return cooldown_steps_at(step, cooldown_share(config))
 
 
 def branch_dir(model_dir: str, step: int) -> str:
@@ -110,6 +132,8 @@ def branch_configs(config: TrainConfig) -> list[TrainConfig]:
     A branch is `config` with its own directory and run id, D_b = b + c_b steps of which the
     last c_b cool down, no branches of its own, the parent's decode steps after b only, and
     `branches.parent_dir` / `parent_step` naming where it starts."""
+    from mnmt.training.config import BranchConfig  # noqa: PLC0415 (jax, optax)
+
     out = []
     for step in branch_steps(config):
         cooldown = branch_cooldown(config, step)

@@ -446,7 +446,7 @@ class _Loop:
             source = checkpoints.Checkpointer(parent)
             try:
                 if step not in source.all_steps():
-                    raise ValueError(
+                    raise checkpoints.CheckpointRestoreError(
                         f"branch {m.setup.run_id} starts from checkpoint step {step} of its "
                         f"parent, which {parent} does not hold (it has {source.all_steps()}); "
                         "train the parent with these BranchConfig.points first (it keeps "
