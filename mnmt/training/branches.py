@@ -143,7 +143,9 @@ def branch_configs(config: TrainConfig) -> list[TrainConfig]:
             run_id=branch_run_id(config.run_id, step) if config.run_id else "",
             train_steps=step + cooldown,
             cooldown_steps=cooldown,
-            branches=BranchConfig(parent_dir=config.model_dir, parent_step=step),
+            # every field given: gin bindings of BranchConfig must not reach a branch
+            branches=BranchConfig(points=(), cooldown_fraction=None, parent_dir=config.model_dir,
+                                  parent_step=step),
             checkpoint=dataclasses.replace(config.checkpoint, keep_steps=()),
             decode=dataclasses.replace(config.decode, steps=tuple(
                 s for s in config.decode.steps if step < s <= step + cooldown)),

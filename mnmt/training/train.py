@@ -186,10 +186,16 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"({summary.wall_s:.1f} s) {summary.message}".rstrip(), file=sys.stderr)
     for pair, loss in sorted(summary.final_eval.items()):
         print(f"  {pair}: loss {loss:.4f}", file=sys.stderr)
-    if summary.status == "preempted":
-        return EXIT_PREEMPTED
-    if summary.status == "diverged":
+    for branch in summary.branches:  # cool-down branches (BranchConfig.points)
+        losses = ", ".join(f"{pair} loss {loss:.4f}" for pair, loss in
+                           sorted(branch.final_eval.items()))
+        print(f"  branch {branch.run_id} {branch.status} at step {branch.final_step}"
+              f"{': ' + losses if losses else ''}", file=sys.stderr)
+    statuses = {summary.status, *(branch.status for branch in summary.branches)}
+    if "diverged" in statuses:
         return EXIT_DIVERGED
+    if "preempted" in statuses:
+        return EXIT_PREEMPTED
     return 0
 
 

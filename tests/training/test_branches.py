@@ -46,6 +46,22 @@ def test_branch_configs_name_their_parent_and_train_to_their_budget(make_config)
     assert branches.is_branch(branch) and not branches.is_branch(config)
 
 
+def test_gin_bound_points_do_not_reach_the_branches(make_config):
+    import gin
+
+    with gin.unlock_config():
+        gin.bind_parameter("BranchConfig.points", (0.25, 0.5))
+    try:
+        from mnmt.training.config import BranchConfig
+
+        parent = make_config(train_steps=1000, cooldown_steps=400, branches=BranchConfig())
+        children = branches.branch_configs(parent)
+    finally:
+        gin.clear_config()
+    assert [c.branches.parent_step for c in children] == [250, 500]
+    assert all(c.branches.points == () and branches.branch_steps(c) == [] for c in children)
+
+
 @pytest.mark.parametrize("decay", ["rsqrt", "constant"])
 def test_a_branch_schedule_is_the_parents_until_b_and_a_full_runs_throughout(make_config, decay):
     from mnmt.training.optimizer import schedule_for
