@@ -8,7 +8,12 @@ Reads OUT/report/fits.json (and OUT/study.json, for the wall time of the run whe
    per-weight α (eq. 6) agreeing across weights within 2 sd;
 3. f(p) (eq. 10) strictly between 0 and 1 at interior weights, with sd below 0.1;
 4. every held-out run (never fitted) predicted within 2 % or 3× the stated noise level;
-5. the regime: capacity-limited, i.e. the report's verdict is "near convergence".
+5. the regime, judged on cool-down branches (Hägele et al. 2024): the report's regime method is
+   "cooled-down branches" and its verdict "near convergence" — more than half of the (run, pair)
+   cooled-down losses fall by less than 1 % per doubling of the token budget D between the
+   run's last two budgets. A study without cool-down branches fails this check (its report
+   judges the slope before the cool-down instead); the number of converged curves and the median
+   drop per doubling are printed.
 
     python benchmarks/check_main_job.py mnmt_study_out [--json]
 
@@ -24,6 +29,7 @@ import os
 import sys
 
 from fitting.laws.power import ALPHA_BOUNDS  # the fit bounds of α
+from fitting.report.regime import METHOD_BRANCHES  # the regime method of check 5
 
 
 def _joint(fits: dict) -> tuple[dict, dict]:
@@ -74,15 +80,27 @@ def check(fits: dict) -> dict:
     held = [h for h in fits.get("heldout", []) if h.get("primary", True)]
     out["heldout"] = {"entries": held, "ok": bool(held) and all(h["within_tolerance"]
                                                                 for h in held)}
-    # 5. regime
-    regime = fits.get("regime", {})
-    out["regime"] = {"verdict": regime.get("verdict"), "n_curves": regime.get("n_curves"),
-                     "n_still_dropping": regime.get("n_still_dropping"),
-                     "ok": regime.get("verdict") == "near convergence"}
+    # 5. regime, from the cooled-down branches
+    out["regime"] = _regime(fits.get("regime", {}))
     out["all_ok"] = all(v["ok"] for section in ("l_inf", "alpha", "fraction")
                         for v in out[section].values()) and out["heldout"]["ok"] \
         and out["regime"]["ok"]
     return out
+
+
+def _regime(regime: dict) -> dict:
+    """Check 5: the cooled-down verdict (method "cooled-down branches", "near convergence")."""
+    curves = [c for by_pair in (regime.get("runs") or {}).values() for c in by_pair.values()]
+    drops = sorted(c["cooled_drop_per_doubling"] for c in curves)
+    median = None
+    if drops:
+        k = len(drops) // 2
+        median = drops[k] if len(drops) % 2 else (drops[k - 1] + drops[k]) / 2
+    method = regime.get("method")
+    return {"method": method, "verdict": regime.get("verdict"), "n_curves": len(curves),
+            "n_converged": sum(bool(c["converged"]) for c in curves),
+            "median_drop_per_doubling": median,
+            "ok": method == METHOD_BRANCHES and regime.get("verdict") == "near convergence"}
 
 
 def _num(value) -> str:
@@ -109,8 +127,15 @@ def _print(result: dict) -> None:
     if not result["heldout"]["entries"]:
         print("4. held-out runs: none FAIL")
     r = result["regime"]
-    print(f"5. regime: {r['verdict']} ({r['n_still_dropping']} of {r['n_curves']} curves still "
-          f"dropping) {'ok' if r['ok'] else 'FAIL'}")
+    if r["method"] != METHOD_BRANCHES:
+        print(f"5. regime: the study has no cool-down branches (method: {r['method']}, verdict "
+              f"{r['verdict']}) FAIL")
+    else:
+        med = r["median_drop_per_doubling"]
+        print(f"5. regime ({r['method']}): {r['verdict']}, {r['n_converged']} of {r['n_curves']} "
+              f"curves converged, median drop "
+              f"{'?' if med is None else f'{100 * med:.2f} %'} per doubling of D "
+              f"{'ok' if r['ok'] else 'FAIL'}")
     print("all checks pass" if result["all_ok"] else "some checks fail")
 
 

@@ -31,6 +31,7 @@ from fitting.data.tables import (
     final_losses,
     read_table,
     require_columns,
+    without_branches,
 )
 from fitting.laws import chinchilla, dpl
 from fitting.laws.bivariate import fit_bivariate_law
@@ -94,8 +95,10 @@ def _load(args) -> Any:
     return read_table(inputs[0], args.columns)
 
 
-def _final(df, args):
-    """Final losses with a ``loss`` column: a user table as is, or the tidy table's final rows."""
+def _final(df, args, include_branches: bool = False):
+    """Final losses with a ``loss`` column: a user table as is, or the tidy table's final rows
+    (cool-down branches left out unless ``include_branches``: they are smaller token budgets of
+    their parents, points of L(N, D) but not of the size laws)."""
     src = ",".join(args.input)
     if "loss" in df.columns:
         # a user table: validate it here, so that a bad value is reported with its row in the
@@ -113,7 +116,8 @@ def _final(df, args):
         return df, dropped
     if {"metric", "value"} <= set(df.columns):
         fin, dropped = final_losses(df, eval_set=args.eval_set, metric=args.metric, source=src,
-                                    drop_invalid=args.drop_invalid)
+                                    drop_invalid=args.drop_invalid,
+                                    include_branches=include_branches)
         return fin.rename(columns={"value": "loss"}), dropped
     raise FitError(f"{src}: needs a 'loss' column (or the tidy table's metric/value columns); "
                    f"has {list(df.columns)}", column="loss", source=src)
@@ -153,8 +157,9 @@ def _fit(args) -> dict | FitResult:
         pre_dropped = 0
         if law == "chinchilla" and "loss" not in df.columns and {"metric", "value"} <= set(
                 df.columns):
-            # tidy table: final losses (map d with --columns d=tokens)
-            df, pre_dropped = _final(df, args)
+            # tidy table: final losses (map d with --columns d=tokens), with the ends of
+            # cool-down branches: each is the loss at a smaller budget D (Hägele et al. 2024)
+            df, pre_dropped = _final(df, args, include_branches=True)
         kw = {**_bootstrap_kwargs(args), **opts}
         fit = mod.fit_from_table(df, source=src, **kw)
         if kw.get("bootstrap"):
@@ -169,7 +174,8 @@ def _fit(args) -> dict | FitResult:
         if "metric" not in df.columns:  # a user table: its own loss and metric columns
             require_columns(df, ["loss", m], src)
         if not ({"loss", m} <= set(df.columns)):
-            df = quality_points(df, m, eval_set=args.eval_set, pair=args.pair)
+            df = quality_points(without_branches(df), m, eval_set=args.eval_set,
+                                pair=args.pair)
         elif args.pair is not None and "pair" in df.columns:
             df = df[df["pair"] == args.pair]
         if args.drop_invalid:

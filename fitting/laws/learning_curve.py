@@ -5,6 +5,12 @@ Fernandes et al. fit a power law to the loss as training progresses, L(t) = b·t
 under-trained runs. :func:`fit_learning_curve` does the same with the robust power-law engine;
 :func:`convergence_check` says whether a curve is still dropping at its end (compute-limited
 regime) from the local log-log slope.
+
+With cool-down branches (Hägele et al. 2024, *Scaling Laws and Compute-Optimal Training Beyond
+Fixed Training Durations*) a run gives its loss at several token budgets D, each after a full
+cool-down: :func:`cooldown_budgets` collects them and :func:`cooled_drop_per_doubling` says how
+much the cooled-down loss still falls per doubling of D — the one rule of the report's
+cooled-down regime verdict.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from fitting.core.base import FitError, FitResult, register_law
-from fitting.data.tables import final_losses
+from fitting.data.tables import final_losses, is_branch, require_columns
 from fitting.laws.power import as_positive_array, fit_power_law, power_law
 
 __all__ = [
@@ -25,6 +31,8 @@ __all__ = [
     "fit_learning_curve",
     "convergence_check",
     "correct_final_losses",
+    "cooled_drop_per_doubling",
+    "cooldown_budgets",
 ]
 
 
@@ -173,3 +181,49 @@ def correct_final_losses(
         fin.at[idx, "value"] = float(lc.predict([target_step])[0])
         fin.at[idx, "corrected"] = True
     return fin
+
+
+def cooled_drop_per_doubling(tokens: Sequence[float] | np.ndarray,
+                             losses: Sequence[float] | np.ndarray) -> float:
+    """Relative drop of the cooled-down loss per doubling of the token budget D, between the last
+    two budgets.
+
+    With the budgets sorted by D (each loss measured at the end of a cool-down to learning rate
+    0, Hägele et al. 2024), ``(L_prev − L_last) / L_prev / log2(D_last / D_prev)``: 0.01 means the
+    loss still falls by 1 % each time training is doubled. Negative when the larger budget has
+    the higher loss. FitError with fewer than 2 budgets, a non-positive or non-finite value, or
+    two budgets at the same D.
+    """
+    d = as_positive_array(tokens, "tokens")
+    y = as_positive_array(losses, "loss")
+    if d.shape != y.shape:
+        raise FitError(f"'tokens' has {d.size} values but 'loss' has {y.size}")
+    if d.size < 2:
+        raise FitError(f"cooled-down drop: {d.size} budget(s); need at least 2", column="tokens")
+    order = np.argsort(d, kind="stable")
+    d, y = d[order], y[order]
+    if d[-1] == d[-2]:
+        raise FitError(f"cooled-down drop: the last two budgets have the same D = {d[-1]:g}",
+                       column="tokens")
+    return float((y[-2] - y[-1]) / y[-2] / np.log2(d[-1] / d[-2]))
+
+
+def cooldown_budgets(table: pd.DataFrame, *, eval_set: str = "validation", metric: str = "loss",
+                     drop_invalid: bool = False) -> pd.DataFrame:
+    """The cooled-down budgets of every parent run: its own final point and each of its cool-down
+    branches' final points (schema revision 1.2; Hägele et al. 2024).
+
+    Returns the final ``metric`` rows on ``eval_set`` of ordinary runs and of branches
+    (:func:`fitting.data.tables.final_losses` with ``include_branches=True``), with a column
+    ``parent``: the run whose budgets the row belongs to (its own ``run_id`` for an ordinary run,
+    ``parent_run`` for a branch). D of a row is its ``tokens``. Sorted by parent, pair and tokens.
+    """
+    require_columns(table, ["run_id", "pair", "tokens"], "cooldown budgets")
+    fin, _ = final_losses(table, eval_set=eval_set, metric=metric, drop_invalid=drop_invalid,
+                          include_branches=True, source="cooldown budgets")
+    branch = is_branch(fin)
+    own = fin["run_id"].astype(str).to_numpy()
+    parent = fin["parent_run"].astype(str).to_numpy() if branch.any() else own
+    fin = fin.assign(parent=np.where(branch, parent, own))
+    fin["tokens"] = pd.to_numeric(fin["tokens"], errors="coerce").astype(float)
+    return fin.sort_values(["parent", "pair", "tokens"], kind="stable").reset_index(drop=True)

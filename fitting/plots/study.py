@@ -278,14 +278,18 @@ def _frontier_limits(ax, frontiers: Mapping[float, tuple[np.ndarray, np.ndarray]
 def plot_learning_curves(curves: Mapping[str, tuple[np.ndarray, np.ndarray]],
                          fits: Mapping[str, callable] | None = None, title: str = "", *,
                          panels: Mapping[str, tuple[str, float]] | None = None,
-                         cooldown_step: float | None = None) -> Figure:
+                         cooldown_step: float | None = None,
+                         ends: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None
+                         ) -> Figure:
     """Loss against training step per run (log-log), with extrapolated curves (App. G).
 
     With ``panels`` (label → (panel name, model size N)), one panel per name (e.g. per pair),
     each curve coloured by its size on a viridis scale with one legend entry per size, as
     Fernandes et al. colour their figures; curves without an entry are left out. Without it, one
     panel with a legend when there are at most 12 curves. ``cooldown_step`` draws a dotted
-    vertical line where the learning rate starts its cool-down.
+    vertical line where the learning rate starts its cool-down. ``ends`` (label → (steps, losses))
+    draws the final losses of a curve's cool-down branches (Hägele et al. 2024) as triangles in
+    the curve's colour.
     """
     if panels is None:
         groups = {"": list(curves)}
@@ -303,7 +307,7 @@ def plot_learning_curves(curves: Mapping[str, tuple[np.ndarray, np.ndarray]],
     colors = value_colors(positions)
     color_of = {n: colors[x] for n, x in zip(sizes, positions, strict=True)}
     for ax, name in zip(axes[0], names, strict=True):
-        labelled: set[float] = set()
+        labelled: set[float | str] = set()
         for label in groups.get(name, []):
             s, y = curves[label]
             n = size_of.get(label)
@@ -316,6 +320,10 @@ def plot_learning_curves(curves: Mapping[str, tuple[np.ndarray, np.ndarray]],
             elif len(curves) <= 12:
                 kwargs["label"] = label
             line = ax.plot(s, y, **kwargs)
+            if ends and label in ends:
+                ax.scatter(*ends[label], marker="v", s=16, color=line[0].get_color(), zorder=3,
+                           label=None if "ends" in labelled else "cool-down branch end")
+                labelled.add("ends")
             fn = (fits or {}).get(label)
             if fn is not None:
                 grid = np.geomspace(np.max(s) / 4, np.max(s) * 8, 60)

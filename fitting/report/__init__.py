@@ -2,6 +2,7 @@
 
 * :mod:`fitting.report.writer`    ``write_report``: the whole report of one study
 * :mod:`fitting.report.sections`  the result record; frontier and quality-law sections
+* :mod:`fitting.report.regime`    converged or compute-limited: cool-down branches or the slope
 * :mod:`fitting.report.seeds`     repeated seeds: spread and the means every fit uses
 * :mod:`fitting.report.heldout`   held-out runs predicted by the eq. 11 law
 * :mod:`fitting.report.dpl`       Chen's Double Power Law section

@@ -13,6 +13,13 @@ law). The fit is :func:`fitting.laws.chinchilla.fit_chinchilla` (Huber in log sp
 variable-projection starts; ± is the sd over bootstrap refits. The trajectories of one run share
 its learning-rate schedule, so a law from intermediate evaluations describes training to D under
 that schedule, which a cool-down at the end lowers (Caillaut et al. fit it the same way).
+
+When the table has cool-down branches (schema revision 1.2), the D axis is the cooled-down budgets
+instead (Hägele et al. 2024): each parent run's final point and each of its branches' final
+points (:func:`fitting.laws.learning_curve.cooldown_budgets`; D = ``tokens`` there), every one the
+loss of a run trained to D with a full cool-down. A run then needs ≥ 2 budgets (runs with one are
+left out, and said so); seeds are averaged as above. ``rep.chinchilla["d_axis"]`` and the
+section's note say which D axis was used.
 """
 
 from __future__ import annotations
@@ -24,15 +31,20 @@ import pandas as pd
 
 from fitting import plots
 from fitting.core.base import FitError
-from fitting.data.tables import with_optional_columns
+from fitting.data.tables import has_branches, with_optional_columns
 from fitting.laws.chinchilla import ChinchillaFit, fit_chinchilla
-from fitting.laws.learning_curve import cooldown_start
+from fitting.laws.learning_curve import cooldown_budgets, cooldown_start
 from fitting.plots.laws import plot_chinchilla_contours
 from fitting.report.markdown import Document, format_number
 from fitting.report.sections import Report
 from fitting.report.seeds import seed_means
 
-__all__ = ["chinchilla_points", "compute_budgets", "chinchilla_section"]
+__all__ = ["D_AXIS_BRANCHES", "D_AXIS_EVALUATIONS", "chinchilla_points", "compute_budgets",
+           "chinchilla_section"]
+
+#: the section's D axis with cool-down branches in the table, and without
+D_AXIS_BRANCHES = "cool-down branch ends (Hägele et al. 2024)"
+D_AXIS_EVALUATIONS = "intermediate evaluations"
 
 _KEY = "L(N, D) (Caillaut eq. 2)"
 _NEED = {"run_id", "pair", "n", "step", "tokens", "value", "eval_set", "metric"}
@@ -41,9 +53,13 @@ _NEED = {"run_id", "pair", "n", "step", "tokens", "value", "eval_set", "metric"}
 def chinchilla_points(table: pd.DataFrame, eval_set: str = "validation",
                       metric: str = "loss") -> tuple[pd.DataFrame, str, str]:
     """The (pair, weight, n, step, tokens, value) points the law is fitted on, a sentence on what
-    was left out, and why the section does not apply ("" when it does)."""
+    was left out, and why the section does not apply ("" when it does). With cool-down branches
+    in the table the points are the cooled-down budgets (:data:`D_AXIS_BRANCHES`), else every
+    evaluation after the warm-up (:data:`D_AXIS_EVALUATIONS`)."""
     if not _NEED <= set(table.columns):
         return pd.DataFrame(), "", f"the table lacks {sorted(_NEED - set(table.columns))}"
+    if has_branches(table):
+        return _branch_points(table, eval_set, metric)
     t = with_optional_columns(table)
     s = t[(t["eval_set"].astype(str) == eval_set) & (t["metric"].astype(str) == metric)].copy()
     for c in ("n", "step", "tokens", "value"):
@@ -81,6 +97,7 @@ def chinchilla_points(table: pd.DataFrame, eval_set: str = "validation",
         how = ("up to the learning-rate peak" if peak else "the first evaluation of each run")
         note = (f"{int(drop.sum())} warm-up evaluations left out ({how})" if drop.any() else
                 "no evaluation lies inside the warm-up (up to the learning-rate peak)")
+    note = f"D axis: {D_AXIS_EVALUATIONS}; {note}"
     cooled = [r for r, g in lr.groupby("run_id") if str(r) in set(kept["run_id"].astype(str))
               and cooldown_start(pd.to_numeric(g["step"], errors="coerce"),
                                  pd.to_numeric(g["value"], errors="coerce")) is not None]
@@ -88,6 +105,35 @@ def chinchilla_points(table: pd.DataFrame, eval_set: str = "validation",
         note += (f"; {len(cooled)} runs end with a learning-rate cool-down, whose evaluations "
                  "fall below the trajectory the earlier ones set: the law describes training "
                  "to D under this schedule")
+    if "weight" not in kept.columns:
+        kept = kept.assign(weight=np.nan)
+    kept = seed_means(kept, by=("step",), mean_columns=("value", "tokens"))
+    return kept, note, ""
+
+
+def _branch_points(table: pd.DataFrame, eval_set: str, metric: str
+                   ) -> tuple[pd.DataFrame, str, str]:
+    """:func:`chinchilla_points` on the cooled-down budgets: each parent run's final point and
+    its branches' final points (Hägele et al. 2024); a run needs ≥ 2 of them."""
+    b = cooldown_budgets(with_optional_columns(table), eval_set=eval_set, metric=metric,
+                         drop_invalid=True)
+    for c in ("n", "step", "tokens", "value"):
+        b[c] = pd.to_numeric(b[c], errors="coerce").astype(float)
+    ok = np.isfinite(b[["n", "step", "tokens", "value"]].to_numpy()).all(axis=1)
+    b = b[ok & (b["tokens"] > 0).to_numpy()]
+    if "weight" in b.columns:
+        b = b[~(pd.to_numeric(b["weight"], errors="coerce") <= 0).to_numpy()]
+    per_run = b.groupby(["parent", "pair"])["tokens"].nunique()
+    many = per_run[per_run >= 2].index
+    kept = b.set_index(["parent", "pair"]).loc[many].reset_index() if len(many) else b.iloc[:0]
+    if kept["n"].nunique() < 3:
+        return pd.DataFrame(), "", (
+            f"fewer than 3 model sizes ({kept['n'].nunique()}) with runs of ≥ 2 cooled-down "
+            "budgets (the run's end and its cool-down branches' ends)")
+    single = int((per_run < 2).sum())
+    note = (f"D axis: {D_AXIS_BRANCHES}: {len(kept)} cooled-down budgets of {len(many)} "
+            "(run, pair) curves (each run's final loss and its branches' final losses)"
+            + (f"; {single} (run, pair) with one budget only left out" if single else ""))
     if "weight" not in kept.columns:
         kept = kept.assign(weight=np.nan)
     kept = seed_means(kept, by=("step",), mean_columns=("value", "tokens"))
@@ -118,13 +164,19 @@ def chinchilla_section(doc: Document, rep: Report, table: pd.DataFrame, eval_set
         rep.skipped[_KEY] = why
         return
     doc.h(2, "Model size and training tokens: L(N, D) (Caillaut eq. 2)")
-    doc.p("L(N, D) = E + A/N^α + B/D^β with N the non-embedding parameters and D the training "
-          "target tokens seen at each evaluation, fitted per pair (and weight) on every "
-          "evaluation of every run (Huber loss on log L, L-BFGS; ± sd over bootstrap refits). "
-          f"{note[0].upper() + note[1:]}. Compute-optimal: N*, D* minimising L at C = 6·N·D "
+    branches = has_branches(table)
+    where = ("D the training target tokens at the end of each cool-down, fitted per pair (and "
+             "weight) on every run's final loss and its cool-down branches' final losses"
+             if branches else
+             "D the training target tokens seen at each evaluation, fitted per pair (and weight) "
+             "on every evaluation of every run")
+    doc.p("L(N, D) = E + A/N^α + B/D^β with N the non-embedding parameters and "
+          f"{where} (Huber loss on log L, L-BFGS; ± sd over bootstrap refits). "
+          f"{note}. Compute-optimal: N*, D* minimising L at C = 6·N·D "
           "(Hoffmann et al. eq. 4).")
     boot = min(int(n_refits), 30) if uncertainty not in (None, "none") else 0
-    rep.chinchilla = {"fits": {}, "budgets": {}, "points_note": note}
+    rep.chinchilla = {"fits": {}, "budgets": {}, "points_note": note,
+                      "d_axis": D_AXIS_BRANCHES if branches else D_AXIS_EVALUATIONS}
     rows, brows, panels = [], [], {}
     for (pair, w), g in pts.groupby(["pair", "weight"], dropna=False, sort=True):
         label = str(pair) if pts.loc[pts["pair"] == pair, "weight"].nunique() <= 1 \
@@ -173,7 +225,7 @@ def chinchilla_section(doc: Document, rep: Report, table: pd.DataFrame, eval_set
         rep.figures["chinchilla"] = plots.save(
             plot_chinchilla_contours(panels), os.path.join(out_dir, "figures", "chinchilla.png"))
         doc.img("figures/chinchilla.png", "Iso-loss contours of the fitted L(N, D), each run's "
-                "evaluations (dots along its N), the compute-optimal frontier (red) and the "
+                "points (dots along its N), the compute-optimal frontier (red) and the "
                 "tabulated budgets (diamonds); cf. Caillaut eq. 2, Hoffmann et al. Fig. 4."
                 + ("" if len(panels) == len(rows) else f" First {len(panels)} of {len(rows)} fits."))
     except Exception as e:  # plotting must never break the report

@@ -22,15 +22,19 @@ fit (size laws, joint law, f(p), eq. 11–13, quality laws, backtests, frontier)
 "Held-out runs (predicted, never fitted)" compares their final losses with the laws'
 predictions (:mod:`fitting.report.heldout`). They still count in the regime (learning curves, best loss)
 and appear in the learning-curve figure, which describe the trained runs, not a fit.
+
+Cool-down branches (schema revision 1.2; Hägele et al. 2024) never enter the size laws, seeds,
+held-out predictions or quality laws: those see the same numbers as the table without the
+branches. Their final losses are cooled-down token budgets of their parents, used by the regime
+(:mod:`fitting.report.regime`, which judges convergence) and by L(N, D). A held-out run's
+branches are held out with it.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -38,15 +42,22 @@ import pandas as pd
 from fitting import plots
 from fitting.core.base import FitError, json_safe
 from fitting.data import io
-from fitting.data.tables import final_losses, read_table, round_weights
+from fitting.data.tables import (
+    final_losses,
+    is_branch,
+    read_table,
+    round_weights,
+    without_branches,
+)
 from fitting.laws.joint import fit_joint_law
-from fitting.laws.learning_curve import convergence_check, cooldown_start, correct_final_losses
+from fitting.laws.learning_curve import correct_final_losses
 from fitting.laws.power import fit_power_law
 from fitting.report.bivariate import bivariate_section
 from fitting.report.chinchilla import chinchilla_section
 from fitting.report.dpl import dpl_section
 from fitting.report.heldout import check_heldout_runs, heldout_section
 from fitting.report.markdown import Document, format_number
+from fitting.report.regime import compute_regime, regime_section, trained_rows
 from fitting.report.sections import Report, frontier_section, quality_section
 from fitting.report.seeds import seed_means, seed_spread, seeds_section
 
@@ -68,98 +79,6 @@ def _points(fin: pd.DataFrame) -> dict[str, dict[float, tuple[np.ndarray, np.nda
             g = g.sort_values("n")
             data[str(pair)][float(w)] = (g["n"].to_numpy(float), g["value"].to_numpy(float))
     return data
-
-
-def _trained(rows: pd.DataFrame) -> pd.DataFrame:
-    """The rows of pairs their run trains: a pair at weight 0 is evaluated, not learned, so its
-    curve is neither a learning curve for the regime nor one to draw."""
-    if "weight" not in rows.columns:
-        return rows
-    return rows[~(pd.to_numeric(rows["weight"], errors="coerce") <= 0)]
-
-
-def _gap(ratio: float, of: str) -> str:
-    """best / L∞ as a reader says it: "4.2 % above L∞" below 2×, "3.1× L∞" from 2× on (a ratio
-    printed to two digits, "1×", hides a 4 % gap)."""
-    if ratio < 2:
-        pct = (ratio - 1) * 100
-        return f"{pct:.2g} % above {of}" if pct < 10 else f"{pct:.0f} % above {of}"
-    return f"{ratio:.2g}× {of}"
-
-
-def _regime(table: pd.DataFrame, fin: pd.DataFrame, l_inf: dict[str, tuple[float, str]],
-            ground_truth: dict[str, float] | None, eval_set: str, metric: str,
-            l_inf_power: dict[str, float] | None = None) -> dict:
-    """Regime of the trained runs. ``l_inf[pair] = (value, source)``: the joint law's L∞ (eq. 7)
-    when it was fitted, else the median of the per-weight eq. 6 fits (``l_inf_source`` says
-    which); ``l_inf_power`` (that median) is kept as ``l_inf_power_median`` for comparison."""
-    reg: dict[str, Any] = {"pairs": {}, "curves": {}}
-    for pair, sub in fin.groupby("pair"):
-        best = float(sub["value"].min())
-        d: dict[str, Any] = {"best_loss": best}
-        value, source = l_inf.get(pair, (float("nan"), ""))
-        if math.isfinite(value) and value > 0:
-            d["l_inf_fit"] = value
-            d["l_inf_source"] = source
-            d["gap_over_fit"] = best / value
-        if l_inf_power and pair in l_inf_power and math.isfinite(l_inf_power[pair]):
-            d["l_inf_power_median"] = float(l_inf_power[pair])
-        if ground_truth and pair in ground_truth:
-            d["l_inf_true"] = float(ground_truth[pair])
-            d["gap_over_true"] = best / float(ground_truth[pair])
-        reg["pairs"][str(pair)] = d
-    n_drop = n_curves = 0
-    cooldown: dict[str, float | None] = {}
-    if {"run_id", "step", "eval_set", "metric"} <= set(table.columns):
-        series = table[(table["eval_set"] == eval_set) & (table["metric"] == metric)]
-        rates = table[table["metric"] == "learning_rate"]
-        cooldown = {run: cooldown_start(g["step"], g["value"]) for run, g in rates.groupby("run_id")}
-        for (run, pair), g in _trained(series).groupby(["run_id", "pair"]):
-            g = g[(g["step"] > 0) & (g["value"] > 0)].sort_values("step")
-            start = cooldown.get(run)
-            if start is not None and (g["step"] <= start).sum() >= 3:
-                g = g[g["step"] <= start]  # judged before the cool-down (cooldown_start)
-            if len(g) < 3:
-                continue
-            chk = convergence_check(g["step"].to_numpy(float), g["value"].to_numpy(float))
-            chk["checked_until_step"] = float(g["step"].max())
-            reg["curves"][f"{run}/{pair}"] = chk
-            n_curves += 1
-            n_drop += bool(chk["still_dropping"])
-    reg["n_curves"], reg["n_still_dropping"] = n_curves, n_drop
-    reg["cooldown_starts"] = {run: start for run, start in cooldown.items() if start is not None}
-    gaps = [d.get("gap_over_true", d.get("gap_over_fit")) for d in reg["pairs"].values()]
-    gaps = [g for g in gaps if g is not None]
-    far = bool(gaps) and max(gaps) > 1.5
-    compute_limited = n_curves > 0 and n_drop / n_curves > 0.5
-    if compute_limited:
-        verdict = "compute-limited"
-        text = (f"{n_drop} of {n_curves} learning curves still drop by more than 1% per doubling "
-                "of training steps at their end: the runs are not converged, so the fitted laws "
-                "describe this training budget rather than the capacity-limited regime of "
-                "Fernandes et al. (models trained to near convergence).")
-    elif n_curves:
-        verdict = "near convergence"
-        text = (f"{n_curves - n_drop} of {n_curves} learning curves have flattened (< 1% loss drop "
-                "per doubling of steps at the end): the runs are near convergence, the "
-                "capacity-limited regime the laws describe.")
-    else:
-        verdict = "unknown"
-        text = "No learning curves (only final values) — convergence could not be checked."
-    n_cooled = sum(1 for run in cooldown.values() if run is not None) if n_curves else 0
-    if n_cooled:
-        text += (f" {n_cooled} runs end with a learning-rate cool-down; their curves are judged "
-                 "before it (its drop anneals gradient noise, it is not learning).")
-    if far:
-        text += (f" The best losses are still {_gap(max(gaps), 'the')} (fitted or true) "
-                 "irreducible loss: the models are far from L∞, and L∞ is an extrapolation.")
-    elif gaps and max(gaps) >= 1:
-        text += f" The best losses are at most {_gap(max(gaps), 'L∞')}."
-    elif gaps:
-        text += (f" Every best loss lies below its L∞ (best / L∞ at most {max(gaps):.3g}): "
-                 "the fitted or stated L∞ is too high.")
-    reg.update(verdict=verdict, far_from_l_inf=far, text=text)
-    return reg
 
 
 def write_report(
@@ -221,7 +140,11 @@ def write_report(
     if held_ids:
         is_held = fin["run_id"].astype(str).isin(held_ids).to_numpy()
         held, fin = fin[is_held], fin[~is_held]
-        table_fit = table[~table["run_id"].astype(str).isin(held_ids).to_numpy()]
+        # a held-out run's cool-down branches are held out with it
+        held_rows = table["run_id"].astype(str).isin(held_ids).to_numpy()
+        if "parent_run" in table.columns:
+            held_rows = held_rows | table["parent_run"].astype(str).isin(held_ids).to_numpy()
+        table_fit = table[~held_rows]
         if fin.empty:
             raise FitError(f"every run with final {metric!r} rows is held out ({held_ids}): "
                            "nothing is left to fit", column="run_id")
@@ -236,11 +159,16 @@ def write_report(
     doc.h(1, title)
     n_runs = fin_seeds["run_id"].nunique() if "run_id" in fin_seeds.columns else len(fin_seeds)
     sizes = sorted(fin["n"].unique())
+    n_branches = table.loc[is_branch(table), "run_id"].nunique() if "run_id" in table.columns \
+        else 0
     doc.p(f"Data: {n_runs} fitted runs, pairs {', '.join(data)}, {len(sizes)} model sizes "
           f"(N = {sizes[0]:.3g} … {sizes[-1]:.3g} non-embedding parameters), eval set "
           f"`{eval_set}`, metric `{metric}`, final values."
           + (f" Held out (trained, never fitted; predicted below): "
-             f"{', '.join(f'`{r}`' for r in held_ids)}." if held_ids else ""))
+             f"{', '.join(f'`{r}`' for r in held_ids)}." if held_ids else "")
+          + (f" {n_branches} cool-down branches (Hägele et al. 2024) are left out of the size "
+             "laws; their final losses give the regime and L(N, D) their cooled-down token "
+             "budgets." if n_branches else ""))
     if convergence_correction:
         doc.p(f"Convergence correction (Fernandes App. G): {n_corrected} final loss(es) of runs "
               f"with weight ≤ 0.05 replaced by their learning-curve extrapolation to step "
@@ -282,22 +210,10 @@ def write_report(
         elif pair in l_inf_power:
             l_inf[pair] = (l_inf_power[pair], "median of the per-weight power laws (eq. 6); "
                                               "the joint law was not fitted")
-    rep.regime = _regime(table, fin_all, l_inf, ground_truth, eval_set, metric, l_inf_power)
+    rep.regime = compute_regime(table, fin_all, l_inf, ground_truth, eval_set, metric,
+                                l_inf_power)
     rep.regime["heldout_runs"] = held_ids
-
-    doc.h(2, "Regime")
-    doc.p(f"**{rep.regime['verdict']}.** {rep.regime['text']}")
-    rows = []
-    for pair, d in rep.regime["pairs"].items():
-        rows.append([pair, format_number(d["best_loss"]), format_number(d.get("l_inf_fit")),
-                     format_number(d.get("l_inf_true")), format_number(d.get("gap_over_fit"), digits=3),
-                     format_number(d.get("gap_over_true"), digits=3)])
-    doc.table(["pair", "best loss", "fitted L∞", "true L∞", "best / fitted L∞",
-               "best / true L∞"], rows)
-    srcs = sorted({d["l_inf_source"] for d in rep.regime["pairs"].values() if "l_inf_source" in d})
-    if srcs:
-        doc.p("Fitted L∞: " + "; ".join(srcs) + "." + (
-            " Best losses and learning curves include the held-out runs." if held_ids else ""))
+    regime_section(doc, rep.regime, heldout=bool(held_ids))
 
     # power-law table
     doc.h(2, "Power law per pair and weight (Fernandes eq. 6)")
@@ -343,7 +259,8 @@ def write_report(
                        n_refits, seed)
     heldout_section(doc, rep, held, table, held_ids, eval_set, metric)
     for name, section in (
-            ("quality laws", lambda: quality_section(doc, rep, table_fit, eval_set, out_dir)),
+            ("quality laws", lambda: quality_section(doc, rep, without_branches(table_fit),
+                                                     eval_set, out_dir)),
             ("bivariate", lambda: bivariate_section(doc, rep, fin, out_dir,
                                                     n_refits=min(n_refits, 30))),
             ("DPL", lambda: dpl_section(doc, rep, fin, out_dir, uncertainty=uncertainty,
@@ -467,13 +384,19 @@ def _curves_figure(doc, rep, table, eval_set, metric, out_dir) -> None:
                    & (table["step"] > 0)]
     if series.empty or series.groupby(["run_id", "pair"]).size().max() < 3:
         return
+    branches = series[is_branch(series)]
+    series = without_branches(series)
     curves = {f"{r}/{p}": (g["step"].to_numpy(float), g["value"].to_numpy(float))
               for (r, p), g in series.sort_values("step").groupby(["run_id", "pair"])}
+    ends = {}
+    for (parent, pair), g in (branches.groupby(["parent_run", "pair"]) if len(branches) else []):
+        last = g[g["step"] == g.groupby("run_id")["step"].transform("max")].sort_values("step")
+        ends[f"{parent}/{pair}"] = (last["step"].to_numpy(float), last["value"].to_numpy(float))
     panels = None
     note = ""
     if "n" in series.columns:  # one panel per pair, coloured by size; untrained pairs apart
         keys = series.drop_duplicates(["run_id", "pair"])
-        trained = _trained(keys)
+        trained = trained_rows(keys)
         panels = {f"{r}/{p}": (str(p), float(n))
                   for r, p, n in zip(trained["run_id"], trained["pair"], trained["n"], strict=True)
                   if np.isfinite(float(n))}
@@ -485,10 +408,12 @@ def _curves_figure(doc, rep, table, eval_set, metric, out_dir) -> None:
     try:
         rep.figures["learning_curves"] = plots.save(
             plots.plot_learning_curves(curves, title=rep.regime.get("verdict", ""), panels=panels,
-                                       cooldown_step=float(np.median(starts)) if starts else None),
+                                       cooldown_step=float(np.median(starts)) if starts else None,
+                                       ends=ends or None),
             os.path.join(out_dir, "figures", "learning_curves.png"))
         doc.img("figures/learning_curves.png", "Validation loss against training step per run, "
                 "one panel per pair, coloured by model size (convergence check, cf. Fernandes "
-                "App. G)." + note)
+                "App. G)." + note + (" Triangles: the final losses of the runs' cool-down "
+                                     "branches (Hägele et al. 2024)." if ends else ""))
     except Exception as e:
         rep.skipped["figures (learning curves)"] = f"{type(e).__name__}: {e}"

@@ -8,6 +8,7 @@ import json
 import os
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from fitting.core.base import FitError
@@ -21,7 +22,19 @@ from fitting.data.tables import (
     without_branches,
     write_table,
 )
-from fitting.test_utils import make_final_table, write_run_dirs
+from fitting.laws.chinchilla import fit_chinchilla
+from fitting.laws.learning_curve import cooled_drop_per_doubling
+from fitting.report.chinchilla import (
+    D_AXIS_BRANCHES,
+    D_AXIS_EVALUATIONS,
+    chinchilla_points,
+    chinchilla_section,
+)
+from fitting.report.markdown import Document
+from fitting.report.regime import CONVERGED_DROP, compute_regime
+from fitting.report.sections import Report
+from fitting.report.writer import write_report
+from fitting.test_utils import make_curves_table, make_final_table, write_run_dirs
 
 
 def _edit_run_json(d: str, edit) -> None:
@@ -118,3 +131,282 @@ def test_null_branch_is_an_ordinary_run(tmp_path):
     _edit_run_json(d, lambda m: m.update(branch=None))
     tab = collect_runs([d])
     assert (tab["parent_run"] == "").all() and tab["branch_step"].isna().all()
+
+
+# -- synthetic studies with cool-down branches ----------------------------------------------------
+
+
+def _with_tokens_and_bleu(tab: pd.DataFrame) -> pd.DataFrame:
+    """D = step × 512 tokens on every row, and a BLEU row (30·L^−1.5) next to every loss row."""
+    tab = tab.assign(tokens=tab["step"] * 512)
+    bleu = tab[tab["metric"] == "loss"].assign(metric="bleu", value=lambda t: 30 * t["value"] ** -1.5)
+    return pd.concat([tab, bleu], ignore_index=True)
+
+
+def _add_branches(tab: pd.DataFrame, steps=(200, 400), lower: float = 0.05) -> pd.DataFrame:
+    """Each run of ``tab`` gets a branch at every step b of ``steps``, ending at step 1.25·b
+    with a cooled-down loss ``lower`` below its parent's curve there, and one evaluation before."""
+    rows = []
+    for run, g in tab.groupby("run_id", sort=False):
+        first = g.iloc[0].to_dict()
+        for b in steps:
+            for step, final in ((b + b // 8, False), (b + b // 4, True)):
+                for _, gp in g[g["metric"] == "loss"].groupby("pair"):
+                    at = gp.iloc[(gp["step"] - step).abs().argmin()]
+                    loss = float(at["value"]) - (lower if final else 0.0)
+                    for metric, value in (("loss", loss), ("bleu", 30 * loss ** -1.5)):
+                        rows.append({**first, **gp.iloc[0][["weight", "pair"]].to_dict(),
+                                     "run_id": f"{run}_cd{b}", "parent_run": run,
+                                     "branch_step": b, "step": step, "tokens": step * 512,
+                                     "metric": metric, "value": value, "final": final})
+    branches = pd.DataFrame(rows)
+    base = tab.assign(parent_run="", branch_step=np.nan)
+    return pd.concat([base, branches], ignore_index=True)
+
+
+SAME = ("power", "joint", "fraction", "effective", "recommendation", "frontier", "quality",
+        "heldout", "heldout_runs", "seeds", "dpl", "bivariate")
+
+
+@pytest.fixture(scope="module")
+def branch_reports(tmp_path_factory):
+    """The report of a study with and without its cool-down branches (one run held out)."""
+    fin = make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.3, 0.5, 1.0), noise=0.01,
+                           seed=4)
+    plain = _with_tokens_and_bleu(make_curves_table(fin))
+    with_branches = _add_branches(plain)
+    kw = {"n_refits": 4, "heldout_runs": ["s2_p0.50"], "ground_truth": {"en-de": 1.0,
+                                                                       "en-zh": 1.5}}
+    out = tmp_path_factory.mktemp("branches")
+    reps = {name: write_report(t, str(out / name), **kw)
+            for name, t in (("plain", plain), ("branches", with_branches))}
+    fits = {name: json.load(open(r.json_path)) for name, r in reps.items()}
+    return reps, fits, with_branches
+
+
+# -- (b) branches never enter the size-law fits --------------------------------------------------
+
+
+def test_final_losses_leave_branches_out_unless_asked():
+    fin = make_final_table(sizes=[1e5, 3e5], weights=(0.5,))
+    tab = _add_branches(_with_tokens_and_bleu(make_curves_table(fin)))
+    rows, _ = final_losses(tab)
+    assert (rows["parent_run"] == "").all() and len(rows) == len(fin)
+    every, _ = final_losses(tab, include_branches=True)
+    assert len(every) == 3 * len(fin)  # the run's end and the ends of its two branches
+    assert set(every.loc[every["parent_run"] != "", "step"]) == {250, 500}
+
+
+def test_report_fits_equal_those_of_the_table_without_branches(branch_reports):
+    reps, fits, _ = branch_reports
+    plain, branched = fits["plain"], fits["branches"]
+    assert plain["quality"] and plain["heldout"] and plain["power"] and plain["effective"]
+    for key in SAME:
+        assert branched[key] == plain[key], key
+    # the best losses (regime pairs) and the held-out run's branches are out of every fit too
+    assert branched["regime"]["pairs"] == plain["regime"]["pairs"]
+    data_line = reps["branches"].markdown.split("\n## ")[0]
+    assert "24 cool-down branches" in data_line, data_line
+
+
+def test_cli_power_fit_leaves_branches_out(tmp_path):
+    from fitting.cli import main
+
+    fin = make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.5,), noise=0.01)
+    plain = make_curves_table(fin)
+    outs = {}
+    for name, tab in (("plain", plain), ("branches", _add_branches(plain, lower=0.5))):
+        write_table(tab, tmp_path / f"{name}.csv")
+        main(["fit", "--law", "power", "--input", str(tmp_path / f"{name}.csv"),
+              "--uncertainty", "none", "--out", str(tmp_path / f"{name}.json")])
+        outs[name] = json.load(open(tmp_path / f"{name}.json"))
+    assert outs["branches"] == outs["plain"]
+
+
+# -- (c) the cooled-down verdict ------------------------------------------------------------------
+
+
+def test_cooled_drop_per_doubling_on_exact_numbers():
+    # (2.0 − 1.9) / 2.0 / log2(4 / 2) = 0.05; unsorted input, only the last two budgets count
+    assert cooled_drop_per_doubling([4, 1, 2], [1.9, 3.0, 2.0]) == pytest.approx(0.05, abs=1e-15)
+    # D quadruples: the drop is shared over two doublings
+    assert cooled_drop_per_doubling([100, 400], [2.0, 1.8]) == pytest.approx(0.05, abs=1e-15)
+    assert cooled_drop_per_doubling([1, 2], [2.0, 2.2]) == pytest.approx(-0.1, abs=1e-15)
+    with pytest.raises(FitError, match="need at least 2"):
+        cooled_drop_per_doubling([1], [2.0])
+    with pytest.raises(FitError, match="same D"):
+        cooled_drop_per_doubling([1, 2, 2], [3.0, 2.0, 1.9])
+
+
+def _budget_table(drop: float, sizes=(1e5, 3e5, 1e6, 3e6)) -> pd.DataFrame:
+    """Parents ending at D_T = 512,000 tokens with branches at D_T/4 and D_T/2 whose cooled-down
+    loss falls by ``drop`` per doubling of D; a zero-weight pair (flat, evaluated only) too."""
+    rows = []
+    for j, n in enumerate(sizes):
+        run = f"s{j}"
+        for b, step in ((None, 1000), (200, 250), (400, 500)):
+            rid, k = (run, 2) if b is None else (f"{run}_cd{b}", {200: 0, 400: 1}[b])
+            for pair, w in (("en-de", 1.0), ("en-zh", 0.0)):
+                loss = (3.0 + 1e6 / n) * (1 - drop) ** k if w else 6.0
+                for s in (step - 100, step - 50, step) if b is None else (step - 50, step):
+                    rows.append(dict(run_id=rid, study="t", family="mini", size=f"s{j}", n=n,
+                                     pair=pair, weight=w, eval_set="validation", metric="loss",
+                                     step=s, tokens=s * 512, value=loss * (1.02 if s < step else 1),
+                                     final=s == step, parent_run="" if b is None else run,
+                                     branch_step=b))
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("drop, verdict", [(0.005, "near convergence"), (0.05, "compute-limited")])
+def test_regime_verdict_from_cooled_down_branches(drop, verdict):
+    tab = _budget_table(drop)
+    fin, _ = final_losses(tab)
+    reg = compute_regime(tab, fin, {}, None, "validation", "loss")
+    assert reg["method"] == "cooled-down branches" and reg["verdict"] == verdict
+    assert reg["n_curves"] == 4  # trained pairs only: the flat zero-weight curves do not count
+    assert reg["n_still_dropping"] == (0 if drop < CONVERGED_DROP else 4)
+    assert set(reg["runs"]) == {"s0", "s1", "s2", "s3"}
+    c = reg["runs"]["s1"]["en-de"]
+    assert [d for d, _ in c["budgets"]] == [125 * 1024, 250 * 1024, 500 * 1024]
+    assert c["budgets"][-1][1] == pytest.approx((3.0 + 1e6 / 3e5) * (1 - drop) ** 2)
+    assert c["cooled_drop_per_doubling"] == pytest.approx(drop, rel=1e-9)
+    assert c["converged"] == (drop < CONVERGED_DROP)
+    assert reg["median_cooled_drop_per_doubling"] == pytest.approx(drop, rel=1e-9)
+    assert f"{drop:.2%}" in reg["text"] and "1%" in reg["text"]
+    # the old method is still computed, on the parent runs only, for comparison
+    assert reg["curves"] and all("_cd" not in key for key in reg["curves"])
+    # without branches, the slope before the cool-down, as before
+    plain = compute_regime(without_branches(tab), fin, {}, None, "validation", "loss")
+    assert plain["method"] == "slope before the cool-down" and "runs" not in plain
+
+
+def test_report_regime_section_states_method_threshold_and_runs(branch_reports):
+    reps, fits, _ = branch_reports
+    reg = fits["branches"]["regime"]
+    assert reg["method"] == "cooled-down branches" and fits["plain"]["regime"]["method"] == \
+        "slope before the cool-down"
+    # the branches end 0.05 below their parent's curve, the parent's end is its curve: the last
+    # two budgets (D = 256,000 and 512,000 tokens) are the 400-step branch's end and the run's end
+    c = reg["runs"]["s0_p0.50"]["en-de"]
+    assert [d for d, _ in c["budgets"]] == [128000, 256000, 512000]
+    assert reg["n_curves"] == sum(len(p) for p in reg["runs"].values()) == 20  # 12 runs, trained
+    section = reps["branches"].markdown.split("\n## Regime")[1].split("\n## ")[0]
+    assert "cooled-down branches (Hägele et al. 2024)" in section and "below 1%" in section
+    assert "| s0_p0.50 | en-de |" in section and "drop per doubling" in section
+    assert reg["verdict"] in section
+
+
+# -- (d) L(N, D) on the cool-down branch ends -----------------------------------------------------
+
+E, A, ALPHA, B, BETA = 1.2, 300.0, 0.4, 200.0, 0.35
+
+
+def _chinchilla_table() -> pd.DataFrame:
+    """5 sizes × 2 seeds; parents of 2000…8000 steps (512 tokens each) end at D_T, branches at
+    D_T/4 and D_T/2; every end is L(N, D) exactly in the seed mean (seeds ±1 %). The
+    intermediate evaluations lie on a flatter, uncooled curve that the fit must not use."""
+    rows = []
+    for j, (n, steps) in enumerate(zip(np.geomspace(1e5, 1e7, 5), (2000, 3000, 4000, 6000, 8000),
+                                       strict=True)):
+        for seed, sign in ((0, 1), (1, -1)):
+            run = f"m{j}_s{seed}"
+            ends = [(run, "", np.nan, steps)] + [
+                (f"{run}_cd{steps // k}", run, steps // k - steps // 20, steps // k) for k in (4, 2)]
+            for rid, parent, b, end in ends:
+                for s in np.linspace(end / 4, end, 4).astype(int):
+                    d = s * 512.0
+                    cooled = E + A / n**ALPHA + B / d**BETA
+                    loss = cooled if s == end else E + 0.5 + A / n**ALPHA + 3.0 / d**0.1
+                    rows.append(dict(run_id=rid, study="t", family="mini", size=f"m{j}", n=n,
+                                     pair="en-de", weight=1.0, seed=seed, eval_set="validation",
+                                     metric="loss", step=s, tokens=d,
+                                     value=loss * (1 + sign * 0.01), final=s == end,
+                                     parent_run=parent, branch_step=b))
+    return pd.DataFrame(rows)
+
+
+def test_chinchilla_points_use_the_branch_ends_and_recover_the_exponents(tmp_path):
+    tab = _chinchilla_table()
+    pts, note, why = chinchilla_points(tab)
+    assert why == "" and D_AXIS_BRANCHES in note
+    assert len(pts) == 15 and (pts["n_seeds"] == 2).all()  # 5 sizes × 3 budgets, seeds averaged
+    truth = E + A / pts["n"] ** ALPHA + B / pts["tokens"] ** BETA
+    assert np.allclose(pts["value"], truth, rtol=1e-12)
+    fit = fit_chinchilla(pts["n"], pts["tokens"], pts["value"], init="varpro")
+    assert fit["alpha"] == pytest.approx(ALPHA, rel=0.03)  # noiseless: within 3 %
+    assert fit["beta"] == pytest.approx(BETA, rel=0.03)
+    # the same runs without branches: the intermediate evaluations, a different law
+    plain, plain_note, _ = chinchilla_points(without_branches(tab))
+    assert D_AXIS_EVALUATIONS in plain_note
+    plain_truth = E + A / plain["n"] ** ALPHA + B / plain["tokens"] ** BETA
+    assert not np.allclose(plain["value"], plain_truth, rtol=0.01)
+    # the section says which D axis it used
+    rep = Report(out_dir=str(tmp_path), markdown_path="", html_path="", json_path="")
+    doc = Document()
+    chinchilla_section(doc, rep, tab, "validation", "loss", str(tmp_path), uncertainty=None)
+    assert rep.chinchilla["d_axis"] == D_AXIS_BRANCHES and D_AXIS_BRANCHES in doc.markdown()
+    assert rep.chinchilla["fits"]["en-de"]["params"]["beta"] == pytest.approx(BETA, rel=0.03)
+
+
+def test_chinchilla_points_need_two_budgets_per_run():
+    tab = _chinchilla_table()
+    lonely = tab[~tab["parent_run"].isin(["m0_s0", "m0_s1", "m1_s0", "m1_s1", "m2_s0",
+                                          "m2_s1"])]
+    _, _, why = chinchilla_points(lonely)
+    assert "fewer than 3 model sizes (2)" in why
+    some = tab[~tab["parent_run"].isin(["m0_s0", "m0_s1"])]
+    pts, note, why = chinchilla_points(some)
+    assert why == "" and "2 (run, pair) with one budget only left out" in note
+    assert sorted(pts["n"].unique()) == sorted(tab["n"].unique())[1:]
+
+
+# -- (e) check 5 of the main job -------------------------------------------------------------------
+
+
+def _fits(method: str, verdict: str, drops: list[float]) -> dict:
+    runs = {f"r{i}": {"en-de": {"budgets": [[1.0, 2.0], [2.0, 2.0 * (1 - x)]],
+                                "cooled_drop_per_doubling": x, "converged": x < 0.01}}
+            for i, x in enumerate(drops)}
+    regime = {"pairs": {}, "method": method, "verdict": verdict}
+    if method == "cooled-down branches":
+        regime["runs"] = runs
+    return {"regime": regime}
+
+
+def test_check_main_job_check5_is_the_branch_verdict(benchmark_script, capsys):
+    job = benchmark_script("check_main_job")
+    ok = job.check(_fits("cooled-down branches", "near convergence", [0.002, 0.004, 0.03]))
+    r = ok["regime"]
+    assert r["ok"] and r["n_converged"] == 2 and r["n_curves"] == 3
+    assert r["median_drop_per_doubling"] == pytest.approx(0.004)
+    limited = job.check(_fits("cooled-down branches", "compute-limited", [0.02, 0.04, 0.005]))
+    assert not limited["regime"]["ok"] and limited["regime"]["n_converged"] == 1
+    # the old slope verdict, even "near convergence", does not pass: no cool-down branches
+    slope = job.check(_fits("slope before the cool-down", "near convergence", []))
+    assert not slope["regime"]["ok"] and not slope["all_ok"]
+    job._print(slope)
+    assert "5. regime: the study has no cool-down branches" in capsys.readouterr().out
+    job._print(ok)
+    out = capsys.readouterr().out
+    assert "5. regime (cooled-down branches): near convergence, 2 of 3 curves converged, " \
+           "median drop 0.40 % per doubling of D ok" in out
+
+
+# -- the learning-curve figure ------------------------------------------------------------------
+
+
+def test_learning_curve_figure_marks_branch_ends(branch_reports):
+    from fitting import plots
+    from fitting.test_utils import check_figure
+
+    steps, loss = np.array([100.0, 200.0, 400.0, 1000.0]), np.array([3.0, 2.5, 2.2, 2.0])
+    ends = {"r/en-de": (np.array([250.0, 500.0]), np.array([2.3, 2.1]))}
+    fig = plots.plot_learning_curves({"r/en-de": (steps, loss)},
+                                     panels={"r/en-de": ("en-de", 1e5)}, ends=ends)
+    (dots,) = fig.axes[0].collections
+    assert np.array_equal(dots.get_offsets(), [[250.0, 2.3], [500.0, 2.1]])
+    assert check_figure(fig) == []
+    reps, _, _ = branch_reports
+    assert "learning_curves" in reps["branches"].figures
+    assert "Triangles: the final losses of the runs' cool-down branches" in \
+        reps["branches"].markdown
