@@ -205,6 +205,11 @@ def test_report_fits_equal_those_of_the_table_without_branches(branch_reports):
         assert branched[key] == plain[key], key
     # the best losses (regime pairs) and the held-out run's branches are out of every fit too
     assert branched["regime"]["pairs"] == plain["regime"]["pairs"]
+    # L(N, D): the branch ends, without the held-out run and its branches (3 sizes × 3 budgets)
+    assert branched["chinchilla"]["d_axis"] == D_AXIS_BRANCHES
+    assert plain["chinchilla"]["d_axis"] == D_AXIS_EVALUATIONS
+    assert branched["chinchilla"]["fits"]["en-de p=0.5"]["n_points"] == 9
+    assert branched["chinchilla"]["fits"]["en-de p=1"]["n_points"] == 12
     data_line = reps["branches"].markdown.split("\n## ")[0]
     assert "24 cool-down branches" in data_line, data_line
 
