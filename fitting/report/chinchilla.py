@@ -201,7 +201,13 @@ def chinchilla_section(doc: Document, rep: Report, table: pd.DataFrame, eval_set
         n_range = (float(g["n"].min()), float(g["n"].max()))
         last = g.sort_values("step").groupby("n").tail(1)
         c_trained = 6.0 * last["n"].to_numpy(float) * last["tokens"].to_numpy(float)
-        if fit["alpha"] <= 0 or fit["beta"] <= 0:
+        finite = all(fit.params.get(k) is not None and np.isfinite(float(fit.params[k]))
+                     for k in ("E", "A", "alpha", "B", "beta"))
+        if not finite:
+            rep.skipped[f"compute-optimal {label}"] = ("a fitted coefficient is not finite (the "
+                                                       "term is not pinned by the data)")
+            budgets = []
+        elif fit["alpha"] <= 0 or fit["beta"] <= 0:
             rep.skipped[f"compute-optimal {label}"] = "a fitted exponent is not positive"
             budgets = []
         else:

@@ -167,9 +167,17 @@ def _summary(report, ground_truth: dict[str, float] | None) -> str:
             gap = f" (true {truth:.3f}, {100 * (d['l_inf_fit'] / truth - 1):+.1f} %)" if truth else ""
             lines.append(f"  {pair}: L_inf {d['l_inf_fit']:.3f} from the "
                          f"{d.get('l_inf_source', 'fit')}{gap}")
-    if report.regime.get("verdict"):
-        lines.append(f"  regime: {report.regime['verdict']} ({report.regime.get('n_still_dropping')} "
-                     f"of {report.regime.get('n_curves')} learning curves still dropping)")
+    from fitting.report.regime import CONVERGED_DROP, METHOD_BRANCHES  # noqa: PLC0415
+
+    regime = report.regime
+    if regime.get("verdict") and regime.get("method") == METHOD_BRANCHES:
+        lines.append(f"  regime: {regime['verdict']} ({regime.get('n_still_dropping')} of "
+                     f"{regime.get('n_curves')} cooled-down curves still dropping ≥ "
+                     f"{100 * CONVERGED_DROP:g} % per doubling of D; median "
+                     f"{100 * regime['median_cooled_drop_per_doubling']:.2f} %)")
+    elif regime.get("verdict"):
+        lines.append(f"  regime: {regime['verdict']} ({regime.get('n_still_dropping')} "
+                     f"of {regime.get('n_curves')} learning curves still dropping)")
     for entry in report.heldout:
         if entry.get("primary", True):
             lines.append(f"  held out {entry['run']} {entry['pair']}: predicted "
