@@ -7,7 +7,14 @@ import pytest
 from mnmt.study import cli as study
 from mnmt.study import runner as local
 from mnmt.study.progress import StudyProgress
-from mnmt.study.spec import StudyError, StudySpec, expand
+from mnmt.study.spec import (
+    StudyError,
+    StudySpec,
+    branch_runs,
+    expand,
+    progress_entries,
+    with_branches,
+)
 
 
 def _run_all_with(monkeypatch, tmp_path, statuses):
@@ -150,3 +157,73 @@ def test_the_data_stage_caps_the_synthetic_tasks(tmp_path):
     assert data.caps == {"en-de": 300, "en-zh": None}
     assert tasks.get_task_info(data.tasks["en-de"]).train_size == 300
     assert tasks.get_task_info(data.tasks["en-zh"]).train_size is None
+
+
+def test_branches_train_after_their_group_and_are_skipped_once_finished(monkeypatch, tmp_path):
+    spec = StudySpec(sizes=("micro-1", "micro-2"), weights=(0.3, 0.5), train_steps=400,
+                     cooldown_fraction=0.25, cooldown_branches=(0.25, 100), max_group=2)
+    runs = expand(spec)
+    started: list[list[str]] = []
+
+    def fake_train_group(configs, progress=None):
+        started.append(list(configs))
+        return [trainer.TrainSummary(c, str(tmp_path), "finished", 3, {}, 0.1) for c in configs]
+
+    from mnmt.training import trainer
+
+    monkeypatch.setattr(trainer, "train_group", fake_train_group)
+    monkeypatch.setattr(local, "make_train_config", lambda spec, run, data, run_dir: run.run_id)
+    monkeypatch.setattr(local, "branch_train_configs",
+                        lambda spec, branches, data, runs_dir: [b.run_id for b in branches])
+    (tmp_path / "micro-2_p0.30_s0_cd100").mkdir()
+    (tmp_path / "micro-2_p0.30_s0_cd100" / "run.json").write_text('{"status": "finished"}')
+    progress = StudyProgress(progress_entries(spec, runs), stream=io.StringIO())
+    data = local.StudyData("v.model", {"en-de": "a", "en-zh": "b"}, {})
+    dirs = local.run_all(spec, runs, data, tmp_path, progress)
+    assert started == [
+        ["micro-1_p0.30_s0", "micro-1_p0.50_s0"],
+        ["micro-1_p0.30_s0_cd100", "micro-1_p0.50_s0_cd100"],  # one group per branch step
+        ["micro-2_p0.30_s0", "micro-2_p0.50_s0"],
+        ["micro-2_p0.50_s0_cd100"],  # its finished sibling is skipped
+    ]
+    assert [d.name for d in dirs] == [r.run_id for r in with_branches(spec, runs)]
+    # 0.25 of 400 steps is step 100 as well: one branch, cooling down 100·0.25/0.75 ≈ 33 steps
+    assert progress_entries(spec, runs[:1]) == [("micro-1_p0.30_s0", "micro-1", 400, 0),
+                                                ("micro-1_p0.30_s0_cd100", "micro-1", 33, 100)]
+
+
+def test_plan_lists_the_branches_with_the_steps_they_add(capsys):
+    assert study.main(["plan", "--preset", "ci", "--gin", "StudySpec.cooldown_fraction=0.4",
+                       "--gin", "StudySpec.cooldown_branches=(0.5,)"]) == 0
+    out, err = capsys.readouterr()
+    assert ("mini-1_p0.50_s0_cd150\tmini-1\ten-de=0.50 en-zh=0.50\tseed=0\tsteps=250\t"
+            "cool-down branch of mini-1_p0.50_s0: from its step 150, 100 steps trained") in out
+    assert "4 runs, 1,200 steps; 4 cool-down branches, 400 steps (+33 % steps)" in err
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"cooldown_branches": (0.5,)}, r"StudySpec.branch_cooldown_fraction: a branch needs a "
+                                    r"cool-down share.*cooldown_fraction"),
+    ({"cooldown_fraction": 0.4, "cooldown_branches": (0.7,)},
+     r"StudySpec.cooldown_branches: branch step 490 .* outside \[1, 420\)"),
+    ({"cooldown_fraction": 0.4, "cooldown_branches": (2.5,)}, "expected a fraction in"),
+    ({"cooldown_shape": "cosine"}, "StudySpec.cooldown_shape: expected one of linear, 1-sqrt"),
+])
+def test_branch_fields_are_validated(fields, message):
+    with pytest.raises(StudyError, match=message):
+        StudySpec(**fields)
+
+
+def test_a_branch_run_gets_its_parents_config_branched(monkeypatch, tmp_path):
+    spec = StudySpec(sizes=("micro-1",), weights=(0.5,), train_steps=400, cooldown_fraction=0.25,
+                     cooldown_branches=(0.5,), cooldown_shape="1-sqrt", decay="constant")
+    monkeypatch.setattr(local, "register_run_mixture", lambda spec, run, data: "mix")
+    data = local.StudyData("v.model", {"en-de": "a", "en-zh": "b"}, {})
+    (run,) = expand(spec)
+    parent = local.make_train_config(spec, run, data, tmp_path / run.run_id)
+    assert parent.branches.points == (0.5,) and parent.cooldown_shape == "1-sqrt"
+    (branch,) = local.branch_train_configs(spec, branch_runs(spec, run), data, tmp_path)
+    assert branch.model_dir == str(tmp_path / "micro-1_p0.50_s0_cd200")
+    assert (branch.train_steps, branch.cooldown_steps) == (267, 67)
+    assert branch.branches.parent_dir == str(tmp_path / run.run_id)
+    assert branch.run_id == "micro-1_p0.50_s0_cd200" and branch.cooldown_shape == "1-sqrt"
