@@ -509,7 +509,8 @@ def group_runs(spec: StudySpec, runs: list[RunSpec]) -> list[list[RunSpec]]:
 PRESETS: dict[str, StudySpec] = {
     # The main job (SPEC §6): 5 sizes x 5 weights on the 2-pair synthetic family, plus one
     # held-out run at a larger size and an unseen weight; the rsqrt schedule with a cool-down
-    # over the last 40 % of steps (docs/guides/studies.md: the built-in CPU study).
+    # over the last 40 % of steps, and a cool-down branch at 25 % of each run (D = 417 steps
+    # beside 1,000) for the regime verdict (docs/guides/studies.md: the built-in CPU study).
     "default": StudySpec(
         weights=(0.0, 0.3, 0.5, 0.7, 1.0),
         heldout=(("mini-3", 0.6),),
@@ -521,6 +522,7 @@ PRESETS: dict[str, StudySpec] = {
         eval_every=200,
         checkpoint_every=500,
         cooldown_fraction=0.4,
+        cooldown_branches=(0.25,),
     ),
     # A miniature of the main job for the integration test and CI (at most ~2 minutes).
     "ci": StudySpec(
