@@ -35,6 +35,7 @@ from jax.sharding import PartitionSpec as P
 from mnmt.tensorflow_setup import start_tensorflow
 from mnmt.training import branches, checkpoints, distributed, evaluation, run_files
 from mnmt.training.config import TrainConfig
+from mnmt.training.fault_injection import nan_injection, poisoned
 from mnmt.training.host_inputs import gather_input_states
 from mnmt.training.optimizer import make_optimizer, schedule_for
 from mnmt.training.progress import (
@@ -54,13 +55,6 @@ from mnmt.training.step_functions import (
 )
 
 log = logging.getLogger("mnmt.training.train")
-
-# Test-only fault injection, read once when a group starts training: with
-# MNMT_TEST_NAN_AT_STEP=k the parameters going into step k are multiplied by NaN on the host
-# (only those of run MNMT_TEST_NAN_RUN when that is set), so step k's loss is NaN, as after a
-# real divergence. Unset, the loop pays one integer comparison per step.
-NAN_AT_STEP_ENV = "MNMT_TEST_NAN_AT_STEP"
-NAN_RUN_ENV = "MNMT_TEST_NAN_RUN"
 
 __all__ = ["TrainSummary", "train", "train_group", "train_with_branches", "check_groupable",
            "GROUP_FIELDS"]
@@ -544,19 +538,8 @@ class _Loop:
 
     def _poison(self, state, runs: set[str] | None):
         """`state` with the parameters of `runs` (None: every member) multiplied by NaN."""
-        factor = np.array([np.nan if runs is None or m.setup.run_id in runs else 1.0
-                           for m in self.members], np.float32)
-        if not self.grouped:
-            factor = factor[0]
-
-        def times(x):
-            if not np.issubdtype(x.dtype, np.floating):
-                return x
-            return x * np.reshape(factor, np.shape(factor) + (1,) * (x.ndim - factor.ndim))
-
-        params = jax.device_put(jax.tree.map(times, state["params"]),
-                                self.fns.state_shardings["params"])
-        return {**state, "params": params}
+        return poisoned(state, [m.setup.run_id for m in self.members], runs,
+                        grouped=self.grouped, shardings=self.fns.state_shardings["params"])
 
     def _tokens(self) -> int:
         return sum(m.tokens for m in self.members)
@@ -599,20 +582,6 @@ class _Loop:
             "grad_norm": float(metrics["grad_norm"]), "steps_per_s": rates[0],
             "tokens_per_s": rates[1], "mfu": rates[2]})
         self.progress(self._event(m, step, loss=mean_loss, lr=lr, rates=rates))
-
-
-def nan_injection() -> tuple[int | None, set[str] | None]:
-    """The test-only NaN injection (NAN_AT_STEP_ENV, NAN_RUN_ENV): (step or None, the run ids
-    to poison or None for every run). Raises ValueError naming the variable on a bad value."""
-    text = os.environ.get(NAN_AT_STEP_ENV, "").strip()
-    if not text:
-        return None, None
-    try:
-        step = int(text)
-    except ValueError:
-        raise ValueError(f"{NAN_AT_STEP_ENV}={text!r}: expected a step number") from None
-    runs = os.environ.get(NAN_RUN_ENV, "").strip()
-    return step, ({r for r in runs.split(",") if r} or None)
 
 
 def _stack_batches(batches: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

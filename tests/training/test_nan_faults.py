@@ -1,6 +1,6 @@
 """A NaN loss injected at a random step (mini-1 on the tiny synthetic tasks, in process).
 
-The test-only hook `MNMT_TEST_NAN_AT_STEP=k` (`mnmt.training.trainer.NAN_AT_STEP_ENV`; with
+The test-only hook `MNMT_TEST_NAN_AT_STEP=k` (`mnmt.training.fault_injection.NAN_AT_STEP_ENV`; with
 `MNMT_TEST_NAN_RUN=RUN_ID` only that run of a group) multiplies the parameters going into step k
 by NaN, so step k's loss is NaN as after a real divergence. The run must stop there (status
 `diverged`, `mnmt-train` exit status 3, one line naming the run and the step), write no
@@ -22,7 +22,7 @@ import pytest
 from run_helpers import rows_by_key, small_run_config
 
 from mnmt.training import run_files
-from mnmt.training.trainer import NAN_AT_STEP_ENV, NAN_RUN_ENV
+from mnmt.training.fault_injection import NAN_AT_STEP_ENV, NAN_RUN_ENV
 
 STEPS, PERIOD = 12, 4  # checkpoints at 4, 8, 12
 
@@ -137,7 +137,7 @@ def test_nan_at_more_random_steps(tiny_data, reference, tmp_path, monkeypatch, i
 
 
 def test_bad_hook_value_is_a_one_line_error(monkeypatch):
-    from mnmt.training.trainer import nan_injection
+    from mnmt.training.fault_injection import nan_injection
 
     monkeypatch.setenv(NAN_AT_STEP_ENV, "seven")
     with pytest.raises(ValueError, match=NAN_AT_STEP_ENV):
