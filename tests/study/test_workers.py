@@ -111,6 +111,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.slow  # ≈ 2.5 min on 2 cores (a study killed and run again); -m slow
 @pytest.mark.skipif(not Path("/proc").exists(), reason="needs /proc (Linux)")
 def test_workers_die_with_a_killed_study_and_the_rerun_completes(two_workers, tmp_path):
     out = tmp_path / "study"

@@ -97,6 +97,7 @@ def test_a_group_resumes_members_checkpointed_at_different_steps(make_config, se
         _assert_rows_close(w.model_dir, p.model_dir, rel=1e-3)
 
 
+@pytest.mark.slow  # ≈ 1 min on 2 cores; the fast suite keeps the grouped resume at two steps
 def test_sigkill_of_a_group_at_a_random_event_then_resume_matches_uninterrupted(
         make_config, second_mixture, tiny_data, tmp_path):
     """A group of two runs killed by SIGKILL (no handler runs) at a random progress event of
