@@ -126,7 +126,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("data,model_axis", [(4, 1), (2, 2)])
+@pytest.mark.parametrize("data,model_axis", [pytest.param(4, 1, marks=pytest.mark.slow), (2, 2)])
 def test_fsdp_splits_parameters_over_data_and_trains_like_standard(tmp_path, data, model_axis):
     script = tmp_path / "fsdp_check.py"
     script.write_text(SCRIPT)

@@ -10,7 +10,7 @@ import pytest
 from mnmt.data.sources import wmt
 from mnmt.models import zoo
 from mnmt.study import cli, stages
-from mnmt.study.spec import expand
+from mnmt.study.spec import expand, with_branches
 
 FILES = stages.study_files()
 # Each paper's experiments: the paper-scale files and their CPU miniatures.
@@ -55,7 +55,8 @@ def test_study_file_loads_and_names_real_sizes(name):
 def test_plan_lists_every_run(name, capsys):
     assert cli.main(["plan", "--preset", name]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == len(expand(stages.load_spec(None, name, [])))
+    spec = stages.load_spec(None, name, [])
+    assert len(lines) == len(with_branches(spec, expand(spec)))  # runs and cool-down branches
 
 
 def test_presets_lists_built_ins_and_files(capsys):

@@ -70,6 +70,7 @@ def test_worker_environment_keeps_xla_on_one_thread():
     assert mine["XLA_FLAGS"] == "--xla_cpu_multi_thread_eigen=true"  # a user's choice is kept
 
 
+@pytest.mark.slow  # ≈ 2.5 min on 2 cores (two studies); -m slow; the main job runs two workers
 def test_two_workers_write_the_rows_one_process_writes(two_workers, tmp_path):
     out, stderr = two_workers
     assert "2 worker processes" in stderr

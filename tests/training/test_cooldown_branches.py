@@ -168,6 +168,7 @@ def test_sigkill_inside_a_branch_then_resume_matches_the_full_run(make_config, t
     _branch_rows_match_full_run(killed.model_dir + "_cd4", reference, 4, rtol=1e-6)
 
 
+@pytest.mark.slow  # ≈ 40 s; the fast suite keeps the single run's branch = full run identity
 def test_grouped_runs_branch_as_a_group(make_config, tiny_data):
     from mnmt.data import mixtures
     from mnmt.training.trainer import train_with_branches
