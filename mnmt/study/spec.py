@@ -26,6 +26,10 @@ from mnmt.models.configs import (  # light: no jax
 from mnmt.training import branches  # light: configuration only
 
 COOLDOWN_SHAPES = ("linear", "1-sqrt")  # mnmt.training.optimizer's (which imports jax)
+# What branch errors call the study's fields (mnmt.training.branches names TrainConfig's).
+_BRANCH_FIELDS = branches.BranchFields("StudySpec.cooldown_branches",
+                                       "StudySpec.branch_cooldown_fraction",
+                                       "StudySpec.cooldown_fraction")
 
 # Fernandes et al. 2023 §3.2: weights of the first pair in two-pair mixtures.
 FERNANDES_TWO_PAIR_GRID: tuple[float, ...] = (0.0, 0.05, 0.1, 0.3, 0.5, 0.7, 0.9, 0.95, 1.0)
@@ -154,7 +158,7 @@ class StudySpec:
         """The branch points of the runs of `size` as steps (`cooldown_branches`)."""
         return branches.resolve_branch_steps(
             self.cooldown_branches, self.steps_for(size), self.cooldown_for(size),
-            self.branch_cooldown_fraction or None)
+            self.branch_cooldown_fraction or None, _BRANCH_FIELDS)
 
     def run_steps(self, run: RunSpec) -> tuple[int, int]:
         """(first, last) step a run trains: (0, T) for a run, (b, b + c_b) for a branch."""
@@ -333,11 +337,7 @@ def _validate_branches(spec: StudySpec) -> None:
         try:
             spec.branch_steps_for(size)
         except branches.BranchError as err:
-            text = str(err).replace("BranchConfig.points", "StudySpec.cooldown_branches")
-            text = text.replace("BranchConfig.cooldown_fraction",
-                                "StudySpec.branch_cooldown_fraction").replace(
-                "give the run a cool-down", "give the runs a cool-down (cooldown_fraction)")
-            raise StudyError(f"{text} (size {size}, {spec.steps_for(size)} steps)") from None
+            raise StudyError(f"{err} (size {size}, {spec.steps_for(size)} steps)") from None
 
 
 def _validate_caps(spec: StudySpec) -> None:
@@ -458,8 +458,8 @@ def branch_runs(spec: StudySpec, run: RunSpec) -> list[RunSpec]:
     if run.parent:
         return []
     share = branches.resolve_cooldown_share(spec.steps_for(run.size), spec.cooldown_for(run.size),
-                                            spec.branch_cooldown_fraction or None) \
-        if spec.cooldown_branches else 0.0
+                                            spec.branch_cooldown_fraction or None,
+                                            _BRANCH_FIELDS) if spec.cooldown_branches else 0.0
     return [dataclasses.replace(run, run_id=branches.branch_run_id(run.run_id, step),
                                 parent=run.run_id, branch_step=step,
                                 cooldown_steps=branches.cooldown_steps_at(step, share))

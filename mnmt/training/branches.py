@@ -22,12 +22,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:  # the config module imports optax and jax
     from mnmt.training.config import TrainConfig
 
-__all__ = ["BRANCH_SUFFIX", "BranchError", "resolve_branch_steps", "resolve_cooldown_share",
+__all__ = ["BRANCH_SUFFIX", "BranchError", "BranchFields", "TRAIN_CONFIG_FIELDS", "resolve_branch_steps", "resolve_cooldown_share",
            "cooldown_steps_at", "branch_steps", "cooldown_share", "branch_cooldown", "branch_dir",
            "branch_run_id", "branch_configs", "is_branch"]
 
@@ -39,21 +39,35 @@ class BranchError(ValueError):
     """Branch points that cannot be trained; the message names the field and the values."""
 
 
-def _point_step(point: float, train_steps: int) -> int:
+class BranchFields(NamedTuple):
+    """The names errors give the branch points, the branches' cool-down share and the run's own
+    cool-down (a StudySpec names its own fields: `mnmt.study.spec`)."""
+
+    points: str
+    cooldown_fraction: str
+    run_cooldown: str
+
+
+TRAIN_CONFIG_FIELDS = BranchFields("BranchConfig.points", "BranchConfig.cooldown_fraction",
+                                   "cooldown_steps")
+
+
+def _point_step(point: float, train_steps: int, fields: BranchFields) -> int:
     """A branch point as a step: a fraction 0 < x < 1 of `train_steps`, or a step number."""
     if isinstance(point, bool) or not isinstance(point, int | float) or not math.isfinite(point):
-        raise BranchError(f"BranchConfig.points: expected fractions in (0, 1) or step numbers, "
+        raise BranchError(f"{fields.points}: expected fractions in (0, 1) or step numbers, "
                           f"got {point!r}")
     if isinstance(point, float) and 0 < point < 1:
         return int(round(point * train_steps))
     if float(point).is_integer() and point >= 1:
         return int(point)
-    raise BranchError(f"BranchConfig.points: expected a fraction in (0, 1) or a step number "
+    raise BranchError(f"{fields.points}: expected a fraction in (0, 1) or a step number "
                       f"≥ 1, got {point!r}")
 
 
 def resolve_cooldown_share(train_steps: int, cooldown_steps: int,
-                           cooldown_fraction: float | None = None) -> float:
+                           cooldown_fraction: float | None = None,
+                           fields: BranchFields = TRAIN_CONFIG_FIELDS) -> float:
     """f, the share of a branch's steps its cool-down takes: `cooldown_fraction`, else the run's
     own cooldown_steps / train_steps; BranchError when it is not in (0, 1)."""
     f = cooldown_fraction
@@ -61,30 +75,31 @@ def resolve_cooldown_share(train_steps: int, cooldown_steps: int,
         f = cooldown_steps / train_steps
     if not 0 < f < 1:
         raise BranchError(
-            f"BranchConfig.cooldown_fraction: a branch needs a cool-down share in (0, 1), got "
+            f"{fields.cooldown_fraction}: a branch needs a cool-down share in (0, 1), got "
             f"{f!r}" + ("" if cooldown_fraction is not None else
                         f" (the run's own share: cooldown_steps {cooldown_steps} / "
-                        f"train_steps {train_steps}; give the run a cool-down or set "
-                        "BranchConfig.cooldown_fraction)"))
+                        f"train_steps {train_steps}; give the run a cool-down "
+                        f"({fields.run_cooldown}) or set {fields.cooldown_fraction})"))
     return float(f)
 
 
 def resolve_branch_steps(points, train_steps: int, cooldown_steps: int,
-                         cooldown_fraction: float | None = None) -> list[int]:
+                         cooldown_fraction: float | None = None,
+                         fields: BranchFields = TRAIN_CONFIG_FIELDS) -> list[int]:
     """Branch points (fractions of `train_steps` or steps) as steps, ascending; BranchError
-    when one lies outside 1 ≤ b < train_steps − cooldown_steps (a branch leaves before the
-    run's own cool-down) or there is no cool-down share (`resolve_cooldown_share`)."""
+    naming `fields` when one lies outside 1 ≤ b < train_steps − cooldown_steps (a branch leaves
+    before the run's own cool-down) or there is no cool-down share (`resolve_cooldown_share`)."""
     if not points:
         return []
     stable_end = train_steps - cooldown_steps
-    steps = sorted({_point_step(p, train_steps) for p in points})
+    steps = sorted({_point_step(p, train_steps, fields) for p in points})
     for step in steps:
         if not 1 <= step < stable_end:
             raise BranchError(
-                f"BranchConfig.points: branch step {step} of {list(points)} is outside "
+                f"{fields.points}: branch step {step} of {list(points)} is outside "
                 f"[1, {stable_end}): a branch must leave before the run's own cool-down "
                 f"(train_steps {train_steps} − cooldown_steps {cooldown_steps})")
-    resolve_cooldown_share(train_steps, cooldown_steps, cooldown_fraction)  # fails before the run
+    resolve_cooldown_share(train_steps, cooldown_steps, cooldown_fraction, fields)  # fails early
     return steps
 
 
