@@ -7,6 +7,11 @@
   k_i = floor(T(D_i, t) · max_j N_j / max_j T(D_j, t)), P_t(D_i) = k_i / Σ_j k_j.
   Caillaut apply it separately per domain (general vs. financial): pass ``groups`` to compute the
   k_i of each group with that group's own P, max N and max T, then normalise over all datasets.
+- :func:`unimax_weights` — UniMax (Chung et al. 2023, Alg. 1): the budget spread uniformly over
+  the datasets, none repeated more than a maximum number of epochs; what a small dataset cannot
+  take goes to the larger ones.
+- :func:`epoch_cap_weights` — the largest weight each dataset can take within an epoch cap.
+- :func:`dirichlet_mixtures` — seeded random mixtures on the simplex (RegMix-style designs).
 
 Pure numpy; used by ``mnmt.data.mixtures`` and the Chen eq. 7 comparisons in ``fitting.laws.dpl``.
 """
@@ -23,6 +28,9 @@ __all__ = [
     "oversampling_sizes",
     "oversampling_weights",
     "proportional_weights",
+    "unimax_weights",
+    "epoch_cap_weights",
+    "dirichlet_mixtures",
 ]
 
 
@@ -172,3 +180,56 @@ def oversampling_weights(
             "pass floor=False for sizes in fractional units"
         )
     return k / total
+
+
+def epoch_cap_weights(
+    sizes: Sequence[float] | Mapping[str, float] | np.ndarray, budget: float, epochs: float
+) -> np.ndarray:
+    """Upper bounds w_i ≤ epochs · n_i / budget: the weight at which dataset i is seen ``epochs``
+    times in a run that samples ``budget`` examples in all (same unit as ``sizes``). May exceed 1."""
+    n, _ = _as_sizes(sizes)
+    if not (np.isfinite(budget) and budget > 0):
+        raise ValueError(f"budget: expected a positive number of examples, got {budget!r}")
+    if not (np.isfinite(epochs) and epochs > 0):
+        raise ValueError(f"epochs: expected a positive epoch cap, got {epochs!r}")
+    return epochs * n / float(budget)
+
+
+def unimax_weights(
+    sizes: Sequence[float] | Mapping[str, float] | np.ndarray, budget: float, epochs: float
+) -> np.ndarray:
+    """UniMax sampling weights (Chung et al. 2023, Alg. 1).
+
+    Datasets are visited from the smallest up; each gets an equal share of the budget that is
+    left, b_i = min(left / (datasets left), epochs · n_i), so no dataset is repeated more than
+    ``epochs`` times and the rest is uniform. Weights w_i = b_i / Σ_j b_j (when every dataset is
+    capped the budget cannot be spent and the weights are proportional to the caps). ``budget``
+    is the run's total number of examples (same unit as ``sizes``).
+    """
+    caps = epoch_cap_weights(sizes, budget, epochs) * float(budget)
+    left = float(budget)
+    alloc = np.zeros_like(caps)
+    order = np.argsort(caps, kind="stable")
+    for k, i in enumerate(order):
+        alloc[i] = min(left / (len(order) - k), caps[i])
+        left -= alloc[i]
+    return alloc / alloc.sum()
+
+
+def dirichlet_mixtures(num_pairs: int, count: int, *, concentration: float = 1.0,
+                       seed: int = 0, min_weight: float = 0.0) -> np.ndarray:
+    """``count`` seeded mixtures drawn from a symmetric Dirichlet(``concentration``) over
+    ``num_pairs`` datasets, shape (count, num_pairs), rows summing to 1; weights below
+    ``min_weight`` are set to 0 and the row renormalised (RegMix-style sparse designs)."""
+    if num_pairs < 1 or count < 0:
+        raise ValueError(f"dirichlet_mixtures: expected num_pairs >= 1 and count >= 0, got "
+                         f"{num_pairs}, {count}")
+    if not (np.isfinite(concentration) and concentration > 0):
+        raise ValueError(f"concentration: expected a positive number, got {concentration!r}")
+    rng = np.random.default_rng(seed)
+    w = rng.dirichlet(np.full(num_pairs, float(concentration)), size=count)
+    if min_weight > 0 and count:
+        w = np.where(w < min_weight, 0.0, w)
+        empty = w.sum(axis=1) == 0
+        w[empty, np.argmax(rng.random((int(empty.sum()), num_pairs)), axis=1)] = 1.0
+    return w / w.sum(axis=1, keepdims=True) if count else w
