@@ -1,0 +1,454 @@
+"""Mixture laws for K language pairs: pair i's final loss L_i from the size N and the weights w.
+
+Every run trains one mixture w (one weight per pair, Σ_j w_j = 1) at one size N with the study's
+token budget D. Four forms, each fitted per target pair i over all runs (design mixtures, all
+sizes), with the robust engine (:func:`fitting.core.engine.varpro_fit`: the parameters that
+enter linearly are solved exactly, the others searched from several starts):
+
+``transfer`` — Fernandes et al. 2023 eq. 11 with the linear effective fraction of eq. 13, the
+pair's own weight replaced by an effective weight that other pairs add to (transfer) or take
+from (interference)::
+
+    e_i(w) = clip(w_i + Σ_{j≠i} τ_ij w_j, ε, 1),   τ_ij ∈ [−0.5, 1]
+    L_i(N, w) = β_i (e_i(w) · N)^(−α_i) + L∞_i
+
+With one model size only, α_i and β_i are not separately identifiable from N: the law fitted is
+L_i = L∞_i + B_i e_i^(−α_i) (B_i = β_i N_0^(−α_i)) and predicts at that size only.
+
+``datamixing`` — Ye et al. 2024 (Data Mixing Laws), one fit per model size, Huber loss with
+δ = 0.02 as they use::
+
+    L_i(w) = c_i + k_i exp(Σ_j t_ij w_j),   t_ii = 0
+
+(Σ_j w_j = 1 makes one t per row redundant: adding a constant to every t_ij only rescales k_i;
+t_ii = 0 fixes it, so c_i + k_i is the loss of pair i trained alone.)
+
+``additive`` and ``joint`` — Shukor et al. 2025 (Scaling Laws for Optimal Data Mixtures). Every
+run has the same token budget D, so their B/D^β terms are constants absorbed into E_i::
+
+    additive: L_i = E_i + A_i N^(−α_i) + 1 / Σ_j C_ij w_j^γ_i
+    joint:    L_i = E_i + 1 / Σ_j C_ij w_j^γ_i + A_i(w) N^(−α_i),   A_i(w) = Σ_j a_ij w_j
+
+One exponent γ_i per target pair (shared by the sources j; Shukor et al. allow one per domain,
+which needs more mixtures than a study of K pairs usually has), and A_i(w) linear in w (their
+power of it is left out for the same reason). With one model size the joint law equals the
+additive one and is not fitted; the additive law drops A_i N^(−α_i) (a constant then).
+
+Uncertainty: bootstrap over design mixtures (all sizes of a mixture resampled together), each
+refit started from the fit's solution at its f_scale; bands are percentiles of the predictions
+over the refits (:mod:`fitting.core.uncertainty`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from fitting.core.base import FitError, FitResult, register_law
+from fitting.core.engine import goodness_of_fit, varpro_fit
+from fitting.core.uncertainty import percentile_range
+
+__all__ = ["FORMS", "MixtureLawFit", "fit_mixture_law", "refit_mixture_law", "predict_with",
+           "effective_weight"]
+
+#: the forms, in the order the comparison lists them
+FORMS: tuple[str, ...] = ("transfer", "datamixing", "additive", "joint")
+#: lower clip of the effective weight e_i (eq. 11 needs e_i > 0)
+EPS = 1e-3
+TAU_BOUNDS = (-0.5, 1.0)
+# the robust polish searches this subset of Ghorbani's f_scale grid (same range, 7 values)
+_F_SCALES = np.geomspace(0.001, 0.025, 7)
+_HUBER_DELTA = 0.02  # Ye et al. 2024
+
+
+@dataclass
+class _Spec:
+    """One target's fit: θ names, bounds, start grids, design A(θ; u, W), linear names."""
+
+    theta_names: list[str]
+    lo: list[float]
+    hi: list[float]
+    grids: list[list[list[float]]]
+    coef_names: list[str]
+    design: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+    jac: Callable[[np.ndarray, np.ndarray, np.ndarray], list[np.ndarray]]
+
+
+def effective_weight(W: ArrayLike, i: int, tau_row: ArrayLike) -> np.ndarray:
+    """e_i(w) = clip(w_i + Σ_{j≠i} τ_ij w_j, ε, 1) for each row of ``W``; ``tau_row`` holds τ_ij
+    for every j (τ_ii ignored)."""
+    W = np.atleast_2d(np.asarray(W, dtype=np.float64))
+    t = np.asarray(tau_row, dtype=np.float64).copy()
+    t[i] = 1.0
+    return np.clip(W @ t, EPS, 1.0)
+
+
+def _others(i: int, k: int) -> np.ndarray:
+    return np.array([j for j in range(k) if j != i], dtype=int)
+
+
+def _spec(form: str, i: int, k: int, sized: bool) -> _Spec:
+    oth = _others(i, k)
+    if form == "transfer":
+        def design(th, u, W):
+            e = np.clip(W[:, i] + W[:, oth] @ th[1:], EPS, 1.0)
+            return np.column_stack([np.power(e * u, -th[0]), np.ones_like(u)])
+
+        def jac(th, u, W):  # ∂A/∂α, ∂A/∂τ_j (0 where e is clipped)
+            raw = W[:, i] + W[:, oth] @ th[1:]
+            e = np.clip(raw, EPS, 1.0)
+            a0 = np.power(e * u, -th[0])
+            z = np.zeros_like(a0)
+            inside = (raw > EPS) & (raw < 1.0)
+            out = [np.column_stack([-np.log(e * u) * a0, z])]
+            for j in oth:
+                out.append(np.column_stack([np.where(inside, -th[0] * a0 / e * W[:, j], 0.0), z]))
+            return out
+        return _Spec(["alpha"] + [f"tau{j}" for j in oth], [1e-4] + [TAU_BOUNDS[0]] * (k - 1),
+                     [5.0] + [TAU_BOUNDS[1]] * (k - 1),
+                     [[list(np.geomspace(0.05, 1.5, 6))] + [[t0]] * (k - 1) for t0 in (0.0, 0.3)],
+                     ["beta_u", "l_inf"], design, jac)
+    if form == "datamixing":
+        def design(th, u, W):
+            return np.column_stack([np.ones(len(W)), np.exp(W[:, oth] @ th)])
+
+        def jac(th, u, W):
+            a1 = np.exp(W[:, oth] @ th)
+            return [np.column_stack([np.zeros(len(W)), W[:, j] * a1]) for j in oth]
+        return _Spec([f"t{j}" for j in oth], [-20.0] * (k - 1), [20.0] * (k - 1),
+                     [[[t0]] * (k - 1) for t0 in (0.0, 1.0, 3.0)], ["c", "k"], design, jac)
+
+    def powers(th, W):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            wg = np.power(W, th[1])
+            lg = np.where(W > 0, wg * np.log(np.where(W > 0, W, 1.0)), 0.0)
+        return wg, lg
+
+    def denom(th, W):
+        wg, _ = powers(th, W)
+        return np.maximum(wg[:, i] + wg[:, oth] @ th[2:], 1e-12)
+
+    def inv_jac(th, W):
+        """∂(1/D)/∂γ and ∂(1/D)/∂c_j."""
+        wg, lg = powers(th, W)
+        d = np.maximum(wg[:, i] + wg[:, oth] @ th[2:], 1e-12)
+        dg = -(lg[:, i] + lg[:, oth] @ th[2:]) / d**2
+        return dg, [-wg[:, j] / d**2 for j in oth]
+
+    names = ["alpha", "gamma"] + [f"c{j}" for j in oth]
+    lo, hi = [1e-4, 0.02] + [1e-6] * (k - 1), [5.0, 3.0] + [1e3] * (k - 1)
+    grids = [[[0.1, 0.3, 0.7] if sized else [0.3], [0.3, 0.7]] + [[c0]] * (k - 1)
+             for c0 in (0.05, 0.5)]
+    if form == "additive":
+        def design(th, u, W):
+            cols = [np.ones(len(W)), 1.0 / denom(th, W)]
+            return np.column_stack(cols + ([np.power(u, -th[0])] if sized else []))
+
+        def jac(th, u, W):
+            z = np.zeros(len(W))
+            dg, dc = inv_jac(th, W)
+            da = [-np.log(u) * np.power(u, -th[0])] if sized else []
+            out = [np.column_stack([z, z] + da)]
+            out += [np.column_stack([z, d] + ([z] if sized else [])) for d in [dg] + dc]
+            return out
+        return _Spec(names, lo, hi, grids, ["E", "s"] + (["A_u"] if sized else []), design, jac)
+    if form == "joint":
+        def design(th, u, W):
+            return np.column_stack([np.ones(len(W)), 1.0 / denom(th, W),
+                                    W * np.power(u, -th[0])[:, None]])
+
+        def jac(th, u, W):
+            z = np.zeros(len(W))
+            zk = np.zeros_like(W)
+            dg, dc = inv_jac(th, W)
+            da = W * (-np.log(u) * np.power(u, -th[0]))[:, None]
+            out = [np.column_stack([z, z, da])]
+            out += [np.column_stack([z, d, zk]) for d in [dg] + dc]
+            return out
+        return _Spec(names, lo, hi, grids, ["E", "s"] + [f"a_u{j}" for j in range(k)], design,
+                     jac)
+    raise FitError(f"unknown mixture law form {form!r}; expected one of {FORMS}")
+
+
+def _solve(spec: _Spec, u, W, y, *, loss, theta0=None, f_scale="auto") -> tuple:
+    """Robust fit of one target from every start grid (or one warm start ``theta0``); the
+    solution with the smallest Σ|residual| is kept."""
+    kw = dict(theta_bounds=(spec.lo, spec.hi), coef_nonneg=True, loss=loss)
+    if loss == "huber":
+        kw["f_scale"] = _HUBER_DELTA
+    elif f_scale == "auto":
+        kw["f_scale_grid"] = _F_SCALES
+    else:
+        kw["f_scale"] = f_scale
+
+    def design(th):
+        return spec.design(th, u, W)
+
+    kw["design_jac"] = lambda th: spec.jac(th, u, W)
+    if theta0 is not None:
+        return varpro_fit(design, y, theta_grid=[[v] for v in theta0], theta0=theta0, **kw)
+    best, crit = None, np.inf
+    for grid in spec.grids:
+        try:
+            res = varpro_fit(design, y, theta_grid=grid, n_refine=2, **kw)
+        except FitError:
+            continue
+        c = float(np.sum(np.abs(res.residuals)))
+        if c < crit:
+            best, crit = res, c
+    if best is None:
+        raise FitError("the mixture law could not be fitted from any start")
+    return best
+
+
+@register_law("mixture")
+@dataclass
+class MixtureLawFit(FitResult):
+    """One mixture law fitted for every target pair (module docstring for the forms).
+
+    ``params``: readable parameters, e.g. ``alpha[en-de]``, ``tau[en-de,en-fr]`` (τ of source
+    en-fr on target en-de), ``t[en-de,en-fr@1]`` (Ye's t at the second size), ``C[en-de,en-fr]``.
+    ``solutions``: key (pair, or pair@size index for ``datamixing``) → θ, linear coefficients and
+    f_scale of the engine; ``boot``: the same per bootstrap refit (bands, warm starts).
+    """
+
+    form: str = "transfer"
+    pairs: list[str] | None = None
+    sizes: list[float] | None = None
+    n_ref: float = 1.0
+    solutions: dict | None = None
+    boot: list | None = None
+    n_mixtures: int = 0
+
+    @property
+    def sized(self) -> bool:
+        """Whether N enters the law (more than one fitted size)."""
+        return len(self.sizes or []) > 1
+
+    @property
+    def n_params(self) -> int:
+        """Fitted parameters over all targets (θ and linear)."""
+        return int(sum(len(s["theta"]) + len(s["coef"]) for s in (self.solutions or {}).values()))
+
+    def _size_index(self, n: np.ndarray) -> np.ndarray:
+        sz = np.asarray(self.sizes, dtype=np.float64)
+        rel = np.abs(n[:, None] / sz[None, :] - 1.0)
+        idx = np.argmin(rel, axis=1)
+        return np.where(rel[np.arange(len(n)), idx] < 1e-6, idx, -1)
+
+    def _predict(self, sol: dict, n, W) -> np.ndarray:
+        k = len(self.pairs or [])
+        n = np.atleast_1d(np.asarray(n, dtype=np.float64))
+        W = np.atleast_2d(np.asarray(W, dtype=np.float64))
+        n = np.broadcast_to(n, (len(W),)).astype(np.float64)
+        out = np.full((len(W), k), np.nan)
+        at = self._size_index(n)
+        for i, pair in enumerate(self.pairs or []):
+            if self.form == "datamixing":
+                for s in range(len(self.sizes or [])):
+                    rows = at == s
+                    key = f"{pair}@{s}"
+                    if rows.any() and key in sol:
+                        spec = _spec(self.form, i, k, False)
+                        A = spec.design(np.asarray(sol[key]["theta"]), n[rows], W[rows])
+                        out[rows, i] = A @ np.asarray(sol[key]["coef"])
+                continue
+            spec = _spec(self.form, i, k, self.sized)
+            rows = np.ones(len(W), bool) if self.sized else at == 0
+            if not rows.any() or pair not in sol:
+                continue
+            u = n[rows] / self.n_ref if self.sized else np.ones(int(rows.sum()))
+            with np.errstate(all="ignore"):
+                A = spec.design(np.asarray(sol[pair]["theta"]), u, W[rows])
+            out[rows, i] = A @ np.asarray(sol[pair]["coef"])
+        return out
+
+    def predict(self, n: ArrayLike, W: ArrayLike) -> np.ndarray:
+        """Predicted losses, shape (runs, pairs), for sizes ``n`` and weight rows ``W`` (columns
+        in ``pairs`` order). NaN where the law cannot predict (a size it was not fitted at, for
+        ``datamixing`` and single-size fits)."""
+        return self._predict(self.solutions or {}, n, W)
+
+    def predict_samples(self, n: ArrayLike, W: ArrayLike) -> np.ndarray:
+        """Predictions on every bootstrap refit, shape (refits, runs, pairs)."""
+        if not self.boot:
+            raise FitError("this mixture law has no bootstrap refits")
+        return np.stack([self._predict(s, n, W) for s in self.boot])
+
+    def band(self, n: ArrayLike, W: ArrayLike, level: float = 0.95
+             ) -> tuple[np.ndarray, np.ndarray]:
+        """Percentile band of :meth:`predict` over the bootstrap refits (widened to contain the
+        prediction itself)."""
+        return percentile_range(self.predict_samples(n, W), level, estimate=self.predict(n, W))
+
+    def can_predict(self, n: float) -> bool:
+        """Whether the law predicts at size ``n`` (every form when N enters it; else a fitted
+        size)."""
+        if self.sized and self.form != "datamixing":
+            return True
+        return bool(self._size_index(np.array([float(n)]))[0] >= 0)
+
+
+def _readable(form: str, sol: dict, pairs: list[str], sizes: list[float], n_ref: float,
+              sized: bool) -> dict[str, float]:
+    """The papers' parameters from the engine's (θ, c) solutions."""
+    out: dict[str, float] = {}
+    k = len(pairs)
+    for i, p in enumerate(pairs):
+        oth = _others(i, k)
+        if form == "datamixing":
+            for s in range(len(sizes)):
+                if f"{p}@{s}" not in sol:
+                    continue
+                th, c = sol[f"{p}@{s}"]["theta"], sol[f"{p}@{s}"]["coef"]
+                out[f"c[{p}@{s}]"], out[f"k[{p}@{s}]"] = c[0], c[1]
+                for j, t in zip(oth, th, strict=True):
+                    out[f"t[{p},{pairs[j]}@{s}]"] = t
+            continue
+        if p not in sol:
+            continue
+        th, c = sol[p]["theta"], sol[p]["coef"]
+        if form == "transfer":
+            n0 = n_ref if sized else sizes[0]  # β_u (e·N/n0)^−α = β (e·N)^−α
+            out[f"alpha[{p}]"] = th[0]
+            out[f"beta[{p}]"] = c[0] * n0 ** th[0]
+            out[f"l_inf[{p}]"] = c[1]
+            for j, t in zip(oth, th[1:], strict=True):
+                out[f"tau[{p},{pairs[j]}]"] = t
+            continue
+        s = max(c[1], 1e-300)
+        out[f"E[{p}]"] = c[0]
+        out[f"gamma[{p}]"] = th[1]
+        out[f"C[{p},{p}]"] = 1.0 / s
+        for j, cj in zip(oth, th[2:], strict=True):
+            out[f"C[{p},{pairs[j]}]"] = cj / s
+        if sized:
+            out[f"alpha[{p}]"] = th[0]
+            if form == "additive":
+                out[f"A[{p}]"] = c[2] * n_ref ** th[0]
+            else:
+                for j in range(k):
+                    out[f"a[{p},{pairs[j]}]"] = c[2 + j] * n_ref ** th[0]
+    return {key: float(v) for key, v in out.items()}
+
+
+def _targets(form: str, pairs, sizes, n, sized):
+    """(solution key, pair index, row mask for this key given n) for every fit of the law."""
+    if form == "datamixing":
+        return [(f"{p}@{s}", i, np.isclose(n, sz, rtol=1e-6))
+                for i, p in enumerate(pairs) for s, sz in enumerate(sizes)]
+    return [(p, i, np.ones(len(n), bool)) for i, p in enumerate(pairs)]
+
+
+def _fit_all(form, pairs, sizes, n_ref, n, W, Y, warm: dict | None) -> dict:
+    k, sized = len(pairs), len(sizes) > 1
+    loss = "huber" if form == "datamixing" else "soft_l1"
+    sol: dict = {}
+    for key, i, rows in _targets(form, pairs, sizes, n, sized):
+        rows = rows & np.isfinite(Y[:, i])
+        spec = _spec(form, i, k, sized and form != "datamixing")
+        if rows.sum() < len(spec.theta_names) + len(spec.coef_names) + 1:
+            if warm is None:
+                raise FitError(f"{form}: {int(rows.sum())} runs with a loss for {key}; the law "
+                               f"has {len(spec.theta_names) + len(spec.coef_names)} parameters "
+                               "for it", column="value")
+            continue
+        u = n[rows] / n_ref if sized else np.ones(int(rows.sum()))
+        w0 = None if warm is None or key not in warm else warm[key]
+        res = _solve(spec, u, W[rows], Y[rows, i], loss=loss,
+                     theta0=None if w0 is None else w0["theta"],
+                     f_scale="auto" if w0 is None else w0["f_scale"])
+        sol[key] = {"theta": [float(v) for v in res.theta], "coef": [float(v) for v in res.coef],
+                    "f_scale": float(res.f_scale), "points": int(rows.sum())}
+    return sol
+
+
+def fit_mixture_law(form: str, n: ArrayLike, W: ArrayLike, Y: ArrayLike, pairs: list[str], *,
+                    groups: ArrayLike | None = None, n_boot: int = 0, seed: int = 0
+                    ) -> MixtureLawFit:
+    """Fit one mixture law (module docstring) to runs: sizes ``n`` (R,), weights ``W`` (R, K)
+    in ``pairs`` order, losses ``Y`` (R, K) with NaN where a pair was not evaluated.
+
+    ``groups``: one design-mixture label per run; ``n_boot`` bootstrap refits resample them
+    (seeded by ``seed``) for parameter sd, intervals and prediction bands.
+    """
+    if form not in FORMS:
+        raise FitError(f"unknown mixture law form {form!r}; expected one of {FORMS}")
+    n = np.asarray(n, dtype=np.float64)
+    W = np.asarray(W, dtype=np.float64)
+    Y = np.asarray(Y, dtype=np.float64)
+    sizes = sorted(float(s) for s in np.unique(n))
+    if form == "joint" and len(sizes) < 2:
+        raise FitError("joint law: one model size only, where it equals the additive law",
+                       column="n")
+    n_ref = float(np.exp(np.mean(np.log(n))))
+    sol = _fit_all(form, pairs, sizes, n_ref, n, W, Y, None)
+    fit = MixtureLawFit(law="mixture", params=_readable(form, sol, pairs, sizes, n_ref,
+                                                         len(sizes) > 1),
+                        form=form, pairs=list(pairs), sizes=sizes, n_ref=n_ref, solutions=sol)
+    groups = np.arange(len(n)) if groups is None else np.asarray(groups)
+    fit.n_mixtures = int(len(np.unique(groups)))
+    fit.n_points = int(np.isfinite(Y).sum())
+    pred = fit.predict(n, W)
+    ok = np.isfinite(Y) & np.isfinite(pred)
+    fit.goodness = goodness_of_fit(Y[ok], pred[ok], fit.n_params)
+    for i, p in enumerate(pairs):
+        m = ok[:, i]
+        if m.sum() > 1:
+            fit.goodness[f"rmse[{p}]"] = float(np.sqrt(np.mean((Y[m, i] - pred[m, i]) ** 2)))
+    if not fit.sized and form in ("transfer", "additive"):
+        fit.warnings.append(f"one model size (N = {sizes[0]:.3g}): N does not enter the fit, "
+                            "α and β (A) are not separately identifiable; the law predicts at "
+                            "that size only")
+    if n_boot:
+        _bootstrap(fit, n, W, Y, groups, n_boot, seed)
+    return fit
+
+
+def refit_mixture_law(fit: MixtureLawFit, n: ArrayLike, W: ArrayLike, Y: ArrayLike) -> dict:
+    """The law's solutions refitted to other runs (a subset), each target started from ``fit``'s
+    solution at its f_scale (cross-validation, bootstrap). Returns solutions for
+    :meth:`MixtureLawFit._predict`-style use through :func:`predict_with`."""
+    n = np.asarray(n, dtype=np.float64)
+    sizes = list(fit.sizes or [])
+    return _fit_all(fit.form, fit.pairs or [], sizes, fit.n_ref, n, np.asarray(W, np.float64),
+                    np.asarray(Y, np.float64), fit.solutions or {})
+
+
+def predict_with(fit: MixtureLawFit, solutions: dict, n: ArrayLike, W: ArrayLike) -> np.ndarray:
+    """:meth:`MixtureLawFit.predict` with other solutions (from :func:`refit_mixture_law`);
+    NaN for a target those solutions lack (it could not be refitted)."""
+    return fit._predict(solutions, n, W)
+
+
+def _bootstrap(fit: MixtureLawFit, n, W, Y, groups, n_boot: int, seed: int) -> None:
+    """Bootstrap over design mixtures: ``boot`` solutions, ``stderr`` and ``intervals``."""
+    rng = np.random.default_rng(seed)
+    labels, inv = np.unique(groups, return_inverse=True)
+    members = [np.flatnonzero(inv == g) for g in range(len(labels))]
+    boot, failed = [], 0
+    for _ in range(int(n_boot)):
+        idx = np.concatenate([members[g] for g in rng.integers(0, len(members), len(members))])
+        try:
+            sol = {**(fit.solutions or {}), **refit_mixture_law(fit, n[idx], W[idx], Y[idx])}
+        except (FitError, ValueError, np.linalg.LinAlgError):
+            failed += 1
+            continue
+        boot.append(sol)
+    fit.boot = boot
+    fit.meta["uncertainty"] = (f"bootstrap over design mixtures: {len(boot)} refits "
+                               f"({failed} failed), seed {seed}")
+    draws = [_readable(fit.form, s, fit.pairs or [], fit.sizes or [], fit.n_ref, fit.sized)
+             for s in boot]
+    if len(draws) >= 2:
+        keys = list(fit.params)
+        arr = {k: np.array([d.get(k, np.nan) for d in draws]) for k in keys}
+        fit.stderr = {k: float(np.nanstd(v, ddof=1)) for k, v in arr.items()}
+        fit.intervals = {}
+        for k, v in arr.items():
+            lo, hi = percentile_range(v[np.isfinite(v)][:, None], 0.95,
+                                      estimate=np.array([fit.params[k]]))
+            fit.intervals[k] = (float(lo[0]), float(hi[0]))
