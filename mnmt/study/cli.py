@@ -29,11 +29,12 @@ import os
 import signal
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from mnmt.study import lock, mesh_plan
+from mnmt.study import lock, mesh_plan, mixture_design
 from mnmt.study.progress import StudyProgress
 from mnmt.study.runner import RunStopped, run_all
 from mnmt.study.spec import (
@@ -81,7 +82,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                              step_flops=flops, workers=workers)
     log = progress.message
     start = time.monotonic()
-    mixtures = len(spec.weights) + len(spec.temperatures) + len(spec.oversampling)
+    mixtures = mixture_design.mixture_count(spec)
     held = sum(r.heldout for r in runs)
     n_branches = len(with_branches(spec, runs)) - len(runs)
     log(f"study {spec.name}: {len(runs)} runs ({len(spec.sizes)} sizes x {mixtures} "
@@ -207,21 +208,33 @@ def cmd_plan(args: argparse.Namespace) -> int:
     runs = expand(spec)
     trained = {"runs": 0, "branches": 0}
     for run in with_branches(spec, runs):
-        weights = " ".join(f"{pair}={w:.2f}" for pair, w in run.weights.items())
         first, last = spec.run_steps(run)
         trained["branches" if run.parent else "runs"] += last - first
-        if run.parent:
-            role = (f"\tcool-down branch of {run.parent}: from its step {first}, "
-                    f"{last - first} steps trained")
-        else:
-            role = "\theld out (predicted, never fitted)" if run.heldout else ""
-        print(f"{run.run_id}\t{run.size}\t{weights}\tseed={run.seed}\tsteps={last}{role}")
+        print(_plan_line(run, first, last))
     n_branches = sum(len(branch_runs(spec, run)) for run in runs)
+    cost = f"# {len(runs)} runs, {trained['runs']:,} steps"
     if n_branches:
-        print(f"# {len(runs)} runs, {trained['runs']:,} steps; {n_branches} cool-down branches, "
-              f"{trained['branches']:,} steps (+{100 * trained['branches'] / trained['runs']:.0f} "
-              "% steps)", file=sys.stderr)
+        cost += (f"; {n_branches} cool-down branches, {trained['branches']:,} steps "
+                 f"(+{100 * trained['branches'] / trained['runs']:.0f} % steps)")
+    roles = Counter(mixture_design.role(run) for run in runs)
+    cost += "; " + ", ".join(f"{roles[r]} {r}" for r in _ROLES if roles[r])
+    print(cost, file=sys.stderr)
     return 0
+
+
+_ROLES = (mixture_design.ROLE_DESIGN, mixture_design.ROLE_BASELINE, mixture_design.ROLE_HELDOUT)
+
+
+def _plan_line(run, first: int, last: int) -> str:
+    """One run of `plan`: id, size, weights, seed, last step, what it is and its role."""
+    weights = " ".join(f"{pair}={w:.2f}" for pair, w in run.weights.items())
+    if run.parent:
+        what = (f"\tcool-down branch of {run.parent}: from its step {first}, "
+                f"{last - first} steps trained")
+    else:
+        what = "\theld out (predicted, never fitted)" if run.heldout else ""
+    return (f"{run.run_id}\t{run.size}\t{weights}\tseed={run.seed}\tsteps={last}{what}"
+            f"\trole={mixture_design.role(run)}")
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
@@ -232,7 +245,7 @@ def cmd_presets(args: argparse.Namespace) -> int:
         spec = PRESETS.get(name) or load_spec(str(files[name]), None, [])
         about = PRESET_SUMMARIES.get(name) or study_summary(files[name])
         scale = "paper" if spec.tasks else "cpu"
-        mixtures = len(spec.weights) + len(spec.temperatures) + len(spec.oversampling)
+        mixtures = mixture_design.mixture_count(spec)
         print(f"{name}\t{scale}\t{len(expand(spec))} runs\tsizes={','.join(spec.sizes)}"
               f"\tmixtures={mixtures}\tseeds={len(spec.seeds)}\tsteps={spec.train_steps}\t{about}")
     return 0

@@ -23,6 +23,7 @@ from mnmt.models.configs import (  # light: no jax
     PARTITIONING_RULES,
     REMAT_POLICIES,
 )
+from mnmt.study import mixture_design  # light: numpy only
 from mnmt.training import branches  # light: configuration only
 
 COOLDOWN_SHAPES = ("linear", "1-sqrt")  # mnmt.training.optimizer's (which imports jax)
@@ -82,6 +83,26 @@ class StudySpec:
     # uniform), and Caillaut et al. 2024 §3.1 oversampling, one mixture per parameter t.
     temperatures: tuple[float, ...] = ()
     oversampling: tuple[float, ...] = ()
+    # K-pair designs (mnmt.study.mixture_design), each mixture trained at every size and seed:
+    # one run per pair with all weight on it (tag only-<pair>) and the uniform mixture (uniform).
+    single_pair_runs: bool = False
+    uniform_mixture: bool = False
+    # UniMax (Chung et al. 2023): uniform, but no pair repeated more than E epochs of its
+    # data_caps entry (needed for every pair); one mixture per E (tag unimax<E>). The budget is
+    # one run's training examples: train_steps × packed rows per step (batch_size, or
+    # batch_tokens // targets length) × examples per packed row.
+    unimax_epochs: tuple[float, ...] = ()
+    # Examples per packed row of that budget; 0 = estimate: registered tasks 1 (a lower bound),
+    # the synthetic family its own examples packed like the pipeline packs them, one token per
+    # word (an upper bound: rarer words take several pieces).
+    examples_per_row: float = 0.0
+    # M mixtures from a symmetric Dirichlet(dirichlet_concentration) seeded by design_seed (tags
+    # dir0 … dir<M-1>), the points a K-pair law is fitted on; heldout_mixtures more from another
+    # seed stream (tags hold0 …), trained at every size and seed, never fitted (RunSpec.heldout).
+    dirichlet_mixtures: int = 0
+    dirichlet_concentration: float = 1.0
+    design_seed: int = 0
+    heldout_mixtures: int = 0
     seeds: tuple[int, ...] = (0,)
     train_steps: int = 700
     # Per-size step counts that replace `train_steps` (Fernandes et al. §3: 500K steps below
@@ -176,7 +197,9 @@ class RunSpec:
     weights: dict[str, float]  # pair -> sampling weight (sums to 1)
     seed: int
     heldout: bool = False  # trained, never fitted: the report predicts it (StudySpec.heldout)
-    mixture: str = ""  # how the weights were chosen: "" (explicit), "T5" (temperature), "os5"
+    # How the weights were chosen: "" (explicit), "T5" (temperature), "os5", or a design's tag
+    # ("only-en-de", "uniform", "unimax1", "dir0", "hold0"; mnmt.study.mixture_design).
+    mixture: str = ""
     # A cool-down branch: its parent's run id, the step it leaves from and its cool-down steps.
     parent: str = ""
     branch_step: int = 0
@@ -202,7 +225,9 @@ _FIELD_KINDS: dict[str, str] = {
     "num_decode_examples": "int", "max_group": "int", "learning_rate": "number",
     "momentum": "number", "cooldown_fraction": "number", "dropout_rate": "number",
     "decode_at_end": "bool", "cache_data": "bool", "cache_dir": "str", "cache_shards": "int",
-    "cache_beam_args": "strs",
+    "cache_beam_args": "strs", "single_pair_runs": "bool", "uniform_mixture": "bool",
+    "unimax_epochs": "numbers", "examples_per_row": "number", "dirichlet_mixtures": "int",
+    "dirichlet_concentration": "number", "design_seed": "int", "heldout_mixtures": "int",
 }
 _KIND_TEXT = {
     "str": "a string", "strs": "a tuple of strings", "seq": "a tuple", "numbers":
@@ -269,10 +294,12 @@ def validate(spec: StudySpec) -> None:
             raise StudyError(f"StudySpec.pairs: expected pairs like 'en-de', got {pair!r}")
     if not spec.sizes:
         raise StudyError("StudySpec.sizes: expected at least one model size")
-    if not spec.weights and not spec.temperatures and not spec.oversampling:
-        raise StudyError("StudySpec.weights: expected at least one mixture (or temperatures / "
-                         "oversampling with data_caps)")
+    if not spec.weights and not any(getattr(spec, f) for f in _DESIGN_FIELDS):
+        raise StudyError("StudySpec.weights: expected at least one mixture (or a design: "
+                         + ", ".join(_DESIGN_FIELDS) + ")")
     _validate_caps(spec)
+    if (problem := mixture_design.design_error(spec)) is not None:
+        raise StudyError(problem)
     for w in spec.weights:
         mixture_weights(spec.pairs, w)
     if not spec.seeds:
@@ -323,6 +350,11 @@ def validate(spec: StudySpec) -> None:
         raise StudyError(
             f"StudySpec.feature_lengths: expected positive 'inputs' and 'targets' lengths, got {lengths!r}"
         )
+
+
+# Fields that add mixtures besides `weights` (mnmt.study.mixture_design).
+_DESIGN_FIELDS = ("temperatures", "oversampling", "single_pair_runs", "uniform_mixture",
+                  "unimax_epochs", "dirichlet_mixtures", "heldout_mixtures")
 
 
 def _validate_branches(spec: StudySpec) -> None:
@@ -422,7 +454,7 @@ def simplex_grid(num_pairs: int, resolution: int) -> list[tuple[float, ...]]:
 
 def run_id(size: str, weights: dict[str, float], seed: int, mixture: str = "") -> str:
     """Stable, readable run id: `mini-2_p0.50_s0` for two pairs, `mini-2_w0.20-0.30-0.50_s0` for
-    K, `mini-2_T5_s0` for a mixture named by how its weights were chosen."""
+    K, `mini-2_T5_s0` / `mini-2_dir3_s0` for a mixture named by how its weights were chosen."""
     values = list(weights.values())
     if mixture:
         tag = mixture
@@ -439,9 +471,11 @@ def expand(spec: StudySpec) -> list[RunSpec]:
     for w, seed, size in itertools.product(spec.weights, spec.seeds, spec.sizes):
         weights = mixture_weights(spec.pairs, w)
         runs.append(RunSpec(run_id=run_id(size, weights, seed), size=size, weights=weights, seed=seed))
-    for (tag, weights), seed, size in itertools.product(size_weights(spec), spec.seeds, spec.sizes):
-        runs.append(RunSpec(run_id=run_id(size, weights, seed, tag), size=size, weights=weights,
-                            seed=seed, mixture=tag))
+    for held, mixtures in ((False, mixture_design.fitted_mixtures(spec, size_weights)),
+                           (True, mixture_design.heldout_design(spec))):
+        for (tag, weights), seed, size in itertools.product(mixtures, spec.seeds, spec.sizes):
+            runs.append(RunSpec(run_id=run_id(size, weights, seed, tag), size=size,
+                                weights=weights, seed=seed, heldout=held, mixture=tag))
     for size, w in spec.heldout:
         weights = mixture_weights(spec.pairs, w)
         runs.append(RunSpec(run_id=run_id(size, weights, spec.seeds[0]), size=size,
@@ -449,7 +483,8 @@ def expand(spec: StudySpec) -> list[RunSpec]:
     ids = [r.run_id for r in runs]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
-        raise StudyError(f"StudySpec.weights/sizes/seeds/heldout: the grid repeats runs {duplicates}")
+        raise StudyError(f"StudySpec.weights/sizes/seeds/heldout: the grid repeats runs "
+                         f"{duplicates}")
     return runs
 
 

@@ -12,7 +12,7 @@ irreducible loss L∞ per target token of Fernandes et al. 2023 eq. 1 / Chen et 
 Presets: a scale (``tiny``, ``small``, ``base``) and a setting (``en-{de,zh}``, ``en-{de,fr}``,
 ``{de,zh}-en``, ``en-{de,fr,zh}``, Chen's ``en-{fr,de,zh,hi}`` …), written ``"scale:setting"``;
 a bare setting means ``base``; ``cpu-tiny`` = ``tiny:en-{de,zh}``. Any list of pairs of the
-family's languages (en, de, fr, zh, hi) also works: ``"tiny:en-de,de-en,en-hi"``.
+family's languages (en, de, fr, zh, hi; sv, da, es, it, fi) also works: ``"tiny:en-de,de-en,en-hi"``.
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ SPLITS = ("train", "validation", "test", "ood")
 CHUNK = 256  # examples per independently seeded chunk of a stream (random access by chunk)
 
 # Typology of the family's languages (relatedness: en/de/fr descend from "west" with small
-# mutation rates; hi from "west" with a large one; zh from an unrelated "east" parent).
+# mutation rates; hi from "west" with a large one; zh from an unrelated "east" parent; sv/da
+# from "north", es/it from "south", fi alone from "ural").
 LANGUAGES: dict[str, LanguageSpec] = {
     "en": LanguageSpec("en", "English-like", "SVO", "pre", "pre", "fusional", False, "latin",
                        "west", 0.3, synonym_rate=0.0),
@@ -62,6 +63,20 @@ LANGUAGES: dict[str, LanguageSpec] = {
                        "east", 0.0),
     "hi": LanguageSpec("hi", "Hindi-like", "SOV", "pre", "post", "fusional", True, "deva",
                        "west", 0.8),
+    # The many-pairs setting: two close relatives each of "north" and "south" (mutation 0.1:
+    # siblings share ≈ 80 % of their lexicon, word order and script) and a Latin-script isolate
+    # of its own parent "ural" (relatedness 0 to every other language), so that transfer from a
+    # relative and from an unrelated language can be told apart.
+    "sv": LanguageSpec("sv", "Swedish-like", "SVO", "pre", "pre", "fusional", False, "latin",
+                       "north", 0.1),
+    "da": LanguageSpec("da", "Danish-like", "SVO", "pre", "pre", "fusional", False, "latin",
+                       "north", 0.1),
+    "es": LanguageSpec("es", "Spanish-like", "SVO", "post", "pre", "fusional", False, "latin",
+                       "south", 0.1),
+    "it": LanguageSpec("it", "Italian-like", "SVO", "post", "pre", "fusional", False, "latin",
+                       "south", 0.1),
+    "fi": LanguageSpec("fi", "Finnish-like", "SVO", "pre", "post", "fusional", True, "latin",
+                       "ural", 0.1),
 }
 
 SCALES: dict[str, GrammarConfig] = {
@@ -98,6 +113,12 @@ SETTINGS: dict[str, tuple[tuple[str, ...], dict[str, int] | None]] = {
     "en-{fr,de}-lowres": (("en-fr", "en-de"), {"en-fr": 10_000_000, "en-de": 260_000}),
     "en-{de,hi}": (("en-de", "en-hi"), {"en-de": 4_600_000, "en-hi": 260_000}),
     "en-{fr,zh}-lowres": (("en-fr", "en-zh"), {"en-fr": 10_000_000, "en-zh": 260_000}),
+    # K = 5 with known relatedness (LANGUAGES: sv~da, es~it, fi an isolate): in each pair of
+    # relatives one larger and one small dataset, so a low-resource pair can borrow from its
+    # relative (tiny: 6,000 / 800 / 6,000 / 800 / 2,000 training examples).
+    "en-{sv,da,es,it,fi}": (("en-sv", "en-da", "en-es", "en-it", "en-fi"),
+                            {"en-sv": 6_000_000, "en-da": 800_000, "en-es": 6_000_000,
+                             "en-it": 800_000, "en-fi": 2_000_000}),
 }
 # Shared vocabulary sizes (per 3 languages) at which most word forms are single pieces
 # (cpu-tiny: 753 word types in en/de/zh; at 512 pieces de targets split into ~2 pieces per word
