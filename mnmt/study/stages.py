@@ -19,7 +19,7 @@ import gin
 
 from fitting.data import io
 from mnmt.gin_files import parse_files_and_bindings
-from mnmt.study import lock
+from mnmt.study import gettext_data, lock
 from mnmt.study.runner import StudyData
 from mnmt.study.spec import PRESETS, StudySpec, expand
 
@@ -167,8 +167,10 @@ def atomic_write(path: Path, text: str) -> None:
 
 def prepare_data(spec: StudySpec, out: Path, log, *, build_caches: bool = True):
     """Stage 1: vocabulary, SeqIO tasks, the real-data tasks' token caches, and (synthetic data
-    only) the exact irreducible loss. ``build_caches=False`` (one host of a multi-host launch)
-    uses caches built by ``mnmt-study prepare`` and fails, saying so, where one is missing."""
+    only) the exact irreducible loss. ``StudySpec.data_preset`` "gettext" ("gettext:DIR"):
+    real translations from gettext catalogs (`mnmt.study.gettext_data`). ``build_caches=False``
+    (one host of a multi-host launch) uses caches built by ``mnmt-study prepare`` and fails,
+    saying so, where one is missing."""
     from mnmt.tensorflow_setup import start_tensorflow
 
     start_tensorflow()  # CPU-only data backend, without its "no CUDA here" start-up lines
@@ -176,6 +178,16 @@ def prepare_data(spec: StudySpec, out: Path, log, *, build_caches: bool = True):
     if spec.tasks:
         data = _registered_tasks(spec, log)
         return prepare_caches(spec, data, out, log, build=build_caches)
+    if gettext_data.is_gettext_preset(spec.data_preset):
+        try:
+            data = gettext_data.prepare_gettext_data(spec, out, log,
+                                                     separator=needs_separator(spec))
+        except (ValueError, FileNotFoundError) as err:
+            raise UsageError(f"StudySpec.data_preset {spec.data_preset!r}: "
+                             f"{str(err).strip().splitlines()[0]}") from err
+        with_tasks = dataclasses.replace(spec, tasks=tuple(data.tasks.items()),
+                                         vocabulary_path=data.vocabulary_path)
+        return prepare_caches(with_tasks, data, out, log, build=build_caches)
     from mnmt.data import synthetic, tasks, vocab
 
     data_dir = out / "data"

@@ -41,6 +41,7 @@ Images built with ``path-exclude=/usr/share/locale/*`` in dpkg's config have non
 from __future__ import annotations
 
 import difflib
+import functools
 import gettext
 import hashlib
 import json
@@ -104,6 +105,19 @@ def load_catalog(path: str, *, min_chars: int = 2) -> dict[str, str]:
             continue
         out[src] = tgt
     return out
+
+
+def _cached_catalog(path: str) -> dict[str, str]:
+    """:func:`load_catalog`, remembered per file version (a study reads each catalog for its
+    manifest, its task and every worker's registration). Callers must not modify the result."""
+    st = os.stat(path)
+    return _load_version(path, (st.st_ino, st.st_mtime_ns, st.st_size))
+
+
+@functools.lru_cache(maxsize=512)
+def _load_version(path: str, version: tuple[int, int, int]) -> dict[str, str]:
+    del version  # part of the cache key only
+    return load_catalog(path)
 
 
 def write_catalog(path: str, entries: Mapping[str, str], charset: str = "UTF-8") -> None:
@@ -251,7 +265,7 @@ def gettext_pairs(
     skipped: list[str] = []
     for paths in used.values():
         try:
-            tables = {c: load_catalog(paths[c]) for c in langs}
+            tables = {c: _cached_catalog(paths[c]) for c in langs}
         except ValueError as e:  # e.g. a legacy non-UTF-8 catalog (net-tools in Debian 12)
             if strict:
                 raise
