@@ -69,6 +69,7 @@ DEFAULT_LOCALE_DIR = "/usr/share/locale"
 MANIFEST_FORMAT = 1
 log = logging.getLogger(__name__)
 _PLACEHOLDER = re.compile(r"%[-+ #0-9.]*[a-zA-Z]|\{[^}]*\}|\\[ntr]")
+_WARNED: set[tuple[str, tuple[str, ...]]] = set()
 _REGIONAL = re.compile(r"^([a-z]{2,3})_([a-z0-9]+)$")
 
 # Languages whose regional (or script-tagged) directories are written varieties of their own:
@@ -277,7 +278,8 @@ def gettext_pairs(
             if item not in seen:
                 seen.add(item)
                 out.append(item)
-    if skipped:
+    if skipped and (pair, tuple(skipped)) not in _WARNED:  # once per process, not per call
+        _WARNED.add((pair, tuple(skipped)))
         log.warning("gettext %s: skipped %d unreadable catalog(s): %s", pair, len(skipped), skipped)
     if not out:
         raise ValueError(f"gettext catalogs under {locale_dir} give no {pair} pairs"
