@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
+from scipy.optimize import least_squares
 
 from fitting.core.base import FitError, FitResult, register_law
 from fitting.core.engine import goodness_of_fit, varpro_fit
@@ -173,23 +174,47 @@ def _spec(form: str, i: int, k: int, sized: bool) -> _Spec:
     raise FitError(f"unknown mixture law form {form!r}; expected one of {FORMS}")
 
 
-def _solve(spec: _Spec, u, W, y, *, loss, theta0=None, f_scale="auto") -> tuple:
-    """Robust fit of one target from every start grid (or one warm start ``theta0``); the
-    solution with the smallest Σ|residual| is kept."""
+def _polish(spec: _Spec, u, W, y, warm: dict, loss: str) -> dict:
+    """A refit started from ``warm`` (θ, linear coefficients, f_scale): one bounded robust
+    ``least_squares`` over (θ, c) at that f_scale with the analytic Jacobian, at most
+    15 evaluations per parameter (cross-validation and bootstrap refits)."""
+    th0, c0 = np.asarray(warm["theta"], float), np.asarray(warm["coef"], float)
+    p, k = len(th0), len(c0)
+    lo = np.concatenate([spec.lo, np.zeros(k)])
+    hi = np.concatenate([spec.hi, np.full(k, np.inf)])
+    x0 = np.clip(np.concatenate([th0, c0]), lo + 1e-12, np.where(np.isfinite(hi), hi - 1e-12,
+                                                                  np.inf))
+
+    def resid(x):
+        return y - spec.design(x[:p], u, W) @ x[p:]
+
+    def jac(x):
+        A = spec.design(x[:p], u, W)
+        return np.column_stack([-(dA @ x[p:]) for dA in spec.jac(x[:p], u, W)] + [-A])
+
+    with np.errstate(all="ignore"):
+        sol = least_squares(resid, x0, jac=jac, bounds=(lo, hi), loss=loss,
+                            f_scale=float(warm["f_scale"]), x_scale="jac",
+                            max_nfev=15 * (p + k), ftol=1e-7, xtol=1e-7)
+    if not np.all(np.isfinite(sol.fun)):
+        raise FitError("refit gave non-finite residuals")
+    return {"theta": [float(v) for v in sol.x[:p]], "coef": [float(v) for v in sol.x[p:]],
+            "f_scale": float(warm["f_scale"]), "points": int(len(y))}
+
+
+def _solve(spec: _Spec, u, W, y, *, loss) -> tuple:
+    """Robust fit of one target from every start grid; the solution with the smallest
+    Σ|residual| is kept."""
     kw = dict(theta_bounds=(spec.lo, spec.hi), coef_nonneg=True, loss=loss)
     if loss == "huber":
         kw["f_scale"] = _HUBER_DELTA
-    elif f_scale == "auto":
-        kw["f_scale_grid"] = _F_SCALES
     else:
-        kw["f_scale"] = f_scale
+        kw["f_scale_grid"] = _F_SCALES
 
     def design(th):
         return spec.design(th, u, W)
 
     kw["design_jac"] = lambda th: spec.jac(th, u, W)
-    if theta0 is not None:
-        return varpro_fit(design, y, theta_grid=[[v] for v in theta0], theta0=theta0, **kw)
     best, crit = None, np.inf
     for grid in spec.grids:
         try:
@@ -357,10 +382,11 @@ def _fit_all(form, pairs, sizes, n_ref, n, W, Y, warm: dict | None) -> dict:
                                "for it", column="value")
             continue
         u = n[rows] / n_ref if sized else np.ones(int(rows.sum()))
-        w0 = None if warm is None or key not in warm else warm[key]
-        res = _solve(spec, u, W[rows], Y[rows, i], loss=loss,
-                     theta0=None if w0 is None else w0["theta"],
-                     f_scale="auto" if w0 is None else w0["f_scale"])
+        if warm is not None:
+            if key in warm:
+                sol[key] = _polish(spec, u, W[rows], Y[rows, i], warm[key], loss)
+            continue
+        res = _solve(spec, u, W[rows], Y[rows, i], loss=loss)
         sol[key] = {"theta": [float(v) for v in res.theta], "coef": [float(v) for v in res.coef],
                     "f_scale": float(res.f_scale), "points": int(rows.sum())}
     return sol
