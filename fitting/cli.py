@@ -7,6 +7,9 @@
     mnmt-fit report --input TABLE_OR_RUN_DIRS... --out DIR [--ground-truth en-de=0.14,...]
                     [--heldout RUN_ID ...]
     mnmt-fit compare TABLE_OR_DIR [TABLE_OR_DIR ...] --out DIR [--labels A,B]
+    mnmt-fit mixture TABLE [--target-size N] [--heldout RUN_ID ...] [--max-weight PAIR=W ...]
+                     [--max-loss PAIR=L ...] [--prefer PAIR=X ...] [--epoch-cap E --budget EXAMPLES]
+                     [--json] [--out DIR]
 
 Input columns per law are documented in docs/guides/fitting.md. Exit status 2 on bad input (the message
 names the column and row).
@@ -41,6 +44,7 @@ from fitting.laws.joint import fit_joint_law
 from fitting.laws.power import fit_power_law
 from fitting.laws.quality import fit_quality_law, quality_points
 from fitting.report.compare import write_comparison
+from fitting.report.mixture import mixture_run_table, mixture_text
 from fitting.report.writer import write_report
 
 __all__ = ["main", "build_parser"]
@@ -332,6 +336,27 @@ def _compare(args) -> dict:
                         for st in cmp.studies]}
 
 
+def _pair_values(items: Sequence[str] | None, what: str) -> dict[str, float] | None:
+    """Repeated ``PAIR=VALUE`` options → {pair: value}."""
+    if not items:
+        return None
+    return _kv(",".join(items), what)
+
+
+def _mixture(args) -> dict:
+    if (args.epoch_cap is None) != (args.budget is None):
+        raise FitError("mixture: --epoch-cap and --budget go together (the epoch cap of each "
+                       "pair is epoch_cap · data_size / budget)")
+    constraints = {"max_weights": _pair_values(args.max_weight, "max-weight"),
+                   "max_loss": _pair_values(args.max_loss, "max-loss"),
+                   "preferences": _pair_values(args.prefer, "prefer"),
+                   "budget_examples": args.budget, "epoch_cap": args.epoch_cap}
+    return mixture_run_table(args.table, heldout_runs=args.heldout or (),
+                             target_size=args.target_size, constraints=constraints,
+                             eval_set=args.eval_set, metric=args.metric, n_boot=args.n_boot,
+                             seed=args.seed, out_dir=args.out)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``mnmt-fit`` argument parser."""
     ap = argparse.ArgumentParser(prog="mnmt-fit", description=__doc__.split("\n\n")[0])
@@ -408,6 +433,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-f-hat", action="store_true", help="do not fit f̂ of eq. 12")
     p.add_argument("--title", default="f(p) side by side")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    p = sub.add_parser("mixture", help="mixture laws for K pairs: comparison by held-out error, "
+                                       "transfer matrix, constrained weights")
+    p.add_argument("table", metavar="TABLE",
+                   help="tidy table (CSV/Parquet) or a wide CSV of runs (run_id, n or size, "
+                        "w_<pair>, loss_<pair>, optional heldout 0/1, data_size_<pair>)")
+    p.add_argument("--target-size", type=float, help="N of the recommendation (default: 4× the "
+                                                     "largest fitted size)")
+    p.add_argument("--heldout", action="append", metavar="RUN_ID",
+                   help="a run never fitted, predicted (repeatable)")
+    p.add_argument("--max-weight", action="append", metavar="PAIR=W")
+    p.add_argument("--max-loss", action="append", metavar="PAIR=L")
+    p.add_argument("--prefer", action="append", metavar="PAIR=X",
+                   help="importance of a pair in the mean loss (default 1)")
+    p.add_argument("--epoch-cap", type=float, help="maximum epochs over a pair's data")
+    p.add_argument("--budget", type=float, metavar="EXAMPLES",
+                   help="training examples per run (with --epoch-cap)")
+    p.add_argument("--eval-set", default="validation")
+    p.add_argument("--metric", default="loss")
+    p.add_argument("--n-boot", type=int, default=100, help="bootstrap refits over mixtures")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--out", help="directory for mixture.json and transfer.png")
     return ap
 
 
@@ -447,10 +495,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             res = _recommend(args)
         elif args.cmd == "compare":
             res = _compare(args)
+        elif args.cmd == "mixture":
+            res = _mixture(args)
+            if not args.json:
+                print(mixture_text(res))
+                return 0
         else:
             res = _report(args)
         _print(res, getattr(args, "json", False),
-               getattr(args, "out", None) if args.cmd not in ("report", "compare") else None)
+               getattr(args, "out", None)
+               if args.cmd not in ("report", "compare", "mixture") else None)
     except FitError as e:
         print(f"mnmt-fit: error: {e}", file=sys.stderr)
         return 2

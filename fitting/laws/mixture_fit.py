@@ -57,6 +57,30 @@ class MixtureRuns:
     data_size: dict[str, float] = field(default_factory=dict)
     source: str = "table"
 
+    def to_tidy(self, *, eval_set: str = "validation", metric: str = "loss") -> pd.DataFrame:
+        """The runs as a tidy table (final rows only; one row per evaluated pair)."""
+        rows = []
+        for r, rid in enumerate(self.run_ids):
+            for i, p in enumerate(self.pairs):
+                if np.isfinite(self.Y[r, i]):
+                    rows.append({"run_id": rid, "pair": p, "n": float(self.n[r]),
+                                 "weight": float(self.W[r, i]),
+                                 "data_size": self.data_size.get(p, np.nan),
+                                 "eval_set": eval_set, "metric": metric, "step": 1000,
+                                 "value": float(self.Y[r, i]), "final": True})
+        return pd.DataFrame(rows)
+
+    def to_wide(self) -> pd.DataFrame:
+        """The runs as a wide table (:func:`read_wide_runs`)."""
+        df = pd.DataFrame({"run_id": self.run_ids, "n": self.n,
+                           "heldout": self.heldout.astype(int)})
+        for i, p in enumerate(self.pairs):
+            df[f"w_{p}"] = self.W[:, i]
+            df[f"loss_{p}"] = self.Y[:, i]
+            if p in self.data_size:
+                df[f"data_size_{p}"] = self.data_size[p]
+        return df
+
     @property
     def mixture_keys(self) -> np.ndarray:
         """One label per run: its weight vector rounded to 6 decimals."""

@@ -57,6 +57,7 @@ from fitting.report.chinchilla import chinchilla_section
 from fitting.report.dpl import dpl_section
 from fitting.report.heldout import check_heldout_runs, heldout_section
 from fitting.report.markdown import Document, format_number
+from fitting.report.mixture import mixture_section
 from fitting.report.regime import compute_regime, regime_section, trained_rows
 from fitting.report.sections import Report, frontier_section, quality_section
 from fitting.report.seeds import seed_means, seed_spread, seeds_section
@@ -97,6 +98,7 @@ def write_report(
     preferences: dict[str, float] | None = None,
     convergence_correction: float | None = None,
     heldout_runs: Sequence[str] = (),
+    mixture_constraints: dict | None = None,
 ) -> Report:
     """Fit the laws to ``table``'s final losses and write the report into ``out_dir``.
 
@@ -114,6 +116,10 @@ def write_report(
       heldout_runs: run ids trained but never fitted: excluded from every fit, predicted in the
         section "Held-out runs" (``rep.heldout``, ``fits.json["heldout"]``; see
         :mod:`fitting.report.heldout`). An id that is not a run of the table raises FitError.
+      mixture_constraints: for tables of 3 pairs or more, the constraints of the mixture-law
+        recommendation (:mod:`fitting.report.mixture`, ``fits.json["mixture"]``): keys
+        ``max_weights`` {pair: w}, ``max_loss`` {pair: L}, ``preferences`` {pair: x},
+        ``budget_examples`` and ``epoch_cap`` (epoch-cap weights from each pair's data_size).
     """
     if not isinstance(table, pd.DataFrame):
         table = read_table(table)
@@ -258,6 +264,14 @@ def write_report(
     _effective_section(doc, rep, fin, data, target_sizes, preferences, out_dir, uncertainty,
                        n_refits, seed)
     heldout_section(doc, rep, held, table, held_ids, eval_set, metric)
+    mixture = None
+    try:  # None for fewer than 3 pairs: two-pair reports are unchanged
+        mixture = mixture_section(doc, rep, table, out_dir, eval_set=eval_set, metric=metric,
+                                  heldout_runs=held_ids, target_sizes=target_sizes,
+                                  constraints=mixture_constraints, n_boot=min(n_refits, 100),
+                                  seed=seed)
+    except Exception as e:  # the section skips its own failures; anything else, said here
+        rep.skipped["section mixture laws"] = f"{type(e).__name__}: {e}"
     for name, section in (
             ("quality laws", lambda: quality_section(doc, rep, without_branches(table_fit),
                                                      eval_set, out_dir)),
@@ -301,6 +315,8 @@ def write_report(
         "chinchilla": rep.chinchilla or None,
         "bivariate": rep.bivariate or None,
     }
+    if mixture is not None:
+        payload["mixture"] = mixture
     # Temporary names, then renames: a failed write (a full disk: io.NoSpaceError naming the
     # file) leaves a previous report's three files as they were.
     io.write_files_atomic({rep.markdown_path: rep.markdown, rep.html_path: doc.html(title),

@@ -1,0 +1,312 @@
+"""The report's section "Mixture laws for K pairs" (tables of three pairs or more).
+
+:func:`mixture_section` fits the laws of :mod:`fitting.laws.mixture_laws` to the runs that are
+not held out, compares them by leave-one-mixture-out cross-validation and on the held-out runs
+(:func:`fitting.laws.mixture_fit.compare_mixture_laws`), draws the transfer matrix τ of the
+eq. 11 law, and recommends weights at a target size under the caller's constraints
+(:func:`fitting.laws.mixture_fit.recommend_mixture`). With fewer than 3 pairs it does nothing
+(two-pair reports are unchanged); with too few design mixtures (< K + 2) it states why it was
+skipped. Fields of ``fits.json["mixture"]``: docs/guides/fitting.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from fitting.core.base import FitError, json_safe
+from fitting.data.tables import read_table
+from fitting.laws.mixture_fit import (
+    MixtureComparison,
+    MixtureRuns,
+    compare_mixture_laws,
+    mixture_runs,
+    read_wide_runs,
+    recommend_mixture,
+    transfer_matrix,
+)
+from fitting.report.heldout import check_heldout_runs
+from fitting.report.markdown import Document, format_number
+
+__all__ = ["mixture_section", "mixture_payload", "who_helps_whom", "target_for",
+           "load_mixture_runs", "mixture_run_table", "mixture_text"]
+
+CONSTRAINT_KEYS = ("max_weights", "max_loss", "preferences", "budget_examples", "epoch_cap")
+
+
+def who_helps_whom(tau: np.ndarray, sd: np.ndarray, pairs: list[str], *, min_tau: float = 0.05
+                   ) -> list[list[str]]:
+    """Rows (target, helped by, hurt by): sources j with τ_ij > max(min_tau, 2 sd) help target i,
+    τ_ij < −max(min_tau, 2 sd) hurt it (sd NaN counts as 0)."""
+    rows = []
+    for i, p in enumerate(pairs):
+        help_, hurt = [], []
+        for j, q in enumerate(pairs):
+            if i == j:
+                continue
+            thr = max(min_tau, 2 * (sd[i, j] if np.isfinite(sd[i, j]) else 0.0))
+            if tau[i, j] > thr:
+                help_.append((tau[i, j], f"{q} ({tau[i, j]:.2f})"))
+            elif tau[i, j] < -thr:
+                hurt.append((-tau[i, j], f"{q} ({tau[i, j]:.2f})"))
+        rows.append([p, ", ".join(t for _, t in sorted(help_, reverse=True)) or "–",
+                     ", ".join(t for _, t in sorted(hurt, reverse=True)) or "–"])
+    return rows
+
+
+def target_for(cmp: MixtureComparison, target_sizes: list[float] | None) -> tuple[float, str]:
+    """The recommendation's size (the first target size, else 4× the largest fitted size, or
+    the fitted size when the laws were fitted at one size) and the law that predicts there
+    (the chosen one, else the best by CV error that can)."""
+    sizes = sorted(set(float(v) for v in cmp.runs.n[~cmp.runs.heldout]))
+    if target_sizes:
+        n = float(target_sizes[0])
+    else:
+        n = 4.0 * sizes[-1] if len(sizes) > 1 else sizes[0]
+    order = sorted(cmp.errors, key=lambda f: (f != cmp.chosen, cmp.errors[f]["cv_mae"]))
+    for form in order:
+        if cmp.laws[form].can_predict(n):
+            return n, form
+    raise FitError(f"no fitted mixture law predicts at N = {n:g} (fitted sizes {sizes})")
+
+
+def mixture_payload(cmp: MixtureComparison, recommendation: dict | None) -> dict:
+    """``fits.json["mixture"]`` from a comparison and a recommendation."""
+    laws = {}
+    for form, fit in cmp.laws.items():
+        laws[form] = {**cmp.errors[form], "params": fit.params, "sd": fit.stderr,
+                      "goodness": fit.goodness, "warnings": fit.warnings,
+                      "uncertainty": fit.meta.get("uncertainty")}
+    out: dict = {"pairs": cmp.runs.pairs, "laws": laws, "skipped_laws": cmp.skipped,
+                 "chosen": cmp.chosen, "chosen_because": cmp.chosen_because,
+                 "transfer": None, "heldout": cmp.heldout, "recommendation": recommendation}
+    if "transfer" in cmp.laws:
+        tau, sd = transfer_matrix(cmp.laws["transfer"])
+        out["transfer"] = {"pairs": cmp.runs.pairs, "matrix": tau.tolist(), "sd": sd.tolist()}
+    return out
+
+
+def _recommend(cmp: MixtureComparison, target_sizes, constraints: dict, seed: int) -> dict:
+    n, form = target_for(cmp, target_sizes)
+    rec = recommend_mixture(cmp.laws[form], n, max_weights=constraints.get("max_weights"),
+                            max_loss=constraints.get("max_loss"),
+                            preferences=constraints.get("preferences"),
+                            data_size=cmp.runs.data_size,
+                            budget_examples=constraints.get("budget_examples"),
+                            epoch_cap=constraints.get("epoch_cap"), seed=seed)
+    if form != cmp.chosen:
+        rec["law_note"] = (f"the chosen law ({cmp.chosen}) cannot predict at N = {n:g}; the best "
+                           f"by CV error that can ({form}) is used")
+    return rec
+
+
+def mixture_section(doc: Document, rep, table: pd.DataFrame, out_dir: str, *,
+                    eval_set: str = "validation", metric: str = "loss",
+                    heldout_runs: list[str] | tuple = (),
+                    target_sizes: list[float] | None = None,
+                    constraints: dict | None = None, n_boot: int = 100,
+                    seed: int = 0) -> dict | None:
+    """Add the section to ``doc`` and return ``fits.json["mixture"]``; None (and nothing
+    written) when the table has fewer than 3 pairs with final losses."""
+    constraints = dict(constraints or {})
+    unknown = [k for k in constraints if k not in CONSTRAINT_KEYS]
+    if unknown:
+        raise FitError(f"mixture_constraints: unknown key(s) {unknown}; expected "
+                       f"{list(CONSTRAINT_KEYS)}")
+    try:
+        runs = mixture_runs(table, eval_set=eval_set, metric=metric, heldout_runs=heldout_runs,
+                            source="report")
+    except FitError as e:
+        if table["pair"].nunique() < 3 if "pair" in table.columns else True:
+            return None
+        return _skip(doc, rep, str(e))
+    if len(runs.pairs) < 3:
+        return None
+    doc.h(2, "Mixture laws for K pairs")
+    try:
+        cmp = compare_mixture_laws(runs, n_boot=n_boot, seed=seed)
+    except FitError as e:
+        return _skip(doc, rep, str(e), header=False)
+    rec = None
+    try:
+        rec = _recommend(cmp, target_sizes, constraints, seed)
+    except FitError as e:
+        rep.skipped["mixture recommendation"] = str(e)
+    payload = mixture_payload(cmp, rec)
+    _markdown(doc, rep, cmp, payload, out_dir)
+    return payload
+
+
+def _skip(doc: Document, rep, reason: str, header: bool = True) -> dict:
+    if header:
+        doc.h(2, "Mixture laws for K pairs")
+    doc.p(f"Skipped: {reason}")
+    rep.skipped["mixture laws"] = reason
+    return {"skipped": reason}
+
+
+def _markdown(doc: Document, rep, cmp: MixtureComparison, payload: dict, out_dir: str) -> None:
+    runs: MixtureRuns = cmp.runs
+    n_mix = len(set(runs.mixture_keys[~runs.heldout]))
+    doc.p(f"{len(runs.pairs)} pairs, {int((~runs.heldout).sum())} fitted runs ({n_mix} design "
+          f"mixtures), {int(runs.heldout.sum())} held out. Laws: eq. 11 with a transfer matrix "
+          "(Fernandes et al. 2023, eq. 13's linear effective fraction), Data Mixing Laws (Ye et "
+          "al. 2024, one fit per size), Shukor et al. 2025's additive and joint laws (token "
+          "budget fixed: the D terms are constants). CV = leave one design mixture out (all its "
+          "sizes); uncertainty = bootstrap over design mixtures.")
+    rows = [[form, str(e["n_params"]), format_number(e["cv_mae"], digits=3),
+             format_number(e["cv_mape"], digits=3), format_number(e["heldout_mae"], digits=3),
+             format_number(e["heldout_mape"], digits=3)]
+            for form, e in cmp.errors.items()]
+    doc.table(["law", "params", "CV MAE", "CV MAPE %", "held-out MAE", "held-out MAPE %"], rows)
+    doc.p(f"Chosen: **{cmp.chosen}** — {cmp.chosen_because}")
+    for form, why in cmp.skipped.items():
+        rep.skipped[f"mixture law {form}"] = why
+    if payload["transfer"]:
+        tau = np.array(payload["transfer"]["matrix"])
+        sd = np.array(payload["transfer"]["sd"])
+        doc.p("Who helps whom (τ_ij of the eq. 11 law beyond max(0.05, 2 sd)):")
+        doc.table(["target", "helped by (τ)", "hurt by (τ)"], who_helps_whom(tau, sd, runs.pairs))
+        try:
+            from fitting.plots.mixture import plot_transfer_matrix
+            from fitting.plots.style import save
+
+            path = os.path.join(out_dir, "figures", "transfer.png")
+            rep.figures["transfer"] = save(plot_transfer_matrix(tau, runs.pairs, sd), path)
+            doc.img("figures/transfer.png", "Transfer matrix τ (row: target, column: source); "
+                    "± bootstrap sd over design mixtures.")
+        except Exception as e:  # plotting must never break the report
+            rep.skipped["figures (transfer)"] = f"{type(e).__name__}: {e}"
+    if cmp.heldout:
+        hrows = [[rid, p, format_number(v["measured"]), format_number(v["predicted"]),
+                  format_number(v["error"], digits=2), format_number(v["noise"], digits=2),
+                  v["noise_source"]]
+                 for rid, d in cmp.heldout.items() for p, v in d.items()]
+        doc.p(f"Held-out runs (never fitted), predicted by {cmp.chosen}:")
+        doc.table(["run", "pair", "measured", "predicted", "error", "noise", "noise from"], hrows)
+    rec = payload["recommendation"]
+    if rec:
+        doc.p(f"Recommended weights at N = {rec['target_size']:.3g} ({rec['law']} law"
+              + (f"; {rec['law_note']}" if rec.get("law_note") else "")
+              + f"), preference-weighted mean loss {rec['objective']:.4g}"
+              + ("" if rec["feasible"] else " — the constraints could not all be met") + ":")
+        band = rec.get("band") or {}
+        doc.table(["pair", "weight", "max weight", "predicted loss", "95% band", "max loss"],
+                  [[p, f"{w:.3f}", f"{rec['constraints']['max_weights'][p]:.3g}",
+                    format_number(rec["predicted"][p]),
+                    "–" if p not in band else f"[{band[p][0]:.4g}, {band[p][1]:.4g}]",
+                    format_number(rec["constraints"]["max_loss"].get(p))]
+                   for p, w in rec["weights"].items()])
+        doc.table(["baseline", "mean loss", "violates"],
+                  [[name, format_number(b["objective"]), "; ".join(b["violations"]) or "no"]
+                   for name, b in rec["baselines"].items()]
+                  + [[name, "–", f"skipped: {why}"]
+                     for name, why in rec["baselines_skipped"].items()])
+
+
+def load_mixture_runs(table: pd.DataFrame | str, *, heldout_runs: Sequence[str] = (),
+                      eval_set: str = "validation", metric: str = "loss") -> MixtureRuns:
+    """Runs from our tidy table (CSV/Parquet, or a DataFrame with a ``pair`` column) or from a
+    wide CSV (one row per run: ``run_id``, ``n``/``size``, ``w_<pair>``, ``loss_<pair>``,
+    optional ``heldout`` and ``data_size_<pair>``); ``heldout_runs`` are added to the wide
+    table's ``heldout`` column."""
+    name = table if isinstance(table, str) else "table"
+    if isinstance(table, str):
+        if not os.path.exists(table):
+            raise FitError(f"{table}: no such file", source=table)
+        cols = (list(pd.read_csv(table, nrows=0).columns) if table.endswith(".csv")
+                else list(read_table(table).columns))
+    else:
+        cols = list(table.columns)
+    if "pair" in cols:
+        df = read_table(table) if isinstance(table, str) else table
+        ids = check_heldout_runs(df, heldout_runs)
+        return mixture_runs(df, eval_set=eval_set, metric=metric, heldout_runs=ids, source=name)
+    if "run_id" in cols and any(c.startswith("w_") for c in cols):
+        runs = read_wide_runs(table)
+        ids = check_heldout_runs(pd.DataFrame({"run_id": runs.run_ids}), heldout_runs)
+        runs.heldout = runs.heldout | np.isin(runs.run_ids, ids)
+        return runs
+    raise FitError(f"{name}: neither a tidy table (columns run_id, pair, n, weight, value, …) "
+                   "nor a wide table of runs (columns run_id, n or size, w_<pair>, loss_<pair>); "
+                   f"columns found: {cols}", source=name)
+
+
+def mixture_run_table(table: pd.DataFrame | str, *, heldout_runs: Sequence[str] = (),
+                      target_size: float | None = None, constraints: dict | None = None,
+                      eval_set: str = "validation", metric: str = "loss", n_boot: int = 100,
+                      seed: int = 0, out_dir: str | None = None) -> dict:
+    """The mixture analysis of ``mnmt-fit mixture``: ``fits.json["mixture"]``'s content for a
+    table (:func:`load_mixture_runs`); with ``out_dir``, also ``mixture.json`` and
+    ``transfer.png`` there."""
+    runs = load_mixture_runs(table, heldout_runs=heldout_runs, eval_set=eval_set, metric=metric)
+    if len(runs.pairs) < 3:
+        raise FitError(f"{runs.source}: {len(runs.pairs)} pair(s) {runs.pairs}; the mixture laws "
+                       "need at least 3", column="pair")
+    cmp = compare_mixture_laws(runs, n_boot=n_boot, seed=seed)
+    constraints = {k: v for k, v in (constraints or {}).items() if v is not None}
+    rec, why = None, None
+    try:
+        rec = _recommend(cmp, None if target_size is None else [target_size], constraints, seed)
+    except FitError as e:
+        why = str(e)
+    payload = mixture_payload(cmp, rec)
+    if why:
+        payload["recommendation_skipped"] = why
+    if out_dir:
+        os.makedirs(out_dir, exist_ok=True)
+        with open(os.path.join(out_dir, "mixture.json"), "w", encoding="utf-8") as f:
+            json.dump(json_safe(payload), f, indent=1)
+        if payload["transfer"]:
+            from fitting.plots.mixture import plot_transfer_matrix
+            from fitting.plots.style import save
+
+            t = payload["transfer"]
+            payload["figure"] = save(plot_transfer_matrix(np.array(t["matrix"]), t["pairs"],
+                                                          np.array(t["sd"])),
+                                     os.path.join(out_dir, "transfer.png"))
+    return payload
+
+
+def mixture_text(payload: dict) -> str:
+    """A plain-text summary of :func:`mixture_run_table`'s result."""
+    lines = ["law comparison (CV = leave one design mixture out):",
+             f"  {'law':<11s}{'params':>7s}{'CV MAE':>10s}{'CV MAPE%':>10s}{'HO MAE':>10s}"
+             f"{'HO MAPE%':>10s}"]
+    for form, e in payload["laws"].items():
+        lines.append(f"  {form:<11s}{e['n_params']:>7d}" + "".join(
+            f"{format_number(e[k], digits=3):>10s}"
+            for k in ("cv_mae", "cv_mape", "heldout_mae", "heldout_mape")))
+    lines.append(f"chosen: {payload['chosen']} — {payload['chosen_because']}")
+    if payload["transfer"]:
+        t = payload["transfer"]
+        lines.append("transfer matrix τ (row: target, column: source; ± sd):")
+        for i, p in enumerate(t["pairs"]):
+            lines.append(f"  {p:<10s} " + " ".join(
+                f"{t['matrix'][i][j]:6.2f}±{t['sd'][i][j]:.2f}" for j in range(len(t["pairs"]))))
+    if payload["heldout"]:
+        lines.append("held-out runs (never fitted): run pair measured predicted error noise")
+        for rid, d in payload["heldout"].items():
+            for p, v in d.items():
+                lines.append(f"  {rid} {p} {v['measured']:.4g} {v['predicted']:.4g} "
+                             f"{v['error']:+.3g} {format_number(v['noise'], digits=2)} "
+                             f"({v['noise_source']})")
+    rec = payload["recommendation"]
+    if rec:
+        lines.append(f"recommendation at N = {rec['target_size']:.3g} ({rec['law']} law), mean "
+                     f"loss {rec['objective']:.4g}" + ("" if rec["feasible"] else
+                                                      " (constraints not all met)") + ":")
+        for p, w in rec["weights"].items():
+            lines.append(f"  {p:<10s} w = {w:.3f}  L = {rec['predicted'][p]:.4g}")
+        for name, b in rec["baselines"].items():
+            lines.append(f"  baseline {name}: mean loss {b['objective']:.4g}"
+                         + (f", violates: {'; '.join(b['violations'])}" if b["violates"] else ""))
+        for name, why in rec["baselines_skipped"].items():
+            lines.append(f"  baseline {name}: skipped ({why})")
+    elif payload.get("recommendation_skipped"):
+        lines.append(f"recommendation skipped: {payload['recommendation_skipped']}")
+    return "\n".join(lines)
