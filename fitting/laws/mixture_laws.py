@@ -60,8 +60,8 @@ FORMS: tuple[str, ...] = ("transfer", "datamixing", "additive", "joint")
 #: lower clip of the effective weight e_i (eq. 11 needs e_i > 0)
 EPS = 1e-3
 TAU_BOUNDS = (-0.5, 1.0)
-# the robust polish searches this subset of Ghorbani's f_scale grid (same range, 7 values)
-_F_SCALES = np.geomspace(0.001, 0.025, 7)
+# the robust polish searches this subset of Ghorbani's f_scale grid (same range, 5 values)
+_F_SCALES = np.geomspace(0.001, 0.025, 5)
 _HUBER_DELTA = 0.02  # Ye et al. 2024
 
 
@@ -141,8 +141,7 @@ def _spec(form: str, i: int, k: int, sized: bool) -> _Spec:
 
     names = ["alpha", "gamma"] + [f"c{j}" for j in oth]
     lo, hi = [1e-4, 0.02] + [1e-6] * (k - 1), [5.0, 3.0] + [1e3] * (k - 1)
-    grids = [[[0.1, 0.3, 0.7] if sized else [0.3], [0.3, 0.7]] + [[c0]] * (k - 1)
-             for c0 in (0.05, 0.5)]
+    grids = [[[0.1, 0.4] if sized else [0.3], [0.3, 0.7]] + [[0.2]] * (k - 1)]
     if form == "additive":
         def design(th, u, W):
             cols = [np.ones(len(W)), 1.0 / denom(th, W)]
