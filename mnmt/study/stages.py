@@ -362,10 +362,23 @@ def export_and_report(spec: StudySpec, run_dirs: list[Path], data, out: Path, lo
             title=f"Study {spec.name}",
             eval_set=eval_set,
             heldout_runs=[run.run_id for run in expand(spec) if run.heldout],
+            mixture_constraints=mixture_constraints(spec),
         )
     except io.NoSpaceError as err:
         raise UsageError(str(err)) from err
     return report
+
+
+def mixture_constraints(spec: StudySpec) -> dict | None:
+    """What the K-pair recommendation (fits.json `mixture`) may not do: repeat a capped pair's
+    data more often than the study's largest UniMax epoch cap within one run's budget of
+    examples (`mixture_design.budget_examples`). None without data caps or UniMax."""
+    from mnmt.study import mixture_design  # noqa: PLC0415
+
+    if len(spec.pairs) < 3 or not spec.unimax_epochs or not spec.data_caps:
+        return None
+    return {"budget_examples": mixture_design.budget_examples(spec),
+            "epoch_cap": float(max(spec.unimax_epochs))}
 
 
 def enable_compilation_cache(cache_dir: Path) -> None:
