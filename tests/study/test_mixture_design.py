@@ -159,9 +159,12 @@ def test_plan_lists_roles_weights_and_the_cost(capsys):
     lines = out.strip().splitlines()
     spec = cli.load_spec(None, "cpu-many-pairs", [])
     assert len(lines) == len(expand(spec))
-    first = lines[0].split("\t")
-    assert first[0] == "micro-2_only-en-sv_s0" and first[-1] == "role=design"
-    assert first[2] == "en-sv=1.00 en-da=0.00 en-es=0.00 en-it=0.00 en-fi=0.00"
+    fields = {line.split("\t")[0]: line.split("\t") for line in lines}
+    only = fields["micro-2_only-en-sv_s0"]
+    assert only[-1] == "role=design"
+    assert only[2] == "en-sv=1.00 en-da=0.00 en-es=0.00 en-it=0.00 en-fi=0.00"
+    contrast = fields["mini-1_w0.90-0.10-0.00-0.00-0.00_s0"]  # explicit weights: design
+    assert contrast[-1] == "role=design"
     assert any(line.startswith("mini-1_uniform_s0\t") and line.endswith("role=baseline")
                for line in lines)
     held = [line for line in lines if "_hold" in line]
