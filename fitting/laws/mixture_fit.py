@@ -19,7 +19,8 @@ and constrained weights at a target size (:mod:`fitting.laws.mixture_laws` for t
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -35,7 +36,7 @@ from fitting.laws.mixture_laws import (
     refit_mixture_law,
 )
 
-__all__ = ["MixtureRuns", "mixture_runs", "read_wide_runs", "MixtureComparison",
+__all__ = ["MixtureRuns", "mixture_runs", "read_wide_runs", "MixtureComparison", "outside_domain",
            "compare_mixture_laws", "transfer_matrix", "recommend_mixture", "TEMPERATURES"]
 
 TEMPERATURES = (1.0, 5.0, 100.0)
@@ -206,7 +207,9 @@ def read_wide_runs(table: pd.DataFrame | str) -> MixtureRuns:
 
 @dataclass
 class MixtureComparison:
-    """The laws fitted on the runs that are not held out, their errors, the chosen law."""
+    """The laws fitted on the runs that are not held out, their errors, the chosen law.
+    ``outside``: {reason: number of (run, pair) losses outside the laws' domain}
+    (:func:`outside_domain`), never fitted nor scored."""
 
     runs: MixtureRuns
     laws: dict[str, MixtureLawFit]
@@ -215,6 +218,27 @@ class MixtureComparison:
     chosen: str | None
     chosen_because: str
     heldout: dict[str, dict]
+    outside: dict[str, int] = field(default_factory=dict)
+
+
+def outside_domain(runs: MixtureRuns, *, budget_examples: float | None = None,
+                   epoch_cap: float | None = None) -> dict[str, np.ndarray]:
+    """The (run, pair) losses no mixture law describes, as boolean masks (runs × pairs):
+
+    * ``untrained`` — w_i = 0: the pair is evaluated, not trained (a zero-shot loss, several
+      times any trained one: Fernandes et al.'s p = 0);
+    * ``over epoch cap`` — the pair's own data repeated more than ``epoch_cap`` times,
+      w_i · budget / D_i > epoch_cap (needs ``budget_examples`` and the pair's ``data_size``):
+      beyond it a low-resource pair over-fits and its loss *rises* with its weight, which no
+      law here models (they saturate at best).
+    """
+    untrained = runs.W <= 0
+    over = np.zeros_like(untrained)
+    if budget_examples and epoch_cap:
+        for i, p in enumerate(runs.pairs):
+            if runs.data_size.get(p):
+                over[:, i] = runs.W[:, i] * budget_examples / runs.data_size[p] > epoch_cap
+    return {"untrained": untrained, "over epoch cap": over & ~untrained}
 
 
 def _seed_means(runs: MixtureRuns, rows: np.ndarray):
@@ -227,7 +251,8 @@ def _seed_means(runs: MixtureRuns, rows: np.ndarray):
         sel = np.flatnonzero(rows)[idx]
         n.append(size)
         W.append(runs.W[sel[0]])
-        with np.errstate(all="ignore"):
+        with warnings.catch_warnings():  # a pair with no loss at all in the group: NaN
+            warnings.simplefilter("ignore", RuntimeWarning)
             Y.append(np.nanmean(runs.Y[sel], axis=0) if np.isfinite(runs.Y[sel]).any()
                      else runs.Y[sel[0]])
         g.append(key)
@@ -269,12 +294,19 @@ def _noise(runs: MixtureRuns, r: int, i: int) -> tuple[float, str]:
 
 
 def compare_mixture_laws(runs: MixtureRuns, *, forms: tuple[str, ...] = FORMS, n_boot: int = 100,
-                         seed: int = 0, min_mixtures: int | None = None) -> MixtureComparison:
+                         seed: int = 0, min_mixtures: int | None = None,
+                         budget_examples: float | None = None,
+                         epoch_cap: float | None = None) -> MixtureComparison:
     """Fit every law in ``forms`` to the runs not held out; CV and held-out errors; the choice.
 
+    Losses outside the laws' domain (:func:`outside_domain`) are neither fitted nor scored.
     Raises FitError when fewer than ``min_mixtures`` (default K + 2) distinct design mixtures
     are left to fit.
     """
+    masks = outside_domain(runs, budget_examples=budget_examples, epoch_cap=epoch_cap)
+    outside = {why: int(m[np.isfinite(runs.Y)].sum()) for why, m in masks.items()}
+    Y_in = np.where(np.logical_or.reduce(list(masks.values())), np.nan, runs.Y)
+    all_runs, runs = runs, replace(runs, Y=Y_in)
     fitted = ~runs.heldout
     n, W, Y, g = _seed_means(runs, fitted)
     k = len(runs.pairs)
@@ -314,7 +346,7 @@ def compare_mixture_laws(runs: MixtureRuns, *, forms: tuple[str, ...] = FORMS, n
                                "error": pred - float(runs.Y[r, i]), "noise": noise,
                                "noise_source": src, "weight": float(runs.W[r, i]),
                                "n": float(runs.n[r]), "law": chosen}
-    return MixtureComparison(runs, laws, errors, skipped, chosen, because, heldout)
+    return MixtureComparison(all_runs, laws, errors, skipped, chosen, because, heldout, outside)
 
 
 def _choose(errors: dict[str, dict]) -> tuple[str | None, str]:

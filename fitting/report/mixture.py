@@ -83,11 +83,18 @@ def mixture_payload(cmp: MixtureComparison, recommendation: dict | None) -> dict
                       "uncertainty": fit.meta.get("uncertainty")}
     out: dict = {"pairs": cmp.runs.pairs, "laws": laws, "skipped_laws": cmp.skipped,
                  "chosen": cmp.chosen, "chosen_because": cmp.chosen_because,
-                 "transfer": None, "heldout": cmp.heldout, "recommendation": recommendation}
+                 "transfer": None, "heldout": cmp.heldout, "recommendation": recommendation,
+                 "outside_domain": cmp.outside}
     if "transfer" in cmp.laws:
         tau, sd = transfer_matrix(cmp.laws["transfer"])
         out["transfer"] = {"pairs": cmp.runs.pairs, "matrix": tau.tolist(), "sd": sd.tolist()}
     return out
+
+
+def _domain(constraints: dict) -> dict:
+    """The epoch cap that bounds the laws' domain (`outside_domain`), from the constraints."""
+    return {"budget_examples": constraints.get("budget_examples"),
+            "epoch_cap": constraints.get("epoch_cap")}
 
 
 def _recommend(cmp: MixtureComparison, target_sizes, constraints: dict, seed: int) -> dict:
@@ -128,7 +135,7 @@ def mixture_section(doc: Document, rep, table: pd.DataFrame, out_dir: str, *,
         return None
     doc.h(2, "Mixture laws for K pairs")
     try:
-        cmp = compare_mixture_laws(runs, n_boot=n_boot, seed=seed)
+        cmp = compare_mixture_laws(runs, n_boot=n_boot, seed=seed, **_domain(constraints))
     except FitError as e:
         return _skip(doc, rep, str(e), header=False)
     rec = None
@@ -158,6 +165,11 @@ def _markdown(doc: Document, rep, cmp: MixtureComparison, payload: dict, out_dir
           "al. 2024, one fit per size), Shukor et al. 2025's additive and joint laws (token "
           "budget fixed: the D terms are constants). CV = leave one design mixture out (all its "
           "sizes); uncertainty = bootstrap over design mixtures.")
+    if any(cmp.outside.values()):
+        doc.p("Outside every law's domain, neither fitted nor scored: " + "; ".join(
+            f"{count} {why} (run, pair) losses" for why, count in cmp.outside.items() if count)
+            + " (untrained: weight 0, a zero-shot loss; over epoch cap: the pair's own data "
+            "repeated more often than the epoch cap, where it over-fits).")
     rows = [[form, str(e["n_params"]), format_number(e["cv_mae"], digits=3),
              format_number(e["cv_mape"], digits=3), format_number(e["heldout_mae"], digits=3),
              format_number(e["heldout_mape"], digits=3)]
@@ -247,8 +259,8 @@ def mixture_run_table(table: pd.DataFrame | str, *, heldout_runs: Sequence[str] 
     if len(runs.pairs) < 3:
         raise FitError(f"{runs.source}: {len(runs.pairs)} pair(s) {runs.pairs}; the mixture laws "
                        "need at least 3", column="pair")
-    cmp = compare_mixture_laws(runs, n_boot=n_boot, seed=seed)
     constraints = {k: v for k, v in (constraints or {}).items() if v is not None}
+    cmp = compare_mixture_laws(runs, n_boot=n_boot, seed=seed, **_domain(constraints))
     rec, why = None, None
     try:
         rec = _recommend(cmp, None if target_size is None else [target_size], constraints, seed)
