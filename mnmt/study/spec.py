@@ -96,6 +96,11 @@ class StudySpec:
     # the synthetic family its own examples packed like the pipeline packs them, one token per
     # word (an upper bound: rarer words take several pieces).
     examples_per_row: float = 0.0
+    # Epoch cap of the K-pair analysis (3 pairs or more, data_caps for every pair): the report's
+    # recommended weights repeat no pair's data more often within the budget above, and losses of
+    # pairs repeated more often (where a small dataset over-fits) are outside the mixture laws'
+    # domain. 0 = the largest of unimax_epochs (none: no cap).
+    epoch_cap: float = 0.0
     # M mixtures from a symmetric Dirichlet(dirichlet_concentration) seeded by design_seed (tags
     # dir0 … dir<M-1>), the points a K-pair law is fitted on; heldout_mixtures more from another
     # seed stream (tags hold0 …), trained at every size and seed, never fitted (RunSpec.heldout).
@@ -226,7 +231,7 @@ _FIELD_KINDS: dict[str, str] = {
     "momentum": "number", "cooldown_fraction": "number", "dropout_rate": "number",
     "decode_at_end": "bool", "cache_data": "bool", "cache_dir": "str", "cache_shards": "int",
     "cache_beam_args": "strs", "single_pair_runs": "bool", "uniform_mixture": "bool",
-    "unimax_epochs": "numbers", "examples_per_row": "number", "dirichlet_mixtures": "int",
+    "unimax_epochs": "numbers", "examples_per_row": "number", "epoch_cap": "number", "dirichlet_mixtures": "int",
     "dirichlet_concentration": "number", "design_seed": "int", "heldout_mixtures": "int",
 }
 _KIND_TEXT = {
@@ -336,6 +341,12 @@ def validate(spec: StudySpec) -> None:
         raise StudyError(f"StudySpec.cooldown_fraction: expected a share in [0, 1], got "
                          f"{spec.cooldown_fraction!r}")
     _validate_branches(spec)
+    if not (math.isfinite(spec.epoch_cap) and spec.epoch_cap >= 0):
+        raise StudyError(f"StudySpec.epoch_cap: expected 0 (the largest of unimax_epochs) or a "
+                         f"positive number of epochs, got {spec.epoch_cap!r}")
+    if spec.epoch_cap and {pair for pair, _ in spec.data_caps} != set(spec.pairs):
+        raise StudyError(f"StudySpec.epoch_cap: an epoch cap needs StudySpec.data_caps for every "
+                         f"pair {list(spec.pairs)}")
     if not isinstance(spec.batch_tokens, int) or spec.batch_tokens < 0:
         raise StudyError(f"StudySpec.batch_tokens: expected 0 (use batch_size) or a positive integer, "
                          f"got {spec.batch_tokens!r}")

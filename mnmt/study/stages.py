@@ -371,14 +371,15 @@ def export_and_report(spec: StudySpec, run_dirs: list[Path], data, out: Path, lo
 
 def mixture_constraints(spec: StudySpec) -> dict | None:
     """What the K-pair recommendation (fits.json `mixture`) may not do: repeat a capped pair's
-    data more often than the study's largest UniMax epoch cap within one run's budget of
-    examples (`mixture_design.budget_examples`). None without data caps or UniMax."""
+    data more often than `StudySpec.epoch_cap` (0: the largest UniMax cap) within one run's
+    budget of examples (`mixture_design.budget_examples`); the same cap bounds the mixture
+    laws' domain. None without data caps or a cap."""
     from mnmt.study import mixture_design  # noqa: PLC0415
 
-    if len(spec.pairs) < 3 or not spec.unimax_epochs or not spec.data_caps:
+    cap = spec.epoch_cap or max(spec.unimax_epochs, default=0.0)
+    if len(spec.pairs) < 3 or not cap or not spec.data_caps:
         return None
-    return {"budget_examples": mixture_design.budget_examples(spec),
-            "epoch_cap": float(max(spec.unimax_epochs))}
+    return {"budget_examples": mixture_design.budget_examples(spec), "epoch_cap": float(cap)}
 
 
 def enable_compilation_cache(cache_dir: Path) -> None:
