@@ -166,6 +166,17 @@ def predict_heldout(rep: Report, held: pd.DataFrame, table: pd.DataFrame, eval_s
     return entries, skipped
 
 
+def _grouped_reasons(skipped: dict[str, str]) -> str:
+    """One entry per distinct reason, with the entries it covers (a K-pair study skips the
+    same way for every run and pair)."""
+    by_reason: dict[str, list[str]] = {}
+    for key, reason in skipped.items():
+        by_reason.setdefault(reason, []).append(key)
+    return "; ".join(f"{keys[0]}: {reason}" if len(keys) == 1 else
+                     f"{reason} ({len(keys)} entries: {keys[0]} …)"
+                     for reason, keys in by_reason.items())
+
+
 def heldout_section(doc: Document, rep: Report, held: pd.DataFrame, table: pd.DataFrame,
                     run_ids: Sequence[str], eval_set: str, metric: str) -> None:
     """The report section "Held-out runs (predicted, never fitted)"; fills ``rep.heldout``, adds
@@ -190,8 +201,11 @@ def heldout_section(doc: Document, rep: Report, held: pd.DataFrame, table: pd.Da
     rep.skipped.update(skipped)
     rep.heldout = entries
     if not entries:
-        doc.p("No prediction could be made: " + ("; ".join(f"{k}: {v}" for k, v in skipped.items())
-                                                 or "no held-out rows") + ".")
+        doc.p("No prediction could be made: " + (_grouped_reasons(skipped) or "no held-out rows")
+              + ".")
+        if table["pair"].nunique() >= 3:
+            doc.p("With 3 pairs or more, the section *Mixture laws for K pairs* predicts the "
+                  "held-out runs from all their weights.")
         return
     rows = []
     for e in entries:
