@@ -100,3 +100,44 @@ def test_fernandes_3pair_predicts_held_out_three_pair_runs(tmp_path):
     errors = [abs(e["error"]) for e in entries]
     assert sum(e["within_tolerance"] for e in entries) >= 7, entries
     assert np.median(errors) < 0.10, errors
+
+
+def _final_by_weights(final: pd.DataFrame, size: str, weights: dict[str, float]) -> pd.Series:
+    """Final losses per pair of the run of `size` trained on exactly `weights`."""
+    runs = final[final["size"] == size].pivot_table(index="run_id", columns="pair",
+                                                    values="weight")
+    match = np.all([np.isclose(runs[p], w) for p, w in weights.items()], axis=0)
+    (run_id,) = runs.index[match]
+    rows = final[final.run_id == run_id]
+    return rows.set_index("pair").value
+
+
+def test_many_pairs_relatives_help_and_held_out_mixtures_are_predicted(tmp_path):
+    """cpu-many-pairs (known relatedness): a low-resource pair at weight 0.1 learns more beside
+    its relative than beside the isolate; the chosen mixture law predicts the held-out mixtures
+    within 3x their noise (median error 4.6 %), untrained and over-repeated losses are outside
+    its domain, and the recommendation keeps the low-resource pairs inside the epoch cap. The
+    eq. 11 transfer matrix does not resolve the relatives from the Dirichlet design (measured;
+    see RESULTS.md), so it is not asserted."""
+    _, fits, final = run_miniature("cpu-many-pairs", tmp_path)
+    zero = {"en-sv": 0.0, "en-da": 0.0, "en-es": 0.0, "en-it": 0.0, "en-fi": 0.0}
+    gaps = []
+    for size in ("micro-2", "mini-1"):
+        for low, relative in (("en-da", "en-sv"), ("en-it", "en-es")):
+            beside_relative = _final_by_weights(final, size, {**zero, low: 0.1, relative: 0.9})
+            beside_isolate = _final_by_weights(final, size, {**zero, low: 0.1, "en-fi": 0.9})
+            gaps.append(beside_isolate[low] - beside_relative[low])
+    assert min(gaps[2:]) > 0.02, gaps  # mini-1: both low-resource pairs
+    assert np.mean(gaps) > 0.03, gaps
+    mix = fits["mixture"]
+    assert mix["chosen"] in mix["laws"]
+    assert mix["outside_domain"]["untrained"] > 0 and mix["outside_domain"]["over epoch cap"] > 0
+    entries = [e for run in mix["heldout"].values() for e in run.values()]
+    assert len(mix["heldout"]) == 6 and len(entries) >= 25
+    rel = [abs(e["error"]) / e["measured"] for e in entries]
+    assert np.median(rel) < 0.08, rel
+    assert np.mean([abs(e["error"]) <= 3 * e["noise"] for e in entries]) >= 0.9
+    rec = mix["recommendation"]
+    caps = rec["constraints"]["max_weights"]
+    assert all(rec["weights"][p] <= caps[p] + 1e-6 for p in caps)
+    assert rec["objective"] <= rec["baselines"]["uniform"]["objective"] + 1e-6
