@@ -64,23 +64,27 @@ def design_error(spec: StudySpec) -> str | None:
 
 
 def _validate_design(spec: StudySpec) -> None:
-    for field in ("single_pair_runs", "uniform_mixture"):
-        if not isinstance(getattr(spec, field), bool):
-            raise _error(f"StudySpec.{field}: expected True or False, got "
-                         f"{getattr(spec, field)!r}")
+    """The design fields' values; their types were checked before, with every StudySpec field's
+    (`mnmt.study.spec` field kinds)."""
     for field in ("dirichlet_mixtures", "heldout_mixtures", "design_seed"):
-        value = getattr(spec, field)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise _error(f"StudySpec.{field}: expected a non-negative integer, got {value!r}")
+        if getattr(spec, field) < 0:
+            raise _error(f"StudySpec.{field}: expected a non-negative integer, got "
+                         f"{getattr(spec, field)!r}")
     c = spec.dirichlet_concentration
-    if isinstance(c, bool) or not isinstance(c, int | float) or not (math.isfinite(c) and c > 0):
+    if not (math.isfinite(c) and c > 0):
         raise _error(f"StudySpec.dirichlet_concentration: expected a finite positive number, "
                      f"got {c!r}")
     _validate_unimax(spec)
     e = spec.examples_per_row
-    if isinstance(e, bool) or not isinstance(e, int | float) or not (math.isfinite(e) and e >= 0):
+    if not (math.isfinite(e) and e >= 0):
         raise _error(f"StudySpec.examples_per_row: expected 0 (estimate) or a positive number, "
                      f"got {e!r}")
+    if not (math.isfinite(spec.epoch_cap) and spec.epoch_cap >= 0):
+        raise _error(f"StudySpec.epoch_cap: expected 0 (the largest of unimax_epochs) or a "
+                     f"positive number of epochs, got {spec.epoch_cap!r}")
+    if spec.epoch_cap and {pair for pair, _ in spec.data_caps} != set(spec.pairs):
+        raise _error(f"StudySpec.epoch_cap: an epoch cap needs StudySpec.data_caps for every "
+                     f"pair {list(spec.pairs)}")
     if (spec.dirichlet_mixtures or spec.heldout_mixtures) and len(spec.pairs) < 2:
         raise _error(f"StudySpec.dirichlet_mixtures/heldout_mixtures: Dirichlet mixtures need at "
                      f"least two pairs, got {list(spec.pairs)}")
@@ -88,9 +92,6 @@ def _validate_design(spec: StudySpec) -> None:
 
 def _validate_unimax(spec: StudySpec) -> None:
     epochs = spec.unimax_epochs
-    if not isinstance(epochs, tuple | list) or not all(
-            isinstance(x, int | float) and not isinstance(x, bool) for x in epochs):
-        raise _error(f"StudySpec.unimax_epochs: expected a tuple of numbers, got {epochs!r}")
     for value in epochs:
         if not (math.isfinite(value) and value > 0):
             raise _error(f"StudySpec.unimax_epochs: expected finite positive epoch caps, got "

@@ -341,12 +341,6 @@ def validate(spec: StudySpec) -> None:
         raise StudyError(f"StudySpec.cooldown_fraction: expected a share in [0, 1], got "
                          f"{spec.cooldown_fraction!r}")
     _validate_branches(spec)
-    if not (math.isfinite(spec.epoch_cap) and spec.epoch_cap >= 0):
-        raise StudyError(f"StudySpec.epoch_cap: expected 0 (the largest of unimax_epochs) or a "
-                         f"positive number of epochs, got {spec.epoch_cap!r}")
-    if spec.epoch_cap and {pair for pair, _ in spec.data_caps} != set(spec.pairs):
-        raise StudyError(f"StudySpec.epoch_cap: an epoch cap needs StudySpec.data_caps for every "
-                         f"pair {list(spec.pairs)}")
     if not isinstance(spec.batch_tokens, int) or spec.batch_tokens < 0:
         raise StudyError(f"StudySpec.batch_tokens: expected 0 (use batch_size) or a positive integer, "
                          f"got {spec.batch_tokens!r}")
