@@ -6,7 +6,9 @@ Shipped in the package (as ``seqio/test_utils.py`` is) so that ``tests/fitting``
 effective parameters, L_i(N; p) = β_i (f̂_i(p) N)^−α_i + L∞_i (Fernandes eq. 7/9) with the
 f̂ of eq. 12; :data:`TRUTH` holds its parameters. :func:`check_figure` lists what is wrong
 with a matplotlib figure that a reader would see: non-finite data, axes scaled far beyond the
-data, several labelled series without a legend.
+data, several labelled series without a legend. For the K-pair mixture laws,
+:func:`known_truth_mixture_runs` draws runs of five pairs from a law of known parameters
+(:func:`transfer_truth`: two related pairs, one interfering, an isolate; :func:`datamixing_truth`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,12 @@ __all__ = [
     "LOG_MARGIN_FACTOR",
     "BULK_FRACTION",
     "check_figure",
+    "MIXTURE_PAIRS",
+    "MIXTURE_SIZES",
+    "MIXTURE_TAU",
+    "transfer_truth",
+    "datamixing_truth",
+    "known_truth_mixture_runs",
 ]
 
 #: pair -> (alpha, beta_1, l_inf, (c1, c2, c3) of f̂ eq. 12)
@@ -360,3 +368,62 @@ def _plain(tex: str) -> str:
                      ("\\minus", "−")):
         tex = tex.replace(old, new)
     return tex
+
+
+#: five pairs of the K-pair known truth, its sizes N, and the transfer matrix τ of
+#: :func:`transfer_truth`: en-x0/en-x1 related, en-x4 interferes with en-x3, en-x2 an isolate
+MIXTURE_PAIRS: list[str] = [f"en-x{i}" for i in range(5)]
+MIXTURE_SIZES: list[float] = [1e7, 3e7, 1e8]
+MIXTURE_TAU = np.zeros((5, 5))
+MIXTURE_TAU[0, 1], MIXTURE_TAU[1, 0] = 0.6, 0.5
+MIXTURE_TAU[3, 4] = -0.2
+
+
+def transfer_truth():
+    """A `transfer` mixture law (Fernandes eq. 11 with τ = :data:`MIXTURE_TAU`) of known
+    parameters for :data:`MIXTURE_PAIRS`."""
+    from fitting.laws.mixture_laws import MixtureLawFit  # noqa: PLC0415
+
+    k = len(MIXTURE_PAIRS)
+    sol = {}
+    for i, p in enumerate(MIXTURE_PAIRS):
+        oth = [j for j in range(k) if j != i]
+        sol[p] = {"theta": [0.3 + 0.02 * i] + list(MIXTURE_TAU[i, oth]),
+                  "coef": [0.6 + 0.1 * i, 1.0 + 0.1 * i], "f_scale": 0.01}
+    return MixtureLawFit(law="mixture", params={}, form="transfer", pairs=MIXTURE_PAIRS,
+                         sizes=MIXTURE_SIZES, n_ref=3e7, solutions=sol)
+
+
+def datamixing_truth():
+    """A `datamixing` law (Ye et al. 2024, per size) of seeded random parameters."""
+    from fitting.laws.mixture_laws import MixtureLawFit  # noqa: PLC0415
+
+    rng = np.random.default_rng(3)
+    sol = {}
+    for i, p in enumerate(MIXTURE_PAIRS):
+        for s in range(len(MIXTURE_SIZES)):
+            sol[f"{p}@{s}"] = {"theta": list(rng.uniform(0.5, 2.5, len(MIXTURE_PAIRS) - 1)),
+                               "coef": [1.0 + 0.1 * i - 0.1 * s, 0.3], "f_scale": 0.02}
+    return MixtureLawFit(law="mixture", params={}, form="datamixing", pairs=MIXTURE_PAIRS,
+                         sizes=MIXTURE_SIZES, n_ref=3e7, solutions=sol)
+
+
+def known_truth_mixture_runs(truth, noise: float = 0.002, n_mix: int = 9):
+    """Runs of ``truth``: the uniform mixture and ``n_mix`` Dirichlet mixtures at every size of
+    :data:`MIXTURE_SIZES`, two held-out mixtures at the largest, losses with relative Gaussian
+    noise of sd ``noise`` (seeded)."""
+    from fitting.data.sampling import dirichlet_mixtures  # noqa: PLC0415
+    from fitting.laws.mixture_fit import MixtureRuns  # noqa: PLC0415
+
+    k = len(MIXTURE_PAIRS)
+    Wd = np.vstack([np.full((1, k), 1 / k),
+                    dirichlet_mixtures(k, n_mix, seed=1, concentration=2.0)])
+    Wh = dirichlet_mixtures(k, 2, seed=7, concentration=2.0)
+    n = np.concatenate([np.repeat(MIXTURE_SIZES, len(Wd)), [MIXTURE_SIZES[-1]] * 2])
+    W = np.vstack([np.tile(Wd, (len(MIXTURE_SIZES), 1)), Wh])
+    rng = np.random.default_rng(0)
+    Y = truth.predict(n, W) * (1 + noise * rng.standard_normal((len(n), k)))
+    held = np.zeros(len(n), bool)
+    held[-2:] = True
+    return MixtureRuns(MIXTURE_PAIRS, [f"r{j}" for j in range(len(n))], n, W, Y,
+                       np.full(Y.shape, np.nan), held)

@@ -7,60 +7,18 @@ import numpy as np
 import pytest
 
 from fitting.core.base import FitResult
-from fitting.data.sampling import dirichlet_mixtures
-from fitting.laws.mixture_fit import (
-    MixtureRuns,
-    recommend_mixture,
-    transfer_matrix,
-)
-from fitting.laws.mixture_laws import MixtureLawFit, fit_mixture_law
+from fitting.laws.mixture_fit import recommend_mixture, transfer_matrix
+from fitting.laws.mixture_laws import fit_mixture_law
+from fitting.test_utils import MIXTURE_PAIRS as PAIRS
+from fitting.test_utils import MIXTURE_TAU as TAU
+from fitting.test_utils import known_truth_mixture_runs, transfer_truth
 
-K = 5
-PAIRS = [f"en-x{i}" for i in range(K)]
-SIZES = [1e7, 3e7, 1e8]
-TAU = np.zeros((K, K))
-TAU[0, 1], TAU[1, 0] = 0.6, 0.5  # two related pairs
-TAU[3, 4] = -0.2  # interference; en-x2 an isolate
-
-
-def _transfer_truth() -> MixtureLawFit:
-    sol = {}
-    for i, p in enumerate(PAIRS):
-        oth = [j for j in range(K) if j != i]
-        sol[p] = {"theta": [0.3 + 0.02 * i] + list(TAU[i, oth]),
-                  "coef": [0.6 + 0.1 * i, 1.0 + 0.1 * i], "f_scale": 0.01}
-    return MixtureLawFit(law="mixture", params={}, form="transfer", pairs=PAIRS, sizes=SIZES,
-                         n_ref=3e7, solutions=sol)
-
-
-def _ye_truth() -> MixtureLawFit:
-    rng = np.random.default_rng(3)
-    sol = {}
-    for i, p in enumerate(PAIRS):
-        for s in range(len(SIZES)):
-            sol[f"{p}@{s}"] = {"theta": list(rng.uniform(0.5, 2.5, K - 1)),
-                               "coef": [1.0 + 0.1 * i - 0.1 * s, 0.3], "f_scale": 0.02}
-    return MixtureLawFit(law="mixture", params={}, form="datamixing", pairs=PAIRS, sizes=SIZES,
-                         n_ref=3e7, solutions=sol)
-
-
-def _runs(truth: MixtureLawFit, noise: float = 0.002, n_mix: int = 9) -> MixtureRuns:
-    Wd = np.vstack([np.full((1, K), 1 / K), dirichlet_mixtures(K, n_mix, seed=1,
-                                                                 concentration=2.0)])
-    Wh = dirichlet_mixtures(K, 2, seed=7, concentration=2.0)
-    n = np.concatenate([np.repeat(SIZES, len(Wd)), [SIZES[-1]] * 2])
-    W = np.vstack([np.tile(Wd, (len(SIZES), 1)), Wh])
-    rng = np.random.default_rng(0)
-    Y = truth.predict(n, W) * (1 + noise * rng.standard_normal((len(n), K)))
-    held = np.zeros(len(n), bool)
-    held[-2:] = True
-    return MixtureRuns(PAIRS, [f"r{j}" for j in range(len(n))], n, W, Y,
-                       np.full(Y.shape, np.nan), held)
+K = len(PAIRS)
 
 
 @pytest.fixture(scope="module")
 def transfer_fit():
-    runs = _runs(_transfer_truth())
+    runs = known_truth_mixture_runs(transfer_truth())
     fit = ~runs.heldout
     return fit_mixture_law("transfer", runs.n[fit], runs.W[fit], runs.Y[fit], PAIRS,
                            groups=runs.mixture_keys[fit], n_boot=6)
@@ -95,7 +53,7 @@ def test_json_round_trip_and_band(transfer_fit):
 
 
 def test_recommendation_respects_constraints_and_beats_uniform():
-    truth = _transfer_truth()
+    truth = transfer_truth()
     uniform = truth.predict([3e8], np.full((1, K), 1 / K))[0]
     rec = recommend_mixture(truth, 3e8, max_weights={"en-x0": 0.12},
                             max_loss={"en-x4": float(uniform[4])},
