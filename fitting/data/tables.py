@@ -36,6 +36,7 @@ __all__ = [
     "is_branch",
     "has_branches",
     "without_branches",
+    "last_evaluations_sd",
     "WEIGHT_DIGITS",
     "round_weights",
 ]
@@ -350,6 +351,26 @@ def without_branches(df: pd.DataFrame) -> pd.DataFrame:
     smaller token budget than its parent's."""
     mask = is_branch(df)
     return df[~mask] if mask.any() else df
+
+
+def last_evaluations_sd(table: pd.DataFrame, eval_set: str, metric: str, *, last: int = 3,
+                        min_points: int = 3) -> dict[tuple[str, str], float]:
+    """{(run_id, pair): sd} of each run's last ``last`` evaluations of a pair (by step; sd with
+    ddof = 1 over the finite ones among them, given at least ``min_points``): how much a final
+    loss still moves, the noise the held-out comparisons quote. Empty without the columns."""
+    if not {"run_id", "step", "pair", "value"} <= set(table.columns):
+        return {}
+    sel = np.ones(len(table), dtype=bool)
+    for col, val in (("eval_set", eval_set), ("metric", metric)):
+        if col in table.columns:
+            sel &= (table[col].astype(str) == val).to_numpy()
+    out = {}
+    for (run, pair), g in table[sel].sort_values("step").groupby(["run_id", "pair"]):
+        v = g["value"].to_numpy(float)[-last:]
+        v = v[np.isfinite(v)]
+        if v.size >= min_points:
+            out[(str(run), str(pair))] = float(np.std(v, ddof=1))
+    return out
 
 
 def validate_tidy(df: pd.DataFrame, source: str | None = None) -> pd.DataFrame:

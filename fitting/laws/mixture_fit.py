@@ -27,7 +27,7 @@ import pandas as pd
 
 from fitting.core.base import FitError
 from fitting.data.sampling import epoch_cap_weights, temperature_weights, unimax_weights
-from fitting.data.tables import final_losses, without_branches
+from fitting.data.tables import final_losses, last_evaluations_sd
 from fitting.laws.mixture_laws import (
     FORMS,
     MixtureLawFit,
@@ -88,21 +88,6 @@ class MixtureRuns:
         return np.array([",".join(f"{v:.6f}" for v in row) for row in self.W])
 
 
-def _curve_sd(df: pd.DataFrame, eval_set: str, metric: str) -> dict[tuple[str, str], float]:
-    if not {"run_id", "step", "pair", "value"} <= set(df.columns):
-        return {}
-    sub = without_branches(df)
-    for col, val in (("eval_set", eval_set), ("metric", metric)):
-        if col in sub.columns:
-            sub = sub[sub[col].astype(str) == val]
-    out = {}
-    for (r, p), g in sub.sort_values("step").groupby(["run_id", "pair"]):
-        v = g["value"].to_numpy(float)[-3:]
-        if len(v) >= 2:
-            out[(str(r), str(p))] = float(np.std(v, ddof=1))
-    return out
-
-
 def mixture_runs(table: pd.DataFrame, *, eval_set: str = "validation", metric: str = "loss",
                  heldout_runs: list[str] | tuple = (), source: str = "table") -> MixtureRuns:
     """One row per run (not a cool-down branch) from the tidy table's final losses."""
@@ -126,7 +111,7 @@ def mixture_runs(table: pd.DataFrame, *, eval_set: str = "validation", metric: s
         raise FitError(f"{source}: run {bad!r} has no pair with a positive weight",
                        column="weight", source=source)
     n = fin.groupby("run_id")["n"].first().reindex(runs).to_numpy(float)
-    sd = _curve_sd(table, eval_set, metric)
+    sd = last_evaluations_sd(table, eval_set, metric, min_points=2)
     curve = np.array([[sd.get((r, p), np.nan) for p in pairs] for r in runs])
     data_size = {}
     if "data_size" in fin.columns:

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from fitting.core.base import FitError
+from fitting.data.tables import last_evaluations_sd
 from fitting.report.markdown import Document, format_number
 from fitting.report.sections import Report
 
@@ -71,21 +72,6 @@ def check_heldout_runs(table: pd.DataFrame, run_ids: Sequence[str]) -> list[str]
     return list(dict.fromkeys(ids))
 
 
-def _curve_sd(table: pd.DataFrame, run: str, pair: str, eval_set: str, metric: str,
-              last: int = 3) -> float | None:
-    if not {"run_id", "step", "value"} <= set(table.columns):
-        return None
-    sel = (table["run_id"].astype(str) == run) & (table["pair"].astype(str) == pair)
-    if "eval_set" in table.columns:
-        sel &= table["eval_set"].astype(str) == eval_set
-    if "metric" in table.columns:
-        sel &= table["metric"].astype(str) == metric
-    g = table[sel].sort_values("step")
-    v = g["value"].to_numpy(float)[-last:]
-    v = v[np.isfinite(v)]
-    return float(np.std(v, ddof=1)) if v.size >= last else None
-
-
 def _noise(sigma: float | None, measured: float, source: str) -> tuple[float, str]:
     if sigma is not None and math.isfinite(sigma) and sigma > 0:
         return float(sigma), f"residual sd of the {source} fit"
@@ -117,13 +103,14 @@ def predict_heldout(rep: Report, held: pd.DataFrame, table: pd.DataFrame, eval_s
     entries: list[dict[str, Any]] = []
     skipped: dict[str, str] = {}
     law = rep.effective
+    curve_sd = last_evaluations_sd(table, eval_set, metric)
     for r in held.sort_values(["run_id", "pair"]).itertuples(index=False):
         run, pair = str(r.run_id), str(r.pair)
         n, w, measured = float(r.n), float(getattr(r, "weight", float("nan"))), float(r.value)
         key = f"held-out {run} {pair}"
         base = {"run": run, "pair": pair, "size": str(getattr(r, "size", "")), "n": n,
                 "weight": w, "measured": measured,
-                "curve_sd": _curve_sd(table, run, pair, eval_set, metric)}
+                "curve_sd": curve_sd.get((run, pair))}
         if not math.isfinite(w):
             skipped[key] = "the run has no mixture weight for this pair"
             continue
