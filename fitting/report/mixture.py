@@ -184,11 +184,9 @@ def _markdown(doc: Document, rep, cmp: MixtureComparison, payload: dict, out_dir
         doc.p("Who helps whom (τ_ij of the eq. 11 law beyond max(0.05, 2 sd)):")
         doc.table(["target", "helped by (τ)", "hurt by (τ)"], who_helps_whom(tau, sd, runs.pairs))
         try:
-            from fitting.plots.mixture import plot_transfer_matrix
-            from fitting.plots.style import save
-
-            path = os.path.join(out_dir, "figures", "transfer.png")
-            rep.figures["transfer"] = save(plot_transfer_matrix(tau, runs.pairs, sd), path)
+            rep.figures["transfer"] = _save_transfer(payload["transfer"],
+                                                     os.path.join(out_dir, "figures",
+                                                                  "transfer.png"))
             doc.img("figures/transfer.png", "Transfer matrix τ (row: target, column: source); "
                     "± bootstrap sd over design mixtures.")
         except Exception as e:  # plotting must never break the report
@@ -274,14 +272,18 @@ def mixture_run_table(table: pd.DataFrame | str, *, heldout_runs: Sequence[str] 
         with open(os.path.join(out_dir, "mixture.json"), "w", encoding="utf-8") as f:
             json.dump(json_safe(payload), f, indent=1)
         if payload["transfer"]:
-            from fitting.plots.mixture import plot_transfer_matrix
-            from fitting.plots.style import save
-
-            t = payload["transfer"]
-            payload["figure"] = save(plot_transfer_matrix(np.array(t["matrix"]), t["pairs"],
-                                                          np.array(t["sd"])),
-                                     os.path.join(out_dir, "transfer.png"))
+            payload["figure"] = _save_transfer(payload["transfer"],
+                                               os.path.join(out_dir, "transfer.png"))
     return payload
+
+
+def _save_transfer(transfer: dict, path: str) -> str:
+    """The heat map of ``fits.json["mixture"]["transfer"]`` written to ``path``."""
+    from fitting.plots.mixture import plot_transfer_matrix
+    from fitting.plots.style import save
+
+    return save(plot_transfer_matrix(np.array(transfer["matrix"]), transfer["pairs"],
+                                     np.array(transfer["sd"])), path)
 
 
 def mixture_text(payload: dict) -> str:
