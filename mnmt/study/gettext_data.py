@@ -34,6 +34,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from fitting.data import io
 from mnmt.data.sources.gettext import (
     DEFAULT_LOCALE_DIR,
     canonical_pair,
@@ -75,12 +76,6 @@ def _check_pairs(spec: StudySpec) -> None:
         if canonical != pair:
             raise ValueError(f"StudySpec.pairs: {pair!r}: write {canonical!r} (gettext codes are "
                              "lower case, '@' as '_': they are the language tokens <2xx>)")
-
-
-def _atomic_json(path: Path, value: dict) -> None:
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(value, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def check_manifest(path: Path, current: dict) -> bool:
@@ -163,7 +158,7 @@ def prepare_gettext_data(spec: StudySpec, out: Path, log: Callable[[str], None],
              for pair in spec.pairs}
     sizes = {pair: get_task_info(name).train_size for pair, name in tasks.items()}
     if not recorded:
-        _atomic_json(manifest_path, manifest)
+        io.write_text_atomic(manifest_path, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     log(f"data: gettext catalogs under {locale_dir} (digest {manifest['digest'][:12]}, "
         + ("as recorded" if recorded else f"recorded in {manifest_path}") + "); training pairs: "
         + ", ".join(f"{pair} {n:,}" + (" (capped)" if pair in caps else "")
