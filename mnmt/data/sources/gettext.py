@@ -108,11 +108,16 @@ def load_catalog(path: str, *, min_chars: int = 2) -> dict[str, str]:
     return out
 
 
+def _version(path: str) -> tuple[int, int, int]:
+    """What tells two versions of a file apart for the caches below: inode, mtime, size."""
+    st = os.stat(path)
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
 def _cached_catalog(path: str) -> dict[str, str]:
     """:func:`load_catalog`, remembered per file version (a study reads each catalog for its
     manifest, its task and every worker's registration). Callers must not modify the result."""
-    st = os.stat(path)
-    return _load_version(path, (st.st_ino, st.st_mtime_ns, st.st_size))
+    return _load_version(path, _version(path))
 
 
 @functools.lru_cache(maxsize=512)
@@ -288,6 +293,14 @@ def gettext_pairs(
 
 
 def _sha256(path: str) -> str:
+    """The file's SHA-256, remembered per file version (the manifest and every task's
+    definition ask for it)."""
+    return _sha256_version(path, _version(path))
+
+
+@functools.lru_cache(maxsize=512)
+def _sha256_version(path: str, version: tuple[int, int, int]) -> str:
+    del version  # part of the cache key only
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -309,19 +322,8 @@ def catalog_manifest(
     contents, relative paths and its pair count, the whole digest every pair's digest and the
     domains, so identical catalogs under another ``locale_dir`` give the same digests."""
     domain_list = sorted(domains) if domains is not None else None
-    entries: dict[str, dict] = {}
-    for pair in pairs:
-        key = canonical_pair(pair)
-        _, _, _, used = _pair_catalogs(key, locale_dir, domain_list)
-        catalogs = [
-            {"language": code, "domain": domain,
-             "path": os.path.relpath(path, locale_dir), "size": os.path.getsize(path),
-             "sha256": _sha256(path)}
-            for domain, paths in used.items() for code, path in sorted(paths.items())
-        ]
-        n = len(gettext_pairs(key, locale_dir, domain_list))
-        entries[key] = {"catalogs": catalogs, "pairs": n,
-                        "digest": _digest({"catalogs": catalogs, "pairs": n})}
+    entries = {canonical_pair(pair): _pair_manifest(canonical_pair(pair), locale_dir, domain_list)
+               for pair in pairs}
     return {
         "format": MANIFEST_FORMAT,
         "locale_dir": os.path.abspath(locale_dir),
@@ -330,6 +332,22 @@ def catalog_manifest(
         "digest": _digest({"domains": domain_list,
                            "pairs": {k: v["digest"] for k, v in entries.items()}}),
     }
+
+
+def _pair_manifest(pair: str, locale_dir: str, domains: list[str] | None,
+                   n: int | None = None) -> dict:
+    """One pair's manifest entry (:func:`catalog_manifest`); ``n``: its pair count when the
+    caller already has it."""
+    _, _, _, used = _pair_catalogs(pair, locale_dir, domains)
+    catalogs = [
+        {"language": code, "domain": domain,
+         "path": os.path.relpath(path, locale_dir), "size": os.path.getsize(path),
+         "sha256": _sha256(path)}
+        for domain, paths in used.items() for code, path in sorted(paths.items())
+    ]
+    if n is None:
+        n = len(gettext_pairs(pair, locale_dir, domains))
+    return {"catalogs": catalogs, "pairs": n, "digest": _digest({"catalogs": catalogs, "pairs": n})}
 
 
 def manifest_changes(recorded: Mapping, current: Mapping) -> list[str]:
@@ -391,14 +409,15 @@ def register_gettext_task(
         raise ValueError(f"gettext task {name!r}: splits {empty} are empty ({len(pairs)} pairs)")
     if cap is not None:
         splits["train"] = _capped(splits["train"], cap, pair)
-    manifest = catalog_manifest([pair], locale_dir, domains)
+    digest = _pair_manifest(pair, locale_dir, sorted(domains) if domains is not None else None,
+                            n=len(pairs))["digest"]
     return register_text_task(
         name, pair, vocab_path, {k: (lambda v=v: iter(v)) for k, v in splits.items()},
         split_sizes={k: len(v) for k, v in splits.items()},
         definition={"kind": "gettext", "locale_dir": locale_dir,
                     "domains": sorted(domains) if domains is not None else None,
                     "heldout": fractions, "n": len(pairs), "cap": cap,
-                    "catalogs": manifest["pairs"][pair]["digest"]},
+                    "catalogs": digest},
     )
 
 
