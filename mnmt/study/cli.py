@@ -44,6 +44,7 @@ from mnmt.study.spec import (
     branch_runs,
     expand,
     group_runs,
+    mixture_count,
     progress_entries,
     training_groups,
     with_branches,
@@ -82,7 +83,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                              step_flops=flops, workers=workers)
     log = progress.message
     start = time.monotonic()
-    mixtures = mixture_design.mixture_count(spec)
+    mixtures = mixture_count(spec)
     held = sum(r.heldout for r in runs)
     n_branches = len(with_branches(spec, runs)) - len(runs)
     log(f"study {spec.name}: {len(runs)} runs ({len(spec.sizes)} sizes x {mixtures} "
@@ -245,7 +246,7 @@ def cmd_presets(args: argparse.Namespace) -> int:
         spec = PRESETS.get(name) or load_spec(str(files[name]), None, [])
         about = PRESET_SUMMARIES.get(name) or study_summary(files[name])
         scale = "paper" if spec.tasks else "cpu"
-        mixtures = mixture_design.mixture_count(spec)
+        mixtures = mixture_count(spec)
         print(f"{name}\t{scale}\t{len(expand(spec))} runs\tsizes={','.join(spec.sizes)}"
               f"\tmixtures={mixtures}\tseeds={len(spec.seeds)}\tsteps={spec.train_steps}\t{about}")
     return 0

@@ -191,14 +191,6 @@ def fitted_mixtures(spec: StudySpec, size_based: Callable[[StudySpec], list[Mixt
             + unimax_mixtures(spec) + dirichlet_design(spec))
 
 
-def mixture_count(spec: StudySpec) -> int:
-    """Mixtures trained at every size and seed and fitted: explicit weights, size-based and
-    design ones (held-out mixtures not included)."""
-    return (len(spec.weights) + len(spec.temperatures) + len(spec.oversampling)
-            + len(spec.pairs) * spec.single_pair_runs + spec.uniform_mixture
-            + len(spec.unimax_epochs) + spec.dirichlet_mixtures)
-
-
 def budget_examples(spec: StudySpec) -> float:
     """Training examples of one run, the UniMax budget: train_steps × packed rows per step ×
     examples per packed row (`StudySpec.examples_per_row`, or `estimated_examples_per_row`).

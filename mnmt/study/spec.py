@@ -470,6 +470,12 @@ def run_id(size: str, weights: dict[str, float], seed: int, mixture: str = "") -
     return f"{size}_{tag}_s{seed}"
 
 
+def mixture_count(spec: StudySpec) -> int:
+    """Mixtures trained at every size and seed and fitted: explicit weights, size-based and
+    design ones (held-out mixtures not included), as `expand` builds them."""
+    return len(spec.weights) + len(mixture_design.fitted_mixtures(spec, size_weights))
+
+
 def expand(spec: StudySpec) -> list[RunSpec]:
     """The study's runs, smallest size first within each mixture (cheap results arrive early)."""
     runs = []

@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from mnmt.study import cli, mixture_design
-from mnmt.study.spec import StudyError, StudySpec, expand
+from mnmt.study.spec import StudyError, StudySpec, expand, mixture_count
 
 PAIRS = ("en-sv", "en-da", "en-es", "en-it", "en-fi")
 CAPS = (("en-sv", 6000), ("en-da", 800), ("en-es", 6000), ("en-it", 800), ("en-fi", 2000))
@@ -123,7 +123,7 @@ def test_roles_of_design_baseline_and_heldout_runs():
 
 def test_a_design_alone_is_a_study_and_counts_its_mixtures():
     spec = design(temperatures=(), unimax_epochs=(), data_caps=(), heldout_mixtures=0)
-    assert mixture_design.mixture_count(spec) == 5 + 1 + 4
+    assert mixture_count(spec) == 5 + 1 + 4
     assert len(expand(spec)) == 2 * 10
     with pytest.raises(StudyError, match="StudySpec.weights: expected at least one mixture"):
         design(single_pair_runs=False, uniform_mixture=False, temperatures=(), unimax_epochs=(),
