@@ -78,9 +78,9 @@ def make_train_config(spec: StudySpec, run: RunSpec, data: StudyData, run_dir: P
         DecodeConfig,
         EvalConfig,
         InputConfig,
+        OptimizerConfig,
         TrainConfig,
     )
-    from mnmt.training.optimizer import OptimizerConfig
 
     return TrainConfig(
         model_dir=str(run_dir),

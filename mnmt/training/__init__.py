@@ -1,6 +1,7 @@
 """Training one model (T5X's trainer and train roles), one module per concern.
 
-- ``config``: `TrainConfig` and its grouped sections (inputs, eval, decode, checkpoint), gin;
+- ``config``: `TrainConfig` and its grouped sections (optimizer, inputs, eval, decode, checkpoint),
+  gin; light (no jax), so studies can check field names without JAX;
 - ``trainer``: the loop — `train(config) -> TrainSummary`, resumable at any step;
 - ``run_setup``: what a run derives from its config (model, mesh, shardings, inputs, run.json);
 - ``step_functions``: the jitted, sharded init / train-step functions;

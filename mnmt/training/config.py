@@ -19,11 +19,31 @@ from typing import Any
 import gin
 
 from mnmt.models.configs import ACTIVATION_DTYPES, PARTITIONING_RULES, REMAT_POLICIES
-from mnmt.training.optimizer import OptimizerConfig
 
-__all__ = ["InputConfig", "EvalConfig", "DecodeConfig", "CheckpointConfig", "BranchConfig",
+__all__ = ["OptimizerConfig", "InputConfig", "EvalConfig", "DecodeConfig", "CheckpointConfig",
+           "BranchConfig",
            "TrainConfig",
            "ACTIVATION_DTYPES", "REMAT_POLICIES", "PARTITIONING_RULES"]
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class OptimizerConfig:
+    """Adafactor settings (T5X-like defaults) plus optional global-norm gradient clipping.
+
+    `max_grad_norm` clips the *gradient* by its global L2 norm before Adafactor (off by default,
+    as in T5X); `clipping_threshold` is Adafactor's own update clipping (Shazeer & Stern 2018).
+    """
+
+    decay_rate: float = 0.8
+    clipping_threshold: float | None = 1.0
+    multiply_by_parameter_scale: bool = True
+    factored: bool = True
+    min_dim_size_to_factor: int = 128
+    momentum: float | None = None
+    weight_decay_rate: float | None = None
+    eps: float = 1e-30
+    max_grad_norm: float | None = None
 
 
 @gin.configurable

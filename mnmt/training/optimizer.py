@@ -8,32 +8,10 @@ factored second moments for matrices whose smaller side is at least 128.
 
 from __future__ import annotations
 
-import dataclasses
-
-import gin
 import jax.numpy as jnp
 import optax
 
-
-@gin.configurable
-@dataclasses.dataclass(frozen=True)
-class OptimizerConfig:
-    """Adafactor settings (T5X-like defaults) plus optional global-norm gradient clipping.
-
-    `max_grad_norm` clips the *gradient* by its global L2 norm before Adafactor (off by default,
-    as in T5X); `clipping_threshold` is Adafactor's own update clipping (Shazeer & Stern 2018).
-    """
-
-    decay_rate: float = 0.8
-    clipping_threshold: float | None = 1.0
-    multiply_by_parameter_scale: bool = True
-    factored: bool = True
-    min_dim_size_to_factor: int = 128
-    momentum: float | None = None
-    weight_decay_rate: float | None = None
-    eps: float = 1e-30
-    max_grad_norm: float | None = None
-
+from mnmt.training.config import OptimizerConfig
 
 DECAYS = ("rsqrt", "constant")
 COOLDOWN_SHAPES = ("linear", "1-sqrt")
