@@ -25,6 +25,7 @@ command resumes it); a run whose loss became NaN/inf stops the study with exit 3
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -34,7 +35,7 @@ from collections.abc import Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from mnmt.study import lock, mesh_plan, mixture_design
+from mnmt.study import lock, mesh_plan, mixture_design, train_options
 from mnmt.study.progress import StudyProgress
 from mnmt.study.runner import RunStopped, run_all
 from mnmt.study.spec import (
@@ -202,11 +203,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
             as_json=args.json, log=lambda text: print(text, file=sys.stderr, flush=True),
             rules=args.rules)
     for option, value in (("--device-memory-gib", args.device_memory_gib),
-                          ("--devices", args.devices), ("--json", args.json or None),
-                          ("--rules", args.rules)):
+                          ("--devices", args.devices), ("--rules", args.rules)):
         if value is not None:
             raise UsageError(f"{option}: only with --mesh DATAxMODEL (a sharding plan)")
     runs = expand(spec)
+    if args.json:
+        print(json.dumps(_plan_json(spec, runs), indent=1))
+        return 0
     trained = {"runs": 0, "branches": 0}
     for run in with_branches(spec, runs):
         first, last = spec.run_steps(run)
@@ -220,7 +223,24 @@ def cmd_plan(args: argparse.Namespace) -> int:
     roles = Counter(mixture_design.role(run) for run in runs)
     cost += "; " + ", ".join(f"{roles[r]} {r}" for r in _ROLES if roles[r])
     print(cost, file=sys.stderr)
+    if spec.train_overrides:
+        print(f"# training options beyond the defaults: "
+              f"{train_options.describe(spec.train_overrides)}", file=sys.stderr)
     return 0
+
+
+def _plan_json(spec, runs) -> dict:
+    """`plan --json` without --mesh: the study's runs (with their branches) and the training
+    options it sets beyond the defaults (`StudySpec.train_overrides`, by TrainConfig path)."""
+    rows = []
+    for run in with_branches(spec, runs):
+        first, last = spec.run_steps(run)
+        rows.append({"run_id": run.run_id, "size": run.size, "weights": run.weights,
+                     "seed": run.seed, "first_step": first, "steps": last,
+                     "heldout": run.heldout, "parent": run.parent or None,
+                     "role": mixture_design.role(run)})
+    return {"study": spec.name, "runs": rows,
+            "train_options": dict(spec.train_overrides)}
 
 
 _ROLES = (mixture_design.ROLE_DESIGN, mixture_design.ROLE_BASELINE, mixture_design.ROLE_HELDOUT)
@@ -324,7 +344,8 @@ def add_mesh_plan_arguments(parser: argparse.ArgumentParser) -> None:
                              "parallelism, parameters replicated over data) or 'fsdp' "
                              "(parameters and optimizer slots also split over data)")
     parser.add_argument("--json", action="store_true",
-                        help="print the plans as one JSON list (with --mesh)")
+                        help="print JSON: the sharding plans as one list (with --mesh), "
+                             "else the runs and the training options the study sets")
 
 
 def _workers_arg(text: str) -> int | str:

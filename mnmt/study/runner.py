@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from fitting.data import io
+from mnmt.study import train_options
 from mnmt.study.progress import StudyProgress
 from mnmt.study.spec import RunSpec, StudySpec, branch_groups, group_runs, with_branches
 
@@ -71,8 +72,13 @@ def register_run_mixture(spec: StudySpec, run: RunSpec, data: StudyData) -> str:
 def make_train_config(spec: StudySpec, run: RunSpec, data: StudyData, run_dir: Path,
                       mixture_name: str | None = None):
     """The trainer configuration of one run of `spec`; its SeqIO mixture is registered unless
-    `mixture_name` is given (`mnmt.study.mesh_plan` compiles a step and reads no data)."""
-    from mnmt.training.config import (  # heavy: imports jax and optax
+    `mixture_name` is given (`mnmt.study.mesh_plan` compiles a step and reads no data).
+
+    TrainConfig fields with a StudySpec field of the same name (learning_rate, warmup_steps,
+    decay, cooldown_shape, dropout_rate, activation_dtype, remat_policy, partitioning_rules, and
+    any added later) take its value; `spec.train_overrides` are applied last
+    (`mnmt.study.train_options`)."""
+    from mnmt.training.config import (  # light: configuration only
         BranchConfig,
         CheckpointConfig,
         DecodeConfig,
@@ -82,7 +88,7 @@ def make_train_config(spec: StudySpec, run: RunSpec, data: StudyData, run_dir: P
         TrainConfig,
     )
 
-    return TrainConfig(
+    settings = dict(
         model_dir=str(run_dir),
         model_size=run.size,
         vocabulary_path=data.vocabulary_path,
@@ -101,18 +107,10 @@ def make_train_config(spec: StudySpec, run: RunSpec, data: StudyData, run_dir: P
         ),
         decode=DecodeConfig(at_end=spec.decode_at_end, num_examples=spec.num_decode_examples),
         checkpoint=CheckpointConfig(period=spec.checkpoint_every),
-        learning_rate=spec.learning_rate,
-        warmup_steps=spec.warmup_steps,
         cooldown_steps=spec.cooldown_for(run.size),
-        cooldown_shape=spec.cooldown_shape,
         branches=BranchConfig(points=tuple(spec.cooldown_branches),
                               cooldown_fraction=spec.branch_cooldown_fraction or None),
-        decay=spec.decay,
         optimizer=OptimizerConfig(momentum=float(spec.momentum)) if spec.momentum else None,
-        dropout_rate=spec.dropout_rate,
-        activation_dtype=spec.activation_dtype,
-        remat_policy=spec.remat_policy,
-        partitioning_rules=spec.partitioning_rules,
         seed=run.seed,
         run_id=run.run_id,
         study=spec.name,
@@ -121,6 +119,9 @@ def make_train_config(spec: StudySpec, run: RunSpec, data: StudyData, run_dir: P
         extra={"irreducible_loss": data.irreducible_loss, "data_preset": spec.data_preset,
                "heldout": run.heldout, "mixture": run.mixture},
     )
+    for name in train_options.same_name_fields([f.name for f in dataclasses.fields(spec)]):
+        settings.setdefault(name, getattr(spec, name))
+    return train_options.apply(TrainConfig(**settings), spec.train_overrides)
 
 
 def branch_train_configs(spec: StudySpec, branches: list[RunSpec], data: StudyData,

@@ -23,7 +23,7 @@ from mnmt.models.configs import (  # light: no jax
     PARTITIONING_RULES,
     REMAT_POLICIES,
 )
-from mnmt.study import mixture_design  # light: numpy only
+from mnmt.study import mixture_design, train_options  # light: numpy, configuration only
 from mnmt.training import branches  # light: configuration only
 
 COOLDOWN_SHAPES = ("linear", "1-sqrt")  # mnmt.training.optimizer's (which imports jax)
@@ -164,6 +164,11 @@ class StudySpec:
     # (`mnmt.training.trainer.train_group`); 1 trains them one at a time. Bounded by memory:
     # a group holds this many copies of the parameters and optimizer state.
     max_group: int = 8
+    # Training options of every run beyond those above: (TrainConfig path, value) pairs, e.g.
+    # (("label_smoothing", 0.1), ("decode.beam_size", 8)). A study file or --gin fills it from
+    # TrainConfig.F / DecodeConfig.F / OptimizerConfig.F / … bindings (mnmt.study.train_options;
+    # docs/reference/configuration.md, "Training options in a study").
+    train_overrides: tuple[tuple[str, object], ...] = ()
 
     def __post_init__(self) -> None:
         validate(self)
@@ -341,6 +346,10 @@ def validate(spec: StudySpec) -> None:
         raise StudyError(f"StudySpec.cooldown_fraction: expected a share in [0, 1], got "
                          f"{spec.cooldown_fraction!r}")
     _validate_branches(spec)
+    problem = train_options.overrides_error(spec.train_overrides,
+                                            [f.name for f in dataclasses.fields(StudySpec)])
+    if problem is not None:
+        raise StudyError(problem)
     if not isinstance(spec.batch_tokens, int) or spec.batch_tokens < 0:
         raise StudyError(f"StudySpec.batch_tokens: expected 0 (use batch_size) or a positive integer, "
                          f"got {spec.batch_tokens!r}")

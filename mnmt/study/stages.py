@@ -11,6 +11,7 @@ import dataclasses
 import difflib
 import json
 import os
+import re
 import tokenize
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,8 +20,8 @@ import gin
 
 from fitting.data import io
 from mnmt.gin_files import parse_files_and_bindings
-from mnmt.study import gettext_data, lock
-from mnmt.study.runner import StudyData
+from mnmt.study import gettext_data, lock, train_options
+from mnmt.study.runner import StudyData, make_train_config
 from mnmt.study.spec import PRESETS, StudySpec, expand
 
 STUDY_FILE = "study.json"
@@ -60,7 +61,11 @@ def preset_names() -> list[str]:
 def load_spec(study: str | None, preset: str | None, gin_bindings: Sequence[str]) -> StudySpec:
     """The StudySpec named by a preset or a gin file, with `--gin.NAME=value` overrides applied.
 
-    A preset is a built-in `PRESETS` entry or the name of a shipped study file (`study_files`)."""
+    A preset is a built-in `PRESETS` entry or the name of a shipped study file (`study_files`).
+    Both take `StudySpec.F` bindings and the training options of every run, `TrainConfig.F` and
+    its sections' `DecodeConfig.F`, `OptimizerConfig.F`, … (`mnmt.study.train_options`: one
+    that a StudySpec field owns sets that field; the others become `StudySpec.train_overrides`).
+    `--gin` bindings override the study file's."""
     if study and preset:
         raise UsageError("give either a study gin file or --preset, not both")
     if study is None and preset and preset not in PRESETS:
@@ -75,43 +80,144 @@ def load_spec(study: str | None, preset: str | None, gin_bindings: Sequence[str]
         base = PRESETS[name]
         if not gin_bindings:
             return base
-        overrides = parse_bindings(gin_bindings)
-        try:
-            return dataclasses.replace(base, **overrides)
-        except TypeError as err:
-            raise UsageError(f"--gin: {err}") from err
+        spec = dataclasses.replace(base, **_study_fields(base, [("--gin", parse_bindings(
+            gin_bindings))]))
+        check_train_options(spec)
+        return spec
     path = Path(study)
     if not path.is_file():
         candidate = repo_root() / "t5x_configs" / "studies" / study
         path = candidate if candidate.is_file() else candidate.with_suffix(".gin")
     if not path.is_file():
         raise UsageError(f"study file not found: {study}")
-    gin.clear_config()
     try:
-        parse_files_and_bindings([str(path)], gin_bindings)
-        return StudySpec()
-    except (ValueError, KeyError, SyntaxError, OSError, TypeError, tokenize.TokenError) as err:
-        # TypeError: gin calling a configurable without its arguments (an undefined %macro)
-        lines = str(err).strip().splitlines()
-        raise UsageError(f"{path}: {lines[0] if lines else type(err).__name__}") from err
+        spec = StudySpec(**_study_fields(StudySpec(), _gin_layers(path, gin_bindings)))
+    except ValueError as err:  # StudyError: a field's value
+        raise UsageError(f"{path}: {str(err).strip().splitlines()[0]}") from err
+    check_train_options(spec)
+    return spec
+
+
+def _gin_layers(path: Path, gin_bindings: Sequence[str]) -> list[tuple[str, dict]]:
+    """The bindings of the study's configurables in a study file, then those `--gin` changes:
+    [(where, configurable -> field -> value)], values resolved as gin resolves them."""
+    import mnmt.training.config  # noqa: F401  (registers TrainConfig and its sections; light)
+
+    gin.clear_config()
+    layers = []
+    try:
+        for where, files, bindings in ((str(path), [str(path)], []), ("--gin", [], gin_bindings)):
+            if where == "--gin" and not bindings:
+                break
+            try:
+                parse_files_and_bindings(files, list(bindings))
+                bound = {name: gin.get_bindings(name) for name in train_options.configurables()}
+            except (ValueError, KeyError, SyntaxError, OSError, TypeError,
+                    tokenize.TokenError) as err:
+                # TypeError: gin calling a configurable without its arguments (an undefined %macro)
+                raise UsageError(f"{where}: "
+                                 f"{_gin_error_text(err)}") from err
+            previous = {}
+            for _, layer in layers:
+                for name, params in layer.items():
+                    previous.setdefault(name, {}).update(params)
+            layers.append((where, {name: {k: v for k, v in params.items()
+                                          if k not in previous.get(name, {})
+                                          or not _same_value(previous[name][k], v)}
+                                   for name, params in bound.items()}))
     finally:
         gin.clear_config()  # the spec is built; leave no study bindings behind for the runs
+    return layers
+
+
+def _same_value(a: object, b: object) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001  (a value whose == does not give a truth value)
+        return False
+
+
+def _gin_error_text(err: Exception) -> str:
+    """gin's error in one line; an unknown configurable or field gets the closest name."""
+    lines = [line.strip() for line in str(err).strip().splitlines()]
+    text = lines[0] if lines else type(err).__name__
+    fields = [f.name for f in dataclasses.fields(StudySpec)]
+    if match := re.match(r"No configurable matching '([^']+)'", text):
+        text = train_options.unknown_name_hint(match.group(1), None, fields)
+    elif match := re.match(r"Configurable '([^']+)' doesn't have a parameter named '([^']+)'",
+                           text):
+        text = train_options.unknown_name_hint(match.group(1), match.group(2), fields)
+    else:
+        return text
+    where = next((line for line in lines[1:] if line.startswith("In ")), "")
+    return f"{text} ({where[0].lower()}{where[1:]})" if where else text
+
+
+def _study_fields(base: StudySpec, layers: Sequence[tuple[str, dict]]) -> dict:
+    """The StudySpec field values (train_overrides included) that binding `layers` give `base`,
+    later layers overriding earlier ones; UsageError naming the layer and the binding."""
+    names = [f.name for f in dataclasses.fields(StudySpec)]
+    fields: dict = {}
+    options = dict(base.train_overrides)
+    for where, layer in layers:
+        try:
+            study, layer_options = train_options.resolve(layer, names)
+        except train_options.TrainOptionError as err:
+            raise UsageError(f"{where}: {err}") from err
+        if "train_overrides" in study:  # bound directly: it replaces what came before
+            try:
+                options = dict(study.pop("train_overrides"))
+            except (TypeError, ValueError) as err:
+                raise UsageError(f"{where}: StudySpec.train_overrides: expected (TrainConfig "
+                                 f"path, value) pairs") from err
+        fields.update(study)
+        options.update(layer_options)
+    if options or base.train_overrides:
+        fields["train_overrides"] = tuple(sorted(options.items(), key=lambda item: item[0]))
+    return fields
+
+
+def check_train_options(spec: StudySpec) -> None:
+    """Build the TrainConfig of one run per size when the study sets training options, so that
+    a combination the trainer refuses (e.g. OptimizerConfig.b1 with Adafactor) is reported now,
+    not when the run starts."""
+    if not spec.train_overrides:
+        return
+    data = StudyData(vocabulary_path="", tasks={pair: pair for pair in spec.pairs},
+                     irreducible_loss={})
+    firsts = {run.size: run for run in reversed(expand(spec))}
+    for run in firsts.values():
+        try:
+            make_train_config(spec, run, data, Path(run.run_id), mixture_name="check")
+        except (ValueError, TypeError) as err:
+            raise UsageError(f"StudySpec.train_overrides ({train_options.describe(spec.train_overrides)}): "
+                             f"{str(err).strip().splitlines()[0]}") from err
 
 
 def parse_bindings(bindings: Sequence[str]) -> dict:
-    """`StudySpec.train_steps=100` style bindings applied to a preset (values parsed as gin does)."""
-    overrides = {}
+    """`StudySpec.train_steps=100` / `TrainConfig.label_smoothing=0.1` style bindings applied to
+    a preset (values parsed as gin does; a bare FIELD is StudySpec's) -> configurable -> field
+    -> value."""
+    fields = [f.name for f in dataclasses.fields(StudySpec)]
+    accepted = ", ".join(f"{name}.FIELD" for name in train_options.configurables())
+    layer: dict[str, dict] = {}
     for binding in bindings:
         name, sep, value = binding.partition("=")
-        field = name.strip().removeprefix("StudySpec.")
-        if not sep or field not in {f.name for f in dataclasses.fields(StudySpec)}:
-            raise UsageError(f"--gin.{binding}: expected StudySpec.FIELD=VALUE with a StudySpec field")
+        configurable, dot, field = name.strip().rpartition(".")
+        configurable = configurable if dot else train_options.STUDY_CONFIGURABLE
+        if not sep or not field:
+            raise UsageError(f"--gin.{binding}: expected NAME=VALUE with NAME one of {accepted}")
+        known = configurable in train_options.configurables()
+        if not known or field not in train_options.field_names(configurable, fields):
+            hint = train_options.unknown_name_hint(configurable, field if known else None, fields)
+            raise UsageError(f"--gin.{binding}: {hint}")
         try:
             parsed = gin.config.parse_value(value.strip())
         except (ValueError, SyntaxError, tokenize.TokenError) as err:  # TokenError: "(" alone
             raise UsageError(f"--gin.{binding}: cannot parse value {value!r}") from err
-        overrides[field] = tuple(parsed) if isinstance(parsed, list) else parsed
-    return overrides
+        layer.setdefault(configurable, {})[field] = tuple(parsed) if isinstance(parsed, list) \
+            else parsed
+    return layer
 
 
 def prepare_out_dir(out: Path, spec: StudySpec, *, command: str = "run",

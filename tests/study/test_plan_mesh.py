@@ -71,7 +71,6 @@ def test_fits_flips_when_the_device_memory_is_below_the_per_device_total(capsys)
     (["--mesh", "64x1", "--device-memory-gib", "1"], "--mesh 64x1", "fewer than the data-parallel"),
     (["--mesh", "2x2", "--devices", "8", "--device-memory-gib", "1"], "--devices", "4 devices"),
     (["--mesh", "2x2"], "--device-memory-gib", "positive number"),
-    (["--json"], "--json", "only with --mesh"),
     (["--rules", "fsdp"], "--rules", "only with --mesh"),
     (["--mesh", "2x2", "--device-memory-gib", "1", "--rules", "zero3"], "--rules",
      "standard, fsdp"),
