@@ -281,7 +281,9 @@ def add_study_arguments(parser: argparse.ArgumentParser, *,
                                          "name of a shipped study file, e.g. cpu-chen-2dir "
                                          "(`mnmt-study presets` lists them; default: default)")
     parser.add_argument("--gin", action="append", default=[], metavar="NAME=VALUE",
-                        help="gin binding, e.g. --gin StudySpec.train_steps=100 (repeatable)")
+                        help="gin binding, e.g. --gin StudySpec.train_steps=100 or a training "
+                             "option of every run, --gin TrainConfig.label_smoothing=0.1 "
+                             "(repeatable)")
     if out_required:
         parser.add_argument("--out", required=True, help="output directory visible to every host")
     return parser

@@ -190,8 +190,13 @@ def check_train_options(spec: StudySpec) -> None:
         try:
             make_train_config(spec, run, data, Path(run.run_id), mixture_name="check")
         except (ValueError, TypeError) as err:
-            raise UsageError(f"StudySpec.train_overrides ({train_options.describe(spec.train_overrides)}): "
-                             f"{str(err).strip().splitlines()[0]}") from err
+            text = str(err).strip().splitlines()[0]
+            owned = [f"{train_options.binding_name(path)} is StudySpec.{field}"
+                     for path, field in train_options.STUDY_FIELDS.items()
+                     if train_options.binding_name(path) in text]
+            raise UsageError(f"StudySpec.train_overrides "
+                             f"({train_options.describe(spec.train_overrides)}): {text}"
+                             + (f" ({'; '.join(owned)})" if owned else "")) from err
 
 
 def parse_bindings(bindings: Sequence[str]) -> dict:

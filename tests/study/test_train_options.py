@@ -68,6 +68,22 @@ def test_a_study_file_binds_decoding_and_the_optimizer(tmp_path):
         .beam_size == 2
 
 
+def test_a_gin_macro_of_the_study_file_reaches_its_option(tmp_path):
+    path = write_study(tmp_path, "SMOOTHING = 0.1", "TrainConfig.label_smoothing = %SMOOTHING")
+    assert stages.load_spec(path, None, []).train_overrides == (("label_smoothing", 0.1),)
+    assert stages.load_spec(path, None, ["SMOOTHING=0.2"]).train_overrides == \
+        (("label_smoothing", 0.2),)
+
+
+def test_a_launch_script_carries_the_options_to_every_host(tmp_path, capsys):
+    """Each host's `run-one` loads the study from the same arguments, bindings included."""
+    script = tmp_path / "launch.sh"
+    assert cli.main(["launch", "--preset", "ci", "--gin", "TrainConfig.label_smoothing=0.1",
+                     "--target", "slurm", "--script", str(script), "--out", "/shared/o"]) == 0
+    assert "--gin.TrainConfig.label_smoothing=0.1" in script.read_text()
+    capsys.readouterr()
+
+
 @pytest.mark.parametrize(("binding", "field", "value"), [
     ("TrainConfig.learning_rate=0.5", "learning_rate", 0.5),
     ("TrainConfig.warmup_steps=20", "warmup_steps", 20),
