@@ -100,34 +100,34 @@ def load_spec(study: str | None, preset: str | None, gin_bindings: Sequence[str]
 
 def _gin_layers(path: Path, gin_bindings: Sequence[str]) -> list[tuple[str, dict]]:
     """The bindings of the study's configurables in a study file, then those `--gin` changes:
-    [(where, configurable -> field -> value)], values resolved as gin resolves them."""
+    [(where, configurable -> field -> value)], values resolved as gin resolves them (macros
+    included, so `--gin MACRO=…` changes what the file bound to %MACRO)."""
     import mnmt.training.config  # noqa: F401  (registers TrainConfig and its sections; light)
 
+    sources = [(str(path), [str(path)], [])]
+    if gin_bindings:
+        sources.append(("--gin", [], list(gin_bindings)))
     gin.clear_config()
-    layers = []
+    layers, before = [], {}
     try:
-        for where, files, bindings in ((str(path), [str(path)], []), ("--gin", [], gin_bindings)):
-            if where == "--gin" and not bindings:
-                break
+        for where, files, bindings in sources:
             try:
-                parse_files_and_bindings(files, list(bindings))
+                parse_files_and_bindings(files, bindings)
                 bound = {name: gin.get_bindings(name) for name in train_options.configurables()}
             except (ValueError, KeyError, SyntaxError, OSError, TypeError,
                     tokenize.TokenError) as err:
                 # TypeError: gin calling a configurable without its arguments (an undefined %macro)
-                raise UsageError(f"{where}: "
-                                 f"{_gin_error_text(err)}") from err
-            previous = {}
-            for _, layer in layers:
-                for name, params in layer.items():
-                    previous.setdefault(name, {}).update(params)
+                raise UsageError(f"{where}: {_gin_error_text(err)}") from err
             layers.append((where, {name: {k: v for k, v in params.items()
-                                          if k not in previous.get(name, {})
-                                          or not _same_value(previous[name][k], v)}
+                                          if not _same_value(before.get(name, {}).get(k, _UNSET), v)}
                                    for name, params in bound.items()}))
+            before = bound
     finally:
         gin.clear_config()  # the spec is built; leave no study bindings behind for the runs
     return layers
+
+
+_UNSET = object()
 
 
 def _same_value(a: object, b: object) -> bool:

@@ -236,18 +236,22 @@ def _conform(hint: Any, value: Any) -> Any:
     return value
 
 
-def _hint(path: str) -> Any:
+def _owner(path: str) -> tuple[type | None, str]:
+    """(the dataclass that declares TrainConfig path `path`'s field, the field's name); None for
+    a section TrainConfig does not have."""
     section, _, param = path.rpartition(".")
     if not section:
-        return _hints(train_config.TrainConfig)[param]
-    field = {f: cls for f, cls in _sections().values()}
-    return _hints(field[section])[param]
+        return train_config.TrainConfig, param
+    return {field: cls for field, cls in _sections().values()}.get(section), param
+
+
+def _hint(path: str) -> Any:
+    cls, param = _owner(path)
+    return _hints(cls)[param]
 
 
 def _known(path: str) -> bool:
-    section, _, param = path.rpartition(".")
-    classes = {field: cls for field, cls in _sections().values()}
-    cls = classes.get(section) if section else train_config.TrainConfig
+    cls, param = _owner(path)
     return cls is not None and param in {f.name for f in dataclasses.fields(cls)}
 
 
@@ -361,11 +365,11 @@ def apply(config: train_config.TrainConfig, overrides: Iterable[tuple[str, Any]]
             by_section.setdefault(section, {})[param] = normalise(path, value)
         else:
             top[param] = normalise(path, value)
-    classes = {field: cls for field, cls in _sections().values()}
     for section, values in by_section.items():
         current = getattr(config, section)
-        top[section] = dataclasses.replace(
-            current if current is not None else classes[section](), **values)
+        if current is None:
+            current = _owner(f"{section}.")[0]()  # e.g. optimizer None: OptimizerConfig()
+        top[section] = dataclasses.replace(current, **values)
     return dataclasses.replace(config, **top)
 
 
