@@ -148,8 +148,12 @@ def unknown_name_hint(configurable: str, param: str | None,
         hint = f"did you mean {close[0]}?" if close else "not a configurable of a study"
         return (f"unknown configurable {configurable!r} ({hint}); a study binds "
                 + ", ".join(f"{name}.FIELD" for name in configurables()))
-    close = difflib.get_close_matches(param or "", field_names(configurable, study_fields), n=1)
-    hint = f" (did you mean {configurable}.{close[0]}?)" if close else ""
+    # a field of another configurable first (StudySpec.beam_size: DecodeConfig.beam_size), then
+    # the closest field of this one
+    close = [binding_name(path) for path in _all_paths() if path.rpartition(".")[2] == param]
+    close += [f"{configurable}.{name}" for name in difflib.get_close_matches(
+        param or "", field_names(configurable, study_fields), n=1)]
+    hint = f" (did you mean {close[0]}?)" if close else ""
     return f"{configurable} has no field {param!r}{hint}"
 
 

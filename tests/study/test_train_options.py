@@ -146,6 +146,8 @@ def test_an_option_the_study_sets_per_run_is_refused_naming_what_to_use(capsys, 
     ("StudySpc.train_steps=1", "unknown configurable 'StudySpc' (did you mean StudySpec?)"),
     ("StudySpec.trainsteps=1", "did you mean StudySpec.train_steps?"),
     ("DecodeConfig.beamsize=8", "did you mean DecodeConfig.beam_size?"),
+    ("StudySpec.beam_size=8", "StudySpec has no field 'beam_size' (did you mean DecodeConfig.beam_size?)"),
+    ("TrainConfig.max_grad_norm=1.0", "did you mean OptimizerConfig.max_grad_norm?"),
 ])
 def test_an_unknown_name_gets_the_closest_one(tmp_path, capsys, binding, expected):
     path = write_study(tmp_path)
