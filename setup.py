@@ -54,6 +54,7 @@ setup(
             "mnmt-train=mnmt.training.train:main",
             "mnmt-study=mnmt.study.cli:main",
             "mnmt-export=mnmt.export:main",
+            "mnmt-translate=mnmt.training.translate:main",
             "mnmt-fit=fitting.cli:main",
             "mnmt-zoo=mnmt.models.zoo:main",
             "mnmt-vocab=mnmt.study.vocab_cli:main",

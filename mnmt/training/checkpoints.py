@@ -48,9 +48,11 @@ class CheckpointRestoreError(ValueError):
 class Checkpointer:
     """Thin wrapper over `ocp.CheckpointManager` with the two items of an mnmt checkpoint."""
 
-    def __init__(self, directory: str, *, keep: int = 2, keep_steps: Sequence[int] = ()):
+    def __init__(self, directory: str, *, keep: int = 2, keep_steps: Sequence[int] = (),
+                 read_only: bool = False):
         """`keep`: the newest checkpoints kept; `keep_steps`: steps never deleted (branch
-        points: `mnmt.training.branches`)."""
+        points: `mnmt.training.branches`); `read_only`: only restore (the directory is neither
+        created nor cleaned of a running job's temporaries: `mnmt-translate`)."""
         if keep < 1:
             raise ValueError(f"CheckpointConfig.keep must be ≥ 1, got {keep}")
         # Orbax refuses relative paths (it fails inside its save thread): resolve local ones.
@@ -63,8 +65,9 @@ class Checkpointer:
         options = ocp.CheckpointManagerOptions(
             preservation_policy=preserve,
             step_prefix="step",
-            create=True,
-            cleanup_tmp_directories=True,
+            create=not read_only,
+            cleanup_tmp_directories=not read_only,
+            read_only=read_only,
             enable_async_checkpointing=False,
         )
         self._manager = ocp.CheckpointManager(

@@ -34,7 +34,8 @@ class ProgressEvent:
     eta_s: float | None
     tokens: int
     elapsed_s: float
-    kind: str = "train"            # "train", "eval", "checkpoint", "done"
+    kind: str = "train"            # "train", "eval", "decode" (progress of a long decode),
+                                   # "checkpoint", "done"
     eval_losses: Mapping[str, float] | None = None
     message: str = ""
 

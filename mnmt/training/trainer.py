@@ -301,9 +301,16 @@ class _Loop:
             for es in c.eval.sets:
                 if m.metrics.has(step, pair, es, "bleu") and m.metrics.has(step, pair, es, "chrf"):
                     continue
+                # a list, so the decode knows its total (progress lines of a long split)
+                batches = list(s.eval_batches(task, es, with_targets=True))
+                report = evaluation.DecodeProgress(
+                    lambda line: self.progress(self._event(m, step, kind="decode",
+                                                           message=line)),
+                    None, label=f"decoding {pair}/{es}")
                 scores = evaluation.decode_and_score(
-                    self.predict_fn, params, s.eval_batches(task, es, with_targets=True),
-                    self.put_decode, s.vocabulary, pair, num_examples=c.decode.num_examples)
+                    self.predict_fn, params, batches, self.put_decode, s.vocabulary, pair,
+                    num_examples=c.decode.num_examples, progress=report.update)
+                report.finish()
                 base = dict(step=step, tokens=m.tokens, task=pair, eval_set=es)
                 m.metrics.write([{**base, "metric": "bleu", "value": scores.bleu},
                                  {**base, "metric": "chrf", "value": scores.chrf}])
