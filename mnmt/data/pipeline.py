@@ -15,7 +15,9 @@ With ``architecture="decoder_only"`` the same mixing, cursors and windows feed t
 decoder-only format of :mod:`mnmt.data.formats` instead (Caillaut et al. 2024 §3.3: ``source
 </src> <2xx> target <eos>``, loss on the target only, first-fit packing with one segment per
 example, rows of ``inputs + targets`` tokens, windows of that many examples): the position is
-exact in the same way, and the encoder-decoder batches are unchanged.
+exact in the same way, and the encoder-decoder batches are unchanged. ``decoder_options``
+(:mod:`mnmt.data.decoder_format`, from ``InputConfig``) add Caillaut's source-language and
+domain tags and the ``<eos>`` prefix to training and evaluation rows alike.
 
 :func:`eval_batches` runs seqio's own task pipeline and ``EncDecFeatureConverter(pack=False)``
 (decoder-only: the same task features in the decoder-only format, one example per row) over a
@@ -33,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from mnmt.data.decoder_format import NO_TAGS, DecoderOptions, separator_of_tasks, task_tags
 from mnmt.data.formats import example_format, finish_example
 from mnmt.data.packing import pack_examples, pad_examples
 from mnmt.data.stream_workers import make_encoder
@@ -46,23 +49,6 @@ _DRAW_BLOCK = 8192
 IN_MEMORY_WARNING = 1_000_000
 log = logging.getLogger(__name__)
 STATE_VERSION = 1
-
-
-def separator_of_tasks(task_names: Sequence[str]) -> int:
-    """The decoder-only separator id of the tasks' vocabulary (one vocabulary for all of them);
-    a one-line ValueError naming the vocabulary when it has no separator."""
-    from mnmt.data.tasks import get_task_info
-    from mnmt.data.vocab import get_vocabulary, separator_id
-
-    ids = {}
-    for name in task_names:
-        path = get_task_info(name).vocab_path
-        if path not in ids:
-            ids[path] = separator_id(get_vocabulary(path), path)
-    if len(set(ids.values())) > 1:
-        raise ValueError(f"tasks {list(task_names)} use vocabularies with different separator "
-                         f"ids {ids}: a mixture needs one shared vocabulary")
-    return next(iter(ids.values()))
 
 
 # ---- per-task token streams ------------------------------------------------------------------
@@ -201,7 +187,9 @@ class TrainInputs:
     (:class:`mnmt.data.formats.DecoderOnlyFormat` rows of ``inputs + targets`` tokens; the
     tasks' vocabulary needs the separator ``</src>``). ``cache_dirs``: directories searched for
     token caches (``<dir>/<task>/``, :mod:`mnmt.data.cache`); a finite task with one is read
-    by index, with no copy of its corpus in memory.
+    by index, with no copy of its corpus in memory. ``decoder_options``: Caillaut's tags,
+    ``<eos>`` prefix and packing (:class:`mnmt.data.decoder_format.DecoderOptions`; default:
+    none of them); recorded in the state when set.
     """
 
     def __init__(
@@ -216,6 +204,7 @@ class TrainInputs:
         stream_processes: bool = False,
         architecture: str = "encoder_decoder",
         cache_dirs: Sequence[str] = (),
+        decoder_options: DecoderOptions | None = None,
     ) -> None:
         from mnmt.data.mixtures import mixture_weights
 
@@ -261,7 +250,10 @@ class TrainInputs:
         self._cum = np.cumsum(self.weights)
         self._cum[-1] = 1.0
         sep = separator_of_tasks(self.tasks) if architecture == "decoder_only" else None
-        self.format = example_format(architecture, self.lengths, sep)
+        self.options = decoder_options or DecoderOptions()
+        self.format = example_format(architecture, self.lengths, sep, self.options)
+        tags = task_tags(self.tasks, self.options) if sep is not None else {}
+        self._finish = {t: self.format.finisher(tags.get(t, NO_TAGS)) for t in self.tasks}
         self.architecture = architecture
         self.window = self.format.window if self.pack else 1
         self._reset(draws=0, rows_taken=0, cursors={t: 0 for t in self.tasks}, batches=0)
@@ -298,6 +290,8 @@ class TrainInputs:
 
     def _state_now(self) -> dict:
         extra = {} if self.architecture == "encoder_decoder" else {"architecture": self.architecture}
+        if self.options.changed_fields():
+            extra["decoder_format"] = self.options.state()
         cached = self.cached_tasks()
         if cached:
             extra["cached"] = cached
@@ -334,6 +328,11 @@ class TrainInputs:
         for k, v in expect.items():
             if state.get(k) != v:
                 raise ValueError(f"input state field {k!r}: checkpoint has {state.get(k)!r}, iterator has {v!r}")
+        own = self.options.state() if self.options.changed_fields() else None
+        if state.get("decoder_format") != own:
+            raise ValueError(f"input state field 'decoder_format': checkpoint has "
+                             f"{state.get('decoder_format')!r}, iterator has {own!r} (the "
+                             "InputConfig decoder-only options must stay those the run began with)")
         if state.get("cached", []) != self.cached_tasks():
             raise ValueError(f"input state field 'cached': the checkpoint read "
                              f"{state.get('cached', [])} from token caches, this iterator reads "
@@ -384,7 +383,7 @@ class TrainInputs:
         examples = []
         for k in choice:
             t = self.tasks[k]
-            examples.append(self.format.finish(*per_task[t][idx[t]]))
+            examples.append(self._finish[t](*per_task[t][idx[t]]))
             idx[t] += 1
         self._window_examples = len(examples)
         self._rows = self.format.pack(examples) if self.pack else self.format.pad(examples)
@@ -499,6 +498,7 @@ def eval_batches(
     *,
     with_targets: bool = False,
     architecture: str = "encoder_decoder",
+    decoder_options: DecoderOptions | None = None,
 ) -> Iterator[dict[str, np.ndarray]]:
     """Unpacked batches of the whole split once, through seqio's task pipeline and converter.
 
@@ -506,20 +506,24 @@ def eval_batches(
     each batch also carries ``targets_text`` (an object array of raw target strings, '' for
     padding rows) for BLEU / ChrF. ``architecture="decoder_only"``: the task's (trimmed,
     EOS-terminated) features in the decoder-only format of :mod:`mnmt.data.formats`, one
-    example per row of ``inputs + targets`` tokens, loss weights on the target and EOS only.
+    example per row of ``inputs + targets`` tokens, loss weights on the target and EOS only
+    (``decoder_options``' tags and prefix included, never weighted: see
+    :meth:`~mnmt.data.decoder_format.DecoderOptions.for_eval`).
     """
     import seqio
 
     lengths = {k: int(feature_lengths[k]) for k in ("inputs", "targets")}
-    if architecture not in ("encoder_decoder", "decoder_only"):
-        example_format(architecture, lengths)  # raises, naming the architectures
+    if architecture != "decoder_only":
+        example_format(architecture, lengths, options=decoder_options)  # raises on bad input
     task = seqio.get_mixture_or_task(task_name)
     ds = task.get_dataset(lengths, split=split, shuffle=False, num_epochs=1, use_cached=False)
     if architecture == "decoder_only":
-        fmt = example_format(architecture, lengths, separator_of_tasks([task_name]))
+        options = (decoder_options or DecoderOptions()).for_eval()
+        fmt = example_format(architecture, lengths, separator_of_tasks([task_name]), options)
+        tags = task_tags([task_name], options)[task_name]
         rows_of: Iterator[dict[str, np.ndarray]] = (
-            {k: v[0] for k, v in fmt.pad([fmt.finish_task_features(ex["inputs"],
-                                                                   ex["targets"])]).items()}
+            {k: v[0] for k, v in fmt.pad([fmt.finish_task_features(
+                ex["inputs"], ex["targets"], tags)]).items()}
             for ex in ds.as_numpy_iterator())
     else:
         rows_of = seqio.EncDecFeatureConverter(pack=False)(ds, lengths).as_numpy_iterator()

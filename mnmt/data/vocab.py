@@ -14,6 +14,10 @@ and target-language token. It is opt-in (``train_vocabulary(..., separator=True)
 ``mnmt-vocab --separator``), registered as ``▁</src>`` after the language tokens, so that
 vocabularies trained for encoder-decoder studies keep their ids; :func:`separator_id` finds it
 and names the vocabulary when it is missing.
+
+Caillaut's domain tags ``<dom_news>`` (§3.3) are opt-in too (``train_vocabulary(...,
+domains=["news"])``), registered as ``▁<dom_news>`` after the separator; :func:`domain_token_id`
+names the token and the vocabulary file when a vocabulary lacks one.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ from typing import Any
 from fitting.data.io import is_remote
 
 __all__ = ["train_vocabulary", "get_vocabulary", "lang_token", "lang_piece", "separator_id",
-           "has_separator", "SEPARATOR", "SEPARATOR_PIECE", "main"]
+           "has_separator", "SEPARATOR", "SEPARATOR_PIECE", "domain_token", "domain_piece",
+           "domain_token_id", "main"]
 
 _CODE_RE = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
 
@@ -53,6 +58,33 @@ def lang_token(code: str) -> str:
 def lang_piece(code: str) -> str:
     """The SentencePiece piece of a language token (``▁<2de>``)."""
     return "\u2581" + lang_token(code)
+
+
+def domain_token(name: str) -> str:
+    """The text form of a domain tag (Caillaut et al. 2024 §3.3), e.g. ``<dom_news>``."""
+    if not isinstance(name, str) or not _CODE_RE.match(name):
+        raise ValueError(f"invalid domain name {name!r}: expected lowercase letters, digits or "
+                         "'_' (at most 16, starting with a letter), e.g. 'news'")
+    return f"<dom_{name}>"
+
+
+def domain_piece(name: str) -> str:
+    """The SentencePiece piece of a domain tag (``▁<dom_news>``)."""
+    return "\u2581" + domain_token(name)
+
+
+def domain_token_id(vocab: Any, name: str, path: str = "") -> int:
+    """Id of ``▁<dom_name>``; a one-line ValueError naming the token and the vocabulary file
+    when the vocabulary has no such single piece."""
+    sp = vocab.tokenizer if hasattr(vocab, "tokenizer") else vocab
+    pid = sp.piece_to_id(domain_piece(name))
+    if pid == sp.unk_id() or sp.id_to_piece(pid) != domain_piece(name):
+        where = path or getattr(vocab, "sentencepiece_model_file", "") or "the vocabulary"
+        raise ValueError(
+            f"vocabulary {where} has no piece for the domain tag {domain_token(name)!r}: train "
+            f"one with it (train_vocabulary(..., domains=[{name!r}]); mnmt-train adds the "
+            "InputConfig.domains tags when it trains the vocabulary) and point the run at it")
+    return int(pid)
 
 
 def _balanced_texts(
@@ -99,6 +131,7 @@ def train_vocabulary(
     overwrite: bool = True,
     separator: bool = False,
     sample: Mapping[str, Any] | None = None,
+    domains: Iterable[str] = (),
 ) -> str:
     """Train one shared SentencePiece model; returns the path of ``<out_dir>/<name>.model``.
 
@@ -110,6 +143,8 @@ def train_vocabulary(
     language tokens; without it the ids are those of a vocabulary trained before the option).
     ``sample``: how the texts were drawn (e.g. by :func:`mnmt.data.vocab_sample.sample_task_texts`),
     recorded in ``<name>.json``; it does not change the model.
+    ``domains``: domain names whose tags ``<dom_name>`` are added (after the separator, so the
+    other ids are those of a vocabulary trained without them; Caillaut et al. 2024 §3.3).
     """
     import sentencepiece as spm
     import tensorflow as tf
@@ -125,6 +160,8 @@ def train_vocabulary(
     symbols = [lang_piece(c) for c in sorted(set(codes))]
     if separator:
         symbols.append(SEPARATOR_PIECE)
+    domain_names = sorted(set(domains))
+    symbols.extend(domain_piece(d) for d in domain_names)
     texts = [t for t in texts if t.strip()]
     if not texts:
         raise ValueError("train_vocabulary: all texts are empty")
@@ -158,6 +195,8 @@ def train_vocabulary(
     }
     if separator:
         meta["separator_piece"] = sp.piece_to_id(SEPARATOR_PIECE)
+    if domain_names:
+        meta["domain_pieces"] = {d: sp.piece_to_id(domain_piece(d)) for d in domain_names}
     if sample is not None:
         meta["sample"] = dict(sample)
     with tf.io.gfile.GFile(os.path.join(out_dir, f"{name}.json"), "w") as f:
@@ -263,6 +302,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--name", default="spm")
     ap.add_argument("--model_type", default="unigram", choices=["unigram", "bpe"])
+    ap.add_argument("--domains", default=None,
+                    help="comma-separated domain names whose tags <dom_NAME> are added "
+                         "(Caillaut's decoder-only domain tags, InputConfig.domains)")
     ap.add_argument("--separator", action="store_true",
                     help=f"add the decoder-only separator {SEPARATOR} (needed by decoder-only "
                          "sizes; other ids then differ from a vocabulary trained without it)")
@@ -286,6 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = train_vocabulary(
         source, args.out_dir, args.vocab_size, languages=langs, n_per_pair=args.n_per_pair,
         name=args.name, model_type=args.model_type, seed=args.seed, separator=args.separator,
+        domains=args.domains.split(",") if args.domains else (),
     )
     print(path)
     return 0

@@ -67,6 +67,21 @@ class InputConfig:
     # Directories searched for token caches (`<dir>/<task>/`, built by `mnmt-study prepare`): a
     # finite task found there is read by index instead of being held in memory.
     cache_dirs: tuple[str, ...] = ()
+    # Decoder-only format options (Caillaut et al. 2024 §3.3, §3.3.1; mnmt.data.decoder_format);
+    # an encoder-decoder run with any of them set is refused, naming the field.
+    # The source language's <2xx> token after the target-language token (their <lang_src>).
+    source_language_tags: bool = False
+    # Task or pair name -> domain name: the tag <dom_NAME> follows the language tokens (a
+    # vocabulary piece: mnmt-train adds it when it trains the vocabulary). None: no domain tags.
+    domains: dict[str, str] | None = None
+    # Prefix every source with <eos>, in training and at decoding (their fix of the <eos> issue).
+    prefix_eos: bool = False
+    # Loss weight 1 on the source-language / domain tags in training rows (evaluation rows
+    # never weight them: `loss` stays per target token and decoding forces the tags).
+    loss_on_tags: bool = False
+    # One segment per packed example (no attention across examples); False: their unmasked
+    # packing, which causes the <eos> issue.
+    mask_segments: bool = True
 
 
 @gin.configurable
@@ -95,7 +110,7 @@ class DecodeConfig:
     at_end: bool = True
     # Further steps at which to decode.
     steps: tuple[int, ...] = ()
-    # Examples decoded per pair and eval set (the first ones); 0: the whole eval split.
+    # Examples decoded per pair and eval set.
     num_examples: int = 64
     beam_size: int = 4
     # Length penalty alpha of the beam search.

@@ -78,14 +78,11 @@ def _validate(config: TrainConfig) -> None:
     positive = {"train_steps": config.train_steps, "log_every": config.log_every,
                 "eval.period": config.eval.period, "eval.batch_size": config.eval.batch_size,
                 "checkpoint.period": config.checkpoint.period,
-                "decode.beam_size": config.decode.beam_size}
+                "decode.beam_size": config.decode.beam_size,
+                "decode.num_examples": config.decode.num_examples}
     for name, v in positive.items():
         if not isinstance(v, int) or v < 1:
             problems.append(f"{name} must be a positive int, got {v!r}")
-    n = config.decode.num_examples
-    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-        problems.append(f"decode.num_examples must be an int ≥ 0 (0: the whole eval split), "
-                        f"got {n!r}")
     fl = config.inputs.feature_lengths
     if not isinstance(fl, dict) or set(fl) != {"inputs", "targets"}:
         problems.append("inputs.feature_lengths must be {'inputs': int, 'targets': int}, "
@@ -276,6 +273,7 @@ def build_setup(config: TrainConfig) -> RunSetup:
     architecture = model_config.architecture
     if model_config.is_decoder_only:  # before anything is written: one line naming the file
         vocab.separator_id(vocabulary, config.vocabulary_path)
+    decoder_options = decoder_options_for(config, model_config)
     model = make_model(model_config)
     # The mesh (no compilation yet) fixes the data-parallel size the batch must be a multiple of.
     mesh = run_mesh(config)
@@ -296,7 +294,8 @@ def build_setup(config: TrainConfig) -> RunSetup:
                                                decoder_only=model_config.is_decoder_only)
     params_shardings_fn = make_params_shardings_fn(model, first_pipeline_batch, mesh, rules)
     make_pipeline = functools.partial(pipeline.TrainInputs, architecture=architecture,
-                                      cache_dirs=tuple(config.inputs.cache_dirs))
+                                      cache_dirs=tuple(config.inputs.cache_dirs),
+                                      decoder_options=decoder_options)
 
     def make_inputs():
         return HostInputs(make_pipeline, mixture_or_task=config.inputs.mixture_or_task_name,
@@ -313,15 +312,17 @@ def build_setup(config: TrainConfig) -> RunSetup:
         pipeline again costs far more than an evaluation of a small model)."""
         if not config.eval.cache_batches:
             return pipeline.eval_batches(task, split, lengths, eval_bs, with_targets=with_targets,
-                                         architecture=architecture)
+                                         architecture=architecture,
+                                         decoder_options=decoder_options)
         key = (task, split, tuple(sorted(lengths.items())), eval_bs, config.vocabulary_path,
-               architecture)
+               architecture, decoder_options)
         if key not in _EVAL_BATCHES:
             if len(_EVAL_BATCHES) >= _EVAL_CACHE_ENTRIES:
                 _EVAL_BATCHES.pop(next(iter(_EVAL_BATCHES)))  # the oldest entry
             _EVAL_BATCHES[key] = list(pipeline.eval_batches(task, split, lengths, eval_bs,
                                                             with_targets=True,
-                                                            architecture=architecture))
+                                                            architecture=architecture,
+                                                            decoder_options=decoder_options))
         cached = _EVAL_BATCHES[key]
         if with_targets:
             return iter(cached)
@@ -338,6 +339,28 @@ def build_setup(config: TrainConfig) -> RunSetup:
                     vocabulary=vocabulary, flops_per_step=float(flops), make_inputs=make_inputs,
                     context=lambda: partitioning.activation_context(mesh, rules),
                     eval_batches=eval_batches)
+
+
+def decoder_options_for(config: TrainConfig, model_config: Any) -> Any:
+    """`InputConfig`'s decoder-only format options (Caillaut et al. 2024 §3.3,
+    `mnmt.data.decoder_format.DecoderOptions`). Checked before anything is written: set for an
+    encoder-decoder size → ValueError naming the field; `domains` keys must be the run's task or
+    pair names; every tag must be a piece of the tasks' vocabulary (the error names the file)."""
+    from mnmt.data import decoder_format, mixtures, tasks  # noqa: PLC0415
+
+    options = decoder_format.DecoderOptions.of(config.inputs)
+    changed = options.changed_fields()
+    if changed and not model_config.is_decoder_only:
+        raise ValueError(f"InputConfig.{changed[0]} applies to decoder-only sizes only (Caillaut's "
+                         f"format); model_size {config.model_size!r} is encoder-decoder: unset "
+                         f"{', '.join('InputConfig.' + f for f in changed)}")
+    if changed:
+        weights = mixtures.mixture_weights(config.inputs.mixture_or_task_name)
+        names = sorted({t for t, w in weights.items() if w > 0} | set(config.eval.tasks.values()))
+        pairs = [tasks.get_task_info(t).pair for t in names]
+        decoder_format.check_domain_keys(options, [*names, *pairs, *config.eval.tasks])
+        decoder_format.task_tags(names, options)
+    return options
 
 
 def logical_rules(config: TrainConfig) -> tuple:

@@ -19,6 +19,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import gin
 
@@ -42,6 +43,7 @@ def setup_tasks(
     mixture_weights: dict[str, float] | None = None,
     seed: int = 0,
     separator: bool = False,
+    domains: Sequence[str] = (),
 ) -> dict[str, str]:
     """Make the run's SeqIO tasks/mixture exist; returns pair → task name (may be empty).
 
@@ -51,6 +53,8 @@ def setup_tasks(
       with `mixture_name`/`mixture_weights` (pair → weight), a weighted mixture of them.
     - `separator`: a vocabulary trained here gets the decoder-only separator `</src>`
       (`mnmt-train` sets it for a decoder-only MODEL_SIZE).
+    - `domains`: a vocabulary trained here gets these domain tags `<dom_NAME>` (Caillaut et al.
+      2024 §3.3; `mnmt-train` passes InputConfig.domains' names for a decoder-only MODEL_SIZE).
     """
     for module in modules:
         importlib.import_module(module)
@@ -63,7 +67,8 @@ def setup_tasks(
     if not os.path.exists(vocabulary_path):
         family = synthetic.get_family(synthetic_preset, seed=seed)
         out_dir = os.path.dirname(os.path.abspath(vocabulary_path))
-        made = vocab.train_vocabulary(family, out_dir, vocab_size, separator=separator)
+        made = vocab.train_vocabulary(family, out_dir, vocab_size, separator=separator,
+                                      domains=domains)
         if os.path.abspath(made) != os.path.abspath(vocabulary_path):
             os.replace(made, vocabulary_path)
     pair_tasks = tasks.register_synthetic_tasks(synthetic_preset, vocabulary_path, seed=seed)
@@ -75,6 +80,15 @@ def setup_tasks(
         mixtures.register_weighted_mixture(
             mixture_name, {pair_tasks[p]: w for p, w in mixture_weights.items() if w > 0})
     return pair_tasks
+
+
+def vocabulary_symbols(config: Any) -> dict[str, Any]:
+    """`setup_tasks` arguments of a decoder-only run: the separator, and the domain tags its
+    `InputConfig.domains` names (only when set, so a gin-bound `setup_tasks.domains` stays)."""
+    from mnmt.data.decoder_format import DecoderOptions, domain_names  # noqa: PLC0415
+
+    names = domain_names(DecoderOptions.of(config.inputs))
+    return {"separator": True, **({"domains": names} if names else {})}
 
 
 def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str]]:
@@ -169,10 +183,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = TrainConfig()
         from mnmt.models import zoo  # noqa: PLC0415
 
-        # a vocabulary trained for a decoder-only size gets the separator </src> (otherwise
-        # setup_tasks keeps its gin-bound or default `separator`)
-        pair_tasks = setup_tasks(separator=True) if zoo.is_decoder_only(config.model_size) \
-            else setup_tasks()
+        # a vocabulary trained for a decoder-only size gets the separator </src> and the domain
+        # tags of InputConfig.domains (otherwise setup_tasks keeps its gin-bound or defaults)
+        pair_tasks = setup_tasks(**vocabulary_symbols(config)) \
+            if zoo.is_decoder_only(config.model_size) else setup_tasks()
         if not config.eval.tasks and pair_tasks:  # EVAL_TASKS = None: every registered pair
             config = config.updated(eval={"tasks": dict(pair_tasks)})
         _log_to_model_dir(config.model_dir)
