@@ -110,7 +110,7 @@ class DecodeConfig:
     at_end: bool = True
     # Further steps at which to decode.
     steps: tuple[int, ...] = ()
-    # Examples decoded per pair and eval set.
+    # Examples decoded per pair and eval set (the first ones); 0: the whole eval split.
     num_examples: int = 64
     beam_size: int = 4
     # Length penalty alpha of the beam search.

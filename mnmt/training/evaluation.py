@@ -15,14 +15,19 @@ EOS, so `loss` divides by the same target tokens; decoding continues each row's 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import jax
 import numpy as np
 
+from mnmt.training.progress import format_duration
+
 # sacrebleu tokenizers for target languages whose text has no spaces between words.
 _BLEU_TOKENIZERS = {"zh": "zh", "ja": "char", "th": "char", "ko": "char"}
+# `DecodeConfig.num_examples` that decodes every example of the split.
+ALL_EXAMPLES = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +124,53 @@ def _strip(ids: Sequence[int], eos_id: int) -> list[int]:
     return out
 
 
+def detokenize(ids: Sequence[int], vocabulary: Any) -> str:
+    """The text of one decoded row: the tokens before the first EOS, padding (0) dropped,
+    decoded with the vocabulary (the hypotheses `decode_and_score` scores and `mnmt-translate`
+    writes)."""
+    return vocabulary.decode(_strip(ids, int(getattr(vocabulary, "eos_id", 1))))
+
+
+class DecodeProgress:
+    """Progress lines of a long decode: sentences done / total, sentences/s and ETA.
+
+    `report(line)` is called at most every `interval_s` seconds, the first time only once
+    `interval_s` have passed (a short decode prints nothing), and once more by `finish()` when
+    anything was reported. `total` None: an unknown number of sentences (no ETA)."""
+
+    def __init__(self, report: Callable[[str], None], total: int | None, *, label: str = "",
+                 interval_s: float = 10.0, clock: Callable[[], float] = time.perf_counter):
+        self.report, self.total, self.label = report, total, label
+        self.interval_s, self.clock = float(interval_s), clock
+        self.start = self.last = clock()
+        self.done, self.reported = 0, False
+
+    def line(self) -> str:
+        """`label: 512/2,000 sentences, 35.1 sentences/s, ETA 0:42`."""
+        elapsed = max(self.clock() - self.start, 1e-9)
+        rate = self.done / elapsed
+        of = "" if self.total is None else f"/{self.total:,}"
+        eta = None if self.total is None or rate <= 0 else (self.total - self.done) / rate
+        head = f"{self.label}: " if self.label else ""
+        return (f"{head}{self.done:,}{of} sentences, {rate:.1f} sentences/s, "
+                f"ETA {format_duration(eta)}")
+
+    def update(self, done: int, total: int | None = None) -> None:
+        """`done` sentences decoded so far (and the `total`, when it is known only now)."""
+        self.done = int(done)
+        if total is not None:
+            self.total = int(total)
+        now = self.clock()
+        if now - self.last >= self.interval_s:
+            self.last, self.reported = now, True
+            self.report(self.line())
+
+    def finish(self) -> None:
+        """The last line (only when a line was reported before)."""
+        if self.reported:
+            self.report(self.line())
+
+
 def prompt_lengths(loss_weights: np.ndarray) -> np.ndarray:
     """Tokens before the first one with a loss weight, per decoder-only row (the prompt
     `[<eos>] source </src> <2xx> [<2src>] [<dom_…>]`: eval rows never weight the tags, so they
@@ -169,35 +221,52 @@ def decode_and_score(
     *,
     num_examples: int,
     keep_examples: int = 3,
+    progress: Callable[[int, int | None], None] | None = None,
 ) -> DecodeScores:
-    """Beam-search the first `num_examples` real examples and score them with sacrebleu.
+    """Beam-search the first `num_examples` real examples (`ALL_EXAMPLES`, 0: the whole split)
+    and score them with sacrebleu.
 
     `predict_fn(params, batch) -> tokens [batch, length]` (e.g. the model's `predict_batch` with
     beam size and α bound; for decoder-only rows, the prompted search on `decoder_prompts`,
     with a `put` that leaves the host batch as it is). References are the batch's raw `targets_text` when present (else
     `decoder_target_tokens` decoded with the vocabulary); sources are decoded for display.
+    `progress(done, total)` is called after each decoded batch; `total` is known (else None)
+    when `batches` is a sequence (e.g. the list of a split's batches).
     """
+    if num_examples < 0:
+        raise ValueError(f"DecodeConfig.num_examples must be ≥ 0 (0: the whole split), "
+                         f"got {num_examples}")
+    limit = num_examples if num_examples != ALL_EXAMPLES else None
+    total = _real_examples(batches, limit) if isinstance(batches, Sequence) else None
     eos = int(getattr(vocabulary, "eos_id", 1))
     hyps: list[str] = []
     refs: list[str] = []
     srcs: list[str] = []
     for batch in batches:
-        if len(hyps) >= num_examples:
+        if limit is not None and len(hyps) >= limit:
             break
         real = np.asarray(batch["decoder_loss_weights"]).sum(axis=1) > 0
         if not real.any():
             continue
         tokens = np.asarray(jax.device_get(predict_fn(params, put(batch))))
         for i in np.flatnonzero(real):
-            if len(hyps) >= num_examples:
+            if limit is not None and len(hyps) >= limit:
                 break
-            hyps.append(vocabulary.decode(_strip(tokens[i], eos)))
+            hyps.append(detokenize(tokens[i], vocabulary))
             if "targets_text" in batch:  # the raw reference, as sacrebleu expects
                 refs.append(str(batch["targets_text"][i]))
             else:
                 refs.append(vocabulary.decode(_strip(batch["decoder_target_tokens"][i], eos)))
             srcs.append(vocabulary.decode(_strip(source_tokens(batch, i, eos_id=eos), eos)))
+        if progress is not None:
+            progress(len(hyps), total)
     bleu, chrf = corpus_scores(hyps, refs, pair)
     examples = tuple(zip(srcs[:keep_examples], hyps[:keep_examples], refs[:keep_examples],
                          strict=True))
     return DecodeScores(bleu=bleu, chrf=chrf, num_examples=len(hyps), examples=examples)
+
+
+def _real_examples(batches: Sequence[Mapping[str, np.ndarray]], limit: int | None) -> int:
+    """Real (non-padding) rows of `batches`, at most `limit`."""
+    n = sum(int((np.asarray(b["decoder_loss_weights"]).sum(axis=1) > 0).sum()) for b in batches)
+    return n if limit is None else min(n, limit)

@@ -78,11 +78,14 @@ def _validate(config: TrainConfig) -> None:
     positive = {"train_steps": config.train_steps, "log_every": config.log_every,
                 "eval.period": config.eval.period, "eval.batch_size": config.eval.batch_size,
                 "checkpoint.period": config.checkpoint.period,
-                "decode.beam_size": config.decode.beam_size,
-                "decode.num_examples": config.decode.num_examples}
+                "decode.beam_size": config.decode.beam_size}
     for name, v in positive.items():
         if not isinstance(v, int) or v < 1:
             problems.append(f"{name} must be a positive int, got {v!r}")
+    n = config.decode.num_examples
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        problems.append(f"decode.num_examples must be an int ≥ 0 (0: the whole eval split), "
+                        f"got {n!r}")
     fl = config.inputs.feature_lengths
     if not isinstance(fl, dict) or set(fl) != {"inputs", "targets"}:
         problems.append("inputs.feature_lengths must be {'inputs': int, 'targets': int}, "
