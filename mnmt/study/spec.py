@@ -25,12 +25,12 @@ from mnmt.models.configs import (  # light: no jax
 )
 from mnmt.study import mixture_design, train_options  # light: numpy, configuration only
 from mnmt.training import branches  # light: configuration only
+from mnmt.training.config import COOLDOWN_SHAPES, DECAYS  # light: no jax
 
-COOLDOWN_SHAPES = ("linear", "1-sqrt")  # mnmt.training.optimizer's (which imports jax)
 # What branch errors call the study's fields (mnmt.training.branches names TrainConfig's).
 _BRANCH_FIELDS = branches.BranchFields("StudySpec.cooldown_branches",
                                        "StudySpec.branch_cooldown_fraction",
-                                       "StudySpec.cooldown_fraction")
+                                       "StudySpec.cooldown_fraction", "StudySpec.decay")
 
 # Fernandes et al. 2023 §3.2: weights of the first pair in two-pair mixtures.
 FERNANDES_TWO_PAIR_GRID: tuple[float, ...] = (0.0, 0.05, 0.1, 0.3, 0.5, 0.7, 0.9, 0.95, 1.0)
@@ -119,8 +119,10 @@ class StudySpec:
     feature_lengths: tuple[tuple[str, int], ...] = (("inputs", 32), ("targets", 32))
     eval_every: int = 100
     checkpoint_every: int = 200
-    # The rate after the warm-up: "rsqrt" (learning_rate · rsqrt(step), as Fernandes et al.) or
-    # "constant" (learning_rate until the cool-down; a converged run's curve is then flat).
+    # The rate after the warm-up: "rsqrt" (learning_rate · rsqrt(step), as Fernandes et al.),
+    # "constant" (learning_rate until the cool-down; a converged run's curve is then flat) or
+    # "cosine" (learning_rate down to TrainConfig.final_lr_fraction of it at the last step; no
+    # cooldown_branches). TrainConfig.decay.
     decay: str = "rsqrt"
     learning_rate: float = 1.0
     # Adafactor momentum (first-moment decay; 0 = none, T5X's default). OptimizerConfig.momentum.
@@ -189,7 +191,7 @@ class StudySpec:
         """The branch points of the runs of `size` as steps (`cooldown_branches`)."""
         return branches.resolve_branch_steps(
             self.cooldown_branches, self.steps_for(size), self.cooldown_for(size),
-            self.branch_cooldown_fraction or None, _BRANCH_FIELDS)
+            self.branch_cooldown_fraction or None, _BRANCH_FIELDS, decay=self.decay)
 
     def run_steps(self, run: RunSpec) -> tuple[int, int]:
         """(first, last) step a run trains: (0, T) for a run, (b, b + c_b) for a branch."""
@@ -337,8 +339,8 @@ def validate(spec: StudySpec) -> None:
         if getattr(spec, field) not in allowed:
             raise StudyError(f"StudySpec.{field}: expected one of {', '.join(allowed)}, got "
                              f"{getattr(spec, field)!r}")
-    if spec.decay not in ("rsqrt", "constant"):
-        raise StudyError(f"StudySpec.decay: expected 'rsqrt' or 'constant', got {spec.decay!r}")
+    if spec.decay not in DECAYS:
+        raise StudyError(f"StudySpec.decay: expected one of {', '.join(DECAYS)}, got {spec.decay!r}")
     if not isinstance(spec.momentum, int | float) or not 0.0 <= float(spec.momentum) < 1.0:
         raise StudyError(f"StudySpec.momentum: expected a decay in [0, 1) (0 = no momentum), got "
                          f"{spec.momentum!r}")

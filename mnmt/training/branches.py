@@ -1,8 +1,9 @@
 """Cool-down branches: several training budgets D from one run (Hägele et al. 2024, §3–4).
 
 With a warm-up–stable–decay schedule the rate before the cool-down depends on the step only
-(`mnmt.training.optimizer.rsqrt_schedule`, constant or rsqrt stable phase). A run that keeps its
-checkpoint at step b can therefore be *branched* there: the branch resumes from that checkpoint
+(`mnmt.training.optimizer.learning_rate_schedule`, constant or rsqrt stable phase; not cosine,
+which depends on the run's length). A run that keeps its checkpoint at step b can therefore be
+*branched* there: the branch resumes from that checkpoint
 (parameters, optimizer state, RNG key, input position, token count) and cools the rate down to 0
 over c_b steps, ending at D_b = b + c_b. With the run's own cool-down share f = c/T it is, step
 for step, the run that would have been trained for D_b steps — so one run of T steps yields the
@@ -46,10 +47,11 @@ class BranchFields(NamedTuple):
     points: str
     cooldown_fraction: str
     run_cooldown: str
+    decay: str = "decay"
 
 
 TRAIN_CONFIG_FIELDS = BranchFields("BranchConfig.points", "BranchConfig.cooldown_fraction",
-                                   "cooldown_steps")
+                                   "cooldown_steps", "decay")
 
 
 def _point_step(point: float, train_steps: int, fields: BranchFields) -> int:
@@ -85,12 +87,21 @@ def resolve_cooldown_share(train_steps: int, cooldown_steps: int,
 
 def resolve_branch_steps(points, train_steps: int, cooldown_steps: int,
                          cooldown_fraction: float | None = None,
-                         fields: BranchFields = TRAIN_CONFIG_FIELDS) -> list[int]:
+                         fields: BranchFields = TRAIN_CONFIG_FIELDS,
+                         decay: str = "rsqrt") -> list[int]:
     """Branch points (fractions of `train_steps` or steps) as steps, ascending; BranchError
     naming `fields` when one lies outside 1 ≤ b < train_steps − cooldown_steps (a branch leaves
-    before the run's own cool-down) or there is no cool-down share (`resolve_cooldown_share`)."""
+    before the run's own cool-down), there is no cool-down share (`resolve_cooldown_share`) or
+    the schedule's `decay` is "cosine" (its rate at every step depends on train_steps, so the run
+    trained for D_b steps is not the parent until b: no branch can stand for it)."""
     if not points:
         return []
+    if decay == "cosine":
+        raise BranchError(
+            f"{fields.points}: cool-down branches need a rate that depends on the step only "
+            f"until the cool-down, but {fields.decay}='cosine' depends on train_steps at every "
+            f"step; use 'constant' with a cool-down (warm-up–stable–decay) or 'rsqrt', or no "
+            f"branches")
     stable_end = train_steps - cooldown_steps
     steps = sorted({_point_step(p, train_steps, fields) for p in points})
     for step in steps:
@@ -118,7 +129,8 @@ def cooldown_share(config: TrainConfig) -> float:
 def branch_steps(config: TrainConfig) -> list[int]:
     """`resolve_branch_steps` of a TrainConfig: its branch points as steps."""
     return resolve_branch_steps(config.branches.points, config.train_steps,
-                                config.cooldown_steps, config.branches.cooldown_fraction)
+                                config.cooldown_steps, config.branches.cooldown_fraction,
+                                decay=config.decay)
 
 
 def branch_cooldown(config: TrainConfig, step: int) -> int:

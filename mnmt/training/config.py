@@ -14,36 +14,124 @@ Every field is described where it is declared; defaults are the CPU study's.
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import math
 from typing import Any
 
 import gin
 
 from mnmt.models.configs import ACTIVATION_DTYPES, PARTITIONING_RULES, REMAT_POLICIES
 
-__all__ = ["OptimizerConfig", "InputConfig", "EvalConfig", "DecodeConfig", "CheckpointConfig",
+__all__ = ["OptimizerConfig", "optimizer_problems", "DECAYS", "COOLDOWN_SHAPES", "OPTIMIZERS",
+           "InputConfig", "EvalConfig", "DecodeConfig", "CheckpointConfig",
            "BranchConfig",
            "TrainConfig",
            "ACTIVATION_DTYPES", "REMAT_POLICIES", "PARTITIONING_RULES"]
 
 
+# The names TrainConfig.decay, TrainConfig.cooldown_shape and OptimizerConfig.name accept (one rule:
+# mnmt.training.optimizer builds them, run_setup and mnmt.study.spec check them).
+DECAYS = ("rsqrt", "constant", "cosine")
+COOLDOWN_SHAPES = ("linear", "1-sqrt")
+OPTIMIZERS = ("adafactor", "adamw")
+
+
 @gin.configurable
 @dataclasses.dataclass(frozen=True)
 class OptimizerConfig:
-    """Adafactor settings (T5X-like defaults) plus optional global-norm gradient clipping.
+    """The optimiser: Adafactor with T5X's defaults (the default) or AdamW, each optionally after
+    global-norm gradient clipping. The fields of the optimiser not chosen must keep their
+    defaults (an error names any that does not, so a setting is never silently ignored).
 
-    `max_grad_norm` clips the *gradient* by its global L2 norm before Adafactor (off by default,
-    as in T5X); `clipping_threshold` is Adafactor's own update clipping (Shazeer & Stern 2018).
+    `max_grad_norm` clips the *gradient* by its global L2 norm before the optimiser (off by
+    default, as in T5X); `clipping_threshold` is Adafactor's own update clipping (Shazeer & Stern
+    2018). docs/guides/training.md, "Optimisers and schedules", gives the update rules.
     """
 
+    # "adafactor" (Shazeer & Stern 2018; T5X's and Fernandes et al. 2023's) or "adamw" (Adam with
+    # decoupled weight decay, Loshchilov & Hutter 2019; Chen et al. 2023, Caillaut et al. 2024).
+    name: str = "adafactor"
+    # Adafactor only. Decay exponent of the second-moment average, β2_t = 1 − t^(−decay_rate)
+    # (T5X's adafactor_decay_rate).
     decay_rate: float = 0.8
+    # Adafactor only. Update clipping at this RMS (Shazeer & Stern 2018 §6); None: off.
     clipping_threshold: float | None = 1.0
+    # Adafactor only. Scale each update by its parameter's RMS (relative step size).
     multiply_by_parameter_scale: bool = True
+    # Adafactor only. Factored second moments (row and column averages) for matrices ...
     factored: bool = True
+    # ... whose smaller side is at least this long; smaller ones keep a full second moment.
     min_dim_size_to_factor: int = 128
+    # Adafactor only. First-moment decay; None: no momentum (T5X's default).
     momentum: float | None = None
+    # Adafactor only. Its weight decay rate (optax.adafactor's, on every parameter); None: none.
     weight_decay_rate: float | None = None
+    # Adafactor only. Its ε₁, added to the squared gradients (not Adam's `adam_eps`).
     eps: float = 1e-30
+    # AdamW only. Decays of Adam's first and second moments, β1 and β2, in [0, 1) (Kingma & Ba
+    # 2015; these defaults are theirs).
+    b1: float = 0.9
+    b2: float = 0.999
+    # AdamW only. Adam's ε, added to √v̂ in the update's denominator (> 0).
+    adam_eps: float = 1e-8
+    # AdamW only. Decoupled weight decay λ ≥ 0: each step also subtracts η_t·λ·θ (η_t the scheduled
+    # rate, as PyTorch's and optax's AdamW), on parameters of ≥ 2 dimensions only (weight
+    # matrices and embeddings; not layer-norm scales or biases); 0: plain Adam.
+    weight_decay: float = 0.0
+    # Both. Clip the gradient to this global L2 norm before the optimiser (> 0); None: off.
     max_grad_norm: float | None = None
+
+    def __post_init__(self) -> None:
+        problems = optimizer_problems(self)
+        if problems:
+            raise ValueError("invalid OptimizerConfig: " + "; ".join(problems))
+
+
+# The fields only one optimiser reads (the other's must keep their defaults).
+_ADAFACTOR_ONLY = ("decay_rate", "clipping_threshold", "multiply_by_parameter_scale", "factored",
+                   "min_dim_size_to_factor", "momentum", "weight_decay_rate", "eps")
+_ADAMW_ONLY = ("b1", "b2", "adam_eps", "weight_decay")
+
+
+def optimizer_problems(config: OptimizerConfig) -> list[str]:
+    """What is wrong with `config` (an empty list: nothing), each naming `OptimizerConfig.<field>`."""
+    if config.name not in OPTIMIZERS:
+        close = difflib.get_close_matches(str(config.name), OPTIMIZERS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return [f"OptimizerConfig.name: unknown optimiser {config.name!r}{hint}; expected one of "
+                f"{', '.join(OPTIMIZERS)}"]
+    problems = []
+    unused = _ADAMW_ONLY if config.name == "adafactor" else _ADAFACTOR_ONLY
+    defaults = {f.name: f.default for f in dataclasses.fields(OptimizerConfig)}
+    for field in unused:
+        if getattr(config, field) != defaults[field]:
+            problems.append(f"OptimizerConfig.{field}: {getattr(config, field)!r} is not read by "
+                            f"OptimizerConfig.name={config.name!r}; keep its default "
+                            f"{defaults[field]!r} or choose the optimiser that reads it")
+    for field in ("b1", "b2"):
+        if not _is_number(getattr(config, field)) or not 0.0 <= getattr(config, field) < 1.0:
+            problems.append(f"OptimizerConfig.{field}: expected a decay in [0, 1), got "
+                            f"{getattr(config, field)!r}")
+    if config.momentum is not None and (not _is_number(config.momentum)
+                                        or not 0.0 <= config.momentum < 1.0):
+        problems.append(f"OptimizerConfig.momentum: expected None or a decay in [0, 1), got "
+                        f"{config.momentum!r}")
+    for field in ("adam_eps", "eps"):
+        if not _is_number(getattr(config, field)) or not getattr(config, field) > 0:
+            problems.append(f"OptimizerConfig.{field}: expected a number > 0, got "
+                            f"{getattr(config, field)!r}")
+    if not _is_number(config.weight_decay) or not config.weight_decay >= 0:
+        problems.append(f"OptimizerConfig.weight_decay: expected a number ≥ 0, got "
+                        f"{config.weight_decay!r}")
+    if config.max_grad_norm is not None and (not _is_number(config.max_grad_norm)
+                                             or not config.max_grad_norm > 0):
+        problems.append(f"OptimizerConfig.max_grad_norm: expected None (off) or a positive "
+                        f"norm, got {config.max_grad_norm!r}")
+    return problems
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @gin.configurable
@@ -170,17 +258,25 @@ class TrainConfig:
     eval: EvalConfig
     decode: DecodeConfig = dataclasses.field(default_factory=DecodeConfig)
     checkpoint: CheckpointConfig = dataclasses.field(default_factory=CheckpointConfig)
-    # rsqrt schedule: learning_rate * rsqrt(max(step, warmup_steps)); with decay="constant",
-    # learning_rate itself after the warm-up.
+    # The schedule (mnmt.training.optimizer.learning_rate_schedule; docs/guides/training.md,
+    # "Optimisers and schedules"). learning_rate's meaning depends on `decay`: with "rsqrt" it is
+    # the scale of 1/√step (rate learning_rate · rsqrt(max(step, warmup_steps)), peak
+    # learning_rate/√warmup_steps); with "constant" and "cosine" it is the peak rate itself.
     learning_rate: float = 1.0
     warmup_steps: int = 100
-    # "linear" ramp to the rsqrt curve, or T5X's "constant" rsqrt_decay warm-up.
+    # "linear" ramp from 0 to the rate at warmup_steps, or T5X's "constant" rsqrt_decay warm-up.
     warmup: str = "linear"
-    # After the warm-up: "rsqrt" (T5X's default) or "constant" (a stable rate until the cool-down).
+    # After the warm-up (DECAYS): "rsqrt" (T5X's default); "constant" (a stable rate until the
+    # cool-down: with cooldown_steps > 0 the warm-up–stable–decay schedule, WSD, of Zhai et al.
+    # 2022 and Hägele et al. 2024); or "cosine" (a half cosine from learning_rate down to
+    # final_lr_fraction · learning_rate at train_steps, Loshchilov & Hutter 2017; no branches).
     decay: str = "rsqrt"
+    # decay="cosine" only: the rate at the last step as a share of learning_rate, in [0, 1].
+    final_lr_fraction: float = 0.0
     # Decay of the rate to 0 over the last `cooldown_steps` steps (0: none) ...
     cooldown_steps: int = 0
-    # ... of this shape: "linear" (1 − x) or "1-sqrt" (1 − √x), x the share of it done.
+    # ... of this shape (COOLDOWN_SHAPES): "linear" (1 − x) or "1-sqrt" (1 − √x), x the share of
+    # it done.
     cooldown_shape: str = "linear"
     # Cool-down branches of this run (none by default).
     branches: BranchConfig = dataclasses.field(default_factory=BranchConfig)
@@ -197,7 +293,8 @@ class TrainConfig:
     # Seed of parameters, dropout and data order.
     seed: int = 0
     gradient_accumulation_steps: int = 1
-    # Adafactor settings; None: T5X's defaults (OptimizerConfig()).
+    # The optimiser (Adafactor or AdamW) and its settings; None: Adafactor with T5X's defaults
+    # (OptimizerConfig()).
     optimizer: OptimizerConfig | None = None
     # Device mesh (data, model); -1 = all remaining devices.
     mesh_shape: tuple[int, int] = (-1, 1)

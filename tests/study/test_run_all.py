@@ -106,7 +106,7 @@ def test_a_run_gets_the_studys_schedule_steps_and_cooldown_for_its_size(monkeypa
     assert {c.learning_rate for c in configs.values()} == {0.05}
     assert {c.optimizer.momentum for c in configs.values()} == {0.9}
     with pytest.raises(StudyError, match="StudySpec.decay"):
-        StudySpec(decay="cosine")
+        StudySpec(decay="linear")  # not one of config.DECAYS
     with pytest.raises(StudyError, match=r"StudySpec.momentum: expected a decay in \[0, 1\)"):
         StudySpec(momentum=1.0)
     plain = local.make_train_config(StudySpec(), expand(StudySpec())[0], data, tmp_path / "p")

@@ -1,4 +1,5 @@
-"""The rsqrt schedule and the Adafactor / clipping setup of mnmt.training.optimizer."""
+"""The rsqrt schedule, the Adafactor / AdamW / clipping setup and OptimizerConfig's checks
+(mnmt.training.optimizer, mnmt.training.config); other schedules: test_schedules.py."""
 
 import jax
 import jax.numpy as jnp
@@ -52,7 +53,7 @@ def test_constant_decay_holds_the_rate_until_the_cooldown():
     assert values[90] == pytest.approx(0.05 * 10 / 20)
     assert values[100] == 0.0
     with pytest.raises(ValueError, match="decay"):
-        rsqrt_schedule(1.0, 10, decay="cosine")
+        rsqrt_schedule(1.0, 10, decay="linear")
 
 
 def test_schedule_rejects_bad_arguments():
@@ -102,3 +103,68 @@ def test_adafactor_decreases_a_quadratic():
         upd, state = tx.update(g, state, params)
         params = optax.apply_updates(params, upd)
     assert float(loss(params)) < 0.5 * start
+
+
+def _adam_reference(theta, grads, lr, b1, b2, eps, wd, decayed):
+    """Adam with bias correction (Kingma & Ba 2015, Alg. 1) and decoupled weight decay
+    (Loshchilov & Hutter 2019, Alg. 2, with η_t = lr), written out in numpy step by step."""
+    m = np.zeros_like(theta)
+    v = np.zeros_like(theta)
+    for t, g in enumerate(grads, start=1):
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        m_hat, v_hat = m / (1 - b1 ** t), v / (1 - b2 ** t)
+        theta = theta - lr * (m_hat / (np.sqrt(v_hat) + eps) + (wd * theta if decayed else 0.0))
+    return theta
+
+
+def test_adamw_matches_hand_computed_adam_steps_with_decay_on_matrices_only():
+    config = OptimizerConfig(name="adamw", b1=0.8, b2=0.9, adam_eps=1e-3, weight_decay=0.5)
+    tx = make_optimizer(lambda _: 0.1, config)
+    target = {"w": jnp.array([[1.0, -2.0], [0.5, 3.0]]), "scale": jnp.array([2.0, -1.0, 0.0])}
+    params = {"w": jnp.ones((2, 2)), "scale": jnp.ones((3,))}
+    start = {k: np.asarray(v, np.float64) for k, v in params.items()}
+    loss = lambda p: 0.5 * sum(jnp.sum((p[k] - target[k]) ** 2) for k in p)  # noqa: E731
+    state, seen = tx.init(params), {"w": [], "scale": []}
+    for _ in range(3):
+        g = jax.grad(loss)(params)
+        for k in seen:
+            seen[k].append(np.asarray(g[k], np.float64))
+        upd, state = tx.update(g, state, params)
+        params = optax.apply_updates(params, upd)
+    for name, decayed in (("w", True), ("scale", False)):  # 1-D scales are not decayed
+        expected = _adam_reference(start[name], seen[name], 0.1, 0.8, 0.9, 1e-3, 0.5, decayed)
+        np.testing.assert_allclose(np.asarray(params[name]), expected, rtol=1e-5, atol=1e-6)
+    assert float(loss(params)) < float(loss({k: jnp.asarray(v) for k, v in start.items()}))
+
+
+def test_adamw_clips_the_gradient_when_max_grad_norm_is_set():
+    params = {"w": jnp.zeros((2, 2))}
+    tx = make_optimizer(lambda _: 1.0, OptimizerConfig(name="adamw", max_grad_norm=1.0))
+    huge, unit = {"w": jnp.full((2, 2), 1e6)}, {"w": jnp.full((2, 2), 0.5)}  # unit: norm 1
+    # Adam's first step is sign-like either way; the second moments show the clipped gradient.
+    _, state = tx.update(huge, tx.init(params), params)
+    _, ref = tx.update(unit, tx.init(params), params)
+    for got, want in zip(jax.tree.leaves(state), jax.tree.leaves(ref), strict=True):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5)
+    mu = [x for x in jax.tree.leaves(state) if np.shape(x) == (2, 2)][0]
+    np.testing.assert_allclose(np.asarray(mu), 0.1 * 0.5, rtol=1e-5)  # (1 − b1) · clipped g
+
+
+def test_optimizer_config_rejects_bad_fields_naming_them():
+    with pytest.raises(ValueError, match=r"OptimizerConfig.name: .*'adamm'.*did you mean 'adamw'"):
+        OptimizerConfig(name="adamm")
+    bad = {"b1": 1.0, "b2": -0.1, "adam_eps": 0.0, "weight_decay": -1.0}
+    for field, value in bad.items():
+        with pytest.raises(ValueError, match=rf"OptimizerConfig.{field}: expected"):
+            OptimizerConfig(name="adamw", **{field: value})
+    with pytest.raises(ValueError, match=r"OptimizerConfig.eps: expected a number > 0"):
+        OptimizerConfig(eps=0.0)
+    # a setting the chosen optimiser would ignore is refused, not silently dropped
+    with pytest.raises(ValueError, match=r"OptimizerConfig.weight_decay: 0.1 is not read by "
+                                         r"OptimizerConfig.name='adafactor'"):
+        OptimizerConfig(weight_decay=0.1)
+    with pytest.raises(ValueError, match=r"OptimizerConfig.momentum: .*'adamw'"):
+        OptimizerConfig(name="adamw", momentum=0.9)
+    # Adafactor's defaults, as t5x_configs/runs/train.gin binds them, go with AdamW
+    assert OptimizerConfig(name="adamw", decay_rate=0.8, clipping_threshold=1.0).name == "adamw"
