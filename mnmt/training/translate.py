@@ -14,7 +14,9 @@ behind the pair's target-language token `<2xx>` (Fernandes et al. 2023 §3.1, as
 (`mnmt.data.formats`), and beam-searched (beam 4 and length penalty α by default, Fernandes §3.1)
 in fixed-shape batches under jit — one compilation, the last batch padded. Decoder-only runs
 continue the prompt `source </src> <2xx>` (Caillaut et al. 2024 §3.3) cut from those rows by
-`evaluation.decoder_prompts`. With `--reference`, corpus BLEU and ChrF come from
+`evaluation.decoder_prompts`, with the run's Caillaut options (`<eos>` prefix, source-language
+and domain tags, `mnmt.data.decoder_format.DecoderOptions`) read from the checkpoint's input
+state, where the trainer records them. With `--reference`, corpus BLEU and ChrF come from
 `evaluation.corpus_scores` (sacrebleu, with the trainer's tokenizer rule for the target language).
 """
 
@@ -37,7 +39,7 @@ from mnmt.training import evaluation, run_files
 from mnmt.training.config import DecodeConfig
 
 __all__ = ["TranslateError", "TrainedRun", "read_run", "checkpoint_steps", "load_run",
-           "choose_pair", "Translator", "read_lines", "main"]
+           "decoder_options_of", "choose_pair", "Translator", "read_lines", "main"]
 
 CHECKPOINTS = "checkpoints"  # MODEL_DIR/checkpoints/step_N (mnmt.training.checkpoints)
 DEFAULT_BATCH_SIZE = 64  # sentences per decoded batch (EvalConfig.batch_size's default)
@@ -64,6 +66,7 @@ class TrainedRun:
     vocabulary_path: str
     feature_lengths: dict[str, int]
     pairs: list[str]               # the pairs the run evaluates (mixture.tasks)
+    decoder_options: Any = None    # DecoderOptions of a decoder-only run (None: the defaults)
 
     @property
     def architecture(self) -> str:
@@ -119,8 +122,10 @@ def checkpoint_steps(run_dir: str) -> list[int]:
     return steps
 
 
-def _restore_params(run_dir: str, step: int | None) -> tuple[Any, int, list[int]]:
-    """(params, step restored, all steps): `step`, or the newest checkpoint that restores."""
+def _restore_params(run_dir: str, step: int | None
+                    ) -> tuple[Any, int, list[int], dict[str, Any]]:
+    """(params, step restored, all steps, meta): `step`, or the newest checkpoint that
+    restores."""
     from mnmt.training.checkpoints import Checkpointer  # noqa: PLC0415
 
     steps = checkpoint_steps(run_dir)
@@ -134,7 +139,23 @@ def _restore_params(run_dir: str, step: int | None) -> tuple[Any, int, list[int]
         checkpointer.close()
     if not isinstance(state, dict) or "params" not in state:
         raise TranslateError(f"checkpoint {step} of {run_dir} holds no parameters ('params')")
-    return state["params"], int(meta.get("step", step if step is not None else steps[-1])), steps
+    restored = int(meta.get("step", step if step is not None else steps[-1]))
+    return state["params"], restored, steps, meta
+
+
+def decoder_options_of(meta: dict[str, Any]) -> Any:
+    """The decoder-only format options a checkpoint's input state records (the trainer records
+    them only when one is set; `DecoderOptions()` otherwise)."""
+    from mnmt.data.decoder_format import DecoderOptions  # noqa: PLC0415
+
+    states = (meta.get("inputs") or {}).values()
+    recorded = next((s["decoder_format"] for s in states
+                     if isinstance(s, dict) and s.get("decoder_format")), None)
+    if not recorded:
+        return DecoderOptions()
+    fields = dict(recorded)
+    fields["domains"] = tuple(tuple(kv) for kv in fields.get("domains", ()))
+    return DecoderOptions(**fields)
 
 
 def _load_vocabulary(run: dict[str, Any], run_dir: str, override: str | None) -> tuple[Any, str]:
@@ -193,12 +214,13 @@ def load_run(run_dir: str, *, checkpoint: int | None = None,
     start_tensorflow()  # the vocabulary's backend: no accelerator, quiet start-up
     vocabulary, path = _load_vocabulary(run, run_dir, vocabulary_path)
     model_config = _model_config(run, run_dir, int(vocabulary.vocab_size))
-    params, step, steps = _restore_params(run_dir, checkpoint)
+    params, step, steps, meta = _restore_params(run_dir, checkpoint)
     lengths = {k: int(v) for k, v in run["training"]["feature_lengths"].items()}
     return TrainedRun(run_dir=run_dir, run=run, step=step, steps=steps, params=params,
                       model=make_model(model_config), model_config=model_config,
                       vocabulary=vocabulary, vocabulary_path=path, feature_lengths=lengths,
-                      pairs=sorted(run["mixture"]["tasks"]))
+                      pairs=sorted(run["mixture"]["tasks"]),
+                      decoder_options=decoder_options_of(meta))
 
 
 def choose_pair(pairs: Sequence[str], requested: str | None, run_dir: str = "") -> str:
@@ -225,6 +247,7 @@ class Translator:
     def __init__(self, run: TrainedRun, pair: str, *, beam_size: int, alpha: float,
                  batch_size: int = DEFAULT_BATCH_SIZE, max_length: int | None = None):
         from mnmt.data import vocab  # noqa: PLC0415
+        from mnmt.data.decoder_format import NO_TAGS, DecoderOptions  # noqa: PLC0415
         from mnmt.data.formats import example_format  # noqa: PLC0415
 
         if beam_size < 1 or batch_size < 1 or (max_length is not None and max_length < 1):
@@ -236,24 +259,42 @@ class Translator:
         self.eos = int(getattr(run.vocabulary, "eos_id", 1))
         self.lang_id = vocab.language_token_id(run.vocabulary,
                                                evaluation.target_language(pair))
-        separator = (vocab.separator_id(run.vocabulary, run.vocabulary_path)
-                     if run.model_config.is_decoder_only else None)
-        self.format = example_format(run.architecture, run.feature_lengths, separator)
+        separator, options, self.tags = None, None, NO_TAGS
+        if run.model_config.is_decoder_only:
+            separator = vocab.separator_id(run.vocabulary, run.vocabulary_path)
+            options = (run.decoder_options or DecoderOptions()).for_eval()  # as eval rows
+            self.tags = self._tags(options)
+        self.format = example_format(run.architecture, run.feature_lengths, separator, options)
         # Source pieces the task pipeline keeps: `inputs` tokens hold <2xx> + source + EOS
-        # (encoder-decoder) or source + </src> + <2xx> (decoder-only).
+        # (encoder-decoder) or the prompt [<eos>] source </src> <2xx> [tags] (decoder-only).
         self.source_length = int(getattr(self.format, "source_length",
                                          run.feature_lengths["inputs"] - 2))
         self.truncated = 0
+
+    def _tags(self, options: Any) -> Any:
+        """(source-language tag, domain tag) ids of the pair, as `decoder_format.task_tags`
+        gives them for the pair's task (the task need not be registered here)."""
+        from mnmt.data import vocab  # noqa: PLC0415
+
+        src = None
+        if options.source_language_tags:
+            src = vocab.language_token_id(self.run.vocabulary, self.pair.split("-")[0])
+        task = str(self.run.run["mixture"]["tasks"].get(self.pair, ""))
+        domain = options.domain_of(task, self.pair)
+        dom = (None if domain is None
+               else vocab.domain_token_id(self.run.vocabulary, domain, self.run.vocabulary_path))
+        return (src, dom)
 
     def encode(self, lines: Sequence[str]) -> list[Any]:
         """The examples of `lines` in the pipeline's format (an empty target); counts the lines
         cut to the inputs feature length in `self.truncated`."""
         encode = self.run.vocabulary.tokenizer.EncodeAsIds
+        finish = self.format.finisher(self.tags)
         examples = []
         for line in lines:
             ids = encode(line)
             self.truncated += len(ids) > self.source_length
-            examples.append(self.format.finish([self.lang_id, *ids], []))
+            examples.append(finish([self.lang_id, *ids], []))
         return examples
 
     def batches(self, examples: Sequence[Any]) -> Iterator[tuple[dict[str, np.ndarray], int]]:

@@ -222,8 +222,9 @@ def test_num_examples_must_not_be_negative(tiny_data, tmp_path):
 # ---------------------------------------------------------------------------- decoder-only
 @pytest.fixture(scope="module")
 def decoder_only_run(tmp_path_factory):
-    """A 12-step mini-dec-1 run decoding its whole validation split at the end (its own
-    vocabulary with the separator, and another model to compile: ≈ 1 min on 2 cores)."""
+    """A 12-step mini-dec-1 run with Caillaut's <eos> prefix and source-language tags, decoding
+    its whole validation split at the end (its own vocabulary with the separator, and another
+    model to compile: ≈ 1 min on 2 cores)."""
     from mnmt.data import mixtures, synthetic, tasks, vocab
     from mnmt.training.config import (
         CheckpointConfig,
@@ -243,7 +244,7 @@ def decoder_only_run(tmp_path_factory):
         model_dir=str(tmp / "run"), model_size="mini-dec-1", vocabulary_path=path,
         train_steps=12,
         inputs=InputConfig(mixture_or_task_name=mixture, feature_lengths=dict(LENGTHS),
-                           batch_size=8),
+                           batch_size=8, prefix_eos=True, source_language_tags=True),
         eval=EvalConfig(tasks=dict(pair_tasks), period=12, batch_size=16),
         decode=DecodeConfig(at_end=True, num_examples=0), checkpoint=CheckpointConfig(period=12),
         log_every=4, warmup_steps=4, learning_rate=0.02, tensorboard=False, peak_flops=1e9,
@@ -266,6 +267,8 @@ def test_decoder_only_translate_equals_the_trainers_decode(decoder_only_run, tmp
     assert rc == 0, err
     summary = json.loads(stdout)
     assert summary["architecture"] == "decoder_only" and summary["checkpoint_step"] == 12
+    run = translate.load_run(run_dir)
+    assert run.decoder_options.prefix_eos and run.decoder_options.source_language_tags
     hyps = out.read_text(encoding="utf-8").splitlines()
     assert hyps == [h for _, h, _ in scores.examples] and len(set(hyps)) > 3
     assert summary["chrf"] == pytest.approx(scores.chrf, abs=1e-9)
