@@ -25,7 +25,7 @@ import numpy as np
 
 from mnmt.models import decoding
 from mnmt.models.configs import T5Config
-from mnmt.models.encoder_decoder import weighted_loss
+from mnmt.models.encoder_decoder import tiled_weighted_loss, weighted_loss
 from mnmt.models.losses import cross_entropy_terms
 from mnmt.models.t5 import DecoderOnlyTransformer
 
@@ -144,23 +144,30 @@ class DecoderOnlyModel:
         boxed = jax.eval_shape(lambda: self.init_boxed(jax.random.PRNGKey(0), batch))
         return nn.get_partition_spec(boxed)
 
-    def apply(self, params: Any, batch: Batch, dropout_rng: Array | None = None) -> Array:
-        """Teacher-forced logits [batch, length, vocab]; packed rows need decoder_segment_ids
+    def apply(self, params: Any, batch: Batch, dropout_rng: Array | None = None, *,
+              return_hidden: bool = False) -> Array:
+        """Teacher-forced logits [batch, length, vocab] (float32 final hidden states
+        [batch, length, emb] with `return_hidden`); packed rows need decoder_segment_ids
         (no attention across pairs, Caillaut §3.3.1 without the separator issue)."""
         self._check(batch)
         rngs = {"dropout": dropout_rng} if dropout_rng is not None else None
         return self.module.apply(
             {"params": params}, batch["decoder_input_tokens"], batch["decoder_target_tokens"],
             batch.get("decoder_segment_ids"), deterministic=dropout_rng is None, rngs=rngs,
-            decoder_causal_attention=batch.get("decoder_causal_attention"))
+            decoder_causal_attention=batch.get("decoder_causal_attention"),
+            return_hidden=return_hidden)
 
     def loss_fn(self, params: Any, batch: Batch, dropout_rng: Array | None, *,
-                label_smoothing: float = 0.0, z_loss: float = 0.0
+                label_smoothing: float = 0.0, z_loss: float = 0.0, loss_tiles: int = 1
                 ) -> tuple[Array, dict[str, Array]]:
         """Same contract as `EncoderDecoderModel.loss_fn`; weights select the target tokens."""
         if "decoder_loss_weights" not in batch:
             raise KeyError("decoder-only batches need decoder_loss_weights (loss on target "
                            "tokens only, Caillaut §3.4)")
+        if loss_tiles != 1:
+            hidden = self.apply(params, batch, dropout_rng, return_hidden=True)
+            return tiled_weighted_loss(self.config, params, hidden, batch, tiles=loss_tiles,
+                                       label_smoothing=label_smoothing, z_loss=z_loss)
         return weighted_loss(self.apply(params, batch, dropout_rng), batch,
                              label_smoothing=label_smoothing, z_loss=z_loss)
 

@@ -18,8 +18,8 @@ import numpy as np
 
 from mnmt.models import decoding
 from mnmt.models.configs import T5Config
-from mnmt.models.losses import cross_entropy_terms
-from mnmt.models.t5 import EncoderDecoderTransformer
+from mnmt.models.losses import argmax_correct, cross_entropy_terms, tiled_cross_entropy_terms
+from mnmt.models.t5 import EncoderDecoderTransformer, vocab_projection
 
 Array = jax.Array
 Batch = Mapping[str, Any]
@@ -47,13 +47,32 @@ def loss_weights(batch: Batch) -> Array:
 def weighted_loss(logits: Array, batch: Batch, *, label_smoothing: float,
                   z_loss: float) -> tuple[Array, dict[str, Array]]:
     """Loss per target token and the aux sums (shared with the decoder-only model)."""
+    targets = jnp.asarray(batch["decoder_target_tokens"])
+    loss_tok, nll, zterm = cross_entropy_terms(logits, targets, label_smoothing=label_smoothing,
+                                               z_loss=z_loss)
+    return weighted_terms((loss_tok, nll, zterm, argmax_correct(logits, targets)), batch)
+
+
+def tiled_weighted_loss(config: Any, params: Any, hidden: Array, batch: Batch, *, tiles: int,
+                        label_smoothing: float, z_loss: float) -> tuple[Array, dict[str, Array]]:
+    """`weighted_loss` of the logits of the final hidden states [batch, length, emb], projected
+    and scored `tiles` slices of the sequence at a time (`losses.tiled_cross_entropy_terms`): the
+    full [tokens, vocab] logits and their gradient never exist at once."""
+    kernel, project = vocab_projection(config, params)
+    terms = tiled_cross_entropy_terms(hidden, kernel, jnp.asarray(batch["decoder_target_tokens"]),
+                                      project, tiles=tiles, label_smoothing=label_smoothing,
+                                      z_loss=z_loss)
+    return weighted_terms(terms, batch)
+
+
+def weighted_terms(terms: tuple[Array, Array, Array, Array], batch: Batch
+                   ) -> tuple[Array, dict[str, Array]]:
+    """Per-token (loss, nll, z-loss term, correct) -> the mean loss per weighted target token
+    and the aux sums."""
+    loss_tok, nll, zterm, correct = terms
     w = loss_weights(batch)
-    loss_tok, nll, zterm = cross_entropy_terms(
-        logits, jnp.asarray(batch["decoder_target_tokens"]),
-        label_smoothing=label_smoothing, z_loss=z_loss)
     num_tokens = jnp.sum(w)
     loss = jnp.sum(loss_tok * w) / jnp.maximum(num_tokens, 1.0)
-    correct = (jnp.argmax(logits, axis=-1) == batch["decoder_target_tokens"]).astype(jnp.float32)
     aux = {"cross_entropy_sum": jnp.sum(nll * w), "z_loss_sum": jnp.sum(zterm * w),
            "loss_sum": jnp.sum(loss_tok * w), "num_tokens": num_tokens,
            "accuracy_sum": jnp.sum(correct * w)}
@@ -93,20 +112,29 @@ class EncoderDecoderModel:
         return nn.get_partition_spec(boxed)
 
     # ---------------------------------------------------------------- forward
-    def apply(self, params: Any, batch: Batch, dropout_rng: Array | None = None) -> Array:
-        """Teacher-forced logits [batch, target_len, vocab] (dropout on iff dropout_rng)."""
+    def apply(self, params: Any, batch: Batch, dropout_rng: Array | None = None, *,
+              return_hidden: bool = False) -> Array:
+        """Teacher-forced logits [batch, target_len, vocab] (dropout on iff dropout_rng); the
+        decoder's float32 final hidden states [batch, target_len, emb] with `return_hidden`."""
         check_batch(batch)
         rngs = {"dropout": dropout_rng} if dropout_rng is not None else None
         return self.module.apply(
             {"params": params}, batch["encoder_input_tokens"], batch["decoder_input_tokens"],
             batch["decoder_target_tokens"], batch.get("encoder_segment_ids"),
-            batch.get("decoder_segment_ids"), deterministic=dropout_rng is None, rngs=rngs)
+            batch.get("decoder_segment_ids"), deterministic=dropout_rng is None, rngs=rngs,
+            return_hidden=return_hidden)
 
     def loss_fn(self, params: Any, batch: Batch, dropout_rng: Array | None, *,
-                label_smoothing: float = 0.0, z_loss: float = 0.0
+                label_smoothing: float = 0.0, z_loss: float = 0.0, loss_tiles: int = 1
                 ) -> tuple[Array, dict[str, Array]]:
         """Mean training loss per target token (smoothing + z-loss) and aux sums:
-        cross_entropy_sum (pure −log p), z_loss_sum, loss_sum, num_tokens, accuracy_sum."""
+        cross_entropy_sum (pure −log p), z_loss_sum, loss_sum, num_tokens, accuracy_sum.
+        `loss_tiles` > 1: the output projection and loss in that many sequence slices
+        (`tiled_weighted_loss`; same values, less memory)."""
+        if loss_tiles != 1:
+            hidden = self.apply(params, batch, dropout_rng, return_hidden=True)
+            return tiled_weighted_loss(self.config, params, hidden, batch, tiles=loss_tiles,
+                                       label_smoothing=label_smoothing, z_loss=z_loss)
         logits = self.apply(params, batch, dropout_rng)
         return weighted_loss(logits, batch, label_smoothing=label_smoothing, z_loss=z_loss)
 

@@ -9,11 +9,19 @@ pass softmax(z)·c − onehot·a − b/V over the [tokens, vocab] logits, instea
 (softmax gradient, a scatter of the target gradient into a zeroed [tokens, vocab] array, and the
 sums of both). Same values as autodiff to float32 rounding (tests/models/test_losses.py); the
 vocabulary-sized work of a training step is the largest non-matmul cost on CPU.
+
+`tiled_cross_entropy_terms` computes the output projection and these terms in `tiles` slices of
+the sequence (a `lax.scan` over a rematerialised body, the vocabulary tiling of MaxText's
+`num_vocab_tiling`): only one slice's [batch, length/tiles, vocab] logits and their gradient
+exist at a time, and the backward pass recomputes each slice's logits from its hidden states (one
+more output-projection matmul). Same values and gradients as the untiled path
+(tests/models/test_tiled_loss.py).
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -89,3 +97,50 @@ def cross_entropy_terms(logits: Array, targets: Array, *, label_smoothing: float
     """
     fn = _fused_terms(float(label_smoothing), float(z_loss))
     return fn(logits.astype(jnp.float32), jnp.asarray(targets).astype(jnp.int32))
+
+
+def argmax_correct(logits: Array, targets: Array) -> Array:
+    """1.0 where the arg-max of the logits is the target, else 0.0 (float32, no gradient)."""
+    return jax.lax.stop_gradient((jnp.argmax(logits, axis=-1) == targets).astype(jnp.float32))
+
+
+def tiled_cross_entropy_terms(hidden: Array, kernel: Array, targets: Array,
+                              project: Callable[[Array, Array], Array], *, tiles: int,
+                              label_smoothing: float = 0.0, z_loss: float = 0.0
+                              ) -> tuple[Array, Array, Array, Array]:
+    """Per-token (training loss, pure cross-entropy, z-loss term, arg-max correct) [batch, length]
+    of the logits `project(hidden, kernel)`, computed `tiles` slices of the length axis at a time.
+
+    `hidden` [batch, length, emb] and `targets` [batch, length]; `project(h, kernel)` maps a slice
+    [batch, n, emb] to float32 logits [batch, n, vocab] (the model's output projection, tied or
+    untied). The batch axis stays whole in every slice, so its sharding over the `data` mesh axis
+    is kept; a length that `tiles` does not divide is padded to a multiple (the padded positions
+    are dropped from the result). `tiles=1` is `cross_entropy_terms` of the full logits.
+    """
+    if not isinstance(tiles, int | np.integer) or tiles < 1:
+        raise ValueError(f"loss_tiles must be a positive integer (1 = untiled), got {tiles!r}")
+    targets = jnp.asarray(targets).astype(jnp.int32)
+    fn = _fused_terms(float(label_smoothing), float(z_loss))
+
+    def one(kernel, h, t):
+        logits = project(h, kernel).astype(jnp.float32)
+        return (*fn(logits, t), argmax_correct(logits, t))
+
+    if tiles == 1:
+        return one(kernel, hidden, targets)
+    batch, length = targets.shape
+    pad = -length % tiles
+    if pad:
+        hidden = jnp.pad(hidden, ((0, 0), (0, pad), (0, 0)))
+        targets = jnp.pad(targets, ((0, 0), (0, pad)))
+    span = (length + pad) // tiles
+    # [batch, tiles·span, ...] -> [tiles, batch, span, ...]: the scanned axis is the tile.
+    hs = jnp.swapaxes(hidden.reshape(batch, tiles, span, hidden.shape[-1]), 0, 1)
+    ts = jnp.swapaxes(targets.reshape(batch, tiles, span), 0, 1)
+    body = jax.checkpoint(one)  # the backward pass recomputes a slice's logits, never stores them
+
+    def step(carry, xs):
+        return carry, body(kernel, *xs)
+
+    _, outs = jax.lax.scan(step, None, (hs, ts))
+    return tuple(jnp.swapaxes(o, 0, 1).reshape(batch, tiles * span)[:, :length] for o in outs)

@@ -20,6 +20,8 @@ float32 (cast at use), the logits projection in float32 as T5X's `logits_dense` 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -158,7 +160,9 @@ class Decoder(nn.Module):
                  encoder_mask: Array | None = None, segment_ids: Array | None = None,
                  encoder_segment_ids: Array | None = None, *, deterministic: bool = True,
                  decode: bool = False, target_mask: Array | None = None,
-                 prefix_mask: Array | None = None) -> Array:
+                 prefix_mask: Array | None = None, return_hidden: bool = False) -> Array:
+        """Logits [batch, len, vocab]; `return_hidden`: the float32 final hidden states
+        [batch, len, emb] instead, for a loss that projects them itself (`vocab_projection`)."""
         c, dt = self.config, _dtype(self.config)
         qlen = tokens.shape[1]
         cross = encoded is not None
@@ -213,6 +217,8 @@ class Decoder(nn.Module):
         # Embed.attend compute them: the softmax over the vocabulary and the loss never see
         # bfloat16 logits.
         x = x.astype(jnp.float32)
+        if return_hidden:
+            return nn.with_logical_constraint(x, ("batch", "length", "embed"))
         if c.logits_via_embedding:
             logits = embed.attend(x) / jnp.sqrt(jnp.asarray(c.emb_dim, jnp.float32))
         else:
@@ -242,21 +248,24 @@ class EncoderDecoderTransformer(nn.Module):
                decoder_target_tokens: Array | None = None,
                encoder_segment_ids: Array | None = None,
                decoder_segment_ids: Array | None = None, *, deterministic: bool = True,
-               decode: bool = False) -> Array:
-        """Decoder logits [batch, len, vocab]; `decode=True` runs one step with the KV cache."""
+               decode: bool = False, return_hidden: bool = False) -> Array:
+        """Decoder logits [batch, len, vocab] (or its final hidden states, `return_hidden`);
+        `decode=True` runs one step with the KV cache."""
         target_mask = None if decoder_target_tokens is None else decoder_target_tokens > 0
         return self.decoder(decoder_input_tokens, encoded, encoder_input_tokens > 0,
                             decoder_segment_ids, encoder_segment_ids,
-                            deterministic=deterministic, decode=decode, target_mask=target_mask)
+                            deterministic=deterministic, decode=decode, target_mask=target_mask,
+                            return_hidden=return_hidden)
 
     def __call__(self, encoder_input_tokens: Array, decoder_input_tokens: Array,
                  decoder_target_tokens: Array, encoder_segment_ids: Array | None = None,
                  decoder_segment_ids: Array | None = None, *, deterministic: bool = True,
-                 decode: bool = False) -> Array:
+                 decode: bool = False, return_hidden: bool = False) -> Array:
         encoded = self.encode(encoder_input_tokens, encoder_segment_ids, deterministic)
         return self.decode(encoded, encoder_input_tokens, decoder_input_tokens,
                            decoder_target_tokens, encoder_segment_ids, decoder_segment_ids,
-                           deterministic=deterministic, decode=decode)
+                           deterministic=deterministic, decode=decode,
+                           return_hidden=return_hidden)
 
 
 class DecoderOnlyTransformer(nn.Module):
@@ -269,9 +278,34 @@ class DecoderOnlyTransformer(nn.Module):
 
     def __call__(self, decoder_input_tokens: Array, decoder_target_tokens: Array | None = None,
                  decoder_segment_ids: Array | None = None, *, deterministic: bool = True,
-                 decode: bool = False, decoder_causal_attention: Array | None = None) -> Array:
+                 decode: bool = False, decoder_causal_attention: Array | None = None,
+                 return_hidden: bool = False) -> Array:
         target_mask = None if decoder_target_tokens is None else decoder_target_tokens > 0
         prefix = None if decoder_causal_attention is None else decoder_causal_attention > 0
         return self.decoder(decoder_input_tokens, segment_ids=decoder_segment_ids,
                             deterministic=deterministic, decode=decode, target_mask=target_mask,
-                            prefix_mask=prefix)
+                            prefix_mask=prefix, return_hidden=return_hidden)
+
+
+def vocab_projection(config: T5Config, params: Any) -> tuple[Array, Callable[[Array, Array], Array]]:
+    """(kernel, project) of the decoder's output projection in a parameter tree of
+    `EncoderDecoderTransformer` or `DecoderOnlyTransformer`: `project(hidden, kernel)` gives the
+    float32 logits exactly as `Decoder` computes them (tied: x·Eᵀ/√emb_dim as `Embed.attend`;
+    untied: x·logits_dense). For losses that project slices of the hidden states themselves."""
+    decoder = params["decoder"]
+    if not config.logits_via_embedding:
+        return decoder["logits_dense"], _project_untied
+    # a decoder-only model, or an encoder-decoder without a shared embedding, has its own table
+    table = decoder["token_embedder"] if "token_embedder" in decoder else params["token_embedder"]
+    return table["embedding"], functools.partial(_project_tied, float(config.emb_dim))
+
+
+def _project_untied(x: Array, kernel: Array) -> Array:
+    logits = matmul_last(x.astype(jnp.float32), kernel)
+    return nn.with_logical_constraint(logits, ("batch", "length", "vocab"))
+
+
+def _project_tied(emb_dim: float, x: Array, kernel: Array) -> Array:
+    logits = jnp.einsum("ble,ve->blv", x.astype(jnp.float32), kernel) / \
+        jnp.sqrt(jnp.asarray(emb_dim, jnp.float32))
+    return nn.with_logical_constraint(logits, ("batch", "length", "vocab"))

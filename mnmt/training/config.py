@@ -292,7 +292,13 @@ class TrainConfig:
     remat_policy: str = "none"
     # Seed of parameters, dropout and data order.
     seed: int = 0
+    # Micro-batches per step whose gradients are summed (token-weighted): less activation memory,
+    # same gradient; must divide the rows per step (and leave whole rows per data-axis device).
     gradient_accumulation_steps: int = 1
+    # Output projection + cross-entropy in this many slices of the target sequence
+    # (mnmt.models.losses.tiled_cross_entropy_terms): the [tokens, vocab] logits and their
+    # gradient exist one slice at a time; same loss, one more projection matmul. 1: untiled.
+    loss_tiles: int = 1
     # The optimiser (Adafactor or AdamW) and its settings; None: Adafactor with T5X's defaults
     # (OptimizerConfig()).
     optimizer: OptimizerConfig | None = None

@@ -78,7 +78,7 @@ def _validate(config: TrainConfig) -> None:
     positive = {"train_steps": config.train_steps, "log_every": config.log_every,
                 "eval.period": config.eval.period, "eval.batch_size": config.eval.batch_size,
                 "checkpoint.period": config.checkpoint.period,
-                "decode.beam_size": config.decode.beam_size}
+                "decode.beam_size": config.decode.beam_size, "loss_tiles": config.loss_tiles}
     for name, v in positive.items():
         if not isinstance(v, int) or v < 1:
             problems.append(f"{name} must be a positive int, got {v!r}")
@@ -213,6 +213,7 @@ def build_run_json(config: TrainConfig, run_id: str, model_config: Any, vocab_si
             "z_loss": float(config.z_loss),
             "dropout_rate": float(config.dropout_rate),
             "gradient_accumulation_steps": int(config.gradient_accumulation_steps),
+            "loss_tiles": int(config.loss_tiles),
             "activation_dtype": str(config.activation_dtype),
             "remat_policy": str(config.remat_policy),
             "partitioning_rules": str(config.partitioning_rules),

@@ -10,6 +10,10 @@ The loss is the model's objective normalised per target token (Fernandes et al. 
 on token-normalised cross-entropy with Adafactor). With gradient accumulation the batch is cut
 into `k` micro-batches whose gradients are combined with weights n_i / Σn (n_i = target tokens of
 micro-batch i), which gives exactly the gradient of the per-token loss of the whole batch.
+Micro-batch i takes rows i, i + k, i + 2k, …, so each device's share of the `data`-sharded batch
+splits into its own k micro-batches (no rows move between devices). With `loss_tiles` > 1 the
+model computes its output projection and loss a slice of the sequence at a time
+(`mnmt.models.losses.tiled_cross_entropy_terms`): same loss, smaller logits temporaries.
 """
 
 from __future__ import annotations
@@ -77,6 +81,7 @@ def build_step_functions(
     accumulation_steps: int = 1,
     context: Callable[[], Any] | None = None,
     group_size: int = 0,
+    loss_tiles: int = 1,
 ) -> StepFunctions:
     """Build the sharded `init(rng)` and `step(state, batch)` functions.
 
@@ -124,9 +129,13 @@ def build_step_functions(
     if k < 1 or batch_size % k:
         raise ValueError(f"gradient accumulation steps {k} must divide the batch size {batch_size}")
 
+    if not isinstance(loss_tiles, int) or loss_tiles < 1:
+        raise ValueError(f"loss_tiles must be a positive integer (1 = untiled), got {loss_tiles!r}")
+    tiling = {"loss_tiles": loss_tiles} if loss_tiles > 1 else {}  # 1: the untiled path as before
+
     def objective(params, batch, rng):
         loss, aux = model.loss_fn(params, batch, rng, label_smoothing=label_smoothing,
-                                  z_loss=z_loss)
+                                  z_loss=z_loss, **tiling)
         ntok = jnp.sum(batch["decoder_loss_weights"] > 0).astype(jnp.float32)
         # Scale back to a token sum so micro-batches combine exactly (module docstring).
         return loss * ntok, (aux, ntok)
@@ -137,7 +146,9 @@ def build_step_functions(
         if k == 1:
             (loss_sum, (aux, ntok)), grads = grad_fn(params, batch, rng)
             return loss_sum, aux["cross_entropy_sum"], ntok, grads
-        micro = jax.tree.map(lambda x: x.reshape((k, x.shape[0] // k) + x.shape[1:]), batch)
+        # [rows] -> [rows/k, k] -> [k, rows/k]: micro-batch i = rows i, i+k, … (module docstring)
+        micro = jax.tree.map(
+            lambda x: jnp.swapaxes(x.reshape((x.shape[0] // k, k) + x.shape[1:]), 0, 1), batch)
         zeros = jax.tree.map(jnp.zeros_like, params)
 
         def body(carry, inputs):

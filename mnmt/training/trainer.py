@@ -363,7 +363,7 @@ class _Loop:
             s.model, self.tx, self.schedule, s.mesh, s.params_shardings_fn, s.example_batch,
             label_smoothing=c.label_smoothing, z_loss=c.z_loss,
             accumulation_steps=c.gradient_accumulation_steps, context=s.context,
-            group_size=len(self.members) if self.grouped else 0)
+            group_size=len(self.members) if self.grouped else 0, loss_tiles=c.loss_tiles)
         self.fns = fns
         eval_sharding = NamedSharding(fns.mesh, P("data"))  # one run's rows over `data`
         self.put_eval = lambda b: put_replicated_batch(b, eval_sharding)
