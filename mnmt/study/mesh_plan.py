@@ -25,6 +25,16 @@ loaded (a plugin, or a caller of `cli.main`). A child per size gets the flag set
 leaves the caller's jax untouched, returns the compiler's memory (gigabytes for the largest sizes)
 when it exits, and can be stopped at `--compile-timeout` without losing the sizes already planned.
 It costs a jax import (a few seconds) per size.
+
+How to fit (`fit_search`): a size whose step does not fit is compiled again with the memory
+savers in the order of their cost, stopping at the first configuration that fits — the
+sequence-tiled loss (`loss_tiles`, `LOSS_TILE_CHOICES`; one more output-projection matmul),
+then gradient accumulation (`gradient_accumulation_steps`, divisors of the rows each data-axis
+device holds: the first one tried is the smallest, then the one a line through the compiled
+totals, total(k) ≈ fixed + varying/k, predicts to fit, at least doubling), then
+rematerialisation ("minimal", then "full") at the largest accumulation tried. The step-time
+bound of a configuration follows `step_time_bound`'s stated cost model. It stays an estimate:
+XLA:CPU's temporaries for the same partitioned step.
 """
 
 from __future__ import annotations
@@ -47,7 +57,18 @@ from mnmt.study.stages import UsageError, spec_json
 
 DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
 DEFAULT_PEAK_TFLOPS = 275.0  # one TPU v4 chip's bf16 peak
+DEFAULT_HBM_GBPS = 1200.0  # one TPU v4 chip's HBM bandwidth (GB/s), for accumulation's cost
 GIB = 2**30
+# Tile counts of the loss that fit_search tries (the first that fits is kept; their cost is the
+# same: one more projection matmul whatever the count).
+LOSS_TILE_CHOICES = (8,)
+# Compute of a step with each remat policy relative to none (cost model, not measured):
+# "full" recomputes every layer's forward pass (≈ 2 + 4 + 2 = 8 of the 6 FLOPs per parameter and
+# token), "minimal" keeps the matmul outputs without batch dimensions and recomputes the
+# attention's batched products and the elementwise work.
+REMAT_COST = {"none": 1.0, "dots_saveable": 1.05, "minimal": 1.1, "full": 4.0 / 3.0}
+REMAT_ORDER = ("minimal", "full")
+MAX_ACCUMULATION_COMPILES = 4
 
 
 # ---------------------------------------------------------------- parent side (no jax)
@@ -138,6 +159,118 @@ def plan_size(spec: StudySpec, size: str, mesh: tuple[int, int], timeout_s: floa
                                    + (f": {tail[-1].strip()[:300]}" if tail else "")}
 
 
+def savers(spec: StudySpec) -> dict:
+    """The memory-saving settings of `spec` as `fit_with` names them."""
+    return {"gradient_accumulation_steps": int(spec.gradient_accumulation_steps),
+            "loss_tiles": int(spec.loss_tiles), "remat_policy": str(spec.remat_policy)}
+
+
+def step_time_bound(plan: dict, config: dict, *, hbm_gbps: float = DEFAULT_HBM_GBPS) -> float:
+    """Lower bound on a step's time with the savers `config`, from an untiled, unaccumulated,
+    remat-free `plan` of the same size: the cost model `fit_search` ranks by.
+
+    compute = exact train FLOPs per device (`mnmt.models.accounting`) / peak × REMAT_COST[remat]
+    (relative to the plan's own remat policy); a tiled loss (`loss_tiles` > 1) adds one forward
+    output projection, 2 × target tokens × emb_dim × vocab FLOPs over all devices, recomputed in
+    the backward pass; k-step accumulation adds (k − 1) passes over the parameter shards and a
+    float32 gradient accumulator (3 × parameter bytes per device at `hbm_gbps`). Communication
+    and memory-bound work are otherwise not counted, as in the plan's own bound.
+    """
+    peak = plan["peak_tflops"] * 1e12
+    compute = plan["model_flops_per_step"] / plan["devices"] / peak
+    compute *= REMAT_COST[config["remat_policy"]] / REMAT_COST[plan.get("remat_policy", "none")]
+    if config["loss_tiles"] > 1:
+        compute += plan["output_projection_flops"] / plan["devices"] / peak
+    steps = config["gradient_accumulation_steps"]
+    return compute + (steps - 1) * 3 * plan["param_bytes"] / (hbm_gbps * 1e9)
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of n > 0, ascending."""
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def next_accumulation(options: list[int], tried: list[tuple[int, int]], budget: float) -> int | None:
+    """The next accumulation to compile: the smallest untried option ≥ both twice the last tried
+    and the k that the line total(k) = fixed + varying/k through the first and last compiled
+    (k, total) points predicts to fit in `budget`; None when no option is left."""
+    last = tried[-1][0]
+    want = 2 * last
+    (k0, m0), (k1, m1) = tried[0], tried[-1]
+    if k1 > k0 and m1 < m0:
+        varying = (m0 - m1) / (1 / k0 - 1 / k1)
+        fixed = m0 - varying / k0
+        want = max(want, math.ceil(varying / (budget - fixed)) if budget > fixed else options[-1])
+    left = [k for k in options if k > last]
+    return next((k for k in left if k >= want), left[-1] if left else None)
+
+
+def fit_search(spec: StudySpec, base: dict, rows_per_device: int, budget_bytes: float,
+               compile_fn: Callable[[StudySpec], dict],
+               log: Callable[[str], None] = lambda text: None) -> dict:
+    """Search the savers for `base` (a summarised plan that does not fit) in cost order (module
+    docstring), compiling each candidate with `compile_fn(spec with the savers)`. Returns
+    {"fit_with": {savers, total_bytes, step_time_bound_s} or None, "shortfall_bytes" (0 when
+    one fits; else the best total's excess), "fit_tried": [{savers, total_bytes}, …]}."""
+    tried: list[dict] = []
+
+    def attempt(**change) -> dict | None:
+        candidate = dataclasses.replace(spec, **change)
+        config = savers(candidate)
+        log(f"plan: {base['size']}: trying loss_tiles={config['loss_tiles']}, "
+            f"gradient_accumulation_steps={config['gradient_accumulation_steps']}, "
+            f"remat_policy={config['remat_policy']}")
+        plan = compile_fn(candidate)
+        total = plan.get("per_device_bytes")
+        tried.append({**config, "total_bytes": total,
+                      **({"error": plan["error"]} if "error" in plan else {})})
+        log(f"plan: {base['size']}: " + (f"not planned: {plan['error']}" if total is None else
+                                         f"{human_bytes(total)} per device"))
+        return plan if total is not None else None
+
+    def result(plan: dict | None, spec_used: StudySpec) -> dict:
+        config = savers(spec_used)
+        return {"fit_with": {**config, "total_bytes": int(plan["per_device_bytes"]),
+                             "step_time_bound_s": step_time_bound(base, config)},
+                "shortfall_bytes": 0, "fit_tried": tried}
+
+    best_spec, best_total = spec, base["per_device_bytes"]
+    for tiles in LOSS_TILE_CHOICES:
+        plan = attempt(loss_tiles=tiles)
+        if plan and plan["per_device_bytes"] <= budget_bytes:
+            return result(plan, dataclasses.replace(spec, loss_tiles=tiles))
+        if plan and plan["per_device_bytes"] < best_total:
+            best_spec, best_total = dataclasses.replace(spec, loss_tiles=tiles), \
+                plan["per_device_bytes"]
+    options = [k for k in divisors(rows_per_device) if k > 1]
+    points = [(1, best_total)]
+    k = options[0] if options else None
+    for _ in range(MAX_ACCUMULATION_COMPILES):
+        if k is None:
+            break
+        candidate = dataclasses.replace(best_spec, gradient_accumulation_steps=k)
+        plan = attempt(gradient_accumulation_steps=k, loss_tiles=best_spec.loss_tiles)
+        if plan is None:
+            break
+        if plan["per_device_bytes"] <= budget_bytes:
+            return result(plan, candidate)
+        points.append((k, plan["per_device_bytes"]))
+        if plan["per_device_bytes"] < best_total:
+            best_spec, best_total = candidate, plan["per_device_bytes"]
+        k = next_accumulation(options, points, budget_bytes)
+    for policy in REMAT_ORDER:
+        if REMAT_COST[policy] <= REMAT_COST[spec.remat_policy]:
+            continue  # the study already remats at least this much
+        candidate = dataclasses.replace(best_spec, remat_policy=policy)
+        plan = attempt(**{**savers(best_spec), "remat_policy": policy})
+        if plan and plan["per_device_bytes"] <= budget_bytes:
+            return result(plan, candidate)
+        if plan and plan["per_device_bytes"] < best_total:
+            best_total = plan["per_device_bytes"]
+    return {"fit_with": None, "shortfall_bytes": int(best_total - budget_bytes),
+            "fit_tried": tried}
+
+
 def summarise(raw: dict, device_memory_gib: float, peak_tflops: float) -> dict:
     """One plan's reported fields (the `--json` objects of docs/reference/cli.md) from the
     child's raw result: per-device total, whether it fits, FLOPs, step-time bound, MFU bound."""
@@ -175,8 +308,11 @@ def summarise(raw: dict, device_memory_gib: float, peak_tflops: float) -> dict:
 
 def plan_study(spec: StudySpec, mesh: tuple[int, int], *, device_memory_gib: float,
                peak_tflops: float = DEFAULT_PEAK_TFLOPS, timeout_s: float = 600.0,
-               log: Callable[[str], None] = lambda text: None) -> list[dict]:
-    """The summarised plan of every distinct size of `spec` on `mesh`, one child per size."""
+               log: Callable[[str], None] = lambda text: None, rows: int | None = None,
+               search: bool = True) -> list[dict]:
+    """The summarised plan of every distinct size of `spec` on `mesh`, one child per size; with
+    `search` (and `rows`, the rows per step), a size that does not fit gets `fit_search`'s
+    answer (`fit_with`, `shortfall_bytes`, `fit_tried`); one that fits, its own settings."""
     plans = []
     sizes = study_sizes(spec)
     for i, size in enumerate(sizes, start=1):
@@ -186,8 +322,31 @@ def plan_study(spec: StudySpec, mesh: tuple[int, int], *, device_memory_gib: flo
         plan = summarise(plan_size(spec, size, mesh, timeout_s), device_memory_gib, peak_tflops)
         log(f"plan: {size} " + (f"not planned: {plan['error']}" if "error" in plan else
                                 f"compiled in {time.monotonic() - start:.0f} s"))
+        if "error" not in plan and search and rows:
+            plan.update(size_fit(spec, plan, mesh, rows, device_memory_gib, peak_tflops,
+                                 timeout_s, log))
         plans.append(plan)
     return plans
+
+
+def size_fit(spec: StudySpec, plan: dict, mesh: tuple[int, int], rows: int,
+             device_memory_gib: float, peak_tflops: float, timeout_s: float,
+             log: Callable[[str], None]) -> dict:
+    """`plan`'s own settings when it fits, else `fit_search`'s answer (compiling children)."""
+    budget = device_memory_gib * GIB
+    if plan["fits"]:
+        config = savers(spec)
+        return {"fit_with": {**config, "total_bytes": plan["per_device_bytes"],
+                             "step_time_bound_s": plan["step_time_s_lower_bound"]},
+                "shortfall_bytes": 0}
+    log(f"plan: {plan['size']} does not fit ({human_bytes(plan['per_device_bytes'])} > "
+        f"{device_memory_gib:g} GiB): searching loss tiles, accumulation, remat")
+
+    def compile_fn(candidate: StudySpec) -> dict:
+        return summarise(plan_size(candidate, plan["size"], mesh, timeout_s), device_memory_gib,
+                         peak_tflops)
+
+    return fit_search(spec, plan, rows // mesh[0], budget, compile_fn, log)
 
 
 def human_bytes(n: float | None) -> str:
@@ -258,15 +417,52 @@ def format_plans(spec: StudySpec, mesh: tuple[int, int], rows: int, plans: list[
             f"{p['compile_s']:.0f} s"))
         if estimate:
             notes.append(f"{p['size']}: memory is an {p['memory_source']}")
-    widths = [max(len(str(r[i])) for r in table) for i in range(len(columns))]
-    lines = head + ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-                    for r in table]
+    lines = head + align(table)
     lines.append("total/dev = arguments + outputs - donated aliases + temporaries + code "
                  "(compiled.memory_analysis(), per device); FLOP/step compiled = "
                  "cost_analysis() per device x devices; exact / 6N: mnmt.models.accounting; "
                  "step time >= is a lower bound (compute at peak only); MFU <= exact FLOPs / "
                  "(devices x compiled FLOPs per device)")
-    return "\n".join(lines + notes)
+    return "\n".join(lines + notes + format_fits(plans, rows // data, device_memory_gib))
+
+
+def align(table: list[tuple]) -> list[str]:
+    """Rows of cells as left-aligned columns."""
+    widths = [max(len(str(r[i])) for r in table) for i in range(len(table[0]))]
+    return ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+            for r in table]
+
+
+def format_fits(plans: list[dict], rows_per_device: int, device_memory_gib: float) -> list[str]:
+    """The "how to fit" lines under the table: one row per size that did not fit (none when
+    every size fits, so that output is unchanged)."""
+    misfits = [p for p in plans if "error" not in p and not p["fits"] and "fit_tried" in p]
+    if not misfits:
+        return []
+    lines = [f"how to fit in {device_memory_gib:g} GiB per device (searched in cost order, one "
+             f"compile each: loss_tiles {'/'.join(map(str, LOSS_TILE_CHOICES))}, then "
+             f"gradient_accumulation_steps among the divisors of the {rows_per_device} rows per "
+             "data-axis device, then remat_policy minimal, full):"]
+    table = [("size", "total/dev before", "loss_tiles", "accumulation", "remat", "total/dev",
+              "step time >=", "compiles")]
+    for p in misfits:
+        fit = p["fit_with"]
+        if fit is None:
+            table.append((p["size"], human_bytes(p["per_device_bytes"]), "-", "-", "-",
+                          f"none fits: {human_bytes(p['shortfall_bytes'])} short", "-",
+                          str(len(p["fit_tried"]))))
+            continue
+        table.append((p["size"], human_bytes(p["per_device_bytes"]), str(fit["loss_tiles"]),
+                      str(fit["gradient_accumulation_steps"]), fit["remat_policy"],
+                      human_bytes(fit["total_bytes"]), human_seconds(fit["step_time_bound_s"]),
+                      str(len(p["fit_tried"]))))
+    return lines + align(table) + [
+        "step time >= (cost model, mnmt.study.mesh_plan.step_time_bound): exact FLOPs per device "
+        "/ peak x remat factor (minimal 1.1, full 4/3) + the tiled loss's recomputed output "
+        "projection + per extra micro-batch 3 x parameter bytes per device at "
+        f"{DEFAULT_HBM_GBPS:g} GB/s; an estimate from XLA:CPU's temporaries, like the table",
+        "write the chosen settings in the study file: StudySpec.loss_tiles, "
+        "StudySpec.gradient_accumulation_steps, StudySpec.remat_policy"]
 
 
 def plan_command(spec: StudySpec, mesh_text: str, *, device_memory_gib: float | None,
@@ -287,7 +483,7 @@ def plan_command(spec: StudySpec, mesh_text: str, *, device_memory_gib: float | 
                          f"{timeout_s!r}")
     rows = check_mesh(spec, mesh, devices)
     plans = plan_study(spec, mesh, device_memory_gib=device_memory_gib, peak_tflops=peak_tflops,
-                       timeout_s=timeout_s, log=log)
+                       timeout_s=timeout_s, log=log, rows=rows)
     if as_json:
         print(json.dumps(plans, indent=1))
     else:
@@ -360,19 +556,25 @@ def compile_step(spec: StudySpec, size: str, mesh: tuple[int, int]) -> dict:
         network, make_optimizer(schedule, config.optimizer), schedule, device_mesh,
         run_setup.make_params_shardings_fn(network, example, device_mesh, rules), example,
         label_smoothing=config.label_smoothing, z_loss=config.z_loss,
-        accumulation_steps=config.gradient_accumulation_steps)
+        accumulation_steps=config.gradient_accumulation_steps, loss_tiles=config.loss_tiles)
     batch = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=fns.batch_sharding)
              for k, v in example.items()}
     start = time.monotonic()
     with partitioning.activation_context(device_mesh, rules):  # as the trainer's step is traced
         compiled = fns.step.lower(fns.abstract_state, batch).compile()
     compile_s = time.monotonic() - start
+    # positions the output projection scores per row: the targets (decoder-only: the whole row)
+    projected = lengths["targets"] + (lengths["inputs"] if model_config.is_decoder_only else 0)
     per_example = accounting.train_flops_per_example(model_config, lengths["inputs"],
                                                      lengths["targets"])
     return {
         "size": size, "mesh": [data, model], "devices": data * model, "rows": rows,
         "decoder_only": bool(model_config.is_decoder_only),
         "activation_dtype": config.activation_dtype, "remat_policy": config.remat_policy,
+        "loss_tiles": config.loss_tiles,
+        "gradient_accumulation_steps": config.gradient_accumulation_steps,
+        "output_projection_flops": float(2 * rows * projected * model_config.emb_dim
+                                         * model_config.vocab_size),
         "partitioning_rules": config.partitioning_rules,
         "params": int(accounting.param_counts(model_config).total),
         "param_bytes": shard_bytes(fns.abstract_state["params"]),

@@ -149,6 +149,12 @@ class StudySpec:
     # Rematerialisation of each layer in the backward pass (TrainConfig.remat_policy): "none",
     # "full", "minimal" or "dots_saveable"; less memory for more compute, same gradients.
     remat_policy: str = "none"
+    # Micro-batches per step of every run (TrainConfig.gradient_accumulation_steps): their
+    # gradients are summed, so less memory, same gradient; `mnmt-study plan --mesh` recommends one.
+    gradient_accumulation_steps: int = 1
+    # Output projection + loss in this many sequence slices (TrainConfig.loss_tiles): the
+    # vocabulary-sized logits exist one slice at a time; 1 = untiled.
+    loss_tiles: int = 1
     # Logical-axis rule set of every run (TrainConfig.partitioning_rules): "standard" (parameters
     # replicated over the data axis) or "fsdp" (parameters and optimizer slots split over it).
     partitioning_rules: str = "standard"
@@ -240,6 +246,7 @@ _FIELD_KINDS: dict[str, str] = {
     "cache_beam_args": "strs", "single_pair_runs": "bool", "uniform_mixture": "bool",
     "unimax_epochs": "numbers", "examples_per_row": "number", "epoch_cap": "number", "dirichlet_mixtures": "int",
     "dirichlet_concentration": "number", "design_seed": "int", "heldout_mixtures": "int",
+    "gradient_accumulation_steps": "int", "loss_tiles": "int",
 }
 _KIND_TEXT = {
     "str": "a string", "strs": "a tuple of strings", "seq": "a tuple", "numbers":
@@ -338,6 +345,10 @@ def validate(spec: StudySpec) -> None:
                            ("partitioning_rules", PARTITIONING_RULES)):
         if getattr(spec, field) not in allowed:
             raise StudyError(f"StudySpec.{field}: expected one of {', '.join(allowed)}, got "
+                             f"{getattr(spec, field)!r}")
+    for field in ("gradient_accumulation_steps", "loss_tiles"):
+        if getattr(spec, field) < 1:
+            raise StudyError(f"StudySpec.{field}: expected a positive integer (1 = off), got "
                              f"{getattr(spec, field)!r}")
     if spec.decay not in DECAYS:
         raise StudyError(f"StudySpec.decay: expected one of {', '.join(DECAYS)}, got {spec.decay!r}")

@@ -62,6 +62,12 @@ def test_fits_flips_when_the_device_memory_is_below_the_per_device_total(capsys)
     [tight] = _plan_json(capsys, *one, "--device-memory-gib", f"{smaller:.9f}")
     assert tight["per_device_bytes"] == roomy["per_device_bytes"]
     assert tight["fits"] is False
+    # the search compiled the tiled loss first (the cheapest saver) and it fits (a real compile)
+    assert roomy["fit_with"]["loss_tiles"] == 1 and "fit_tried" not in roomy
+    assert tight["fit_tried"][0]["loss_tiles"] == mesh_plan.LOSS_TILE_CHOICES[0]
+    fit = tight["fit_with"]
+    assert fit is not None and fit["total_bytes"] <= smaller * GIB < tight["per_device_bytes"]
+    assert fit["step_time_bound_s"] >= tight["step_time_s_lower_bound"] * 0.9
 
 
 @pytest.mark.parametrize(("args", "option", "expected"), [
