@@ -24,7 +24,7 @@ from mnmt.models.configs import ACTIVATION_DTYPES, PARTITIONING_RULES, REMAT_POL
 
 __all__ = ["OptimizerConfig", "optimizer_problems", "DECAYS", "COOLDOWN_SHAPES", "OPTIMIZERS",
            "InputConfig", "EvalConfig", "DecodeConfig", "CheckpointConfig",
-           "BranchConfig",
+           "BranchConfig", "TrackingConfig",
            "TrainConfig",
            "ACTIVATION_DTYPES", "REMAT_POLICIES", "PARTITIONING_RULES"]
 
@@ -222,6 +222,36 @@ class CheckpointConfig:
 
 @gin.configurable
 @dataclasses.dataclass
+class TrackingConfig:
+    """Tracking beside TensorBoard (`mnmt.training.tracking`): Weights & Biases and profiles.
+
+    Both are off by default; W&B needs the `tracking` extra (`pip install
+    "mnmt-scaling[tracking]"`). metrics.jsonl is written either way.
+    """
+
+    # W&B project the run logs to; "" (the default): no W&B.
+    wandb_project: str = ""
+    # "online" (log to the W&B server as the run trains) or "offline" (write the run under
+    # wandb_dir only; upload it later with `wandb sync`).
+    wandb_mode: str = "online"
+    # W&B entity (user or team) owning the project; "": the logged-in user's default entity.
+    wandb_entity: str = ""
+    # Display name of the W&B run; "": the run's run_id.
+    wandb_name: str = ""
+    # Tags of the W&B run.
+    wandb_tags: tuple[str, ...] = ()
+    # W&B group the run belongs to; "": the run's study (TrainConfig.study), if any.
+    wandb_group: str = ""
+    # Local directory W&B writes its files under (`<dir>/wandb/`); "": the run directory
+    # (model_dir), or W&B's own default when model_dir is remote.
+    wandb_dir: str = ""
+    # (A, B): a jax.profiler trace of steps A to B, both included (1 ≤ A ≤ B ≤ train_steps),
+    # written under model_dir/events/plugins/profile for TensorBoard; None: no trace.
+    profile_steps: tuple[int, int] | None = None
+
+
+@gin.configurable
+@dataclasses.dataclass
 class BranchConfig:
     """Cool-down branches (Hägele et al. 2024): budgets D from one run (`mnmt.training.branches`).
 
@@ -327,6 +357,8 @@ class TrainConfig:
     peak_flops: float | None = None
     # Write TensorBoard event files under model_dir/events.
     tensorboard: bool = True
+    # Weights & Biases logging and profiler traces (off by default).
+    tracking: TrackingConfig = dataclasses.field(default_factory=TrackingConfig)
 
     def updated(self, **changes: Any) -> TrainConfig:
         """A copy with `changes`; a section given as a dict updates only the fields it names.
@@ -357,8 +389,12 @@ class TrainConfig:
         config.decode.steps = tuple(config.decode.steps)
         config.checkpoint.keep_steps = tuple(config.checkpoint.keep_steps)
         config.branches.points = tuple(config.branches.points)
+        config.tracking.wandb_tags = tuple(config.tracking.wandb_tags)
+        if config.tracking.profile_steps is not None:
+            config.tracking.profile_steps = tuple(config.tracking.profile_steps)
         return config
 
 
 _SECTIONS = {"inputs": InputConfig, "eval": EvalConfig, "decode": DecodeConfig,
-             "checkpoint": CheckpointConfig, "branches": BranchConfig}
+             "checkpoint": CheckpointConfig, "branches": BranchConfig,
+             "tracking": TrackingConfig}

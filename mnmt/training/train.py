@@ -8,7 +8,8 @@ the installed `t5x_configs/`); `--gin.NAME=VALUE` binds a gin parameter or macro
 syntax: strings quoted). Before training, the tasks and mixture the config names are made
 available by `setup_tasks` (importing `MIXTURE_OR_TASK_MODULE`s and/or registering the synthetic
 family). Multi-host jobs pass `--coordinator_address --num_processes --process_id` (or run under
-SLURM / on a multi-host TPU slice, where JAX finds them itself).
+SLURM / on a multi-host TPU slice, where JAX finds them itself). `--profile_steps A:B` traces
+steps A to B with `jax.profiler` into MODEL_DIR/events (`TrackingConfig.profile_steps`).
 """
 
 from __future__ import annotations
@@ -103,6 +104,9 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
     parser.add_argument("--num_processes", type=int, default=None)
     parser.add_argument("--process_id", type=int, default=None)
     parser.add_argument("--quiet", action="store_true", help="no per-step progress lines")
+    parser.add_argument("--profile_steps", type=_profile_steps, default=None, metavar="A:B",
+                        help="trace steps A to B with jax.profiler into MODEL_DIR/events "
+                             "(TensorBoard's profile tab); sets TrackingConfig.profile_steps")
     args, rest = parser.parse_known_args(argv)
     bindings, unknown = [], []
     for item in rest:
@@ -118,6 +122,16 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, list[str
         parser.error("at least one --gin_file is required, e.g. "
                      "--gin_file=t5x_configs/runs/cpu_tiny.gin")
     return args, bindings
+
+
+def _profile_steps(text: str) -> tuple[int, int]:
+    """`--profile_steps A:B` (argparse type): the error names the flag and the expected form."""
+    from mnmt.training.tracking import parse_profile_steps  # noqa: PLC0415
+
+    try:
+        return parse_profile_steps(text, flag="--profile_steps")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--profile_steps: ")) from None
 
 
 def parse_gin(gin_files: Sequence[str], bindings: Sequence[str], search_paths: str = "") -> None:
@@ -143,6 +157,14 @@ def run(config=gin.REQUIRED, quiet: bool = False):
             print_progress(event)
 
     return trainer.train(config, progress=progress)
+
+
+def _with_profile_steps(config, steps: tuple[int, int]):
+    """`config` tracing `steps` (`--profile_steps`); ValueError naming the flag past its end."""
+    if steps[1] > config.train_steps:
+        raise ValueError(f"--profile_steps {steps[0]}:{steps[1]}: step {steps[1]} is past the "
+                         f"run's last step (TRAIN_STEPS = {config.train_steps})")
+    return config.updated(tracking={"profile_steps": steps})
 
 
 def _log_to_model_dir(model_dir: str) -> None:
@@ -189,6 +211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if zoo.is_decoder_only(config.model_size) else setup_tasks()
         if not config.eval.tasks and pair_tasks:  # EVAL_TASKS = None: every registered pair
             config = config.updated(eval={"tasks": dict(pair_tasks)})
+        if args.profile_steps is not None:
+            config = _with_profile_steps(config, args.profile_steps)
         _log_to_model_dir(config.model_dir)
         summary = run(config=config, quiet=args.quiet)
     except (ValueError, KeyError, FileNotFoundError, SyntaxError, io.NoSpaceError) as e:

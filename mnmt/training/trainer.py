@@ -33,7 +33,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from mnmt.tensorflow_setup import start_tensorflow
-from mnmt.training import branches, checkpoints, distributed, evaluation, run_files
+from mnmt.training import branches, checkpoints, distributed, evaluation, run_files, tracking
 from mnmt.training.config import TrainConfig
 from mnmt.training.fault_injection import nan_injection, poisoned
 from mnmt.training.host_inputs import gather_input_states
@@ -61,7 +61,8 @@ __all__ = ["TrainSummary", "train", "train_group", "train_with_branches", "check
 
 # What may differ between the runs of one group; everything else must be equal.
 GROUP_FIELDS = ("model_dir", "run_id", "seed", "study", "mixture_weights", "mixture_caps",
-                "extra", "inputs.mixture_or_task_name", "branches.parent_dir")
+                "extra", "inputs.mixture_or_task_name", "branches.parent_dir",
+                "tracking.wandb_name")
 
 
 @dataclasses.dataclass
@@ -149,6 +150,8 @@ def train_group(configs: list[TrainConfig], *,
     start_tensorflow()  # SeqIO's backend: sees no GPU (JAX owns the accelerators), quiet start-up
     distributed.initialize()  # no-op unless this is a multi-process job
     check_groupable(configs)
+    for config in configs:  # before any work: a bad TrackingConfig or no wandb stops here
+        tracking.check_tracking(config)
     progress = progress or print_progress
     setups = [build_setup(config) for config in configs]
     primary = jax.process_index() == 0
@@ -233,6 +236,14 @@ class _Member:
     status: str = "finished"
     message: str = ""
     last_train: tuple = (None, None, None)  # loss, learning rate, rates of the last train event
+    wandb: tracking.WandbRun = dataclasses.field(default_factory=tracking.WandbRun)
+
+    def scalars(self, name: str, step: int, values: dict, *, new_rows: bool) -> None:
+        """TensorBoard scalars `name/<tag>`; also to W&B when they come with `new_rows` in
+        metrics.jsonl (a resumed run does not log the steps it trains again)."""
+        self.tb.scalars(name, step, values)
+        if new_rows:
+            self.wandb.log(step, {f"{name}/{tag}": v for tag, v in values.items()})
 
 
 class _Loop:
@@ -249,13 +260,20 @@ class _Loop:
                     ckpt=checkpoints.Checkpointer(_checkpoint_dir(c.model_dir), keep=c.checkpoint.keep,
                                                   keep_steps=_kept_steps(c)))
             for c, s, w in zip(configs, setups, metrics, strict=True)]
+        for m in self.members:
+            m.wandb = tracking.start_wandb(m.config, m.setup.run_id, primary=primary)
+        self.profiler = tracking.Profiler(  # a cool-down branch repeats no trace of its parent
+            None if branches.is_branch(self.config) else self.config.tracking.profile_steps,
+            run_files.join(self.config.model_dir, "events"))
         self.kept_steps = set(_kept_steps(self.config))  # saved whatever the period
         self.grouped = len(self.members) > 1
         self.schedule = schedule_for(self.config)
         self.tx = make_optimizer(self.schedule, self.config.optimizer)
 
     def close(self) -> None:
+        self.profiler.close()
         for m in self.members:
+            m.wandb.finish("error")  # no-op once _finish marked its end
             if m.inputs is not None:
                 m.inputs.close()
             m.tb.close()
@@ -285,11 +303,11 @@ class _Loop:
             losses[(pair, es)] = np.atleast_1d(values)
         for i, m in enumerate(self.members):
             mine = {key: float(v[i]) for key, v in losses.items()}
-            m.metrics.write([dict(step=step, tokens=m.tokens, task=p, eval_set=e, metric="loss",
-                                  value=v) for (p, e), v in mine.items()])
+            new = m.metrics.write([dict(step=step, tokens=m.tokens, task=p, eval_set=e,
+                                        metric="loss", value=v) for (p, e), v in mine.items()])
             for es in c.eval.sets:
-                m.tb.scalars("eval", step, {f"{es}/{p}/loss": v for (p, e), v in mine.items()
-                                            if e == es})
+                m.scalars("eval", step, {f"{es}/{p}/loss": v for (p, e), v in mine.items()
+                                         if e == es}, new_rows=new > 0)
             first = {p: v for (p, e), v in mine.items() if e == s.first_eval_set}
             m.finals = first or m.finals
             self.progress(self._event(m, step, kind="eval", eval_losses={
@@ -312,10 +330,10 @@ class _Loop:
                     num_examples=c.decode.num_examples, progress=report.update)
                 report.finish()
                 base = dict(step=step, tokens=m.tokens, task=pair, eval_set=es)
-                m.metrics.write([{**base, "metric": "bleu", "value": scores.bleu},
-                                 {**base, "metric": "chrf", "value": scores.chrf}])
-                m.tb.scalars("eval", step, {f"{es}/{pair}/bleu": scores.bleu,
-                                            f"{es}/{pair}/chrf": scores.chrf})
+                new = m.metrics.write([{**base, "metric": "bleu", "value": scores.bleu},
+                                       {**base, "metric": "chrf", "value": scores.chrf}])
+                m.scalars("eval", step, {f"{es}/{pair}/bleu": scores.bleu,
+                                         f"{es}/{pair}/chrf": scores.chrf}, new_rows=new > 0)
                 if scores.examples:
                     m.tb.text("eval", step, f"{es}/{pair}/examples", "\n\n".join(
                         f"src: {a}  \nhyp: {b}  \nref: {r}" for a, b, r in scores.examples))
@@ -479,12 +497,14 @@ class _Loop:
                 if step + 1 == nan_at:  # test-only: see NAN_AT_STEP_ENV
                     state = self._poison(state, nan_runs)
                 batch = _stack_batches(batches) if self.grouped else batches[0]
+                self.profiler.before_step(step + 1)
                 state, metrics = fns.step(state, put_global_batch(
                     batch, fns.batch_sharding, s.global_rows, group_size=fns.group_size))
                 step += 1
                 next_states = [m.inputs.get_state() for m in self.members]
                 batches = [next(m.inputs) for m in self.members] if step < total else None
                 metrics = jax.device_get(metrics)  # overlapped with the next batch above
+                self.profiler.after_step(step, state)
                 if self._diverged(metrics, step):
                     break
                 for i, m in enumerate(self.members):
@@ -532,6 +552,7 @@ class _Loop:
 
     def _finish(self, m: _Member, step: int, signal_received) -> TrainSummary:
         m.tb.flush()
+        m.wandb.finish(m.status)
         if m.status == "finished":
             self._status_json(m, "finished", step, m.finals)
             self.progress(self._event(m, step, kind="done", message="finished"))
@@ -582,12 +603,12 @@ class _Loop:
         m.window = [0.0, 0]
         lr = float(metrics["learning_rate"])
         base = dict(step=step, tokens=m.tokens, task="all", eval_set="train")
-        m.metrics.write([{**base, "metric": "train_loss", "value": mean_loss},
-                         {**base, "metric": "learning_rate", "value": lr}])
-        m.tb.scalars("train", step, {
+        new = m.metrics.write([{**base, "metric": "train_loss", "value": mean_loss},
+                               {**base, "metric": "learning_rate", "value": lr}])
+        m.scalars("train", step, {
             "loss": mean_loss, "learning_rate": lr, "cross_entropy": float(metrics["cross_entropy"]),
             "grad_norm": float(metrics["grad_norm"]), "steps_per_s": rates[0],
-            "tokens_per_s": rates[1], "mfu": rates[2]})
+            "tokens_per_s": rates[1], "mfu": rates[2]}, new_rows=new > 0)
         self.progress(self._event(m, step, loss=mean_loss, lr=lr, rates=rates))
 
 
