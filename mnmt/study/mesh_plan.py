@@ -235,15 +235,16 @@ def fit_search(spec: StudySpec, base: dict, rows_per_device: int, budget_bytes: 
                 "shortfall_bytes": 0, "fit_tried": tried}
 
     best_spec, best_total = spec, base["per_device_bytes"]
-    for tiles in LOSS_TILE_CHOICES:
+    # a study that already tiles its loss (or accumulates) is searched from its own settings on
+    for tiles in (LOSS_TILE_CHOICES if spec.loss_tiles == 1 else ()):
         plan = attempt(loss_tiles=tiles)
         if plan and plan["per_device_bytes"] <= budget_bytes:
             return result(plan, dataclasses.replace(spec, loss_tiles=tiles))
         if plan and plan["per_device_bytes"] < best_total:
             best_spec, best_total = dataclasses.replace(spec, loss_tiles=tiles), \
                 plan["per_device_bytes"]
-    options = [k for k in divisors(rows_per_device) if k > 1]
-    points = [(1, best_total)]
+    options = [k for k in divisors(rows_per_device) if k > spec.gradient_accumulation_steps]
+    points = [(int(spec.gradient_accumulation_steps), best_total)]
     k = options[0] if options else None
     for _ in range(MAX_ACCUMULATION_COMPILES):
         if k is None:

@@ -110,3 +110,12 @@ def test_the_study_fields_reach_each_runs_train_config_and_are_checked():
     assert make_train_config(SPEC, run, data, Path("x"), mixture_name="plan").loss_tiles == 1
     with pytest.raises(StudyError, match="StudySpec.loss_tiles: expected a positive integer"):
         dataclasses.replace(SPEC, loss_tiles=0)
+
+
+def test_a_study_that_already_tiles_is_searched_from_its_own_settings():
+    compile_fn, calls = fake_memory()
+    spec = dataclasses.replace(SPEC, loss_tiles=8, gradient_accumulation_steps=2)
+    base = {**BASE, "per_device_bytes": 43 * MIB}  # 10 + 1 + 32
+    out = mesh_plan.fit_search(spec, base, 16, 20 * MIB, compile_fn)
+    assert calls[0] == {"loss_tiles": 8, "gradient_accumulation_steps": 4, "remat_policy": "none"}
+    assert out["fit_with"]["gradient_accumulation_steps"] > 2
