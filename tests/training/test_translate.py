@@ -126,11 +126,22 @@ def test_stdin_input_and_other_batch_size(trained, monkeypatch, capsys):
     lines = sources[:5]
     stdin = io.TextIOWrapper(io.BytesIO("".join(s + "\n" for s in lines).encode("utf-8")))
     monkeypatch.setattr(sys, "stdin", stdin)
+    shapes = []
+    predict = translate.Translator.predict
+
+    def recording(self, batch):
+        shapes.append({k: v.shape for k, v in batch.items()})
+        return predict(self, batch)
+
+    monkeypatch.setattr(translate.Translator, "predict", recording)
     rc, stdout, err = _translate(capsys, run_dir, "--input", "-", "--pair", PAIR,
                                  "--batch-size", "2", "--quiet")
     assert rc == 0, err
     assert stdout.splitlines() == [h for _, h, _ in decodes[8].examples][:5]
     assert err == ""  # --quiet
+    # 5 lines in 3 batches of one shape (the last padded): one compilation of the search
+    assert len(shapes) == 3 and all(s == shapes[0] for s in shapes)
+    assert shapes[0]["encoder_input_tokens"] == (2, LENGTHS["inputs"])
 
 
 def test_unknown_step_lists_the_available_ones(trained, capsys):
