@@ -126,7 +126,7 @@ def _restore_params(run_dir: str, step: int | None
                     ) -> tuple[Any, int, list[int], dict[str, Any]]:
     """(params, step restored, all steps, meta): `step`, or the newest checkpoint that
     restores."""
-    from mnmt.training.checkpoints import Checkpointer  # noqa: PLC0415
+    from mnmt.training.checkpoints import Checkpointer, CheckpointRestoreError  # noqa: PLC0415
 
     steps = checkpoint_steps(run_dir)
     if step is not None and step not in steps:
@@ -135,11 +135,17 @@ def _restore_params(run_dir: str, step: int | None
     checkpointer = Checkpointer(run_files.join(run_dir, CHECKPOINTS), read_only=True)
     try:
         state, meta = checkpointer.restore_raw(step)
+    except CheckpointRestoreError as err:  # no step given: none of them restores
+        raise TranslateError(str(err)) from err
+    except Exception as err:  # noqa: BLE001 (a damaged checkpoint shows as many error types)
+        raise TranslateError(f"checkpoint step {step} ({checkpointer.step_path(step)}) cannot be "
+                             f"restored: {type(err).__name__}: {err}") from err
     finally:
         checkpointer.close()
-    if not isinstance(state, dict) or "params" not in state:
-        raise TranslateError(f"checkpoint {step} of {run_dir} holds no parameters ('params')")
     restored = int(meta.get("step", step if step is not None else steps[-1]))
+    if not isinstance(state, dict) or "params" not in state:
+        raise TranslateError(f"checkpoint step {restored} of {run_dir} holds no parameters "
+                             "('params')")
     return state["params"], restored, steps, meta
 
 

@@ -306,3 +306,27 @@ def test_a_study_binding_decodes_whole_splits_at_chosen_steps():
     for decode in decodes:
         assert decode.num_examples == 0 and tuple(decode.steps) == (200,)
         assert decode.beam_size == 4  # the rest as before
+
+
+def test_an_unreadable_checkpoint_is_named_and_the_newest_readable_one_is_used(trained, tmp_path,
+                                                                               capsys):
+    import shutil
+    from pathlib import Path
+
+    run_dir, decodes, (src, _, _, _) = trained
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    step = copy / "checkpoints" / "step_8"
+    manifest = step / "state" / "manifest.ocdbt"
+    manifest.write_bytes(manifest.read_bytes()[: manifest.stat().st_size // 2])
+    rc, _, err = _translate(capsys, str(copy), "--checkpoint", "8", "--input", src,
+                            "--pair", PAIR)
+    assert rc == 2 and f"checkpoint step 8 ({step}) cannot be restored" in err
+    rc, stdout, err = _translate(capsys, str(copy), "--input", src, "--pair", PAIR,
+                                 "--batch-size", "16", "--json", "--output",
+                                 str(tmp_path / "hyp"))
+    assert rc == 0, err
+    assert json.loads(stdout)["checkpoint_step"] == 4  # the newest that restores
+    assert Path(tmp_path / "hyp").read_text(encoding="utf-8").splitlines() == \
+        [h for _, h, _ in decodes[4].examples]
+    assert manifest.exists()  # read-only: the unreadable checkpoint is left where it is
