@@ -315,7 +315,7 @@ def prepare_data(spec: StudySpec, out: Path, log, *, build_caches: bool = True):
         log(f"data: training a {spec.vocab_size}-piece SentencePiece vocabulary on {list(spec.pairs)}"
             + (f" (with the decoder-only separator {vocab.SEPARATOR})" if separator else ""))
         trained = Path(vocab.train_vocabulary(family, str(data_dir), spec.vocab_size,
-                                              separator=separator))
+                                              separator=separator, domains=study_domains(spec)))
         if trained != vocab_path:
             for suffix in (".vocab", ".model"):
                 if trained.with_suffix(suffix).exists():
@@ -361,6 +361,13 @@ def decoder_only_sizes(spec: StudySpec) -> list[str]:
 
     sizes = list(spec.sizes) + [entry[0] for entry in spec.heldout]
     return [size for size in dict.fromkeys(sizes) if zoo.is_decoder_only(size)]
+
+
+def study_domains(spec: StudySpec) -> list[str]:
+    """The domain names of the runs' `InputConfig.domains` (a training option of the study):
+    the `<dom_NAME>` pieces its vocabulary is trained with (Caillaut et al. 2024 §3.3)."""
+    domains = dict(spec.train_overrides).get("inputs.domains") or {}
+    return sorted({str(name) for name in dict(domains).values()})
 
 
 def needs_separator(spec: StudySpec) -> bool:

@@ -52,3 +52,21 @@ def test_an_encoder_decoder_study_run_with_an_option_is_refused_naming_it():
     config = _configs(spec)[0]
     with pytest.raises(ValueError, match="InputConfig.loss_on_tags applies to decoder-only"):
         run_setup.decoder_options_for(config, run_setup.model_config_for(config, 512))
+
+
+def test_the_study_vocabulary_is_trained_with_its_domain_tags(tmp_path, monkeypatch):
+    from mnmt.data import vocab
+
+    asked = {}
+
+    def record(*args, **kwargs):  # stands in for SentencePiece training: what the stage asks
+        asked.update(kwargs)
+        raise RuntimeError("stop after the vocabulary request")
+
+    monkeypatch.setattr(vocab, "train_vocabulary", record)
+    path = _study(tmp_path, "InputConfig.domains = {'en-de': 'news', 'en-zh': 'legal'}")
+    spec = stages.load_spec(path, None, [])
+    with pytest.raises(RuntimeError, match="stop after"):
+        stages.prepare_data(spec, tmp_path, lambda line: None)
+    assert asked["separator"] is True and asked["domains"] == ["legal", "news"]
+    assert stages.study_domains(stages.load_spec(_study(tmp_path), None, [])) == []
