@@ -31,6 +31,7 @@ from mnmt.training.config import (
     ACTIVATION_DTYPES,
     PARTITIONING_RULES,
     REMAT_POLICIES,
+    OptimizerConfig,
     TrainConfig,
 )
 from mnmt.training.optimizer import COOLDOWN_SHAPES
@@ -207,6 +208,8 @@ def build_run_json(config: TrainConfig, run_id: str, model_config: Any, vocab_si
             "learning_rate": float(config.learning_rate),
             "warmup_steps": int(config.warmup_steps),
             "decay": str(config.decay),
+            "final_lr_fraction": float(config.final_lr_fraction),
+            "optimizer": (config.optimizer or OptimizerConfig()).name,
             "cooldown_steps": int(config.cooldown_steps),
             "cooldown_shape": str(config.cooldown_shape),
             "label_smoothing": float(config.label_smoothing),

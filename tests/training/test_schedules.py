@@ -112,3 +112,6 @@ def test_adamw_cosine_run_lowers_the_loss_and_logs_the_cosine_rates(make_config)
     evals = {(r["step"], r["task"]): r["value"] for r in rows if r["metric"] == "loss"}
     for pair in config.eval.tasks:
         assert evals[(12, pair)] < evals[(6, pair)]
+    training = run_files.read_run_json(config.model_dir)["training"]
+    assert (training["optimizer"], training["decay"], training["final_lr_fraction"]) == \
+        ("adamw", "cosine", final)
