@@ -32,7 +32,9 @@ sequence-tiled loss (`loss_tiles`, `LOSS_TILE_CHOICES`; one more output-projecti
 then gradient accumulation (`gradient_accumulation_steps`, divisors of the rows each data-axis
 device holds: the first one tried is the smallest, then the one a line through the compiled
 totals, total(k) ≈ fixed + varying/k, predicts to fit, at least doubling), then
-rematerialisation ("minimal", then "full") at the largest accumulation tried. The step-time
+rematerialisation ("minimal", then "full") at the largest accumulation tried. When an
+accumulation fits but costs more than remat at the previous (smaller) accumulation would, that
+remat is compiled too and kept if it fits. The step-time
 bound of a configuration follows `step_time_bound`'s stated cost model. It stays an estimate:
 XLA:CPU's temporaries for the same partitioned step.
 """
@@ -234,6 +236,21 @@ def fit_search(spec: StudySpec, base: dict, rows_per_device: int, budget_bytes: 
                              "step_time_bound_s": step_time_bound(base, config)},
                 "shortfall_bytes": 0, "fit_tried": tried}
 
+    def cheaper_remat(missed: StudySpec, found: dict) -> dict | None:
+        """A remat policy on `missed` (the last accumulation that did not fit) that fits and
+        costs less than `found` (a large accumulation re-reads the parameters many times)."""
+        if missed.gradient_accumulation_steps == found["fit_with"]["gradient_accumulation_steps"]:
+            return None
+        for policy in REMAT_ORDER:
+            config = {**savers(missed), "remat_policy": policy}
+            if REMAT_COST[policy] <= REMAT_COST[missed.remat_policy] or \
+                    step_time_bound(base, config) >= found["fit_with"]["step_time_bound_s"]:
+                continue
+            plan = attempt(**config)
+            if plan and plan["per_device_bytes"] <= budget_bytes:
+                return result(plan, dataclasses.replace(missed, remat_policy=policy))
+        return None
+
     best_spec, best_total = spec, base["per_device_bytes"]
     # a study that already tiles its loss (or accumulates) is searched from its own settings on
     for tiles in (LOSS_TILE_CHOICES if spec.loss_tiles == 1 else ()):
@@ -254,7 +271,8 @@ def fit_search(spec: StudySpec, base: dict, rows_per_device: int, budget_bytes: 
         if plan is None:
             break
         if plan["per_device_bytes"] <= budget_bytes:
-            return result(plan, candidate)
+            found = result(plan, candidate)
+            return cheaper_remat(best_spec, found) or found
         points.append((k, plan["per_device_bytes"]))
         if plan["per_device_bytes"] < best_total:
             best_spec, best_total = candidate, plan["per_device_bytes"]

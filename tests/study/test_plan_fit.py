@@ -53,8 +53,11 @@ def test_accumulation_jumps_to_the_predicted_divisor_then_stops_at_the_first_fit
     # tiles: 75; k=2: 43 (no); the line through (1, 75), (2, 43) predicts k ≥ 64/(20 − 11) ≈ 7.1
     # -> the first divisor of 16 at or above it is 8: 11 + 8 = 19 MiB fits
     out, calls = search(20)
-    assert [c["gradient_accumulation_steps"] for c in calls] == [1, 2, 8]
-    assert all(c["loss_tiles"] == 8 and c["remat_policy"] == "none" for c in calls)
+    # then remat minimal at k=2, cheaper by the cost model (11 + 1 ms < 11 + 1.8 ms), is tried and
+    # does not fit (36.6 MiB); remat full at k=2 would cost more than k=8: not compiled
+    assert [(c["gradient_accumulation_steps"], c["remat_policy"]) for c in calls] == \
+        [(1, "none"), (2, "none"), (8, "none"), (2, "minimal")]
+    assert all(c["loss_tiles"] == 8 for c in calls)
     fit = out["fit_with"]
     assert (fit["gradient_accumulation_steps"], fit["total_bytes"]) == (8, 19 * MIB)
     # 7 extra micro-batches, each 3 × 100 MiB at 1200 GB/s
@@ -119,3 +122,17 @@ def test_a_study_that_already_tiles_is_searched_from_its_own_settings():
     out = mesh_plan.fit_search(spec, base, 16, 20 * MIB, compile_fn)
     assert calls[0] == {"loss_tiles": 8, "gradient_accumulation_steps": 4, "remat_policy": "none"}
     assert out["fit_with"]["gradient_accumulation_steps"] > 2
+
+
+def test_remat_at_the_smaller_accumulation_when_the_large_one_costs_more():
+    """122 rows per device allow 2, 61, 122: k=61 fits but its 60 extra passes over 1 GiB of
+    parameters cost more than remat minimal at k=2, which fits too and is kept."""
+    compile_fn, calls = fake_memory(fixed=10, logits=8, activations=64, remat={
+        "none": 1.0, "minimal": 0.5, "full": 0.3})
+    base = {**BASE, "param_bytes": 1024 * MIB}
+    out = mesh_plan.fit_search(SPEC, base, 122, 30 * MIB, compile_fn)
+    assert [(c["gradient_accumulation_steps"], c["remat_policy"]) for c in calls] == \
+        [(1, "none"), (2, "none"), (61, "none"), (2, "minimal")]
+    fit = out["fit_with"]
+    assert (fit["gradient_accumulation_steps"], fit["remat_policy"]) == (2, "minimal")
+    assert fit["total_bytes"] == 27 * MIB  # 10 + 1 + 32 × 0.5
