@@ -9,6 +9,7 @@ import os
 import signal
 import struct
 import sys
+import time
 
 import gin
 import pytest
@@ -89,6 +90,19 @@ def offline_runs(wandb_dir) -> dict[str, dict]:
     return runs
 
 
+def finished_runs(wandb_dir, ids: list[str], exits: int = 1,
+                  timeout_s: float = 30.0) -> dict[str, dict]:
+    """`offline_runs` once every run of `ids` has `exits` exit records (W&B's service writes the
+    transaction logs in the background; on a loaded machine a finished run's file can lag)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        runs = offline_runs(wandb_dir)
+        if all(len(runs.get(i, {}).get("exit_codes", [])) >= exits for i in ids) \
+                or time.monotonic() > deadline:
+            return runs
+        time.sleep(0.5)
+
+
 def expected_history(model_dir) -> dict[int, dict[str, float]]:
     """The W&B history a run should hold: its metrics.jsonl rows under TensorBoard's tags."""
     expected: dict[int, dict[str, float]] = {}
@@ -130,7 +144,7 @@ def test_wandb_logs_the_metrics_rows_and_a_resumed_run_continues_it(make_config,
     assert ids == [json.load(open(os.path.join(c.model_dir, tracking.WANDB_RUN_FILE)))
                    ["wandb_run_id"] for c in configs]
 
-    runs = offline_runs(offline_wandb)
+    runs = finished_runs(offline_wandb, ids, exits=2)
     assert sorted(runs) == sorted(set(ids))
     for config, wandb_id in zip(configs, ids, strict=True):
         run = runs[wandb_id]
@@ -158,9 +172,9 @@ def test_runs_of_one_process_have_one_wandb_run_each(make_config, offline_wandb)
             run.log(step, {"train/loss": 10.0 * i + step, "train/mfu": float("nan")})
     opened[0].finish("finished")
     opened[1].finish("diverged")
-    runs = offline_runs(offline_wandb)
     ids = [json.load(open(os.path.join(c.model_dir, tracking.WANDB_RUN_FILE)))["wandb_run_id"]
            for c in configs]
+    runs = finished_runs(offline_wandb, ids)
     assert sorted(runs) == sorted(ids) and ids[0] != ids[1]
     for i, wandb_id in enumerate(ids):
         assert runs[wandb_id]["history"] == {1: {"train/loss": 10.0 * i + 1},
