@@ -36,6 +36,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the sibling benchmark scripts
+from train_step import random_batch, time_steps  # noqa: E402  (one batch and timing rule)
+
 # Dense bf16 peak FLOP/s per device, by a substring of the device kind (first match wins).
 NOMINAL_PEAK_FLOPS: tuple[tuple[str, float], ...] = (
     ("H100 PCIe", 756e12), ("H100", 989e12), ("H200", 989e12), ("GH200", 989e12),
@@ -56,32 +59,6 @@ SIDE_KEYS = ("rows", "tokens_per_step", "sec_per_step", "tokens_per_s", "mfu",
 
 
 # ------------------------------------------------------------------ shared helpers
-def random_batch(rows: int, src: int, tgt: int, vocab: int, seed: int = 0) -> dict:
-    """One batch of T5X encoder-decoder features with random tokens (ids ≥ 2: no pad, no EOS)."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    targets = rng.integers(2, vocab, size=(rows, tgt), dtype=np.int32)
-    return {"encoder_input_tokens": rng.integers(2, vocab, size=(rows, src), dtype=np.int32),
-            "decoder_input_tokens": np.concatenate(
-                [np.zeros((rows, 1), np.int32), targets[:, :-1]], axis=1),
-            "decoder_target_tokens": targets,
-            "decoder_loss_weights": np.ones((rows, tgt), np.float32)}
-
-
-def time_steps(run_step, steps: int, warmup: int) -> float:
-    """Seconds per step: the best of 3 windows of `steps` steps after `warmup` steps."""
-    for _ in range(warmup):
-        run_step()
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        for _ in range(steps):
-            run_step()
-        best = min(best, (time.perf_counter() - start) / steps)
-    return best
-
-
 def nominal_peak(device_kind: str) -> float | None:
     """The dense bf16 peak of a known device kind (`NOMINAL_PEAK_FLOPS`), else None."""
     for fragment, flops in NOMINAL_PEAK_FLOPS:

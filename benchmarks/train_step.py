@@ -31,7 +31,8 @@ REF = dict(vocab=8000, d_model=256, layers=2, d_ff=1024, heads=4, head_dim=64,
            batch=32, src_len=64, tgt_len=64)
 
 
-def _batch_numpy(batch: int, src: int, tgt: int, vocab: int, seed: int = 0):
+def random_batch(batch: int, src: int, tgt: int, vocab: int, seed: int = 0):
+    """One batch of T5X encoder-decoder features, random tokens ≥ 2 (no padding, no EOS)."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -55,7 +56,8 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _time_steps(run_step, steps: int, warmup: int) -> float:
+def time_steps(run_step, steps: int, warmup: int) -> float:
+    """Seconds per step: the best of 3 windows of `steps` steps after `warmup` steps."""
     for _ in range(warmup):
         run_step()
     best = float("inf")
@@ -128,7 +130,7 @@ def _matmul_inputs(batch: int, src: int, tgt: int):
 
 def _time_parts(fn) -> float:
     """Seconds per call of one part of a step: `_time_steps` with 3 calls per window, 1 warm-up."""
-    return _time_steps(fn, steps=3, warmup=1)
+    return time_steps(fn, steps=3, warmup=1)
 
 
 def breakdown_ours(model, params, batch, args) -> dict:
@@ -192,7 +194,7 @@ def side_ours(args) -> dict:
                           num_encoder_layers=REF["layers"], num_decoder_layers=REF["layers"],
                           dropout_rate=0.0, dtype="float32", logits_via_embedding=False)
     model = EncoderDecoderModel(config)
-    batch = _batch_numpy(args.batch, args.src_len, args.tgt_len, REF["vocab"])
+    batch = random_batch(args.batch, args.src_len, args.tgt_len, REF["vocab"])
     fns = single_device_step_functions(model, batch, z_loss=1e-4)
     state = {"s": fns.init(jax.random.PRNGKey(0))}
     device_batch = put_global_batch(batch, fns.batch_sharding)
@@ -201,7 +203,7 @@ def side_ours(args) -> dict:
         state["s"], m = fns.step(state["s"], device_batch)
         jax.block_until_ready(m["loss"])
 
-    sec = _time_steps(run_step, args.steps, args.warmup)
+    sec = time_steps(run_step, args.steps, args.warmup)
     from mnmt.models import accounting
 
     flops = accounting.train_flops_per_example(config, args.src_len, args.tgt_len) * args.batch
@@ -240,7 +242,7 @@ def side_hf(args) -> dict:
     assert model.lm_head.weight.data_ptr() != model.shared.weight.data_ptr(), "logits are tied"
     opt = Adafactor(model.parameters(), lr=1e-3, relative_step=False, scale_parameter=True,
                     warmup_init=False)
-    b = _batch_numpy(args.batch, args.src_len, args.tgt_len, REF["vocab"])
+    b = random_batch(args.batch, args.src_len, args.tgt_len, REF["vocab"])
     enc = torch.from_numpy(b["encoder_input_tokens"].astype("int64"))
     dec = torch.from_numpy(b["decoder_input_tokens"].astype("int64"))
     labels = torch.from_numpy(b["decoder_target_tokens"].astype("int64"))
@@ -256,7 +258,7 @@ def side_hf(args) -> dict:
         opt.step()
         last["loss"] = float(loss)
 
-    sec = _time_steps(run_step, args.steps, args.warmup)
+    sec = time_steps(run_step, args.steps, args.warmup)
     n = sum(p.numel() for p in model.parameters())
     import transformers
 
