@@ -5,51 +5,38 @@ when the run is set up, naming the field."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from mnmt.data.decoder_format import DecoderOptions
 from mnmt.study import stages
-from mnmt.study.runner import StudyData, make_train_config
-from mnmt.study.spec import expand
-
-
-def _configs(spec):
-    data = StudyData(vocabulary_path="v.model", tasks={p: f"t_{p}" for p in spec.pairs},
-                     irreducible_loss={}, caps={})
-    return [make_train_config(spec, run, data, Path("/r") / run.run_id, mixture_name="mix")
-            for run in expand(spec)]
+from mnmt.study.test_utils import run_configs, write_study_file
 
 
 def _study(tmp_path, *lines) -> str:
-    path = tmp_path / "study.gin"
-    path.write_text("\n".join(['StudySpec.name = "dectags"', 'StudySpec.sizes = ("mini-dec-1",)',
-                               "StudySpec.weights = (0.5,)", *lines]) + "\n")
-    return str(path)
+    return write_study_file(tmp_path, *lines, name="dectags", sizes=("mini-dec-1",))
 
 
 def test_study_file_and_gin_bindings_reach_every_runs_input_config(tmp_path):
     path = _study(tmp_path, "InputConfig.source_language_tags = True",
                   "InputConfig.domains = {'en-de': 'news', 'en-zh': 'legal'}")
     spec = stages.load_spec(path, None, ["InputConfig.prefix_eos=True"])
-    configs = _configs(spec)
+    configs = run_configs(spec)
     assert configs and all(
         DecoderOptions.of(c.inputs) == DecoderOptions(
             source_language_tags=True, domains=(("en-de", "news"), ("en-zh", "legal")),
             prefix_eos=True) for c in configs)
     # --gin overrides the file; without bindings the runs keep the plain format
     spec = stages.load_spec(path, None, ["InputConfig.source_language_tags=False"])
-    assert {c.inputs.source_language_tags for c in _configs(spec)} == {False}
+    assert {c.inputs.source_language_tags for c in run_configs(spec)} == {False}
     plain = stages.load_spec(_study(tmp_path), None, [])
-    assert {DecoderOptions.of(c.inputs).changed_fields() == [] for c in _configs(plain)} == {True}
+    assert {DecoderOptions.of(c.inputs).changed_fields() == [] for c in run_configs(plain)} == {True}
 
 
 def test_an_encoder_decoder_study_run_with_an_option_is_refused_naming_it():
     from mnmt.training import run_setup
 
     spec = stages.load_spec(None, "ci", ["InputConfig.loss_on_tags=True"])
-    config = _configs(spec)[0]
+    config = run_configs(spec)[0]
     with pytest.raises(ValueError, match="InputConfig.loss_on_tags applies to decoder-only"):
         run_setup.decoder_options_for(config, run_setup.model_config_for(config, 512))
 

@@ -3,23 +3,19 @@ a study file or with `--gin` reach every run's TrainConfig (mnmt.study.train_opt
 
 import dataclasses
 import json
-from pathlib import Path
 
 import pytest
 
 from mnmt.study import cli, stages
 from mnmt.study.mesh_plan import spec_from_json
-from mnmt.study.runner import StudyData, make_train_config
 from mnmt.study.spec import PRESETS, StudyError, StudySpec, expand
+from mnmt.study.test_utils import run_configs, write_study_file
 from mnmt.training.config import EvalConfig, InputConfig, TrainConfig
 
 
 def train_config(spec: StudySpec, index: int = 0) -> TrainConfig:
     """The TrainConfig of the study's `index`-th run (no data read, no mixture registered)."""
-    data = StudyData(vocabulary_path="v.model", tasks={p: f"t_{p}" for p in spec.pairs},
-                     irreducible_loss={}, caps={})
-    run = expand(spec)[index]
-    return make_train_config(spec, run, data, Path("/r") / run.run_id, mixture_name="mix")
+    return run_configs(spec)[index]
 
 
 def plan(capsys, *args):
@@ -29,10 +25,7 @@ def plan(capsys, *args):
 
 
 def write_study(tmp_path, *lines) -> str:
-    path = tmp_path / "study.gin"
-    path.write_text("\n".join(['StudySpec.name = "opts"', 'StudySpec.sizes = ("micro-1",)',
-                               "StudySpec.weights = (0.5,)", *lines]) + "\n")
-    return str(path)
+    return write_study_file(tmp_path, *lines, name="opts")
 
 
 def test_a_gin_training_option_on_a_preset_reaches_every_runs_config(capsys):

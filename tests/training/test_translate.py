@@ -289,20 +289,13 @@ def test_decoder_only_translate_equals_the_trainers_decode(decoder_only_run, tmp
 def test_a_study_binding_decodes_whole_splits_at_chosen_steps():
     """`mnmt-study --gin DecodeConfig.num_examples=0 --gin 'DecodeConfig.steps=(200,)'` reaches
     every run's DecodeConfig (the study's training options, mnmt.study.train_options)."""
-    from pathlib import Path
-
     from mnmt.study import stages
-    from mnmt.study.runner import StudyData, make_train_config
-    from mnmt.study.spec import expand
+    from mnmt.study.test_utils import run_configs
 
     spec = stages.load_spec(None, "ci", ["DecodeConfig.num_examples=0",
                                          "DecodeConfig.steps=(200,)"])
-    data = StudyData(vocabulary_path="v.model", tasks={p: f"t_{p}" for p in spec.pairs},
-                     irreducible_loss={}, caps={})
-    runs = expand(spec)
-    decodes = [make_train_config(spec, run, data, Path("/r") / run.run_id,
-                                 mixture_name="mix").decode for run in runs]
-    assert len(runs) > 1
+    decodes = [config.decode for config in run_configs(spec)]
+    assert len(decodes) > 1
     for decode in decodes:
         assert decode.num_examples == 0 and tuple(decode.steps) == (200,)
         assert decode.beam_size == 4  # the rest as before
