@@ -26,17 +26,10 @@ leaves the caller's jax untouched, returns the compiler's memory (gigabytes for 
 when it exits, and can be stopped at `--compile-timeout` without losing the sizes already planned.
 It costs a jax import (a few seconds) per size.
 
-How to fit (`fit_search`): a size whose step does not fit is compiled again with the memory
-savers in the order of their cost, stopping at the first configuration that fits — the
-sequence-tiled loss (`loss_tiles`, `LOSS_TILE_CHOICES`; one more output-projection matmul),
-then gradient accumulation (`gradient_accumulation_steps`, divisors of the rows each data-axis
-device holds: the first one tried is the smallest, then the one a line through the compiled
-totals, total(k) ≈ fixed + varying/k, predicts to fit, at least doubling), then
-rematerialisation ("minimal", then "full") at the largest accumulation tried. When an
-accumulation fits but costs more than remat at the previous (smaller) accumulation would, that
-remat is compiled too and kept if it fits. The step-time
-bound of a configuration follows `step_time_bound`'s stated cost model. It stays an estimate:
-XLA:CPU's temporaries for the same partitioned step.
+How to fit: a size whose step does not fit is compiled again with the memory savers in the order
+of their cost (the tiled loss, gradient accumulation, remat), stopping at the first that fits
+(`mnmt.study.fit_search`). It stays an estimate: XLA:CPU's temporaries for the same partitioned
+step.
 """
 
 from __future__ import annotations
@@ -54,23 +47,18 @@ from pathlib import Path
 from typing import Any
 
 from mnmt.models.configs import PARTITIONING_RULES  # light: no jax
+from mnmt.study.fit_search import (
+    DEFAULT_HBM_GBPS,
+    GIB,
+    LOSS_TILE_CHOICES,
+    fit_search,
+    savers,
+)
 from mnmt.study.spec import StudySpec, expand
 from mnmt.study.stages import UsageError, spec_json
 
 DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
 DEFAULT_PEAK_TFLOPS = 275.0  # one TPU v4 chip's bf16 peak
-DEFAULT_HBM_GBPS = 1200.0  # one TPU v4 chip's HBM bandwidth (GB/s), for accumulation's cost
-GIB = 2**30
-# Tile counts of the loss that fit_search tries (the first that fits is kept; their cost is the
-# same: one more projection matmul whatever the count).
-LOSS_TILE_CHOICES = (8,)
-# Compute of a step with each remat policy relative to none (cost model, not measured):
-# "full" recomputes every layer's forward pass (≈ 2 + 4 + 2 = 8 of the 6 FLOPs per parameter and
-# token), "minimal" keeps the matmul outputs without batch dimensions and recomputes the
-# attention's batched products and the elementwise work.
-REMAT_COST = {"none": 1.0, "dots_saveable": 1.05, "minimal": 1.1, "full": 4.0 / 3.0}
-REMAT_ORDER = ("minimal", "full")
-MAX_ACCUMULATION_COMPILES = 4
 
 
 # ---------------------------------------------------------------- parent side (no jax)
@@ -159,135 +147,6 @@ def plan_size(spec: StudySpec, size: str, mesh: tuple[int, int], timeout_s: floa
         f"exit status {done.returncode}"
     return {"size": size, "error": f"planning process failed ({why})"
                                    + (f": {tail[-1].strip()[:300]}" if tail else "")}
-
-
-def savers(spec: StudySpec) -> dict:
-    """The memory-saving settings of `spec` as `fit_with` names them."""
-    return {"gradient_accumulation_steps": int(spec.gradient_accumulation_steps),
-            "loss_tiles": int(spec.loss_tiles), "remat_policy": str(spec.remat_policy)}
-
-
-def step_time_bound(plan: dict, config: dict, *, hbm_gbps: float = DEFAULT_HBM_GBPS) -> float:
-    """Lower bound on a step's time with the savers `config`, from an untiled, unaccumulated,
-    remat-free `plan` of the same size: the cost model `fit_search` ranks by.
-
-    compute = exact train FLOPs per device (`mnmt.models.accounting`) / peak × REMAT_COST[remat]
-    (relative to the plan's own remat policy); a tiled loss (`loss_tiles` > 1) adds one forward
-    output projection, 2 × target tokens × emb_dim × vocab FLOPs over all devices, recomputed in
-    the backward pass; k-step accumulation adds (k − 1) passes over the parameter shards and a
-    float32 gradient accumulator (3 × parameter bytes per device at `hbm_gbps`). Communication
-    and memory-bound work are otherwise not counted, as in the plan's own bound.
-    """
-    peak = plan["peak_tflops"] * 1e12
-    compute = plan["model_flops_per_step"] / plan["devices"] / peak
-    compute *= REMAT_COST[config["remat_policy"]] / REMAT_COST[plan.get("remat_policy", "none")]
-    if config["loss_tiles"] > 1:
-        compute += plan["output_projection_flops"] / plan["devices"] / peak
-    steps = config["gradient_accumulation_steps"]
-    return compute + (steps - 1) * 3 * plan["param_bytes"] / (hbm_gbps * 1e9)
-
-
-def divisors(n: int) -> list[int]:
-    """The divisors of n > 0, ascending."""
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def next_accumulation(options: list[int], tried: list[tuple[int, int]], budget: float) -> int | None:
-    """The next accumulation to compile: the smallest untried option ≥ both twice the last tried
-    and the k that the line total(k) = fixed + varying/k through the first and last compiled
-    (k, total) points predicts to fit in `budget`; None when no option is left."""
-    last = tried[-1][0]
-    want = 2 * last
-    (k0, m0), (k1, m1) = tried[0], tried[-1]
-    if k1 > k0 and m1 < m0:
-        varying = (m0 - m1) / (1 / k0 - 1 / k1)
-        fixed = m0 - varying / k0
-        want = max(want, math.ceil(varying / (budget - fixed)) if budget > fixed else options[-1])
-    left = [k for k in options if k > last]
-    return next((k for k in left if k >= want), left[-1] if left else None)
-
-
-def fit_search(spec: StudySpec, base: dict, rows_per_device: int, budget_bytes: float,
-               compile_fn: Callable[[StudySpec], dict],
-               log: Callable[[str], None] = lambda text: None) -> dict:
-    """Search the savers for `base` (a summarised plan that does not fit) in cost order (module
-    docstring), compiling each candidate with `compile_fn(spec with the savers)`. Returns
-    {"fit_with": {savers, total_bytes, step_time_bound_s} or None, "shortfall_bytes" (0 when
-    one fits; else the best total's excess), "fit_tried": [{savers, total_bytes}, …]}."""
-    tried: list[dict] = []
-
-    def attempt(**change) -> dict | None:
-        candidate = dataclasses.replace(spec, **change)
-        config = savers(candidate)
-        log(f"plan: {base['size']}: trying loss_tiles={config['loss_tiles']}, "
-            f"gradient_accumulation_steps={config['gradient_accumulation_steps']}, "
-            f"remat_policy={config['remat_policy']}")
-        plan = compile_fn(candidate)
-        total = plan.get("per_device_bytes")
-        tried.append({**config, "total_bytes": total,
-                      **({"error": plan["error"]} if "error" in plan else {})})
-        log(f"plan: {base['size']}: " + (f"not planned: {plan['error']}" if total is None else
-                                         f"{human_bytes(total)} per device"))
-        return plan if total is not None else None
-
-    def result(plan: dict | None, spec_used: StudySpec) -> dict:
-        config = savers(spec_used)
-        return {"fit_with": {**config, "total_bytes": int(plan["per_device_bytes"]),
-                             "step_time_bound_s": step_time_bound(base, config)},
-                "shortfall_bytes": 0, "fit_tried": tried}
-
-    def cheaper_remat(missed: StudySpec, found: dict) -> dict | None:
-        """A remat policy on `missed` (the last accumulation that did not fit) that fits and
-        costs less than `found` (a large accumulation re-reads the parameters many times)."""
-        if missed.gradient_accumulation_steps == found["fit_with"]["gradient_accumulation_steps"]:
-            return None
-        for policy in REMAT_ORDER:
-            config = {**savers(missed), "remat_policy": policy}
-            if REMAT_COST[policy] <= REMAT_COST[missed.remat_policy] or \
-                    step_time_bound(base, config) >= found["fit_with"]["step_time_bound_s"]:
-                continue
-            plan = attempt(**config)
-            if plan and plan["per_device_bytes"] <= budget_bytes:
-                return result(plan, dataclasses.replace(missed, remat_policy=policy))
-        return None
-
-    best_spec, best_total = spec, base["per_device_bytes"]
-    # a study that already tiles its loss (or accumulates) is searched from its own settings on
-    for tiles in (LOSS_TILE_CHOICES if spec.loss_tiles == 1 else ()):
-        plan = attempt(loss_tiles=tiles)
-        if plan and plan["per_device_bytes"] <= budget_bytes:
-            return result(plan, dataclasses.replace(spec, loss_tiles=tiles))
-        if plan and plan["per_device_bytes"] < best_total:
-            best_spec, best_total = dataclasses.replace(spec, loss_tiles=tiles), \
-                plan["per_device_bytes"]
-    options = [k for k in divisors(rows_per_device) if k > spec.gradient_accumulation_steps]
-    points = [(int(spec.gradient_accumulation_steps), best_total)]
-    k = options[0] if options else None
-    for _ in range(MAX_ACCUMULATION_COMPILES):
-        if k is None:
-            break
-        candidate = dataclasses.replace(best_spec, gradient_accumulation_steps=k)
-        plan = attempt(gradient_accumulation_steps=k, loss_tiles=best_spec.loss_tiles)
-        if plan is None:
-            break
-        if plan["per_device_bytes"] <= budget_bytes:
-            found = result(plan, candidate)
-            return cheaper_remat(best_spec, found) or found
-        points.append((k, plan["per_device_bytes"]))
-        if plan["per_device_bytes"] < best_total:
-            best_spec, best_total = candidate, plan["per_device_bytes"]
-        k = next_accumulation(options, points, budget_bytes)
-    for policy in REMAT_ORDER:
-        if REMAT_COST[policy] <= REMAT_COST[spec.remat_policy]:
-            continue  # the study already remats at least this much
-        candidate = dataclasses.replace(best_spec, remat_policy=policy)
-        plan = attempt(**{**savers(best_spec), "remat_policy": policy})
-        if plan and plan["per_device_bytes"] <= budget_bytes:
-            return result(plan, candidate)
-        if plan and plan["per_device_bytes"] < best_total:
-            best_total = plan["per_device_bytes"]
-    return {"fit_with": None, "shortfall_bytes": int(best_total - budget_bytes),
-            "fit_tried": tried}
 
 
 def summarise(raw: dict, device_memory_gib: float, peak_tflops: float) -> dict:
@@ -476,7 +335,7 @@ def format_fits(plans: list[dict], rows_per_device: int, device_memory_gib: floa
                       human_bytes(fit["total_bytes"]), human_seconds(fit["step_time_bound_s"]),
                       str(len(p["fit_tried"]))))
     return lines + align(table) + [
-        "step time >= (cost model, mnmt.study.mesh_plan.step_time_bound): exact FLOPs per device "
+        "step time >= (cost model, mnmt.study.fit_search.step_time_bound): exact FLOPs per device "
         "/ peak x remat factor (minimal 1.1, full 4/3) + the tiled loss's recomputed output "
         "projection + per extra micro-batch 3 x parameter bytes per device at "
         f"{DEFAULT_HBM_GBPS:g} GB/s; an estimate from XLA:CPU's temporaries, like the table",

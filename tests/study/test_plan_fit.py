@@ -1,4 +1,4 @@
-"""`mnmt-study plan --mesh`'s search for a configuration that fits (mnmt.study.mesh_plan.fit_search),
+"""`mnmt-study plan --mesh`'s search for a configuration that fits (mnmt.study.fit_search.fit_search),
 on made-up compile results: the order of the candidates, when it stops, and what it reports."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from mnmt.study import mesh_plan
+from mnmt.study import fit_search, mesh_plan
 from mnmt.study.spec import PRESETS
 
 MIB = 2**20
@@ -20,7 +20,7 @@ def fake_memory(fixed=10, logits=8, activations=64, remat=None):
     calls = []
 
     def compile_fn(spec):
-        calls.append(mesh_plan.savers(spec))
+        calls.append(fit_search.savers(spec))
         share = remat[spec.remat_policy]
         total = fixed + logits / spec.loss_tiles + activations / spec.gradient_accumulation_steps * share
         return {"size": "mini-1", "per_device_bytes": int(total * MIB)}
@@ -35,7 +35,7 @@ BASE = {"size": "mini-1", "per_device_bytes": 82 * MIB, "fits": False, "devices"
 
 def search(budget_mib, rows_per_device=16, **kw):
     compile_fn, calls = fake_memory(**kw)
-    out = mesh_plan.fit_search(SPEC, BASE, rows_per_device, budget_mib * MIB, compile_fn)
+    out = fit_search.fit_search(SPEC, BASE, rows_per_device, budget_mib * MIB, compile_fn)
     return out, calls
 
 
@@ -74,15 +74,15 @@ def test_remat_after_the_largest_accumulation_and_the_shortfall_when_nothing_fit
     out, calls = search(5)
     assert out["fit_with"] is None
     assert out["shortfall_bytes"] == int(12.2 * MIB) - 5 * MIB
-    assert len(out["fit_tried"]) == len(calls) <= 1 + mesh_plan.MAX_ACCUMULATION_COMPILES + 2
+    assert len(out["fit_tried"]) == len(calls) <= 1 + fit_search.MAX_ACCUMULATION_COMPILES + 2
 
 
 def test_next_accumulation_at_least_doubles_and_stays_a_divisor():
     options = [2, 61, 122]  # 122 rows per data-axis device (fernandes on 16x4)
-    assert mesh_plan.next_accumulation(options, [(1, 100), (2, 60)], 90) == 61
-    assert mesh_plan.next_accumulation(options, [(1, 100), (61, 20)], 10) == 122
-    assert mesh_plan.next_accumulation(options, [(1, 100), (122, 20)], 10) is None
-    assert mesh_plan.divisors(12) == [1, 2, 3, 4, 6, 12]
+    assert fit_search.next_accumulation(options, [(1, 100), (2, 60)], 90) == 61
+    assert fit_search.next_accumulation(options, [(1, 100), (61, 20)], 10) == 122
+    assert fit_search.next_accumulation(options, [(1, 100), (122, 20)], 10) is None
+    assert fit_search.divisors(12) == [1, 2, 3, 4, 6, 12]
 
 
 def test_a_size_that_fits_keeps_its_settings_and_the_table_gets_no_fit_lines():
@@ -119,7 +119,7 @@ def test_a_study_that_already_tiles_is_searched_from_its_own_settings():
     compile_fn, calls = fake_memory()
     spec = dataclasses.replace(SPEC, loss_tiles=8, gradient_accumulation_steps=2)
     base = {**BASE, "per_device_bytes": 43 * MIB}  # 10 + 1 + 32
-    out = mesh_plan.fit_search(spec, base, 16, 20 * MIB, compile_fn)
+    out = fit_search.fit_search(spec, base, 16, 20 * MIB, compile_fn)
     assert calls[0] == {"loss_tiles": 8, "gradient_accumulation_steps": 4, "remat_policy": "none"}
     assert out["fit_with"]["gradient_accumulation_steps"] > 2
 
@@ -130,7 +130,7 @@ def test_remat_at_the_smaller_accumulation_when_the_large_one_costs_more():
     compile_fn, calls = fake_memory(fixed=10, logits=8, activations=64, remat={
         "none": 1.0, "minimal": 0.5, "full": 0.3})
     base = {**BASE, "param_bytes": 1024 * MIB}
-    out = mesh_plan.fit_search(SPEC, base, 122, 30 * MIB, compile_fn)
+    out = fit_search.fit_search(SPEC, base, 122, 30 * MIB, compile_fn)
     assert [(c["gradient_accumulation_steps"], c["remat_policy"]) for c in calls] == \
         [(1, "none"), (2, "none"), (61, "none"), (2, "minimal")]
     fit = out["fit_with"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mnmt.models import accounting, zoo
-from mnmt.study import cli, mesh_plan
+from mnmt.study import cli, fit_search, mesh_plan
 from mnmt.study.runner import StudyData, make_train_config
 from mnmt.study.spec import PRESETS, StudyError, StudySpec, expand
 
@@ -64,7 +64,7 @@ def test_fits_flips_when_the_device_memory_is_below_the_per_device_total(capsys)
     assert tight["fits"] is False
     # the search compiled the tiled loss first (the cheapest saver) and it fits (a real compile)
     assert roomy["fit_with"]["loss_tiles"] == 1 and "fit_tried" not in roomy
-    assert tight["fit_tried"][0]["loss_tiles"] == mesh_plan.LOSS_TILE_CHOICES[0]
+    assert tight["fit_tried"][0]["loss_tiles"] == fit_search.LOSS_TILE_CHOICES[0]
     fit = tight["fit_with"]
     assert fit is not None and fit["total_bytes"] <= smaller * GIB < tight["per_device_bytes"]
     assert fit["step_time_bound_s"] >= tight["step_time_s_lower_bound"] * 0.9
