@@ -165,7 +165,10 @@ def summarise(raw: dict, device_memory_gib: float, peak_tflops: float) -> dict:
         total = 2 * raw["state_bytes"] + raw["batch_bytes"]
         source = ("estimate: memory_analysis() returned None; 2 x state + batch, "
                   "activations not counted")
-    compiled_flops = raw.get("compiled_flops_per_device")
+    # XLA's cost analysis counts a loop body once: a step that accumulates gradients or tiles
+    # its loss (a scan) would be undercounted, so it gets the exact count instead
+    looped = raw.get("gradient_accumulation_steps", 1) > 1 or raw.get("loss_tiles", 1) > 1
+    compiled_flops = None if looped else raw.get("compiled_flops_per_device")
     per_device = compiled_flops if compiled_flops else raw["model_flops_per_step"] / devices
     step_time = per_device / (peak_tflops * 1e12)
     return {
@@ -176,7 +179,9 @@ def summarise(raw: dict, device_memory_gib: float, peak_tflops: float) -> dict:
         "fits": bool(total <= device_memory_gib * GIB),
         "flops_per_device": float(per_device),
         "flops_source": "compiled.cost_analysis()" if compiled_flops else
-                        "estimate: accounting.train_flops_per_example / devices",
+                        "estimate: accounting.train_flops_per_example / devices"
+                        + (" (the compiled count sees one pass of the step's loops)"
+                           if looped else ""),
         "flops_per_step": float(per_device * devices),
         "peak_tflops": float(peak_tflops),
         "step_time_s_lower_bound": step_time,

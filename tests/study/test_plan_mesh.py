@@ -109,6 +109,20 @@ def test_without_memory_analysis_the_total_is_a_labelled_estimate():
     assert plan["step_time_s_lower_bound"] == pytest.approx(1e12 / 100e12)
 
 
+@pytest.mark.parametrize("loops", [{"gradient_accumulation_steps": 2}, {"loss_tiles": 8}])
+def test_a_step_with_loops_is_timed_from_the_exact_flops_not_the_compiled_count(loops):
+    """XLA's cost analysis counts a loop body once: an accumulating or tiled step's compiled
+    FLOPs would make its step-time bound too small, so the exact count is used."""
+    raw = {"size": "s", "devices": 4, "state_bytes": 100, "batch_bytes": 10, "memory": None,
+           "compiled_flops_per_device": 0.6e12, "model_flops_per_step": 4e12}
+    plain = mesh_plan.summarise(raw, device_memory_gib=1.0, peak_tflops=100.0)
+    assert plain["flops_per_device"] == pytest.approx(0.6e12)  # no loop: the compiled count
+    looped = mesh_plan.summarise({**raw, **loops}, device_memory_gib=1.0, peak_tflops=100.0)
+    assert looped["flops_per_device"] == pytest.approx(1e12)
+    assert looped["step_time_s_lower_bound"] == pytest.approx(1e12 / 100e12)
+    assert "loops" in looped["flops_source"]
+
+
 def test_a_failed_size_is_reported_not_fitted():
     plan = mesh_plan.summarise({"size": "s", "error": "boom"}, 1.0, 275.0)
     assert plan["fits"] is None and plan["per_device_bytes"] is None and plan["error"] == "boom"
