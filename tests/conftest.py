@@ -7,9 +7,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gin
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.fixture(autouse=True)
+def no_gin_bindings_left_behind():
+    """Every test ends with gin's global config cleared: a test that parses gin (`mnmt-train`'s
+    main does) would otherwise leave bindings that a later test's gin-configurable
+    `TrainConfig(...)` silently picks up (a run id, an optimizer)."""
+    yield
+    gin.clear_config()
 
 
 @pytest.fixture(scope="session")
