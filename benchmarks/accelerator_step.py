@@ -34,10 +34,9 @@ import os
 import platform
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the sibling benchmark scripts
-from train_step import random_batch, time_steps  # noqa: E402  (one batch and timing rule)
+from train_step import measure_peak, random_batch, time_steps  # noqa: E402  (one rule each)
 
 # Dense bf16 peak FLOP/s per device, by a substring of the device kind (first match wins).
 NOMINAL_PEAK_FLOPS: tuple[tuple[str, float], ...] = (
@@ -200,22 +199,12 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def measured_peak_jax(dtype: str, n: int = 4096, repeats: int = 5) -> float:
-    """Best FLOP/s of an n×n matmul in `dtype` on the default JAX device (n 1024 on CPU)."""
+def measured_peak_jax(dtype: str) -> float:
+    """Best matmul FLOP/s in `dtype` on the default JAX device: 4096² (1024² on CPU)."""
     import jax
-    import jax.numpy as jnp
 
-    if jax.devices()[0].platform == "cpu":
-        n = 1024
-    a = jnp.ones((n, n), getattr(jnp, dtype))
-    matmul = jax.jit(lambda x, y: x @ y)
-    matmul(a, a).block_until_ready()
-    best = 0.0
-    for _ in range(repeats):
-        start = time.perf_counter()
-        matmul(a, a).block_until_ready()
-        best = max(best, 2 * n**3 / (time.perf_counter() - start))
-    return best
+    n = 1024 if jax.devices()[0].platform == "cpu" else 4096
+    return measure_peak(n, repeats=5, dtype=dtype)
 
 
 # ------------------------------------------------------------------ parent
