@@ -319,8 +319,12 @@ class _Loop:
             for es in c.eval.sets:
                 if m.metrics.has(step, pair, es, "bleu") and m.metrics.has(step, pair, es, "chrf"):
                     continue
-                # a list, so the decode knows its total (progress lines of a long split)
-                batches = list(s.eval_batches(task, es, with_targets=True))
+                # a list, so the decode knows its total (progress lines of a long split), when
+                # it is in memory anyway or all of it is decoded; otherwise read only as far as
+                # num_examples (an uncached split is not built whole for 64 sentences)
+                batches = s.eval_batches(task, es, with_targets=True)
+                if c.eval.cache_batches or c.decode.num_examples == evaluation.ALL_EXAMPLES:
+                    batches = list(batches)
                 report = evaluation.DecodeProgress(
                     lambda line: self.progress(self._event(m, step, kind="decode",
                                                            message=line)),
