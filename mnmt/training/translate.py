@@ -38,7 +38,7 @@ from fitting.data.schema import RUN_JSON
 from mnmt.training import evaluation, run_files
 from mnmt.training.config import DecodeConfig
 
-__all__ = ["TranslateError", "TrainedRun", "read_run", "checkpoint_steps", "load_run",
+__all__ = ["TranslateError", "TrainedRun", "read_run", "load_run",
            "decoder_options_of", "choose_pair", "Translator", "read_lines", "main"]
 
 CHECKPOINTS = "checkpoints"  # MODEL_DIR/checkpoints/step_N (mnmt.training.checkpoints)
@@ -104,9 +104,11 @@ def read_run(run_dir: str) -> dict[str, Any]:
     return run
 
 
-def checkpoint_steps(run_dir: str) -> list[int]:
-    """The run's checkpoint steps, oldest first (TranslateError when it has none)."""
-    from mnmt.training.checkpoints import Checkpointer  # noqa: PLC0415  (orbax, jax)
+def _restore_params(run_dir: str, step: int | None
+                    ) -> tuple[Any, int, list[int], dict[str, Any]]:
+    """(params, step restored, all steps, meta): `step`, or the newest checkpoint that
+    restores; TranslateError when the run has no checkpoint or not `step`."""
+    from mnmt.training.checkpoints import Checkpointer, CheckpointRestoreError  # noqa: PLC0415
 
     directory = run_files.join(run_dir, CHECKPOINTS)
     if not io.isdir(directory):
@@ -115,28 +117,16 @@ def checkpoint_steps(run_dir: str) -> list[int]:
     checkpointer = Checkpointer(directory, read_only=True)
     try:
         steps = checkpointer.all_steps()
-    finally:
-        checkpointer.close()
-    if not steps:
-        raise TranslateError(f"{directory} holds no complete checkpoint")
-    return steps
-
-
-def _restore_params(run_dir: str, step: int | None
-                    ) -> tuple[Any, int, list[int], dict[str, Any]]:
-    """(params, step restored, all steps, meta): `step`, or the newest checkpoint that
-    restores."""
-    from mnmt.training.checkpoints import Checkpointer, CheckpointRestoreError  # noqa: PLC0415
-
-    steps = checkpoint_steps(run_dir)
-    if step is not None and step not in steps:
-        raise TranslateError(f"{run_dir} has no checkpoint at step {step}: available steps "
-                             f"{', '.join(map(str, steps))}")
-    checkpointer = Checkpointer(run_files.join(run_dir, CHECKPOINTS), read_only=True)
-    try:
+        if not steps:
+            raise TranslateError(f"{directory} holds no complete checkpoint")
+        if step is not None and step not in steps:
+            raise TranslateError(f"{run_dir} has no checkpoint at step {step}: available steps "
+                                 f"{', '.join(map(str, steps))}")
         state, meta = checkpointer.restore_raw(step)
     except CheckpointRestoreError as err:  # no step given: none of them restores
         raise TranslateError(str(err)) from err
+    except TranslateError:
+        raise
     except Exception as err:  # noqa: BLE001 (a damaged checkpoint shows as many error types)
         raise TranslateError(f"checkpoint step {step} ({checkpointer.step_path(step)}) cannot be "
                              f"restored: {type(err).__name__}: {err}") from err
