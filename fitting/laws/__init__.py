@@ -10,6 +10,11 @@
 * :mod:`fitting.laws.chinchilla`     L(N, D) (Caillaut eq. 2), optimised in
   :mod:`fitting.laws.chinchilla_opt`
 * :mod:`fitting.laws.dpl`            the Double Power Law and optimal ratios (Chen eq. 5–7)
+* :mod:`fitting.laws.mixture_laws`   mixture laws for K pairs (Fernandes eq. 11 with transfer,
+  Ye et al. 2024, Shukor et al. 2025); runs from tables in :mod:`fitting.laws.mixture_runs`,
+  the losses outside their domain in :mod:`fitting.laws.mixture_domain`, their comparison in
+  :mod:`fitting.laws.mixture_compare`, weights in :mod:`fitting.laws.mixture_recommend` against
+  the baselines of :mod:`fitting.laws.mixture_baselines`
 
 Laws depend on :mod:`fitting.core` and :mod:`fitting.data` only, never on plots or reports.
 """
@@ -31,6 +36,11 @@ _EXPORTS = {
                      "correct_final_losses"], "learning_curve"),
     **dict.fromkeys(["ChinchillaFit", "fit_chinchilla"], "chinchilla"),
     **dict.fromkeys(["DPLFit", "fit_dpl", "optimal_sampling_ratios", "CHEN_EQ6_PRESET"], "dpl"),
+    **dict.fromkeys(["MixtureLawFit", "fit_mixture_law"], "mixture_laws"),
+    **dict.fromkeys(["MixtureRuns", "mixture_runs", "read_wide_runs"], "mixture_runs"),
+    **dict.fromkeys(["MixtureComparison", "compare_mixture_laws", "transfer_matrix"],
+                    "mixture_compare"),
+    "recommend_mixture": "mixture_recommend",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -2,9 +2,9 @@
 
 :func:`mixture_section` fits the laws of :mod:`fitting.laws.mixture_laws` to the runs that are
 not held out, compares them by leave-one-mixture-out cross-validation and on the held-out runs
-(:func:`fitting.laws.mixture_fit.compare_mixture_laws`), draws the transfer matrix τ of the
+(:func:`fitting.laws.mixture_compare.compare_mixture_laws`), draws the transfer matrix τ of the
 eq. 11 law, and recommends weights at a target size under the caller's constraints
-(:func:`fitting.laws.mixture_fit.recommend_mixture`). With fewer than 3 pairs it does nothing
+(:func:`fitting.laws.mixture_recommend.recommend_mixture`). With fewer than 3 pairs it does nothing
 (two-pair reports are unchanged); with too few design mixtures (< K + 2) it states why it was
 skipped. Fields of ``fits.json["mixture"]``: docs/guides/fitting.md.
 """
@@ -20,15 +20,9 @@ import pandas as pd
 
 from fitting.core.base import FitError, json_safe
 from fitting.data.tables import read_table
-from fitting.laws.mixture_fit import (
-    MixtureComparison,
-    MixtureRuns,
-    compare_mixture_laws,
-    mixture_runs,
-    read_wide_runs,
-    recommend_mixture,
-    transfer_matrix,
-)
+from fitting.laws.mixture_compare import MixtureComparison, compare_mixture_laws, transfer_matrix
+from fitting.laws.mixture_recommend import recommend_mixture
+from fitting.laws.mixture_runs import MixtureRuns, mixture_runs, read_wide_runs
 from fitting.report.heldout import check_heldout_runs
 from fitting.report.markdown import Document, format_number
 
@@ -138,6 +132,7 @@ def mixture_section(doc: Document, rep, table: pd.DataFrame, out_dir: str, *,
         cmp = compare_mixture_laws(runs, n_boot=n_boot, seed=seed, **_domain(constraints))
     except FitError as e:
         return _skip(doc, rep, str(e), header=False)
+    rep.mixture_laws = dict(cmp.laws)  # the verification section predicts with them
     rec = None
     try:
         rec = _recommend(cmp, target_sizes, constraints, seed)

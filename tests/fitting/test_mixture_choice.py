@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fitting.laws.mixture_fit import compare_mixture_laws
+from fitting.laws.mixture_compare import compare_mixture_laws
 from fitting.test_utils import datamixing_truth, known_truth_mixture_runs, transfer_truth
 
 
