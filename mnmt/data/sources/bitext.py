@@ -13,10 +13,13 @@ import gzip
 import logging
 import os
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["BitextError", "BitextStats", "read_bitext", "count_bitext", "register_bitext_task"]
+from mnmt.data.sources.parts import ReadCount, attach, even_ranges
+
+__all__ = ["BitextError", "BitextStats", "BitextParts", "read_bitext", "count_bitext",
+           "register_bitext_task"]
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +41,8 @@ class BitextStats:
         self.reasons[reason] = self.reasons.get(reason, 0) + 1
 
 
-def _open_lines(path: str) -> Iterator[bytes]:
+def _open_binary(path: str):
+    """A binary file object of a local or ``tf.io.gfile`` path (FileNotFoundError naming it)."""
     from fitting.data.io import is_remote
 
     if is_remote(path):
@@ -46,12 +50,24 @@ def _open_lines(path: str) -> Iterator[bytes]:
 
         if not tf.io.gfile.exists(path):
             raise FileNotFoundError(f"bitext file not found: {path}")
-        opener = tf.io.gfile.GFile(path, "rb")
-    elif not os.path.isfile(path):
+        return tf.io.gfile.GFile(path, "rb")
+    if not os.path.isfile(path):
         raise FileNotFoundError(f"bitext file not found: {path}")
-    else:
-        opener = open(path, "rb")  # noqa: SIM115  (closed by the with below; C readline, fast)
-    with opener as raw:
+    return open(path, "rb")  # noqa: SIM115  (closed by the caller's with; C readline, fast)
+
+
+def _file_size(path: str) -> int:
+    from fitting.data.io import is_remote
+
+    if is_remote(path):
+        import tensorflow as tf
+
+        return int(tf.io.gfile.stat(path).length)
+    return os.path.getsize(path)
+
+
+def _open_lines(path: str) -> Iterator[bytes]:
+    with _open_binary(path) as raw:
         f = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
         try:
             yield from f
@@ -83,72 +99,206 @@ def read_bitext(
     of more. Sides are stripped of surrounding whitespace and must be non-empty.
     """
     st = stats if stats is not None else BitextStats()
+    if tgt_path is None:
+        yield from _tsv_pairs(enumerate(_open_lines(path), start=1), path, skip_malformed,
+                              columns, st)
+    else:
+        yield from _aligned_pairs(_aligned_lines(path, tgt_path), path, tgt_path,
+                                  skip_malformed, st)
+    _log_skipped(path, tgt_path, st)
+
+
+def _log_skipped(path: str, tgt_path: str | None, st: BitextStats) -> None:
+    if st.skipped:
+        log.warning("bitext %s: read %d pairs, skipped %d malformed line(s): %s",
+                    path if tgt_path is None else f"{path} + {tgt_path}", st.read, st.skipped,
+                    st.reasons)
+
+
+def _rejecter(skip_malformed: bool, st: BitextStats):
+    """What a malformed line does: raise :class:`BitextError`, or count it as skipped."""
 
     def bad(msg: str) -> None:
         if not skip_malformed:
             raise BitextError(msg)
         st.skip(msg.split(": ", 1)[1].split(";")[0])
 
-    if tgt_path is None:
-        for lineno, raw in enumerate(_open_lines(path), start=1):
-            try:
-                line = _decode(raw, path, lineno)
-            except BitextError as e:
-                bad(str(e))
+    return bad
+
+
+def _tsv_pairs(lines: Iterable[tuple[object, bytes]], path: str, skip_malformed: bool,
+               columns: tuple[int, int] | None, st: BitextStats) -> Iterator[tuple[str, str]]:
+    """The pairs of TSV lines given as (where, raw line); ``where`` names the line in errors."""
+    bad = _rejecter(skip_malformed, st)
+    for lineno, raw in lines:
+        try:
+            line = _decode(raw, path, lineno)
+        except BitextError as e:
+            bad(str(e))
+            continue
+        if not line.strip():
+            bad(f"{path}:{lineno}: empty line; expected 'source<TAB>target'")
+            continue
+        cols = line.split("\t")
+        if columns is None:
+            if len(cols) != 2:
+                bad(f"{path}:{lineno}: {len(cols)} tab-separated column(s); expected exactly 2 "
+                    "('source<TAB>target')")
                 continue
-            if not line.strip():
-                bad(f"{path}:{lineno}: empty line; expected 'source<TAB>target'")
+            src, tgt = cols
+        else:
+            need = max(columns) + 1
+            if len(cols) < need:
+                bad(f"{path}:{lineno}: {len(cols)} column(s); expected at least {need}")
                 continue
-            cols = line.split("\t")
-            if columns is None:
-                if len(cols) != 2:
-                    bad(f"{path}:{lineno}: {len(cols)} tab-separated column(s); expected exactly 2 "
-                        "('source<TAB>target')")
-                    continue
-                src, tgt = cols
-            else:
-                need = max(columns) + 1
-                if len(cols) < need:
-                    bad(f"{path}:{lineno}: {len(cols)} column(s); expected at least {need}")
-                    continue
-                src, tgt = cols[columns[0]], cols[columns[1]]
-            src, tgt = src.strip(), tgt.strip()
-            if not src or not tgt:
-                side = "source" if not src else "target"
-                bad(f"{path}:{lineno}: empty {side} side; expected non-empty text on both sides")
+            src, tgt = cols[columns[0]], cols[columns[1]]
+        src, tgt = src.strip(), tgt.strip()
+        if not src or not tgt:
+            side = "source" if not src else "target"
+            bad(f"{path}:{lineno}: empty {side} side; expected non-empty text on both sides")
+            continue
+        st.read += 1
+        yield src, tgt
+
+
+def _aligned_lines(path: str, tgt_path: str) -> Iterator[tuple[int, bytes, bytes]]:
+    """(line number, source line, target line) of two aligned files; BitextError where one
+    file ends before the other."""
+    it_s, it_t = _open_lines(path), _open_lines(tgt_path)
+    lineno = 0
+    while True:
+        rs, rt = next(it_s, None), next(it_t, None)
+        lineno += 1
+        if rs is None and rt is None:
+            return
+        if rs is None or rt is None:
+            short, longer = (path, tgt_path) if rs is None else (tgt_path, path)
+            raise BitextError(
+                f"{short}:{lineno}: file ends after {lineno - 1} lines but {longer} continues; "
+                "expected aligned files with the same number of lines"
+            )
+        yield lineno, rs, rt
+
+
+def _aligned_pairs(lines: Iterable[tuple[object, bytes, bytes]], path: str, tgt_path: str,
+                   skip_malformed: bool, st: BitextStats) -> Iterator[tuple[str, str]]:
+    """The pairs of aligned (where, source line, target line) triples."""
+    bad = _rejecter(skip_malformed, st)
+    for lineno, rs, rt in lines:
+        try:
+            src = _decode(rs, path, lineno).strip()
+            tgt = _decode(rt, tgt_path, lineno).strip()
+        except BitextError as e:
+            bad(str(e))
+            continue
+        if not src or not tgt:
+            which = path if not src else tgt_path
+            bad(f"{which}:{lineno}: empty line; expected non-empty aligned text")
+            continue
+        st.read += 1
+        yield src, tgt
+
+
+_CHUNK = 1 << 22  # bytes per read of a part's byte range
+
+
+@dataclass(frozen=True)
+class BitextParts:
+    """The blocks a cache build's parts read (:mod:`mnmt.data.sources.parts`): byte ranges of
+    an uncompressed TSV file (cut at line starts: each part reads only its bytes), otherwise
+    (gzip, aligned files) line ranges, a part reading the lines before its block without
+    parsing them (they cannot be skipped unread) and counting them as read."""
+
+    files: dict[str, tuple[str, str | None]]
+    skip_malformed: bool = False
+    columns: tuple[int, int] | None = None
+
+    def plan(self, split: str, num_parts: int, count: ReadCount) -> list[tuple]:
+        path, tgt_path = self.files[split]
+        if tgt_path is None and not path.endswith(".gz"):
+            cuts = _line_starts(path, num_parts, count)
+            return [("bytes", lo, hi) for lo, hi in zip(cuts, cuts[1:], strict=False)]
+        lines = 0
+        for raw in _open_lines(path):  # the number of lines: one pass
+            lines += 1
+            count.bytes += len(raw)
+        return [("lines", lo, hi) for lo, hi in even_ranges(lines, num_parts)]
+
+    def read(self, split: str, block: tuple, count: ReadCount) -> Iterator[tuple[str, str]]:
+        path, tgt_path = self.files[split]
+        kind, lo, hi = block
+        st = BitextStats()
+        if kind == "bytes":
+            yield from _tsv_pairs(_byte_range_lines(path, lo, hi, count), path,
+                                  self.skip_malformed, self.columns, st)
+        elif tgt_path is None:
+            lines = ((n, raw) for n, (raw,) in _line_range((path,), lo, hi, count))
+            yield from _tsv_pairs(lines, path, self.skip_malformed, self.columns, st)
+        else:
+            lines = ((n, rs, rt) for n, (rs, rt) in _line_range((path, tgt_path), lo, hi, count))
+            yield from _aligned_pairs(lines, path, tgt_path, self.skip_malformed, st)
+        _log_skipped(path, tgt_path, st)
+
+
+def _line_starts(path: str, num_parts: int, count: ReadCount) -> list[int]:
+    """``num_parts + 1`` byte offsets cutting a file into ranges of whole lines of about equal
+    size: the first line start at or after each even cut (reads one line per cut)."""
+    size = _file_size(path)
+    cuts = [0]
+    with _open_binary(path) as f:
+        for p in range(1, max(1, num_parts)):
+            at = max(size * p // num_parts, cuts[-1])
+            if at == 0:
+                cuts.append(0)
                 continue
-            st.read += 1
-            yield src, tgt
-    else:
-        it_s, it_t = _open_lines(path), _open_lines(tgt_path)
-        lineno = 0
-        while True:
-            rs, rt = next(it_s, None), next(it_t, None)
-            lineno += 1
-            if rs is None and rt is None:
+            f.seek(at - 1)
+            rest = f.readline()  # through the newline ending the line that holds byte at - 1
+            count.bytes += len(rest)
+            cuts.append(min(at - 1 + len(rest), size))
+    cuts.append(size)
+    return cuts
+
+
+def _byte_range_lines(path: str, lo: int, hi: int, count: ReadCount,
+                      ) -> Iterator[tuple[str, bytes]]:
+    """(``"byte N"``, line) of the whole lines in bytes ``[lo, hi)`` of a file (``lo`` and
+    ``hi`` at line starts), reading only those bytes."""
+    with _open_binary(path) as f:
+        f.seek(lo)
+        pos, carry = lo, b""
+        while pos < hi:
+            block = f.read(min(_CHUNK, hi - pos))
+            if not block:
                 break
-            if rs is None or rt is None:
-                short, longer = (path, tgt_path) if rs is None else (tgt_path, path)
-                raise BitextError(
-                    f"{short}:{lineno}: file ends after {lineno - 1} lines but {longer} continues; "
-                    "expected aligned files with the same number of lines"
-                )
-            try:
-                src = _decode(rs, path, lineno).strip()
-                tgt = _decode(rt, tgt_path, lineno).strip()
-            except BitextError as e:
-                bad(str(e))
-                continue
-            if not src or not tgt:
-                which = path if not src else tgt_path
-                bad(f"{which}:{lineno}: empty line; expected non-empty aligned text")
-                continue
-            st.read += 1
-            yield src, tgt
-    if st.skipped:
-        log.warning("bitext %s: read %d pairs, skipped %d malformed line(s): %s",
-                    path if tgt_path is None else f"{path} + {tgt_path}", st.read, st.skipped,
-                    st.reasons)
+            start = pos - len(carry)  # the offset of carry + block
+            pos += len(block)
+            count.bytes += len(block)
+            lines = (carry + block).split(b"\n")
+            carry = lines.pop()
+            for line in lines:
+                count.examples += 1
+                yield f"byte {start}", line
+                start += len(line) + 1
+        if carry:
+            count.examples += 1
+            yield f"byte {hi - len(carry)}", carry
+
+
+def _line_range(paths: tuple[str, ...], lo: int, hi: int, count: ReadCount,
+                ) -> Iterator[tuple[int, tuple[bytes, ...]]]:
+    """(line number, lines) of lines ``[lo, hi)`` (0-based) of aligned files, reading the
+    lines before ``lo`` unparsed; BitextError where the files' lengths differ."""
+    if len(paths) == 1:
+        numbered = ((n, (raw,)) for n, raw in enumerate(_open_lines(paths[0]), start=1))
+    else:
+        numbered = ((n, (rs, rt)) for n, rs, rt in _aligned_lines(*paths))
+    for lineno, raws in numbered:
+        if lineno > hi:
+            break
+        count.examples += 1
+        count.bytes += sum(len(r) for r in raws)
+        if lineno > lo:
+            yield lineno, raws
 
 
 def count_bitext(path: str, tgt_path: str | None = None, **kwargs) -> BitextStats:
@@ -211,11 +361,13 @@ def register_bitext_task(
     def reader(p: str, q: str | None):
         return lambda: read_bitext(p, q, skip_malformed=skip_malformed, columns=columns)
 
-    return register_text_task(
+    registered = register_text_task(
         name, pair, vocab_path, {s: reader(p, q) for s, (p, q) in files.items()},
         split_sizes=sizes,
         definition=definition,
     )
+    attach(registered, BitextParts(files, skip_malformed, columns))
+    return registered
 
 
 def _cached_train_size(name: str, pair: str, definition: Mapping, cache_dirs: Sequence[str],

@@ -51,6 +51,8 @@ import re
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 
+from mnmt.data.sources.parts import ListParts, attach
+
 __all__ = [
     "DEFAULT_LOCALE_DIR",
     "SEPARATE_VARIETIES",
@@ -411,7 +413,7 @@ def register_gettext_task(
         splits["train"] = _capped(splits["train"], cap, pair)
     digest = _pair_manifest(pair, locale_dir, sorted(domains) if domains is not None else None,
                             n=len(pairs))["digest"]
-    return register_text_task(
+    registered = register_text_task(
         name, pair, vocab_path, {k: (lambda v=v: iter(v)) for k, v in splits.items()},
         split_sizes={k: len(v) for k, v in splits.items()},
         definition={"kind": "gettext", "locale_dir": locale_dir,
@@ -419,6 +421,10 @@ def register_gettext_task(
                     "heldout": fractions, "n": len(pairs), "cap": cap,
                     "catalogs": digest},
     )
+    # the pairs are deduplicated over every domain at registration (a pair's first domain
+    # keeps it), so a cache build's part takes its block of these lists, not whole domains
+    attach(registered, ListParts({k: (lambda v=v: v) for k, v in splits.items()}))
+    return registered
 
 
 def _split(pairs: list[tuple[str, str]], fractions: Mapping[str, float]) -> dict[str, list]:

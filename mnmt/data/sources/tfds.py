@@ -12,10 +12,14 @@ WMT10 / WMT19 subsets with newstest evaluation sets.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["register_tfds_task", "read_tfds_pairs"]
+from mnmt.data.sources.parts import ReadCount, even_ranges
+
+__all__ = ["register_tfds_task", "read_tfds_pairs", "TfdsParts"]
 
 _DEFAULT_SPLITS = {"train": "train", "validation": "validation", "test": "test"}
 
@@ -76,6 +80,7 @@ def register_tfds_task(
     e.g. ``{"train": "train[:260000]", "newstest": "validation"}`` for a capped D_i).
     ``keys``: the (source, target) feature names (default: the pair's language codes).
     """
+    from mnmt.data.sources.parts import attach
     from mnmt.data.tasks import register_text_task
 
     src, _, tgt = pair.partition("-")
@@ -115,10 +120,47 @@ def register_tfds_task(
     def reader(theirs: str):
         return lambda: read_tfds_pairs(builder, theirs, skey, tkey)
 
-    return register_text_task(
+    registered = register_text_task(
         name, pair, vocab_path, {ours: reader(theirs) for ours, theirs in splits.items()},
         split_sizes=sizes,
         definition={"kind": "tfds", "dataset": builder.info.full_name,
                     "data_dir": str(builder.data_dir), "splits": dict(splits),
                     "keys": [skey, tkey]},
     )
+    attach(registered, TfdsParts(builder, dict(splits), sizes, (skey, tkey)))
+    return registered
+
+
+_SLICE = re.compile(r"^([\w.-]+)(?:\[(\d*):(\d*)\])?$")
+
+
+@dataclasses.dataclass(frozen=True)
+class TfdsParts:
+    """The blocks of a cache build's parts (:mod:`mnmt.data.sources.parts`): absolute example
+    ranges of the TFDS split (``train[lo:hi]``: TFDS's file instructions open only the shards
+    that hold them). A split given with percent or other slicing is read as one block."""
+
+    builder: Any
+    splits: dict[str, str]
+    sizes: dict[str, int | None]
+    keys: tuple[str, str]
+
+    def _base(self, split: str) -> tuple[str, int] | None:
+        match = _SLICE.match(self.splits[split].replace(" ", ""))
+        if match is None or self.sizes.get(split) is None:
+            return None
+        return match.group(1), int(match.group(2) or 0)
+
+    def plan(self, split: str, num_parts: int, count: ReadCount) -> list[tuple]:
+        base = self._base(split)
+        if base is None:
+            return [(self.splits[split], None)]
+        name, start = base
+        return [(f"{name}[{start + lo}:{start + hi}]", hi - lo)
+                for lo, hi in even_ranges(self.sizes[split], num_parts)]
+
+    def read(self, split: str, block: tuple, count: ReadCount) -> Iterator[tuple[str, str]]:
+        theirs, _ = block
+        for pair in read_tfds_pairs(self.builder, theirs, *self.keys):
+            count.examples += 1
+            yield pair
