@@ -61,6 +61,7 @@ from fitting.report.mixture import mixture_section
 from fitting.report.regime import compute_regime, regime_section, trained_rows
 from fitting.report.sections import Report, frontier_section, quality_section
 from fitting.report.seeds import seed_means, seed_spread, seeds_section
+from fitting.report.verification import split_verification, verification_section
 
 __all__ = ["Report", "write_report"]
 
@@ -99,6 +100,7 @@ def write_report(
     convergence_correction: float | None = None,
     heldout_runs: Sequence[str] = (),
     mixture_constraints: dict | None = None,
+    verification: dict | None = None,
 ) -> Report:
     """Fit the laws to ``table``'s final losses and write the report into ``out_dir``.
 
@@ -120,12 +122,17 @@ def write_report(
         recommendation (:mod:`fitting.report.mixture`, ``fits.json["mixture"]``): keys
         ``max_weights`` {pair: w}, ``max_loss`` {pair: L}, ``preferences`` {pair: x},
         ``budget_examples`` and ``epoch_cap`` (epoch-cap weights from each pair's data_size).
+      verification: the runs that trained the mixture recommendation and its baselines
+        (:mod:`fitting.report.verification`: size, seeds, mixtures, runs): removed from the
+        table before every fit, reported in the section "Verification"
+        (``fits.json["mixture"]["verification"]``).
     """
     if not isinstance(table, pd.DataFrame):
         table = read_table(table)
     # one rule for telling weights apart (round_weights): en-zh's 1 − 0.7 is en-de's 0.3 in
     # every fit, key, seed group and table of the report
     table = round_weights(table)
+    table, verify_rows = split_verification(table, verification)  # never fitted
     held_ids = check_heldout_runs(table, heldout_runs)
     os.makedirs(os.path.join(out_dir, "figures"), exist_ok=True)
     fin, n_dropped = final_losses(table, eval_set=eval_set, metric=metric,
@@ -272,6 +279,13 @@ def write_report(
                                   seed=seed)
     except Exception as e:  # the section skips its own failures; anything else, said here
         rep.skipped["section mixture laws"] = f"{type(e).__name__}: {e}"
+    try:
+        checked = verification_section(doc, rep, verify_rows, mixture, verification,
+                                       rep.mixture_laws, eval_set=eval_set, metric=metric)
+        if checked is not None:
+            mixture = {**(mixture or {}), "verification": checked}
+    except Exception as e:  # the section states its own skips; anything else, said here
+        rep.skipped["section verification"] = f"{type(e).__name__}: {e}"
     for name, section in (
             ("quality laws", lambda: quality_section(doc, rep, without_branches(table_fit),
                                                      eval_set, out_dir)),
