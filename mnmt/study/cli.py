@@ -7,12 +7,16 @@
     mnmt-study plan STUDY --mesh 16x4 --device-memory-gib 32   # per-device memory, FLOPs
     mnmt-study plan STUDY --mesh 64x1 --device-memory-gib 32 --rules fsdp   # parameters over data
     mnmt-study presets                      # list the built-in presets
+    mnmt-study verify OUT                   # train the report's recommended mixture and baselines
 
 Stages (each resumable, so re-running the same command picks up where it stopped):
 1. data: the synthetic family's shared SentencePiece vocabulary, SeqIO tasks, exact L∞ per pair;
 2. train: one run directory per (size, mixture weights, seed) under OUT/runs/;
 3. export: OUT/metrics.csv, the tidy table of docs/reference/metrics_schema.md;
-4. fit + report: OUT/report/ (Markdown, HTML, PNG figures, fits.json).
+4. fit + report: OUT/report/ (Markdown, HTML, PNG figures, fits.json);
+5. verification (StudySpec.verify, or `mnmt-study verify OUT` later; K-pair studies): the
+   report's recommended weights and the baselines trained at one size with >= 2 seeds
+   (mnmt.study.verify), then the report again with its section "Verification".
 
 Errors in the command line or the study (unknown preset, unreadable study file, an output
 directory that cannot be written or that holds a different study, a run file that is not valid
@@ -35,9 +39,9 @@ from collections.abc import Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from mnmt.study import lock, mesh_plan, mixture_design, train_options
+from mnmt.study import lock, mesh_plan, mixture_design, train_options, verify
 from mnmt.study.progress import StudyProgress
-from mnmt.study.runner import RunStopped, run_all
+from mnmt.study.runner import RunStopped, run_all, run_status
 from mnmt.study.spec import (
     PRESET_SUMMARIES,
     PRESETS,
@@ -74,14 +78,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     prepare_out_dir(out, spec, command="run")
     runs = expand(spec)
-    flops = step_flops(spec, runs)
-    groups = queue_order(spec, runs, flops)
-    workers = default_workers(len(groups)) if args.workers == "auto" else args.workers
-    workers = max(1, min(workers, len(groups)))
-    if workers == 1:
-        groups = group_runs(spec, runs)
-    progress = StudyProgress(progress_entries(spec, runs), groups=training_groups(spec, groups),
-                             step_flops=flops, workers=workers)
+    progress, workers, flops = _training_progress(spec, runs, args.workers)
     log = progress.message
     start = time.monotonic()
     mixtures = mixture_count(spec)
@@ -93,15 +90,78 @@ def cmd_run(args: argparse.Namespace) -> int:
         + f" on {spec.pairs} -> {out}"
         + (f"; {workers} worker processes" if workers > 1 else ""))
     data = prepare_data(spec, out, log)
-    if workers > 1:
-        run_dirs = run_parallel(spec, runs, out, progress, workers=workers, step_flops=flops)
-    else:
-        enable_compilation_cache(out / "cache" / "jax")
-        run_dirs = run_all(spec, runs, data, out / "runs", progress)
+    run_dirs = _train(spec, runs, data, out, progress, workers, flops)
     report = export_and_report(spec, run_dirs, data, out, log)
     log(_summary(report, {pair: sets[spec.eval_sets[0]] for pair, sets in data.irreducible_loss.items()}))
+    if spec.verify:
+        report = _verify(spec, out, data, run_dirs, args.workers, log)
     log(f"study {spec.name}: finished in {time.monotonic() - start:.0f} s; report: "
         f"{getattr(report, 'markdown_path', out / 'report')}")
+    return 0
+
+
+def _training_progress(spec, runs, workers_arg) -> tuple[StudyProgress, int, dict]:
+    """(progress display, worker processes, FLOPs per step by size) for training `runs`."""
+    flops = step_flops(spec, runs)
+    groups = queue_order(spec, runs, flops)
+    workers = default_workers(len(groups)) if workers_arg == "auto" else workers_arg
+    workers = max(1, min(workers, len(groups)))
+    if workers == 1:
+        groups = group_runs(spec, runs)
+    progress = StudyProgress(progress_entries(spec, runs), groups=training_groups(spec, groups),
+                             step_flops=flops, workers=workers)
+    return progress, workers, flops
+
+
+def _train(spec, runs, data, out: Path, progress, workers: int, flops) -> list[Path]:
+    """Train the unfinished runs of `runs` (in worker processes when `workers` > 1)."""
+    if workers > 1:
+        return run_parallel(spec, runs, out, progress, workers=workers, step_flops=flops)
+    enable_compilation_cache(out / "cache" / "jax")
+    return run_all(spec, runs, data, out / "runs", progress)
+
+
+def _verify(spec, out: Path, data, design_dirs: list[Path], workers_arg, log, *,
+            size: str | None = None, seeds: int | None = None):
+    """The verification stage (mnmt.study.verify): train the report's recommendation and the
+    baselines, then write the report again with them (never fitted)."""
+    runs, plan = verify.plan(spec, out, size=size, seeds=seeds)
+    verify.check_trained_weights(runs, out / "runs")
+    train_spec = verify.training_spec(spec)
+    progress, workers, flops = _training_progress(train_spec, runs, workers_arg)
+    progress.message(f"verification: {len(plan['mixtures'])} mixtures "
+                     f"({', '.join(plan['mixtures'])}) x {len(plan['seeds'])} seeds at "
+                     f"{plan['size']}: {len(runs)} runs")
+    dirs = _train(train_spec, runs, data, out, progress, workers, flops)
+    report = export_and_report(spec, [*design_dirs, *dirs], data, out, log, verification=plan)
+    log(verify.summary(_fits_json(report).get("mixture", {}).get("verification")))
+    return report
+
+
+def _fits_json(report) -> dict:
+    try:
+        return json.loads(Path(report.json_path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Train and report the verification of a finished study's recommendation."""
+    out = Path(args.out)
+    spec = verify.recorded_spec(out)
+    prepare_out_dir(out, spec, command="verify")
+    runs = with_branches(spec, expand(spec))
+    unfinished = [r.run_id for r in runs if run_status(out / "runs" / r.run_id) != "finished"]
+    if unfinished:
+        raise UsageError(f"{out}: {len(unfinished)} of the study's runs are not finished (e.g. "
+                         f"{unfinished[0]}); finish them with `mnmt-study run` first")
+
+    def log(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    data = prepare_data(spec, out, log)
+    _verify(spec, out, data, [out / "runs" / r.run_id for r in runs], args.workers, log,
+            size=args.size, seeds=args.seeds)
     return 0
 
 
@@ -315,6 +375,16 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         if name == "run-one":
             p.add_argument("--run", required=True, help="run id (see `mnmt-study plan`)")
+    p = sub.add_parser("verify", help="train the report's recommended K-pair mixture and the "
+                                      "baselines, and report measured against predicted")
+    p.add_argument("out", help="the study's output directory (of a finished `mnmt-study run`)")
+    p.add_argument("--size", help="model size of the verification runs (default: "
+                                  "StudySpec.verify_size, else the study's largest size)")
+    p.add_argument("--seeds", type=int, help="seeds per mixture, at least 2 (default: "
+                                             "StudySpec.verify_seeds)")
+    p.add_argument("--workers", default="auto", type=_workers_arg,
+                   help="as for `run` (default: %(default)s)")
+    p.set_defaults(func=cmd_verify)
     for plugin in entry_points(group=COMMAND_PLUGINS):  # e.g. `launch` from the launch package
         plugin.load()(sub)
     p = sub.add_parser("presets", help="list the built-in presets")

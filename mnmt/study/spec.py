@@ -172,6 +172,12 @@ class StudySpec:
     # (`mnmt.training.trainer.train_group`); 1 trains them one at a time. Bounded by memory:
     # a group holds this many copies of the parameters and optimizer state.
     max_group: int = 8
+    # Verification (mnmt.study.verify): after the report, train its recommended K-pair weights
+    # and the study's baselines at verify_size ("" = the largest of sizes) with verify_seeds
+    # seeds (>= 2), and report measured against predicted; `mnmt-study verify OUT` on demand.
+    verify: bool = False
+    verify_size: str = ""
+    verify_seeds: int = 2
     # Training options of every run beyond those above: (TrainConfig path, value) pairs, e.g.
     # (("label_smoothing", 0.1), ("decode.beam_size", 8)). A study file or --gin fills it from
     # TrainConfig.F / DecodeConfig.F / OptimizerConfig.F / … bindings (mnmt.study.train_options;
@@ -246,7 +252,8 @@ _FIELD_KINDS: dict[str, str] = {
     "cache_beam_args": "strs", "single_pair_runs": "bool", "uniform_mixture": "bool",
     "unimax_epochs": "numbers", "examples_per_row": "number", "epoch_cap": "number", "dirichlet_mixtures": "int",
     "dirichlet_concentration": "number", "design_seed": "int", "heldout_mixtures": "int",
-    "gradient_accumulation_steps": "int", "loss_tiles": "int",
+    "gradient_accumulation_steps": "int", "loss_tiles": "int", "verify": "bool",
+    "verify_size": "str", "verify_seeds": "int",
 }
 _KIND_TEXT = {
     "str": "a string", "strs": "a tuple of strings", "seq": "a tuple", "numbers":
@@ -323,6 +330,12 @@ def validate(spec: StudySpec) -> None:
         mixture_weights(spec.pairs, w)
     if not spec.seeds:
         raise StudyError("StudySpec.seeds: expected at least one seed")
+    if spec.verify_seeds < 2:
+        raise StudyError(f"StudySpec.verify_seeds: expected at least 2 (the verification verdict "
+                         f"needs a seed sd), got {spec.verify_seeds!r}")
+    if spec.verify and len(spec.pairs) < 3:
+        raise StudyError(f"StudySpec.verify: verifies a K-pair recommendation (3 pairs or more), "
+                         f"got pairs {list(spec.pairs)}")
     for field in ("train_steps", "batch_size", "eval_every", "checkpoint_every", "vocab_size",
                   "max_group"):
         value = getattr(spec, field)

@@ -459,8 +459,10 @@ def study_task_arguments(spec: StudySpec, register) -> dict:
     return kwargs
 
 
-def export_and_report(spec: StudySpec, run_dirs: list[Path], data, out: Path, log):
-    """Stages 3 and 4: the tidy table, the fits and the report."""
+def export_and_report(spec: StudySpec, run_dirs: list[Path], data, out: Path, log,
+                      verification: dict | None = None):
+    """Stages 3 and 4: the tidy table, the fits and the report. `verification`: the plan of
+    the verification runs among `run_dirs` (`mnmt.study.verify.plan`), reported, never fitted."""
     from fitting.data.rundirs import collect_runs  # noqa: PLC0415
     from fitting.data.tables import write_table  # noqa: PLC0415
     from fitting.report.writer import write_report  # noqa: PLC0415  (matplotlib, only when reporting)
@@ -481,6 +483,7 @@ def export_and_report(spec: StudySpec, run_dirs: list[Path], data, out: Path, lo
             eval_set=eval_set,
             heldout_runs=[run.run_id for run in expand(spec) if run.heldout],
             mixture_constraints=mixture_constraints(spec),
+            verification=verification,
         )
     except io.NoSpaceError as err:
         raise UsageError(str(err)) from err

@@ -105,7 +105,7 @@ def run_parallel(
     ctx = mp.get_context("spawn")
     tasks, events = ctx.Queue(), ctx.Queue()
     for group in pending:
-        tasks.put([run.run_id for run in group])
+        tasks.put(list(group))  # the RunSpecs themselves: verification runs are not in expand()
     cores = available_cores()
     n = max(1, min(workers, len(pending)))
     spec_fields = dataclasses.asdict(spec)
@@ -224,7 +224,6 @@ def _worker_main(worker: int, core: int, spec_fields: dict, out: str, tasks, eve
         sys.exit(1)
     with contextlib.suppress(AttributeError, OSError):
         os.sched_setaffinity(0, {core})
-    from mnmt.study.spec import expand
     from mnmt.study.stages import enable_compilation_cache, prepare_data
 
     spec = StudySpec(**spec_fields)
@@ -232,13 +231,12 @@ def _worker_main(worker: int, core: int, spec_fields: dict, out: str, tasks, eve
     relay = _Relay(worker, events)
     data = prepare_data(spec, out_dir, lambda text: None)  # registers the tasks in this process
     enable_compilation_cache(out_dir / "cache" / "jax")
-    by_id = {run.run_id: run for run in expand(spec)}
     while True:
-        ids = tasks.get()
-        if ids is None:
+        group = tasks.get()
+        if group is None:
             break
         try:
-            run_all(spec, [by_id[i] for i in ids], data, out_dir / "runs", relay)
+            run_all(spec, group, data, out_dir / "runs", relay)
         except RunStopped as stop:
             events.put(("stopped", worker, {"run_id": stop.run_id, "status": stop.status,
                                             "message": stop.message,

@@ -1,0 +1,147 @@
+"""The verification stage (mnmt.study.verify, `mnmt-study verify OUT`): the runs it plans from
+the report's recommendation (configs built without training), its refusals, and one small study
+verified end to end (slow)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mnmt.study import cli, mixture_design, verify
+from mnmt.study.runner import make_train_config
+from mnmt.study.spec import StudyError, StudySpec, expand, size_weights
+from mnmt.study.stages import UsageError, prepare_out_dir
+from mnmt.study.test_utils import placeholder_data
+
+PAIRS = ("en-sv", "en-da", "en-es", "en-it", "en-fi")
+CAPS = (("en-sv", 6000), ("en-da", 800), ("en-es", 6000), ("en-it", 800), ("en-fi", 2000))
+REC = {"en-sv": 0.3, "en-da": 0.1, "en-es": 0.3, "en-it": 0.1, "en-fi": 0.2}
+
+
+def k5(**fields) -> StudySpec:
+    base = dict(name="k5", data_preset="tiny:en-{sv,da,es,it,fi}", pairs=PAIRS, data_caps=CAPS,
+                sizes=("mini-1", "micro-2"), weights=(), single_pair_runs=True,
+                uniform_mixture=True, temperatures=(5.0,), unimax_epochs=(10.0,),
+                dirichlet_mixtures=4, train_steps=600, batch_size=48, examples_per_row=4.0)
+    base.update(fields)
+    return StudySpec(**base)
+
+
+def write_fits(out: Path, recommendation: dict | None = None, **fits) -> None:
+    (out / "report").mkdir(parents=True, exist_ok=True)
+    payload = {"mixture": {"recommendation": recommendation}} if recommendation else {}
+    payload.update(fits)
+    (out / "report" / "fits.json").write_text(json.dumps(payload))
+
+
+def test_the_planned_configs_train_the_recommendation_and_the_design_baselines(tmp_path):
+    spec = k5()
+    write_fits(tmp_path, {"weights": REC, "law": "transfer"})
+    runs, plan = verify.plan(spec, tmp_path)
+    data = placeholder_data(spec)
+    configs = {r.run_id: make_train_config(spec, r, data, tmp_path / r.run_id, mixture_name="m")
+               for r in runs}
+    design = {tag: w for tag, w in mixture_design.uniform_mixtures(spec) + size_weights(spec)
+              + mixture_design.unimax_mixtures(spec)}
+    assert list(plan["mixtures"]) == ["recommended", "uniform", "T5", "unimax10"]
+    assert plan["size"] == "mini-1"  # the largest design size, though listed first
+    assert plan["seeds"] == [verify.SEED_BASE, verify.SEED_BASE + 1]
+    for rid, config in configs.items():
+        name = plan["runs"][rid]
+        want = REC if name == "recommended" else design[name]
+        assert config.mixture_weights == pytest.approx(want)
+        assert config.model_size == "mini-1" and config.train_steps == 600
+        assert config.extra["mixture"] == f"verify-{name}" and not config.extra["heldout"]
+    assert sorted(c.seed for c in configs.values()) == sorted(plan["seeds"] * 4)
+    assert "mini-1_verify-recommended_s1000" in configs
+    design_ids = {r.run_id for r in expand(spec)}
+    assert not design_ids & set(configs)  # never a design run, nor a design seed
+
+
+def test_size_and_seeds_come_from_the_spec_or_the_command(tmp_path):
+    write_fits(tmp_path, {"weights": REC})
+    runs, plan = verify.plan(k5(verify_size="micro-3", verify_seeds=3), tmp_path)
+    assert plan["size"] == "micro-3" and len(plan["seeds"]) == 3 and len(runs) == 12
+    _, plan = verify.plan(k5(), tmp_path, size="micro-1", seeds=2)
+    assert plan["size"] == "micro-1"
+    with pytest.raises(UsageError, match="verify_size"):
+        verify.plan(k5(), tmp_path, size="giant-9")
+    with pytest.raises(UsageError, match="at least 2"):
+        verify.plan(k5(), tmp_path, seeds=1)
+
+
+@pytest.mark.parametrize("fields", [dict(verify_seeds=1), dict(verify=True, pairs=("en-sv", "en-da"),
+                                                              data_caps=CAPS[:2], dirichlet_mixtures=0)])
+def test_the_spec_refuses_one_seed_and_verifying_two_pairs(fields):
+    with pytest.raises(StudyError, match="verify"):
+        k5(**fields)
+
+
+def test_a_report_without_a_recommendation_is_refused_with_its_reason(tmp_path):
+    with pytest.raises(UsageError, match="no report yet"):
+        verify.plan(k5(), tmp_path)
+    write_fits(tmp_path, None, skipped={"mixture recommendation": "no law predicts at N"})
+    with pytest.raises(UsageError, match="no law predicts at N"):
+        verify.plan(k5(), tmp_path)
+
+
+def test_a_verification_run_trained_on_other_weights_is_refused(tmp_path):
+    write_fits(tmp_path, {"weights": REC})
+    runs, _ = verify.plan(k5(), tmp_path)
+    verify.check_trained_weights(runs, tmp_path)  # nothing trained yet: fine
+    stale = tmp_path / runs[0].run_id
+    stale.mkdir()
+    (stale / "run.json").write_text(json.dumps({"mixture": {"weights": {**REC, "en-sv": 0.5}}}))
+    with pytest.raises(UsageError, match=runs[0].run_id):
+        verify.check_trained_weights(runs, tmp_path)
+    (stale / "run.json").write_text(json.dumps({"mixture": {"weights": REC}}))
+    verify.check_trained_weights(runs, tmp_path)  # the same weights: resumed, not refused
+
+
+def test_the_recorded_spec_is_the_study_that_ran(tmp_path):
+    spec = k5(heldout=(("mini-2", (1, 1, 1, 1, 1)),), train_overrides=(("label_smoothing", 0.1),))
+    prepare_out_dir(tmp_path, spec)
+    assert verify.recorded_spec(tmp_path) == spec
+    with pytest.raises(UsageError, match="study.json"):
+        verify.recorded_spec(tmp_path / "elsewhere")
+
+
+def test_verify_on_a_directory_without_a_study_exits_2(tmp_path, capsys):
+    assert cli.main(["verify", str(tmp_path)]) == cli.EXIT_USAGE
+    assert "study.json" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # trains 8 + 4 micro-1 runs of 40 steps and fits the mixture laws twice
+def test_verify_trains_the_recommendation_and_reports_it(tmp_path):
+    out = tmp_path / "out"
+    args = ["--gin", 'StudySpec.data_preset="tiny:en-{de,fr,zh}"',
+            "--gin", 'StudySpec.pairs=("en-de", "en-fr", "en-zh")',
+            "--gin", "StudySpec.sizes=('micro-1',)", "--gin", "StudySpec.weights=()",
+            "--gin", "StudySpec.single_pair_runs=True", "--gin", "StudySpec.uniform_mixture=True",
+            "--gin", "StudySpec.dirichlet_mixtures=4", "--gin", "StudySpec.train_steps=40",
+            "--gin", "StudySpec.warmup_steps=10", "--gin", "StudySpec.eval_every=20",
+            "--gin", "StudySpec.checkpoint_every=40", "--gin", "StudySpec.batch_size=16",
+            "--gin", "StudySpec.decode_at_end=False", "--gin", "StudySpec.name='k3'",
+            "--gin", "StudySpec.report_target_sizes=(9456,)"]  # micro-1's N
+    assert cli.main(["run", "--preset", "ci", *args, "--out", str(out), "--workers", "1"]) == 0
+    assert cli.main(["verify", str(out), "--workers", "1"]) == 0
+    fits = json.loads((out / "report" / "fits.json").read_text())
+    v = fits["mixture"]["verification"]
+    rec = fits["mixture"]["recommendation"]
+    assert v["size"] == "micro-1" and v["seeds"] == [1000, 1001]
+    assert set(v["mixtures"]) == {"recommended", "uniform"} and set(v["beats"]) == {"uniform"}
+    assert v["mixtures"]["recommended"]["weights"] == pytest.approx(rec["weights"])
+    assert all(len(m["runs"]) == 2 and m["measured"]["objective"] > 0
+               for m in v["mixtures"].values())
+    assert v["mixtures"]["recommended"]["predicted"]["objective"] > 0
+    table = (out / "metrics.csv").read_text()
+    assert "micro-1_verify-recommended_s1001" in table
+    # never fitted: the mixture section counts the design runs only
+    report = (out / "report" / "report.md").read_text()
+    assert "Verification" in report and "8 fitted runs" in report
+    # a second verify trains nothing and gives the same verdict
+    assert cli.main(["verify", str(out), "--workers", "1"]) == 0
+    again = json.loads((out / "report" / "fits.json").read_text())["mixture"]["verification"]
+    assert again["beats"] == v["beats"]
