@@ -88,6 +88,29 @@ def _validate_design(spec: StudySpec) -> None:
     if (spec.dirichlet_mixtures or spec.heldout_mixtures) and len(spec.pairs) < 2:
         raise _error(f"StudySpec.dirichlet_mixtures/heldout_mixtures: Dirichlet mixtures need at "
                      f"least two pairs, got {list(spec.pairs)}")
+    preferences(spec)
+
+
+def preferences(spec: StudySpec) -> dict[str, float] | None:
+    """`StudySpec.mixture_preferences` as {pair: importance} (pairs not named weigh 1), the
+    weights π_i of the recommendation's objective Σ_i π_i L_i / Σ_i π_i; None when none are
+    given. Raises the design error naming the field for an unknown pair, a negative or
+    non-finite weight, or all weights zero."""
+    if not spec.mixture_preferences:
+        return None
+    out = dict.fromkeys(spec.pairs, 1.0)
+    for entry in spec.mixture_preferences:
+        ok = (isinstance(entry, tuple | list) and len(entry) == 2 and entry[0] in spec.pairs
+              and isinstance(entry[1], int | float) and not isinstance(entry[1], bool)
+              and math.isfinite(entry[1]) and entry[1] >= 0)
+        if not ok:
+            raise _error(f"StudySpec.mixture_preferences: expected (pair, weight) entries with a "
+                         f"pair of {list(spec.pairs)} and a finite weight >= 0, got {entry!r}")
+        out[entry[0]] = float(entry[1])
+    if not any(out.values()):
+        raise _error("StudySpec.mixture_preferences: expected at least one pair with a positive "
+                     f"weight, got {out}")
+    return out
 
 
 def _validate_unimax(spec: StudySpec) -> None:

@@ -108,6 +108,9 @@ class StudySpec:
     dirichlet_concentration: float = 1.0
     design_seed: int = 0
     heldout_mixtures: int = 0
+    # Importance of each pair in the K-pair recommendation's objective (the preference-weighted
+    # mean loss), as (pair, weight) entries, e.g. (("en-da", 3.0),); pairs not named weigh 1.
+    mixture_preferences: tuple = ()
     seeds: tuple[int, ...] = (0,)
     train_steps: int = 700
     # Per-size step counts that replace `train_steps` (Fernandes et al. §3: 500K steps below
@@ -252,6 +255,7 @@ _FIELD_KINDS: dict[str, str] = {
     "cache_beam_args": "strs", "single_pair_runs": "bool", "uniform_mixture": "bool",
     "unimax_epochs": "numbers", "examples_per_row": "number", "epoch_cap": "number", "dirichlet_mixtures": "int",
     "dirichlet_concentration": "number", "design_seed": "int", "heldout_mixtures": "int",
+    "mixture_preferences": "seq",
     "gradient_accumulation_steps": "int", "loss_tiles": "int", "verify": "bool",
     "verify_size": "str", "verify_seeds": "int",
 }

@@ -494,13 +494,18 @@ def mixture_constraints(spec: StudySpec) -> dict | None:
     """What the K-pair recommendation (fits.json `mixture`) may not do: repeat a capped pair's
     data more often than `StudySpec.epoch_cap` (0: the largest UniMax cap) within one run's
     budget of examples (`mixture_design.budget_examples`); the same cap bounds the mixture
-    laws' domain. None without data caps or a cap."""
+    laws' domain; and the pairs' importance (`StudySpec.mixture_preferences`). None without
+    3 pairs or more, or without either."""
     from mnmt.study import mixture_design  # noqa: PLC0415
 
     cap = spec.epoch_cap or max(spec.unimax_epochs, default=0.0)
-    if len(spec.pairs) < 3 or not cap or not spec.data_caps:
+    out: dict = {"preferences": mixture_design.preferences(spec)} \
+        if spec.mixture_preferences else {}
+    if len(spec.pairs) < 3 or not (out or cap and spec.data_caps):
         return None
-    return {"budget_examples": mixture_design.budget_examples(spec), "epoch_cap": float(cap)}
+    if cap and spec.data_caps:
+        out.update(budget_examples=mixture_design.budget_examples(spec), epoch_cap=float(cap))
+    return out
 
 
 def enable_compilation_cache(cache_dir: Path) -> None:

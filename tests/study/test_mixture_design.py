@@ -172,4 +172,6 @@ def test_plan_lists_roles_weights_and_the_cost(capsys):
                         for line in held)
     runs = len(lines)
     assert f"# {runs} runs, {runs * spec.train_steps:,} steps; " in err
-    assert "design" in err and "baseline" in err and "6 held-out" in err
+    assert "design" in err and "baseline" in err and "7 held-out" in err
+    above = [line for line in lines if line.startswith("mini-2_")]  # a size above the design
+    assert len(above) == 1 and "mini-2" not in spec.sizes and above[0].endswith("role=held-out")
