@@ -354,7 +354,13 @@ def _mixture(args) -> dict:
     return mixture_run_table(args.table, heldout_runs=args.heldout or (),
                              target_size=args.target_size, constraints=constraints,
                              eval_set=args.eval_set, metric=args.metric, n_boot=args.n_boot,
-                             seed=args.seed, out_dir=args.out)
+                             seed=args.seed, out_dir=args.out, max_folds=args.folds,
+                             workers=args.workers,
+                             progress=None if args.quiet else _stderr_line)
+
+
+def _stderr_line(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -453,6 +459,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-set", default="validation")
     p.add_argument("--metric", default="loss")
     p.add_argument("--n-boot", type=int, default=100, help="bootstrap refits over mixtures")
+    p.add_argument("--folds", type=int, default=10, help="CV folds over design mixtures "
+                   "(leave-one-mixture-out up to twice as many mixtures)")
+    p.add_argument("--workers", type=int, help="processes for the refits (default: 1 for "
+                   "small tables, else the CPU count up to 8)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--out", help="directory for mixture.json and transfer.png")

@@ -2,16 +2,22 @@
 mixtures, scored on the held-out runs, one chosen; and the transfer matrix of the eq. 11 law.
 
 * :func:`compare_mixture_laws` — every law of :mod:`fitting.laws.mixture_laws` fitted on the
-  runs that are not held out (seed means per design mixture and size), leave-one-mixture-out
-  cross-validation (all sizes of a mixture left out together; refits started from the
-  all-data solution), errors on the held-out runs; the chosen law has the lowest CV mean
-  absolute error (held-out runs never choose).
+  runs that are not held out (seed means per design mixture and size), cross-validation over
+  design mixtures (:func:`cv_folds`; all sizes of a mixture left out together; each fold
+  refitted from the same start grids as the full fit, failed refits counted), errors on the
+  held-out runs; the chosen law has the lowest CV mean absolute error (held-out runs never
+  choose).
 * :func:`transfer_matrix` — τ (K×K, diagonal 1) of the ``transfer`` law with bootstrap sd.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import time
 import warnings
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -22,13 +28,16 @@ from fitting.laws.mixture_domain import outside_domain
 from fitting.laws.mixture_laws import (
     FORMS,
     MixtureLawFit,
+    attach_bootstrap,
+    bootstrap_refits,
+    bootstrap_resamples,
     fit_mixture_law,
     predict_with,
     refit_mixture_law,
 )
 from fitting.laws.mixture_runs import MixtureRuns
 
-__all__ = ["MixtureComparison", "compare_mixture_laws", "transfer_matrix"]
+__all__ = ["MixtureComparison", "compare_mixture_laws", "cv_folds", "transfer_matrix"]
 
 
 @dataclass
@@ -76,18 +85,6 @@ def _errors(y: np.ndarray, pred: np.ndarray) -> dict:
             "points": int(good.sum()), "not_predicted": int((ok & ~good).sum())}
 
 
-def _cross_validate(fit: MixtureLawFit, n, W, Y, g) -> dict:
-    pred = np.full(Y.shape, np.nan)
-    for m in np.unique(g):
-        out = g == m
-        try:
-            sol = refit_mixture_law(fit, n[~out], W[~out], Y[~out])
-        except (FitError, ValueError, np.linalg.LinAlgError):
-            continue
-        pred[out] = predict_with(fit, sol, n[out], W[out])
-    return _errors(Y, pred)
-
-
 def _noise(runs: MixtureRuns, r: int, i: int) -> tuple[float, str]:
     """Seed spread of run r's mixture at its size, else the sd of its last 3 evaluations."""
     same = (runs.mixture_keys == runs.mixture_keys[r]) & np.isclose(runs.n, runs.n[r])
@@ -99,70 +96,195 @@ def _noise(runs: MixtureRuns, r: int, i: int) -> tuple[float, str]:
     return (float(sd), "last 3 evaluations") if np.isfinite(sd) else (float("nan"), "none")
 
 
+def cv_folds(groups: np.ndarray, max_folds: int = 10, seed: int = 0) -> np.ndarray:
+    """One fold index per entry of ``groups`` (design-mixture labels): every mixture its own
+    fold (leave-one-mixture-out) when there are at most 2 · ``max_folds`` mixtures, else the
+    mixtures dealt at random (seeded) into ``max_folds`` folds; all entries of a label share
+    its fold (all sizes of a mixture are left out together)."""
+    labels, inv = np.unique(np.asarray(groups), return_inverse=True)
+    m = len(labels)
+    if m <= 2 * max_folds:
+        return inv
+    order = np.random.default_rng(seed).permutation(m)
+    fold_of = np.empty(m, dtype=int)
+    fold_of[order] = np.arange(m) % max_folds
+    return fold_of[inv]
+
+
+def _full_fit(form, n, W, Y, pairs, g):
+    """A process job: the law fitted to all design runs, or the FitError's text."""
+    try:
+        return fit_mixture_law(form, n, W, Y, pairs, groups=g, n_boot=0)
+    except FitError as e:
+        return str(e)
+
+
+def _fold_fit(fit: MixtureLawFit, n, W, Y, train: np.ndarray):
+    """A process job: predictions of all rows by the law refitted, from its start grids, to
+    ``train``; and the targets whose refit failed."""
+    failed: list[str] = []
+    sol = refit_mixture_law(fit, n[train], W[train], Y[train], from_grid=True, failed=failed)
+    return predict_with(fit, sol, n, W), failed
+
+
+class _Jobs:
+    """Runs jobs in worker processes (``workers`` > 1) or here, reporting each completion."""
+
+    def __init__(self, workers: int, progress: Callable[[str], None] | None):
+        self.workers, self.progress, self.t0 = workers, progress, time.monotonic()
+
+    def map(self, fn, args: list[tuple], what: list[str]) -> list:
+        out: list = [None] * len(args)
+        if self.workers <= 1 or len(args) <= 1:
+            for i, a in enumerate(args):
+                out[i] = fn(*a)
+                self._say(what[i], i + 1, len(args))
+            return out
+        ctx = multiprocessing.get_context("forkserver")
+        with ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx) as ex:
+            futs = {ex.submit(fn, *a): i for i, a in enumerate(args)}
+            for done, fut in enumerate(as_completed(futs), 1):
+                out[futs[fut]] = fut.result()
+                self._say(what[futs[fut]], done, len(args))
+        return out
+
+    def _say(self, what: str, done: int, total: int) -> None:
+        if self.progress:
+            self.progress(f"mixture: {what} done ({done}/{total}, "
+                          f"{time.monotonic() - self.t0:.0f} s)")
+
+
+def _default_workers(n_losses: int) -> int:
+    """Worker processes: one below 3000 fitted losses (process start-up would dominate)."""
+    return 1 if n_losses < 3000 else max(1, min(os.cpu_count() or 1, 8))
+
+
+def _bootstrap_forms(errors: dict[str, dict], chosen: str | None,
+                     laws: dict[str, MixtureLawFit]) -> list[str]:
+    """The laws whose bootstrap is read: the chosen one (bands), ``transfer`` (τ's sd) and the
+    best by CV that predicts at any size (the recommendation's law when the chosen one cannot
+    reach the target size)."""
+    out = [f for f in (chosen, "transfer") if f in laws]
+    sized = [f for f in sorted(errors, key=lambda f: errors[f]["cv_mae"])
+             if laws[f].sized and f != "datamixing"]
+    return list(dict.fromkeys(out + sized[:1]))
+
+
 def compare_mixture_laws(runs: MixtureRuns, *, forms: tuple[str, ...] = FORMS, n_boot: int = 100,
                          seed: int = 0, min_mixtures: int | None = None,
                          budget_examples: float | None = None,
-                         epoch_cap: float | None = None) -> MixtureComparison:
+                         epoch_cap: float | None = None, max_folds: int = 10,
+                         workers: int | None = None,
+                         progress: Callable[[str], None] | None = None) -> MixtureComparison:
     """Fit every law in ``forms`` to the runs not held out; CV and held-out errors; the choice.
 
-    Losses outside the laws' domain (:func:`outside_domain`) are neither fitted nor scored.
-    Raises FitError when fewer than ``min_mixtures`` (default K + 2) distinct design mixtures
-    are left to fit.
+    Cross-validation over design mixtures (:func:`cv_folds`: leave-one-mixture-out, or
+    ``max_folds`` folds when there are many); every fold refitted from the same start grids as
+    the full fit; a target whose fold refit fails leaves its points unpredicted and is counted
+    (``cv_failed``). ``n_boot`` bootstrap resamples for the laws whose bands are read
+    (:func:`_bootstrap_forms`); failed refits dropped and counted (``boot_failed``).
+    ``workers`` processes (default: one for small tables, else the CPU count up to 8);
+    ``progress`` receives a line per finished fit. Losses outside the laws' domain
+    (:func:`outside_domain`) are neither fitted nor scored. Raises FitError when fewer than
+    ``min_mixtures`` (default K + 2) distinct design mixtures are left to fit.
     """
     masks = outside_domain(runs, budget_examples=budget_examples, epoch_cap=epoch_cap)
     outside = {why: int(m[np.isfinite(runs.Y)].sum()) for why, m in masks.items()}
     Y_in = np.where(np.logical_or.reduce(list(masks.values())), np.nan, runs.Y)
     all_runs, runs = runs, replace(runs, Y=Y_in)
-    fitted = ~runs.heldout
-    n, W, Y, g = _seed_means(runs, fitted)
+    n, W, Y, g = _seed_means(runs, ~runs.heldout)
     k = len(runs.pairs)
     need = k + 2 if min_mixtures is None else min_mixtures
     if len(np.unique(g)) < need:
         raise FitError(f"{len(np.unique(g))} distinct design mixtures to fit for {k} pairs; the "
                        f"mixture laws need at least {need} (K + 2)", column="weight")
-    laws, errors, skipped = {}, {}, {}
+    jobs = _Jobs(_default_workers(int(np.isfinite(Y).sum())) if workers is None else workers,
+                 progress)
+    fits = jobs.map(_full_fit, [(f, n, W, Y, runs.pairs, g) for f in forms],
+                    [f"{f} fit" for f in forms])
+    laws = {f: r for f, r in zip(forms, fits, strict=True) if not isinstance(r, str)}
+    skipped = {f: r for f, r in zip(forms, fits, strict=True) if isinstance(r, str)}
+    fold = cv_folds(g, max_folds, seed)
+    nf = int(fold.max()) + 1
+    cv_kind = "leave-one-mixture-out" if nf == len(np.unique(g)) else f"{nf}-fold over mixtures"
+    todo = [(f, j) for f in laws for j in range(nf)]
+    res = jobs.map(_fold_fit, [(laws[f], n, W, Y, fold != j) for f, j in todo],
+                   [f"{f} CV fold {j + 1}/{nf}" for f, j in todo])
+    errors = {}
+    for form, fit in laws.items():
+        pred, failed = np.full(Y.shape, np.nan), 0
+        for (f, j), (p, fl) in zip(todo, res, strict=True):
+            if f == form:
+                pred[fold == j] = p[fold == j]
+                failed += len(fl)
+        errors[form] = _law_errors(fit, runs, Y, pred, cv_kind, nf, failed)
+    chosen, because = _choose(errors, cv_kind)
+    if n_boot:
+        _bootstrap_laws(jobs, [laws[f] for f in _bootstrap_forms(errors, chosen, laws)],
+                        n, W, Y, g, n_boot, seed, errors)
+    heldout = _heldout_table(runs, laws.get(chosen) if chosen else None, chosen)
+    return MixtureComparison(all_runs, laws, errors, skipped, chosen, because, heldout, outside)
+
+
+def _law_errors(fit: MixtureLawFit, runs: MixtureRuns, Y, cv_pred, cv_kind: str, folds: int,
+                failed: int) -> dict:
+    """``errors[form]``: CV errors of the fold predictions, held-out errors, fit size."""
     held = np.flatnonzero(runs.heldout)
-    for form in forms:
-        try:
-            fit = fit_mixture_law(form, n, W, Y, runs.pairs, groups=g, n_boot=n_boot, seed=seed)
-        except FitError as e:
-            skipped[form] = str(e)
-            continue
-        laws[form] = fit
-        cv = _cross_validate(fit, n, W, Y, g)
-        ho = _errors(runs.Y[held], fit.predict(runs.n[held], runs.W[held])) if len(held) \
-            else {"mae": None, "mape": None, "points": 0, "not_predicted": 0}
-        errors[form] = {"cv_mae": cv["mae"], "cv_mape": cv["mape"], "cv_points": cv["points"],
-                        "cv_not_predicted": cv["not_predicted"], "heldout_mae": ho["mae"],
-                        "heldout_mape": ho["mape"], "heldout_points": ho["points"],
-                        "heldout_not_predicted": ho["not_predicted"], "n_params": fit.n_params,
-                        "rmse": fit.goodness.get("rmse"), "r2": fit.goodness.get("r2")}
-    chosen, because = _choose(errors)
-    heldout = {}
-    for r in held:
+    cv = _errors(Y, cv_pred)
+    ho = _errors(runs.Y[held], fit.predict(runs.n[held], runs.W[held])) if len(held) \
+        else {"mae": None, "mape": None, "points": 0, "not_predicted": 0}
+    return {"cv_mae": cv["mae"], "cv_mape": cv["mape"], "cv_points": cv["points"],
+            "cv_not_predicted": cv["not_predicted"], "cv": cv_kind, "cv_folds": folds,
+            "cv_failed": failed, "heldout_mae": ho["mae"], "heldout_mape": ho["mape"],
+            "heldout_points": ho["points"], "heldout_not_predicted": ho["not_predicted"],
+            "n_params": fit.n_params, "rmse": fit.goodness.get("rmse"),
+            "r2": fit.goodness.get("r2"), "boot_resamples": 0, "boot_failed": None}
+
+
+def _bootstrap_laws(jobs: _Jobs, fits: list[MixtureLawFit], n, W, Y, g, n_boot: int, seed: int,
+                    errors: dict[str, dict]) -> None:
+    """Bootstrap refits of ``fits`` (chunks of resamples as jobs); counts into ``errors``."""
+    samples = bootstrap_resamples(g, n_boot, seed)
+    chunks = np.array_split(np.arange(n_boot), max(1, min(n_boot, 4 * jobs.workers)))
+    todo = [(fit, c) for fit in fits for c in chunks if len(c)]
+    res = jobs.map(bootstrap_refits, [(fit, n, W, Y, [samples[i] for i in c]) for fit, c in todo],
+                   [f"{fit.form} bootstrap {len(c)} resamples" for fit, c in todo])
+    for fit in fits:
+        attach_bootstrap(fit, [r for (f, _), rs in zip(todo, res, strict=True) if f is fit
+                               for r in rs], seed)
+        errors[fit.form]["boot_resamples"] = n_boot
+        errors[fit.form]["boot_failed"] = fit.meta["bootstrap"]["failed_refits"]
+
+
+def _heldout_table(runs: MixtureRuns, fit: MixtureLawFit | None, chosen: str | None) -> dict:
+    """Per held-out run and pair: predicted (by the chosen law), measured, error, noise."""
+    heldout: dict[str, dict] = {}
+    held = np.flatnonzero(runs.heldout)
+    pred = fit.predict(runs.n[held], runs.W[held]) if fit is not None and len(held) else None
+    for h, r in enumerate(held):
         rid = runs.run_ids[r]
         heldout[rid] = {}
         for i, p in enumerate(runs.pairs):
             if not np.isfinite(runs.Y[r, i]):
                 continue
-            pred = float(laws[chosen].predict(runs.n[r:r + 1], runs.W[r:r + 1])[0, i]) \
-                if chosen else float("nan")
+            pv = float(pred[h, i]) if pred is not None else float("nan")
             noise, src = _noise(runs, r, i)
-            heldout[rid][p] = {"predicted": pred, "measured": float(runs.Y[r, i]),
-                               "error": pred - float(runs.Y[r, i]), "noise": noise,
+            heldout[rid][p] = {"predicted": pv, "measured": float(runs.Y[r, i]),
+                               "error": pv - float(runs.Y[r, i]), "noise": noise,
                                "noise_source": src, "weight": float(runs.W[r, i]),
                                "n": float(runs.n[r]), "law": chosen}
-    return MixtureComparison(all_runs, laws, errors, skipped, chosen, because, heldout, outside)
+    return heldout
 
 
-def _choose(errors: dict[str, dict]) -> tuple[str | None, str]:
+def _choose(errors: dict[str, dict], cv_kind: str = "leave-one-mixture-out"
+            ) -> tuple[str | None, str]:
     full = {f: e for f, e in errors.items() if e["cv_points"] > 0 and e["cv_not_predicted"] == 0}
     pool = full or {f: e for f, e in errors.items() if e["cv_points"] > 0}
     if not pool:
         return None, "no law could be cross-validated"
     order = sorted(pool, key=lambda f: pool[f]["cv_mae"])
     best = order[0]
-    text = (f"lowest leave-one-mixture-out CV MAE: {best} {pool[best]['cv_mae']:.4g} "
+    text = (f"lowest {cv_kind} CV MAE: {best} {pool[best]['cv_mae']:.4g} "
             f"(MAPE {pool[best]['cv_mape']:.3g} %)")
     if len(order) > 1:
         text += "; then " + ", ".join(f"{f} {pool[f]['cv_mae']:.4g}" for f in order[1:])

@@ -35,8 +35,10 @@ power of it is left out for the same reason). With one model size the joint law 
 additive one and is not fitted; the additive law drops A_i N^(−α_i) (a constant then).
 
 Uncertainty: bootstrap over design mixtures (all sizes of a mixture resampled together), each
-refit started from the fit's solution at its f_scale; bands are percentiles of the predictions
-over the refits (:mod:`fitting.core.uncertainty`).
+refit started from the fit's solution at its f_scale; a refit that fails (no convergence, too
+few runs) is dropped and counted, never replaced by the estimate; bands are percentiles of the
+predictions over the successful refits (:mod:`fitting.core.uncertainty`). Cross-validation
+refits (:func:`refit_mixture_law` with ``from_grid``) start from the same grids as a full fit.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from fitting.core.engine import goodness_of_fit, varpro_fit
 from fitting.core.uncertainty import percentile_range
 
 __all__ = ["FORMS", "MixtureLawFit", "fit_mixture_law", "refit_mixture_law", "predict_with",
-           "effective_weight"]
+           "effective_weight", "bootstrap_resamples", "bootstrap_refits", "attach_bootstrap"]
 
 #: the forms, in the order the comparison lists them
 FORMS: tuple[str, ...] = ("transfer", "datamixing", "additive", "joint")
@@ -175,8 +177,9 @@ def _spec(form: str, i: int, k: int, sized: bool) -> _Spec:
 
 def _polish(spec: _Spec, u, W, y, warm: dict, loss: str) -> dict:
     """A refit started from ``warm`` (θ, linear coefficients, f_scale): one bounded robust
-    ``least_squares`` over (θ, c) at that f_scale with the analytic Jacobian, at most
-    15 evaluations per parameter (cross-validation and bootstrap refits)."""
+    ``least_squares`` over (θ, c) at that f_scale with the analytic Jacobian (bootstrap refits).
+    Raises FitError when it does not converge within 100 evaluations per parameter or gives
+    non-finite residuals: the caller counts it as a failed refit."""
     th0, c0 = np.asarray(warm["theta"], float), np.asarray(warm["coef"], float)
     p, k = len(th0), len(c0)
     lo = np.concatenate([spec.lo, np.zeros(k)])
@@ -194,9 +197,11 @@ def _polish(spec: _Spec, u, W, y, warm: dict, loss: str) -> dict:
     with np.errstate(all="ignore"):
         sol = least_squares(resid, x0, jac=jac, bounds=(lo, hi), loss=loss,
                             f_scale=float(warm["f_scale"]), x_scale="jac",
-                            max_nfev=15 * (p + k), ftol=1e-7, xtol=1e-7)
+                            max_nfev=100 * (p + k + 1), ftol=1e-7, xtol=1e-7)
     if not np.all(np.isfinite(sol.fun)):
         raise FitError("refit gave non-finite residuals")
+    if sol.status <= 0:
+        raise FitError(f"refit did not converge: {sol.message}")
     return {"theta": [float(v) for v in sol.x[:p]], "coef": [float(v) for v in sol.x[p:]],
             "f_scale": float(warm["f_scale"]), "points": int(len(y))}
 
@@ -367,25 +372,38 @@ def _targets(form: str, pairs, sizes, n, sized):
     return [(p, i, np.ones(len(n), bool)) for i, p in enumerate(pairs)]
 
 
-def _fit_all(form, pairs, sizes, n_ref, n, W, Y, warm: dict | None) -> dict:
+def _fit_all(form, pairs, sizes, n_ref, n, W, Y, warm: dict | None,
+             failed: list[str] | None = None) -> dict:
+    """Solutions of every target (:func:`_targets`): from the start grids (``warm`` None) or
+    polished from ``warm``'s solution of the same target. A target that cannot be fitted (too
+    few runs with a loss, no convergence) raises FitError, or with a ``failed`` list is
+    appended to it and left out of the solutions."""
     k, sized = len(pairs), len(sizes) > 1
     loss = "huber" if form == "datamixing" else "soft_l1"
     sol: dict = {}
     for key, i, rows in _targets(form, pairs, sizes, n, sized):
+        if not np.isfinite(Y[:, i]).any():
+            continue  # a weight-only domain: a source, never a target
         rows = rows & np.isfinite(Y[:, i])
         spec = _spec(form, i, k, sized and form != "datamixing")
-        if rows.sum() < len(spec.theta_names) + len(spec.coef_names) + 1:
-            if warm is None:
+        u = n[rows] / n_ref if sized else np.ones(int(rows.sum()))
+        try:
+            if rows.sum() < len(spec.theta_names) + len(spec.coef_names) + 1:
                 raise FitError(f"{form}: {int(rows.sum())} runs with a loss for {key}; the law "
                                f"has {len(spec.theta_names) + len(spec.coef_names)} parameters "
                                "for it", column="value")
-            continue
-        u = n[rows] / n_ref if sized else np.ones(int(rows.sum()))
-        if warm is not None:
-            if key in warm:
+            if warm is not None:
+                if key not in warm:
+                    raise FitError(f"{form}: no solution of {key} to start the refit from")
                 sol[key] = _polish(spec, u, W[rows], Y[rows, i], warm[key], loss)
+                continue
+            with np.errstate(all="ignore"):
+                res = _solve(spec, u, W[rows], Y[rows, i], loss=loss)
+        except (FitError, ValueError, np.linalg.LinAlgError):
+            if failed is None:
+                raise
+            failed.append(key)
             continue
-        res = _solve(spec, u, W[rows], Y[rows, i], loss=loss)
         sol[key] = {"theta": [float(v) for v in res.theta], "coef": [float(v) for v in res.coef],
                     "f_scale": float(res.f_scale), "points": int(rows.sum())}
     return sol
@@ -433,14 +451,19 @@ def fit_mixture_law(form: str, n: ArrayLike, W: ArrayLike, Y: ArrayLike, pairs: 
     return fit
 
 
-def refit_mixture_law(fit: MixtureLawFit, n: ArrayLike, W: ArrayLike, Y: ArrayLike) -> dict:
-    """The law's solutions refitted to other runs (a subset), each target started from ``fit``'s
-    solution at its f_scale (cross-validation, bootstrap). Returns solutions for
-    :meth:`MixtureLawFit._predict`-style use through :func:`predict_with`."""
+def refit_mixture_law(fit: MixtureLawFit, n: ArrayLike, W: ArrayLike, Y: ArrayLike, *,
+                      from_grid: bool = False, failed: list[str] | None = None) -> dict:
+    """The law's solutions refitted to other runs (a subset): each target polished from
+    ``fit``'s solution at its f_scale (bootstrap), or with ``from_grid`` fitted from the same
+    start grids as a full fit, never from ``fit``'s optimum (cross-validation). Sizes and the
+    reference size are ``fit``'s, so :func:`predict_with` predicts with the result. A target
+    that cannot be refitted raises FitError, or with a ``failed`` list is appended to it and
+    left out."""
     n = np.asarray(n, dtype=np.float64)
     sizes = list(fit.sizes or [])
     return _fit_all(fit.form, fit.pairs or [], sizes, fit.n_ref, n, np.asarray(W, np.float64),
-                    np.asarray(Y, np.float64), fit.solutions or {})
+                    np.asarray(Y, np.float64), None if from_grid else fit.solutions or {},
+                    failed)
 
 
 def predict_with(fit: MixtureLawFit, solutions: dict, n: ArrayLike, W: ArrayLike) -> np.ndarray:
@@ -449,31 +472,58 @@ def predict_with(fit: MixtureLawFit, solutions: dict, n: ArrayLike, W: ArrayLike
     return fit._predict(solutions, n, W)
 
 
+def bootstrap_resamples(groups: ArrayLike, n_boot: int, seed: int) -> list[np.ndarray]:
+    """Row indices of ``n_boot`` resamples over design mixtures (all runs of a drawn mixture
+    label in ``groups`` together), seeded."""
+    rng = np.random.default_rng(seed)
+    labels, inv = np.unique(np.asarray(groups), return_inverse=True)
+    members = [np.flatnonzero(inv == g) for g in range(len(labels))]
+    return [np.concatenate([members[g] for g in rng.integers(0, len(members), len(members))])
+            for _ in range(int(n_boot))]
+
+
+def bootstrap_refits(fit: MixtureLawFit, n: ArrayLike, W: ArrayLike, Y: ArrayLike,
+                     resamples: list[np.ndarray]) -> list[tuple[dict, list[str]]]:
+    """(solutions, failed targets) of the law refitted to each resample, polished from the
+    fit's solution; a target whose refit fails is absent from that resample's solutions."""
+    n, W, Y = (np.asarray(a, dtype=np.float64) for a in (n, W, Y))
+    out = []
+    for idx in resamples:
+        failed: list[str] = []
+        sol = refit_mixture_law(fit, n[idx], W[idx], Y[idx], failed=failed)
+        out.append((sol, failed))
+    return out
+
+
+def attach_bootstrap(fit: MixtureLawFit, refits: list[tuple[dict, list[str]]], seed: int) -> None:
+    """Set ``boot``, ``stderr``, ``intervals`` and ``meta["bootstrap"]`` of ``fit`` from
+    :func:`bootstrap_refits`. A failed target refit is dropped from that resample, never
+    replaced by the point estimate: each target's bands and sd come from its successful
+    refits, and ``meta["bootstrap"]["failed"]`` counts the failures per target."""
+    keys = list((fit.solutions or {}).keys())
+    failed = {key: sum(key in f for _, f in refits) for key in keys}
+    fit.boot = [sol for sol, _ in refits]
+    total = len(refits) * len(keys)
+    fit.meta["bootstrap"] = {"resamples": len(refits), "target_refits": total,
+                             "failed_refits": int(sum(failed.values())),
+                             "failed": {k: v for k, v in failed.items() if v}, "seed": seed}
+    fit.meta["uncertainty"] = (f"bootstrap over design mixtures: {len(refits)} resamples, "
+                               f"{sum(failed.values())} of {total} target refits failed "
+                               f"(dropped, not replaced), seed {seed}")
+    draws = [_readable(fit.form, s, fit.pairs or [], fit.sizes or [], fit.n_ref, fit.sized)
+             for s in fit.boot]
+    arr = {k: np.array([d.get(k, np.nan) for d in draws]) for k in fit.params}
+    fit.stderr, fit.intervals = {}, {}
+    for k, v in arr.items():
+        v = v[np.isfinite(v)]
+        if len(v) < 2:
+            continue
+        fit.stderr[k] = float(np.std(v, ddof=1))
+        lo, hi = percentile_range(v[:, None], 0.95, estimate=np.array([fit.params[k]]))
+        fit.intervals[k] = (float(lo[0]), float(hi[0]))
+
+
 def _bootstrap(fit: MixtureLawFit, n, W, Y, groups, n_boot: int, seed: int) -> None:
     """Bootstrap over design mixtures: ``boot`` solutions, ``stderr`` and ``intervals``."""
-    rng = np.random.default_rng(seed)
-    labels, inv = np.unique(groups, return_inverse=True)
-    members = [np.flatnonzero(inv == g) for g in range(len(labels))]
-    boot, failed = [], 0
-    for _ in range(int(n_boot)):
-        idx = np.concatenate([members[g] for g in rng.integers(0, len(members), len(members))])
-        try:
-            sol = {**(fit.solutions or {}), **refit_mixture_law(fit, n[idx], W[idx], Y[idx])}
-        except (FitError, ValueError, np.linalg.LinAlgError):
-            failed += 1
-            continue
-        boot.append(sol)
-    fit.boot = boot
-    fit.meta["uncertainty"] = (f"bootstrap over design mixtures: {len(boot)} refits "
-                               f"({failed} failed), seed {seed}")
-    draws = [_readable(fit.form, s, fit.pairs or [], fit.sizes or [], fit.n_ref, fit.sized)
-             for s in boot]
-    if len(draws) >= 2:
-        keys = list(fit.params)
-        arr = {k: np.array([d.get(k, np.nan) for d in draws]) for k in keys}
-        fit.stderr = {k: float(np.nanstd(v, ddof=1)) for k, v in arr.items()}
-        fit.intervals = {}
-        for k, v in arr.items():
-            lo, hi = percentile_range(v[np.isfinite(v)][:, None], 0.95,
-                                      estimate=np.array([fit.params[k]]))
-            fit.intervals[k] = (float(lo[0]), float(hi[0]))
+    attach_bootstrap(fit, bootstrap_refits(fit, n, W, Y, bootstrap_resamples(groups, n_boot,
+                                                                             seed)), seed)

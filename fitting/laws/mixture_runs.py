@@ -4,7 +4,8 @@
   size N, weights w (column ``weight`` of each evaluated pair; 0 = evaluated, not trained),
   final losses; cool-down branches left out.
 * :func:`read_wide_runs` — the same from a wide CSV (one row per run: ``run_id``, ``n`` or
-  ``size``, ``w_<pair>``, ``loss_<pair>``, optional ``heldout`` 0/1 and ``data_size_<pair>``).
+  ``size``, ``w_<pair>``, ``loss_<pair>`` (absent for a weight-only domain), optional
+  ``heldout`` 0/1 and ``data_size_<pair>``).
 
 The laws are in :mod:`fitting.laws.mixture_laws`; their comparison in
 :mod:`fitting.laws.mixture_compare`.
@@ -116,9 +117,11 @@ def _numeric(df: pd.DataFrame, col: str, path: str) -> np.ndarray:
 
 
 def read_wide_runs(table: pd.DataFrame | str) -> MixtureRuns:
-    """Runs from a wide table, one row per run: ``run_id``, ``n`` (or ``size``), ``w_<pair>``
-    and ``loss_<pair>`` for every pair, optional ``heldout`` (0/1) and ``data_size_<pair>``.
-    Weights of a row must sum to 1 (±1e-3; then renormalised)."""
+    """Runs from a wide table, one row per run: ``run_id``, ``n`` (or ``size``), ``w_<domain>``
+    for every trained domain and ``loss_<domain>`` for every evaluated one (a ``w_<domain>``
+    without ``loss_<domain>`` is a weight-only domain: trained, never evaluated; it enters the
+    laws as a source, never as a target), optional ``heldout`` (0/1) and
+    ``data_size_<domain>``. Weights of a row must sum to 1 (±1e-3; then renormalised)."""
     path = table if isinstance(table, str) else "wide table"
     if isinstance(table, str):
         if not os.path.exists(table):
@@ -141,18 +144,15 @@ def read_wide_runs(table: pd.DataFrame | str) -> MixtureRuns:
         if p not in wp:
             raise FitError(f"{path}: column 'loss_{p}' has no weight column 'w_{p}'",
                            column=f"w_{p}", source=path)
-    for p in wp:
-        if p not in lp:
-            raise FitError(f"{path}: column 'w_{p}' has no loss column 'loss_{p}'",
-                           column=f"loss_{p}", source=path)
-    pairs = sorted(wp)
+    pairs = sorted(wp)  # a w_X without loss_X: trained, never evaluated (its losses NaN)
     n = _numeric(df, ncol, path)
     if np.any(~(n > 0)):
         r = int(np.flatnonzero(~(n > 0))[0])
         raise FitError(f"{path}: column {ncol!r}, row {r + 2}: expected a positive size, got "
                        f"{df[ncol].iloc[r]!r}", column=ncol, row=r, source=path)
     W = np.column_stack([np.nan_to_num(_numeric(df, f"w_{p}", path)) for p in pairs])
-    Y = np.column_stack([_numeric(df, f"loss_{p}", path) for p in pairs])
+    Y = np.column_stack([_numeric(df, f"loss_{p}", path) if p in lp
+                         else np.full(len(df), np.nan) for p in pairs])
     s = W.sum(axis=1)
     bad = np.flatnonzero((np.abs(s - 1.0) > 1e-3) | (W < 0).any(axis=1))
     if len(bad):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -158,8 +158,9 @@ def _markdown(doc: Document, rep, cmp: MixtureComparison, payload: dict, out_dir
           f"mixtures), {int(runs.heldout.sum())} held out. Laws: eq. 11 with a transfer matrix "
           "(Fernandes et al. 2023, eq. 13's linear effective fraction), Data Mixing Laws (Ye et "
           "al. 2024, one fit per size), Shukor et al. 2025's additive and joint laws (token "
-          "budget fixed: the D terms are constants). CV = leave one design mixture out (all its "
-          "sizes); uncertainty = bootstrap over design mixtures.")
+          f"budget fixed: the D terms are constants). CV = {_cv_kind(cmp)} (all sizes of a "
+          "mixture left out together; every fold refitted from the full fit's start grids); "
+          "uncertainty = bootstrap over design mixtures.")
     if any(cmp.outside.values()):
         doc.p("Outside every law's domain, neither fitted nor scored: " + "; ".join(
             f"{count} {why} (run, pair) losses" for why, count in cmp.outside.items() if count)
@@ -167,9 +168,10 @@ def _markdown(doc: Document, rep, cmp: MixtureComparison, payload: dict, out_dir
             "repeated more often than the epoch cap, where it over-fits).")
     rows = [[form, str(e["n_params"]), format_number(e["cv_mae"], digits=3),
              format_number(e["cv_mape"], digits=3), format_number(e["heldout_mae"], digits=3),
-             format_number(e["heldout_mape"], digits=3)]
+             format_number(e["heldout_mape"], digits=3), _failed_refits(e)]
             for form, e in cmp.errors.items()]
-    doc.table(["law", "params", "CV MAE", "CV MAPE %", "held-out MAE", "held-out MAPE %"], rows)
+    doc.table(["law", "params", "CV MAE", "CV MAPE %", "held-out MAE", "held-out MAPE %",
+               "failed refits (CV; bootstrap)"], rows)
     doc.p(f"Chosen: **{cmp.chosen}** — {cmp.chosen_because}")
     for form, why in cmp.skipped.items():
         rep.skipped[f"mixture law {form}"] = why
@@ -213,6 +215,21 @@ def _markdown(doc: Document, rep, cmp: MixtureComparison, payload: dict, out_dir
                      for name, why in rec["baselines_skipped"].items()])
 
 
+def _cv_kind(cmp: MixtureComparison) -> str:
+    """How the comparison cross-validated (the same for every law)."""
+    kinds = {e.get("cv") for e in cmp.errors.values()} - {None}
+    return next(iter(kinds)) if len(kinds) == 1 else "over design mixtures"
+
+
+def _failed_refits(e: dict) -> str:
+    """"CV failed/folds×targets; bootstrap failed/resamples×targets" of ``errors[form]``;
+    failed refits are left out (their points unpredicted, their resamples dropped)."""
+    cv = f"{e.get('cv_failed', 0)} of {e.get('cv_folds', '?')} folds"
+    if not e.get("boot_resamples"):
+        return cv + "; no bootstrap"
+    return cv + f"; {e.get('boot_failed', 0)} of {e['boot_resamples']} resamples × targets"
+
+
 def load_mixture_runs(table: pd.DataFrame | str, *, heldout_runs: Sequence[str] = (),
                       eval_set: str = "validation", metric: str = "loss") -> MixtureRuns:
     """Runs from our tidy table (CSV/Parquet, or a DataFrame with a ``pair`` column) or from a
@@ -244,16 +261,20 @@ def load_mixture_runs(table: pd.DataFrame | str, *, heldout_runs: Sequence[str] 
 def mixture_run_table(table: pd.DataFrame | str, *, heldout_runs: Sequence[str] = (),
                       target_size: float | None = None, constraints: dict | None = None,
                       eval_set: str = "validation", metric: str = "loss", n_boot: int = 100,
-                      seed: int = 0, out_dir: str | None = None) -> dict:
+                      seed: int = 0, out_dir: str | None = None, max_folds: int = 10,
+                      workers: int | None = None,
+                      progress: Callable[[str], None] | None = None) -> dict:
     """The mixture analysis of ``mnmt-fit mixture``: ``fits.json["mixture"]``'s content for a
     table (:func:`load_mixture_runs`); with ``out_dir``, also ``mixture.json`` and
-    ``transfer.png`` there."""
+    ``transfer.png`` there. ``max_folds``, ``workers`` and ``progress``:
+    :func:`~fitting.laws.mixture_compare.compare_mixture_laws`."""
     runs = load_mixture_runs(table, heldout_runs=heldout_runs, eval_set=eval_set, metric=metric)
     if len(runs.pairs) < 3:
         raise FitError(f"{runs.source}: {len(runs.pairs)} pair(s) {runs.pairs}; the mixture laws "
                        "need at least 3", column="pair")
     constraints = {k: v for k, v in (constraints or {}).items() if v is not None}
-    cmp = compare_mixture_laws(runs, n_boot=n_boot, seed=seed, **_domain(constraints))
+    cmp = compare_mixture_laws(runs, n_boot=n_boot, seed=seed, max_folds=max_folds,
+                               workers=workers, progress=progress, **_domain(constraints))
     rec, why = None, None
     try:
         rec = _recommend(cmp, None if target_size is None else [target_size], constraints, seed)
@@ -283,13 +304,15 @@ def _save_transfer(transfer: dict, path: str) -> str:
 
 def mixture_text(payload: dict) -> str:
     """A plain-text summary of :func:`mixture_run_table`'s result."""
-    lines = ["law comparison (CV = leave one design mixture out):",
+    kinds = {e.get("cv") for e in payload["laws"].values()} - {None}
+    lines = [f"law comparison (CV = {', '.join(sorted(kinds)) or 'none'}):",
              f"  {'law':<11s}{'params':>7s}{'CV MAE':>10s}{'CV MAPE%':>10s}{'HO MAE':>10s}"
-             f"{'HO MAPE%':>10s}"]
+             f"{'HO MAPE%':>10s}  failed refits"]
     for form, e in payload["laws"].items():
         lines.append(f"  {form:<11s}{e['n_params']:>7d}" + "".join(
             f"{format_number(e[k], digits=3):>10s}"
-            for k in ("cv_mae", "cv_mape", "heldout_mae", "heldout_mape")))
+            for k in ("cv_mae", "cv_mape", "heldout_mae", "heldout_mape"))
+            + f"  {_failed_refits(e)}")
     lines.append(f"chosen: {payload['chosen']} — {payload['chosen_because']}")
     if payload["transfer"]:
         t = payload["transfer"]

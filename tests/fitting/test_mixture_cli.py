@@ -83,7 +83,10 @@ def test_errors_name_file_and_column(tables, tmp_path, capsys):
     runs, wide, _ = tables
     bad = tmp_path / "bad.csv"
     runs.to_wide().drop(columns=["loss_en-fr"]).to_csv(bad, index=False)
-    with pytest.raises(FitError, match=r"bad\.csv.*loss_en-fr"):
+    only_w = load_mixture_runs(str(bad))  # a weight-only domain: trained, never evaluated
+    assert np.isnan(only_w.Y[:, only_w.pairs.index("en-fr")]).all()
+    runs.to_wide().drop(columns=["w_en-fr"]).to_csv(bad, index=False)
+    with pytest.raises(FitError, match=r"bad\.csv.*w_en-fr"):
         load_mixture_runs(str(bad))
     df = runs.to_wide()
     df.loc[2, "w_en-de"] = 0.9
