@@ -38,6 +38,34 @@ def test_corpus_is_a_prefix_family_reused_and_sharded_in_order(bench, tmp_path):
     assert joined == b"".join(large_lines)
 
 
+def test_the_real_text_corpus_is_every_catalog_line_repeated_with_a_tag(bench, tmp_path):
+    """--corpus gettext: the distinct lines of every catalog (a line in two catalogs once), then
+    the same lines with the source tagged by the repetition: every corpus line distinct."""
+    from mnmt.data.sources.gettext import write_catalog
+
+    locale = tmp_path / "locale"
+    texts = {f"Open file {i}": f"Datei {i} öffnen" for i in range(150)}
+    write_catalog(str(locale / "de" / "LC_MESSAGES" / "a.mo"), dict(list(texts.items())[:100]))
+    write_catalog(str(locale / "de" / "LC_MESSAGES" / "b.mo"), dict(list(texts.items())[50:]))
+    write_catalog(str(locale / "fr" / "LC_MESSAGES" / "a.mo"),
+                  {f"Open file {i}": f"Ouvrir {i}" for i in range(40)})
+    args = bench.parse_args(["--work_dir", str(tmp_path / "w"), "--corpus", "gettext",
+                             "--locale_dir", str(locale), "--vocab_size", "300", *TINY[:2]])
+    pool = bench.prepare_pool(args, log=lambda m: None)
+    assert pool["pool_pairs"] == 190 and pool["catalog_files"] == 3 and pool["pair"] == "en-mul"
+    corpus = bench.write_corpus(pool, 0, 500, log=lambda m: None)
+    with open(corpus["path"], "rb") as f:
+        lines = f.readlines()
+    with open(pool["pool_path"], "rb") as f:
+        pool_lines = f.readlines()
+    assert len(lines) == 500 == len(set(lines))
+    assert lines[:190] == pool_lines
+    assert lines[190:380] == [b"[1] " + ln for ln in pool_lines]
+    assert lines[499] == b"[2] " + pool_lines[499 - 380]
+    assert {ln.decode().rstrip("\n") for ln in pool_lines} == (
+        {f"{s}\t{t}" for s, t in texts.items()} | {f"Open file {i}\tOuvrir {i}" for i in range(40)})
+
+
 def test_targets_pass_and_fail(bench):
     r = {"pairs": 20_000_000, "startup_s": 4.0, "input_rss_mb": 301.0,
          "build_pairs_per_s": 25_000.0, "tokens_per_s": 10.0, "seqio": {"tokens_per_s": 11.0}}
