@@ -57,21 +57,25 @@ class MixtureComparison:
 
 
 def _seed_means(runs: MixtureRuns, rows: np.ndarray):
-    """(n, W, Y, mixture label) of ``rows`` averaged over runs with the same mixture and size."""
+    """(n, W, Y, mixture label, tokens or None) of ``rows`` averaged over runs with the same
+    mixture, size and token budget."""
     keys = runs.mixture_keys[rows]
-    df = pd.DataFrame({"key": keys, "n": runs.n[rows]})
-    groups = df.groupby(["key", "n"], sort=False).indices
-    n, W, Y, g = [], [], [], []
-    for (key, size), idx in groups.items():
+    tok = runs.tokens[rows] if runs.tokens is not None else np.zeros(int(rows.sum()))
+    df = pd.DataFrame({"key": keys, "n": runs.n[rows], "d": tok})
+    groups = df.groupby(["key", "n", "d"], sort=False, dropna=False).indices
+    n, W, Y, g, d = [], [], [], [], []
+    for (key, size, budget), idx in groups.items():
         sel = np.flatnonzero(rows)[idx]
         n.append(size)
+        d.append(budget)
         W.append(runs.W[sel[0]])
         with warnings.catch_warnings():  # a pair with no loss at all in the group: NaN
             warnings.simplefilter("ignore", RuntimeWarning)
             Y.append(np.nanmean(runs.Y[sel], axis=0) if np.isfinite(runs.Y[sel]).any()
                      else runs.Y[sel[0]])
         g.append(key)
-    return np.array(n), np.array(W), np.array(Y), np.array(g)
+    return (np.array(n), np.array(W), np.array(Y), np.array(g),
+            np.array(d, dtype=float) if runs.tokens is not None else None)
 
 
 def _errors(y: np.ndarray, pred: np.ndarray) -> dict:
@@ -111,20 +115,22 @@ def cv_folds(groups: np.ndarray, max_folds: int = 10, seed: int = 0) -> np.ndarr
     return fold_of[inv]
 
 
-def _full_fit(form, n, W, Y, pairs, g):
+def _full_fit(form, n, W, Y, pairs, g, d):
     """A process job: the law fitted to all design runs, or the FitError's text."""
     try:
-        return fit_mixture_law(form, n, W, Y, pairs, groups=g, n_boot=0)
+        return fit_mixture_law(form, n, W, Y, pairs, groups=g, n_boot=0, d=d)
     except FitError as e:
         return str(e)
 
 
-def _fold_fit(fit: MixtureLawFit, n, W, Y, train: np.ndarray):
+def _fold_fit(fit: MixtureLawFit, n, W, Y, d, train: np.ndarray):
     """A process job: predictions of all rows by the law refitted, from its start grids, to
     ``train``; and the targets whose refit failed."""
     failed: list[str] = []
-    sol = refit_mixture_law(fit, n[train], W[train], Y[train], from_grid=True, failed=failed)
-    return predict_with(fit, sol, n, W), failed
+    dd = None if fit.d_ref is None else d
+    sol = refit_mixture_law(fit, n[train], W[train], Y[train], from_grid=True, failed=failed,
+                            d=None if dd is None else dd[train])
+    return predict_with(fit, sol, n, W, dd), failed
 
 
 class _Jobs:
@@ -192,7 +198,7 @@ def compare_mixture_laws(runs: MixtureRuns, *, forms: tuple[str, ...] = FORMS, n
     outside = {why: int(m[np.isfinite(runs.Y)].sum()) for why, m in masks.items()}
     Y_in = np.where(np.logical_or.reduce(list(masks.values())), np.nan, runs.Y)
     all_runs, runs = runs, replace(runs, Y=Y_in)
-    n, W, Y, g = _seed_means(runs, ~runs.heldout)
+    n, W, Y, g, d = _seed_means(runs, ~runs.heldout)
     k = len(runs.pairs)
     need = k + 2 if min_mixtures is None else min_mixtures
     if len(np.unique(g)) < need:
@@ -200,7 +206,7 @@ def compare_mixture_laws(runs: MixtureRuns, *, forms: tuple[str, ...] = FORMS, n
                        f"mixture laws need at least {need} (K + 2)", column="weight")
     jobs = _Jobs(_default_workers(int(np.isfinite(Y).sum())) if workers is None else workers,
                  progress)
-    fits = jobs.map(_full_fit, [(f, n, W, Y, runs.pairs, g) for f in forms],
+    fits = jobs.map(_full_fit, [(f, n, W, Y, runs.pairs, g, d) for f in forms],
                     [f"{f} fit" for f in forms])
     laws = {f: r for f, r in zip(forms, fits, strict=True) if not isinstance(r, str)}
     skipped = {f: r for f, r in zip(forms, fits, strict=True) if isinstance(r, str)}
@@ -208,7 +214,7 @@ def compare_mixture_laws(runs: MixtureRuns, *, forms: tuple[str, ...] = FORMS, n
     nf = int(fold.max()) + 1
     cv_kind = "leave-one-mixture-out" if nf == len(np.unique(g)) else f"{nf}-fold over mixtures"
     todo = [(f, j) for f in laws for j in range(nf)]
-    res = jobs.map(_fold_fit, [(laws[f], n, W, Y, fold != j) for f, j in todo],
+    res = jobs.map(_fold_fit, [(laws[f], n, W, Y, d, fold != j) for f, j in todo],
                    [f"{f} CV fold {j + 1}/{nf}" for f, j in todo])
     errors = {}
     for form, fit in laws.items():
@@ -221,7 +227,7 @@ def compare_mixture_laws(runs: MixtureRuns, *, forms: tuple[str, ...] = FORMS, n
     chosen, because = _choose(errors, cv_kind)
     if n_boot:
         _bootstrap_laws(jobs, [laws[f] for f in _bootstrap_forms(errors, chosen, laws)],
-                        n, W, Y, g, n_boot, seed, errors)
+                        n, W, Y, g, d, n_boot, seed, errors)
     heldout = _heldout_table(runs, laws.get(chosen) if chosen else None, chosen)
     return MixtureComparison(all_runs, laws, errors, skipped, chosen, because, heldout, outside)
 
@@ -231,7 +237,8 @@ def _law_errors(fit: MixtureLawFit, runs: MixtureRuns, Y, cv_pred, cv_kind: str,
     """``errors[form]``: CV errors of the fold predictions, held-out errors, fit size."""
     held = np.flatnonzero(runs.heldout)
     cv = _errors(Y, cv_pred)
-    ho = _errors(runs.Y[held], fit.predict(runs.n[held], runs.W[held])) if len(held) \
+    ho = _errors(runs.Y[held], fit.predict(runs.n[held], runs.W[held], _tokens(runs, held))) \
+        if len(held) \
         else {"mae": None, "mape": None, "points": 0, "not_predicted": 0}
     return {"cv_mae": cv["mae"], "cv_mape": cv["mape"], "cv_points": cv["points"],
             "cv_not_predicted": cv["not_predicted"], "cv": cv_kind, "cv_folds": folds,
@@ -241,13 +248,14 @@ def _law_errors(fit: MixtureLawFit, runs: MixtureRuns, Y, cv_pred, cv_kind: str,
             "r2": fit.goodness.get("r2"), "boot_resamples": 0, "boot_failed": None}
 
 
-def _bootstrap_laws(jobs: _Jobs, fits: list[MixtureLawFit], n, W, Y, g, n_boot: int, seed: int,
-                    errors: dict[str, dict]) -> None:
+def _bootstrap_laws(jobs: _Jobs, fits: list[MixtureLawFit], n, W, Y, g, d, n_boot: int,
+                    seed: int, errors: dict[str, dict]) -> None:
     """Bootstrap refits of ``fits`` (chunks of resamples as jobs); counts into ``errors``."""
     samples = bootstrap_resamples(g, n_boot, seed)
     chunks = np.array_split(np.arange(n_boot), max(1, min(n_boot, 4 * jobs.workers)))
     todo = [(fit, c) for fit in fits for c in chunks if len(c)]
-    res = jobs.map(bootstrap_refits, [(fit, n, W, Y, [samples[i] for i in c]) for fit, c in todo],
+    res = jobs.map(bootstrap_refits, [(fit, n, W, Y, [samples[i] for i in c],
+                                       None if fit.d_ref is None else d) for fit, c in todo],
                    [f"{fit.form} bootstrap {len(c)} resamples" for fit, c in todo])
     for fit in fits:
         attach_bootstrap(fit, [r for (f, _), rs in zip(todo, res, strict=True) if f is fit
@@ -256,11 +264,17 @@ def _bootstrap_laws(jobs: _Jobs, fits: list[MixtureLawFit], n, W, Y, g, n_boot: 
         errors[fit.form]["boot_failed"] = fit.meta["bootstrap"]["failed_refits"]
 
 
+def _tokens(runs: MixtureRuns, rows: np.ndarray) -> np.ndarray | None:
+    """The token budgets of ``rows`` (None when the table has none)."""
+    return None if runs.tokens is None else runs.tokens[rows]
+
+
 def _heldout_table(runs: MixtureRuns, fit: MixtureLawFit | None, chosen: str | None) -> dict:
     """Per held-out run and pair: predicted (by the chosen law), measured, error, noise."""
     heldout: dict[str, dict] = {}
     held = np.flatnonzero(runs.heldout)
-    pred = fit.predict(runs.n[held], runs.W[held]) if fit is not None and len(held) else None
+    pred = fit.predict(runs.n[held], runs.W[held], _tokens(runs, held)) \
+        if fit is not None and len(held) else None
     for h, r in enumerate(held):
         rid = runs.run_ids[r]
         heldout[rid] = {}

@@ -55,7 +55,8 @@ from fitting.core.engine import goodness_of_fit, varpro_fit
 from fitting.core.uncertainty import percentile_range
 
 __all__ = ["FORMS", "MixtureLawFit", "fit_mixture_law", "refit_mixture_law", "predict_with",
-           "effective_weight", "bootstrap_resamples", "bootstrap_refits", "attach_bootstrap"]
+           "effective_weight", "bootstrap_resamples", "bootstrap_refits", "attach_bootstrap",
+           "budgets", "BUDGET_FORMS"]
 
 #: the forms, in the order the comparison lists them
 FORMS: tuple[str, ...] = ("transfer", "datamixing", "additive", "joint")
@@ -132,13 +133,14 @@ def _spec(form: str, i: int, k: int, sized: bool) -> _Spec:
 
     def denom(th, W):
         wg, _ = powers(th, W)
-        return np.maximum(wg[:, i] + wg[:, oth] @ th[2:], 1e-12)
+        return np.maximum(wg[:, i] + wg[:, oth] @ th[2:2 + len(oth)], 1e-12)
 
     def inv_jac(th, W):
         """∂(1/D)/∂γ and ∂(1/D)/∂c_j."""
         wg, lg = powers(th, W)
-        d = np.maximum(wg[:, i] + wg[:, oth] @ th[2:], 1e-12)
-        dg = -(lg[:, i] + lg[:, oth] @ th[2:]) / d**2
+        c = th[2:2 + len(oth)]
+        d = np.maximum(wg[:, i] + wg[:, oth] @ c, 1e-12)
+        dg = -(lg[:, i] + lg[:, oth] @ c) / d**2
         return dg, [-wg[:, j] / d**2 for j in oth]
 
     names = ["alpha", "gamma"] + [f"c{j}" for j in oth]
@@ -173,6 +175,44 @@ def _spec(form: str, i: int, k: int, sized: bool) -> _Spec:
         return _Spec(names, lo, hi, grids, ["E", "s"] + [f"a_u{j}" for j in range(k)], design,
                      jac)
     raise FitError(f"unknown mixture law form {form!r}; expected one of {FORMS}")
+
+
+#: the forms that take the token budget D (Shukor et al. 2025's B_i / D^β_i term)
+BUDGET_FORMS: tuple[str, ...] = ("additive", "joint")
+#: the budgets must span this ratio for D to enter a law
+BUDGET_RATIO = 1.5
+
+
+def _with_budget(spec: _Spec) -> _Spec:
+    """``spec`` plus Shukor et al.'s term B_i (D/D_ref)^−β_i: one more θ (β_i, last) and one more
+    linear coefficient (B_i, last); ``u`` is then (R, 2): N/N_ref and D/D_ref per run."""
+    p = len(spec.theta_names)
+
+    def design(th, u, W):
+        return np.column_stack([spec.design(th[:p], u[:, 0], W), np.power(u[:, 1], -th[p])])
+
+    def jac(th, u, W):
+        z = np.zeros((len(W), 1))
+        out = [np.column_stack([d, z]) for d in spec.jac(th[:p], u[:, 0], W)]
+        db = np.zeros((len(W), len(spec.coef_names) + 1))
+        db[:, -1] = -np.log(u[:, 1]) * np.power(u[:, 1], -th[p])
+        return out + [db]
+    return _Spec(spec.theta_names + ["beta_d"], list(spec.lo) + [1e-3], list(spec.hi) + [3.0],
+                 [g + [[0.3]] for g in spec.grids], spec.coef_names + ["B_d"], design, jac)
+
+
+def _law_spec(form: str, i: int, k: int, sized: bool, budgeted: bool) -> _Spec:
+    """:func:`_spec`, with the D term (:func:`_with_budget`) when ``budgeted``."""
+    spec = _spec(form, i, k, sized)
+    return _with_budget(spec) if budgeted and form in BUDGET_FORMS else spec
+
+
+def _scaled(n: np.ndarray, d: np.ndarray | None, n_ref: float, d_ref: float | None,
+            sized: bool) -> np.ndarray:
+    """The law's size argument u: N/N_ref (ones at one size), with a D/D_ref column when the
+    law takes the token budget."""
+    u = n / n_ref if sized else np.ones(len(n))
+    return u if d_ref is None else np.column_stack([u, d / d_ref])
 
 
 def _polish(spec: _Spec, u, W, y, warm: dict, loss: str) -> dict:
@@ -242,12 +282,17 @@ class MixtureLawFit(FitResult):
     en-fr on target en-de), ``t[en-de,en-fr@1]`` (Ye's t at the second size), ``C[en-de,en-fr]``.
     ``solutions``: key (pair, or pair@size index for ``datamixing``) → θ, linear coefficients and
     f_scale of the engine; ``boot``: the same per bootstrap refit (bands, warm starts).
+    ``d_ref``: set when the token budget D enters the law (``additive`` and ``joint`` fitted to
+    runs of several budgets: ``B[pair]``, ``beta_d[pair]``); predictions without a D use
+    ``d_default`` (the largest budget of the fitted runs).
     """
 
     form: str = "transfer"
     pairs: list[str] | None = None
     sizes: list[float] | None = None
     n_ref: float = 1.0
+    d_ref: float | None = None
+    d_default: float | None = None
     solutions: dict | None = None
     boot: list | None = None
     n_mixtures: int = 0
@@ -268,11 +313,13 @@ class MixtureLawFit(FitResult):
         idx = np.argmin(rel, axis=1)
         return np.where(rel[np.arange(len(n)), idx] < 1e-6, idx, -1)
 
-    def _predict(self, sol: dict, n, W) -> np.ndarray:
+    def _predict(self, sol: dict, n, W, d=None) -> np.ndarray:
         k = len(self.pairs or [])
         n = np.atleast_1d(np.asarray(n, dtype=np.float64))
         W = np.atleast_2d(np.asarray(W, dtype=np.float64))
         n = np.broadcast_to(n, (len(W),)).astype(np.float64)
+        d = None if self.d_ref is None else np.broadcast_to(np.asarray(
+            self.d_default if d is None else d, dtype=np.float64), (len(W),))
         out = np.full((len(W), k), np.nan)
         at = self._size_index(n)
         for i, pair in enumerate(self.pairs or []):
@@ -285,33 +332,38 @@ class MixtureLawFit(FitResult):
                         A = spec.design(np.asarray(sol[key]["theta"]), n[rows], W[rows])
                         out[rows, i] = A @ np.asarray(sol[key]["coef"])
                 continue
-            spec = _spec(self.form, i, k, self.sized)
+            spec = _law_spec(self.form, i, k, self.sized, self.d_ref is not None)
             rows = np.ones(len(W), bool) if self.sized else at == 0
             if not rows.any() or pair not in sol:
                 continue
-            u = n[rows] / self.n_ref if self.sized else np.ones(int(rows.sum()))
+            u = _scaled(n[rows], None if d is None else d[rows], self.n_ref,
+                        self.d_ref if self.form in BUDGET_FORMS else None, self.sized)
             with np.errstate(all="ignore"):
                 A = spec.design(np.asarray(sol[pair]["theta"]), u, W[rows])
             out[rows, i] = A @ np.asarray(sol[pair]["coef"])
         return out
 
-    def predict(self, n: ArrayLike, W: ArrayLike) -> np.ndarray:
-        """Predicted losses, shape (runs, pairs), for sizes ``n`` and weight rows ``W`` (columns
-        in ``pairs`` order). NaN where the law cannot predict (a size it was not fitted at, for
+    def predict(self, n: ArrayLike, W: ArrayLike, d: ArrayLike | None = None) -> np.ndarray:
+        """Predicted losses, shape (runs, pairs), for sizes ``n``, weight rows ``W`` (columns
+        in ``pairs`` order) and token budgets ``d`` (used by a law that takes D; default
+        ``d_default``). NaN where the law cannot predict (a size it was not fitted at, for
         ``datamixing`` and single-size fits)."""
-        return self._predict(self.solutions or {}, n, W)
+        return self._predict(self.solutions or {}, n, W, d)
 
-    def predict_samples(self, n: ArrayLike, W: ArrayLike) -> np.ndarray:
-        """Predictions on every bootstrap refit, shape (refits, runs, pairs)."""
+    def predict_samples(self, n: ArrayLike, W: ArrayLike, d: ArrayLike | None = None
+                        ) -> np.ndarray:
+        """Predictions on every bootstrap refit, shape (refits, runs, pairs); NaN for a target
+        whose refit failed in that resample."""
         if not self.boot:
             raise FitError("this mixture law has no bootstrap refits")
-        return np.stack([self._predict(s, n, W) for s in self.boot])
+        return np.stack([self._predict(s, n, W, d) for s in self.boot])
 
-    def band(self, n: ArrayLike, W: ArrayLike, level: float = 0.95
-             ) -> tuple[np.ndarray, np.ndarray]:
-        """Percentile band of :meth:`predict` over the bootstrap refits (widened to contain the
-        prediction itself)."""
-        return percentile_range(self.predict_samples(n, W), level, estimate=self.predict(n, W))
+    def band(self, n: ArrayLike, W: ArrayLike, level: float = 0.95,
+             d: ArrayLike | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Percentile band of :meth:`predict` over the successful bootstrap refits (widened to
+        contain the prediction itself)."""
+        return percentile_range(self.predict_samples(n, W, d), level,
+                                estimate=self.predict(n, W, d))
 
     def can_predict(self, n: float) -> bool:
         """Whether the law predicts at size ``n`` (every form when N enters it; else a fitted
@@ -322,7 +374,7 @@ class MixtureLawFit(FitResult):
 
 
 def _readable(form: str, sol: dict, pairs: list[str], sizes: list[float], n_ref: float,
-              sized: bool) -> dict[str, float]:
+              sized: bool, d_ref: float | None = None) -> dict[str, float]:
     """The papers' parameters from the engine's (θ, c) solutions."""
     out: dict[str, float] = {}
     k = len(pairs)
@@ -352,8 +404,11 @@ def _readable(form: str, sol: dict, pairs: list[str], sizes: list[float], n_ref:
         out[f"E[{p}]"] = c[0]
         out[f"gamma[{p}]"] = th[1]
         out[f"C[{p},{p}]"] = 1.0 / s
-        for j, cj in zip(oth, th[2:], strict=True):
+        for j, cj in zip(oth, th[2:2 + len(oth)], strict=True):
             out[f"C[{p},{pairs[j]}]"] = cj / s
+        if d_ref is not None:
+            out[f"beta_d[{p}]"] = th[-1]
+            out[f"B[{p}]"] = c[-1] * d_ref ** th[-1]
         if sized:
             out[f"alpha[{p}]"] = th[0]
             if form == "additive":
@@ -373,20 +428,23 @@ def _targets(form: str, pairs, sizes, n, sized):
 
 
 def _fit_all(form, pairs, sizes, n_ref, n, W, Y, warm: dict | None,
-             failed: list[str] | None = None) -> dict:
+             failed: list[str] | None = None, d=None, d_ref: float | None = None) -> dict:
     """Solutions of every target (:func:`_targets`): from the start grids (``warm`` None) or
     polished from ``warm``'s solution of the same target. A target that cannot be fitted (too
     few runs with a loss, no convergence) raises FitError, or with a ``failed`` list is
-    appended to it and left out of the solutions."""
+    appended to it and left out of the solutions. ``d``, ``d_ref``: token budgets and their
+    reference for the forms that take D (``d_ref`` None: D does not enter)."""
     k, sized = len(pairs), len(sizes) > 1
+    d_ref = d_ref if form in BUDGET_FORMS else None
     loss = "huber" if form == "datamixing" else "soft_l1"
     sol: dict = {}
     for key, i, rows in _targets(form, pairs, sizes, n, sized):
         if not np.isfinite(Y[:, i]).any():
             continue  # a weight-only domain: a source, never a target
         rows = rows & np.isfinite(Y[:, i])
-        spec = _spec(form, i, k, sized and form != "datamixing")
-        u = n[rows] / n_ref if sized else np.ones(int(rows.sum()))
+        spec = _law_spec(form, i, k, sized and form != "datamixing", d_ref is not None)
+        u = _scaled(n[rows], None if d_ref is None else d[rows], n_ref, d_ref,
+                    sized and form != "datamixing")
         try:
             if rows.sum() < len(spec.theta_names) + len(spec.coef_names) + 1:
                 raise FitError(f"{form}: {int(rows.sum())} runs with a loss for {key}; the law "
@@ -410,13 +468,14 @@ def _fit_all(form, pairs, sizes, n_ref, n, W, Y, warm: dict | None,
 
 
 def fit_mixture_law(form: str, n: ArrayLike, W: ArrayLike, Y: ArrayLike, pairs: list[str], *,
-                    groups: ArrayLike | None = None, n_boot: int = 0, seed: int = 0
-                    ) -> MixtureLawFit:
+                    groups: ArrayLike | None = None, n_boot: int = 0, seed: int = 0,
+                    d: ArrayLike | None = None) -> MixtureLawFit:
     """Fit one mixture law (module docstring) to runs: sizes ``n`` (R,), weights ``W`` (R, K)
     in ``pairs`` order, losses ``Y`` (R, K) with NaN where a pair was not evaluated.
 
     ``groups``: one design-mixture label per run; ``n_boot`` bootstrap refits resample them
-    (seeded by ``seed``) for parameter sd, intervals and prediction bands.
+    (seeded by ``seed``) for parameter sd, intervals and prediction bands. ``d``: each run's
+    token budget; when it varies, the forms of :data:`BUDGET_FORMS` add B_i (D/D_ref)^−β_i.
     """
     if form not in FORMS:
         raise FitError(f"unknown mixture law form {form!r}; expected one of {FORMS}")
@@ -428,14 +487,21 @@ def fit_mixture_law(form: str, n: ArrayLike, W: ArrayLike, Y: ArrayLike, pairs: 
         raise FitError("joint law: one model size only, where it equals the additive law",
                        column="n")
     n_ref = float(np.exp(np.mean(np.log(n))))
-    sol = _fit_all(form, pairs, sizes, n_ref, n, W, Y, None)
+    d, d_ref = budgets(d, len(n))
+    law_d_ref = d_ref if form in BUDGET_FORMS else None
+    sol = _fit_all(form, pairs, sizes, n_ref, n, W, Y, None, d=d, d_ref=law_d_ref)
     fit = MixtureLawFit(law="mixture", params=_readable(form, sol, pairs, sizes, n_ref,
-                                                         len(sizes) > 1),
-                        form=form, pairs=list(pairs), sizes=sizes, n_ref=n_ref, solutions=sol)
+                                                         len(sizes) > 1, law_d_ref),
+                        form=form, pairs=list(pairs), sizes=sizes, n_ref=n_ref, solutions=sol,
+                        d_ref=law_d_ref,
+                        d_default=None if law_d_ref is None else float(np.max(d)))
+    if d_ref is not None and law_d_ref is None:
+        fit.warnings.append(f"the token budget varies ({d.min():.3g}–{d.max():.3g}); the "
+                            f"{form} law has no D term (only {', '.join(BUDGET_FORMS)} take it)")
     groups = np.arange(len(n)) if groups is None else np.asarray(groups)
     fit.n_mixtures = int(len(np.unique(groups)))
     fit.n_points = int(np.isfinite(Y).sum())
-    pred = fit.predict(n, W)
+    pred = fit.predict(n, W, d)
     ok = np.isfinite(Y) & np.isfinite(pred)
     fit.goodness = goodness_of_fit(Y[ok], pred[ok], fit.n_params)
     for i, p in enumerate(pairs):
@@ -447,29 +513,47 @@ def fit_mixture_law(form: str, n: ArrayLike, W: ArrayLike, Y: ArrayLike, pairs: 
                             "α and β (A) are not separately identifiable; the law predicts at "
                             "that size only")
     if n_boot:
-        _bootstrap(fit, n, W, Y, groups, n_boot, seed)
+        attach_bootstrap(fit, bootstrap_refits(fit, n, W, Y, bootstrap_resamples(groups, n_boot,
+                                                                                 seed), d), seed)
     return fit
 
 
+def budgets(d: ArrayLike | None, rows: int) -> tuple[np.ndarray | None, float | None]:
+    """The runs' token budgets and their reference (geometric mean) when they are all known,
+    positive and the largest is at least :data:`BUDGET_RATIO` times the smallest; else
+    (None, None): D is then a constant of the laws (runs of one study differ in token counts
+    by a few per cent at most, which no D term can resolve)."""
+    if d is None:
+        return None, None
+    d = np.broadcast_to(np.asarray(d, dtype=np.float64), (rows,))
+    if not np.all(np.isfinite(d) & (d > 0)) or np.ptp(np.log(d)) < np.log(BUDGET_RATIO):
+        return None, None
+    return d, float(np.exp(np.mean(np.log(d))))
+
+
 def refit_mixture_law(fit: MixtureLawFit, n: ArrayLike, W: ArrayLike, Y: ArrayLike, *,
-                      from_grid: bool = False, failed: list[str] | None = None) -> dict:
+                      from_grid: bool = False, failed: list[str] | None = None,
+                      d: ArrayLike | None = None) -> dict:
     """The law's solutions refitted to other runs (a subset): each target polished from
     ``fit``'s solution at its f_scale (bootstrap), or with ``from_grid`` fitted from the same
     start grids as a full fit, never from ``fit``'s optimum (cross-validation). Sizes and the
     reference size are ``fit``'s, so :func:`predict_with` predicts with the result. A target
     that cannot be refitted raises FitError, or with a ``failed`` list is appended to it and
-    left out."""
+    left out. ``d``: the runs' token budgets (needed when D enters the law)."""
     n = np.asarray(n, dtype=np.float64)
     sizes = list(fit.sizes or [])
+    if fit.d_ref is not None and d is None:
+        raise FitError(f"the {fit.form} law takes the token budget D: pass d for the refit")
     return _fit_all(fit.form, fit.pairs or [], sizes, fit.n_ref, n, np.asarray(W, np.float64),
                     np.asarray(Y, np.float64), None if from_grid else fit.solutions or {},
-                    failed)
+                    failed, None if d is None else np.asarray(d, np.float64), fit.d_ref)
 
 
-def predict_with(fit: MixtureLawFit, solutions: dict, n: ArrayLike, W: ArrayLike) -> np.ndarray:
+def predict_with(fit: MixtureLawFit, solutions: dict, n: ArrayLike, W: ArrayLike,
+                 d: ArrayLike | None = None) -> np.ndarray:
     """:meth:`MixtureLawFit.predict` with other solutions (from :func:`refit_mixture_law`);
     NaN for a target those solutions lack (it could not be refitted)."""
-    return fit._predict(solutions, n, W)
+    return fit._predict(solutions, n, W, d)
 
 
 def bootstrap_resamples(groups: ArrayLike, n_boot: int, seed: int) -> list[np.ndarray]:
@@ -483,14 +567,16 @@ def bootstrap_resamples(groups: ArrayLike, n_boot: int, seed: int) -> list[np.nd
 
 
 def bootstrap_refits(fit: MixtureLawFit, n: ArrayLike, W: ArrayLike, Y: ArrayLike,
-                     resamples: list[np.ndarray]) -> list[tuple[dict, list[str]]]:
+                     resamples: list[np.ndarray], d: ArrayLike | None = None
+                     ) -> list[tuple[dict, list[str]]]:
     """(solutions, failed targets) of the law refitted to each resample, polished from the
     fit's solution; a target whose refit fails is absent from that resample's solutions."""
     n, W, Y = (np.asarray(a, dtype=np.float64) for a in (n, W, Y))
     out = []
     for idx in resamples:
         failed: list[str] = []
-        sol = refit_mixture_law(fit, n[idx], W[idx], Y[idx], failed=failed)
+        sol = refit_mixture_law(fit, n[idx], W[idx], Y[idx], failed=failed,
+                                d=None if d is None else np.asarray(d, np.float64)[idx])
         out.append((sol, failed))
     return out
 
@@ -510,8 +596,8 @@ def attach_bootstrap(fit: MixtureLawFit, refits: list[tuple[dict, list[str]]], s
     fit.meta["uncertainty"] = (f"bootstrap over design mixtures: {len(refits)} resamples, "
                                f"{sum(failed.values())} of {total} target refits failed "
                                f"(dropped, not replaced), seed {seed}")
-    draws = [_readable(fit.form, s, fit.pairs or [], fit.sizes or [], fit.n_ref, fit.sized)
-             for s in fit.boot]
+    draws = [_readable(fit.form, s, fit.pairs or [], fit.sizes or [], fit.n_ref, fit.sized,
+                       fit.d_ref) for s in fit.boot]
     arr = {k: np.array([d.get(k, np.nan) for d in draws]) for k in fit.params}
     fit.stderr, fit.intervals = {}, {}
     for k, v in arr.items():
@@ -521,9 +607,3 @@ def attach_bootstrap(fit: MixtureLawFit, refits: list[tuple[dict, list[str]]], s
         fit.stderr[k] = float(np.std(v, ddof=1))
         lo, hi = percentile_range(v[:, None], 0.95, estimate=np.array([fit.params[k]]))
         fit.intervals[k] = (float(lo[0]), float(hi[0]))
-
-
-def _bootstrap(fit: MixtureLawFit, n, W, Y, groups, n_boot: int, seed: int) -> None:
-    """Bootstrap over design mixtures: ``boot`` solutions, ``stderr`` and ``intervals``."""
-    attach_bootstrap(fit, bootstrap_refits(fit, n, W, Y, bootstrap_resamples(groups, n_boot,
-                                                                             seed)), seed)

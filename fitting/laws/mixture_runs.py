@@ -29,7 +29,8 @@ __all__ = ["MixtureRuns", "mixture_runs", "read_wide_runs"]
 class MixtureRuns:
     """Runs as arrays: ``W`` and ``Y`` have one column per pair (``pairs`` order); ``Y`` is NaN
     where the run did not evaluate the pair. ``curve_sd``: sd of the last 3 evaluated losses of
-    each (run, pair) where the table has learning curves (else NaN)."""
+    each (run, pair) where the table has learning curves (else NaN). ``tokens``: each run's
+    training tokens (its token budget D), None when the table does not say."""
 
     pairs: list[str]
     run_ids: list[str]
@@ -40,6 +41,7 @@ class MixtureRuns:
     heldout: np.ndarray
     data_size: dict[str, float] = field(default_factory=dict)
     source: str = "table"
+    tokens: np.ndarray | None = None
 
     def to_tidy(self, *, eval_set: str = "validation", metric: str = "loss") -> pd.DataFrame:
         """The runs as a tidy table (final rows only; one row per evaluated pair)."""
@@ -58,6 +60,8 @@ class MixtureRuns:
         """The runs as a wide table (:func:`read_wide_runs`)."""
         df = pd.DataFrame({"run_id": self.run_ids, "n": self.n,
                            "heldout": self.heldout.astype(int)})
+        if self.tokens is not None:
+            df["tokens"] = self.tokens
         for i, p in enumerate(self.pairs):
             df[f"w_{p}"] = self.W[:, i]
             df[f"loss_{p}"] = self.Y[:, i]
@@ -104,7 +108,12 @@ def mixture_runs(table: pd.DataFrame, *, eval_set: str = "validation", metric: s
             if len(v):
                 data_size[str(p)] = float(v.median())
     held = np.isin(runs, [str(r) for r in heldout_runs])
-    return MixtureRuns(pairs, runs, n, W / sums[:, None], Y, curve, held, data_size, source)
+    tokens = None
+    if "tokens" in fin.columns:
+        tokens = pd.to_numeric(fin["tokens"], errors="coerce").groupby(fin["run_id"]).max()
+        tokens = tokens.reindex(runs).to_numpy(float)
+    return MixtureRuns(pairs, runs, n, W / sums[:, None], Y, curve, held, data_size, source,
+                       tokens)
 
 
 def _numeric(df: pd.DataFrame, col: str, path: str) -> np.ndarray:
@@ -121,7 +130,8 @@ def read_wide_runs(table: pd.DataFrame | str) -> MixtureRuns:
     for every trained domain and ``loss_<domain>`` for every evaluated one (a ``w_<domain>``
     without ``loss_<domain>`` is a weight-only domain: trained, never evaluated; it enters the
     laws as a source, never as a target), optional ``heldout`` (0/1) and
-    ``data_size_<domain>``. Weights of a row must sum to 1 (±1e-3; then renormalised)."""
+    ``data_size_<domain>`` and ``tokens`` (the run's training tokens, its token budget D).
+    Weights of a row must sum to 1 (±1e-3; then renormalised)."""
     path = table if isinstance(table, str) else "wide table"
     if isinstance(table, str):
         if not os.path.exists(table):
@@ -168,5 +178,11 @@ def read_wide_runs(table: pd.DataFrame | str) -> MixtureRuns:
             v = v[np.isfinite(v) & (v > 0)]
             if len(v):
                 data_size[p] = float(np.median(v))
+    tokens = _numeric(df, "tokens", path) if "tokens" in df.columns else None
+    if tokens is not None and np.any(~(tokens > 0)):
+        r = int(np.flatnonzero(~(tokens > 0))[0])
+        raise FitError(f"{path}: column 'tokens', row {r + 2}: expected the run's training "
+                       f"tokens (> 0), got {df['tokens'].iloc[r]!r}", column="tokens", row=r,
+                       source=path)
     return MixtureRuns(pairs, df["run_id"].astype(str).tolist(), n, W / s[:, None], Y,
-                       np.full(Y.shape, np.nan), held, data_size, path)
+                       np.full(Y.shape, np.nan), held, data_size, path, tokens)

@@ -157,8 +157,11 @@ def _markdown(doc: Document, rep, cmp: MixtureComparison, payload: dict, out_dir
     doc.p(f"{len(runs.pairs)} pairs, {int((~runs.heldout).sum())} fitted runs ({n_mix} design "
           f"mixtures), {int(runs.heldout.sum())} held out. Laws: eq. 11 with a transfer matrix "
           "(Fernandes et al. 2023, eq. 13's linear effective fraction), Data Mixing Laws (Ye et "
-          "al. 2024, one fit per size), Shukor et al. 2025's additive and joint laws (token "
-          f"budget fixed: the D terms are constants). CV = {_cv_kind(cmp)} (all sizes of a "
+          "al. 2024, one fit per size), Shukor et al. 2025's additive and joint laws ("
+          + ("with their D term: the runs' token budgets differ" if any(
+              f.d_ref is not None for f in cmp.laws.values())
+             else "token budget fixed: the D terms are constants")
+          + f"). CV = {_cv_kind(cmp)} (all sizes of a "
           "mixture left out together; every fold refitted from the full fit's start grids); "
           "uncertainty = bootstrap over design mixtures.")
     if any(cmp.outside.values()):

@@ -12,7 +12,7 @@ import pytest
 from fitting.data.sampling import dirichlet_mixtures
 from fitting.laws.mixture_compare import compare_mixture_laws, cv_folds
 from fitting.laws.mixture_laws import FORMS, MixtureLawFit, attach_bootstrap, refit_mixture_law
-from fitting.laws.mixture_runs import MixtureRuns
+from fitting.laws.mixture_runs import MixtureRuns, read_wide_runs
 
 PAIRS = ["en-a", "en-b", "en-c"]
 SIZES = [1e7, 3e7, 1e8]
@@ -112,3 +112,25 @@ def test_a_weight_only_domain_is_a_source_never_a_target():
     assert "tau[en-a,en-c]" in params and "alpha[en-c]" not in params
     assert all("en-c" not in d for d in cmp.heldout.values())
     assert cmp.errors["transfer"]["cv_failed"] == 0
+
+
+def test_the_token_budget_enters_the_laws_that_take_it():
+    truth = _truth("additive")
+    truth.d_ref, truth.d_default = 1e9, 1e9
+    for sol in truth.solutions.values():  # B (D/1e9)^-0.4 with B = 0.3
+        sol["theta"].append(0.4)
+        sol["coef"].append(0.3)
+    base = _runs(truth)
+    d = np.repeat([3e8, 1e9, 3e9], len(base.n))
+    n, W = np.tile(base.n, 3), np.tile(base.W, (3, 1))
+    Y = truth.predict(n, W, d) * (1 + 0.002 * np.random.default_rng(0).standard_normal(W.shape))
+    runs = MixtureRuns(PAIRS, [f"r{j}" for j in range(len(n))], n, W, Y,
+                       np.full(Y.shape, np.nan), np.tile(base.heldout, 3), tokens=d)
+    cmp = compare_mixture_laws(runs, forms=("transfer", "additive"), n_boot=0, max_folds=3)
+    assert cmp.chosen == "additive"
+    assert cmp.errors["additive"]["heldout_mape"] < 1.0
+    assert cmp.errors["transfer"]["heldout_mape"] > 3 * cmp.errors["additive"]["heldout_mape"]
+    assert "beta_d[en-a]" in cmp.laws["additive"].params
+    assert any("no D term" in w for w in cmp.laws["transfer"].warnings)
+    wide = runs.to_wide()
+    assert np.allclose(read_wide_runs(wide).tokens, d)
