@@ -12,6 +12,7 @@ mixtures, scored on the held-out runs, one chosen; and the transfer matrix of th
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import time
@@ -133,6 +134,26 @@ def _fold_fit(fit: MixtureLawFit, n, W, Y, d, train: np.ndarray):
     return predict_with(fit, sol, n, W, dd), failed
 
 
+_BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+@contextlib.contextmanager
+def _one_blas_thread():
+    """Worker processes started inside this context run BLAS on one thread each: the
+    parallelism is the processes' (several BLAS threads per worker oversubscribe the cores, and
+    the small SVDs of ``least_squares`` then run tens of times slower)."""
+    old = {k: os.environ.get(k) for k in _BLAS_THREADS}
+    os.environ.update(dict.fromkeys(_BLAS_THREADS, "1"))
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 class _Jobs:
     """Runs jobs in worker processes (``workers`` > 1) or here, reporting each completion."""
 
@@ -146,12 +167,13 @@ class _Jobs:
                 out[i] = fn(*a)
                 self._say(what[i], i + 1, len(args))
             return out
-        ctx = multiprocessing.get_context("forkserver")
-        with ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx) as ex:
-            futs = {ex.submit(fn, *a): i for i, a in enumerate(args)}
-            for done, fut in enumerate(as_completed(futs), 1):
-                out[futs[fut]] = fut.result()
-                self._say(what[futs[fut]], done, len(args))
+        with _one_blas_thread():
+            ctx = multiprocessing.get_context("forkserver")
+            with ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx) as ex:
+                futs = {ex.submit(fn, *a): i for i, a in enumerate(args)}
+                for done, fut in enumerate(as_completed(futs), 1):
+                    out[futs[fut]] = fut.result()
+                    self._say(what[futs[fut]], done, len(args))
         return out
 
     def _say(self, what: str, done: int, total: int) -> None:

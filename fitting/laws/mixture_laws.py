@@ -125,11 +125,15 @@ def _spec(form: str, i: int, k: int, sized: bool) -> _Spec:
         return _Spec([f"t{j}" for j in oth], [-20.0] * (k - 1), [20.0] * (k - 1),
                      [[[t0]] * (k - 1) for t0 in (0.0, 1.0, 3.0)], ["c", "k"], design, jac)
 
+    logs: dict = {}  # log w of the last weight matrix seen (one fit calls with the same W)
+
     def powers(th, W):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            wg = np.power(W, th[1])
-            lg = np.where(W > 0, wg * np.log(np.where(W > 0, W, 1.0)), 0.0)
-        return wg, lg
+        """w^γ and w^γ log w (0 where w = 0)."""
+        if logs.get("W") is not W:
+            logs["W"], logs["pos"] = W, W > 0
+            logs["log"] = np.log(np.where(logs["pos"], W, 1.0))
+        wg = np.where(logs["pos"], np.exp(th[1] * logs["log"]), 0.0)
+        return wg, wg * logs["log"]
 
     def denom(th, W):
         wg, _ = powers(th, W)
