@@ -118,3 +118,29 @@ def test_parts_in_worker_processes_write_the_same_shards(files, tiny_vocab, tmp_
     assert two.shard_sha256 == one.shard_sha256
     assert sorted(os.listdir(tmp_path / "mp" / task)) == sorted(
         ["COMPLETED", "index.json", *(f"train.array_record-{s:05d}-of-00006" for s in range(6))])
+
+
+@pytest.mark.parametrize("newline_at_end", [True, False])
+def test_aligned_files_are_cut_into_matching_byte_ranges(tmp_path, newline_at_end):
+    """Two aligned files: the driver scans both once for matching cuts, then the parts read
+    each byte once — whatever the parts, even more than the lines — and yield the file's pairs
+    in order; files of different lengths are refused when the build is planned."""
+    from mnmt.data.sources.bitext import BitextError, BitextParts, read_bitext
+    from mnmt.data.sources.parts import ReadCount
+
+    end = "\n" if newline_at_end else ""
+    src, tgt = tmp_path / "a.en", tmp_path / "a.de"
+    src.write_text("\n".join(f"source {i} " + "x" * (i % 37) for i in range(101)) + end)
+    tgt.write_text("\n".join(f"target {i} " + "y" * (i % 5) for i in range(101)) + end)
+    reader = BitextParts({"train": (str(src), str(tgt))})
+    whole = list(read_bitext(str(src), str(tgt)))
+    size = src.stat().st_size + tgt.stat().st_size
+    for parts in (1, 3, 120):
+        planned, read = ReadCount(), ReadCount()
+        blocks = reader.plan("train", parts, planned)
+        assert [pair for b in blocks for pair in reader.read("train", b, read)] == whole
+        assert (read.examples, read.bytes) == (101, size)
+        assert planned.bytes <= size + 200 * parts
+    tgt.write_text(tgt.read_text() + "one more\n" * (1 + (not newline_at_end)))
+    with pytest.raises(BitextError, match=r"a.en: 101 lines but .*a.de has 102; expected aligned"):
+        reader.plan("train", 2, ReadCount())

@@ -205,9 +205,10 @@ _CHUNK = 1 << 22  # bytes per read of a part's byte range
 @dataclass(frozen=True)
 class BitextParts:
     """The blocks a cache build's parts read (:mod:`mnmt.data.sources.parts`): byte ranges of
-    an uncompressed TSV file (cut at line starts: each part reads only its bytes), otherwise
-    (gzip, aligned files) line ranges, a part reading the lines before its block without
-    parsing them (they cannot be skipped unread) and counting them as read."""
+    uncompressed files, cut at line starts, so each part reads only its bytes — of a TSV file
+    directly, of two aligned files after the driver scans both once for the matching cuts;
+    gzip files: line ranges, a part reading the lines before its block without parsing them
+    (a gzip stream cannot be entered in the middle) and counting them as read."""
 
     files: dict[str, tuple[str, str | None]]
     skip_malformed: bool = False
@@ -215,9 +216,18 @@ class BitextParts:
 
     def plan(self, split: str, num_parts: int, count: ReadCount) -> list[tuple]:
         path, tgt_path = self.files[split]
-        if tgt_path is None and not path.endswith(".gz"):
+        gz = path.endswith(".gz") or (tgt_path or "").endswith(".gz")
+        if not gz:
             cuts = _line_starts(path, num_parts, count)
-            return [("bytes", lo, hi) for lo, hi in zip(cuts, cuts[1:], strict=False)]
+            if tgt_path is None:
+                return [("bytes", lo, hi) for lo, hi in zip(cuts, cuts[1:], strict=False)]
+            before = _lines_before(path, cuts, count)
+            total = _line_count(path, before[-1])
+            # a cut at the end of a file whose last line has no newline is after that line
+            lines = [total if c == cuts[-1] else n for c, n in zip(cuts, before, strict=True)]
+            tgt_cuts = _aligned_cuts(path, tgt_path, lines[:-1], total, count)
+            return [("aligned", (cuts[k], cuts[k + 1]), (tgt_cuts[k], tgt_cuts[k + 1]), lines[k])
+                    for k in range(len(cuts) - 1)]
         lines = 0
         for raw in _open_lines(path):  # the number of lines: one pass
             lines += 1
@@ -226,18 +236,81 @@ class BitextParts:
 
     def read(self, split: str, block: tuple, count: ReadCount) -> Iterator[tuple[str, str]]:
         path, tgt_path = self.files[split]
-        kind, lo, hi = block
+        kind = block[0]
         st = BitextStats()
         if kind == "bytes":
-            yield from _tsv_pairs(_byte_range_lines(path, lo, hi, count), path,
+            yield from _tsv_pairs(_byte_range_lines(path, block[1], block[2], count), path,
                                   self.skip_malformed, self.columns, st)
+        elif kind == "aligned":
+            _, (lo, hi), (tlo, thi), first = block
+            targets = ReadCount()
+            lines = ((first + k, rs, rt) for k, ((_, rs), (_, rt)) in enumerate(
+                zip(_byte_range_lines(path, lo, hi, count),
+                    _byte_range_lines(tgt_path, tlo, thi, targets), strict=True), start=1))
+            yield from _aligned_pairs(lines, path, tgt_path, self.skip_malformed, st)
+            count.bytes += targets.bytes
         elif tgt_path is None:
+            lo, hi = block[1:]
             lines = ((n, raw) for n, (raw,) in _line_range((path,), lo, hi, count))
             yield from _tsv_pairs(lines, path, self.skip_malformed, self.columns, st)
         else:
+            lo, hi = block[1:]
             lines = ((n, rs, rt) for n, (rs, rt) in _line_range((path, tgt_path), lo, hi, count))
             yield from _aligned_pairs(lines, path, tgt_path, self.skip_malformed, st)
         _log_skipped(path, tgt_path, st)
+
+
+def _lines_before(path: str, offsets: Sequence[int], count: ReadCount) -> list[int]:
+    """The number of newlines before each byte offset (ascending) of a file: one pass."""
+    out: list[int] = []
+    lines = pos = 0
+    with _open_binary(path) as f:
+        while len(out) < len(offsets):
+            block = f.read(_CHUNK)
+            count.bytes += len(block)
+            while len(out) < len(offsets) and (offsets[len(out)] <= pos + len(block) or not block):
+                out.append(lines + block.count(b"\n", 0, max(0, offsets[len(out)] - pos)))
+            lines += block.count(b"\n")
+            pos += len(block)
+    return out
+
+
+def _line_count(path: str, newlines: int) -> int:
+    """A file's number of lines from its number of newlines (a last line may lack one)."""
+    size = _file_size(path)
+    if size == 0:
+        return 0
+    with _open_binary(path) as f:
+        f.seek(size - 1)
+        return newlines + (f.read(1) != b"\n")
+
+
+def _aligned_cuts(path: str, tgt_path: str, lines: Sequence[int], total: int,
+                  count: ReadCount) -> list[int]:
+    """The byte offsets where lines ``lines`` (0-based, ascending) start in the target file,
+    then its size; BitextError unless it has ``total`` lines as the source has: one pass."""
+    out: list[int] = []
+    seen = pos = 0
+    last = b"\n"
+    with _open_binary(tgt_path) as f:
+        while block := f.read(_CHUNK):
+            count.bytes += len(block)
+            at = -1
+            while len(out) < len(lines) and lines[len(out)] <= seen + block.count(b"\n", at + 1):
+                while seen < lines[len(out)]:
+                    at = block.index(b"\n", at + 1)
+                    seen += 1
+                out.append(pos + at + 1)
+            seen += block.count(b"\n", at + 1)
+            pos += len(block)
+            last = block[-1:]
+    lines_here = seen + (last != b"\n")
+    if lines_here != total:
+        short, longer = (path, tgt_path) if total < lines_here else (tgt_path, path)
+        raise BitextError(f"{short}: {min(total, lines_here)} lines but {longer} has "
+                          f"{max(total, lines_here)}; expected aligned files with the same "
+                          "number of lines")
+    return [*out, *[pos] * (len(lines) - len(out)), pos]
 
 
 def _line_starts(path: str, num_parts: int, count: ReadCount) -> list[int]:
