@@ -273,6 +273,8 @@ def test_info_describes_a_cache(built, capsys):
     assert main(["info", built["dir"]]) == 0
     out = capsys.readouterr().out
     assert f"{N_PAIRS:,} examples in 4 shards" in out and built["task"] in out
+    size = os.path.getsize(built["tsv"]) / 1e6
+    assert "1 parts, " in out and f"read {N_PAIRS:,} source lines or records, {size:,.1f} MB" in out
     assert main(["info", built["dir"], "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["examples"] == N_PAIRS
 

@@ -104,8 +104,16 @@ def _describe(index: CacheIndex, path: str) -> str:
         f"{index.vocabulary['sha256'][:12]}…)",
         f"  source: {json.dumps(index.source['definition'], sort_keys=True)[:200]}",
         f"  built: {index.build['created']} by {index.build['engine']} ({index.build['runner']}, "
-        f"{index.build['parts']} parts, {index.build['seconds']:.1f} s)",
+        f"{index.build['parts']} parts, {index.build['seconds']:.1f} s{_read_text(index)})",
     ])
+
+
+def _read_text(index: CacheIndex) -> str:
+    """What the build read from the source (builds since parts read only their share)."""
+    read = index.build.get("read")
+    if not read:
+        return ""
+    return f"; read {read['examples']:,} source lines or records, {read['bytes'] / 1e6:,.1f} MB"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
