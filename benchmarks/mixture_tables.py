@@ -150,7 +150,13 @@ def score(wide: pd.DataFrame, payload: dict) -> dict:
         v = np.array(v)
         if len(v) >= 3 and np.all(np.isfinite(v)):
             rho.append(spearmanr(v[:, 0], v[:, 1]).statistic)
+    by_size: dict[str, list[float]] = {}
+    for d in payload["heldout"].values():
+        for v in d.values():
+            if np.isfinite(v["predicted"]):
+                by_size.setdefault(f"{v['n']:.3g}", []).append(abs(v["error"]) / v["measured"])
     return {"chosen": law, "cv": e.get("cv"), "cv_mre": e["cv_mape"],
+            "heldout_mre_by_size": {n: 100 * float(np.mean(v)) for n, v in by_size.items()},
             "heldout_mre": e["heldout_mape"], "heldout_points": e["heldout_points"],
             "spearman_rho": float(np.mean(rho)) if rho else None,
             "cv_failed": {f: v.get("cv_failed") for f, v in payload["laws"].items()},

@@ -90,9 +90,10 @@ def _errors(y: np.ndarray, pred: np.ndarray) -> dict:
             "points": int(good.sum()), "not_predicted": int((ok & ~good).sum())}
 
 
-def _noise(runs: MixtureRuns, r: int, i: int) -> tuple[float, str]:
-    """Seed spread of run r's mixture at its size, else the sd of its last 3 evaluations."""
-    same = (runs.mixture_keys == runs.mixture_keys[r]) & np.isclose(runs.n, runs.n[r])
+def _noise(runs: MixtureRuns, r: int, i: int, keys: np.ndarray) -> tuple[float, str]:
+    """Seed spread of run r's mixture at its size, else the sd of its last 3 evaluations
+    (``keys``: ``runs.mixture_keys``)."""
+    same = (keys == keys[r]) & np.isclose(runs.n, runs.n[r])
     v = runs.Y[same, i]
     v = v[np.isfinite(v)]
     if len(v) >= 2:
@@ -295,6 +296,7 @@ def _heldout_table(runs: MixtureRuns, fit: MixtureLawFit | None, chosen: str | N
     """Per held-out run and pair: predicted (by the chosen law), measured, error, noise."""
     heldout: dict[str, dict] = {}
     held = np.flatnonzero(runs.heldout)
+    keys = runs.mixture_keys
     pred = fit.predict(runs.n[held], runs.W[held], _tokens(runs, held)) \
         if fit is not None and len(held) else None
     for h, r in enumerate(held):
@@ -304,7 +306,7 @@ def _heldout_table(runs: MixtureRuns, fit: MixtureLawFit | None, chosen: str | N
             if not np.isfinite(runs.Y[r, i]):
                 continue
             pv = float(pred[h, i]) if pred is not None else float("nan")
-            noise, src = _noise(runs, r, i)
+            noise, src = _noise(runs, r, i, keys)
             heldout[rid][p] = {"predicted": pv, "measured": float(runs.Y[r, i]),
                                "error": pv - float(runs.Y[r, i]), "noise": noise,
                                "noise_source": src, "weight": float(runs.W[r, i]),
