@@ -1,7 +1,7 @@
 """The report's section "Mixture laws for K pairs" (tables of three pairs or more).
 
 :func:`mixture_section` fits the laws of :mod:`fitting.laws.mixture_laws` to the runs that are
-not held out, compares them by leave-one-mixture-out cross-validation and on the held-out runs
+not held out, compares them by cross-validation over design mixtures and on the held-out runs
 (:func:`fitting.laws.mixture_compare.compare_mixture_laws`), draws the transfer matrix τ of the
 eq. 11 law, and recommends weights at a target size under the caller's constraints
 (:func:`fitting.laws.mixture_recommend.recommend_mixture`). With fewer than 3 pairs it does nothing
