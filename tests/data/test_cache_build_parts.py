@@ -144,3 +144,44 @@ def test_aligned_files_are_cut_into_matching_byte_ranges(tmp_path, newline_at_en
     tgt.write_text(tgt.read_text() + "one more\n" * (1 + (not newline_at_end)))
     with pytest.raises(BitextError, match=r"a.en: 101 lines but .*a.de has 102; expected aligned"):
         reader.plan("train", 2, ReadCount())
+
+
+def test_tfds_parts_read_example_ranges_of_the_split(tmp_path, tiny_vocab):
+    """A TFDS split (or its first D examples) is cut into absolute example ranges that TFDS
+    reads without the rest; a percent slice stays one block."""
+    tfds = pytest.importorskip("tensorflow_datasets")
+    from mnmt.data.sources.parts import ReadCount, split_parts
+    from mnmt.data.sources.tfds import read_tfds_pairs, register_tfds_task
+    from mnmt.data.tasks import get_task_info
+
+    class MnmtPartsTranslate(tfds.core.GeneratorBasedBuilder):
+        VERSION = tfds.core.Version("1.0.0")
+
+        def _info(self):
+            return tfds.core.DatasetInfo(
+                builder=self, features=tfds.features.Translation(languages=("de", "en")))
+
+        def _split_generators(self, dl_manager):
+            return {"train": self._generate_examples()}
+
+        def _generate_examples(self):
+            for i in range(40):
+                yield i, {"en": f"the word {i}", "de": f"das Wort {i}"}
+
+    builder = MnmtPartsTranslate(data_dir=str(tmp_path / "tfds"))
+    builder.download_and_prepare()
+    for theirs, n in (("train", 40), ("train[:25]", 25)):
+        name = register_tfds_task(f"parts_tfds_{n}", builder, "en-de", tiny_vocab,
+                                  splits={"train": theirs})
+        reader = split_parts(get_task_info(name))
+        blocks = reader.plan("train", 3, ReadCount())
+        assert [b[0] for b in blocks] == {
+            40: ["train[0:13]", "train[13:26]", "train[26:40]"],
+            25: ["train[0:8]", "train[8:16]", "train[16:25]"]}[n]
+        counts = [ReadCount() for _ in blocks]
+        got = [pair for b, c in zip(blocks, counts, strict=True) for pair in reader.read("train", b, c)]
+        assert got == list(read_tfds_pairs(builder, theirs, "en", "de"))
+        assert [c.examples for c in counts] == [b[1] for b in blocks]
+    name = register_tfds_task("parts_tfds_pct", builder, "en-de", tiny_vocab,
+                              splits={"train": "train[:50%]"})
+    assert len(split_parts(get_task_info(name)).plan("train", 3, ReadCount())) == 1
