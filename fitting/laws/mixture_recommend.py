@@ -6,6 +6,8 @@ same size."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from fitting.core.base import FitError
@@ -19,6 +21,8 @@ __all__ = ["recommend_mixture", "support_bounds", "BAND_Z", "SUPPORT_POINTS"]
 
 #: the criterion's multiple of the bootstrap sd: L + 1.96 sd, the upper end of a normal 95 % band
 BAND_Z = 1.96
+#: bootstrap refits whose sd the criterion reads (the first ones; each costs a prediction)
+BAND_REFITS = 40
 #: fitted design mixtures a pair needs at or below a weight for the laws to be trusted there
 SUPPORT_POINTS = 2
 
@@ -152,11 +156,13 @@ def recommend_mixture(fit: MixtureLawFit, target_size: float, *,
         return float(pi @ losses(w))
 
     use_band = bool(fit.boot) and band_z > 0
+    few = copy.copy(fit)
+    few.boot = (fit.boot or [])[:BAND_REFITS]  # the sd from the first refits: 40 are enough
 
     def criterion(w):
         if not use_band:
             return objective(w)
-        samples = fit.predict_samples(np.array([target_size]), w[None, :])[:, 0, :]
+        samples = few.predict_samples(np.array([target_size]), w[None, :])[:, 0, :]
         with np.errstate(all="ignore"):
             sd = np.nanstd(np.where(np.isfinite(samples), samples, np.nan), axis=0)
         return float(pi @ (losses(w) + band_z * np.nan_to_num(sd)))
@@ -165,23 +171,30 @@ def recommend_mixture(fit: MixtureLawFit, target_size: float, *,
     fin = np.isfinite(lmax)
     if fin.any():
         cons.append({"type": "ineq", "fun": lambda w: (lmax - losses(w))[fin]})
+
+    def search(fun, starts) -> list:
+        """(violation, fun) and weights from SLSQP at each start, best first."""
+        found = []
+        for s in starts:
+            w0 = _project_box(np.asarray(s), floor, cap)
+            with np.errstate(all="ignore"):
+                res = minimize(fun, w0, method="SLSQP", bounds=list(zip(floor, cap, strict=True)),
+                               constraints=cons, options={"maxiter": 300, "ftol": 1e-10})
+            w = _project_box(np.asarray(res.x), floor, cap)
+            pred = losses(w)
+            if np.all(np.isfinite(pred)):
+                viol = float(np.sum(np.clip(pred - lmax, 0.0, None)[fin]))
+                found.append(((round(viol, 9), fun(w)), w))
+        return sorted(found, key=lambda t: t[0])
+
     rng = np.random.default_rng(seed)
     starts = [np.full(k, 1.0 / k)] + list(rng.dirichlet(np.ones(k), max(0, n_starts - 1)))
-    best, best_key = None, (np.inf, np.inf)
-    for s in starts:
-        w0 = _project_box(np.asarray(s), floor, cap)
-        with np.errstate(all="ignore"):
-            res = minimize(criterion, w0, method="SLSQP", bounds=list(zip(floor, cap,
-                                                                          strict=True)),
-                           constraints=cons, options={"maxiter": 300, "ftol": 1e-10})
-        w = _project_box(np.asarray(res.x), floor, cap)
-        pred = losses(w)
-        viol = float(np.sum(np.clip(pred - lmax, 0.0, None)[fin]))
-        key = (round(viol, 9), criterion(w))
-        if np.all(np.isfinite(pred)) and key < best_key:
-            best, best_key = w, key
-    if best is None:
+    found = search(objective, starts)
+    if not found:
         raise FitError("no start of the optimisation gave finite predicted losses")
+    if use_band:  # the band is costly: polished from the best point optima and uniform
+        found = search(criterion, [w for _, w in found[:2]] + starts[:1]) or found
+    best = found[0][1]
     pred = losses(best)
     band = None
     if fit.boot:
