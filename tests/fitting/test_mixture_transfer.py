@@ -1,0 +1,83 @@
+"""Transfer measured directly (zero-shot losses and contrasts) on a generated table whose
+relatives are known: sv/da and es/it related, fi an isolate."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fitting.laws.mixture_runs import MixtureRuns
+from fitting.laws.mixture_transfer import compare_sources, contrasts, direct_transfer
+
+PAIRS = ["en-sv", "en-da", "en-es", "en-it", "en-fi"]
+REL = {("en-sv", "en-da"), ("en-da", "en-sv"), ("en-es", "en-it"), ("en-it", "en-es")}
+
+
+def _loss(target: str, w: np.ndarray, n: float) -> float:
+    """Own-data power law plus help from a relative; zero-shot 3 nats after a relative, 8 after
+    any other pair."""
+    i = PAIRS.index(target)
+    helped = sum(w[j] for j, p in enumerate(PAIRS) if (target, p) in REL)
+    if w[i] == 0:
+        return 3.0 if helped > 0.5 else 8.0
+    e = w[i] + 0.5 * helped
+    return 0.2 + 0.05 * (e * n / 1e4) ** -0.4
+
+
+def _table(seeds: int = 1, noise: float = 0.003) -> MixtureRuns:
+    rng = np.random.default_rng(0)
+    mixes = [np.eye(5)[k] for k in range(5)]
+    for low, rel in (("en-da", "en-sv"), ("en-it", "en-es")):
+        for other in (rel, "en-fi"):
+            w = np.zeros(5)
+            w[PAIRS.index(low)], w[PAIRS.index(other)] = 0.1, 0.9
+            mixes.append(w)
+    mixes.append(np.full(5, 0.2))
+    rows, n, ids = [], [], []
+    for size in (2e4, 6e4):
+        for m in mixes:
+            for s in range(seeds):
+                rows.append(m)
+                n.append(size)
+                ids.append(f"{size}_{len(ids)}_s{s}")
+    W = np.array(rows)
+    Y = np.array([[_loss(p, w, s) for p in PAIRS] for w, s in zip(W, n, strict=True)])
+    Y = Y * (1 + noise * rng.standard_normal(Y.shape))
+    curve = np.full(Y.shape, 0.004)
+    return MixtureRuns(PAIRS, ids, np.array(n), W, Y, curve, np.zeros(len(W), bool))
+
+
+def test_zero_shot_finds_each_pairs_relative_and_the_isolate_has_none():
+    got = direct_transfer(_table())["closest_by_zero_shot"]
+    assert got["en-da"]["source"] == "en-sv" and got["en-it"]["source"] == "en-es"
+    assert got["en-sv"]["source"] == "en-da" and got["en-es"]["source"] == "en-it"
+    assert got["en-da"]["beyond_2sd_of_every_other"] and got["en-it"]["beyond_2sd_of_every_other"]
+    assert "en-fi" not in got  # every source equally far: no single closest at every size
+
+
+def test_contrasts_rank_the_relative_above_the_isolate_beyond_2sd_with_seed_sd():
+    runs = _table(seeds=3)
+    ranked = direct_transfer(runs)["contrast_rankings"]
+    for low, rel in (("en-da", "en-sv"), ("en-it", "en-es")):
+        mine = [r for r in ranked if r["target"] == low]
+        assert len(mine) == 2  # one per size
+        assert all(r["better"] == rel and r["worse"] == "en-fi" and r["beyond_2sd"]
+                   and r["noise"] == "seed sd" for r in mine)
+        assert all(r["difference"] > 0 for r in mine)
+
+
+def test_one_seed_falls_back_to_the_curve_sd_and_says_so():
+    ct = contrasts(_table(seeds=1))
+    da = [e for e in ct if e["target"] == "en-da"]
+    assert {e["source"] for e in da} == {"en-sv", "en-fi"}
+    assert all(e["weight"] == pytest.approx(0.1) and e["noise"] == "last 3 evaluations"
+               and e["sd"] == pytest.approx(0.004) for e in da)
+    cmp = compare_sources(ct, "en-da", "en-sv", "en-fi")
+    assert all(c["sd"] == pytest.approx(0.004 * np.sqrt(2)) for c in cmp)
+
+
+def test_a_gap_within_noise_is_not_called():
+    runs = _table(seeds=1)
+    runs.curve_sd[:] = 1.0  # noise far above the gap
+    ranked = direct_transfer(runs)["contrast_rankings"]
+    assert ranked and not any(r["beyond_2sd"] for r in ranked)
