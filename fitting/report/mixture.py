@@ -21,8 +21,9 @@ import pandas as pd
 from fitting.core.base import FitError, json_safe
 from fitting.data.tables import read_table
 from fitting.laws.mixture_compare import MixtureComparison, compare_mixture_laws, transfer_matrix
-from fitting.laws.mixture_recommend import recommend_mixture
+from fitting.laws.mixture_recommend import SUPPORT_POINTS, recommend_mixture, support_bounds
 from fitting.laws.mixture_runs import MixtureRuns, mixture_runs, read_wide_runs
+from fitting.laws.mixture_transfer import direct_transfer
 from fitting.report.heldout import check_heldout_runs
 from fitting.report.markdown import Document, format_number
 
@@ -82,6 +83,7 @@ def mixture_payload(cmp: MixtureComparison, recommendation: dict | None) -> dict
     if "transfer" in cmp.laws:
         tau, sd = transfer_matrix(cmp.laws["transfer"])
         out["transfer"] = {"pairs": cmp.runs.pairs, "matrix": tau.tolist(), "sd": sd.tolist()}
+    out["transfer_direct"] = direct_transfer(cmp.runs)
     return out
 
 
@@ -98,7 +100,9 @@ def _recommend(cmp: MixtureComparison, target_sizes, constraints: dict, seed: in
                             preferences=constraints.get("preferences"),
                             data_size=cmp.runs.data_size,
                             budget_examples=constraints.get("budget_examples"),
-                            epoch_cap=constraints.get("epoch_cap"), seed=seed)
+                            epoch_cap=constraints.get("epoch_cap"),
+                            min_weights=support_bounds(cmp.runs, **_domain(constraints)),
+                            seed=seed)
     if form != cmp.chosen:
         rec["law_note"] = (f"the chosen law ({cmp.chosen}) cannot predict at N = {n:g}; the best "
                            f"by CV error that can ({form}) is used")
@@ -191,6 +195,7 @@ def _markdown(doc: Document, rep, cmp: MixtureComparison, payload: dict, out_dir
                     "± bootstrap sd over design mixtures.")
         except Exception as e:  # plotting must never break the report
             rep.skipped["figures (transfer)"] = f"{type(e).__name__}: {e}"
+    _direct_markdown(doc, payload.get("transfer_direct"))
     if cmp.heldout:
         hrows = [[rid, p, format_number(v["measured"]), format_number(v["predicted"]),
                   format_number(v["error"], digits=2), format_number(v["noise"], digits=2),
@@ -211,6 +216,7 @@ def _markdown(doc: Document, rep, cmp: MixtureComparison, payload: dict, out_dir
                     "–" if p not in band else f"[{band[p][0]:.4g}, {band[p][1]:.4g}]",
                     format_number(rec["constraints"]["max_loss"].get(p))]
                    for p, w in rec["weights"].items()])
+        doc.p(_bounds_text(rec))
         doc.table(["baseline", "mean loss", "violates"],
                   [[name, format_number(b["objective"]), "; ".join(b["violations"]) or "no"]
                    for name, b in rec["baselines"].items()]
@@ -231,6 +237,50 @@ def _failed_refits(e: dict) -> str:
     if not e.get("boot_resamples"):
         return cv + "; no bootstrap"
     return cv + f"; {e.get('boot_failed', 0)} of {e['boot_resamples']} resamples × targets"
+
+
+def _direct_markdown(doc: Document, direct: dict | None) -> None:
+    """Transfer measured without a law (:mod:`fitting.laws.mixture_transfer`): zero-shot losses
+    per target and size, sources lowest first; the contrasts' rankings with their sd."""
+    if not direct or not (direct["zero_shot"] or direct["contrasts"]):
+        return
+    doc.p("Transfer measured directly (no law): a pair's zero-shot loss after training on one "
+          "other pair alone (lower = a closer source), and the design's contrasts (the pair at "
+          "one weight, the rest on one source). sd: seed sd of the mean where a run has several "
+          "seeds, else the sd of its last 3 evaluations (a stand-in, not the seed noise).")
+    zs = direct["zero_shot"]
+    rows = []
+    for target in dict.fromkeys(e["target"] for e in zs):
+        for n in sorted({e["n"] for e in zs if e["target"] == target}):
+            mine = sorted((e for e in zs if e["target"] == target and e["n"] == n),
+                          key=lambda e: e["loss"])
+            rows.append([target, f"{n:.3g}", ", ".join(f"{e['source']} {e['loss']:.3g}"
+                                                      for e in mine)])
+    if rows:
+        doc.table(["target", "N", "zero-shot loss after each source alone (lowest first)"], rows)
+    ranked = direct["contrast_rankings"]
+    if ranked:
+        doc.table(["target", "helped more by", "than by", "N", "own weight",
+                   "loss difference ± sd", "beyond 2 sd", "sd from"],
+                  [[r["target"], r["better"], r["worse"], f"{r['n']:.3g}",
+                    format_number(r["weight"]), f"{r['difference']:.3g} ± {r['sd']:.2g}",
+                    "yes" if r["beyond_2sd"] else "no", r["noise"]] for r in ranked])
+
+
+def _bounds_text(rec: dict) -> str:
+    """What the recommendation was chosen by, its size, and the bounds that bind."""
+    b = rec.get("bounds") or {}
+    text = (f"Target: {rec.get('target_note') or rec['target_size']}. Chosen by "
+            f"{(rec.get('criterion') or {}).get('kind', 'the point estimate')}; minimum weights "
+            f"where the design has data ({SUPPORT_POINTS} fitted in-domain weights of the pair at "
+            "or below it): " + ", ".join(f"{p} {v:.3g}" for p, v in b.get("min_weights", {}).items())
+            + ".")
+    if b.get("at_min"):
+        text += (" **A lower bound binds** for " + ", ".join(b["at_min"]) + ": the law would go "
+                 "below the weights it was fitted at, where it is not trusted.")
+    if b.get("at_max"):
+        text += " At the maximum weight: " + ", ".join(b["at_max"]) + "."
+    return text + (f" ({b['note']})" if b.get("note") else "")
 
 
 def load_mixture_runs(table: pd.DataFrame | str, *, heldout_runs: Sequence[str] = (),
@@ -323,6 +373,10 @@ def mixture_text(payload: dict) -> str:
         for i, p in enumerate(t["pairs"]):
             lines.append(f"  {p:<10s} " + " ".join(
                 f"{t['matrix'][i][j]:6.2f}±{t['sd'][i][j]:.2f}" for j in range(len(t["pairs"]))))
+    for c in (payload.get("transfer_direct") or {}).get("contrast_rankings", []):
+        lines.append(f"  contrast: {c['target']} helped more by {c['better']} than {c['worse']} "
+                     f"at N = {c['n']:.3g}: {c['difference']:.3g} ± {c['sd']:.2g}"
+                     + (" (beyond 2 sd)" if c["beyond_2sd"] else ""))
     if payload["heldout"]:
         lines.append("held-out runs (never fitted): run pair measured predicted error noise")
         for rid, d in payload["heldout"].items():
@@ -337,6 +391,7 @@ def mixture_text(payload: dict) -> str:
                                                       " (constraints not all met)") + ":")
         for p, w in rec["weights"].items():
             lines.append(f"  {p:<10s} w = {w:.3f}  L = {rec['predicted'][p]:.4g}")
+        lines.append("  " + _bounds_text(rec))
         for name, b in rec["baselines"].items():
             lines.append(f"  baseline {name}: mean loss {b['objective']:.4g}"
                          + (f", violates: {'; '.join(b['violations'])}" if b["violates"] else ""))

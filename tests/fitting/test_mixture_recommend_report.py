@@ -1,0 +1,47 @@
+"""What the report says about a recommendation's bounds and about transfer measured directly
+(fitting.report.mixture.mixture_text on a payload built without fitting any law)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fitting.laws.mixture_recommend import recommend_mixture
+from fitting.laws.mixture_runs import MixtureRuns
+from fitting.laws.mixture_transfer import direct_transfer
+from fitting.report.mixture import mixture_text
+from fitting.test_utils import MIXTURE_PAIRS as PAIRS
+from fitting.test_utils import transfer_truth
+
+
+def _payload(rec: dict, direct: dict) -> dict:
+    return {"laws": {}, "chosen": "transfer", "chosen_because": "test", "transfer": None,
+            "heldout": {}, "recommendation": rec, "transfer_direct": direct}
+
+
+def _contrast_runs() -> MixtureRuns:
+    """x1 at 0.1 beside x0 (its relative: 0.30) and beside x4 (0.40), sd 0.01 each."""
+    W = np.zeros((2, 5))
+    W[0, [1, 0]] = 0.1, 0.9
+    W[1, [1, 4]] = 0.1, 0.9
+    Y = np.full((2, 5), np.nan)
+    Y[:, 1] = 0.30, 0.40
+    return MixtureRuns(PAIRS, ["a", "b"], np.array([1e7, 1e7]), W, Y, np.full((2, 5), 0.01),
+                       np.zeros(2, bool))
+
+
+def test_a_binding_lower_bound_and_a_resolved_contrast_are_stated():
+    prefer = {p: float(p == "en-x0") for p in PAIRS}
+    rec = recommend_mixture(transfer_truth(), 3e7, preferences=prefer, n_starts=2,
+                            min_weights={p: 0.1 for p in PAIRS})
+    text = mixture_text(_payload(rec, direct_transfer(_contrast_runs())))
+    assert "A lower bound binds" in text and "en-x4" in text.split("A lower bound binds")[1]
+    assert "N = 3e+07, a fitted size" in text
+    assert "contrast: en-x1 helped more by en-x0 than en-x4" in text
+    assert "0.1 ± 0.014 (beyond 2 sd)" in text
+
+
+def test_no_binding_line_when_no_bound_binds():
+    rec = recommend_mixture(transfer_truth(), 3e7, n_starts=2,
+                            min_weights={p: 0.01 for p in PAIRS})
+    assert rec["bounds"]["at_min"] == []
+    assert "A lower bound binds" not in mixture_text(_payload(rec, None))
