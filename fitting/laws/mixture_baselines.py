@@ -28,11 +28,13 @@ def constraint_violations(w: np.ndarray, pred: np.ndarray, cap: np.ndarray, max_
 def baseline_mixtures(pairs: list[str], ds: dict[str, float], budget: float | None,
                       epoch_cap: float | None, losses: Callable[[np.ndarray], np.ndarray],
                       objective: Callable[[np.ndarray], float], cap: np.ndarray,
-                      lmax: np.ndarray) -> tuple[dict, dict]:
+                      lmax: np.ndarray,
+                      criterion: Callable[[np.ndarray], float] | None = None
+                      ) -> tuple[dict, dict]:
     """The baselines at the recommendation's size: uniform, temperature T ∈ :data:`TEMPERATURES`
     (need every pair's data size) and UniMax (data sizes, budget and epoch cap), each with its
-    weights, predicted losses (``losses(w)``), objective and the constraints it violates;
-    and {baseline: why skipped}."""
+    weights, predicted losses (``losses(w)``), objective, the recommendation's ``criterion``
+    (when given) and the constraints it violates; and {baseline: why skipped}."""
     k = len(pairs)
     cands: dict[str, np.ndarray] = {"uniform": np.full(k, 1.0 / k)}
     skipped: dict[str, str] = {}
@@ -56,4 +58,6 @@ def baseline_mixtures(pairs: list[str], ds: dict[str, float], budget: float | No
         out[name] = {"weights": {p: float(w[i]) for i, p in enumerate(pairs)},
                      "predicted": {p: float(pred[i]) for i, p in enumerate(pairs)},
                      "objective": objective(w), "violates": bool(v), "violations": v}
+        if criterion is not None:
+            out[name]["criterion"] = criterion(w)
     return out, skipped

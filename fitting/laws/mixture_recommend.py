@@ -217,7 +217,7 @@ def recommend_mixture(fit: MixtureLawFit, target_size: float, *,
                            "preferences": {p: float(pi[i]) for i, p in enumerate(pairs)},
                            "budget_examples": budget_examples, "epoch_cap": epoch_cap}}
     out["baselines"], out["baselines_skipped"] = baseline_mixtures(
-        pairs, ds, budget_examples, epoch_cap, losses, objective, cap, lmax)
+        pairs, ds, budget_examples, epoch_cap, losses, objective, cap, lmax, criterion)
     uni = out["baselines"]["uniform"]["objective"]
     out["gain_over_uniform"] = float(uni - out["objective"])
     return out

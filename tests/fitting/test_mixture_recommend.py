@@ -106,6 +106,9 @@ def test_the_band_criterion_gives_an_uncertain_pair_more_weight():
     band = recommend_mixture(wide, N, n_starts=3)
     assert band["weights"]["en-x2"] > point["weights"]["en-x2"] + 0.02
     assert band["criterion"]["value"] > band["objective"]  # the upper end lies above the point
+    uniform = band["baselines"]["uniform"]
+    assert uniform["criterion"] > uniform["objective"]
+    assert band["criterion"]["value"] <= uniform["criterion"] + 1e-9  # optimised on it
     assert band["objective"] >= point["objective"] - 1e-9  # the point optimum is still the point's
 
 
