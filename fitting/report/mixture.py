@@ -373,6 +373,11 @@ def mixture_text(payload: dict) -> str:
         for i, p in enumerate(t["pairs"]):
             lines.append(f"  {p:<10s} " + " ".join(
                 f"{t['matrix'][i][j]:6.2f}±{t['sd'][i][j]:.2f}" for j in range(len(t["pairs"]))))
+    for target, c in (payload.get("transfer_direct") or {}).get("closest_by_zero_shot",
+                                                                 {}).items():
+        lines.append(f"  zero-shot: {target} closest to {c['source']} at every size"
+                     + (" (beyond 2 sd of every other source)" if c["beyond_2sd_of_every_other"]
+                        else ""))
     for c in (payload.get("transfer_direct") or {}).get("contrast_rankings", []):
         lines.append(f"  contrast: {c['target']} helped more by {c['better']} than {c['worse']} "
                      f"at N = {c['n']:.3g}: {c['difference']:.3g} ± {c['sd']:.2g}"

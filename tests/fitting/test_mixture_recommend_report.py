@@ -40,6 +40,17 @@ def test_a_binding_lower_bound_and_a_resolved_contrast_are_stated():
     assert "0.1 ± 0.014 (beyond 2 sd)" in text
 
 
+def test_the_closest_source_by_zero_shot_loss_is_named():
+    W = np.zeros((2, 5))
+    W[0, 0], W[1, 4] = 1.0, 1.0  # x0 alone, x4 alone
+    Y = np.full((2, 5), 8.0)
+    Y[0, 0], Y[1, 4], Y[0, 1] = 0.3, 0.3, 3.0  # x1 after x0 alone: 3 nats, after x4: 8
+    runs = MixtureRuns(PAIRS, ["a", "b"], np.array([1e7, 1e7]), W, Y, np.full((2, 5), 0.1),
+                       np.zeros(2, bool))
+    text = mixture_text(_payload(None, direct_transfer(runs)))
+    assert "zero-shot: en-x1 closest to en-x0 at every size (beyond 2 sd" in text
+
+
 def test_no_binding_line_when_no_bound_binds():
     rec = recommend_mixture(transfer_truth(), 3e7, n_starts=2,
                             min_weights={p: 0.01 for p in PAIRS})
