@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from mnmt.data.decoder_format import NO_TAGS, DecoderOptions, separator_of_tasks, task_tags
+from mnmt.data.epoch_order import BlockReader, EpochOrder
 from mnmt.data.formats import example_format, finish_example
 from mnmt.data.packing import pack_examples, pad_examples
 from mnmt.data.stream_workers import make_encoder
@@ -48,7 +49,9 @@ _DRAW_BLOCK = 8192
 # Finite training sets larger than this, read without a token cache, log a warning.
 IN_MEMORY_WARNING = 1_000_000
 log = logging.getLogger(__name__)
-STATE_VERSION = 1
+# 2: finite sets in EpochOrder (the same order with and without a token cache); version 1
+# states were written with another order (a numpy permutation in memory, index_shuffle cached).
+STATE_VERSION = 2
 
 
 # ---- per-task token streams ------------------------------------------------------------------
@@ -58,8 +61,11 @@ class TaskStream:
 
     Unlimited synthetic streams are read sequentially (re-seeded per data shard). A finite
     training set is read by index from its token cache when one of ``cache_dirs`` has it
-    (:mod:`mnmt.data.cache`: only this shard's files, a seeded ``index_shuffle`` per epoch);
-    otherwise it is held in memory and visited in a fresh seeded permutation each epoch.
+    (:mod:`mnmt.data.cache`: only this shard's files), otherwise held in memory; either way
+    this shard's examples are visited in the same seeded order
+    (:class:`mnmt.data.epoch_order.EpochOrder`, keyed by task, seed, shard and epoch), so the
+    cache changes no batch. What moves while reading (cursor, read-ahead) is this stream's own;
+    the cache and the in-memory set behind it are shared read-only.
     """
 
     def __init__(self, name: str, seed: int, shard: tuple[int, int], cursor: int,
@@ -76,7 +82,7 @@ class TaskStream:
         self.shard = shard
         self.cursor = cursor
         self._finite: list[tuple[list[int], list[int]]] | None = None
-        self._perm: tuple[int, np.ndarray] | None = None
+        self._reader: BlockReader | None = None
         self._gen: Iterator[tuple[str, str]] | None = None
         self._encode_text = make_encoder(self.sp, _word_cache(self.sp))
         self.use_process = use_process
@@ -88,10 +94,14 @@ class TaskStream:
             from mnmt.data.cache import open_task_cache
 
             self.cached = open_task_cache(name, cache_dirs, shard, seed)
-            if self.cached is None:
+            if self.cached is not None:
+                self._reader = self.cached.reader()
+            else:
                 self._finite = in_memory_train_set(self.info, shard)
                 if not self._finite:
                     raise ValueError(f"task {name!r}: training split of shard {shard} is empty")
+                self._order = EpochOrder(len(self._finite), (name, seed, *shard))
+                self._reader = BlockReader(self._in_memory_examples)
 
     def encode(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
         # One call per string (batched encode spawns threads per call: slower for short
@@ -99,6 +109,11 @@ class TaskStream:
         enc = self._encode_text
         lid = self.lang_id
         return [([lid, *enc(s)], enc(t)) for s, t in pairs]
+
+    def _in_memory_examples(self, start: int, n: int) -> list[tuple[list[int], list[int]]]:
+        """The in-memory examples at stream positions start … start+n-1 (see the class doc)."""
+        finite = self._finite
+        return [finite[i] for i in self._order.indices(start, n).tolist()]
 
     def _stream_seed(self) -> tuple:
         return ("train-stream", self.seed, *self.shard)
@@ -111,38 +126,27 @@ class TaskStream:
     def take(self, n: int) -> list[tuple[list[int], list[int]]]:
         if n == 0:
             return []
-        if self.cached is not None:
-            out = self.cached.examples(self.cursor, n)
+        if self._reader is not None:  # finite: cached or in memory, one order
+            out = self._reader.take(self.cursor, n)
             self.cursor += n
             return out
-        if self._finite is None:
-            if self.use_process:
-                if self._proc is None:
-                    from mnmt.data.stream_workers import ProcessStream
+        if self.use_process:
+            if self._proc is None:
+                from mnmt.data.stream_workers import ProcessStream
 
-                    fam = self.info.extra["family"]
-                    self._proc = ProcessStream(
-                        fam.preset, fam.seed, self.info.pair, self.cursor, self._stream_seed(),
-                        self.sp.serialized_model_proto(), self.lang_id,
-                    )
-                out = self._proc.take(n)
-                self.cursor += n
-                return out
-            if self._gen is None:
-                self._gen = self.info.text_stream("train", self.cursor, self._stream_seed())
-            texts = [next(self._gen) for _ in range(n)]
+                fam = self.info.extra["family"]
+                self._proc = ProcessStream(
+                    fam.preset, fam.seed, self.info.pair, self.cursor, self._stream_seed(),
+                    self.sp.serialized_model_proto(), self.lang_id,
+                )
+            out = self._proc.take(n)
             self.cursor += n
-            return self.encode(texts)
-        d = len(self._finite)
-        out = []
-        for _ in range(n):
-            epoch, pos = divmod(self.cursor, d)
-            if self._perm is None or self._perm[0] != epoch:
-                rng = np.random.default_rng(stable_seed("epoch", self.name, self.seed, *self.shard, epoch))
-                self._perm = (epoch, rng.permutation(d))
-            out.append(self._finite[int(self._perm[1][pos])])
-            self.cursor += 1
-        return out
+            return out
+        if self._gen is None:
+            self._gen = self.info.text_stream("train", self.cursor, self._stream_seed())
+        texts = [next(self._gen) for _ in range(n)]
+        self.cursor += n
+        return self.encode(texts)
 
 
 _FINITE_CACHE: dict[tuple, list] = {}
@@ -316,7 +320,12 @@ class TrainInputs:
     def set_state(self, state: Mapping[str, Any]) -> None:
         """Continue from a :meth:`get_state` dict (same mixture, seed, shard, lengths, packing)."""
         if state.get("version") != STATE_VERSION:
-            raise ValueError(f"input state: unsupported version {state.get('version')!r}")
+            raise ValueError(
+                f"input state: version {state.get('version')!r}, this iterator reads version "
+                f"{STATE_VERSION}" + (" (version 1 visited finite training sets in another "
+                                      "order: the run cannot continue on the same examples; "
+                                      "start it again, or finish it with the mnmt release "
+                                      "that began it)" if state.get("version") == 1 else ""))
         expect = {
             "mixture_or_task": self.name, "seed": self.seed, "shard": list(self.shard),
             "pack": self.pack, "feature_lengths": dict(self.lengths), "batch_size": self.batch_size,
@@ -333,11 +342,6 @@ class TrainInputs:
             raise ValueError(f"input state field 'decoder_format': checkpoint has "
                              f"{state.get('decoder_format')!r}, iterator has {own!r} (the "
                              "InputConfig decoder-only options must stay those the run began with)")
-        if state.get("cached", []) != self.cached_tasks():
-            raise ValueError(f"input state field 'cached': the checkpoint read "
-                             f"{state.get('cached', [])} from token caches, this iterator reads "
-                             f"{self.cached_tasks()} (each order is exact only on its own path: "
-                             "give the run the same cache_dirs it started with)")
         changed = [t for t, digest in state.get("cache_contents", {}).items()
                    if t in self._streams and self._streams[t].cached is not None
                    and self._streams[t].cached.index.contents_digest() != digest]

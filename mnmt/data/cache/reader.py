@@ -1,15 +1,19 @@
 """Read a task's token cache by index: Grain's ``ArrayRecordDataSource`` over this host's shards.
 
 A host ``h`` of ``H`` opens only the shards ``s`` with ``s % H == h`` (the cache's shard count
-must be a multiple of ``H``): since example ``i`` of the split is in shard ``i % S``, the host
-holds exactly the examples ``i % H == h`` — the assignment the in-memory path uses — and the
-hosts together hold the split once. Epoch ``e`` visits the host's examples in the order of
-Grain's ``index_shuffle`` (a seeded bijection computed per index, so no permutation array
-exists), seeded per (task, seed, host, epoch): the example at stream position ``c`` is a pure
-function of ``c``, which is what exact resume needs.
+``S`` must be a multiple of ``H``): since example ``i`` of the split is in shard ``i % S``, the
+host holds exactly the examples ``i % H == h`` — the examples the in-memory path holds — and
+the hosts together hold the split once. Host-local example ``j`` is global example
+``i = h + j·H``, as in memory: record ``i // S`` of shard ``i % S``. Epoch ``e`` visits them in
+the order of :class:`mnmt.data.epoch_order.EpochOrder` with the in-memory path's key, so a
+seed gives the same batches with and without the cache, and the example at a stream position
+is a pure function of the position.
 
-Nothing of the corpus is held in memory beyond ArrayRecord's chunk index and the records of
-the batch being read; shards are opened on first read.
+A :class:`CachedSplit` is immutable (the data source, the index, the order) and is shared by
+every stream that reads the task; what changes while reading — the cursor and the read-ahead
+block — belongs to each stream (:class:`mnmt.data.epoch_order.BlockReader`), so streams read
+it from any number of threads. Nothing of the corpus is held in memory beyond ArrayRecord's
+chunk index and the blocks the streams are reading; shards are opened on first read.
 """
 
 from __future__ import annotations
@@ -23,12 +27,14 @@ import numpy as np
 from mnmt.data.cache import layout
 from mnmt.data.cache.build import cache_status, expected_identity, read_complete_index
 from mnmt.data.cache.layout import CacheError, CacheIndex
+from mnmt.data.epoch_order import ORDER_BLOCK, BlockReader, EpochOrder
 
 __all__ = ["CachedSplit", "open_task_cache", "find_task_cache", "READ_AHEAD"]
 
 log = logging.getLogger(__name__)
-# Stream positions read per batched ArrayRecord read (≈ 0.5 MB of ids at 25 tokens a side).
-READ_AHEAD = 4096
+# Stream positions a stream reads per batched ArrayRecord read (≈ 0.5 MB of ids at 25 tokens
+# a side).
+READ_AHEAD = ORDER_BLOCK
 
 
 class _GroupSizeNote(logging.Filter):
@@ -46,14 +52,14 @@ class CachedSplit:
     """One host's examples of a cached split, by position in an endless, epoch-shuffled stream.
 
     ``examples(start, n)`` returns the (``[<2xx>, *source]``, target) id lists at stream
-    positions ``start … start+n-1``; position ``c`` is example ``perm_e(c mod N)`` of epoch
-    ``e = c // N``, N the host's example count.
+    positions ``start … start+n-1``; position ``c`` is host-local example ``π_e(c mod N)`` of
+    epoch ``e = c // N`` (:class:`~mnmt.data.epoch_order.EpochOrder`), N the host's example
+    count. Immutable: share it between streams and threads; give each stream its own
+    :meth:`reader`.
     """
 
     def __init__(self, directory: str, index: CacheIndex, host: tuple[int, int], seed_key: tuple):
         from grain.sources import ArrayRecordDataSource
-
-        from mnmt.data.synthetic.grammar import stable_seed
 
         h, num_hosts = host
         if index.num_shards % num_hosts:
@@ -63,6 +69,7 @@ class CachedSplit:
                 f"{num_hosts * max(1, -(-index.num_shards // num_hosts))}, then mnmt-study prepare)")
         self.directory = directory
         self.index = index
+        self.host = (int(h), int(num_hosts))
         self.shards = list(range(h, index.num_shards, num_hosts))
         self.paths = [os.path.join(directory, layout.shard_name(index.split, s, index.num_shards))
                       for s in self.shards]
@@ -82,49 +89,23 @@ class CachedSplit:
         # "path[0:n]": the counts come from the index, so no file is opened before its first read
         self.source = ArrayRecordDataSource(
             [f"{p}[0:{n}]" for p, n in zip(self.paths, counts, strict=True) if n])
-        self._stable_seed = stable_seed
-        self._seed_key = seed_key
-        self._epoch_seed: tuple[int, int] | None = None
-        self._ahead: tuple[int, list] = (0, [])
+        self.order = EpochOrder(self.size, seed_key)
 
-    def _seed(self, epoch: int) -> int:
-        if self._epoch_seed is None or self._epoch_seed[0] != epoch:
-            self._epoch_seed = (epoch, self._stable_seed("epoch", *self._seed_key, epoch) % 2**32)
-        return self._epoch_seed[1]
+    def keys(self, local: np.ndarray) -> np.ndarray:
+        """Data-source keys of host-local examples ``local`` (numbered as in memory: ``j`` is
+        global example ``h + j·H``, record ``i // S`` of shard ``i % S``)."""
+        h, num_hosts = self.host
+        i = h + np.asarray(local, dtype=np.int64) * num_hosts
+        shard = i % self.index.num_shards
+        return self._starts[(shard - h) // num_hosts] + i // self.index.num_shards
 
     def positions(self, start: int, n: int) -> list[int]:
-        """Host-local example indices at stream positions start … start+n-1."""
-        from grain.experimental import index_shuffle
-
-        out: list[int] = []
-        last = self.size - 1
-        while n > 0:  # one run of positions per epoch: one seed
-            epoch, pos = divmod(start, self.size)
-            m = min(n, self.size - pos)
-            seed = self._seed(epoch)
-            out.extend(index_shuffle(p, max_index=last, seed=seed, rounds=4) if last else 0
-                       for p in range(pos, pos + m))
-            start += m
-            n -= m
-        return out
+        """Data-source keys at stream positions start … start+n-1."""
+        return self.keys(self.order.indices(start, n)).tolist()
 
     def examples(self, start: int, n: int) -> list[tuple[list[int], list[int]]]:
-        """The examples at stream positions start … start+n-1, read ahead in blocks of
-        :data:`READ_AHEAD` positions (one batched ArrayRecord read per block; the block is a
-        pure function of its first position, so reading ahead changes nothing a resume sees)."""
-        out: list[tuple[list[int], list[int]]] = []
-        while n > 0:
-            lo, block = self._ahead
-            if not lo <= start < lo + len(block):
-                self._ahead = (start, self._read(start, max(n, READ_AHEAD)))
-                lo, block = self._ahead
-            take = block[start - lo:start - lo + n]
-            out.extend(take)
-            start += len(take)
-            n -= len(take)
-        return out
-
-    def _read(self, start: int, n: int) -> list[tuple[list[int], list[int]]]:
+        """The examples at stream positions start … start+n-1 (one batched ArrayRecord read;
+        no state: read in blocks through a stream's own :meth:`reader`)."""
         keys = self.positions(start, n)
         try:
             records = self.source.__getitems__(keys)
@@ -132,6 +113,11 @@ class CachedSplit:
         except Exception as err:  # corrupt chunk or record: name the shard
             raise CacheError(f"{self._failing_shard(keys)}: cannot read records ({err}); the "
                              f"shard is corrupt: {layout.rebuild_hint(self.index.task)}") from err
+
+    def reader(self) -> BlockReader:
+        """A new stream's reader: ``reader.take(start, n)`` = ``examples(start, n)``, read
+        ahead in blocks of :data:`READ_AHEAD` positions held by that reader alone."""
+        return BlockReader(self.examples, READ_AHEAD)
 
     def _failing_shard(self, keys: Sequence[int]) -> str:
         """The first shard whose records among ``keys`` cannot be read (its path)."""
