@@ -3,6 +3,7 @@ each in its own input thread, at its own position — reads exactly what it woul
 
 import sys
 import threading
+import time
 
 import pytest
 
@@ -63,7 +64,10 @@ def test_streams_of_one_cached_task_read_from_threads_equal_lone_readings(cached
 
             def read(t, streams=streams, got=got, barrier=barrier):
                 barrier.wait()
-                got[t] = [streams[t].take(n) for n in _plan(t)[1]]
+                got[t] = []
+                for n in _plan(t)[1]:
+                    got[t].append(streams[t].take(n))
+                    time.sleep(0)  # let the other threads take in between: interleaved reads
 
             threads = [threading.Thread(target=read, args=(t,)) for t in range(THREADS)]
             for th in threads:
