@@ -25,6 +25,7 @@ Pure numpy/pandas; the law is used through its ``predict`` / ``predict_samples``
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -91,26 +92,31 @@ def compare_means(rec: Sequence[float], base: Sequence[float], *,
 
 
 def _objective(losses: Mapping[str, float], pi: Mapping[str, float]) -> float:
-    vals = [losses.get(p, float("nan")) for p in pi]
-    return float(sum(w * v for w, v in zip(pi.values(), vals, strict=True)))
+    """J = Σ π_i L_i over the pairs with π_i > 0 (NaN when one of them has no loss)."""
+    return float(sum(w * losses.get(p, float("nan")) for p, w in pi.items() if w > 0))
 
 
 def predict_mixtures(law, n: float, mixtures: Mapping[str, Mapping[str, float]],
                      pi: Mapping[str, float], level: float = 0.95) -> dict[str, dict]:
     """The law's predictions at size ``n`` for each mixture: {name: {objective, band, losses,
-    bands}} (bands None without bootstrap refits; NaN where the law cannot predict at ``n``)."""
+    bands}} (bands None without bootstrap refits). NaN where the law cannot predict: at a size
+    it cannot reach, and for a pair at weight 0 (untrained: a zero-shot loss, outside every
+    mixture law's domain); J counts the pairs with π_i > 0 only."""
     pairs = list(law.pairs or [])
     names = list(mixtures)
     W = np.array([[float(mixtures[m].get(p, 0.0)) for p in pairs] for m in names])
     N = np.full(len(names), float(n))
-    pred = law.predict(N, W)
+    pred = np.where(W > 0, law.predict(N, W), np.nan)
     piv = np.array([float(pi.get(p, 0.0)) for p in pairs])
-    obj = pred @ piv
+    used = piv > 0
+    obj = pred[:, used] @ piv[used]
     lo = hi = olo = ohi = None
     if getattr(law, "boot", None):
-        samples = law.predict_samples(N, W)  # (refits, mixtures, pairs)
-        lo, hi = percentile_range(samples, level, estimate=pred)
-        olo, ohi = percentile_range(samples @ piv, level, estimate=obj)
+        samples = np.where(W > 0, law.predict_samples(N, W), np.nan)  # (refits, mixtures, pairs)
+        with warnings.catch_warnings():  # an untrained pair: an all-NaN column, NaN band
+            warnings.simplefilter("ignore", RuntimeWarning)
+            lo, hi = percentile_range(samples, level, estimate=pred)
+            olo, ohi = percentile_range(samples[..., used] @ piv[used], level, estimate=obj)
     out = {}
     for m, name in enumerate(names):
         out[name] = {
@@ -251,7 +257,8 @@ def _markdown(doc: Document, v: dict, rec: Mapping) -> None:
           "J = Σ π_i L_i, the preference-weighted mean loss the recommendation minimised (π: "
           + ", ".join(f"{p} {w:.3g}" for p, w in v["objective"]["preferences"].items()) + ").")
     mixes = v["mixtures"]
-    doc.table(["mixture", "weights", "predicted J", "95% band", "measured J", "seed sd", "runs"],
+    pairs = list(next(iter(mixes.values()))["weights"])
+    doc.table(["mixture", f"weights ({' '.join(pairs)})", "predicted J", "95% band", "measured J", "seed sd", "runs"],
               [[name, " ".join(f"{w:.3f}" for w in m["weights"].values()),
                 format_number((m["predicted"] or {}).get("objective")),
                 _band((m["predicted"] or {}).get("band")),
@@ -280,5 +287,8 @@ def _markdown(doc: Document, v: dict, rec: Mapping) -> None:
     if bad:
         doc.p("Measured losses over a maximum loss: " + "; ".join(
             f"{name}: {', '.join(vs)}" for name, vs in bad.items()) + ".")
+    if any(w <= 0 for m in mixes.values() for w in m["weights"].values()):
+        doc.p("–: a pair at weight 0 is evaluated, not trained (a zero-shot loss), outside "
+              "every mixture law's domain: not predicted.")
     if v["notes"]:
         doc.ul(v["notes"])

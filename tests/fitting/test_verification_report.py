@@ -122,6 +122,14 @@ def test_predict_mixtures_objective_and_bands():
     assert rec["bands"]["a"][0] < 1.6 < rec["bands"]["a"][1]
 
 
+def test_an_untrained_pair_is_not_predicted_and_a_zero_preference_does_not_count():
+    mixtures = {RECOMMENDED: {"a": 0.5, "b": 0.5, "c": 0.0}}
+    out = predict_mixtures(_Law(), 1e5, mixtures, {"a": 0.5, "b": 0.5, "c": 0.0})[RECOMMENDED]
+    assert math.isnan(out["losses"]["c"]) and math.isnan(out["bands"]["c"][0])
+    assert out["objective"] == pytest.approx(1.5)
+    assert math.isnan(predict_mixtures(_Law(), 1e5, mixtures, PI)[RECOMMENDED]["objective"])
+
+
 def _verify_rows(base: pd.DataFrame, plan: dict, value: float) -> pd.DataFrame:
     """Rows of the plan's runs (absurd losses) shaped like ``base``'s largest-size rows."""
     top = base[base["n"] == base["n"].max()].drop_duplicates("pair")
@@ -146,7 +154,7 @@ def test_split_verification_takes_out_the_runs_and_their_branches():
 
 
 def test_verification_runs_never_enter_the_fits(tmp_path):
-    base = make_final_table(sizes=np.geomspace(2e5, 2e7, 5))
+    base = make_final_table(sizes=np.geomspace(2e5, 2e7, 4), weights=(0.0, 0.5, 1.0))
     plan = {"size": "s4", "seeds": [1000, 1001],
             "mixtures": {RECOMMENDED: {"en-de": 0.5, "en-zh": 0.5}},
             "runs": {"s4_verify-recommended_s1000": RECOMMENDED,
