@@ -408,22 +408,24 @@ def datamixing_truth():
                          sizes=MIXTURE_SIZES, n_ref=3e7, solutions=sol)
 
 
-def known_truth_mixture_runs(truth, noise: float = 0.002, n_mix: int = 9):
-    """Runs of ``truth``: the uniform mixture and ``n_mix`` Dirichlet mixtures at every size of
-    :data:`MIXTURE_SIZES`, two held-out mixtures at the largest, losses with relative Gaussian
-    noise of sd ``noise`` (seeded)."""
+def known_truth_mixture_runs(truth, noise: float = 0.002, n_mix: int = 9,
+                             concentration: float = 2.0):
+    """Runs of ``truth`` (its pairs, at its sizes): the uniform mixture and ``n_mix`` Dirichlet
+    mixtures of ``concentration`` at every size, two held-out mixtures at the largest, losses
+    with relative Gaussian noise of sd ``noise`` (seeded)."""
     from fitting.data.sampling import dirichlet_mixtures  # noqa: PLC0415
     from fitting.laws.mixture_fit import MixtureRuns  # noqa: PLC0415
 
-    k = len(MIXTURE_PAIRS)
+    pairs, sizes = list(truth.pairs), list(truth.sizes)
+    k = len(pairs)
     Wd = np.vstack([np.full((1, k), 1 / k),
-                    dirichlet_mixtures(k, n_mix, seed=1, concentration=2.0)])
-    Wh = dirichlet_mixtures(k, 2, seed=7, concentration=2.0)
-    n = np.concatenate([np.repeat(MIXTURE_SIZES, len(Wd)), [MIXTURE_SIZES[-1]] * 2])
-    W = np.vstack([np.tile(Wd, (len(MIXTURE_SIZES), 1)), Wh])
+                    dirichlet_mixtures(k, n_mix, seed=1, concentration=concentration)])
+    Wh = dirichlet_mixtures(k, 2, seed=7, concentration=concentration)
+    n = np.concatenate([np.repeat(sizes, len(Wd)), [sizes[-1]] * 2])
+    W = np.vstack([np.tile(Wd, (len(sizes), 1)), Wh])
     rng = np.random.default_rng(0)
     Y = truth.predict(n, W) * (1 + noise * rng.standard_normal((len(n), k)))
     held = np.zeros(len(n), bool)
     held[-2:] = True
-    return MixtureRuns(MIXTURE_PAIRS, [f"r{j}" for j in range(len(n))], n, W, Y,
+    return MixtureRuns(pairs, [f"r{j}" for j in range(len(n))], n, W, Y,
                        np.full(Y.shape, np.nan), held)

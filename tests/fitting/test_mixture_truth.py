@@ -9,10 +9,10 @@ import copy
 import numpy as np
 import pytest
 
-from fitting.data.sampling import dirichlet_mixtures
 from fitting.laws.mixture_compare import compare_mixture_laws, cv_folds
 from fitting.laws.mixture_laws import FORMS, MixtureLawFit, attach_bootstrap, refit_mixture_law
 from fitting.laws.mixture_runs import MixtureRuns, read_wide_runs
+from fitting.test_utils import known_truth_mixture_runs
 
 PAIRS = ["en-a", "en-b", "en-c"]
 SIZES = [1e7, 3e7, 1e8]
@@ -41,21 +41,10 @@ def _truth(form: str) -> MixtureLawFit:
                          n_ref=3e7, solutions=sol)
 
 
-def _runs(truth: MixtureLawFit, n_mix: int = 8, noise: float = 0.002) -> MixtureRuns:
-    """The uniform mixture and ``n_mix`` − 1 Dirichlet ones at every size, two held-out
-    mixtures at the largest; relative Gaussian noise of sd ``noise`` (seeded)."""
-    k = len(PAIRS)
-    Wd = np.vstack([np.full((1, k), 1 / k),
-                    dirichlet_mixtures(k, n_mix - 1, seed=1, concentration=3.0)])
-    Wh = dirichlet_mixtures(k, 2, seed=7, concentration=3.0)
-    n = np.concatenate([np.repeat(SIZES, len(Wd)), [SIZES[-1]] * 2])
-    W = np.vstack([np.tile(Wd, (len(SIZES), 1)), Wh])
-    rng = np.random.default_rng(0)
-    Y = truth.predict(n, W) * (1 + noise * rng.standard_normal((len(n), k)))
-    held = np.zeros(len(n), bool)
-    held[-2:] = True
-    return MixtureRuns(PAIRS, [f"r{j}" for j in range(len(n))], n, W, Y,
-                       np.full(Y.shape, np.nan), held)
+def _runs(truth: MixtureLawFit) -> MixtureRuns:
+    """The uniform mixture and 7 Dirichlet ones (concentration 3) at every size, two held-out
+    mixtures at the largest (:func:`fitting.test_utils.known_truth_mixture_runs`)."""
+    return known_truth_mixture_runs(truth, n_mix=7, concentration=3.0)
 
 
 @pytest.mark.parametrize("form", FORMS)
