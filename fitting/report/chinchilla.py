@@ -20,6 +20,12 @@ points (:func:`fitting.laws.learning_curve.cooldown_budgets`; D = ``tokens`` the
 loss of a run trained to D with a full cool-down. A run then needs ≥ 2 budgets (runs with one are
 left out, and said so); seeds are averaged as above. ``rep.chinchilla["d_axis"]`` and the
 section's note say which D axis was used.
+
+:func:`fit_cooled_law` fits, on those cooled-down budgets only, the law the report leads with
+(:mod:`fitting.laws.chinchilla_joint`: L(N, D) across weights, exponents and E shared by a
+pair's weights as in Fernandes eq. 7), whose N, D → ∞ limit E is the pair's fitted L∞;
+:func:`cooled_law_section` writes it, with its leave-largest-size-out backtest against the seed
+noise.
 """
 
 from __future__ import annotations
@@ -33,20 +39,24 @@ from fitting import plots
 from fitting.core.base import FitError
 from fitting.data.tables import has_branches, with_optional_columns
 from fitting.laws.chinchilla import ChinchillaFit, fit_chinchilla
+from fitting.laws.chinchilla_joint import JointChinchillaFit, coef_key, fit_joint_chinchilla
 from fitting.laws.learning_curve import cooldown_budgets, cooldown_start
 from fitting.plots.laws import plot_chinchilla_contours
 from fitting.report.markdown import Document, format_number
 from fitting.report.sections import Report
 from fitting.report.seeds import seed_means
 
-__all__ = ["D_AXIS_BRANCHES", "D_AXIS_EVALUATIONS", "chinchilla_points", "compute_budgets",
-           "chinchilla_section"]
+__all__ = ["D_AXIS_BRANCHES", "D_AXIS_EVALUATIONS", "COOLED_LAW", "chinchilla_points",
+           "compute_budgets", "chinchilla_section", "largest_size_seed_noise", "fit_cooled_law",
+           "cooled_law_section"]
 
 #: the section's D axis with cool-down branches in the table, and without
 D_AXIS_BRANCHES = "cool-down branch ends (Hägele et al. 2024)"
 D_AXIS_EVALUATIONS = "intermediate evaluations"
 
 _KEY = "L(N, D) (Caillaut eq. 2)"
+#: the name of the law fitted by :func:`fit_cooled_law`, as the report and fits.json say it
+COOLED_LAW = "L(N, D) across weights on cooled-down budgets"
 _NEED = {"run_id", "pair", "n", "step", "tokens", "value", "eval_set", "metric"}
 
 
@@ -175,8 +185,8 @@ def chinchilla_section(doc: Document, rep: Report, table: pd.DataFrame, eval_set
           f"{note}. Compute-optimal: N*, D* minimising L at C = 6·N·D "
           "(Hoffmann et al. eq. 4).")
     boot = min(int(n_refits), 30) if uncertainty not in (None, "none") else 0
-    rep.chinchilla = {"fits": {}, "budgets": {}, "points_note": note,
-                      "d_axis": D_AXIS_BRANCHES if branches else D_AXIS_EVALUATIONS}
+    rep.chinchilla.update({"fits": {}, "budgets": {}, "points_note": note,
+                           "d_axis": D_AXIS_BRANCHES if branches else D_AXIS_EVALUATIONS})
     rows, brows, panels = [], [], {}
     for (pair, w), g in pts.groupby(["pair", "weight"], dropna=False, sort=True):
         label = str(pair) if pts.loc[pts["pair"] == pair, "weight"].nunique() <= 1 \
@@ -253,3 +263,103 @@ def _panel(fit: ChinchillaFit, g: pd.DataFrame, budgets: list[dict]) -> dict:
     traj = {float(k): v["tokens"].to_numpy(float) for k, v in g.groupby("n")}
     return {"predict": fit.predict, "n_range": n_range, "d_range": d_range, "trajectories": traj,
             "frontier": frontier, "budgets": (bn, bd) if budgets else None}
+
+
+def largest_size_seed_noise(spread: dict) -> tuple[dict[str, float], float | None]:
+    """``({pair: relative seed sd at the largest repeated size}, that size)`` from
+    :func:`fitting.report.seeds.seed_spread` (the median over the weights repeated there);
+    empty when no experiment was repeated."""
+    groups = [g for g in spread.get("groups") or [] if np.isfinite(g["n"]) and g["mean"] > 0]
+    if not groups:
+        return {}, None
+    n_max = max(g["n"] for g in groups)
+    out: dict[str, list[float]] = {}
+    for g in groups:
+        if g["n"] == n_max:
+            out.setdefault(g["pair"], []).append(g["sd"] / g["mean"])
+    return {p: float(np.median(v)) for p, v in out.items()}, float(n_max)
+
+
+def fit_cooled_law(table: pd.DataFrame, eval_set: str, metric: str, *,
+                   uncertainty: str | None = "perturbation", n_refits: int = 100, seed: int = 0,
+                   noise_rel: dict[str, float] | None = None
+                   ) -> tuple[JointChinchillaFit | None, str, str]:
+    """(fit, note, why not): :func:`fitting.laws.chinchilla_joint.fit_joint_chinchilla` on the
+    cooled-down budgets of ``table`` (:func:`chinchilla_points` with cool-down branches), or
+    (None, "", reason) when the table has no branches or too few budgets. ``noise_rel``: the
+    relative seed noise per pair the backtest is judged against."""
+    if not has_branches(table):
+        return None, "", ("no cool-down branches: the converged loss needs cooled-down losses at "
+                          "several budgets D per run (StudySpec.cooldown_branches)")
+    pts, note, why = chinchilla_points(table, eval_set, metric)
+    if why:
+        return None, "", why
+    try:
+        fit = fit_joint_chinchilla(pts, uncertainty=None if uncertainty == "bootstrap"
+                                   else uncertainty, n_refits=n_refits, seed=seed,
+                                   noise_rel=noise_rel)
+    except FitError as e:
+        return None, "", str(e)
+    return fit, note, ""
+
+
+def _backtest_text(pair: str, bt: dict) -> str:
+    """One sentence: the leave-largest-out backtest against its noise level."""
+    miss = (f"refitted without N = {bt['held_out_n']:.3g}, the law predicts its "
+            f"{len(bt['errors'])} cooled-down losses with RMSE {bt['rmse_rel']:.2%} (mean "
+            f"{bt['mean_rel']:+.2%}, largest {bt['max_abs_rel']:.2%}; L∞ of the refit "
+            f"{bt['l_inf']:.4g})")
+    noise = f"{bt['tolerance']:g}× the noise {bt['noise_rel']:.2%} ({bt['noise_source']})"
+    if bt["within"]:
+        return f"{pair}: {miss}, within {noise}."
+    return (f"{pair}: {miss}, beyond {noise}: the size law cannot be extrapolated here by one "
+            f"size step; its prediction at the next size misses by about "
+            f"{bt['rmse_rel'] / max(bt['noise_rel'], 1e-12):.1f}× the noise.")
+
+
+def cooled_law_section(doc: Document, rep: Report, fit: JointChinchillaFit | None, note: str,
+                       why: str, ground_truth: dict[str, float] | None) -> None:
+    """The report's section on :data:`COOLED_LAW`: E (the fitted L∞), the exponents, the
+    effective shares per weight and the backtest; ``rep.chinchilla["joint"]`` holds the fit."""
+    if fit is None:
+        rep.skipped[COOLED_LAW] = why
+        return
+    rep.chinchilla["joint"] = fit.to_json()
+    doc.h(2, "Converged loss from cooled-down budgets: L(N, D) across weights")
+    doc.p("L_i(N, D; p) = E_i + A_{p,i} N^−α_i + B_{p,i} D^−β_i (Caillaut eq. 2 with the "
+          "sharing of Fernandes eq. 7: α_i, β_i and E_i shared by the weights of pair i), fitted "
+          "on the loss at the end of every cool-down — each run's own end and its branches' "
+          "ends — with D the training target tokens of that budget. The pair's L∞ is the limit "
+          "N, D → ∞, E_i: this is the fitted L∞ of the Regime section and of the checks. The "
+          "L∞ of eq. 6/7 below is the asymptote in N of this training budget's final losses. "
+          f"± is the sd over refits with 1% perturbed losses (footnote 5). {note}.")
+    sd = fit.stderr or {}
+    rows = []
+    for pair in fit.pairs or []:
+        k = {n: coef_key(n, pair) for n in ("E", "alpha", "beta")}
+        true = (ground_truth or {}).get(pair)
+        bt = (fit.backtest or {}).get(pair)
+        rows.append([pair, format_number(fit.params[k["E"]], sd.get(k["E"])),
+                     format_number(true),
+                     "–" if not true else f"{fit.params[k['E']] / true - 1:+.1%}",
+                     format_number(fit.params[k["alpha"]], sd.get(k["alpha"])),
+                     format_number(fit.params[k["beta"]], sd.get(k["beta"])),
+                     f"{fit.goodness[f'rmse_rel[{pair}]']:.2%}",
+                     "–" if not bt else f"{bt['rmse_rel']:.2%}"])
+    doc.table(["pair", "E (fitted L∞)", "true L∞", "E / true − 1", "α (N)", "β (D)",
+               "rmse (relative)", "backtest rmse"], rows)
+    frows = []
+    for pair in fit.pairs or []:
+        for w in (fit.weights or {}).get(pair, []):
+            frows.append([pair, f"{w:g}", f"{float(fit.fraction(w, pair, 'A')[0]):.3f}",
+                          f"{float(fit.fraction(w, pair, 'B')[0]):.3f}"])
+    doc.p("Effective shares per weight (cf. eq. 10): f(p) = (A_1/A_p)^(1/α) of the parameters, "
+          "g(p) = (B_1/B_p)^(1/β) of the tokens, relative to the largest weight; at an unfitted "
+          "weight (a held-out run) they are interpolated linearly in p.")
+    doc.table(["pair", "p", "f(p)", "g(p)"], frows)
+    texts = [_backtest_text(pair, bt) for pair, bt in (fit.backtest or {}).items()]
+    if texts:
+        doc.p("Backtest (Caillaut §4.1), leave the largest size out: " + " ".join(texts))
+    rep.warnings += [f"{COOLED_LAW}: {m}" for m in fit.warnings]
+    rep.warnings += [f"{COOLED_LAW} backtest {p}: outside {bt['tolerance']:g}× the noise"
+                     for p, bt in (fit.backtest or {}).items() if bt["within"] is False]

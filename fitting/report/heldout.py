@@ -5,10 +5,14 @@ A study names some runs "held out" (typically a larger size at an unseen weight)
 :func:`fitting.report.writer.write_report` removes their rows from every fit and calls
 :func:`heldout_section`, which compares each held-out (run, pair) final loss with:
 
+* where the table has cool-down branches, the law the report leads with: L(N, D) across
+  weights on cooled-down budgets (:mod:`fitting.laws.chinchilla_joint`) at the run's own N and
+  D (its final ``tokens``) and weight; entry ``primary: true``;
 * the eq. 11 law (Fernandes et al. 2023) with the fitted f̂ — eq. 12 where it was identifiable,
-  else the linear eq. 13 — the law that predicts an unseen (N, p); entry ``primary: true``,
-  with ``f_hat_identified`` (false: the law names it, and the prediction rests on an f̂ that the
-  data do not determine, :class:`fitting.laws.effective.MultilingualLawFit`);
+  else the linear eq. 13 — the law that predicts an unseen (N, p) at the trained budget; entry
+  ``primary: true`` when there is no L(N, D) entry, with ``f_hat_identified`` (false: the law
+  names it, and the prediction rests on an f̂ that the data do not determine,
+  :class:`fitting.laws.effective.MultilingualLawFit`);
 * where the run's weight equals a fitted weight, also the joint law (eq. 7, its β_p) and the
   per-weight power law (eq. 6) at the run's N.
 
@@ -19,7 +23,8 @@ Each entry: ``error = (predicted − measured) / measured``; ``noise`` is the re
 deviation of the predicting law's fit for that pair (√(SSR / (points − parameters)), the scatter
 of the fitted runs about the law: seed-to-seed and evaluation noise plus misfit), or 1% of the
 measured loss (Fernandes footnote 5) where that is undefined (``noise_source`` says which);
-``within_tolerance = |error| ≤ 2% or |predicted − measured| ≤ 3·noise``. ``curve_sd`` (the sd of
+``within_tolerance = |error| ≤ 2% or |predicted − measured| ≤ 3·noise``; ``within_rel`` says
+whether the first clause alone holds. ``curve_sd`` (the sd of
 the run's last 3 evaluated losses) is given for information: a large one means the measured
 value itself is still moving.
 """
@@ -36,6 +41,8 @@ import pandas as pd
 
 from fitting.core.base import FitError
 from fitting.data.tables import last_evaluations_sd
+from fitting.laws.chinchilla_joint import JointChinchillaFit
+from fitting.report.chinchilla import COOLED_LAW
 from fitting.report.markdown import Document, format_number
 from fitting.report.sections import Report
 
@@ -87,7 +94,8 @@ def _entry(base: dict, law: str, predicted: float, noise: tuple[float, str],
                                             or abs(predicted - measured) <= NOISE_TOLERANCE * sd))
     out = {**base, "law": law, "primary": primary, "predicted": float(predicted),
            "error": float(err), "noise": float(sd), "noise_source": src,
-           "within_tolerance": ok}
+           "within_tolerance": ok,
+           "within_rel": bool(math.isfinite(predicted) and abs(err) <= REL_TOLERANCE)}
     if interval is not None:
         out["interval"] = [float(interval[0]), float(interval[1])]
     return out
@@ -103,6 +111,8 @@ def predict_heldout(rep: Report, held: pd.DataFrame, table: pd.DataFrame, eval_s
     entries: list[dict[str, Any]] = []
     skipped: dict[str, str] = {}
     law = rep.effective
+    cooled = rep.chinchilla.get("joint")
+    cooled = JointChinchillaFit.from_json(cooled) if cooled else None
     curve_sd = last_evaluations_sd(table, eval_set, metric)
     for r in held.sort_values(["run_id", "pair"]).itertuples(index=False):
         run, pair = str(r.run_id), str(r.pair)
@@ -118,6 +128,9 @@ def predict_heldout(rep: Report, held: pd.DataFrame, table: pd.DataFrame, eval_s
             skipped[key] = ("zero-shot (p = 0): f̂(0) = 0, so eq. 11 predicts no finite loss "
                             "(zero-shot pairs are outside the laws)")
             continue
+        lead = _cooled_entry(cooled, base, getattr(r, "tokens", float("nan")))
+        if lead is not None:
+            entries.append(lead)
         if law is None or pair not in (law.pairs or []):
             skipped[key] = ("the eq. 11 law was not fitted for this pair: "
                             + rep.skipped.get("eq. 11 frontier", "see Skipped"))
@@ -134,7 +147,7 @@ def predict_heldout(rep: Report, held: pd.DataFrame, table: pd.DataFrame, eval_s
             identified = pair not in law.not_identified()
             entry = _entry(base, f"eq. 11 (f̂ {form})" + ("" if identified else ", f̂ not identified"),
                            pred, _noise(law.goodness.get(f"sigma[{pair}]"), measured,
-                                        f"eq. 11 (f̂ {form}) for {pair}"), True, band)
+                                        f"eq. 11 (f̂ {form}) for {pair}"), lead is None, band)
             entries.append({**entry, "f_hat_identified": identified})
         j = rep.joint
         if j is not None and pair in (j.pairs or []):
@@ -151,6 +164,27 @@ def predict_heldout(rep: Report, held: pd.DataFrame, table: pd.DataFrame, eval_s
                                       _noise(f.goodness.get("sigma"), measured,
                                              f"eq. 6 for {pair} at p = {fw:g}"), False))
     return entries, skipped
+
+
+def _cooled_entry(cooled: JointChinchillaFit | None, base: dict, tokens: float
+                  ) -> dict[str, Any] | None:
+    """The held-out entry of L(N, D) across weights at the run's N, D and weight (primary), or
+    None where that law was not fitted for the pair or the run's weight lies outside it."""
+    pair, n, w = base["pair"], base["n"], base["weight"]
+    if cooled is None or pair not in (cooled.pairs or []) or not math.isfinite(float(tokens)):
+        return None
+    try:
+        pred = float(cooled.predict(n, float(tokens), w, pair).ravel()[0])
+        band = None
+        if cooled.samples:
+            lo, hi = cooled.band(n, float(tokens), w, pair)
+            band = (float(np.ravel(lo)[0]), float(np.ravel(hi)[0]))
+    except FitError:
+        return None
+    noise = _noise(cooled.goodness.get(f"sigma[{pair}]"), base["measured"], f"{COOLED_LAW} for "
+                   f"{pair}")
+    return _entry({**base, "tokens": float(tokens)}, f"{COOLED_LAW} (at the run's N, D)", pred,
+                  noise, True, band)
 
 
 def _grouped_reasons(skipped: dict[str, str]) -> str:
@@ -174,7 +208,9 @@ def heldout_section(doc: Document, rep: Report, held: pd.DataFrame, table: pd.Da
     doc.h(2, "Held-out runs (predicted, never fitted)")
     doc.p(f"Held-out run(s) {', '.join(f'`{r}`' for r in run_ids)} were trained but left out of every fit "
           "of this report. Their final losses are predicted by the eq. 11 law with the fitted "
-          "f̂ (the law for an unseen size and weight) and, where the run's weight is one of the "
+          "f̂ (the law for an unseen size and weight) — with cool-down branches, first by "
+          f"{COOLED_LAW} at the run's own N and D (the law the report leads with) — and, "
+          "where the run's weight is one of the "
           "fitted weights, by the joint law (eq. 7) and that weight's power law (eq. 6). "
           "error = (predicted − measured) / measured; noise = residual sd of the predicting "
           "law's fit for that pair (1% of the loss where undefined); within tolerance: "

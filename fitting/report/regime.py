@@ -67,8 +67,11 @@ def gap_phrase(ratio: float, of: str) -> str:
 
 def _pairs(fin: pd.DataFrame, l_inf: dict[str, tuple[float, str]],
            ground_truth: dict[str, float] | None,
-           l_inf_power: dict[str, float] | None) -> dict[str, dict[str, Any]]:
-    """pair -> best final loss, the fitted (and true) L∞ and best / L∞."""
+           l_inf_power: dict[str, float] | None,
+           l_inf_budget: dict[str, tuple[float, str]] | None = None
+           ) -> dict[str, dict[str, Any]]:
+    """pair -> best final loss, the fitted (and true) L∞, best / L∞ and, when the fitted L∞ is
+    not this budget's, this budget's asymptote (``l_inf_budget``, ``l_inf_budget_source``)."""
     out: dict[str, dict[str, Any]] = {}
     for pair, sub in fin.groupby("pair"):
         best = float(sub["value"].min())
@@ -78,6 +81,9 @@ def _pairs(fin: pd.DataFrame, l_inf: dict[str, tuple[float, str]],
             d["l_inf_fit"] = value
             d["l_inf_source"] = source
             d["gap_over_fit"] = best / value
+        if l_inf_budget and pair in l_inf_budget and math.isfinite(l_inf_budget[pair][0]):
+            d["l_inf_budget"] = float(l_inf_budget[pair][0])
+            d["l_inf_budget_source"] = f"{l_inf_budget[pair][1]}, on this budget's final losses"
         if l_inf_power and pair in l_inf_power and math.isfinite(l_inf_power[pair]):
             d["l_inf_power_median"] = float(l_inf_power[pair])
         if ground_truth and pair in ground_truth:
@@ -188,19 +194,22 @@ def _branch_verdict(runs: dict[str, dict[str, dict]], n_single: int) -> tuple[st
 
 def compute_regime(table: pd.DataFrame, fin: pd.DataFrame, l_inf: dict[str, tuple[float, str]],
                    ground_truth: dict[str, float] | None, eval_set: str, metric: str,
-                   l_inf_power: dict[str, float] | None = None) -> dict[str, Any]:
+                   l_inf_power: dict[str, float] | None = None,
+                   l_inf_budget: dict[str, tuple[float, str]] | None = None) -> dict[str, Any]:
     """Regime of the trained runs (the module docstring says how it is judged).
 
     ``fin``: the final rows (best losses per pair); ``l_inf[pair] = (value, source)``: the joint
     law's L∞ (eq. 7) when it was fitted, else the median of the per-weight eq. 6 fits
     (``l_inf_source`` says which); ``l_inf_power`` (that median) is kept as
-    ``l_inf_power_median`` for comparison. Keys: ``pairs``, ``method``, ``curves`` (slope
+    ``l_inf_power_median`` for comparison. ``l_inf_budget[pair] = (value, source)``: where the
+    fitted L∞ is the limit of L(N, D) on cooled-down budgets, the asymptote of eq. 6/7 on this
+    budget's final losses, kept as ``l_inf_budget``. Keys: ``pairs``, ``method``, ``curves`` (slope
     method), ``cooldown_starts``, ``n_curves`` and ``n_still_dropping`` (of the method used),
     ``verdict``, ``far_from_l_inf``, ``text``; with branches also ``runs``
     (:func:`cooled_curves`), ``converged_drop``, ``median_cooled_drop_per_doubling``,
     ``n_single_budget``, ``slope_n_curves`` and ``slope_n_still_dropping``.
     """
-    reg: dict[str, Any] = {"pairs": _pairs(fin, l_inf, ground_truth, l_inf_power)}
+    reg: dict[str, Any] = {"pairs": _pairs(fin, l_inf, ground_truth, l_inf_power, l_inf_budget)}
     branches = has_branches(table)
     curves, cooldown = slope_curves(without_branches(table), eval_set, metric)
     n_slope = len(curves)
@@ -255,16 +264,23 @@ def regime_section(doc: Document, regime: dict[str, Any], heldout: bool = False,
     doc.p(f"**{regime['verdict']}.** {regime['text']}")
     doc.p(_method_text(regime))
     rows = []
+    budget = any("l_inf_budget" in d for d in regime["pairs"].values())
     for pair, d in regime["pairs"].items():
         rows.append([pair, format_number(d["best_loss"]), format_number(d.get("l_inf_fit")),
+                     *([format_number(d.get("l_inf_budget"))] if budget else []),
                      format_number(d.get("l_inf_true")),
                      format_number(d.get("gap_over_fit"), digits=3),
                      format_number(d.get("gap_over_true"), digits=3)])
-    doc.table(["pair", "best loss", "fitted L∞", "true L∞", "best / fitted L∞",
-               "best / true L∞"], rows)
+    doc.table(["pair", "best loss", "fitted L∞", *(["this budget's L∞"] if budget else []),
+               "true L∞", "best / fitted L∞", "best / true L∞"], rows)
     srcs = sorted({d["l_inf_source"] for d in regime["pairs"].values() if "l_inf_source" in d})
+    bsrcs = sorted({d["l_inf_budget_source"] for d in regime["pairs"].values()
+                    if "l_inf_budget_source" in d})
     if srcs:
         doc.p("Fitted L∞: " + "; ".join(srcs) + "." + (
+            " This budget's L∞: " + "; ".join(bsrcs) + " (the asymptote in N at the trained "
+            "budget, above the converged loss while the runs are compute-limited)." if bsrcs
+            else "") + (
             " Best losses and learning curves include the held-out runs." if heldout else ""))
     curves = [(run, pair, c) for run, by_pair in (regime.get("runs") or {}).items()
               for pair, c in by_pair.items()]

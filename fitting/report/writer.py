@@ -53,7 +53,13 @@ from fitting.laws.joint import fit_joint_law
 from fitting.laws.learning_curve import correct_final_losses
 from fitting.laws.power import fit_power_law
 from fitting.report.bivariate import bivariate_section
-from fitting.report.chinchilla import chinchilla_section
+from fitting.report.chinchilla import (
+    COOLED_LAW,
+    chinchilla_section,
+    cooled_law_section,
+    fit_cooled_law,
+    largest_size_seed_noise,
+)
 from fitting.report.dpl import dpl_section
 from fitting.report.heldout import check_heldout_runs, heldout_section
 from fitting.report.markdown import Document, format_number
@@ -211,22 +217,32 @@ def write_report(
         rep.joint = fit_joint_law(sub, uncertainty=uncertainty, n_refits=n_refits, seed=seed)
     except FitError as e:
         rep.skipped["joint law (eq. 7)"] = str(e)
-    # the regime's fitted L∞: the joint law's (eq. 7) whenever it was fitted
+    # the regime's fitted L∞: L(N, D)'s limit on cooled-down budgets where the table has them,
+    # else the joint law's (eq. 7), which is then also kept as this budget's asymptote
+    cooled, cooled_note, cooled_why = fit_cooled_law(
+        table_fit, eval_set, metric, uncertainty=uncertainty, n_refits=n_refits, seed=seed,
+        noise_rel=largest_size_seed_noise(rep.seeds)[0] or None)
     l_inf: dict[str, tuple[float, str]] = {}
+    l_inf_budget: dict[str, tuple[float, str]] = {}
     l_inf_power: dict[str, float] = {}
     for pair in data:
         if rep.power_fits.get(pair):
             l_inf_power[pair] = float(np.median([f.params["l_inf"]
                                                  for f in rep.power_fits[pair].values()]))
         if rep.joint is not None and f"l_inf[{pair}]" in rep.joint.params:
-            l_inf[pair] = (float(rep.joint.params[f"l_inf[{pair}]"]), "joint law (eq. 7)")
+            l_inf_budget[pair] = (float(rep.joint.params[f"l_inf[{pair}]"]), "joint law (eq. 7)")
         elif pair in l_inf_power:
-            l_inf[pair] = (l_inf_power[pair], "median of the per-weight power laws (eq. 6); "
-                                              "the joint law was not fitted")
+            l_inf_budget[pair] = (l_inf_power[pair], "median of the per-weight power laws "
+                                                     "(eq. 6); the joint law was not fitted")
+        if cooled is not None and pair in (cooled.pairs or []):
+            l_inf[pair] = (cooled.l_inf(pair), f"{COOLED_LAW}, its limit N, D → ∞ (E)")
+        elif pair in l_inf_budget:
+            l_inf[pair] = l_inf_budget[pair]
     rep.regime = compute_regime(table, fin_all, l_inf, ground_truth, eval_set, metric,
-                                l_inf_power)
+                                l_inf_power, l_inf_budget=l_inf_budget if cooled else None)
     rep.regime["heldout_runs"] = held_ids
     regime_section(doc, rep.regime, heldout=bool(held_ids))
+    cooled_law_section(doc, rep, cooled, cooled_note, cooled_why, ground_truth)
 
     # power-law table
     doc.h(2, "Power law per pair and weight (Fernandes eq. 6)")

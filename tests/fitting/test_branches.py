@@ -25,6 +25,7 @@ from fitting.data.tables import (
 from fitting.laws.chinchilla import fit_chinchilla
 from fitting.laws.learning_curve import cooled_drop_per_doubling
 from fitting.report.chinchilla import (
+    COOLED_LAW,
     D_AXIS_BRANCHES,
     D_AXIS_EVALUATIONS,
     chinchilla_points,
@@ -165,7 +166,7 @@ def _add_branches(tab: pd.DataFrame, steps=(200, 400), lower: float = 0.05) -> p
 
 
 SAME = ("power", "joint", "fraction", "effective", "recommendation", "frontier", "quality",
-        "heldout", "heldout_runs", "seeds", "dpl", "bivariate")
+        "heldout_runs", "seeds", "dpl", "bivariate")
 
 
 @pytest.fixture(scope="module")
@@ -203,8 +204,21 @@ def test_report_fits_equal_those_of_the_table_without_branches(branch_reports):
     assert plain["quality"] and plain["heldout"] and plain["power"] and plain["effective"]
     for key in SAME:
         assert branched[key] == plain[key], key
-    # the best losses (regime pairs) and the held-out run's branches are out of every fit too
-    assert branched["regime"]["pairs"] == plain["regime"]["pairs"]
+    # the held-out run: the same eq. 11/7/6 predictions, and first L(N, D) across weights on the
+    # cooled-down budgets, which leads (primary) where the table has branches
+    lead = [e for e in branched["heldout"] if e["law"].startswith(COOLED_LAW)]
+    assert len(lead) == 2 and all(e["primary"] and e["tokens"] == 512000 for e in lead)
+    rest = [e for e in branched["heldout"] if e not in lead]
+    assert [{**e, "primary": True} if e["law"].startswith("eq. 11") else e for e in rest] == \
+        plain["heldout"]
+    assert not any(e["primary"] for e in rest)
+    # the best losses (regime pairs) and the held-out run's branches are out of every fit too;
+    # the fitted L∞ is L(N, D)'s limit, eq. 7's L∞ is kept as this budget's
+    for pair, d in branched["regime"]["pairs"].items():
+        p = plain["regime"]["pairs"][pair]
+        assert d["best_loss"] == p["best_loss"] and d["l_inf_budget"] == p["l_inf_fit"]
+        assert d["l_inf_fit"] == branched["chinchilla"]["joint"]["params"][f"E[{pair}]"]
+        assert d["l_inf_source"].startswith(COOLED_LAW) and "l_inf_budget" not in p
     # L(N, D): the branch ends, without the held-out run and its branches (3 sizes × 3 budgets)
     assert branched["chinchilla"]["d_axis"] == D_AXIS_BRANCHES
     assert plain["chinchilla"]["d_axis"] == D_AXIS_EVALUATIONS

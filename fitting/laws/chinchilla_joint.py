@@ -1,0 +1,335 @@
+"""L(N, D) across mixture weights: the Chinchilla form with eq. 7's sharing (the converged loss
+of compute-limited runs).
+
+Per pair i, on the cooled-down budgets (Hägele et al. 2024) of runs at several weights p:
+
+    L_i(N, D; p) = E_i + A_{p,i} · N^(−α_i) + B_{p,i} · D^(−β_i)
+
+This is Caillaut et al. 2024 eq. 2 (Hoffmann et al. 2022's L(N, D) = E + A/N^α + B/D^β) with the
+sharing of Fernandes et al. 2023 eq. 7: the exponents α_i, β_i and the irreducible loss E_i are
+the pair's, the coefficients depend on the weight. As eq. 9–10 turn β_{p,i} into effective
+parameters, A_{p,i} and B_{p,i} give an effective share of the parameters and of the tokens:
+
+    f_i(p) = (A_{1,i} / A_{p,i})^(1/α_i),    g_i(p) = (B_{1,i} / B_{p,i})^(1/β_i)    (cf. eq. 10)
+
+so L_i(N, D; p) = E_i + A_{1,i} (f_i(p) N)^(−α_i) + B_{1,i} (g_i(p) D)^(−β_i) (cf. eq. 11), with
+weight 1 replaced by the largest fitted weight when p = 1 was not trained. At a weight that was
+not fitted, f and g are interpolated linearly in p between the fitted weights (f(0) = g(0) = 0:
+an untrained pair has neither), the role eq. 12/13's f̂ plays for eq. 11.
+
+L∞ of the pair is the limit N, D → ∞: E_i. With one training budget (eq. 6/7 on final losses)
+the asymptote is that budget's loss at N → ∞, which lies above E_i while the runs are
+compute-limited.
+
+Fitting: variable projection (:func:`fitting.core.engine.varpro_fit`) with the two exponents
+nonlinear and E, A_p, B_p linear and non-negative, solved exactly; residuals relative to the
+loss (as the log-space fits of Hoffmann et al.), soft_l1 with an f_scale grid (Ghorbani et al.
+App. E). Uncertainty: refits on losses perturbed by 1 % (Fernandes et al. footnote 5).
+Extrapolation check: :func:`leave_largest_out` refits without the largest model size and
+predicts its points (Caillaut et al. §4.1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike
+
+from fitting.core.base import FitError, FitResult, register_law
+from fitting.core.engine import goodness_of_fit, varpro_fit
+from fitting.core.uncertainty import band_from_samples, perturbation_samples, summarize_samples
+from fitting.data.tables import check_finite_positive, check_weights, require_columns
+
+__all__ = ["JointChinchillaFit", "fit_joint_chinchilla", "leave_largest_out", "coef_key",
+           "EXPONENT_BOUNDS"]
+
+#: bounds of α and β
+EXPONENT_BOUNDS = (0.01, 4.0)
+_EXPONENT_GRID = np.geomspace(0.05, 2.0, 9)
+_SAME = 1e-6
+
+
+def coef_key(name: str, pair: str, p: float | None = None) -> str:
+    """Parameter name: ``E[en-de]``, ``alpha[en-de]``, ``A[en-de,p=0.5]``."""
+    return f"{name}[{pair}]" if p is None else f"{name}[{pair},p={float(p):g}]"
+
+
+@register_law("chinchilla_joint")
+@dataclass
+class JointChinchillaFit(FitResult):
+    """L_i(N, D; p) = E_i + A_{p,i} N^(−α_i) + B_{p,i} D^(−β_i) per pair (module docstring).
+
+    Params ``E[pair]``, ``alpha[pair]``, ``beta[pair]``, ``A[pair,p=…]``, ``B[pair,p=…]``;
+    ``backtest[pair]``: :func:`leave_largest_out`."""
+
+    pairs: list[str] | None = None
+    weights: dict[str, list[float]] | None = None
+    samples: dict[str, list[float]] | None = None
+    backtest: dict[str, dict[str, Any]] | None = None
+    n_range: tuple[float, float] | None = None
+    d_range: tuple[float, float] | None = None
+
+    @classmethod
+    def _decode_extra(cls, name: str, value):
+        if name in ("n_range", "d_range") and value is not None:
+            return (float(value[0]), float(value[1]))
+        return value
+
+    def l_inf(self, pair: str) -> float:
+        """L∞ of ``pair``: the limit of L(N, D) as N, D → ∞, E_i."""
+        return float(self.params[coef_key("E", self._pair(pair))])
+
+    def fraction(self, p: ArrayLike, pair: str, which: str = "A",
+                 params: Mapping[str, float] | None = None) -> np.ndarray:
+        """The effective share of the parameters (``which="A"``: f_i(p)) or of the tokens
+        (``"B"``: g_i(p)) at weights ``p`` (module docstring); FitError above the largest
+        fitted weight."""
+        pair = self._pair(pair)
+        q = self.params if params is None else params
+        ws = sorted((self.weights or {}).get(pair, []))
+        expo = q[coef_key("alpha" if which == "A" else "beta", pair)]
+        ref = q[coef_key(which, pair, ws[-1])]
+        with np.errstate(divide="ignore"):
+            f = [(ref / q[coef_key(which, pair, w)]) ** (1.0 / expo) for w in ws]
+        pa = np.atleast_1d(np.asarray(p, dtype=np.float64))
+        if np.any(pa > ws[-1] + _SAME) or np.any(pa <= 0):
+            raise FitError(f"pair {pair!r}: weights {pa.tolist()} outside (0, {ws[-1]:g}], the "
+                           f"fitted weights' range {ws}", column="weight")
+        return np.interp(pa, [0.0, *ws], [0.0, *f])
+
+    def _coef(self, q: Mapping[str, float], which: str, pair: str, p: float) -> float:
+        key = coef_key(which, pair, p)
+        for w in (self.weights or {}).get(pair, []):
+            if abs(w - p) < _SAME:
+                return q[coef_key(which, pair, w)]
+        if key in q:
+            return q[key]
+        ws = (self.weights or {}).get(pair, [])
+        expo = q[coef_key("alpha" if which == "A" else "beta", pair)]
+        f = float(self.fraction(p, pair, which, q)[0])
+        return q[coef_key(which, pair, max(ws))] * f ** (-expo)
+
+    def _predict(self, q: Mapping[str, float], n, d, p, pair: str) -> np.ndarray:
+        n, d = np.broadcast_arrays(np.asarray(n, dtype=np.float64),
+                                   np.asarray(d, dtype=np.float64))
+        pa = np.broadcast_to(np.asarray(p, dtype=np.float64), n.shape)
+        out = np.empty(n.shape)
+        for pv in np.unique(pa):
+            m = pa == pv
+            out[m] = (q[coef_key("E", pair)]
+                      + self._coef(q, "A", pair, float(pv)) * n[m] ** -q[coef_key("alpha", pair)]
+                      + self._coef(q, "B", pair, float(pv)) * d[m] ** -q[coef_key("beta", pair)])
+        return out
+
+    def predict(self, n: ArrayLike, d: ArrayLike, p: ArrayLike,  # type: ignore[override]
+                pair: str | None = None) -> np.ndarray:
+        """L_i(N, D; p) at model size(s) ``n``, training tokens ``d`` and weight(s) ``p``."""
+        return self._predict(self.params, n, d, p, self._pair(pair))
+
+    def band(self, n: ArrayLike, d: ArrayLike, p: ArrayLike, pair: str | None = None,
+             level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        """Percentile band of :meth:`predict` over the perturbation refits."""
+        pair = self._pair(pair)
+        if not self.samples:
+            raise FitError("this fit has no uncertainty samples")
+        return band_from_samples(lambda q: self._predict(q, n, d, p, pair), self.samples, level,
+                                 estimate=self.params)
+
+    def _pair(self, pair: str | None) -> str:
+        pairs = self.pairs or []
+        if pair is None and len(pairs) == 1:
+            return pairs[0]
+        if pair not in pairs:
+            raise FitError(f"pair {pair!r} was not fitted; fitted pairs: {pairs}", column="pair")
+        return pair
+
+
+def _prepare(df: pd.DataFrame, source: str | None) -> pd.DataFrame:
+    loss_col = "loss" if "loss" in df.columns else "value"
+    d_col = "d" if "d" in df.columns else "tokens"
+    require_columns(df, ["n", d_col, "weight", loss_col], source)
+    out = pd.DataFrame(index=df.index)
+    out["pair"] = df["pair"].astype(str) if "pair" in df.columns else "all"
+    out["weight"] = check_weights(df, "weight", source)
+    out["n"] = check_finite_positive(df, "n", source)
+    out["d"] = check_finite_positive(df, d_col, source)
+    out["loss"] = check_finite_positive(df, loss_col, source)
+    return out
+
+
+def _fit_pair(n, d, p, y, *, loss: str, f_scale, theta0=None) -> tuple[dict, float]:
+    """Variable projection for one pair: θ = (α, β); E, A_p, B_p linear, non-negative.
+    Returns the pair's parameters (without the pair name: E, alpha, beta, A[w], B[w]) and the
+    f_scale used."""
+    ws = np.unique(p)
+    n_ref, d_ref = float(np.exp(np.mean(np.log(n)))), float(np.exp(np.mean(np.log(d))))
+    u, v = n / n_ref, d / d_ref
+    lu, lv = np.log(u), np.log(v)
+    onehot = (p[:, None] == ws[None, :]).astype(np.float64)
+
+    def design(theta):
+        return np.column_stack([np.ones_like(u), onehot * (u ** -theta[0])[:, None],
+                                onehot * (v ** -theta[1])[:, None]])
+
+    def design_jac(theta):
+        zero_w, zero_1 = np.zeros_like(onehot), np.zeros((len(u), 1))
+        da = onehot * (-lu * u ** -theta[0])[:, None]
+        db = onehot * (-lv * v ** -theta[1])[:, None]
+        return [np.column_stack([zero_1, da, zero_w]), np.column_stack([zero_1, zero_w, db])]
+
+    lo, hi = EXPONENT_BOUNDS
+    res = varpro_fit(design, y, theta_grid=[_EXPONENT_GRID, _EXPONENT_GRID],
+                     theta_bounds=([lo, lo], [hi, hi]), coef_nonneg=True, loss=loss,
+                     f_scale=f_scale, sigma=y, theta0=theta0, design_jac=design_jac)
+    a, b = (float(t) for t in res.theta)
+    k = ws.size
+    out = {"E": float(res.coef[0]), "alpha": a, "beta": b}
+    for j, w in enumerate(ws):
+        out[("A", float(w))] = float(res.coef[1 + j] * n_ref ** a)
+        out[("B", float(w))] = float(res.coef[1 + k + j] * d_ref ** b)
+    return out, res.f_scale
+
+
+def _named(raw: dict, pair: str) -> dict[str, float]:
+    return {coef_key(k[0], pair, k[1]) if isinstance(k, tuple) else coef_key(k, pair): v
+            for k, v in raw.items()}
+
+
+def _predict_raw(raw: dict, n, d, p) -> np.ndarray:
+    a = np.array([raw[("A", float(w))] for w in p])
+    b = np.array([raw[("B", float(w))] for w in p])
+    return raw["E"] + a * n ** -raw["alpha"] + b * d ** -raw["beta"]
+
+
+def leave_largest_out(n, d, p, y, *, loss: str = "soft_l1", f_scale: Any = "auto",
+                      noise_rel: float | None = None, tolerance: float = 3.0) -> dict[str, Any]:
+    """Refit one pair's law without its largest model size and predict that size's points
+    (Caillaut et al. §4.1). Returns ``held_out_n``, ``errors`` (relative, (pred − y)/y, per held
+    point with its D and p), ``rmse_rel``, ``mean_rel``, ``max_abs_rel``, ``l_inf`` of the refit,
+    ``noise_rel`` and ``within`` (rmse_rel ≤ tolerance × noise_rel; None without a noise level)."""
+    n, d, p, y = (np.asarray(x, dtype=np.float64) for x in (n, d, p, y))
+    held = n == n.max()
+    if np.unique(n[~held]).size < 3:
+        raise FitError("leave-largest-out needs ≥ 4 model sizes (3 left to fit)", column="n")
+    raw, _ = _fit_pair(n[~held], d[~held], p[~held], y[~held], loss=loss, f_scale=f_scale)
+    keep = np.isin(p[held], np.unique(p[~held]))
+    err = _predict_raw(raw, n[held][keep], d[held][keep], p[held][keep]) / y[held][keep] - 1.0
+    rmse = float(np.sqrt(np.mean(err ** 2)))
+    out: dict[str, Any] = {
+        "held_out_n": float(n.max()), "rmse_rel": rmse, "mean_rel": float(np.mean(err)),
+        "max_abs_rel": float(np.max(np.abs(err))), "l_inf": raw["E"],
+        "errors": [{"d": float(a), "p": float(b), "error": float(e)} for a, b, e in
+                   zip(d[held][keep], p[held][keep], err, strict=True)],
+        "noise_rel": noise_rel, "tolerance": tolerance,
+        "within": None if noise_rel is None else bool(rmse <= tolerance * noise_rel)}
+    return out
+
+
+def fit_joint_chinchilla(
+    df: pd.DataFrame,
+    *,
+    robust_loss: str = "soft_l1",
+    f_scale: float | str = "auto",
+    uncertainty: str | None = "perturbation",
+    n_refits: int = 100,
+    sigma_rel: float = 0.01,
+    level: float = 0.95,
+    seed: int = 0,
+    backtest: bool = True,
+    noise_rel: Mapping[str, float] | None = None,
+    backtest_tolerance: float = 3.0,
+    source: str | None = None,
+) -> JointChinchillaFit:
+    """Fit L_i(N, D; p) (module docstring) to columns ``pair``, ``weight``, ``n``, ``d`` (or
+    ``tokens``: the training tokens of the run at that loss) and ``loss`` (or ``value``).
+
+    Rows with weight 0 (zero-shot) are left out (``meta["excluded_zero_weight"]``). Each pair
+    needs ≥ 3 model sizes and ≥ 2 distinct D at every weight. ``noise_rel[pair]``: the relative
+    noise the backtest is judged against (e.g. the seed sd of the largest size over its loss);
+    without it, the fit's relative residual sd (``backtest[pair]["noise_source"]`` says which).
+    """
+    pts = _prepare(df, source)
+    zero = pts["weight"] <= 0
+    pts = pts[~zero]
+    if pts.empty:
+        raise FitError("no rows with a positive weight to fit L(N, D) to", column="weight")
+    params: dict[str, float] = {}
+    warnings: list[str] = []
+    good: dict[str, float] = {}
+    samples: dict[str, list[float]] = {}
+    bts: dict[str, dict[str, Any]] = {}
+    weights: dict[str, list[float]] = {}
+    meta: dict[str, Any] = {
+        "equation": "Caillaut et al. 2024 eq. 2 with Fernandes et al. 2023 eq. 7's sharing",
+        "robust_loss": robust_loss, "uncertainty": uncertainty, "sigma_rel": sigma_rel,
+        "n_refits": n_refits, "seed": seed, "excluded_zero_weight": int(zero.sum()),
+        "f_scale": {}}
+    all_y, all_pred = [], []
+    for pair in sorted(pts["pair"].unique()):
+        sub = pts[pts["pair"] == pair]
+        n, d, p, y = (sub[c].to_numpy(np.float64) for c in ("n", "d", "weight", "loss"))
+        ws = np.unique(p)
+        k = 3 + 2 * ws.size
+        if np.unique(n).size < 3 or y.size < k + 1:
+            raise FitError(f"L(N, D) pair {pair!r}: {k} free parameters, {y.size} points over "
+                           f"{np.unique(n).size} sizes; need > {k} points and ≥ 3 sizes",
+                           column="n")
+        for w in ws:
+            if np.unique(d[p == w]).size < 2:
+                raise FitError(f"L(N, D) pair {pair!r}, weight {w:g}: one token budget D; "
+                               "B and β need ≥ 2 (cool-down branches)", column="tokens")
+        raw, fs = _fit_pair(n, d, p, y, loss=robust_loss, f_scale=f_scale)
+        meta["f_scale"][pair] = fs
+        weights[pair] = [float(w) for w in ws]
+        params.update(_named(raw, pair))
+        pred = _predict_raw(raw, n, d, p)
+        rel = pred / y - 1.0
+        for name, val in goodness_of_fit(y, pred, k).items():
+            good[f"{name}[{pair}]"] = val
+        good[f"rmse_rel[{pair}]"] = float(np.sqrt(np.mean(rel ** 2)))
+        all_y.append(y)
+        all_pred.append(pred)
+        if raw["E"] <= 0:
+            warnings.append(f"pair {pair!r}: E = 0 at its bound: the data do not show where the "
+                            "loss levels off")
+        for name in ("alpha", "beta"):
+            if min(abs(raw[name] - b) for b in EXPONENT_BOUNDS) < 1e-3:
+                warnings.append(f"pair {pair!r}: {name} = {raw[name]:.3g} at its bound "
+                                f"{EXPONENT_BOUNDS}")
+        if uncertainty == "perturbation":
+            theta0 = [raw["alpha"], raw["beta"]]
+
+            def refit(y_new, n=n, d=d, p=p, fs=fs, theta0=theta0, pair=pair):
+                return _named(_fit_pair(n, d, p, y_new, loss=robust_loss, f_scale=fs,
+                                        theta0=theta0)[0], pair)
+
+            s, failed = perturbation_samples(refit, y, n_refits=n_refits, sigma_rel=sigma_rel,
+                                             seed=seed)
+            meta.setdefault("perturbation_failed", {})[pair] = failed
+            samples.update({kk: v.tolist() for kk, v in s.items()})
+        elif uncertainty not in (None, "none"):
+            raise FitError(f"uncertainty: expected 'perturbation' or None, got {uncertainty!r}")
+        if backtest and np.unique(n).size >= 4:
+            given = (noise_rel or {}).get(pair)
+            noise = float(given) if given else good[f"rmse_rel[{pair}]"]
+            bt = leave_largest_out(n, d, p, y, loss=robust_loss, f_scale=fs, noise_rel=noise,
+                                   tolerance=backtest_tolerance)
+            bt["noise_source"] = ("given (seed noise)" if given else
+                                  "the fit's relative residual sd")
+            bts[pair] = bt
+    y_all, p_all = np.concatenate(all_y), np.concatenate(all_pred)
+    good.update(goodness_of_fit(y_all, p_all, len(params)))
+    stderr = intervals = None
+    if samples:
+        stderr, intervals = summarize_samples({k: np.array(v) for k, v in samples.items()},
+                                              level, estimate=params)
+    return JointChinchillaFit(
+        law="chinchilla_joint", params=params, stderr=stderr, intervals=intervals,
+        goodness=good, n_points=int(y_all.size), warnings=warnings, meta=meta,
+        pairs=sorted(weights), weights=weights, samples=samples or None, backtest=bts or None,
+        n_range=(float(pts["n"].min()), float(pts["n"].max())),
+        d_range=(float(pts["d"].min()), float(pts["d"].max())))

@@ -1,0 +1,110 @@
+"""L(N, D) across mixture weights (fitting.laws.chinchilla_joint): the converged loss E recovered
+from cooled-down budgets, effective shares per weight, unseen weights, the backtest."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fitting.core.base import FitError, FitResult
+from fitting.laws.chinchilla_joint import (
+    JointChinchillaFit,
+    fit_joint_chinchilla,
+    leave_largest_out,
+)
+
+SIZES = (9e3, 2e4, 4e4, 8e4, 1.5e5)
+BUDGETS = (4.5e5, 9e5, 1.8e6, 2.4e6)
+TRUTH = {"en-de": (0.11, 0.5, 0.6), "en-zh": (0.124, 0.4, 0.5)}  # E, α, β
+
+
+def _table(noise: float = 0.0, seed: int = 0, weights=(0.3, 0.5, 0.7, 1.0)) -> pd.DataFrame:
+    """Every (pair, weight, N, D) on the law with f(p) = p of the parameters (A ∝ p^−α) and
+    g(p) = p of the tokens (B ∝ p^−β), times (1 + noise·ε)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for pair, (e, al, be) in TRUTH.items():
+        for w in weights:
+            for n in SIZES:
+                for d in BUDGETS:
+                    y = e + 30 * (w * n) ** -al + 400 * (w * d) ** -be
+                    rows.append(dict(pair=pair, weight=w, n=n, tokens=d,
+                                     value=y * (1 + noise * rng.standard_normal())))
+    return pd.DataFrame(rows)
+
+
+def _truth(pair, n, d, w):
+    e, al, be = TRUTH[pair]
+    return e + 30 * (w * n) ** -al + 400 * (w * d) ** -be
+
+
+def test_exact_points_give_back_the_law_and_its_limit():
+    fit = fit_joint_chinchilla(_table(), uncertainty=None)
+    for pair, (e, al, be) in TRUTH.items():
+        assert fit.l_inf(pair) == pytest.approx(e, rel=1e-4)
+        assert fit[f"alpha[{pair}]"] == pytest.approx(al, rel=1e-4)
+        assert fit[f"beta[{pair}]"] == pytest.approx(be, rel=1e-4)
+        # effective shares relative to p = 1: f(p) = g(p) = p here
+        ws = [0.3, 0.5, 0.7, 1.0]
+        assert fit.fraction(ws, pair, "A") == pytest.approx(ws, rel=1e-3)
+        assert fit.fraction(ws, pair, "B") == pytest.approx(ws, rel=1e-3)
+        # an unseen weight and a larger size, through the interpolated shares
+        assert float(fit.predict(3e5, 2.4e6, 0.6, pair)) == pytest.approx(
+            _truth(pair, 3e5, 2.4e6, 0.6), rel=2e-3)
+    assert fit.goodness["rmse"] < 1e-6
+
+
+def test_the_limit_lies_below_every_budget_asymptote():
+    """E is the N, D → ∞ limit: at the largest trained budget the loss at N → ∞ is E + B D^−β,
+    which a size law on that budget's losses alone would report as its L∞."""
+    fit = fit_joint_chinchilla(_table(), uncertainty=None)
+    for pair in TRUTH:
+        at_budget = float(fit.predict(1e30, max(BUDGETS), 1.0, pair))
+        assert fit.l_inf(pair) < at_budget
+        assert at_budget == pytest.approx(fit.l_inf(pair) + 400 * max(BUDGETS) **
+                                          -TRUTH[pair][2], rel=1e-3)
+
+
+def test_noisy_points_perturbation_sd_covers_the_error_and_json_round_trips():
+    fit = fit_joint_chinchilla(_table(noise=0.002, seed=3), n_refits=30)
+    for pair, (e, _, _) in TRUTH.items():
+        sd = fit.stderr[f"E[{pair}]"]
+        assert sd > 0 and abs(fit.l_inf(pair) - e) < 4 * sd + 0.01 * e
+        lo, hi = fit.band(1.5e5, 2.4e6, 0.5, pair)
+        pred = float(fit.predict(1.5e5, 2.4e6, 0.5, pair))
+        assert float(lo) <= pred <= float(hi)
+    back = FitResult.from_json(fit.to_json())
+    assert isinstance(back, JointChinchillaFit)
+    assert float(back.predict(3e5, 2e6, 0.6, "en-de")) == float(
+        fit.predict(3e5, 2e6, 0.6, "en-de"))
+
+
+def test_backtest_judges_the_largest_size_against_the_noise_given():
+    t = _table(noise=0.002, seed=1)
+    fit = fit_joint_chinchilla(t, uncertainty=None, noise_rel={"en-de": 1e-6})
+    de, zh = fit.backtest["en-de"], fit.backtest["en-zh"]
+    assert de["held_out_n"] == max(SIZES) and len(de["errors"]) == 4 * len(BUDGETS)
+    assert de["within"] is False and de["noise_source"] == "given (seed noise)"
+    assert zh["noise_source"] == "the fit's relative residual sd"
+    # a law refitted on data the form cannot follow misses the largest size
+    bent = t.assign(value=np.where(t["n"] == max(SIZES), t["value"] * 1.05, t["value"]))
+    sub = bent[bent["pair"] == "en-de"]
+    bt = leave_largest_out(sub["n"], sub["tokens"], sub["weight"], sub["value"], noise_rel=0.005)
+    assert bt["mean_rel"] == pytest.approx(-0.05 / 1.05, abs=0.01) and bt["within"] is False
+
+
+def test_what_the_law_needs_is_said():
+    t = _table()
+    with pytest.raises(FitError, match="one token budget D"):
+        fit_joint_chinchilla(t[t["tokens"] == max(BUDGETS)], uncertainty=None)
+    with pytest.raises(FitError, match="≥ 3 sizes"):
+        fit_joint_chinchilla(t[t["n"] <= 2e4], uncertainty=None)
+    fit = fit_joint_chinchilla(t, uncertainty=None)
+    with pytest.raises(FitError, match="outside"):
+        fit.predict(1e5, 1e6, 0.0, "en-de")
+    with pytest.raises(FitError, match="was not fitted"):
+        fit.predict(1e5, 1e6, 0.5, "en-fr")
+    # zero-shot rows are left out, not fitted
+    z = pd.concat([t, t[t["weight"] == 1.0].assign(weight=0.0, value=9.0)])
+    assert fit_joint_chinchilla(z, uncertainty=None).meta["excluded_zero_weight"] == 2 * 20
