@@ -162,6 +162,9 @@ class StudySpec:
     # replicated over the data axis) or "fsdp" (parameters and optimizer slots split over it).
     partitioning_rules: str = "standard"
     vocab_size: int = 1024  # mnmt.data RECOMMENDED_VOCAB_SIZE["tiny"]: no cpu-tiny target is trimmed at 32
+    # Seed of the sample of sentences the synthetic family's vocabulary is trained on (another
+    # seed, another vocabulary of the same size): how much the results owe to one vocabulary.
+    vocab_seed: int = 0
     decode_at_end: bool = True
     num_decode_examples: int = 64
     eval_sets: tuple[str, ...] = ("validation",)
@@ -171,6 +174,10 @@ class StudySpec:
     # (e.g. (("mini-3", 0.3),)): the report predicts their loss from the laws fitted on the grid
     # and shows predicted against measured (seeds: the first of `seeds`).
     heldout: tuple = ()
+    # Grid runs repeated with another seed, as (size, weight, seed) entries (e.g.
+    # (("mini-2", 0.5, 1),)): fitted like the grid (the report averages seeds); they measure the
+    # seed noise that the leave-largest-size-out backtest is judged against (Ghorbani App. C).
+    seed_repeats: tuple = ()
     # Runs of one size (and step count) trained together as one vmapped program on this host
     # (`mnmt.training.trainer.train_group`); 1 trains them one at a time. Bounded by memory:
     # a group holds this many copies of the parameters and optimizer state.
@@ -257,7 +264,7 @@ _FIELD_KINDS: dict[str, str] = {
     "dirichlet_concentration": "number", "design_seed": "int", "heldout_mixtures": "int",
     "mixture_preferences": "seq",
     "gradient_accumulation_steps": "int", "loss_tiles": "int", "verify": "bool",
-    "verify_size": "str", "verify_seeds": "int",
+    "verify_size": "str", "verify_seeds": "int", "vocab_seed": "int", "seed_repeats": "seq",
 }
 _KIND_TEXT = {
     "str": "a string", "strs": "a tuple of strings", "seq": "a tuple", "numbers":
@@ -351,6 +358,14 @@ def validate(spec: StudySpec) -> None:
             raise StudyError(f"StudySpec.heldout: expected (size, weights) entries, got {entry!r}")
         mixture_weights(spec.pairs, entry[1], field="heldout")
         heldout_sizes.append(entry[0])
+    for entry in spec.seed_repeats:
+        if (not isinstance(entry, tuple | list) or len(entry) != 3 or entry[0] not in spec.sizes
+                or isinstance(entry[2], bool) or not isinstance(entry[2], int)
+                or entry[2] in spec.seeds):
+            raise StudyError(f"StudySpec.seed_repeats: expected (size, weight, seed) entries with "
+                             f"a size of StudySpec.sizes {list(spec.sizes)} and a seed not in "
+                             f"StudySpec.seeds {list(spec.seeds)}, got {entry!r}")
+        mixture_weights(spec.pairs, entry[1], field="seed_repeats")
     for size, steps in spec.train_steps_by_size:
         if size not in spec.sizes and size not in heldout_sizes:
             raise StudyError(f"StudySpec.train_steps_by_size: size {size!r} is not in StudySpec.sizes "
@@ -530,10 +545,14 @@ def expand(spec: StudySpec) -> list[RunSpec]:
         weights = mixture_weights(spec.pairs, w)
         runs.append(RunSpec(run_id=run_id(size, weights, spec.seeds[0]), size=size,
                             weights=weights, seed=spec.seeds[0], heldout=True))
+    for size, w, seed in spec.seed_repeats:
+        weights = mixture_weights(spec.pairs, w)
+        runs.append(RunSpec(run_id=run_id(size, weights, seed), size=size, weights=weights,
+                            seed=seed))
     ids = [r.run_id for r in runs]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
-        raise StudyError(f"StudySpec.weights/sizes/seeds/heldout: the grid repeats runs "
+        raise StudyError(f"StudySpec.weights/sizes/seeds/heldout/seed_repeats: the grid repeats runs "
                          f"{duplicates}")
     return runs
 

@@ -315,7 +315,8 @@ def prepare_data(spec: StudySpec, out: Path, log, *, build_caches: bool = True):
         log(f"data: training a {spec.vocab_size}-piece SentencePiece vocabulary on {list(spec.pairs)}"
             + (f" (with the decoder-only separator {vocab.SEPARATOR})" if separator else ""))
         trained = Path(vocab.train_vocabulary(family, str(data_dir), spec.vocab_size,
-                                              separator=separator, domains=study_domains(spec)))
+                                              separator=separator, domains=study_domains(spec),
+                                              seed=spec.vocab_seed))
         if trained != vocab_path:
             for suffix in (".vocab", ".model"):
                 if trained.with_suffix(suffix).exists():
