@@ -12,20 +12,65 @@ two measurements answer "who helps whom" without a law:
 
 :func:`compare_sources` ranks two sources of a target by either measurement: the difference
 with its sd, sd² = sd_a² + sd_b², each the seed sd of the mean where a mixture has two seeds or
-more, else the sd of the run's last 3 evaluations (``noise`` says which: the latter is a
-stand-in, not the seed noise); ``beyond_2sd`` when |difference| > 2 sd.
+more; for a one-seed run of a contrast, the study's pooled seed noise at that size where it was measured
+(:func:`pooled_seed_noise`: the relative seed sd of the pair over the mixtures trained with
+several seeds, e.g. the verification runs, times the run's loss), else the sd of the run's last 3
+evaluations (``noise`` says which: the last is a stand-in, not the seed noise: during a cool-down
+it measures the curve's fall); ``beyond_2sd`` when |difference| > 2 sd.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
 from fitting.laws.mixture_runs import MixtureRuns
 
-__all__ = ["zero_shot_losses", "contrasts", "compare_sources", "direct_transfer"]
+__all__ = ["zero_shot_losses", "contrasts", "compare_sources", "direct_transfer",
+           "pooled_seed_noise"]
+
+#: {(pair, N): relative seed sd}: :func:`pooled_seed_noise`'s result.
+SeedNoise = Mapping[tuple[str, float], float]
 
 
-def _mean_sd(runs: MixtureRuns, rows: np.ndarray, i: int) -> tuple[float, float, str, int]:
+def pooled_seed_noise(losses: Iterable[tuple[str, float, str, float]]
+                      ) -> dict[tuple[str, float], dict]:
+    """The seed noise of a pair's final loss at one size, pooled over mixtures.
+
+    ``losses``: (pair, N, mixture, final loss) of runs trained with several seeds (one tuple per
+    seed). Per (pair, N) the pooled relative sd
+    s² = Σ_m Σ_s (y_ms / ȳ_m − 1)² / Σ_m (n_m − 1) over the mixtures m with n_m ≥ 2 seeds: the
+    seed-to-seed sd as a fraction of the loss, assumed the same for every mixture at that size.
+    Returns {(pair, N): {"relative_sd", "mixtures", "dof"}}; (pair, N) without two seeds of any
+    mixture are absent."""
+    groups: dict[tuple[str, float, str], list[float]] = {}
+    for pair, n, mixture, y in losses:
+        if np.isfinite(y) and y > 0:
+            groups.setdefault((str(pair), float(n), str(mixture)), []).append(float(y))
+    acc: dict[tuple[str, float], list[float]] = {}
+    for (pair, n, _), ys in groups.items():
+        if len(ys) >= 2:
+            ys_arr = np.asarray(ys)
+            ss = float(((ys_arr / ys_arr.mean() - 1.0) ** 2).sum())
+            a = acc.setdefault((pair, n), [0.0, 0.0, 0.0])
+            a[0] += ss
+            a[1] += len(ys) - 1
+            a[2] += 1
+    return {k: {"relative_sd": float(np.sqrt(ss / dof)), "mixtures": int(m), "dof": int(dof)}
+            for k, (ss, dof, m) in acc.items()}
+
+
+def _noise_at(noise: SeedNoise | None, pair: str, n: float) -> float | None:
+    """The pooled relative seed sd of ``pair`` at ``n`` (sizes compared to 1e-6 relative)."""
+    for (p, size), rel in (noise or {}).items():
+        if p == pair and np.isclose(size, n, rtol=1e-6):
+            return float(rel)
+    return None
+
+
+def _mean_sd(runs: MixtureRuns, rows: np.ndarray, i: int, noise: SeedNoise | None = None
+             ) -> tuple[float, float, str, int]:
     """Mean of pair i's loss over ``rows`` (seeds of one mixture and size), the sd of that mean
     and where it came from, and the number of runs."""
     y = runs.Y[rows, i]
@@ -35,6 +80,9 @@ def _mean_sd(runs: MixtureRuns, rows: np.ndarray, i: int) -> tuple[float, float,
         return float("nan"), float("nan"), "none", 0
     if len(y) >= 2:
         return float(y.mean()), float(y.std(ddof=1) / np.sqrt(len(y))), "seed sd", len(y)
+    rel = _noise_at(noise, runs.pairs[i], float(runs.n[rows[0]]))
+    if rel is not None:
+        return float(y[0]), float(rel * y[0]), "pooled seed sd", 1
     sd = runs.curve_sd[rows, i][ok]
     return (float(y[0]), float(sd[0]) if np.isfinite(sd[0]) else float("nan"),
             "last 3 evaluations" if np.isfinite(sd[0]) else "none", 1)
@@ -51,7 +99,8 @@ def _groups(runs: MixtureRuns, select: np.ndarray) -> dict[tuple[str, float], np
 
 def zero_shot_losses(runs: MixtureRuns) -> list[dict]:
     """One entry per (target i, source j, size): pair i's loss after training on j alone
-    (w_j = 1), with its sd and noise source."""
+    (w_j = 1), with its sd and noise source. (The pooled seed noise of trained losses is not
+    used here: an untrained pair's loss varies with the seed far more.)"""
     out = []
     single = np.isclose(runs.W.max(axis=1), 1.0)
     for (_, n), rows in _groups(runs, single).items():
@@ -59,16 +108,17 @@ def zero_shot_losses(runs: MixtureRuns) -> list[dict]:
         for i, target in enumerate(runs.pairs):
             if i == j:
                 continue
-            mean, sd, noise, count = _mean_sd(runs, rows, i)
+            mean, sd, source, count = _mean_sd(runs, rows, i)
             if count:
                 out.append({"target": target, "source": runs.pairs[j], "n": n, "loss": mean,
-                            "sd": sd, "noise": noise, "runs": count})
+                            "sd": sd, "noise": source, "runs": count})
     return out
 
 
-def contrasts(runs: MixtureRuns) -> list[dict]:
+def contrasts(runs: MixtureRuns, noise: SeedNoise | None = None) -> list[dict]:
     """One entry per (target i, own weight c, source j, size) for the runs with exactly two
-    trained pairs, i at 0 < c ≤ 0.5 and the rest on j: L_i(c; j) with its sd and noise source.
+    trained pairs, i at 0 < c ≤ 0.5 and the rest on j: L_i(c; j) with its sd and noise source
+    (``noise``: :func:`pooled_seed_noise`'s relative sd per (pair, N), for one-seed runs).
     (A run of two pairs at 0.5 each counts for both.)"""
     out = []
     two = (runs.W > 0).sum(axis=1) == 2
@@ -79,11 +129,11 @@ def contrasts(runs: MixtureRuns) -> list[dict]:
             j = int(trained[trained != i][0])
             if not 0 < w[i] <= 0.5 + 1e-9:
                 continue
-            mean, sd, noise, count = _mean_sd(runs, rows, int(i))
+            mean, sd, source, count = _mean_sd(runs, rows, int(i), noise)
             if count:
                 out.append({"target": runs.pairs[i], "source": runs.pairs[j],
                             "weight": float(w[i]), "n": n, "loss": mean, "sd": sd,
-                            "noise": noise, "runs": count})
+                            "noise": source, "runs": count})
     return out
 
 
@@ -108,12 +158,15 @@ def compare_sources(entries: list[dict], target: str, better: str, worse: str) -
     return out
 
 
-def direct_transfer(runs: MixtureRuns) -> dict:
+def direct_transfer(runs: MixtureRuns, seed_noise: Mapping[tuple[str, float], dict] | None = None
+                    ) -> dict:
     """``fits.json["mixture"]["transfer_direct"]``: the zero-shot losses and contrasts of
     ``runs``, and per target the source whose zero-shot loss is lowest at every size (its
     closest relative by this measure) and the ranking of every pair of sources in the
-    contrasts, each difference with its sd."""
-    zs, ct = zero_shot_losses(runs), contrasts(runs)
+    contrasts, each difference with its sd. ``seed_noise``: :func:`pooled_seed_noise`'s result,
+    the sd of one-seed runs at the sizes it covers (reported as ``seed_noise``)."""
+    noise = {k: v["relative_sd"] for k, v in (seed_noise or {}).items()}
+    zs, ct = zero_shot_losses(runs), contrasts(runs, noise)
     closest: dict[str, dict] = {}
     for target in runs.pairs:
         mine = [e for e in zs if e["target"] == target]
@@ -140,4 +193,6 @@ def direct_transfer(runs: MixtureRuns) -> dict:
                                                     and -c["difference"] > 2 * c["sd"])}
                         ranked.append(c)
     return {"zero_shot": zs, "contrasts": ct, "closest_by_zero_shot": closest,
-            "contrast_rankings": ranked}
+            "contrast_rankings": ranked,
+            "seed_noise": [{"pair": p, "n": n, **v} for (p, n), v in sorted(
+                (seed_noise or {}).items())]}

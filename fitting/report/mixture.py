@@ -69,8 +69,11 @@ def target_for(cmp: MixtureComparison, target_sizes: list[float] | None) -> tupl
     raise FitError(f"no fitted mixture law predicts at N = {n:g} (fitted sizes {sizes})")
 
 
-def mixture_payload(cmp: MixtureComparison, recommendation: dict | None) -> dict:
-    """``fits.json["mixture"]`` from a comparison and a recommendation."""
+def mixture_payload(cmp: MixtureComparison, recommendation: dict | None,
+                    seed_noise: dict | None = None) -> dict:
+    """``fits.json["mixture"]`` from a comparison and a recommendation; ``seed_noise``: the
+    study's pooled seed noise (:func:`~fitting.laws.mixture_transfer.pooled_seed_noise`), the sd
+    of the one-seed contrasts at the sizes it covers."""
     laws = {}
     for form, fit in cmp.laws.items():
         laws[form] = {**cmp.errors[form], "params": fit.params, "sd": fit.stderr,
@@ -83,7 +86,7 @@ def mixture_payload(cmp: MixtureComparison, recommendation: dict | None) -> dict
     if "transfer" in cmp.laws:
         tau, sd = transfer_matrix(cmp.laws["transfer"])
         out["transfer"] = {"pairs": cmp.runs.pairs, "matrix": tau.tolist(), "sd": sd.tolist()}
-    out["transfer_direct"] = direct_transfer(cmp.runs)
+    out["transfer_direct"] = direct_transfer(cmp.runs, seed_noise)
     return out
 
 
@@ -114,9 +117,10 @@ def mixture_section(doc: Document, rep, table: pd.DataFrame, out_dir: str, *,
                     heldout_runs: list[str] | tuple = (),
                     target_sizes: list[float] | None = None,
                     constraints: dict | None = None, n_boot: int = 100,
-                    seed: int = 0) -> dict | None:
+                    seed: int = 0, seed_noise: dict | None = None) -> dict | None:
     """Add the section to ``doc`` and return ``fits.json["mixture"]``; None (and nothing
-    written) when the table has fewer than 3 pairs with final losses."""
+    written) when the table has fewer than 3 pairs with final losses. ``seed_noise``: as in
+    :func:`mixture_payload` (the report pools it from the verification runs)."""
     constraints = dict(constraints or {})
     unknown = [k for k in constraints if k not in CONSTRAINT_KEYS]
     if unknown:
@@ -142,7 +146,7 @@ def mixture_section(doc: Document, rep, table: pd.DataFrame, out_dir: str, *,
         rec = _recommend(cmp, target_sizes, constraints, seed)
     except FitError as e:
         rep.skipped["mixture recommendation"] = str(e)
-    payload = mixture_payload(cmp, rec)
+    payload = mixture_payload(cmp, rec, seed_noise)
     _markdown(doc, rep, cmp, payload, out_dir)
     return payload
 
@@ -247,7 +251,14 @@ def _direct_markdown(doc: Document, direct: dict | None) -> None:
     doc.p("Transfer measured directly (no law): a pair's zero-shot loss after training on one "
           "other pair alone (lower = a closer source), and the design's contrasts (the pair at "
           "one weight, the rest on one source). sd: seed sd of the mean where a run has several "
-          "seeds, else the sd of its last 3 evaluations (a stand-in, not the seed noise).")
+          "seeds; for a one-seed contrast, the pooled seed sd where the study measured it (the "
+          "pair's relative seed sd over the mixtures trained with several seeds at that size, "
+          "times the loss); else the sd of its last 3 evaluations (a stand-in, not the seed "
+          "noise).")
+    if direct.get("seed_noise"):
+        doc.p("Pooled seed noise (relative sd of a pair's final loss across seeds): " + "; ".join(
+            f"{e['pair']} at N = {e['n']:.3g}: {100 * e['relative_sd']:.2g} % ({e['mixtures']} "
+            f"mixtures, {e['dof']} dof)" for e in direct["seed_noise"]) + ".")
     zs = direct["zero_shot"]
     rows = []
     for target in dict.fromkeys(e["target"] for e in zs):
@@ -381,7 +392,7 @@ def mixture_text(payload: dict) -> str:
     for c in (payload.get("transfer_direct") or {}).get("contrast_rankings", []):
         lines.append(f"  contrast: {c['target']} helped more by {c['better']} than {c['worse']} "
                      f"at N = {c['n']:.3g}: {c['difference']:.3g} ± {c['sd']:.2g}"
-                     + (" (beyond 2 sd)" if c["beyond_2sd"] else ""))
+                     + (" (beyond 2 sd)" if c["beyond_2sd"] else "") + f" [sd: {c['noise']}]")
     if payload["heldout"]:
         lines.append("held-out runs (never fitted): run pair measured predicted error noise")
         for rid, d in payload["heldout"].items():

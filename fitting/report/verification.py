@@ -34,10 +34,12 @@ import pandas as pd
 from fitting.core.base import FitError
 from fitting.core.uncertainty import percentile_range
 from fitting.data.tables import final_losses
+from fitting.laws.mixture_transfer import pooled_seed_noise
 from fitting.report.markdown import Document, format_number
 
 __all__ = ["RECOMMENDED", "SD_MULTIPLE", "split_verification", "compare_means",
-           "predict_mixtures", "verification_payload", "verification_section"]
+           "predict_mixtures", "verification_payload", "verification_section",
+           "verification_seed_noise"]
 
 #: the name of the recommended mixture among the verification mixtures
 RECOMMENDED = "recommended"
@@ -216,6 +218,20 @@ def _measured_losses(table: pd.DataFrame, plan: Mapping, eval_set: str, metric: 
                                                                 strict=True)}
     n = pd.to_numeric(fin["n"], errors="coerce").dropna()
     return out, (float(n.iloc[0]) if len(n) else None)
+
+
+def verification_seed_noise(table: pd.DataFrame, plan: Mapping | None, *,
+                            eval_set: str = "validation", metric: str = "loss") -> dict:
+    """The study's seed noise measured by its verification runs (several seeds of each mixture
+    at one size): :func:`~fitting.laws.mixture_transfer.pooled_seed_noise` of their final
+    losses; {} without a plan or runs."""
+    if not plan or not len(table):
+        return {}
+    measured, n = _measured_losses(table, plan, eval_set, metric)
+    if n is None:
+        return {}
+    return pooled_seed_noise((pair, n, name, y) for name, runs in measured.items()
+                             for losses in runs.values() for pair, y in losses.items())
 
 
 def verification_section(doc: Document, rep, table: pd.DataFrame, mixture: dict | None,

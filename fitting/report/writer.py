@@ -67,7 +67,11 @@ from fitting.report.mixture import mixture_section
 from fitting.report.regime import compute_regime, regime_section, trained_rows
 from fitting.report.sections import Report, frontier_section, quality_section
 from fitting.report.seeds import seed_means, seed_spread, seeds_section
-from fitting.report.verification import split_verification, verification_section
+from fitting.report.verification import (
+    split_verification,
+    verification_section,
+    verification_seed_noise,
+)
 
 __all__ = ["Report", "write_report"]
 
@@ -292,7 +296,9 @@ def write_report(
         mixture = mixture_section(doc, rep, table, out_dir, eval_set=eval_set, metric=metric,
                                   heldout_runs=held_ids, target_sizes=target_sizes,
                                   constraints=mixture_constraints, n_boot=min(n_refits, 100),
-                                  seed=seed)
+                                  seed=seed, seed_noise=verification_seed_noise(
+                                      verify_rows, verification, eval_set=eval_set,
+                                      metric=metric))
     except Exception as e:  # the section skips its own failures; anything else, said here
         rep.skipped["section mixture laws"] = f"{type(e).__name__}: {e}"
     try:

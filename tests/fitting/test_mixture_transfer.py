@@ -7,7 +7,12 @@ import numpy as np
 import pytest
 
 from fitting.laws.mixture_runs import MixtureRuns
-from fitting.laws.mixture_transfer import compare_sources, contrasts, direct_transfer
+from fitting.laws.mixture_transfer import (
+    compare_sources,
+    contrasts,
+    direct_transfer,
+    pooled_seed_noise,
+)
 
 PAIRS = ["en-sv", "en-da", "en-es", "en-it", "en-fi"]
 REL = {("en-sv", "en-da"), ("en-da", "en-sv"), ("en-es", "en-it"), ("en-it", "en-es")}
@@ -81,3 +86,32 @@ def test_a_gap_within_noise_is_not_called():
     runs.curve_sd[:] = 1.0  # noise far above the gap
     ranked = direct_transfer(runs)["contrast_rankings"]
     assert ranked and not any(r["beyond_2sd"] for r in ranked)
+
+
+def test_pooled_seed_noise_recovers_the_relative_sd_of_many_mixtures():
+    rng = np.random.default_rng(3)
+    losses = [(pair, 6e4, f"m{m}", level * (1 + 0.03 * rng.standard_normal()))
+              for pair, level in (("en-da", 0.4), ("en-it", 2.0)) for m in range(40)
+              for level in [level * (1 + m / 40)] for _ in range(3)]
+    losses.append(("en-fi", 6e4, "m0", 0.3))  # one seed only: no estimate
+    got = pooled_seed_noise(losses)
+    assert set(got) == {("en-da", 6e4), ("en-it", 6e4)}
+    for v in got.values():
+        assert v["relative_sd"] == pytest.approx(0.03, rel=0.15)  # 80 dof
+        assert v["mixtures"] == 40 and v["dof"] == 80
+
+
+def test_one_seed_contrasts_use_the_pooled_seed_noise_at_its_size_only():
+    runs = _table(seeds=1)
+    runs.curve_sd[:] = 1.0  # the stand-in would call nothing
+    noise = {("en-da", 6e4): {"relative_sd": 0.01, "mixtures": 5, "dof": 5}}
+    out = direct_transfer(runs, noise)
+    da = [e for e in out["contrasts"] if e["target"] == "en-da"]
+    at = {e["n"]: e for e in da if e["source"] == "en-sv"}
+    assert at[6e4]["noise"] == "pooled seed sd"
+    assert at[6e4]["sd"] == pytest.approx(0.01 * at[6e4]["loss"])
+    assert at[2e4]["noise"] == "last 3 evaluations" and at[2e4]["sd"] == 1.0
+    ranked = {r["n"]: r for r in out["contrast_rankings"] if r["target"] == "en-da"}
+    assert ranked[6e4]["beyond_2sd"] and not ranked[2e4]["beyond_2sd"]
+    assert out["seed_noise"] == [{"pair": "en-da", "n": 6e4, "relative_sd": 0.01,
+                                  "mixtures": 5, "dof": 5}]

@@ -16,6 +16,7 @@ from fitting.report.verification import (
     predict_mixtures,
     split_verification,
     verification_payload,
+    verification_seed_noise,
 )
 from fitting.report.writer import write_report
 from fitting.test_utils import make_final_table
@@ -170,3 +171,19 @@ def test_verification_runs_never_enter_the_fits(tmp_path):
     assert b["mixture"]["verification"] == {"skipped": "the report has no K-pair "
                                                        "recommendation to verify"}
     assert "Verification" in with_v.markdown
+
+
+def test_verification_seed_noise_pools_the_seeds_of_each_mixture():
+    base = make_final_table(sizes=[2e5, 1e6])
+    plan = _plan(("uniform",))
+    rows = _verify_rows(base, plan, 1.0)
+    # recommended: 1.0 and 1.2 for every pair; uniform: 2.0 and 2.0 (no spread)
+    rows.loc[rows["run_id"] == "m_recommended_s1001", "value"] = 1.2
+    rows.loc[rows["run_id"].str.startswith("m_uniform"), "value"] = 2.0
+    got = verification_seed_noise(rows, plan)
+    n = float(base["n"].max())
+    assert set(got) == {("en-de", n), ("en-zh", n)}
+    # Σ (y/ȳ − 1)² = 2 (1/11)² over 2 dof (one per mixture)
+    assert got[("en-de", n)]["relative_sd"] == pytest.approx(np.sqrt((1 / 11) ** 2))
+    assert got[("en-de", n)]["dof"] == 2 and got[("en-de", n)]["mixtures"] == 2
+    assert verification_seed_noise(rows, None) == {}
