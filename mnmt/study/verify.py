@@ -7,12 +7,14 @@ After the report (OUT/report/fits.json), the verification stage trains
 - the study's baseline mixtures, with the weights the design gives them
   (:mod:`mnmt.study.mixture_design`): ``uniform`` (always), the temperature and oversampling
   mixtures of ``StudySpec.temperatures`` / ``oversampling`` (``T5``, ``os5``) and UniMax
-  (``unimax4``),
+  (``unimax4``), and — when ``StudySpec.mixture_preferences`` weigh the pairs unequally —
+  ``preferred``, the weights in proportion to the preferences (the mixture a user with those
+  priorities would try first, e.g. only the pairs they need),
 
 at one size (``StudySpec.verify_size``, default the largest of ``StudySpec.sizes`` by
 non-embedding parameters; any zoo size) with ``StudySpec.verify_seeds`` seeds
-(``SEED_BASE``, ``SEED_BASE + 1``, …: never a design seed, so no verification run repeats a
-fitted one). They are ordinary runs under OUT/runs/ with ids ``<size>_verify-<mixture>_s<seed>``
+(``SEED_BASE``, ``SEED_BASE + 1``, …; a study whose design seeds reach them is refused, so no
+verification run repeats a fitted one). They are ordinary runs under OUT/runs/ with ids ``<size>_verify-<mixture>_s<seed>``
 (e.g. ``mini-1_verify-recommended_s1000``), trained by the study's own machinery (groups,
 worker processes) and resumable: finished ones are skipped. A verification run that exists
 with other weights than planned (the recommendation changed since) is refused, naming it.
@@ -34,13 +36,14 @@ from mnmt.study import mixture_design
 from mnmt.study.spec import RunSpec, StudySpec, run_id, size_weights
 from mnmt.study.stages import STUDY_FILE, UsageError
 
-__all__ = ["SEED_BASE", "RECOMMENDED", "TAG_PREFIX", "verification_size", "verification_seeds",
+__all__ = ["SEED_BASE", "RECOMMENDED", "PREFERRED", "TAG_PREFIX", "verification_size", "verification_seeds",
            "read_recommendation", "verification_mixtures", "verification_runs", "plan",
            "check_trained_weights", "training_spec", "recorded_spec", "summary"]
 
 # The first verification seed; the others follow it.
 SEED_BASE = 1000
 RECOMMENDED = "recommended"  # fitting.report.verification.RECOMMENDED
+PREFERRED = "preferred"
 TAG_PREFIX = "verify-"
 
 
@@ -96,7 +99,8 @@ def read_recommendation(out: Path) -> dict:
 
 def verification_mixtures(spec: StudySpec, recommendation: dict) -> dict[str, dict[str, float]]:
     """{name: {pair: weight}}: the recommended weights, then the study's baselines (uniform
-    always, its temperature/oversampling and UniMax mixtures), in `spec.pairs` order."""
+    always, its temperature/oversampling and UniMax mixtures, and ``preferred`` — weights ∝
+    `StudySpec.mixture_preferences` — when those are not all equal), in `spec.pairs` order."""
     weights = recommendation["weights"]
     missing = [p for p in spec.pairs if p not in weights]
     if missing or not all(math.isfinite(float(w)) and float(w) >= 0 for w in weights.values()):
@@ -107,6 +111,9 @@ def verification_mixtures(spec: StudySpec, recommendation: dict) -> dict[str, di
     uniform = mixture_design.uniform_mixtures(dataclasses.replace(spec, uniform_mixture=True))
     for tag, w in uniform + size_weights(spec) + mixture_design.unimax_mixtures(spec):
         out[tag] = {p: float(w[p]) for p in spec.pairs}
+    pi = mixture_design.preferences(spec)
+    if pi and len(set(pi.values())) > 1:
+        out[PREFERRED] = {p: pi[p] / sum(pi.values()) for p in spec.pairs}
     return out
 
 
@@ -127,6 +134,11 @@ def plan(spec: StudySpec, out: Path, *, size: str | None = None,
                          f"more), got {list(spec.pairs)}")
     chosen = verification_size(spec, size)
     seed_list = verification_seeds(spec, seeds)
+    shared = sorted(set(seed_list) & set(spec.seeds))
+    if shared:
+        raise UsageError(f"StudySpec.seeds {list(spec.seeds)}: seed(s) {shared} are also "
+                         f"verification seeds ({SEED_BASE}, {SEED_BASE + 1}, …); use design "
+                         f"seeds below {SEED_BASE}")
     mixtures = verification_mixtures(spec, read_recommendation(out))
     runs = verification_runs(mixtures, chosen, seed_list)
     record = {"size": chosen, "seeds": seed_list, "mixtures": mixtures,

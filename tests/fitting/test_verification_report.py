@@ -50,6 +50,18 @@ def test_compare_means_at_the_two_sd_edge():
     assert worse["gap"] < 0 and worse["beats"] is False
 
 
+def test_compare_means_p_value_is_welchs_t_on_two_dof_for_two_seeds():
+    # equal variances, two seeds a side: Welch's dof = 2, and t_2's tail is
+    # P(T > t) = (1 − t / √(t² + 2)) / 2 in closed form
+    rec = [1.0, 1.2]
+    sd = math.sqrt(0.02 / 2 + 0.02 / 2)
+    out = compare_means(rec, [1.1 + 2 * sd - 0.1, 1.1 + 2 * sd + 0.1])
+    assert out["p"] == pytest.approx((1 - 2 / math.sqrt(6)) / 2, rel=1e-6)  # 0.092
+    far = compare_means(rec, [3.0, 3.2])
+    assert far["p"] < 0.01 < out["p"]
+    assert compare_means(rec, [0.5, 0.6])["p"] > 0.5  # the baseline is better
+
+
 def test_compare_means_needs_two_seeds_per_side():
     out = compare_means([1.0], [5.0, 5.1])
     assert out["beats"] is False and math.isnan(out["sd"]) and out["gap"] == pytest.approx(4.05)

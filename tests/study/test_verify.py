@@ -72,6 +72,20 @@ def test_size_and_seeds_come_from_the_spec_or_the_command(tmp_path):
         verify.plan(k5(), tmp_path, seeds=1)
 
 
+def test_unequal_preferences_add_the_preferred_baseline_and_design_seeds_stay_apart(tmp_path):
+    write_fits(tmp_path, {"weights": REC})
+    prefs = (("en-sv", 0.0), ("en-da", 1.0), ("en-es", 0.0), ("en-it", 3.0), ("en-fi", 0.0))
+    _, plan = verify.plan(k5(mixture_preferences=prefs), tmp_path)
+    assert list(plan["mixtures"])[-1] == verify.PREFERRED
+    assert plan["mixtures"][verify.PREFERRED] == pytest.approx(
+        {"en-sv": 0.0, "en-da": 0.25, "en-es": 0.0, "en-it": 0.75, "en-fi": 0.0})
+    equal = tuple((p, 2.0) for p in PAIRS)
+    assert verify.PREFERRED not in verify.plan(k5(mixture_preferences=equal), tmp_path)[1][
+        "mixtures"]
+    with pytest.raises(UsageError, match=r"StudySpec.seeds \[0, 1001\].*\[1001\]"):
+        verify.plan(k5(seeds=(0, 1001)), tmp_path)
+
+
 @pytest.mark.parametrize("fields", [dict(verify_seeds=1), dict(verify=True, pairs=("en-sv", "en-da"),
                                                               data_caps=CAPS[:2], dirichlet_mixtures=0)])
 def test_the_spec_refuses_one_seed_and_verifying_two_pairs(fields):
