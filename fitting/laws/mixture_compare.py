@@ -32,6 +32,7 @@ from fitting.laws.mixture_laws import (
     attach_bootstrap,
     bootstrap_refits,
     bootstrap_resamples,
+    budgets,
     fit_mixture_law,
     predict_with,
     refit_mixture_law,
@@ -59,9 +60,13 @@ class MixtureComparison:
 
 def _seed_means(runs: MixtureRuns, rows: np.ndarray):
     """(n, W, Y, mixture label, tokens or None) of ``rows`` averaged over runs with the same
-    mixture, size and token budget."""
+    mixture and size — and token budget, where the budgets differ enough for the laws' D term
+    (:func:`~fitting.laws.mixture_laws.budgets`); else seeds of one mixture, whose token counts
+    differ by a few tokens, are one point."""
     keys = runs.mixture_keys[rows]
-    tok = runs.tokens[rows] if runs.tokens is not None else np.zeros(int(rows.sum()))
+    by_budget = (runs.tokens is not None
+                 and budgets(runs.tokens[rows], int(rows.sum()))[0] is not None)
+    tok = runs.tokens[rows] if by_budget else np.zeros(int(rows.sum()))
     df = pd.DataFrame({"key": keys, "n": runs.n[rows], "d": tok})
     groups = df.groupby(["key", "n", "d"], sort=False, dropna=False).indices
     n, W, Y, g, d = [], [], [], [], []
@@ -76,7 +81,7 @@ def _seed_means(runs: MixtureRuns, rows: np.ndarray):
                      else runs.Y[sel[0]])
         g.append(key)
     return (np.array(n), np.array(W), np.array(Y), np.array(g),
-            np.array(d, dtype=float) if runs.tokens is not None else None)
+            np.array(d, dtype=float) if by_budget else None)
 
 
 def _errors(y: np.ndarray, pred: np.ndarray) -> dict:
