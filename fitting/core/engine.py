@@ -86,6 +86,7 @@ def varpro_fit(
     theta0: Sequence[float] | None = None,
     design_jac: Callable[[np.ndarray], Sequence[np.ndarray]] | None = None,
     theta_penalty: Callable[[np.ndarray], np.ndarray] | None = None,
+    theta_starts: Sequence[Sequence[float]] | None = None,
 ) -> EngineResult:
     """Fit ``y ≈ design(θ) @ c`` robustly (variable projection + joint polish).
 
@@ -106,6 +107,8 @@ def varpro_fit(
         satisfies a shape constraint that bounds cannot express (e.g. a monotone f̂); the
         returned ``residuals`` are the data's alone, ``cost`` includes the penalty. With it the polish
         uses finite differences (``design_jac`` is ignored).
+      theta_starts: explicit start points, used instead of ``theta_grid``'s Cartesian product
+        (several grids of one law pooled: the best ``n_refine`` of all are refined, one polish).
     """
     y = np.asarray(y, dtype=np.float64)
     lo_t = np.asarray(theta_bounds[0], dtype=np.float64)
@@ -133,7 +136,8 @@ def varpro_fit(
         starts = []
         best_theta = np.clip(np.asarray(theta0, dtype=np.float64), lo_t, hi_t)
     else:
-        grid = [np.asarray(t, dtype=np.float64) for t in itertools.product(*theta_grid)]
+        grid = [np.asarray(t, dtype=np.float64) for t in
+                (itertools.product(*theta_grid) if theta_starts is None else theta_starts)]
         costs = []
         for t in grid:
             with np.errstate(all="ignore"):

@@ -43,6 +43,7 @@ refits (:func:`refit_mixture_law` with ``from_grid``) start from the same grids 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -250,31 +251,19 @@ def _polish(spec: _Spec, u, W, y, warm: dict, loss: str) -> dict:
             "f_scale": float(warm["f_scale"]), "points": int(len(y))}
 
 
-def _solve(spec: _Spec, u, W, y, *, loss) -> tuple:
-    """Robust fit of one target from every start grid; the solution with the smallest
-    Σ|residual| is kept."""
+def _solve(spec: _Spec, u, W, y, *, loss, n_refine: int = 2) -> tuple:
+    """Robust fit of one target: the start points of every grid of ``spec`` pooled, the best
+    ``n_refine`` by projected least-squares cost refined by variable projection, the best of
+    those polished robustly (:func:`fitting.core.engine.varpro_fit`)."""
     kw = dict(theta_bounds=(spec.lo, spec.hi), coef_nonneg=True, loss=loss)
     if loss == "huber":
         kw["f_scale"] = _HUBER_DELTA
     else:
         kw["f_scale_grid"] = _F_SCALES
-
-    def design(th):
-        return spec.design(th, u, W)
-
-    kw["design_jac"] = lambda th: spec.jac(th, u, W)
-    best, crit = None, np.inf
-    for grid in spec.grids:
-        try:
-            res = varpro_fit(design, y, theta_grid=grid, n_refine=2, **kw)
-        except FitError:
-            continue
-        c = float(np.sum(np.abs(res.residuals)))
-        if c < crit:
-            best, crit = res, c
-    if best is None:
-        raise FitError("the mixture law could not be fitted from any start")
-    return best
+    starts = [list(t) for grid in spec.grids for t in itertools.product(*grid)]
+    return varpro_fit(lambda th: spec.design(th, u, W), y, theta_grid=spec.grids[0],
+                      theta_starts=starts, n_refine=n_refine,
+                      design_jac=lambda th: spec.jac(th, u, W), **kw)
 
 
 @register_law("mixture")
