@@ -66,6 +66,21 @@ def _solve_linear(A: np.ndarray, y: np.ndarray, nonneg: np.ndarray, w: np.ndarra
     return c
 
 
+def _projected_jac(A: np.ndarray, c: np.ndarray, dA: Sequence[np.ndarray],
+                   w: np.ndarray | None) -> np.ndarray:
+    """Jacobian of the projected residual r(θ) = y − A(θ) c(θ) in Kaufman's approximation
+    (Kaufman 1975; Golub & Pereyra 2003, eq. 3.5): ∂r/∂θ_j ≈ −P⊥ (∂A/∂θ_j) c, with P⊥ the
+    projection off the columns of A whose coefficient is not held at its bound by the NNLS."""
+    act = c != 0
+    Aw = A if w is None else A * w[:, None]
+    q = np.linalg.qr(Aw[:, act])[0] if act.any() else np.zeros((len(A), 0))
+    cols = []
+    for d in dA:
+        v = d @ c if w is None else (d @ c) * w
+        cols.append(-(v - q @ (q.T @ v)))
+    return np.column_stack(cols)
+
+
 def _soft_l1_sum(r: np.ndarray, f: float) -> float:
     return float(np.sum(2.0 * f * f * (np.sqrt(1.0 + (r / f) ** 2) - 1.0)))
 
@@ -87,6 +102,7 @@ def varpro_fit(
     design_jac: Callable[[np.ndarray], Sequence[np.ndarray]] | None = None,
     theta_penalty: Callable[[np.ndarray], np.ndarray] | None = None,
     theta_starts: Sequence[Sequence[float]] | None = None,
+    search_jac: bool = False,
 ) -> EngineResult:
     """Fit ``y ≈ design(θ) @ c`` robustly (variable projection + joint polish).
 
@@ -109,6 +125,8 @@ def varpro_fit(
         uses finite differences (``design_jac`` is ignored).
       theta_starts: explicit start points, used instead of ``theta_grid``'s Cartesian product
         (several grids of one law pooled: the best ``n_refine`` of all are refined, one polish).
+      search_jac: the θ search uses ``design_jac`` too (:func:`_projected_jac`, Kaufman's
+        approximation) instead of finite differences, each of which solves the linear problem.
     """
     y = np.asarray(y, dtype=np.float64)
     lo_t = np.asarray(theta_bounds[0], dtype=np.float64)
@@ -125,11 +143,25 @@ def varpro_fit(
     def penalised(r: np.ndarray, theta: np.ndarray) -> np.ndarray:
         return r if theta_penalty is None else np.concatenate([r, theta_penalty(theta)])
 
+    last: dict = {}
+
+    def projected(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if last.get("theta") is None or not np.array_equal(last["theta"], theta):
+            A = design(theta)
+            last.update(theta=theta.copy(), A=A, c=_solve_linear(A, y, nonneg, w))
+        return last["A"], last["c"]
+
     def proj_resid(theta: np.ndarray) -> np.ndarray:
-        A = design(theta)
-        c = _solve_linear(A, y, nonneg, w)
+        A, c = projected(theta)
         r = y - A @ c
         return penalised(r if w is None else r * w, theta)
+
+    search: Callable | str = "2-point"
+    if search_jac and design_jac is not None and theta_penalty is None:
+
+        def search(theta: np.ndarray) -> np.ndarray:
+            A, c = projected(theta)
+            return _projected_jac(A, c, design_jac(theta), w)
 
     # 1. multi-start over θ: evaluate the projected (OLS) cost on the grid, refine the best few.
     if theta0 is not None:
@@ -152,7 +184,7 @@ def varpro_fit(
     for t0 in starts:
         t0 = _strictly_inside(t0, lo_t, hi_t)
         try:
-            sol = least_squares(proj_resid, t0, bounds=(lo_t, hi_t), method="trf",
+            sol = least_squares(proj_resid, t0, jac=search, bounds=(lo_t, hi_t), method="trf",
                                 x_scale="jac", max_nfev=200 * (p + 1))
             t, cst = sol.x, 0.5 * float(np.sum(sol.fun**2))
         except (ValueError, np.linalg.LinAlgError):

@@ -124,7 +124,7 @@ def _spec(form: str, i: int, k: int, sized: bool) -> _Spec:
             a1 = np.exp(W[:, oth] @ th)
             return [np.column_stack([np.zeros(len(W)), W[:, j] * a1]) for j in oth]
         return _Spec([f"t{j}" for j in oth], [-20.0] * (k - 1), [20.0] * (k - 1),
-                     [[[t0]] * (k - 1) for t0 in (0.0, 1.0, 3.0)], ["c", "k"], design, jac)
+                     [[[t0]] * (k - 1) for t0 in (-1.0, 0.0, 1.0, 3.0)], ["c", "k"], design, jac)
 
     logs: dict = {}  # log w of the last weight matrix seen (one fit calls with the same W)
 
@@ -150,7 +150,8 @@ def _spec(form: str, i: int, k: int, sized: bool) -> _Spec:
 
     names = ["alpha", "gamma"] + [f"c{j}" for j in oth]
     lo, hi = [1e-4, 0.02] + [1e-6] * (k - 1), [5.0, 3.0] + [1e3] * (k - 1)
-    grids = [[[0.1, 0.4] if sized else [0.3], [0.3, 0.7]] + [[0.2]] * (k - 1)]
+    # C_ij below 1 (the pair's own data helps most) and above 1 (others' data helps more)
+    grids = [[[0.1, 0.4] if sized else [0.3], [0.3, 0.7]] + [[c0]] * (k - 1) for c0 in (0.2, 2.0)]
     if form == "additive":
         def design(th, u, W):
             cols = [np.ones(len(W)), 1.0 / denom(th, W)]
@@ -263,7 +264,7 @@ def _solve(spec: _Spec, u, W, y, *, loss, n_refine: int = 2) -> tuple:
     starts = [list(t) for grid in spec.grids for t in itertools.product(*grid)]
     return varpro_fit(lambda th: spec.design(th, u, W), y, theta_grid=spec.grids[0],
                       theta_starts=starts, n_refine=n_refine,
-                      design_jac=lambda th: spec.jac(th, u, W), **kw)
+                      design_jac=lambda th: spec.jac(th, u, W), search_jac=True, **kw)
 
 
 @register_law("mixture")
