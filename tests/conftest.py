@@ -112,3 +112,29 @@ def small_disk(tmp_path):
         yield SmallDisk(mount_point)
     finally:
         subprocess.run(["umount", "-l", str(mount_point)], capture_output=True)
+
+
+# --- running the suite over several processes (pytest-xdist: `pytest -n 2`) ---------------------
+# Tests are sent to the workers a file at a time (module fixtures build once), except the files
+# that read the `ci` study of `ci_study`: they form one unit, so the study (minutes) runs once, on
+# one worker, and goes first, so that the longest unit does not start last.
+CI_STUDY_FILES = ("tests/test_main_job.py", "tests/test_report_figures.py",
+                  "tests/test_notebook.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The `ci` study's readers first (stable order otherwise)."""
+    items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in CI_STUDY_FILES)
+
+
+if importlib.util.find_spec("xdist") is not None:
+    def pytest_xdist_make_scheduler(config, log):
+        """xdist's file-at-a-time scheduling, with the `ci` study's readers as one unit."""
+        from xdist.scheduler import LoadScopeScheduling
+
+        class FileScheduling(LoadScopeScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                path = nodeid.split("::", 1)[0]
+                return "ci_study" if path in CI_STUDY_FILES else path
+
+        return FileScheduling(config, log)
