@@ -68,3 +68,38 @@ def test_registry_and_json_safety():
 
     assert json_safe({"x": np.float64("nan"), "y": np.arange(2), "z": (np.int64(3),)}) == {
         "x": None, "y": [0, 1], "z": [3]}
+
+
+def _two_rates(theta):
+    return np.column_stack([np.exp(-theta[0] * X), np.exp(-theta[1] * X), np.ones_like(X)])
+
+
+def test_search_jacobian_reaches_the_finite_difference_fit_with_fewer_designs():
+    y = 2.0 * np.exp(-2.5 * X) + 0.7 * np.exp(-0.5 * X) + 0.5
+
+    def jac(theta):
+        z = np.zeros_like(X)
+        return [np.column_stack([-X * np.exp(-theta[0] * X), z, z]),
+                np.column_stack([z, -X * np.exp(-theta[1] * X), z])]
+
+    calls = {True: 0, False: 0}
+    res = {}
+    for search_jac in (True, False):
+        def design(theta, key=search_jac):
+            calls[key] += 1
+            return _two_rates(theta)
+        res[search_jac] = varpro_fit(design, y, theta_grid=[[0.5, 2.0], [0.05, 0.3]],
+                                     theta_bounds=([0.01, 0.01], [5, 5]), loss="linear",
+                                     design_jac=jac, search_jac=search_jac)
+    np.testing.assert_allclose(res[True].theta, res[False].theta, rtol=1e-3)
+    np.testing.assert_allclose(res[True].coef, res[False].coef, rtol=1e-3, atol=1e-6)
+    np.testing.assert_allclose(res[True].theta, [2.5, 0.5], rtol=1e-3)
+    assert calls[True] < calls[False]
+
+
+def test_explicit_starts_replace_the_grid():
+    y = 2.0 * np.exp(-1.3 * X) + 0.7 * np.exp(-0.2 * X) + 0.5
+    # the grid alone is one point where both rates are equal (the two columns coincide)
+    res = varpro_fit(_two_rates, y, theta_grid=[[3.0], [3.0]], theta_bounds=([0.01, 0.01], [5, 5]),
+                     loss="linear", theta_starts=[[3.0, 3.0], [1.0, 0.1]], n_refine=2)
+    assert sorted(res.theta) == pytest.approx([0.2, 1.3], rel=1e-4)
