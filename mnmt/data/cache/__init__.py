@@ -3,8 +3,8 @@
 - ``layout``: the directory, shard names, record encoding and ``index.json`` (:class:`CacheIndex`);
 - ``build``: the Apache Beam pipeline that writes a cache (``build_cache``; skipped when up to
   date, rebuilt when the vocabulary or the source changed, installed atomically);
-- ``reader``: this host's shards read by index through Grain's ``ArrayRecordDataSource``, in
-  the in-memory path's seeded per-epoch order (``open_task_cache``: one immutable
+- ``reader``: this host's shards read by index with ArrayRecord's reader (dense blocks by
+  whole chunks), in the in-memory path's seeded per-epoch order (``open_task_cache``: one immutable
   ``CachedSplit`` per task, shared; each stream reads ahead through its own ``reader()``);
 - ``cli``: ``mnmt-cache info | verify`` (a study's data stage, ``mnmt-study prepare``, builds).
 """

@@ -1,4 +1,4 @@
-"""Read a task's token cache by index: Grain's ``ArrayRecordDataSource`` over this host's shards.
+"""Read a task's token cache by index: ArrayRecord readers over this host's shards.
 
 A host ``h`` of ``H`` opens only the shards ``s`` with ``s % H == h`` (the cache's shard count
 ``S`` must be a multiple of ``H``): since example ``i`` of the split is in shard ``i % S``, the
@@ -9,17 +9,27 @@ the order of :class:`mnmt.data.epoch_order.EpochOrder` with the in-memory path's
 seed gives the same batches with and without the cache, and the example at a stream position
 is a pure function of the position.
 
-A :class:`CachedSplit` is immutable (the data source, the index, the order) and is shared by
+A :class:`CachedSplit` is immutable (the shard readers, the index, the order) and is shared by
 every stream that reads the task; what changes while reading — the cursor and the read-ahead
 block — belongs to each stream (:class:`mnmt.data.epoch_order.BlockReader`), so streams read
 it from any number of threads. Nothing of the corpus is held in memory beyond ArrayRecord's
 chunk index and the blocks the streams are reading; shards are opened on first read.
+
+A block of positions is read shard by shard with ArrayRecord's own reader (one per shard,
+shared, opened for random access without a thread pool). A record is read by decompressing
+its chunk (``group_size`` records), so a shard whose wanted records are dense — on average at
+least :data:`DENSE_CHUNK` per chunk touched, as a 4,096-position block of a split of tens of
+thousands of examples is — has the chunks holding them read whole, runs of consecutive chunks
+as one range read, each chunk decompressed once; a sparse shard has its records read by index.
+Either way the block is the same records in the same order, decoded in one numpy pass
+(:func:`mnmt.data.cache.layout.decode_examples`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -35,32 +45,23 @@ log = logging.getLogger(__name__)
 # Stream positions a stream reads per batched ArrayRecord read (≈ 0.5 MB of ids at 25 tokens
 # a side).
 READ_AHEAD = ORDER_BLOCK
-
-
-class _GroupSizeNote(logging.Filter):
-    """Drop ArrayRecord's "Grain requires group size 1" error: our shards use larger groups on
-    purpose (smaller index, faster random reads of small records; see build.DEFAULT_GROUP_SIZE)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "requires group size 1" not in record.getMessage()
-
-
-logging.getLogger("absl").addFilter(_GroupSizeNote())
+# A shard's chunks are read whole (range reads) when its wanted records average at least this
+# many per chunk touched; below it, by index (see the module docstring).
+DENSE_CHUNK = 2
+_READER_OPTIONS = "readahead_buffer_size:0,max_parallelism:0"
 
 
 class CachedSplit:
     """One host's examples of a cached split, by position in an endless, epoch-shuffled stream.
 
-    ``examples(start, n)`` returns the (``[<2xx>, *source]``, target) id lists at stream
-    positions ``start … start+n-1``; position ``c`` is host-local example ``π_e(c mod N)`` of
+    ``examples(start, n)`` returns the (``[<2xx>, *source]``, target) ids (tuples, see
+    :func:`~mnmt.data.cache.layout.decode_examples`) at stream positions ``start … start+n-1``; position ``c`` is host-local example ``π_e(c mod N)`` of
     epoch ``e = c // N`` (:class:`~mnmt.data.epoch_order.EpochOrder`), N the host's example
     count. Immutable: share it between streams and threads; give each stream its own
     :meth:`reader`.
     """
 
     def __init__(self, directory: str, index: CacheIndex, host: tuple[int, int], seed_key: tuple):
-        from grain.sources import ArrayRecordDataSource
-
         h, num_hosts = host
         if index.num_shards % num_hosts:
             raise CacheError(
@@ -81,57 +82,87 @@ class CachedSplit:
             if size != expect:
                 raise CacheError(f"{path}: {size} bytes, index.json records {expect} (truncated or "
                                  f"replaced); {layout.rebuild_hint(index.task)}")
-        counts = [index.shard_examples[s] for s in self.shards]
-        self._starts = np.cumsum([0, *counts])
+        self.counts = [index.shard_examples[s] for s in self.shards]
+        self._starts = np.cumsum([0, *self.counts])
         self.size = int(self._starts[-1])
         if self.size == 0:
             raise CacheError(f"{directory}: no examples for host {h} of {num_hosts}")
-        # "path[0:n]": the counts come from the index, so no file is opened before its first read
-        self.source = ArrayRecordDataSource(
-            [f"{p}[0:{n}]" for p, n in zip(self.paths, counts, strict=True) if n])
+        # one ArrayRecord reader per shard, opened on its first read (the counts come from the
+        # index); readers are thread-safe and shared by every stream
+        self._readers: list = [None] * len(self.paths)
+        self._open_lock = threading.Lock()
         self.order = EpochOrder(self.size, seed_key)
 
-    def keys(self, local: np.ndarray) -> np.ndarray:
-        """Data-source keys of host-local examples ``local`` (numbered as in memory: ``j`` is
-        global example ``h + j·H``, record ``i // S`` of shard ``i % S``)."""
+    def locate(self, local: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(shard, record) of host-local examples ``local``: the shard as an index into
+        :attr:`paths`, the record's position in it (numbered as in memory: ``j`` is global
+        example ``i = h + j·H``, record ``i // S`` of shard ``i % S``)."""
         h, num_hosts = self.host
         i = h + np.asarray(local, dtype=np.int64) * num_hosts
-        shard = i % self.index.num_shards
-        return self._starts[(shard - h) // num_hosts] + i // self.index.num_shards
+        return (i % self.index.num_shards - h) // num_hosts, i // self.index.num_shards
+
+    def keys(self, local: np.ndarray) -> np.ndarray:
+        """Keys of host-local examples ``local`` over this host's shards in order (shard
+        ``k``'s records are keys ``Σ_{k' < k} count_k' + record``)."""
+        shard, record = self.locate(local)
+        return self._starts[shard] + record
 
     def positions(self, start: int, n: int) -> list[int]:
         """Data-source keys at stream positions start … start+n-1."""
         return self.keys(self.order.indices(start, n)).tolist()
 
-    def examples(self, start: int, n: int) -> list[tuple[list[int], list[int]]]:
-        """The examples at stream positions start … start+n-1 (one batched ArrayRecord read;
-        no state: read in blocks through a stream's own :meth:`reader`)."""
-        keys = self.positions(start, n)
+    def examples(self, start: int, n: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        """The examples at stream positions start … start+n-1 (read shard by shard as the
+        module docstring says; no state: read in blocks through a stream's own
+        :meth:`reader`)."""
+        shard, record = self.locate(self.order.indices(start, n))
+        by_shard = np.argsort(shard, kind="stable")
+        bounds = np.searchsorted(shard[by_shard], np.arange(len(self.paths) + 1))
+        out: list = [None] * n
+        for k in np.flatnonzero(np.diff(bounds)).tolist():
+            picks = by_shard[bounds[k]:bounds[k + 1]]
+            for j, example in zip(picks.tolist(), self._read_shard(k, record[picks]), strict=True):
+                out[j] = example
+        return out
+
+    def _read_shard(self, k: int, records: np.ndarray
+                    ) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        """The examples at record positions ``records`` of shard ``k``, in that order."""
+        group = self.index.group_size
+        chunks = np.unique(records // group)
         try:
-            records = self.source.__getitems__(keys)
-            return [layout.decode_example(r, self.index.dtype) for r in records]
+            reader = self._reader(k)
+            if len(records) < DENSE_CHUNK * len(chunks):
+                held = reader.read(records.tolist())
+            else:  # whole chunks, each run of consecutive chunks as one range read
+                run_of = np.flatnonzero(np.diff(chunks, prepend=-2) != 1)
+                lo = chunks[run_of] * group
+                hi = np.minimum((np.append(chunks[run_of[1:] - 1], chunks[-1]) + 1) * group,
+                                self.counts[k])
+                held = [r for a, b in zip(lo.tolist(), hi.tolist(), strict=True)
+                        for r in reader.read(a, b)]
+                run = np.searchsorted(lo, records, side="right") - 1
+                offset = np.cumsum(hi - lo) - (hi - lo)
+                held = [held[i] for i in (offset[run] + records - lo[run]).tolist()]
+            return layout.decode_examples(held, self.index.dtype)
         except Exception as err:  # corrupt chunk or record: name the shard
-            raise CacheError(f"{self._failing_shard(keys)}: cannot read records ({err}); the "
-                             f"shard is corrupt: {layout.rebuild_hint(self.index.task)}") from err
+            raise CacheError(f"{self.paths[k]}: cannot read records ({err}); the shard is "
+                             f"corrupt: {layout.rebuild_hint(self.index.task)}") from err
+
+    def _reader(self, k: int):
+        """Shard ``k``'s ArrayRecord reader, opened on first use (thread-safe)."""
+        if self._readers[k] is None:
+            from array_record.python.array_record_module import ArrayRecordReader
+
+            with self._open_lock:
+                if self._readers[k] is None:
+                    self._readers[k] = ArrayRecordReader(self.paths[k], _READER_OPTIONS)
+        return self._readers[k]
 
     def reader(self) -> BlockReader:
         """A new stream's reader: ``reader.take(start, n)`` = ``examples(start, n)``, read
         ahead in blocks of :data:`READ_AHEAD` positions held by that reader alone."""
         return BlockReader(self.examples, READ_AHEAD)
-
-    def _failing_shard(self, keys: Sequence[int]) -> str:
-        """The first shard whose records among ``keys`` cannot be read (its path)."""
-        from array_record.python.array_record_module import ArrayRecordReader
-
-        for key in keys:
-            k = int(np.searchsorted(self._starts, key, side="right")) - 1
-            try:
-                reader = ArrayRecordReader(self.paths[k], "readahead_buffer_size:0")
-                record = reader.read(int(key - self._starts[k]), int(key - self._starts[k]) + 1)
-                layout.decode_example(record[0], self.index.dtype)
-            except Exception:
-                return self.paths[k]
-        return self.directory
 
 
 _OPEN: dict[tuple, CachedSplit] = {}
