@@ -123,7 +123,8 @@ class TaskStream:
             self._proc.close()
             self._proc = None
 
-    def take(self, n: int) -> list[tuple[list[int], list[int]]]:
+    def take(self, n: int) -> list[tuple[Sequence[int], Sequence[int]]]:
+        """The next ``n`` examples: lists in memory, tuples from a token cache (same ids)."""
         if n == 0:
             return []
         if self._reader is not None:  # finite: cached or in memory, one order
