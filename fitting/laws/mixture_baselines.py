@@ -21,7 +21,7 @@ def constraint_violations(w: np.ndarray, pred: np.ndarray, cap: np.ndarray, max_
     out = [f"weight {p} {w[i]:.3g} > max {cap[i]:.3g}" for i, p in enumerate(pairs)
            if w[i] > cap[i] + 1e-6]
     out += [f"loss {p} {pred[i]:.4g} > max {max_loss[i]:.4g}" for i, p in enumerate(pairs)
-            if not pred[i] <= max_loss[i] + 1e-9]
+            if np.isfinite(max_loss[i]) and not pred[i] <= max_loss[i] + 1e-9]
     return out
 
 

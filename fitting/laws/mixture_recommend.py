@@ -147,13 +147,17 @@ def recommend_mixture(fit: MixtureLawFit, target_size: float, *,
     pref = _vec(preferences, pairs, 1.0, "preferences")
     if np.any(pref < 0) or pref.sum() <= 0:
         raise FitError("preferences: expected non-negative numbers, not all zero")
-    pi = pref / pref.sum()
+    has = np.array([any(key.split("@")[0] == p for key in fit.solutions or {}) for p in pairs])
+    if preferences and any(not has[pairs.index(p)] for p in preferences):
+        raise FitError(f"preferences: {[p for p in preferences if not has[pairs.index(p)]]} "
+                       "have no loss (weight-only domains, sources only)", column="pair")
+    pi = np.where(has, pref, 0.0) / np.where(has, pref, 0.0).sum()
 
     def losses(w):
         return fit.predict(np.array([target_size]), w[None, :])[0]
 
-    def objective(w):
-        return float(pi @ losses(w))
+    def objective(w):  # a weight-only domain (no loss, π = 0) is predicted NaN: left out
+        return float(pi[has] @ losses(w)[has])
 
     use_band = bool(fit.boot) and band_z > 0
     few = copy.copy(fit)
@@ -165,7 +169,7 @@ def recommend_mixture(fit: MixtureLawFit, target_size: float, *,
         samples = few.predict_samples(np.array([target_size]), w[None, :])[:, 0, :]
         with np.errstate(all="ignore"):
             sd = np.nanstd(np.where(np.isfinite(samples), samples, np.nan), axis=0)
-        return float(pi @ (losses(w) + band_z * np.nan_to_num(sd)))
+        return float(pi[has] @ (losses(w) + band_z * np.nan_to_num(sd))[has])
 
     cons = [{"type": "eq", "fun": lambda w: np.sum(w) - 1.0}]
     fin = np.isfinite(lmax)
@@ -182,7 +186,7 @@ def recommend_mixture(fit: MixtureLawFit, target_size: float, *,
                                constraints=cons, options={"maxiter": 300, "ftol": 1e-10})
             w = _project_box(np.asarray(res.x), floor, cap)
             pred = losses(w)
-            if np.all(np.isfinite(pred)):
+            if np.all(np.isfinite(pred[has])):
                 viol = float(np.sum(np.clip(pred - lmax, 0.0, None)[fin]))
                 found.append(((round(viol, 9), fun(w)), w))
         return sorted(found, key=lambda t: t[0])

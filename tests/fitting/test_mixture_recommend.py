@@ -9,6 +9,7 @@ import copy
 import numpy as np
 import pytest
 
+from fitting.core.base import FitError
 from fitting.laws.mixture_recommend import recommend_mixture, support_bounds
 from fitting.laws.mixture_runs import MixtureRuns
 from fitting.test_utils import MIXTURE_PAIRS as PAIRS
@@ -116,3 +117,19 @@ def test_the_target_size_is_stated():
     truth = transfer_truth()
     assert "a fitted size" in recommend_mixture(truth, 3e7, n_starts=1)["target_note"]
     assert "extrapolated 3x" in recommend_mixture(truth, 3e8, n_starts=1)["target_note"]
+
+
+def test_a_weight_only_domain_is_weighted_but_not_scored():
+    """A domain trained, never evaluated (no solution: the law predicts NaN for it) still gets a
+    weight; the objective is the other pairs' mean, the baselines violate nothing for it, and a
+    preference for it is refused."""
+    truth = transfer_truth()
+    del truth.solutions[PAIRS[-1]]
+    rec = recommend_mixture(truth, N, n_starts=2)
+    w = rec["weights"]
+    assert abs(sum(w.values()) - 1) < 1e-6 and np.isnan(rec["predicted"][PAIRS[-1]])
+    scored = [rec["predicted"][p] for p in PAIRS[:-1]]
+    assert rec["objective"] == pytest.approx(np.mean(scored))
+    assert not rec["baselines"]["uniform"]["violates"] and rec["feasible"]
+    with pytest.raises(FitError, match="weight-only"):
+        recommend_mixture(truth, N, n_starts=2, preferences={PAIRS[-1]: 2.0})
