@@ -1,38 +1,9 @@
-"""Mixture laws for K language pairs: pair i's final loss L_i from the size N and the weights w.
-
-Every run trains one mixture w (one weight per pair, Σ_j w_j = 1) at one size N with the study's
-token budget D. Four forms, each fitted per target pair i over all runs (design mixtures, all
-sizes), with the robust engine (:func:`fitting.core.engine.varpro_fit`: the parameters that
-enter linearly are solved exactly, the others searched from several starts):
-
-``transfer`` — Fernandes et al. 2023 eq. 11 with the linear effective fraction of eq. 13, the
-pair's own weight replaced by an effective weight that other pairs add to (transfer) or take
-from (interference)::
-
-    e_i(w) = clip(w_i + Σ_{j≠i} τ_ij w_j, ε, 1),   τ_ij ∈ [−0.5, 1]
-    L_i(N, w) = β_i (e_i(w) · N)^(−α_i) + L∞_i
-
-With one model size only, α_i and β_i are not separately identifiable from N: the law fitted is
-L_i = L∞_i + B_i e_i^(−α_i) (B_i = β_i N_0^(−α_i)) and predicts at that size only.
-
-``datamixing`` — Ye et al. 2024 (Data Mixing Laws), one fit per model size, Huber loss with
-δ = 0.02 as they use::
-
-    L_i(w) = c_i + k_i exp(Σ_j t_ij w_j),   t_ii = 0
-
-(Σ_j w_j = 1 makes one t per row redundant: adding a constant to every t_ij only rescales k_i;
-t_ii = 0 fixes it, so c_i + k_i is the loss of pair i trained alone.)
-
-``additive`` and ``joint`` — Shukor et al. 2025 (Scaling Laws for Optimal Data Mixtures). Every
-run has the same token budget D, so their B/D^β terms are constants absorbed into E_i::
-
-    additive: L_i = E_i + A_i N^(−α_i) + 1 / Σ_j C_ij w_j^γ_i
-    joint:    L_i = E_i + 1 / Σ_j C_ij w_j^γ_i + A_i(w) N^(−α_i),   A_i(w) = Σ_j a_ij w_j
-
-One exponent γ_i per target pair (shared by the sources j; Shukor et al. allow one per domain,
-which needs more mixtures than a study of K pairs usually has), and A_i(w) linear in w (their
-power of it is left out for the same reason). With one model size the joint law equals the
-additive one and is not fitted; the additive law drops A_i N^(−α_i) (a constant then).
+"""Mixture laws for K language pairs fitted: pair i's final loss L_i from the size N and the
+weights w, in the four forms of :mod:`fitting.laws.mixture_forms` (``transfer``, ``datamixing``,
+``additive``, ``joint``), each fitted per target pair i over all runs (design mixtures, all
+sizes) with the robust engine (:func:`fitting.core.engine.varpro_fit`: the parameters that enter
+linearly are solved exactly, the others searched from the pooled start points of the form's
+grids with the analytic Jacobian, the best polished robustly).
 
 Uncertainty: bootstrap over design mixtures (all sizes of a mixture resampled together), each
 refit started from the fit's solution at its f_scale; a refit that fails (no convergence, too
@@ -44,7 +15,6 @@ refits (:func:`refit_mixture_law` with ``from_grid``) start from the same grids 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,174 +24,28 @@ from scipy.optimize import least_squares
 from fitting.core.base import FitError, FitResult, register_law
 from fitting.core.engine import goodness_of_fit, varpro_fit
 from fitting.core.uncertainty import percentile_range
+from fitting.laws.mixture_forms import (
+    BUDGET_FORMS,
+    FORMS,
+    LawSpec,
+    budgets,
+    effective_weight,
+    form_spec,
+    law_spec,
+    other_pairs,
+    scaled_size,
+)
 
 __all__ = ["FORMS", "MixtureLawFit", "fit_mixture_law", "refit_mixture_law", "predict_with",
            "effective_weight", "bootstrap_resamples", "bootstrap_refits", "attach_bootstrap",
            "budgets", "BUDGET_FORMS"]
 
-#: the forms, in the order the comparison lists them
-FORMS: tuple[str, ...] = ("transfer", "datamixing", "additive", "joint")
-#: lower clip of the effective weight e_i (eq. 11 needs e_i > 0)
-EPS = 1e-3
-TAU_BOUNDS = (-0.5, 1.0)
 # the robust polish searches this subset of Ghorbani's f_scale grid (same range, 5 values)
 _F_SCALES = np.geomspace(0.001, 0.025, 5)
 _HUBER_DELTA = 0.02  # Ye et al. 2024
 
 
-@dataclass
-class _Spec:
-    """One target's fit: θ names, bounds, start grids, design A(θ; u, W), linear names."""
-
-    theta_names: list[str]
-    lo: list[float]
-    hi: list[float]
-    grids: list[list[list[float]]]
-    coef_names: list[str]
-    design: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
-    jac: Callable[[np.ndarray, np.ndarray, np.ndarray], list[np.ndarray]]
-
-
-def effective_weight(W: ArrayLike, i: int, tau_row: ArrayLike) -> np.ndarray:
-    """e_i(w) = clip(w_i + Σ_{j≠i} τ_ij w_j, ε, 1) for each row of ``W``; ``tau_row`` holds τ_ij
-    for every j (τ_ii ignored)."""
-    W = np.atleast_2d(np.asarray(W, dtype=np.float64))
-    t = np.asarray(tau_row, dtype=np.float64).copy()
-    t[i] = 1.0
-    return np.clip(W @ t, EPS, 1.0)
-
-
-def _others(i: int, k: int) -> np.ndarray:
-    return np.array([j for j in range(k) if j != i], dtype=int)
-
-
-def _spec(form: str, i: int, k: int, sized: bool) -> _Spec:
-    oth = _others(i, k)
-    if form == "transfer":
-        def design(th, u, W):
-            e = np.clip(W[:, i] + W[:, oth] @ th[1:], EPS, 1.0)
-            return np.column_stack([np.power(e * u, -th[0]), np.ones_like(u)])
-
-        def jac(th, u, W):  # ∂A/∂α, ∂A/∂τ_j (0 where e is clipped)
-            raw = W[:, i] + W[:, oth] @ th[1:]
-            e = np.clip(raw, EPS, 1.0)
-            a0 = np.power(e * u, -th[0])
-            z = np.zeros_like(a0)
-            inside = (raw > EPS) & (raw < 1.0)
-            out = [np.column_stack([-np.log(e * u) * a0, z])]
-            for j in oth:
-                out.append(np.column_stack([np.where(inside, -th[0] * a0 / e * W[:, j], 0.0), z]))
-            return out
-        return _Spec(["alpha"] + [f"tau{j}" for j in oth], [1e-4] + [TAU_BOUNDS[0]] * (k - 1),
-                     [5.0] + [TAU_BOUNDS[1]] * (k - 1),
-                     [[list(np.geomspace(0.05, 1.5, 6))] + [[t0]] * (k - 1) for t0 in (0.0, 0.3)],
-                     ["beta_u", "l_inf"], design, jac)
-    if form == "datamixing":
-        def design(th, u, W):
-            return np.column_stack([np.ones(len(W)), np.exp(W[:, oth] @ th)])
-
-        def jac(th, u, W):
-            a1 = np.exp(W[:, oth] @ th)
-            return [np.column_stack([np.zeros(len(W)), W[:, j] * a1]) for j in oth]
-        return _Spec([f"t{j}" for j in oth], [-20.0] * (k - 1), [20.0] * (k - 1),
-                     [[[t0]] * (k - 1) for t0 in (-1.0, 0.0, 1.0, 3.0)], ["c", "k"], design, jac)
-
-    logs: dict = {}  # log w of the last weight matrix seen (one fit calls with the same W)
-
-    def powers(th, W):
-        """w^γ and w^γ log w (0 where w = 0)."""
-        if logs.get("W") is not W:
-            logs["W"], logs["pos"] = W, W > 0
-            logs["log"] = np.log(np.where(logs["pos"], W, 1.0))
-        wg = np.where(logs["pos"], np.exp(th[1] * logs["log"]), 0.0)
-        return wg, wg * logs["log"]
-
-    def denom(th, W):
-        wg, _ = powers(th, W)
-        return np.maximum(wg[:, i] + wg[:, oth] @ th[2:2 + len(oth)], 1e-12)
-
-    def inv_jac(th, W):
-        """∂(1/D)/∂γ and ∂(1/D)/∂c_j."""
-        wg, lg = powers(th, W)
-        c = th[2:2 + len(oth)]
-        d = np.maximum(wg[:, i] + wg[:, oth] @ c, 1e-12)
-        dg = -(lg[:, i] + lg[:, oth] @ c) / d**2
-        return dg, [-wg[:, j] / d**2 for j in oth]
-
-    names = ["alpha", "gamma"] + [f"c{j}" for j in oth]
-    lo, hi = [1e-4, 0.02] + [1e-6] * (k - 1), [5.0, 3.0] + [1e3] * (k - 1)
-    # C_ij below 1 (the pair's own data helps most) and above 1 (others' data helps more)
-    grids = [[[0.1, 0.4] if sized else [0.3], [0.3, 0.7]] + [[c0]] * (k - 1) for c0 in (0.2, 2.0)]
-    if form == "additive":
-        def design(th, u, W):
-            cols = [np.ones(len(W)), 1.0 / denom(th, W)]
-            return np.column_stack(cols + ([np.power(u, -th[0])] if sized else []))
-
-        def jac(th, u, W):
-            z = np.zeros(len(W))
-            dg, dc = inv_jac(th, W)
-            da = [-np.log(u) * np.power(u, -th[0])] if sized else []
-            out = [np.column_stack([z, z] + da)]
-            out += [np.column_stack([z, d] + ([z] if sized else [])) for d in [dg] + dc]
-            return out
-        return _Spec(names, lo, hi, grids, ["E", "s"] + (["A_u"] if sized else []), design, jac)
-    if form == "joint":
-        def design(th, u, W):
-            return np.column_stack([np.ones(len(W)), 1.0 / denom(th, W),
-                                    W * np.power(u, -th[0])[:, None]])
-
-        def jac(th, u, W):
-            z = np.zeros(len(W))
-            zk = np.zeros_like(W)
-            dg, dc = inv_jac(th, W)
-            da = W * (-np.log(u) * np.power(u, -th[0]))[:, None]
-            out = [np.column_stack([z, z, da])]
-            out += [np.column_stack([z, d, zk]) for d in [dg] + dc]
-            return out
-        return _Spec(names, lo, hi, grids, ["E", "s"] + [f"a_u{j}" for j in range(k)], design,
-                     jac)
-    raise FitError(f"unknown mixture law form {form!r}; expected one of {FORMS}")
-
-
-#: the forms that take the token budget D (Shukor et al. 2025's B_i / D^β_i term)
-BUDGET_FORMS: tuple[str, ...] = ("additive", "joint")
-#: the budgets must span this ratio for D to enter a law
-BUDGET_RATIO = 1.5
-
-
-def _with_budget(spec: _Spec) -> _Spec:
-    """``spec`` plus Shukor et al.'s term B_i (D/D_ref)^−β_i: one more θ (β_i, last) and one more
-    linear coefficient (B_i, last); ``u`` is then (R, 2): N/N_ref and D/D_ref per run."""
-    p = len(spec.theta_names)
-
-    def design(th, u, W):
-        return np.column_stack([spec.design(th[:p], u[:, 0], W), np.power(u[:, 1], -th[p])])
-
-    def jac(th, u, W):
-        z = np.zeros((len(W), 1))
-        out = [np.column_stack([d, z]) for d in spec.jac(th[:p], u[:, 0], W)]
-        db = np.zeros((len(W), len(spec.coef_names) + 1))
-        db[:, -1] = -np.log(u[:, 1]) * np.power(u[:, 1], -th[p])
-        return out + [db]
-    return _Spec(spec.theta_names + ["beta_d"], list(spec.lo) + [1e-3], list(spec.hi) + [3.0],
-                 [g + [[0.3]] for g in spec.grids], spec.coef_names + ["B_d"], design, jac)
-
-
-def _law_spec(form: str, i: int, k: int, sized: bool, budgeted: bool) -> _Spec:
-    """:func:`_spec`, with the D term (:func:`_with_budget`) when ``budgeted``."""
-    spec = _spec(form, i, k, sized)
-    return _with_budget(spec) if budgeted and form in BUDGET_FORMS else spec
-
-
-def _scaled(n: np.ndarray, d: np.ndarray | None, n_ref: float, d_ref: float | None,
-            sized: bool) -> np.ndarray:
-    """The law's size argument u: N/N_ref (ones at one size), with a D/D_ref column when the
-    law takes the token budget."""
-    u = n / n_ref if sized else np.ones(len(n))
-    return u if d_ref is None else np.column_stack([u, d / d_ref])
-
-
-def _polish(spec: _Spec, u, W, y, warm: dict, loss: str) -> dict:
+def _polish(spec: LawSpec, u, W, y, warm: dict, loss: str) -> dict:
     """A refit started from ``warm`` (θ, linear coefficients, f_scale): one bounded robust
     ``least_squares`` over (θ, c) at that f_scale with the analytic Jacobian (bootstrap refits).
     Raises FitError when it does not converge within 100 evaluations per parameter or gives
@@ -252,7 +76,7 @@ def _polish(spec: _Spec, u, W, y, warm: dict, loss: str) -> dict:
             "f_scale": float(warm["f_scale"]), "points": int(len(y))}
 
 
-def _solve(spec: _Spec, u, W, y, *, loss, n_refine: int = 2) -> tuple:
+def _solve(spec: LawSpec, u, W, y, *, loss, n_refine: int = 2) -> tuple:
     """Robust fit of one target: the start points of every grid of ``spec`` pooled, the best
     ``n_refine`` by projected least-squares cost refined by variable projection, the best of
     those polished robustly (:func:`fitting.core.engine.varpro_fit`)."""
@@ -322,15 +146,15 @@ class MixtureLawFit(FitResult):
                     rows = at == s
                     key = f"{pair}@{s}"
                     if rows.any() and key in sol:
-                        spec = _spec(self.form, i, k, False)
+                        spec = form_spec(self.form, i, k, False)
                         A = spec.design(np.asarray(sol[key]["theta"]), n[rows], W[rows])
                         out[rows, i] = A @ np.asarray(sol[key]["coef"])
                 continue
-            spec = _law_spec(self.form, i, k, self.sized, self.d_ref is not None)
+            spec = law_spec(self.form, i, k, self.sized, self.d_ref is not None)
             rows = np.ones(len(W), bool) if self.sized else at == 0
             if not rows.any() or pair not in sol:
                 continue
-            u = _scaled(n[rows], None if d is None else d[rows], self.n_ref,
+            u = scaled_size(n[rows], None if d is None else d[rows], self.n_ref,
                         self.d_ref if self.form in BUDGET_FORMS else None, self.sized)
             with np.errstate(all="ignore"):
                 A = spec.design(np.asarray(sol[pair]["theta"]), u, W[rows])
@@ -373,7 +197,7 @@ def _readable(form: str, sol: dict, pairs: list[str], sizes: list[float], n_ref:
     out: dict[str, float] = {}
     k = len(pairs)
     for i, p in enumerate(pairs):
-        oth = _others(i, k)
+        oth = other_pairs(i, k)
         if form == "datamixing":
             for s in range(len(sizes)):
                 if f"{p}@{s}" not in sol:
@@ -436,8 +260,8 @@ def _fit_all(form, pairs, sizes, n_ref, n, W, Y, warm: dict | None,
         if not np.isfinite(Y[:, i]).any():
             continue  # a weight-only domain: a source, never a target
         rows = rows & np.isfinite(Y[:, i])
-        spec = _law_spec(form, i, k, sized and form != "datamixing", d_ref is not None)
-        u = _scaled(n[rows], None if d_ref is None else d[rows], n_ref, d_ref,
+        spec = law_spec(form, i, k, sized and form != "datamixing", d_ref is not None)
+        u = scaled_size(n[rows], None if d_ref is None else d[rows], n_ref, d_ref,
                     sized and form != "datamixing")
         try:
             if rows.sum() < len(spec.theta_names) + len(spec.coef_names) + 1:
@@ -510,19 +334,6 @@ def fit_mixture_law(form: str, n: ArrayLike, W: ArrayLike, Y: ArrayLike, pairs: 
         attach_bootstrap(fit, bootstrap_refits(fit, n, W, Y, bootstrap_resamples(groups, n_boot,
                                                                                  seed), d), seed)
     return fit
-
-
-def budgets(d: ArrayLike | None, rows: int) -> tuple[np.ndarray | None, float | None]:
-    """The runs' token budgets and their reference (geometric mean) when they are all known,
-    positive and the largest is at least :data:`BUDGET_RATIO` times the smallest; else
-    (None, None): D is then a constant of the laws (runs of one study differ in token counts
-    by a few per cent at most, which no D term can resolve)."""
-    if d is None:
-        return None, None
-    d = np.broadcast_to(np.asarray(d, dtype=np.float64), (rows,))
-    if not np.all(np.isfinite(d) & (d > 0)) or np.ptp(np.log(d)) < np.log(BUDGET_RATIO):
-        return None, None
-    return d, float(np.exp(np.mean(np.log(d))))
 
 
 def refit_mixture_law(fit: MixtureLawFit, n: ArrayLike, W: ArrayLike, Y: ArrayLike, *,
