@@ -411,6 +411,31 @@ def test_check_main_job_check5_is_the_branch_verdict(benchmark_script, capsys):
            "median drop 0.40 % per doubling of D ok" in out
 
 
+def test_check_main_job_reads_the_cooled_law_and_the_seed_table(branch_reports, tmp_path,
+                                                                benchmark_script, capsys):
+    """Check 1 reads L(N, D)'s limit (eq. 7's shown as this budget's), check 4 the leading
+    entry and whether it holds without the noise clause; main_job_seeds tabulates both."""
+    _, fits, _ = branch_reports
+    job = benchmark_script("check_main_job")
+    result = job.check(fits["branches"])
+    for pair, d in result["l_inf"].items():
+        assert d["fit"] == fits["branches"]["chinchilla"]["joint"]["params"][f"E[{pair}]"]
+        assert d["budget"] == fits["plain"]["regime"]["pairs"][pair]["l_inf_fit"]
+    assert [h["law"].startswith(COOLED_LAW) for h in result["heldout"]["entries"]] == [True] * 2
+    assert set(result["backtest"]) == {"en-de", "en-zh"}
+    job._print(result)
+    out = capsys.readouterr().out
+    assert "this budget's (eq. 7)" in out and "backtest en-de (information)" in out
+    assert ("(within 2 %)" in out) == any(h["within_rel"] for h in result["heldout"]["entries"])
+    seeds = benchmark_script("main_job_seeds")
+    (tmp_path / "report").mkdir()
+    (tmp_path / "report" / "fits.json").write_text(json.dumps(fits["branches"]))
+    row = seeds.seed_row(str(tmp_path), 3, {"wall_s": 12.0, "rc": 0}, job)
+    assert row["check1_ok"] == all(d["ok"] for d in result["l_inf"].values())
+    text = seeds.table([row, {"seed": 4, "wall_s": None, "rc": 1, "error": "no report"}])
+    assert text.splitlines()[2].startswith("| 3 | 12 | ") and "| 4 | – | no report |" in text
+
+
 # -- the learning-curve figure ------------------------------------------------------------------
 
 

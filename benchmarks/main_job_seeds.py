@@ -1,0 +1,125 @@
+"""Is the main job's recovery of the truth robust to the vocabulary? Checks 1 and 4 on several
+vocabulary seeds.
+
+Runs the main job (`mnmt-study run`, the default preset) once per vocabulary seed
+(`StudySpec.vocab_seed`: another sentence sample, another 704-piece vocabulary), each into
+OUT/seed<K>, then `benchmarks/check_main_job.py` on each, and prints one Markdown table: per
+seed, the wall time, check 1 (fitted L∞ against the exact one, per pair) and check 4 (the
+held-out run's error, per pair, and whether it is within 2 % without the noise clause), and
+whether all five checks pass. A seed whose output already holds a report is not re-run
+(`mnmt-study run` resumes; pass --fresh to start over).
+
+    flock /tmp/cpu.lock python benchmarks/main_job_seeds.py --out /tmp/seeds --seeds 0 1 2
+    python benchmarks/main_job_seeds.py --out /tmp/seeds --seeds 0 1 2 --json
+
+Exit status 0 when checks 1 and 4 hold on every seed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _check_module():
+    spec = importlib.util.spec_from_file_location("check_main_job",
+                                                  os.path.join(_HERE, "check_main_job.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run_seed(out: str, seed: int, extra_gin: list[str], timeout: float) -> dict:
+    """Run the main job for vocabulary seed ``seed`` into ``out`` (if it has no report yet) and
+    return its wall time (None when it was not run here) and its return code."""
+    if os.path.exists(os.path.join(out, "report", "fits.json")):
+        return {"wall_s": None, "rc": 0}
+    study = os.path.join(os.path.dirname(sys.executable), "mnmt-study")
+    cmd = [study, "run", "--out", out, "--gin", f"StudySpec.vocab_seed={seed}"]
+    for g in extra_gin:
+        cmd += ["--gin", g]
+    t0 = time.perf_counter()
+    with open(out + ".log", "w", encoding="utf-8") as log:
+        rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout)
+    return {"wall_s": time.perf_counter() - t0, "rc": rc}
+
+
+def seed_row(out: str, seed: int, run: dict, check) -> dict:
+    """Checks 1 and 4 (and whether all five pass) of the study in ``out``."""
+    path = os.path.join(out, "report", "fits.json")
+    if not os.path.exists(path):
+        return {"seed": seed, **run, "error": f"no report ({path})"}
+    with open(path, encoding="utf-8") as f:
+        result = check.check(json.load(f))
+    l_inf = {p: {"fit": d["fit"], "true": d["true"], "error": d["error"], "ok": d["ok"]}
+             for p, d in result["l_inf"].items()}
+    held = {h["pair"]: {"predicted": h["predicted"], "measured": h["measured"],
+                        "error": h["error"], "within_rel": bool(h.get("within_rel")),
+                        "law": h["law"]} for h in result["heldout"]["entries"]}
+    return {"seed": seed, **run, "l_inf": l_inf, "heldout": held,
+            "check1_ok": all(d["ok"] for d in l_inf.values()),
+            "check4_ok": bool(held) and all(h["within_rel"] for h in held.values()),
+            "all_ok": result["all_ok"], "regime": result["regime"]}
+
+
+def table(rows: list[dict]) -> str:
+    """The Markdown table of :func:`seed_row` results."""
+    pairs = sorted({p for r in rows for p in r.get("l_inf", {})})
+    head = (["vocab seed", "wall s"] + [f"L∞ {p} fitted / exact" for p in pairs]
+            + [f"held-out {p}" for p in pairs] + ["checks 1, 4", "all five"])
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        if "error" in r:
+            out.append(f"| {r['seed']} | – | {r['error']} |")
+            continue
+        cells = [str(r["seed"]), "–" if r["wall_s"] is None else f"{r['wall_s']:.0f}"]
+        for p in pairs:
+            d = r["l_inf"].get(p)
+            cells.append("–" if not d or d["error"] is None else
+                         f"{d['fit']:.4f} / {d['true']:.4f} ({100 * d['error']:+.1f} %)")
+        for p in pairs:
+            h = r["heldout"].get(p)
+            cells.append("–" if not h else f"{100 * h['error']:+.2f} %"
+                         + ("" if h["within_rel"] else " (> 2 %)"))
+        cells.append("ok" if r["check1_ok"] and r["check4_ok"] else "FAIL")
+        cells.append("pass" if r["all_ok"] else "fail")
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="directory holding one study per seed")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--gin", action="append", default=[], metavar="NAME=VALUE",
+                    help="further bindings for every study")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds per study")
+    ap.add_argument("--fresh", action="store_true", help="delete each seed's output first")
+    ap.add_argument("--json", action="store_true", help="print the rows as JSON as well")
+    args = ap.parse_args(argv)
+    check = _check_module()
+    os.makedirs(args.out, exist_ok=True)
+    rows = []
+    for seed in args.seeds:
+        out = os.path.join(args.out, f"seed{seed}")
+        if args.fresh and os.path.exists(out):
+            shutil.rmtree(out)
+        run = run_seed(out, seed, args.gin, args.timeout)
+        rows.append(seed_row(out, seed, run, check))
+        print(f"vocab seed {seed}: done ({run})", file=sys.stderr)
+    print(table(rows))
+    if args.json:
+        print(json.dumps(rows, default=float))
+    return 0 if all(r.get("check1_ok") and r.get("check4_ok") for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
