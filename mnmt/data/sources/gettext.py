@@ -51,6 +51,7 @@ import re
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 
+from fitting.data import io
 from mnmt.data.sources.parts import ListParts, attach
 
 __all__ = [
@@ -143,10 +144,7 @@ def write_catalog(path: str, entries: Mapping[str, str], charset: str = "UTF-8")
     data = struct.pack("<7I", 0x950412DE, 0, n, 28, 28 + 8 * n, 0, 0)
     data += struct.pack(f"<{4 * n}I", *table) + b"".join(t + b"\0" for t in keys + values)
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    io.write_text_atomic(path, data)
 
 
 def variety_code(name: str) -> str:
