@@ -4,8 +4,10 @@ Pure Python (no SeqIO, TensorFlow or JAX), so the generator and its exact irredu
 used and tested on their own. Modules:
 
 - ``grammar``: the probabilistic grammar over a Zipf lexicon (sentence trees, stable seeds);
-- ``languages``: the family's languages (word order, morphology, script, synonyms) and the
+- ``scripts``: syllables and the three scripts (Latin, CJK-like, Devanagari-like);
+- ``rendering``: a language's specification (word order, morphology, script, synonyms) and the
   rendering of a tree with the probability of every stochastic choice;
+- ``languages``: each language derived from its parent proto-language (`build_language`);
 - ``family``: presets, deterministic sampling streams per pair and split, and the exact
   irreducible loss L∞ of an eval set (Fernandes et al. 2023 eq. 1's bias term).
 """
