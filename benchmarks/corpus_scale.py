@@ -67,7 +67,6 @@ import datetime
 import hashlib
 import json
 import os
-import platform
 import shlex
 import shutil
 import subprocess
@@ -75,6 +74,9 @@ import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # run or loaded by path
+from _common import machine  # noqa: E402  (benchmarks/_common.py)
 
 BLOCK = 1 << 20  # corpus lines per sampling block
 RESULT_MARK = "CORPUS_SCALE_RESULT "
@@ -142,23 +144,6 @@ if os.environ.get("''' + TWIN_ENV + '''"):
 
 
 # ---- machine, versions -----------------------------------------------------------------------
-def _machine() -> dict:
-    info = {"platform": platform.platform(), "python": platform.python_version(),
-            "cpus": os.cpu_count()}
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            info["cpu_model"] = next((ln.split(":", 1)[1].strip() for ln in f
-                                      if ln.startswith("model name")), platform.processor())
-        with open("/proc/meminfo", encoding="utf-8") as f:
-            kb = int(next(ln for ln in f if ln.startswith("MemTotal")).split()[1])
-        info["mem_total_gb"] = round(kb / 2**20, 1)
-    except (OSError, StopIteration, ValueError):  # pragma: no cover - not Linux
-        info.setdefault("cpu_model", platform.processor())
-    try:
-        info["load_avg"] = [round(x, 2) for x in os.getloadavg()]
-    except OSError:  # pragma: no cover
-        pass
-    return info
 
 
 def _versions() -> dict:
@@ -935,7 +920,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "corpus_scale",
         "command": "python benchmarks/corpus_scale.py " + shlex.join(argv),
         "date": _now(),
-        "machine": _machine(),
+        "machine": machine(),
         "versions": _versions(),
     }
     pool = prepare_pool(args, log)

@@ -35,7 +35,6 @@ import csv
 import json
 import math
 import os
-import platform
 import random
 import re
 import shutil
@@ -47,13 +46,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # run or loaded by path
+from _common import machine  # noqa: E402  (benchmarks/_common.py)
+
 LOCKED = 75  # mnmt-study's exit status when another process holds OUT's lock
-
-
-def _machine() -> dict:
-    return {"platform": platform.platform(), "processor": platform.processor(),
-            "python": platform.python_version(), "cpus": os.cpu_count(),
-            "load_avg": list(os.getloadavg())}
 
 
 def _command(out: Path, workers: str) -> list[str]:
@@ -326,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
               "phases": dict(Counter(r["phase"] for r in results)),
               "seconds_per_trial": round(sum(r["seconds"] for r in results) / max(1, len(results)), 1),
               "reference_seconds": round(ref_seconds, 1)}
-    report = {"benchmark": "faults", "machine": _machine(), "settings": vars(args),
+    report = {"benchmark": "faults", "machine": machine(), "settings": vars(args),
               "totals": totals, "trials": results}
     if args.json:
         print(json.dumps(report))

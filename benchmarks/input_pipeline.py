@@ -22,20 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
 
-
-def _machine() -> dict:
-    info = {"platform": platform.platform(), "python": platform.python_version(),
-            "cpus": os.cpu_count()}
-    try:
-        info["load_avg"] = list(os.getloadavg())
-    except OSError:  # pragma: no cover
-        pass
-    return info
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # run or loaded by path
+from _common import machine  # noqa: E402  (benchmarks/_common.py)
 
 
 def _measure(it, n_batches: int, warmup: int = 3) -> dict:
@@ -182,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         "tokens_per_cpu_s": ours["tokens_per_cpu_s"],
         "rows_per_cpu_s": ours["rows_per_cpu_s"],
         "examples_per_row": ours["examples"] / ours["rows"],
-        "machine": _machine(),
+        "machine": machine(),
     }
     if trainer is not None:
         best = min(trainer_sec)

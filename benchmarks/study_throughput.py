@@ -28,20 +28,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
 
-
-def _machine() -> dict:
-    info = {"platform": platform.platform(), "python": platform.python_version(),
-            "cpus": os.cpu_count(), "usable_cpus": len(os.sched_getaffinity(0))}
-    try:
-        info["load_avg"] = list(os.getloadavg())
-    except OSError:  # pragma: no cover
-        pass
-    return info
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # run or loaded by path
+from _common import machine  # noqa: E402  (benchmarks/_common.py)
 
 
 def _setup(tmp: str, runs: int, vocab_size: int) -> tuple[str, dict, list[str]]:
@@ -197,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     steady = {arm: best[arm]["tokens_per_s_steady"] for arm in best}
     report = {
         "benchmark": "study_throughput",
-        "machine": _machine(),
+        "machine": machine(),
         "size": args.size, "runs": args.runs, "steps": args.steps, "batch_size": args.batch_size,
         "vocab_size": args.vocab_size, "length": args.length,
         "one_at_a_time": best["one_at_a_time"], "grouped": best["grouped"],

@@ -1,0 +1,36 @@
+"""What the benchmark scripts share (not a benchmark itself): the description of the machine a
+result was measured on.
+
+The scripts are run by path (`python benchmarks/NAME.py`) and loaded by path in the tests, so
+each puts this folder on `sys.path` before `from _common import machine`.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+
+__all__ = ["machine"]
+
+
+def machine() -> dict:
+    """The machine a result was measured on: platform, processor, Python, CPU count (and the
+    CPUs this process may use), CPU model and memory where Linux says them, load average."""
+    info = {"platform": platform.platform(), "processor": platform.processor(),
+            "python": platform.python_version(), "cpus": os.cpu_count(),
+            "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else os.cpu_count()}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            info["cpu_model"] = next((ln.split(":", 1)[1].strip() for ln in f
+                                      if ln.startswith("model name")), platform.processor())
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            kb = int(next(ln for ln in f if ln.startswith("MemTotal")).split()[1])
+        info["mem_total_gb"] = round(kb / 2**20, 1)
+    except (OSError, StopIteration, ValueError):  # pragma: no cover - not Linux
+        info.setdefault("cpu_model", platform.processor())
+    try:
+        info["load_avg"] = [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # pragma: no cover
+        pass
+    return info
