@@ -16,7 +16,8 @@ iterator and prefetch thread per member — is trained through the study's own p
 Reported per arm: the group's steady target tokens/s (at each progress report the members'
 rates summed — they step together —, the median over the reports after the first, so
 compilation is excluded), its wall-clock target tokens/s, and ``ratio`` = cached / in-memory
-steady tokens/s. Arms alternate over ``--rounds``; each arm's best round is reported.
+steady tokens/s. Arms alternate over ``--rounds`` (``--first``: the arm of the first round);
+each arm's best round is reported.
 
 Each arm runs in a fresh process laid out as a study worker on a CPU host
 (`mnmt.study.workers`): pinned to one core (``--core``) with XLA's thread pool limited to it,
@@ -139,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vocab_size", type=int, default=4000)
     ap.add_argument("--log_every", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=1, help="alternating rounds of both arms")
+    ap.add_argument("--first", choices=("cached", "in_memory"), default="cached",
+                    help="the arm that runs first in the first round (default %(default)s)")
     ap.add_argument("--core", type=int, default=0,
                     help="the core each arm's process is pinned to (-1: not pinned)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
@@ -161,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         results: dict[str, list[dict]] = {"cached": [], "in_memory": []}
         for r in range(args.rounds):
             order = ("cached", "in_memory") if r % 2 == 0 else ("in_memory", "cached")
+            order = order if args.first == "cached" else order[::-1]
             for arm in order:
                 results[arm].append(_run_arm(args, out, arm))
     best = {arm: max(rs, key=lambda x: x["tokens_per_s_steady"] or 0.0)
@@ -171,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         "pairs": spec.pairs, "train_pairs": dict(data.caps), "size": args.size,
         "weights": list(spec.weights), "steps": args.steps, "batch_size": args.batch_size,
         "length": args.length, "vocab_size": args.vocab_size, "prepare_s": prepare_s,
-        "core": args.core,
+        "core": args.core, "first": args.first,
         "cached": best["cached"], "in_memory": best["in_memory"], "all_rounds": results,
         "ratio": (steady["cached"] / steady["in_memory"]
                   if steady["cached"] and steady["in_memory"] else None),
