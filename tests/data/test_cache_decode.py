@@ -96,14 +96,14 @@ def split(tmp_path_factory):
 
 
 @pytest.mark.parametrize("host", [(0, 1), (1, 2)])
-@pytest.mark.parametrize("dense", [1, 10**9])  # every shard read by chunks / every one by index
+@pytest.mark.parametrize("dense", [0, 10**9])  # every shard read by chunks / every one by index
 def test_a_block_read_shard_by_shard_is_the_examples_at_its_positions(split, host, dense,
                                                                       monkeypatch):
     from mnmt.data.cache import reader
     from mnmt.data.cache.reader import CachedSplit
 
     folder, index, examples = split
-    monkeypatch.setattr(reader, "DENSE_CHUNK", dense)
+    monkeypatch.setattr(reader, "DENSE_FRACTION", dense)
     cached = CachedSplit(folder, index, host, ("decode_test", 0, *host))
     h, hosts = host
     for start, n in [(0, 4096), (cached.size - 3, 10), (517, 1), (1234, 700)]:

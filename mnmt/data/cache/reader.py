@@ -17,10 +17,12 @@ chunk index and the blocks the streams are reading; shards are opened on first r
 
 A block of positions is read shard by shard with ArrayRecord's own reader (one per shard,
 shared, opened for random access without a thread pool). A record is read by decompressing
-its chunk (``group_size`` records), so a shard whose wanted records are dense — on average at
-least :data:`DENSE_CHUNK` per chunk touched, as a 4,096-position block of a split of tens of
-thousands of examples is — has the chunks holding them read whole, runs of consecutive chunks
-as one range read, each chunk decompressed once; a sparse shard has its records read by index.
+its chunk (``group_size`` records), so a shard whose wanted records are dense — at least
+:data:`DENSE_FRACTION` of the records of the chunks they touch, as in a 4,096-position block of
+a split of a few thousand examples — has those chunks read whole, runs of consecutive chunks as
+one range read, each chunk decompressed once; a sparser shard has its records read by index
+(a block of a split of 20,000 examples, ≈ 6 wanted records in each 32-record chunk touched,
+read by index took ≈ 15 % less CPU than by whole chunks: benchmarks/RESULTS.md).
 Either way the block is the same records in the same order, decoded in one numpy pass
 (:func:`mnmt.data.cache.layout.decode_examples`).
 """
@@ -45,9 +47,9 @@ log = logging.getLogger(__name__)
 # Stream positions a stream reads per batched ArrayRecord read (≈ 0.5 MB of ids at 25 tokens
 # a side).
 READ_AHEAD = ORDER_BLOCK
-# A shard's chunks are read whole (range reads) when its wanted records average at least this
-# many per chunk touched; below it, by index (see the module docstring).
-DENSE_CHUNK = 2
+# A shard's chunks are read whole (range reads) when at least this fraction of their records
+# is wanted; below it, by index (see the module docstring).
+DENSE_FRACTION = 0.25
 _READER_OPTIONS = "readahead_buffer_size:0,max_parallelism:0"
 
 
@@ -132,7 +134,7 @@ class CachedSplit:
         chunks = np.unique(records // group)
         try:
             reader = self._reader(k)
-            if len(records) < DENSE_CHUNK * len(chunks):
+            if len(records) < DENSE_FRACTION * group * len(chunks):
                 held = reader.read(records.tolist())
             else:  # whole chunks, each run of consecutive chunks as one range read
                 run_of = np.flatnonzero(np.diff(chunks, prepend=-2) != 1)
