@@ -35,22 +35,14 @@ import argparse
 import dataclasses
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-
-def _machine() -> dict:
-    info = {"platform": platform.platform(), "python": platform.python_version(),
-            "cpus": os.cpu_count(), "usable_cpus": len(os.sched_getaffinity(0))}
-    try:
-        info["load_avg"] = list(os.getloadavg())
-    except OSError:  # pragma: no cover
-        pass
-    return info
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # run or loaded by path
+from _common import machine  # noqa: E402  (benchmarks/_common.py)
 
 
 def _spec(args):
@@ -171,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             for arm, rs in results.items()}
     steady = {arm: best[arm]["tokens_per_s_steady"] for arm in best}
     report = {
-        "benchmark": "grouped_cache", "machine": _machine(),
+        "benchmark": "grouped_cache", "machine": machine(),
         "pairs": spec.pairs, "train_pairs": dict(data.caps), "size": args.size,
         "weights": list(spec.weights), "steps": args.steps, "batch_size": args.batch_size,
         "length": args.length, "vocab_size": args.vocab_size, "prepare_s": prepare_s,
