@@ -5,8 +5,7 @@ Per table: rows (runs), pairs (domains with a weight), sizes, seconds of the who
 mixtures, the bootstrap, the recommendation), the chosen law, its CV and held-out mean relative
 error (MRE = 100 · mean |L̂ − L| / L, the metric Shukor et al. 2025 report: about 1–2 %) and
 Spearman ρ between predicted and measured losses over the held-out mixtures (per evaluated
-domain, then the mean; over all held-out runs and per size), and the CPU seconds of the command
-and its workers.
+domain, then the mean; over all held-out runs and per size).
 
 Tables:
 
@@ -38,7 +37,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
@@ -206,13 +204,6 @@ def score(wide: pd.DataFrame, payload: dict) -> dict:
                      for f, v in payload["laws"].items()}}
 
 
-def _children_cpu() -> float:
-    """User + system CPU seconds of the finished child processes (the command and, reaped
-    through it, its workers)."""
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
-
-
 def run_table(name: str, wide: pd.DataFrame, n_boot: int, workers: int | None) -> dict:
     """`python -m fitting.cli mixture` on ``wide`` (written to a temporary CSV), timed."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -220,9 +211,9 @@ def run_table(name: str, wide: pd.DataFrame, n_boot: int, workers: int | None) -
         wide.to_csv(path, index=False)
         cmd = [sys.executable, "-m", "fitting.cli", "mixture", path, "--json", "--n-boot",
                str(n_boot)] + ([] if workers is None else ["--workers", str(workers)])
-        t0, c0 = time.perf_counter(), _children_cpu()
+        t0 = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-        seconds, cpu = time.perf_counter() - t0, _children_cpu() - c0
+        seconds = time.perf_counter() - t0
     if proc.returncode != 0:
         return {"table": name, "error": proc.stderr[-2000:], "seconds": seconds}
     payload = json.loads(proc.stdout)
@@ -230,7 +221,7 @@ def run_table(name: str, wide: pd.DataFrame, n_boot: int, workers: int | None) -
     return {"table": name, "rows": len(wide), "pairs": sum(c.startswith("w_") for c in wide),
             "evaluated": sum(c.startswith("loss_") for c in wide), "sizes": len(sizes),
             "heldout_runs": int(wide["heldout"].sum()), "n_boot": n_boot,
-            "seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1), "progress_lines": proc.stderr.count("\n"),
+            "seconds": round(seconds, 1), "progress_lines": proc.stderr.count("\n"),
             **score(wide, payload)}
 
 
