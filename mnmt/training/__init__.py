@@ -2,7 +2,8 @@
 
 - ``config``: `TrainConfig` and its grouped sections (optimizer, inputs, eval, decode, checkpoint),
   gin; light (no jax), so studies can check field names without JAX;
-- ``trainer``: the loop — `train(config) -> TrainSummary`, resumable at any step;
+- ``trainer``: `train(config) -> TrainSummary`, resumable at any step; groups and branches;
+- ``loop``: the training loop of one group of runs (steps, evaluation, checkpoints, run files);
 - ``run_setup``: what a run derives from its config (model, mesh, shardings, inputs, run.json);
 - ``step_functions``: the jitted, sharded init / train-step functions;
 - ``host_inputs``: this host's shard of the input pipeline, prefetched, checkpointable;
