@@ -70,7 +70,7 @@ class RMSNorm(nn.Module):
 
 
 class Embed(nn.Module):
-    """Token embedding table [vocab, embed]; `attend` gives tied logits."""
+    """Token embedding table [vocab, embed]; tied logits use it through `t5.project_tied`."""
 
     num_embeddings: int
     features: int
@@ -84,10 +84,6 @@ class Embed(nn.Module):
 
     def __call__(self, ids: Array) -> Array:
         return jnp.take(self.embedding, ids, axis=0).astype(self.dtype)
-
-    def attend(self, x: Array) -> Array:
-        """Tied logits x·Eᵀ in float32 (T5X's `attend_dtype=float32`, for stability)."""
-        return jnp.einsum("ble,ve->blv", x.astype(jnp.float32), self.embedding)
 
 
 def relative_position_bucket(relative_position: np.ndarray, bidirectional: bool,

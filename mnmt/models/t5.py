@@ -11,10 +11,10 @@ not needed by the relative bias (offsets inside a segment equal offsets of the r
 
 Mixed precision (`T5Config.dtype="bfloat16"`): activations and matmuls in bfloat16, parameters
 float32 (cast at use), the logits projection in float32 as T5X's `logits_dense` and
-`Embed.attend` do, so the softmax and the loss see float32 logits. Rematerialisation
-(`T5Config.remat_policy`) wraps each encoder/decoder layer in `nn.remat` with a
-`jax.checkpoint` policy, as T5X's scalable_t5 and MaxText do; it is used for training only
-(incremental decoding has no backward pass).
+`Embed.attend` do (`project_untied`, `project_tied`), so the softmax and the loss see float32
+logits. Rematerialisation (`T5Config.remat_policy`) wraps each encoder/decoder layer in
+`nn.remat` with a `jax.checkpoint` policy, as T5X's scalable_t5 and MaxText do; it is used for
+training only (incremental decoding has no backward pass).
 """
 
 from __future__ import annotations
@@ -214,18 +214,16 @@ class Decoder(nn.Module):
         x = RMSNorm(dtype=dt, name="decoder_norm")(x)
         x = nn.Dropout(c.dropout_rate, broadcast_dims=(-2,))(x, deterministic=deterministic)
         # The logits in float32 whatever the activation dtype, as T5X's logits_dense and
-        # Embed.attend compute them: the softmax over the vocabulary and the loss never see
-        # bfloat16 logits.
+        # Embed.attend compute them (project_untied, project_tied): the softmax over the
+        # vocabulary and the loss never see bfloat16 logits.
         x = x.astype(jnp.float32)
         if return_hidden:
             return nn.with_logical_constraint(x, ("batch", "length", "embed"))
         if c.logits_via_embedding:
-            logits = embed.attend(x) / jnp.sqrt(jnp.asarray(c.emb_dim, jnp.float32))
-        else:
-            w = self.param("logits_dense", nn.with_logical_partitioning(
-                kernel_init(0, 1), ("embed", "vocab")), (c.emb_dim, c.vocab_size), jnp.float32)
-            logits = matmul_last(x, w)
-        return nn.with_logical_constraint(logits, ("batch", "length", "vocab"))
+            return project_tied(float(c.emb_dim), x, embed.embedding)
+        w = self.param("logits_dense", nn.with_logical_partitioning(
+            kernel_init(0, 1), ("embed", "vocab")), (c.emb_dim, c.vocab_size), jnp.float32)
+        return project_untied(x, w)
 
 
 class EncoderDecoderTransformer(nn.Module):
@@ -290,22 +288,25 @@ class DecoderOnlyTransformer(nn.Module):
 def vocab_projection(config: T5Config, params: Any) -> tuple[Array, Callable[[Array, Array], Array]]:
     """(kernel, project) of the decoder's output projection in a parameter tree of
     `EncoderDecoderTransformer` or `DecoderOnlyTransformer`: `project(hidden, kernel)` gives the
-    float32 logits exactly as `Decoder` computes them (tied: x·Eᵀ/√emb_dim as `Embed.attend`;
-    untied: x·logits_dense). For losses that project slices of the hidden states themselves."""
+    float32 logits with the functions `Decoder` itself uses (`project_tied`, `project_untied`).
+    For losses that project slices of the hidden states themselves."""
     decoder = params["decoder"]
     if not config.logits_via_embedding:
-        return decoder["logits_dense"], _project_untied
+        return decoder["logits_dense"], project_untied
     # a decoder-only model, or an encoder-decoder without a shared embedding, has its own table
     table = decoder["token_embedder"] if "token_embedder" in decoder else params["token_embedder"]
-    return table["embedding"], functools.partial(_project_tied, float(config.emb_dim))
+    return table["embedding"], functools.partial(project_tied, float(config.emb_dim))
 
 
-def _project_untied(x: Array, kernel: Array) -> Array:
+def project_untied(x: Array, kernel: Array) -> Array:
+    """Untied logits x·W [batch, len, vocab] in float32 (T5X's `logits_dense`), W [emb, vocab]."""
     logits = matmul_last(x.astype(jnp.float32), kernel)
     return nn.with_logical_constraint(logits, ("batch", "length", "vocab"))
 
 
-def _project_tied(emb_dim: float, x: Array, kernel: Array) -> Array:
-    logits = jnp.einsum("ble,ve->blv", x.astype(jnp.float32), kernel) / \
+def project_tied(emb_dim: float, x: Array, embedding: Array) -> Array:
+    """Tied logits x·Eᵀ/√emb_dim [batch, len, vocab] in float32 with the embedding table
+    E [vocab, emb] (T5X's `Embed.attend` with `attend_dtype=float32`, then its rescaling)."""
+    logits = jnp.einsum("ble,ve->blv", x.astype(jnp.float32), embedding) / \
         jnp.sqrt(jnp.asarray(emb_dim, jnp.float32))
     return nn.with_logical_constraint(logits, ("batch", "length", "vocab"))
