@@ -55,6 +55,8 @@ D_AXIS_BRANCHES = "cool-down branch ends (Hägele et al. 2024)"
 D_AXIS_EVALUATIONS = "intermediate evaluations"
 
 _KEY = "L(N, D) (Caillaut eq. 2)"
+#: cooled-down budgets per run that :func:`fit_cooled_law` needs (fewer: eq. 7 keeps the lead)
+MIN_BUDGETS = 3
 #: the name of the law fitted by :func:`fit_cooled_law`, as the report and fits.json say it
 COOLED_LAW = "L(N, D) across weights on cooled-down budgets"
 _NEED = {"run_id", "pair", "n", "step", "tokens", "value", "eval_set", "metric"}
@@ -294,6 +296,10 @@ def fit_cooled_law(table: pd.DataFrame, eval_set: str, metric: str, *,
     pts, note, why = chinchilla_points(table, eval_set, metric)
     if why:
         return None, "", why
+    few = int(pts.groupby(["pair", "weight", "n"], dropna=False)["tokens"].nunique().min())
+    if few < MIN_BUDGETS:
+        return None, "", (f"a run with {few} cooled-down budgets: L(N, D) across weights needs "
+                          f"≥ {MIN_BUDGETS} per run (the run's end and ≥ 2 branches)")
     try:
         fit = fit_joint_chinchilla(pts, uncertainty=None if uncertainty == "bootstrap"
                                    else uncertainty, n_refits=n_refits, seed=seed,

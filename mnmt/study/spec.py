@@ -613,10 +613,8 @@ def group_runs(spec: StudySpec, runs: list[RunSpec]) -> list[list[RunSpec]]:
 PRESETS: dict[str, StudySpec] = {
     # The main job (SPEC §6): 5 sizes x 5 weights on the 2-pair synthetic family, plus one
     # held-out run at a larger size and an unseen weight; the rsqrt schedule with a cool-down
-    # over the last 20 % of steps, and cool-down branches at 15, 30 and 60 % of each run (D =
-    # 188, 375, 750 steps beside 1,000) for L(N, D) across weights, whose N, D → ∞ limit is the
-    # fitted L∞, and the regime verdict; mini-2 at p = 0.5 with a second seed for the seed noise
-    # (docs/guides/studies.md: the built-in CPU study).
+    # over the last 40 % of steps, and a cool-down branch at 25 % of each run (D = 417 steps
+    # beside 1,000) for the regime verdict (docs/guides/studies.md: the built-in CPU study).
     "default": StudySpec(
         weights=(0.0, 0.3, 0.5, 0.7, 1.0),
         heldout=(("mini-3", 0.6),),
@@ -627,9 +625,8 @@ PRESETS: dict[str, StudySpec] = {
         train_steps=1000,
         eval_every=200,
         checkpoint_every=500,
-        cooldown_fraction=0.2,
-        cooldown_branches=(0.15, 0.3, 0.6),
-        seed_repeats=(("mini-2", 0.5, 1),),
+        cooldown_fraction=0.4,
+        cooldown_branches=(0.25,),
     ),
     # A miniature of the main job for the integration test and CI (at most ~2 minutes).
     "ci": StudySpec(
