@@ -16,7 +16,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-__all__ = ["FitError", "FitResult", "LAW_REGISTRY", "register_law", "get_law", "json_safe"]
+__all__ = ["FitError", "FitResult", "LAW_REGISTRY", "register_law", "get_law", "json_safe",
+           "fitted_pair"]
 
 LAW_REGISTRY: dict[str, type[FitResult]] = {}
 
@@ -116,6 +117,17 @@ def _floats(d: dict | None) -> dict[str, float] | None:
     if d is None:
         return None
     return {k: (math.nan if v is None else float(v)) for k, v in d.items()}
+
+
+def fitted_pair(pairs: list[str] | None, pair: str | None) -> str:
+    """``pair`` when it is one of the fitted ``pairs`` (None: the only fitted pair); else a
+    FitError naming the fitted pairs."""
+    pairs = pairs or []
+    if pair is None and len(pairs) == 1:
+        return pairs[0]
+    if pair not in pairs:
+        raise FitError(f"pair {pair!r} was not fitted; fitted pairs: {pairs}", column="pair")
+    return pair
 
 
 @dataclass

@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from fitting.core.base import FitError, FitResult, register_law
+from fitting.core.base import FitError, FitResult, fitted_pair, register_law
 from fitting.core.engine import goodness_of_fit, varpro_fit
 from fitting.core.uncertainty import band_from_samples, perturbation_samples, summarize_samples
 from fitting.data.tables import check_finite_positive, check_weights, require_columns
@@ -140,12 +140,7 @@ class JointChinchillaFit(FitResult):
                                  estimate=self.params)
 
     def _pair(self, pair: str | None) -> str:
-        pairs = self.pairs or []
-        if pair is None and len(pairs) == 1:
-            return pairs[0]
-        if pair not in pairs:
-            raise FitError(f"pair {pair!r} was not fitted; fitted pairs: {pairs}", column="pair")
-        return pair
+        return fitted_pair(self.pairs, pair)
 
 
 def _prepare(df: pd.DataFrame, source: str | None) -> pd.DataFrame:

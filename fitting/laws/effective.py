@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from fitting.core.base import FitError, FitResult, register_law
+from fitting.core.base import FitError, FitResult, fitted_pair, register_law
 from fitting.core.engine import goodness_of_fit, varpro_fit
 from fitting.core.uncertainty import (
     band_from_samples,
@@ -121,12 +121,7 @@ class MultilingualLawFit(FitResult):
         return value
 
     def _pair(self, pair: str | None) -> str:
-        pairs = self.pairs or []
-        if pair is None and len(pairs) == 1:
-            return pairs[0]
-        if pair not in pairs:
-            raise FitError(f"pair {pair!r} was not fitted; fitted pairs: {pairs}", column="pair")
-        return pair
+        return fitted_pair(self.pairs, pair)
 
     def f_hat(self, p: ArrayLike, pair: str | None = None, params: dict | None = None) -> np.ndarray:
         """f̂_i(p) of eq. 12 or eq. 13 for this pair."""
