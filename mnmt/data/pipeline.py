@@ -19,167 +19,33 @@ exact in the same way, and the encoder-decoder batches are unchanged. ``decoder_
 (:mod:`mnmt.data.decoder_format`, from ``InputConfig``) add Caillaut's source-language and
 domain tags and the ``<eos>`` prefix to training and evaluation rows alike.
 
-:func:`eval_batches` runs seqio's own task pipeline and ``EncDecFeatureConverter(pack=False)``
-(decoder-only: the same task features in the decoder-only format, one example per row) over a
-whole split once; the final batch is padded with rows of zero loss weight.
+The per-task streams behind it are :mod:`mnmt.data.task_streams`, its position's checks
+:mod:`mnmt.data.input_state`; evaluation batches (:func:`eval_batches`, :func:`eval_examples`)
+are :mod:`mnmt.data.eval_inputs`, re-exported here.
 """
 
 from __future__ import annotations
 
-import logging
-import math
 import queue
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from mnmt.data.decoder_format import NO_TAGS, DecoderOptions, separator_of_tasks, task_tags
-from mnmt.data.epoch_order import BlockReader, EpochOrder
+from mnmt.data.eval_inputs import eval_batches, eval_examples, num_eval_batches
 from mnmt.data.formats import example_format, finish_example
+from mnmt.data.input_state import STATE_VERSION, check_restorable
 from mnmt.data.packing import pack_examples, pad_examples
-from mnmt.data.stream_workers import make_encoder
 from mnmt.data.synthetic.grammar import stable_seed
+from mnmt.data.task_streams import IN_MEMORY_WARNING, TaskStream, in_memory_train_set
 
 __all__ = ["TrainInputs", "in_memory_train_set", "eval_batches", "eval_examples",
-           "pack_examples", "pad_examples", "finish_example", "separator_of_tasks"]
+           "pack_examples", "pad_examples", "finish_example", "separator_of_tasks",
+           "TaskStream", "num_eval_batches", "STATE_VERSION", "IN_MEMORY_WARNING"]
 
 _DRAW_BLOCK = 8192
-# Finite training sets larger than this, read without a token cache, log a warning.
-IN_MEMORY_WARNING = 1_000_000
-log = logging.getLogger(__name__)
-# 2: finite sets in EpochOrder (the same order with and without a token cache); version 1
-# states were written with another order (a numpy permutation in memory, index_shuffle cached).
-STATE_VERSION = 2
-
-
-# ---- per-task token streams ------------------------------------------------------------------
-class TaskStream:
-    """Tokenized training examples (``<2xx>`` + source, target; no EOS yet) of one task from
-    position ``cursor`` on (endless).
-
-    Unlimited synthetic streams are read sequentially (re-seeded per data shard). A finite
-    training set is read by index from its token cache when one of ``cache_dirs`` has it
-    (:mod:`mnmt.data.cache`: only this shard's files), otherwise held in memory; either way
-    this shard's examples are visited in the same seeded order
-    (:class:`mnmt.data.epoch_order.EpochOrder`, keyed by task, seed, shard and epoch), so the
-    cache changes no batch. What moves while reading (cursor, read-ahead) is this stream's own;
-    the cache and the in-memory set behind it are shared read-only.
-    """
-
-    def __init__(self, name: str, seed: int, shard: tuple[int, int], cursor: int,
-                 use_process: bool = False, cache_dirs: Sequence[str] = ()) -> None:
-        from mnmt.data.tasks import get_task_info
-        from mnmt.data.vocab import get_vocabulary, language_token_id
-
-        self.name = name
-        self.info = get_task_info(name)
-        vocab = get_vocabulary(self.info.vocab_path)
-        self.sp = vocab.tokenizer
-        self.lang_id = language_token_id(vocab, self.info.target_language)
-        self.seed = seed
-        self.shard = shard
-        self.cursor = cursor
-        self._finite: list[tuple[list[int], list[int]]] | None = None
-        self._reader: BlockReader | None = None
-        self._gen: Iterator[tuple[str, str]] | None = None
-        self._encode_text = make_encoder(self.sp, _word_cache(self.sp))
-        self.use_process = use_process
-        self._proc = None
-        self.cached = None
-        if self.info.train_size is not None or self.info.text_stream is None or (
-            self.info.definition.get("kind") != "synthetic"
-        ):
-            from mnmt.data.cache import open_task_cache
-
-            self.cached = open_task_cache(name, cache_dirs, shard, seed)
-            if self.cached is not None:
-                self._reader = self.cached.reader()
-            else:
-                self._finite = in_memory_train_set(self.info, shard)
-                if not self._finite:
-                    raise ValueError(f"task {name!r}: training split of shard {shard} is empty")
-                self._order = EpochOrder(len(self._finite), (name, seed, *shard))
-                self._reader = BlockReader(self._in_memory_examples)
-
-    def encode(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
-        # One call per string (batched encode spawns threads per call: slower for short
-        # sentences on a loaded machine), spaced text through a per-word cache.
-        enc = self._encode_text
-        lid = self.lang_id
-        return [([lid, *enc(s)], enc(t)) for s, t in pairs]
-
-    def _in_memory_examples(self, start: int, n: int) -> list[tuple[list[int], list[int]]]:
-        """The in-memory examples at stream positions start … start+n-1 (see the class doc)."""
-        finite = self._finite
-        return [finite[i] for i in self._order.indices(start, n).tolist()]
-
-    def _stream_seed(self) -> tuple:
-        return ("train-stream", self.seed, *self.shard)
-
-    def close(self) -> None:
-        if self._proc is not None:
-            self._proc.close()
-            self._proc = None
-
-    def take(self, n: int) -> list[tuple[Sequence[int], Sequence[int]]]:
-        """The next ``n`` examples: lists in memory, tuples from a token cache (same ids)."""
-        if n == 0:
-            return []
-        if self._reader is not None:  # finite: cached or in memory, one order
-            out = self._reader.take(self.cursor, n)
-            self.cursor += n
-            return out
-        if self.use_process:
-            if self._proc is None:
-                from mnmt.data.stream_workers import ProcessStream
-
-                fam = self.info.extra["family"]
-                self._proc = ProcessStream(
-                    fam.preset, fam.seed, self.info.pair, self.cursor, self._stream_seed(),
-                    self.sp.serialized_model_proto(), self.lang_id,
-                )
-            out = self._proc.take(n)
-            self.cursor += n
-            return out
-        if self._gen is None:
-            self._gen = self.info.text_stream("train", self.cursor, self._stream_seed())
-        texts = [next(self._gen) for _ in range(n)]
-        self.cursor += n
-        return self.encode(texts)
-
-
-_FINITE_CACHE: dict[tuple, list] = {}
-_WORD_CACHES: dict[int, dict[str, list[int]]] = {}
-
-
-def _word_cache(sp: Any) -> dict[str, list[int]]:
-    """Word → ids cache shared by all streams of one loaded vocabulary (kept alive by
-    get_vocabulary's cache, so its id is not reused)."""
-    return _WORD_CACHES.setdefault(id(sp), {})
-
-
-def in_memory_train_set(info, shard: tuple[int, int]) -> list[tuple[list[int], list[int]]]:
-    """Today's path for a finite task without a token cache: the examples ``i % count ==
-    index`` of its training split, tokenized (``[<2xx>, *source]``, target), held in memory
-    (memoised per task definition, vocabulary and shard)."""
-    from mnmt.data.vocab import get_vocabulary, language_token_id
-
-    vocab = get_vocabulary(info.vocab_path)
-    key = (info.name, repr(sorted(info.definition.items(), key=str)), id(vocab), shard)
-    if key not in _FINITE_CACHE:
-        lid = language_token_id(vocab, info.target_language)
-        index, count = shard
-        texts = [st for i, st in enumerate(info.text_stream("train", 0, None)) if i % count == index]
-        enc = vocab.tokenizer.EncodeAsIds
-        _FINITE_CACHE[key] = [([lid, *enc(s)], enc(t)) for s, t in texts]
-        if len(texts) > IN_MEMORY_WARNING:
-            log.warning("task %s: %d training examples of shard %s held in memory; build its "
-                        "token cache (mnmt.data.cache.build_cache; mnmt-study prepare does it for "
-                        "a study) and pass cache_dirs to read it by index",
-                        info.name, len(texts), shard)
-    return _FINITE_CACHE[key]
 
 
 # ---- the training iterator -------------------------------------------------------------------
@@ -320,41 +186,7 @@ class TrainInputs:
 
     def set_state(self, state: Mapping[str, Any]) -> None:
         """Continue from a :meth:`get_state` dict (same mixture, seed, shard, lengths, packing)."""
-        if state.get("version") != STATE_VERSION:
-            raise ValueError(
-                f"input state: version {state.get('version')!r}, this iterator reads version "
-                f"{STATE_VERSION}" + (" (version 1 visited finite training sets in another "
-                                      "order: the run cannot continue on the same examples; "
-                                      "start it again, or finish it with the mnmt release "
-                                      "that began it)" if state.get("version") == 1 else ""))
-        expect = {
-            "mixture_or_task": self.name, "seed": self.seed, "shard": list(self.shard),
-            "pack": self.pack, "feature_lengths": dict(self.lengths), "batch_size": self.batch_size,
-        }
-        if state.get("architecture", "encoder_decoder") != self.architecture:
-            raise ValueError(f"input state field 'architecture': checkpoint has "
-                             f"{state.get('architecture', 'encoder_decoder')!r}, iterator has "
-                             f"{self.architecture!r}")
-        for k, v in expect.items():
-            if state.get(k) != v:
-                raise ValueError(f"input state field {k!r}: checkpoint has {state.get(k)!r}, iterator has {v!r}")
-        own = self.options.state() if self.options.changed_fields() else None
-        if state.get("decoder_format") != own:
-            raise ValueError(f"input state field 'decoder_format': checkpoint has "
-                             f"{state.get('decoder_format')!r}, iterator has {own!r} (the "
-                             "InputConfig decoder-only options must stay those the run began with)")
-        changed = [t for t, digest in state.get("cache_contents", {}).items()
-                   if t in self._streams and self._streams[t].cached is not None
-                   and self._streams[t].cached.index.contents_digest() != digest]
-        if changed:
-            raise ValueError(f"input state field 'cache_contents': the token caches of {changed} "
-                             "were rebuilt with other contents or shards since the checkpoint "
-                             "(the same stream position would be other examples): restore "
-                             "that cache or start the run again")
-        if set(state["cursors"]) != set(self.tasks):
-            raise ValueError(
-                f"input state: tasks {sorted(state['cursors'])} differ from the mixture's {sorted(self.tasks)}"
-            )
+        check_restorable(state, self._state_now())
         self.close()
         self._consumed_state = None
         self._reset(int(state["window_start"]), int(state["rows_taken"]), state["cursors"],
@@ -476,91 +308,3 @@ class TrainInputs:
     @property
     def num_batches(self) -> int:
         return self._batches
-
-
-# ---- evaluation ------------------------------------------------------------------------------
-def eval_examples(task_name: str, split: str) -> list[tuple[str, str]]:
-    """The raw (source, target) strings of an eval split, in order (for BLEU / ChrF)."""
-    from mnmt.data.tasks import get_task_info
-
-    info = get_task_info(task_name)
-    if split not in info.splits:
-        raise ValueError(f"task {task_name!r}: unknown split {split!r}, expected {info.splits}")
-    limit = info.split_sizes.get(split)
-    out = []
-    for i, st in enumerate(info.text_stream(split, 0, None)):
-        if limit is not None and i >= limit:
-            break
-        out.append(st)
-    return out
-
-
-def eval_batches(
-    task_name: str,
-    split: str,
-    feature_lengths: Mapping[str, int],
-    batch_size: int,
-    *,
-    with_targets: bool = False,
-    architecture: str = "encoder_decoder",
-    decoder_options: DecoderOptions | None = None,
-) -> Iterator[dict[str, np.ndarray]]:
-    """Unpacked batches of the whole split once, through seqio's task pipeline and converter.
-
-    The final batch is padded with all-zero rows (zero loss weights). With ``with_targets``
-    each batch also carries ``targets_text`` (an object array of raw target strings, '' for
-    padding rows) for BLEU / ChrF. ``architecture="decoder_only"``: the task's (trimmed,
-    EOS-terminated) features in the decoder-only format of :mod:`mnmt.data.formats`, one
-    example per row of ``inputs + targets`` tokens, loss weights on the target and EOS only
-    (``decoder_options``' tags and prefix included, never weighted: see
-    :meth:`~mnmt.data.decoder_format.DecoderOptions.for_eval`).
-    """
-    import seqio
-
-    lengths = {k: int(feature_lengths[k]) for k in ("inputs", "targets")}
-    if architecture != "decoder_only":
-        example_format(architecture, lengths, options=decoder_options)  # raises on bad input
-    task = seqio.get_mixture_or_task(task_name)
-    ds = task.get_dataset(lengths, split=split, shuffle=False, num_epochs=1, use_cached=False)
-    if architecture == "decoder_only":
-        options = (decoder_options or DecoderOptions()).for_eval()
-        fmt = example_format(architecture, lengths, separator_of_tasks([task_name]), options)
-        tags = task_tags([task_name], options)[task_name]
-        rows_of: Iterator[dict[str, np.ndarray]] = (
-            {k: v[0] for k, v in fmt.pad([fmt.finish_task_features(
-                ex["inputs"], ex["targets"], tags)]).items()}
-            for ex in ds.as_numpy_iterator())
-    else:
-        rows_of = seqio.EncDecFeatureConverter(pack=False)(ds, lengths).as_numpy_iterator()
-    texts = [t for _, t in eval_examples(task_name, split)] if with_targets else None
-    buf: list[dict[str, np.ndarray]] = []
-    n_seen = 0
-
-    def emit(rows: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-        batch = {k: np.stack([r[k] for r in rows]).astype(np.int32) for k in rows[0]}
-        pad = batch_size - len(rows)
-        if pad:
-            batch = {k: np.concatenate([v, np.zeros((pad, *v.shape[1:]), v.dtype)]) for k, v in batch.items()}
-        return batch
-
-    for ex in rows_of:
-        buf.append(ex)
-        if len(buf) == batch_size:
-            b = emit(buf)
-            if texts is not None:
-                b["targets_text"] = np.array(texts[n_seen:n_seen + batch_size], dtype=object)
-            n_seen += len(buf)
-            buf = []
-            yield b
-    if not buf and n_seen == 0:
-        raise ValueError(f"eval split {split!r} of task {task_name!r} is empty: expected examples")
-    if buf:
-        b = emit(buf)
-        if texts is not None:
-            t = texts[n_seen:n_seen + len(buf)] + [""] * (batch_size - len(buf))
-            b["targets_text"] = np.array(t, dtype=object)
-        yield b
-
-
-def num_eval_batches(num_examples: int, batch_size: int) -> int:
-    return math.ceil(num_examples / batch_size)
