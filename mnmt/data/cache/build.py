@@ -1,19 +1,13 @@
-"""Build a task's token cache with an Apache Beam pipeline (SeqIO's ``cache_tasks`` engine).
+"""Build a task's token cache (``build_cache``): find it up to date, or run the Apache Beam
+pipeline of :mod:`mnmt.data.cache.beam_pipeline` (SeqIO's ``cache_tasks`` engine) and install
+what it wrote.
 
-The split is cut into ``P`` contiguous blocks, one per *part* (the task's
-:class:`~mnmt.data.sources.parts.SplitParts`: byte ranges of a TSV file, line ranges of aligned
-or gzip files, example ranges of a TFDS split or of an in-memory split), so each part reads
-only its share of the source. Stage one: part ``p`` reads its block, tokenizes it in batches
-with the study's SentencePiece model and writes its ``j``-th example into piece ``j % S``.
-Stage two (once every part's count is known): shard ``s`` is the concatenation, in part
-order, of each part's piece ``(s - i0_p) mod S``, where ``i0_p`` is the number of examples
-before part ``p``'s block — so example ``i`` of the split is in shard ``i % S``, in order,
-whatever ``P`` (a 1-part and a P-part build write identical shards). What each part read
-(examples, bytes) is recorded in ``index.json``'s ``build["read"]``.
-
-The driver merges the summaries into ``index.json``, writes ``COMPLETED`` and renames the
+The driver plans the parts (each reads only its block of the split), runs the pipeline into a
+temporary directory, merges the parts' and shards' summaries into ``index.json`` (with what
+each part read from the source in ``build["read"]``), writes ``COMPLETED`` and renames the
 temporary directory into place, so a killed or failed build (a full disk included) leaves no
-directory a reader would take.
+directory a reader would take; a failure raises one clear line
+(:mod:`mnmt.data.cache.build_errors`).
 
 By default the pipeline runs on Beam's portable local runner over all cores
 (``--runner=FnApiRunner --direct_running_mode=multi_processing --direct_num_workers=<cores>``);
@@ -23,42 +17,34 @@ or Flink/Spark job-server options) replace them unchanged.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import errno
 import json
 import os
 import re
 import secrets
 import shutil
 import socket
-import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from mnmt.data.cache import layout
+from mnmt.data.cache.beam_pipeline import LOCAL_RUNNERS, PartJob, run_pipeline
+from mnmt.data.cache.build_errors import CacheBuildError, build_failure
 from mnmt.data.cache.layout import CacheError, CacheIndex
 from mnmt.data.sources.parts import ReadCount, split_parts
 
 __all__ = ["build_cache", "CacheBuildError", "cache_status", "default_num_parts",
-           "default_num_shards",
-           "expected_identity", "DEFAULT_GROUP_SIZE"]
+           "default_num_shards", "expected_identity", "read_complete_index",
+           "DEFAULT_GROUP_SIZE", "SMALL_SPLIT", "LOCAL_RUNNERS"]
 
 # ArrayRecord records per chunk: 32 keeps the reader's index at a few bytes per example (group
 # size 1 costs ≈ 35 B/example in memory and is slower on random reads of small records here:
 # benchmarks/RESULTS.md).
 DEFAULT_GROUP_SIZE = 32
-_ENCODE_BATCH = 2048
 SMALL_SPLIT = 200_000
-LOCAL_RUNNERS = ("FnApiRunner", "DirectRunner", "PrismRunner")
-_ERROR_MARK = "mnmt-cache error: "
-
-
-class CacheBuildError(CacheError):
-    """A build that failed (message: the file, what happened, what to do)."""
 
 
 def default_num_parts(examples: int | None) -> int:
@@ -113,237 +99,7 @@ def read_complete_index(directory: str) -> CacheIndex | None:
     return CacheIndex.read(os.path.join(directory, layout.INDEX_FILE))
 
 
-@dataclasses.dataclass(frozen=True)
-class _PartJob:
-    """Everything a Beam worker needs to write one part or one shard (pickled to the worker)."""
-
-    task: str
-    split: str
-    reader: Any  # the task's SplitParts (mnmt.data.sources.parts)
-    blocks: tuple  # one block of the split per part, in order
-    spm_model: bytes
-    language_id: int
-    dtype: str
-    num_shards: int
-    group_size: int
-    out_dir: str
-
-    @property
-    def num_parts(self) -> int:
-        return len(self.blocks)
-
-    def shard_path(self, shard: int) -> str:
-        return os.path.join(self.out_dir, layout.shard_name(self.split, shard, self.num_shards))
-
-    def piece_path(self, part: int, residue: int) -> str:
-        """The file of part ``part``'s examples ``j`` with ``j % S == residue`` (its shard
-        itself when there is one part)."""
-        path = self.shard_path(residue)
-        return path if self.num_parts == 1 else f"{path}.part-{part:05d}"
-
-
-def _write_error(job: _PartJob, err: BaseException, what: str) -> CacheBuildError:
-    """The one-line error of a failed write in a worker (marked so the driver finds it in the
-    runner's wrapped error): no space left, or the error's first line."""
-    if _is_no_space(err):
-        return CacheBuildError(_ERROR_MARK + _no_space(job.task, job.out_dir, what))
-    return CacheBuildError(f"{_ERROR_MARK}{job.out_dir}: {str(err).splitlines()[0]} while "
-                           f"{what} of task {job.task!r}; build again (nothing was replaced)")
-
-
-def _is_no_space(err: BaseException | None) -> bool:
-    """Whether an error (or one it was raised from) is ENOSPC; ArrayRecord's writer reports
-    it as a RuntimeError whose text says so."""
-    seen = 0
-    while err is not None and seen < 8:
-        if getattr(err, "errno", None) == errno.ENOSPC or "No space left on device" in str(err):
-            return True
-        err, seen = err.__cause__ or err.__context__, seen + 1
-    return False
-
-
-def _no_space(task: str, tmp: str, what: str) -> str:
-    """The message of a build that ran out of space: where, what to do, what was kept."""
-    cache_dir = os.path.dirname(os.path.abspath(tmp))
-    return (f"{cache_dir}: no space left on device while {what} of the cache of task {task!r}; "
-            f"free space on that file system (or build into another cache_dir) and build again "
-            f"— the unfinished build ({os.path.basename(tmp)}) was removed and the previous "
-            "cache, if any, is unchanged")
-
-
-def _write_part(job: _PartJob, part: int) -> dict[str, Any]:
-    """Read, tokenize and write one part's block of the split: its examples ``j`` (in block
-    order) into piece ``j % S``; returns its summary (also written as JSON)."""
-    import sentencepiece as spm
-    from array_record.python.array_record_module import ArrayRecordWriter
-
-    from mnmt.data.sources.parts import ReadCount
-    from mnmt.data.stream_workers import make_encoder
-
-    # ids as the training pipeline's encoder gives them: SentencePiece, spaced text through a
-    # per-word cache (equal to EncodeAsIds; several times faster on Zipf-distributed words)
-    encode = make_encoder(spm.SentencePieceProcessor(model_proto=job.spm_model))
-    shards = job.num_shards
-    counts = [0] * shards
-    lengths: dict[str, list[np.ndarray]] = {"inputs": [], "targets": []}
-    batch: list[tuple[str, str]] = []
-    read = ReadCount()
-    seen = 0
-
-    def flush(writers) -> None:
-        nonlocal seen
-        sources = [encode(s) for s, _ in batch]
-        targets = [encode(t) for _, t in batch]
-        for src, tgt in zip(sources, targets, strict=True):
-            residue = seen % shards
-            writers[residue].write(layout.encode_example([job.language_id, *src], tgt, job.dtype))
-            counts[residue] += 1
-            seen += 1
-        lengths["inputs"].append(np.fromiter((len(s) + 1 for s in sources), np.int64))
-        lengths["targets"].append(np.fromiter((len(t) for t in targets), np.int64))
-        batch.clear()
-
-    try:
-        writers = [ArrayRecordWriter(job.piece_path(part, r), f"group_size:{job.group_size}")
-                   for r in range(shards)]
-        for pair in job.reader.read(job.split, job.blocks[part], read):
-            batch.append(pair)
-            if len(batch) >= _ENCODE_BATCH:
-                flush(writers)
-        if batch:
-            flush(writers)
-        for writer in writers:
-            writer.close()
-        per_side = {k: np.concatenate(v) if v else np.zeros(0, np.int64)
-                    for k, v in lengths.items()}
-        summary = {
-            "part": part, "examples": seen, "pieces": counts,
-            "tokens": {k: int(v.sum()) for k, v in per_side.items()},
-            "max_length": {k: int(v.max(initial=0)) for k, v in per_side.items()},
-            "length_histogram": {k: layout.length_histogram(v) for k, v in per_side.items()},
-            "read": dataclasses.asdict(read),
-        }
-        _write_json(os.path.join(job.out_dir, f"part-{part:05d}.json"), summary)
-    except (OSError, RuntimeError) as err:  # ArrayRecord reports write errors as RuntimeError
-        raise _write_error(job, err, f"writing part {part} of {job.num_parts}") from err
-    return summary
-
-
-def _write_json(path: str, value: Any) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(value, f)
-
-
-def _merge_shard(job: _PartJob, shard: int, examples: Sequence[tuple[int, int]]) -> int:
-    """Write shard ``s`` from the parts' pieces: part ``p``'s block starts at example
-    ``i0 = Σ examples of the parts before it``, so its example ``j`` is example ``i0 + j`` of the
-    split and shard ``s`` takes its piece ``(s - i0) mod S``; the pieces in part order are the
-    shard's examples in split order. Writes the shard's summary; returns the shard."""
-    from array_record.python.array_record_module import ArrayRecordReader, ArrayRecordWriter
-
-    counts = dict(examples)
-    starts = np.concatenate([[0], np.cumsum([counts[p] for p in range(job.num_parts)])])
-    path = job.shard_path(shard)
-    written = 0
-    try:
-        if job.num_parts > 1:
-            writer = ArrayRecordWriter(path, f"group_size:{job.group_size}")
-            for part in range(job.num_parts):
-                piece = job.piece_path(part, (shard - int(starts[part])) % job.num_shards)
-                reader = ArrayRecordReader(piece)
-                n = reader.num_records()
-                for lo in range(0, n, 4096):
-                    for record in reader.read(lo, min(n, lo + 4096)):
-                        writer.write(record)
-                reader.close()
-                written += n
-                os.remove(piece)
-            writer.close()
-        else:
-            reader = ArrayRecordReader(path)
-            written = reader.num_records()
-            reader.close()
-        _write_json(os.path.join(job.out_dir, f"shard-{shard:05d}.json"),
-                    {"examples": written, "bytes": os.path.getsize(path),
-                     "sha256": layout.file_sha256(path)})
-    except (OSError, RuntimeError) as err:
-        raise _write_error(job, err, f"writing shard {shard} of {job.num_shards}") from err
-    return shard
-
-
-def _run_pipeline(job: _PartJob, beam_args: Sequence[str], log_path: str) -> str:
-    """Run the Beam pipeline over the parts; returns the runner's name. The local runner's
-    worker processes write their logs to ``log_path`` instead of the terminal."""
-    import apache_beam as beam
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    args = list(beam_args)
-    if not any(a.startswith("--runner") for a in args):
-        mode = "multi_processing" if job.num_parts > 1 else "in_memory"
-        args = ["--runner=FnApiRunner", f"--direct_running_mode={mode}",
-                f"--direct_num_workers={job.num_parts}", *args]
-    if not any(a.startswith("--default_sdk_harness_log_level") for a in args):
-        args.append("--default_sdk_harness_log_level=WARNING")  # workers: no per-bundle INFO
-    if not any(a.startswith("--pickle_library") for a in args):
-        args.append("--pickle_library=cloudpickle")  # the task's reader is a closure
-    options = PipelineOptions(args)
-    runner = next(a.split("=", 1)[1] for a in args if a.startswith("--runner"))
-    workers = runner if "--direct_running_mode=multi_processing" in args else "in-process"
-    with (_driver_path_for_local_workers(runner), _stderr_to(log_path, workers),
-          beam.Pipeline(options=options) as pipeline):
-        examples = (pipeline
-                    | "parts" >> beam.Create(list(range(job.num_parts)))
-                    | "spread parts" >> beam.Reshuffle()
-                    | "write parts" >> beam.Map(
-                        lambda part, j=job: (part, _write_part(j, part)["examples"])))
-        _ = (pipeline
-             | "shards" >> beam.Create(list(range(job.num_shards)))
-             | "spread shards" >> beam.Reshuffle()
-             | "merge shards" >> beam.Map(lambda shard, ex, j=job: _merge_shard(j, shard, ex),
-                                          ex=beam.pvalue.AsList(examples)))
-    return runner
-
-
-@contextlib.contextmanager
-def _stderr_to(path: str, runner: str) -> Iterator[None]:
-    """Send this process's standard error (inherited by local Beam workers) to ``path``."""
-    if runner not in LOCAL_RUNNERS:
-        yield
-        return
-    from mnmt.tensorflow_setup import native_stderr_to
-
-    with open(path, "ab") as log_file, native_stderr_to(log_file):
-        yield
-
-
-@contextlib.contextmanager
-def _driver_path_for_local_workers(runner: str) -> Iterator[None]:
-    """Let the local runner's worker processes import what the driver imports (the task's
-    reader may live in a module found through the driver's ``sys.path``, e.g. a user's task
-    module next to the study file); remote runners ship code their own way."""
-    if runner not in LOCAL_RUNNERS:
-        yield
-        return
-    before = os.environ.get("PYTHONPATH")
-    entries = [p for p in sys.path if p and os.path.isdir(p)]
-    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(
-        [*entries, *(before.split(os.pathsep) if before else [])]))
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = before
-
-
-def _failure_line(err: BaseException) -> str:
-    """The one-line message of a worker's CacheBuildError inside a runner's wrapped error."""
-    match = re.search(re.escape(_ERROR_MARK) + r"(.*)", str(err))
-    return match.group(1).strip() if match else ""
-
-
-def _summaries(job: _PartJob, prefix: str, count: int) -> list[dict[str, Any]]:
+def _summaries(job: PartJob, prefix: str, count: int) -> list[dict[str, Any]]:
     """The JSON summaries ``<prefix>-00000.json`` … the pipeline's workers wrote."""
     out = []
     for k in range(count):
@@ -355,7 +111,7 @@ def _summaries(job: _PartJob, prefix: str, count: int) -> list[dict[str, Any]]:
     return out
 
 
-def _index(job: _PartJob, identity: dict[str, Any], info: Any, runner: str, seconds: float,
+def _index(job: PartJob, identity: dict[str, Any], info: Any, runner: str, seconds: float,
            planned: dict[str, int]) -> CacheIndex:
     """index.json's contents from the parts' and the shards' summaries. ``build["read"]``:
     what was read from the source — by the plan (``planned``) and by each part — in examples
@@ -416,22 +172,6 @@ def _install(tmp: str, final: str) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _build_failure(err: BaseException, task: str, tmp: str, log_path: str) -> BaseException:
-    """What a failed build raises (its temporary directory already removed): a worker's own
-    one-line error, a full disk (wherever it happened), else the error's last line and the
-    workers' log; KeyboardInterrupt and the like unchanged."""
-    line = _failure_line(err)
-    if line:
-        return CacheBuildError(line)
-    if isinstance(err, CacheBuildError):
-        return err
-    if _is_no_space(err):
-        return CacheBuildError(_no_space(task, tmp, "finishing"))
-    if isinstance(err, Exception):
-        last = str(err).strip().splitlines()[-1:] or [type(err).__name__]
-        return CacheBuildError(f"building the cache of {task!r} failed: {last[0]} "
-                               f"(the Beam workers' log: {log_path})")
-    return err
 
 
 def build_cache(
@@ -489,7 +229,7 @@ def build_cache(
     reader = split_parts(info)
     planned = ReadCount()
     blocks = tuple(reader.plan(split, min(parts, shards), planned))
-    job = _PartJob(task=task_name, split=split, reader=reader, blocks=blocks,
+    job = PartJob(task=task_name, split=split, reader=reader, blocks=blocks,
                    spm_model=vocab.tokenizer.serialized_model_proto(),
                    language_id=identity["language_id"], dtype=layout.ids_dtype(vocab.vocab_size),
                    num_shards=shards, group_size=int(group_size), out_dir=tmp)
@@ -499,7 +239,7 @@ def build_cache(
     log_path = f"{final}.build.log"
     try:
         os.makedirs(tmp)
-        runner = _run_pipeline(job, beam_args, log_path)
+        runner = run_pipeline(job, beam_args, log_path)
         index = _index(job, identity, info, runner, time.perf_counter() - start,
                        dataclasses.asdict(planned))
         if index.examples == 0:
@@ -514,7 +254,7 @@ def build_cache(
         _install(tmp, final)
     except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise _build_failure(err, task_name, tmp, log_path) from None
+        raise build_failure(err, task_name, tmp, log_path) from None
     seconds = index.build["seconds"]
     say(f"cache: {task_name}: {index.examples:,} examples, "
         f"{sum(index.tokens.values()):,} tokens in {seconds:.1f} s "
