@@ -7,37 +7,43 @@ every run is evaluated on every pair (p = 0 still means "evaluated, not trained"
 
 `StudySpec` is gin-configurable, so a study is a gin file in `t5x_configs/studies/`; the built-in
 CPU presets are plain Python values in `PRESETS`.
+
+Validation lives in `mnmt.study.spec_checks` and the expansion into runs in
+`mnmt.study.expansion`; their public names are importable from here too.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
-from collections.abc import Sequence
 
 import gin
 
-from mnmt.models.configs import (  # light: no jax
-    ACTIVATION_DTYPES,
-    PARTITIONING_RULES,
-    REMAT_POLICIES,
+from mnmt.study.expansion import (
+    RunSpec,
+    branch_groups,
+    branch_runs,
+    expand,
+    group_runs,
+    mixture_count,
+    progress_entries,
+    run_id,
+    size_weights,
+    training_groups,
+    with_branches,
 )
-from mnmt.study import mixture_design, train_options  # light: numpy, configuration only
+from mnmt.study.spec_checks import BRANCH_FIELDS, StudyError, mixture_weights, validate
 from mnmt.training import branches  # light: configuration only
-from mnmt.training.config import COOLDOWN_SHAPES, DECAYS  # light: no jax
 
-# What branch errors call the study's fields (mnmt.training.branches names TrainConfig's).
-_BRANCH_FIELDS = branches.BranchFields("StudySpec.cooldown_branches",
-                                       "StudySpec.branch_cooldown_fraction",
-                                       "StudySpec.cooldown_fraction", "StudySpec.decay")
+__all__ = [
+    "FERNANDES_TWO_PAIR_GRID", "PRESETS", "PRESET_SUMMARIES", "RunSpec", "StudyError", "StudySpec",
+    "branch_groups", "branch_runs", "expand", "group_runs", "mixture_count", "mixture_weights",
+    "progress_entries", "run_id", "simplex_grid", "size_weights", "training_groups", "validate",
+    "with_branches",
+]
 
 # Fernandes et al. 2023 §3.2: weights of the first pair in two-pair mixtures.
 FERNANDES_TWO_PAIR_GRID: tuple[float, ...] = (0.0, 0.05, 0.1, 0.3, 0.5, 0.7, 0.9, 0.95, 1.0)
-
-
-class StudyError(ValueError):
-    """A study definition that cannot be run; the message names the field and what was expected."""
 
 
 @gin.configurable("StudySpec")
@@ -213,290 +219,13 @@ class StudySpec:
         """The branch points of the runs of `size` as steps (`cooldown_branches`)."""
         return branches.resolve_branch_steps(
             self.cooldown_branches, self.steps_for(size), self.cooldown_for(size),
-            self.branch_cooldown_fraction or None, _BRANCH_FIELDS, decay=self.decay)
+            self.branch_cooldown_fraction or None, BRANCH_FIELDS, decay=self.decay)
 
     def run_steps(self, run: RunSpec) -> tuple[int, int]:
         """(first, last) step a run trains: (0, T) for a run, (b, b + c_b) for a branch."""
         if run.parent:
             return run.branch_step, run.branch_step + run.cooldown_steps
         return 0, self.steps_for(run.size)
-
-
-@dataclasses.dataclass(frozen=True)
-class RunSpec:
-    """One training run of a study."""
-
-    run_id: str
-    size: str
-    weights: dict[str, float]  # pair -> sampling weight (sums to 1)
-    seed: int
-    heldout: bool = False  # trained, never fitted: the report predicts it (StudySpec.heldout)
-    # How the weights were chosen: "" (explicit), "T5" (temperature), "os5", or a design's tag
-    # ("only-en-de", "uniform", "unimax1", "dir0", "hold0"; mnmt.study.mixture_design).
-    mixture: str = ""
-    # A cool-down branch: its parent's run id, the step it leaves from and its cool-down steps.
-    parent: str = ""
-    branch_step: int = 0
-    cooldown_steps: int = 0
-
-    @property
-    def trained_pairs(self) -> list[str]:
-        return [pair for pair, w in self.weights.items() if w > 0]
-
-
-# Field -> what its value must look like (checked before the values themselves; a gin list is
-# accepted where a tuple is expected). "pairs_of:K" = a sequence of (str, K) entries.
-_FIELD_KINDS: dict[str, str] = {
-    "name": "str", "data_preset": "str", "task_module": "str", "vocabulary_path": "str",
-    "decay": "str", "cooldown_shape": "str", "cooldown_branches": "numbers",
-    "branch_cooldown_fraction": "number", "activation_dtype": "str", "remat_policy": "str",
-    "partitioning_rules": "str", "tasks": "pairs_of:str", "pairs": "strs", "sizes": "strs",
-    "eval_sets": "strs", "weights": "seq", "data_caps": "seq", "heldout": "seq",
-    "temperatures": "numbers", "oversampling": "numbers", "report_target_sizes": "numbers",
-    "seeds": "ints", "train_steps_by_size": "pairs_of:int", "feature_lengths": "pairs_of:int",
-    "train_steps": "int", "batch_size": "int", "batch_tokens": "int", "eval_every": "int",
-    "checkpoint_every": "int", "warmup_steps": "int", "vocab_size": "int",
-    "num_decode_examples": "int", "max_group": "int", "learning_rate": "number",
-    "momentum": "number", "cooldown_fraction": "number", "dropout_rate": "number",
-    "decode_at_end": "bool", "cache_data": "bool", "cache_dir": "str", "cache_shards": "int",
-    "cache_beam_args": "strs", "single_pair_runs": "bool", "uniform_mixture": "bool",
-    "unimax_epochs": "numbers", "examples_per_row": "number", "epoch_cap": "number", "dirichlet_mixtures": "int",
-    "dirichlet_concentration": "number", "design_seed": "int", "heldout_mixtures": "int",
-    "mixture_preferences": "seq",
-    "gradient_accumulation_steps": "int", "loss_tiles": "int", "verify": "bool",
-    "verify_size": "str", "verify_seeds": "int", "vocab_seed": "int", "seed_repeats": "seq",
-}
-_KIND_TEXT = {
-    "str": "a string", "strs": "a tuple of strings", "seq": "a tuple", "numbers":
-    "a tuple of numbers", "ints": "a tuple of integers", "int": "an integer", "number": "a number",
-    "bool": "True or False", "pairs_of:str": "a tuple of (str, str) pairs",
-    "pairs_of:int": "a tuple of (str, int) pairs",
-}
-
-
-def _is_int(x: object) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _is_number(x: object) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool)
-
-
-def _has_kind(value: object, kind: str) -> bool:
-    is_seq = isinstance(value, tuple | list)
-    if kind.startswith("pairs_of:"):
-        inner = {"str": lambda x: isinstance(x, str), "int": _is_int}[kind.split(":")[1]]
-        return is_seq and all(isinstance(e, tuple | list) and len(e) == 2
-                              and isinstance(e[0], str) and inner(e[1]) for e in value)
-    element = {"strs": lambda x: isinstance(x, str), "numbers": _is_number, "ints": _is_int,
-               "seq": lambda x: True}.get(kind)
-    if element is not None:
-        return is_seq and all(element(e) for e in value)
-    return {"str": lambda x: isinstance(x, str), "int": _is_int, "number": _is_number,
-            "bool": lambda x: isinstance(x, bool)}[kind](value)
-
-
-def _validate_kinds(spec: StudySpec) -> None:
-    for field, kind in _FIELD_KINDS.items():
-        value = getattr(spec, field)
-        if not _has_kind(value, kind):
-            raise StudyError(f"StudySpec.{field}: expected {_KIND_TEXT[kind]}, got {value!r}")
-    for field in ("learning_rate", "report_target_sizes"):
-        values = getattr(spec, field)
-        for value in values if isinstance(values, tuple | list) else [values]:
-            if not (math.isfinite(value) and value > 0):
-                raise StudyError(f"StudySpec.{field}: expected finite positive numbers, got "
-                                 f"{value!r}")
-    if not 0.0 <= spec.dropout_rate < 1.0:
-        raise StudyError(f"StudySpec.dropout_rate: expected a rate in [0, 1), got "
-                         f"{spec.dropout_rate!r}")
-    for field in ("warmup_steps", "num_decode_examples", "cache_shards"):
-        if getattr(spec, field) < 0:
-            raise StudyError(f"StudySpec.{field}: expected a non-negative integer, got "
-                             f"{getattr(spec, field)!r}")
-    if not spec.eval_sets or not all(spec.eval_sets):
-        raise StudyError(f"StudySpec.eval_sets: expected non-empty names, got {spec.eval_sets!r}")
-
-
-def validate(spec: StudySpec) -> None:
-    """Raise StudyError naming the first field of `spec` that cannot be run."""
-    _validate_kinds(spec)
-    if not spec.name or any(c in spec.name for c in "/\\ "):
-        raise StudyError(f"StudySpec.name: expected a non-empty name without '/', '\\' or spaces, got {spec.name!r}")
-    if len(spec.pairs) < 1 or len(set(spec.pairs)) != len(spec.pairs):
-        raise StudyError(f"StudySpec.pairs: expected distinct language pairs, got {spec.pairs!r}")
-    for pair in spec.pairs:
-        parts = pair.split("-")
-        if len(parts) != 2 or not all(parts):
-            raise StudyError(f"StudySpec.pairs: expected pairs like 'en-de', got {pair!r}")
-    if not spec.sizes:
-        raise StudyError("StudySpec.sizes: expected at least one model size")
-    if not spec.weights and not any(getattr(spec, f) for f in _DESIGN_FIELDS):
-        raise StudyError("StudySpec.weights: expected at least one mixture (or a design: "
-                         + ", ".join(_DESIGN_FIELDS) + ")")
-    _validate_caps(spec)
-    if (problem := mixture_design.design_error(spec)) is not None:
-        raise StudyError(problem)
-    for w in spec.weights:
-        mixture_weights(spec.pairs, w)
-    if not spec.seeds:
-        raise StudyError("StudySpec.seeds: expected at least one seed")
-    if spec.verify_seeds < 2:
-        raise StudyError(f"StudySpec.verify_seeds: expected at least 2 (the verification verdict "
-                         f"needs a seed sd), got {spec.verify_seeds!r}")
-    if spec.verify and len(spec.pairs) < 3:
-        raise StudyError(f"StudySpec.verify: verifies a K-pair recommendation (3 pairs or more), "
-                         f"got pairs {list(spec.pairs)}")
-    for field in ("train_steps", "batch_size", "eval_every", "checkpoint_every", "vocab_size",
-                  "max_group"):
-        value = getattr(spec, field)
-        if not isinstance(value, int) or value <= 0:
-            raise StudyError(f"StudySpec.{field}: expected a positive integer, got {value!r}")
-    heldout_sizes = []
-    for entry in spec.heldout:
-        if not isinstance(entry, tuple | list) or len(entry) != 2 or not isinstance(entry[0], str):
-            raise StudyError(f"StudySpec.heldout: expected (size, weights) entries, got {entry!r}")
-        mixture_weights(spec.pairs, entry[1], field="heldout")
-        heldout_sizes.append(entry[0])
-    for entry in spec.seed_repeats:
-        if (not isinstance(entry, tuple | list) or len(entry) != 3 or entry[0] not in spec.sizes
-                or isinstance(entry[2], bool) or not isinstance(entry[2], int)
-                or entry[2] in spec.seeds):
-            raise StudyError(f"StudySpec.seed_repeats: expected (size, weight, seed) entries with "
-                             f"a size of StudySpec.sizes {list(spec.sizes)} and a seed not in "
-                             f"StudySpec.seeds {list(spec.seeds)}, got {entry!r}")
-        mixture_weights(spec.pairs, entry[1], field="seed_repeats")
-    for size, steps in spec.train_steps_by_size:
-        if size not in spec.sizes and size not in heldout_sizes:
-            raise StudyError(f"StudySpec.train_steps_by_size: size {size!r} is not in StudySpec.sizes "
-                             f"{list(spec.sizes)} or StudySpec.heldout")
-        if not isinstance(steps, int) or steps <= 0:
-            raise StudyError(f"StudySpec.train_steps_by_size: expected a positive integer for {size!r}, "
-                             f"got {steps!r}")
-    for field, allowed in (("activation_dtype", ACTIVATION_DTYPES), ("remat_policy", REMAT_POLICIES),
-                           ("partitioning_rules", PARTITIONING_RULES)):
-        if getattr(spec, field) not in allowed:
-            raise StudyError(f"StudySpec.{field}: expected one of {', '.join(allowed)}, got "
-                             f"{getattr(spec, field)!r}")
-    for field in ("gradient_accumulation_steps", "loss_tiles"):
-        if getattr(spec, field) < 1:
-            raise StudyError(f"StudySpec.{field}: expected a positive integer (1 = off), got "
-                             f"{getattr(spec, field)!r}")
-    if spec.decay not in DECAYS:
-        raise StudyError(f"StudySpec.decay: expected one of {', '.join(DECAYS)}, got {spec.decay!r}")
-    if not isinstance(spec.momentum, int | float) or not 0.0 <= float(spec.momentum) < 1.0:
-        raise StudyError(f"StudySpec.momentum: expected a decay in [0, 1) (0 = no momentum), got "
-                         f"{spec.momentum!r}")
-    if not 0.0 <= float(spec.cooldown_fraction) <= 1.0:
-        raise StudyError(f"StudySpec.cooldown_fraction: expected a share in [0, 1], got "
-                         f"{spec.cooldown_fraction!r}")
-    _validate_branches(spec)
-    problem = train_options.overrides_error(spec.train_overrides,
-                                            [f.name for f in dataclasses.fields(StudySpec)])
-    if problem is not None:
-        raise StudyError(problem)
-    if not isinstance(spec.batch_tokens, int) or spec.batch_tokens < 0:
-        raise StudyError(f"StudySpec.batch_tokens: expected 0 (use batch_size) or a positive integer, "
-                         f"got {spec.batch_tokens!r}")
-    if spec.tasks:
-        named = [pair for pair, _ in spec.tasks]
-        if sorted(named) != sorted(spec.pairs):
-            raise StudyError(f"StudySpec.tasks: expected one task per pair {list(spec.pairs)}, got pairs {named}")
-        if not spec.vocabulary_path:
-            raise StudyError("StudySpec.vocabulary_path: required when StudySpec.tasks names registered tasks")
-    lengths = dict(spec.feature_lengths)
-    if set(lengths) != {"inputs", "targets"} or any(v <= 0 for v in lengths.values()):
-        raise StudyError(
-            f"StudySpec.feature_lengths: expected positive 'inputs' and 'targets' lengths, got {lengths!r}"
-        )
-
-
-# Fields that add mixtures besides `weights` (mnmt.study.mixture_design).
-_DESIGN_FIELDS = ("temperatures", "oversampling", "single_pair_runs", "uniform_mixture",
-                  "unimax_epochs", "dirichlet_mixtures", "heldout_mixtures")
-
-
-def _validate_branches(spec: StudySpec) -> None:
-    if spec.cooldown_shape not in COOLDOWN_SHAPES:
-        raise StudyError(f"StudySpec.cooldown_shape: expected one of {', '.join(COOLDOWN_SHAPES)},"
-                         f" got {spec.cooldown_shape!r}")
-    if not 0.0 <= float(spec.branch_cooldown_fraction) < 1.0:
-        raise StudyError(f"StudySpec.branch_cooldown_fraction: expected a share in [0, 1) (0: "
-                         f"cooldown_fraction), got {spec.branch_cooldown_fraction!r}")
-    sizes = list(spec.sizes) + [entry[0] for entry in spec.heldout]
-    for size in dict.fromkeys(sizes):
-        try:
-            spec.branch_steps_for(size)
-        except branches.BranchError as err:
-            raise StudyError(f"{err} (size {size}, {spec.steps_for(size)} steps)") from None
-
-
-def _validate_caps(spec: StudySpec) -> None:
-    caps = {}
-    for entry in spec.data_caps:
-        if not isinstance(entry, tuple | list) or len(entry) != 2 or entry[0] not in spec.pairs:
-            raise StudyError(f"StudySpec.data_caps: expected (pair, examples) entries with a pair of "
-                             f"{list(spec.pairs)}, got {entry!r}")
-        if not isinstance(entry[1], int) or isinstance(entry[1], bool) or entry[1] < 1:
-            raise StudyError(f"StudySpec.data_caps: expected a positive integer number of examples "
-                             f"for {entry[0]!r}, got {entry[1]!r}")
-        caps[entry[0]] = entry[1]
-    for field, values in (("temperatures", spec.temperatures), ("oversampling", spec.oversampling)):
-        if not values:
-            continue
-        if set(caps) != set(spec.pairs):
-            raise StudyError(f"StudySpec.{field}: weights from data sizes need StudySpec.data_caps "
-                             f"for every pair {list(spec.pairs)}; caps given for {sorted(caps)}")
-        for value in values:
-            if not isinstance(value, int | float) or not value > 0:
-                raise StudyError(f"StudySpec.{field}: expected positive numbers, got {value!r}")
-
-
-def size_weights(spec: StudySpec) -> list[tuple[str, dict[str, float]]]:
-    """The mixtures of `spec.temperatures` and `spec.oversampling`: (tag, pair -> weight), the
-    weights computed from `spec.data_caps` (Chen et al. 2023 §4.2; Caillaut et al. 2024 §3.1)."""
-    from fitting.data.sampling import oversampling_weights, temperature_weights  # numpy only
-
-    caps = dict(spec.data_caps)
-    sizes = [float(caps[pair]) for pair in spec.pairs] if spec.temperatures or spec.oversampling \
-        else []
-    out = []
-    for T in spec.temperatures:
-        w = temperature_weights(sizes, float(T))
-        out.append((f"T{float(T):g}", dict(zip(spec.pairs, map(float, w), strict=True))))
-    for t in spec.oversampling:
-        w = oversampling_weights(sizes, float(t))
-        out.append((f"os{float(t):g}", dict(zip(spec.pairs, map(float, w), strict=True))))
-    return out
-
-
-def mixture_weights(pairs: Sequence[str], w: float | Sequence[float],
-                    field: str = "weights") -> dict[str, float]:
-    """The per-pair sampling weights of one grid point (see `StudySpec.weights`); errors name
-    `StudySpec.<field>`."""
-    if _is_number(w):
-        if len(pairs) != 2:
-            raise StudyError(
-                f"StudySpec.{field}: a single number p needs exactly two pairs, got {len(pairs)} pairs; "
-                "give one weight per pair instead"
-            )
-        p = float(w)
-        if not (0.0 <= p <= 1.0) or math.isnan(p):
-            raise StudyError(f"StudySpec.{field}: expected p in [0, 1], got {w!r}")
-        return {pairs[0]: p, pairs[1]: 1.0 - p}
-    if not isinstance(w, tuple | list) or not all(_is_number(x) for x in w):
-        raise StudyError(f"StudySpec.{field}: expected a number p or one number per pair "
-                         f"{list(pairs)}, got {w!r}")
-    values = [float(x) for x in w]
-    if len(values) != len(pairs):
-        raise StudyError(
-            f"StudySpec.{field}: expected {len(pairs)} weights (one per pair {list(pairs)}), got {list(w)!r}"
-        )
-    if not all(math.isfinite(x) and x >= 0 for x in values) or not 0 < sum(values) < math.inf:
-        raise StudyError(f"StudySpec.{field}: expected finite non-negative weights with a positive "
-                         f"sum, got {list(w)!r}")
-    total = sum(values)
-    return {pair: x / total for pair, x in zip(pairs, values, strict=True)}
 
 
 def simplex_grid(num_pairs: int, resolution: int) -> list[tuple[float, ...]]:
@@ -509,105 +238,6 @@ def simplex_grid(num_pairs: int, resolution: int) -> list[tuple[float, ...]]:
             last = resolution - sum(combo)
             points.append(tuple(c / resolution for c in (*combo, last)))
     return points
-
-
-def run_id(size: str, weights: dict[str, float], seed: int, mixture: str = "") -> str:
-    """Stable, readable run id: `mini-2_p0.50_s0` for two pairs, `mini-2_w0.20-0.30-0.50_s0` for
-    K, `mini-2_T5_s0` / `mini-2_dir3_s0` for a mixture named by how its weights were chosen."""
-    values = list(weights.values())
-    if mixture:
-        tag = mixture
-    elif len(values) == 2:
-        tag = f"p{values[0]:.2f}"
-    else:
-        tag = "w" + "-".join(f"{v:.2f}" for v in values)
-    return f"{size}_{tag}_s{seed}"
-
-
-def mixture_count(spec: StudySpec) -> int:
-    """Mixtures trained at every size and seed and fitted: explicit weights, size-based and
-    design ones (held-out mixtures not included), as `expand` builds them."""
-    return len(spec.weights) + len(mixture_design.fitted_mixtures(spec, size_weights))
-
-
-def expand(spec: StudySpec) -> list[RunSpec]:
-    """The study's runs, smallest size first within each mixture (cheap results arrive early)."""
-    runs = []
-    for w, seed, size in itertools.product(spec.weights, spec.seeds, spec.sizes):
-        weights = mixture_weights(spec.pairs, w)
-        runs.append(RunSpec(run_id=run_id(size, weights, seed), size=size, weights=weights, seed=seed))
-    for held, mixtures in ((False, mixture_design.fitted_mixtures(spec, size_weights)),
-                           (True, mixture_design.heldout_design(spec))):
-        for (tag, weights), seed, size in itertools.product(mixtures, spec.seeds, spec.sizes):
-            runs.append(RunSpec(run_id=run_id(size, weights, seed, tag), size=size,
-                                weights=weights, seed=seed, heldout=held, mixture=tag))
-    for size, w in spec.heldout:
-        weights = mixture_weights(spec.pairs, w)
-        runs.append(RunSpec(run_id=run_id(size, weights, spec.seeds[0]), size=size,
-                            weights=weights, seed=spec.seeds[0], heldout=True))
-    for size, w, seed in spec.seed_repeats:
-        weights = mixture_weights(spec.pairs, w)
-        runs.append(RunSpec(run_id=run_id(size, weights, seed), size=size, weights=weights,
-                            seed=seed))
-    ids = [r.run_id for r in runs]
-    duplicates = sorted({i for i in ids if ids.count(i) > 1})
-    if duplicates:
-        raise StudyError(f"StudySpec.weights/sizes/seeds/heldout/seed_repeats: the grid repeats runs "
-                         f"{duplicates}")
-    return runs
-
-
-def branch_runs(spec: StudySpec, run: RunSpec) -> list[RunSpec]:
-    """The cool-down branches of `run` (`StudySpec.cooldown_branches`), by step."""
-    if run.parent:
-        return []
-    share = branches.resolve_cooldown_share(spec.steps_for(run.size), spec.cooldown_for(run.size),
-                                            spec.branch_cooldown_fraction or None,
-                                            _BRANCH_FIELDS) if spec.cooldown_branches else 0.0
-    return [dataclasses.replace(run, run_id=branches.branch_run_id(run.run_id, step),
-                                parent=run.run_id, branch_step=step,
-                                cooldown_steps=branches.cooldown_steps_at(step, share))
-            for step in spec.branch_steps_for(run.size)]
-
-
-def with_branches(spec: StudySpec, runs: list[RunSpec]) -> list[RunSpec]:
-    """`runs`, each followed by its cool-down branches."""
-    return [r for run in runs for r in (run, *branch_runs(spec, run))]
-
-
-def branch_groups(spec: StudySpec, group: list[RunSpec]) -> list[list[RunSpec]]:
-    """The branches of a group of runs, one group per branch step (trained after the group)."""
-    by_step: dict[int, list[RunSpec]] = {}
-    for run in group:
-        for branch in branch_runs(spec, run):
-            by_step.setdefault(branch.branch_step, []).append(branch)
-    return [by_step[step] for step in sorted(by_step)]
-
-
-def progress_entries(spec: StudySpec, runs: list[RunSpec]) -> list[tuple[str, str, int, int]]:
-    """(run id, size, steps trained, first step) of `runs` and their branches, for
-    `mnmt.study.progress.StudyProgress`."""
-    out = []
-    for run in with_branches(spec, runs):
-        first, last = spec.run_steps(run)
-        out.append((run.run_id, run.size, last - first, first))
-    return out
-
-
-def training_groups(spec: StudySpec, groups: list[list[RunSpec]]) -> list[list[str]]:
-    """The run ids trained together, in order: each group, then its branch groups."""
-    return [[r.run_id for r in g] for group in groups
-            for g in (group, *branch_groups(spec, group))]
-
-
-def group_runs(spec: StudySpec, runs: list[RunSpec]) -> list[list[RunSpec]]:
-    """Runs that train together (`StudySpec.max_group`): same size and steps, grid order."""
-    by_size: dict[tuple[str, int], list[RunSpec]] = {}
-    for run in runs:
-        by_size.setdefault((run.size, spec.steps_for(run.size)), []).append(run)
-    step = max(1, spec.max_group)
-    return [members[i:i + step] for members in by_size.values()
-            for i in range(0, len(members), step)]
 
 
 PRESETS: dict[str, StudySpec] = {

@@ -1,0 +1,158 @@
+"""Expansion of a study into its runs: the grid of sizes x mixtures x seeds as `RunSpec`s
+(`expand`), each run's cool-down branches, and the groups of runs trained together.
+
+Run ids are stable and readable (`run_id`): they name a run's directory under OUT/runs and its
+row in study.json, so a resumed study finds its finished runs again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Any
+
+from mnmt.study import mixture_design  # light: numpy, configuration only
+from mnmt.study.spec_checks import BRANCH_FIELDS, StudyError, mixture_weights
+from mnmt.training import branches  # light: configuration only
+
+# mnmt.study.spec.StudySpec, not imported: spec.py imports this module.
+StudySpec = Any
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """One training run of a study."""
+
+    run_id: str
+    size: str
+    weights: dict[str, float]  # pair -> sampling weight (sums to 1)
+    seed: int
+    heldout: bool = False  # trained, never fitted: the report predicts it (StudySpec.heldout)
+    # How the weights were chosen: "" (explicit), "T5" (temperature), "os5", or a design's tag
+    # ("only-en-de", "uniform", "unimax1", "dir0", "hold0"; mnmt.study.mixture_design).
+    mixture: str = ""
+    # A cool-down branch: its parent's run id, the step it leaves from and its cool-down steps.
+    parent: str = ""
+    branch_step: int = 0
+    cooldown_steps: int = 0
+
+    @property
+    def trained_pairs(self) -> list[str]:
+        return [pair for pair, w in self.weights.items() if w > 0]
+
+
+def size_weights(spec: StudySpec) -> list[tuple[str, dict[str, float]]]:
+    """The mixtures of `spec.temperatures` and `spec.oversampling`: (tag, pair -> weight), the
+    weights computed from `spec.data_caps` (Chen et al. 2023 §4.2; Caillaut et al. 2024 §3.1)."""
+    from fitting.data.sampling import oversampling_weights, temperature_weights  # numpy only
+
+    caps = dict(spec.data_caps)
+    sizes = [float(caps[pair]) for pair in spec.pairs] if spec.temperatures or spec.oversampling \
+        else []
+    out = []
+    for T in spec.temperatures:
+        w = temperature_weights(sizes, float(T))
+        out.append((f"T{float(T):g}", dict(zip(spec.pairs, map(float, w), strict=True))))
+    for t in spec.oversampling:
+        w = oversampling_weights(sizes, float(t))
+        out.append((f"os{float(t):g}", dict(zip(spec.pairs, map(float, w), strict=True))))
+    return out
+
+
+def run_id(size: str, weights: dict[str, float], seed: int, mixture: str = "") -> str:
+    """Stable, readable run id: `mini-2_p0.50_s0` for two pairs, `mini-2_w0.20-0.30-0.50_s0` for
+    K, `mini-2_T5_s0` / `mini-2_dir3_s0` for a mixture named by how its weights were chosen."""
+    values = list(weights.values())
+    if mixture:
+        tag = mixture
+    elif len(values) == 2:
+        tag = f"p{values[0]:.2f}"
+    else:
+        tag = "w" + "-".join(f"{v:.2f}" for v in values)
+    return f"{size}_{tag}_s{seed}"
+
+
+def mixture_count(spec: StudySpec) -> int:
+    """Mixtures trained at every size and seed and fitted: explicit weights, size-based and
+    design ones (held-out mixtures not included), as `expand` builds them."""
+    return len(spec.weights) + len(mixture_design.fitted_mixtures(spec, size_weights))
+
+
+def expand(spec: StudySpec) -> list[RunSpec]:
+    """The study's runs, smallest size first within each mixture (cheap results arrive early)."""
+    runs = []
+    for w, seed, size in itertools.product(spec.weights, spec.seeds, spec.sizes):
+        weights = mixture_weights(spec.pairs, w)
+        runs.append(RunSpec(run_id=run_id(size, weights, seed), size=size, weights=weights, seed=seed))
+    for held, mixtures in ((False, mixture_design.fitted_mixtures(spec, size_weights)),
+                           (True, mixture_design.heldout_design(spec))):
+        for (tag, weights), seed, size in itertools.product(mixtures, spec.seeds, spec.sizes):
+            runs.append(RunSpec(run_id=run_id(size, weights, seed, tag), size=size,
+                                weights=weights, seed=seed, heldout=held, mixture=tag))
+    for size, w in spec.heldout:
+        weights = mixture_weights(spec.pairs, w)
+        runs.append(RunSpec(run_id=run_id(size, weights, spec.seeds[0]), size=size,
+                            weights=weights, seed=spec.seeds[0], heldout=True))
+    for size, w, seed in spec.seed_repeats:
+        weights = mixture_weights(spec.pairs, w)
+        runs.append(RunSpec(run_id=run_id(size, weights, seed), size=size, weights=weights,
+                            seed=seed))
+    ids = [r.run_id for r in runs]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise StudyError(f"StudySpec.weights/sizes/seeds/heldout/seed_repeats: the grid repeats runs "
+                         f"{duplicates}")
+    return runs
+
+
+def branch_runs(spec: StudySpec, run: RunSpec) -> list[RunSpec]:
+    """The cool-down branches of `run` (`StudySpec.cooldown_branches`), by step."""
+    if run.parent:
+        return []
+    share = branches.resolve_cooldown_share(spec.steps_for(run.size), spec.cooldown_for(run.size),
+                                            spec.branch_cooldown_fraction or None,
+                                            BRANCH_FIELDS) if spec.cooldown_branches else 0.0
+    return [dataclasses.replace(run, run_id=branches.branch_run_id(run.run_id, step),
+                                parent=run.run_id, branch_step=step,
+                                cooldown_steps=branches.cooldown_steps_at(step, share))
+            for step in spec.branch_steps_for(run.size)]
+
+
+def with_branches(spec: StudySpec, runs: list[RunSpec]) -> list[RunSpec]:
+    """`runs`, each followed by its cool-down branches."""
+    return [r for run in runs for r in (run, *branch_runs(spec, run))]
+
+
+def branch_groups(spec: StudySpec, group: list[RunSpec]) -> list[list[RunSpec]]:
+    """The branches of a group of runs, one group per branch step (trained after the group)."""
+    by_step: dict[int, list[RunSpec]] = {}
+    for run in group:
+        for branch in branch_runs(spec, run):
+            by_step.setdefault(branch.branch_step, []).append(branch)
+    return [by_step[step] for step in sorted(by_step)]
+
+
+def progress_entries(spec: StudySpec, runs: list[RunSpec]) -> list[tuple[str, str, int, int]]:
+    """(run id, size, steps trained, first step) of `runs` and their branches, for
+    `mnmt.study.progress.StudyProgress`."""
+    out = []
+    for run in with_branches(spec, runs):
+        first, last = spec.run_steps(run)
+        out.append((run.run_id, run.size, last - first, first))
+    return out
+
+
+def training_groups(spec: StudySpec, groups: list[list[RunSpec]]) -> list[list[str]]:
+    """The run ids trained together, in order: each group, then its branch groups."""
+    return [[r.run_id for r in g] for group in groups
+            for g in (group, *branch_groups(spec, group))]
+
+
+def group_runs(spec: StudySpec, runs: list[RunSpec]) -> list[list[RunSpec]]:
+    """Runs that train together (`StudySpec.max_group`): same size and steps, grid order."""
+    by_size: dict[tuple[str, int], list[RunSpec]] = {}
+    for run in runs:
+        by_size.setdefault((run.size, spec.steps_for(run.size)), []).append(run)
+    step = max(1, spec.max_group)
+    return [members[i:i + step] for members in by_size.values()
+            for i in range(0, len(members), step)]

@@ -1,0 +1,272 @@
+"""Validation of a study definition: `validate(spec)` raises `StudyError` naming the first field
+of a `StudySpec` that cannot be run and what was expected.
+
+`StudySpec.__post_init__` calls `validate`, so every StudySpec that exists is runnable. The
+checks read the spec's fields only; the per-pair weights of one grid point (`mixture_weights`)
+are checked and normalised here too, since `validate` and the expansion both need them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from mnmt.models.configs import (  # light: no jax
+    ACTIVATION_DTYPES,
+    PARTITIONING_RULES,
+    REMAT_POLICIES,
+)
+from mnmt.study import mixture_design, train_options  # light: numpy, configuration only
+from mnmt.training import branches  # light: configuration only
+from mnmt.training.config import COOLDOWN_SHAPES, DECAYS  # light: no jax
+
+# mnmt.study.spec.StudySpec, not imported: spec.py imports this module.
+StudySpec = Any
+
+# What branch errors call the study's fields (mnmt.training.branches names TrainConfig's).
+BRANCH_FIELDS = branches.BranchFields("StudySpec.cooldown_branches",
+                                      "StudySpec.branch_cooldown_fraction",
+                                      "StudySpec.cooldown_fraction", "StudySpec.decay")
+
+
+class StudyError(ValueError):
+    """A study definition that cannot be run; the message names the field and what was expected."""
+
+
+# Field -> what its value must look like (checked before the values themselves; a gin list is
+# accepted where a tuple is expected). "pairs_of:K" = a sequence of (str, K) entries.
+_FIELD_KINDS: dict[str, str] = {
+    "name": "str", "data_preset": "str", "task_module": "str", "vocabulary_path": "str",
+    "decay": "str", "cooldown_shape": "str", "cooldown_branches": "numbers",
+    "branch_cooldown_fraction": "number", "activation_dtype": "str", "remat_policy": "str",
+    "partitioning_rules": "str", "tasks": "pairs_of:str", "pairs": "strs", "sizes": "strs",
+    "eval_sets": "strs", "weights": "seq", "data_caps": "seq", "heldout": "seq",
+    "temperatures": "numbers", "oversampling": "numbers", "report_target_sizes": "numbers",
+    "seeds": "ints", "train_steps_by_size": "pairs_of:int", "feature_lengths": "pairs_of:int",
+    "train_steps": "int", "batch_size": "int", "batch_tokens": "int", "eval_every": "int",
+    "checkpoint_every": "int", "warmup_steps": "int", "vocab_size": "int",
+    "num_decode_examples": "int", "max_group": "int", "learning_rate": "number",
+    "momentum": "number", "cooldown_fraction": "number", "dropout_rate": "number",
+    "decode_at_end": "bool", "cache_data": "bool", "cache_dir": "str", "cache_shards": "int",
+    "cache_beam_args": "strs", "single_pair_runs": "bool", "uniform_mixture": "bool",
+    "unimax_epochs": "numbers", "examples_per_row": "number", "epoch_cap": "number", "dirichlet_mixtures": "int",
+    "dirichlet_concentration": "number", "design_seed": "int", "heldout_mixtures": "int",
+    "mixture_preferences": "seq",
+    "gradient_accumulation_steps": "int", "loss_tiles": "int", "verify": "bool",
+    "verify_size": "str", "verify_seeds": "int", "vocab_seed": "int", "seed_repeats": "seq",
+}
+_KIND_TEXT = {
+    "str": "a string", "strs": "a tuple of strings", "seq": "a tuple", "numbers":
+    "a tuple of numbers", "ints": "a tuple of integers", "int": "an integer", "number": "a number",
+    "bool": "True or False", "pairs_of:str": "a tuple of (str, str) pairs",
+    "pairs_of:int": "a tuple of (str, int) pairs",
+}
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x: object) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def _has_kind(value: object, kind: str) -> bool:
+    is_seq = isinstance(value, tuple | list)
+    if kind.startswith("pairs_of:"):
+        inner = {"str": lambda x: isinstance(x, str), "int": _is_int}[kind.split(":")[1]]
+        return is_seq and all(isinstance(e, tuple | list) and len(e) == 2
+                              and isinstance(e[0], str) and inner(e[1]) for e in value)
+    element = {"strs": lambda x: isinstance(x, str), "numbers": _is_number, "ints": _is_int,
+               "seq": lambda x: True}.get(kind)
+    if element is not None:
+        return is_seq and all(element(e) for e in value)
+    return {"str": lambda x: isinstance(x, str), "int": _is_int, "number": _is_number,
+            "bool": lambda x: isinstance(x, bool)}[kind](value)
+
+
+def _validate_kinds(spec: StudySpec) -> None:
+    for field, kind in _FIELD_KINDS.items():
+        value = getattr(spec, field)
+        if not _has_kind(value, kind):
+            raise StudyError(f"StudySpec.{field}: expected {_KIND_TEXT[kind]}, got {value!r}")
+    for field in ("learning_rate", "report_target_sizes"):
+        values = getattr(spec, field)
+        for value in values if isinstance(values, tuple | list) else [values]:
+            if not (math.isfinite(value) and value > 0):
+                raise StudyError(f"StudySpec.{field}: expected finite positive numbers, got "
+                                 f"{value!r}")
+    if not 0.0 <= spec.dropout_rate < 1.0:
+        raise StudyError(f"StudySpec.dropout_rate: expected a rate in [0, 1), got "
+                         f"{spec.dropout_rate!r}")
+    for field in ("warmup_steps", "num_decode_examples", "cache_shards"):
+        if getattr(spec, field) < 0:
+            raise StudyError(f"StudySpec.{field}: expected a non-negative integer, got "
+                             f"{getattr(spec, field)!r}")
+    if not spec.eval_sets or not all(spec.eval_sets):
+        raise StudyError(f"StudySpec.eval_sets: expected non-empty names, got {spec.eval_sets!r}")
+
+
+def validate(spec: StudySpec) -> None:
+    """Raise StudyError naming the first field of `spec` that cannot be run."""
+    _validate_kinds(spec)
+    if not spec.name or any(c in spec.name for c in "/\\ "):
+        raise StudyError(f"StudySpec.name: expected a non-empty name without '/', '\\' or spaces, got {spec.name!r}")
+    if len(spec.pairs) < 1 or len(set(spec.pairs)) != len(spec.pairs):
+        raise StudyError(f"StudySpec.pairs: expected distinct language pairs, got {spec.pairs!r}")
+    for pair in spec.pairs:
+        parts = pair.split("-")
+        if len(parts) != 2 or not all(parts):
+            raise StudyError(f"StudySpec.pairs: expected pairs like 'en-de', got {pair!r}")
+    if not spec.sizes:
+        raise StudyError("StudySpec.sizes: expected at least one model size")
+    if not spec.weights and not any(getattr(spec, f) for f in _DESIGN_FIELDS):
+        raise StudyError("StudySpec.weights: expected at least one mixture (or a design: "
+                         + ", ".join(_DESIGN_FIELDS) + ")")
+    _validate_caps(spec)
+    if (problem := mixture_design.design_error(spec)) is not None:
+        raise StudyError(problem)
+    for w in spec.weights:
+        mixture_weights(spec.pairs, w)
+    if not spec.seeds:
+        raise StudyError("StudySpec.seeds: expected at least one seed")
+    if spec.verify_seeds < 2:
+        raise StudyError(f"StudySpec.verify_seeds: expected at least 2 (the verification verdict "
+                         f"needs a seed sd), got {spec.verify_seeds!r}")
+    if spec.verify and len(spec.pairs) < 3:
+        raise StudyError(f"StudySpec.verify: verifies a K-pair recommendation (3 pairs or more), "
+                         f"got pairs {list(spec.pairs)}")
+    for field in ("train_steps", "batch_size", "eval_every", "checkpoint_every", "vocab_size",
+                  "max_group"):
+        value = getattr(spec, field)
+        if not isinstance(value, int) or value <= 0:
+            raise StudyError(f"StudySpec.{field}: expected a positive integer, got {value!r}")
+    heldout_sizes = []
+    for entry in spec.heldout:
+        if not isinstance(entry, tuple | list) or len(entry) != 2 or not isinstance(entry[0], str):
+            raise StudyError(f"StudySpec.heldout: expected (size, weights) entries, got {entry!r}")
+        mixture_weights(spec.pairs, entry[1], field="heldout")
+        heldout_sizes.append(entry[0])
+    for entry in spec.seed_repeats:
+        if (not isinstance(entry, tuple | list) or len(entry) != 3 or entry[0] not in spec.sizes
+                or isinstance(entry[2], bool) or not isinstance(entry[2], int)
+                or entry[2] in spec.seeds):
+            raise StudyError(f"StudySpec.seed_repeats: expected (size, weight, seed) entries with "
+                             f"a size of StudySpec.sizes {list(spec.sizes)} and a seed not in "
+                             f"StudySpec.seeds {list(spec.seeds)}, got {entry!r}")
+        mixture_weights(spec.pairs, entry[1], field="seed_repeats")
+    for size, steps in spec.train_steps_by_size:
+        if size not in spec.sizes and size not in heldout_sizes:
+            raise StudyError(f"StudySpec.train_steps_by_size: size {size!r} is not in StudySpec.sizes "
+                             f"{list(spec.sizes)} or StudySpec.heldout")
+        if not isinstance(steps, int) or steps <= 0:
+            raise StudyError(f"StudySpec.train_steps_by_size: expected a positive integer for {size!r}, "
+                             f"got {steps!r}")
+    for field, allowed in (("activation_dtype", ACTIVATION_DTYPES), ("remat_policy", REMAT_POLICIES),
+                           ("partitioning_rules", PARTITIONING_RULES)):
+        if getattr(spec, field) not in allowed:
+            raise StudyError(f"StudySpec.{field}: expected one of {', '.join(allowed)}, got "
+                             f"{getattr(spec, field)!r}")
+    for field in ("gradient_accumulation_steps", "loss_tiles"):
+        if getattr(spec, field) < 1:
+            raise StudyError(f"StudySpec.{field}: expected a positive integer (1 = off), got "
+                             f"{getattr(spec, field)!r}")
+    if spec.decay not in DECAYS:
+        raise StudyError(f"StudySpec.decay: expected one of {', '.join(DECAYS)}, got {spec.decay!r}")
+    if not isinstance(spec.momentum, int | float) or not 0.0 <= float(spec.momentum) < 1.0:
+        raise StudyError(f"StudySpec.momentum: expected a decay in [0, 1) (0 = no momentum), got "
+                         f"{spec.momentum!r}")
+    if not 0.0 <= float(spec.cooldown_fraction) <= 1.0:
+        raise StudyError(f"StudySpec.cooldown_fraction: expected a share in [0, 1], got "
+                         f"{spec.cooldown_fraction!r}")
+    _validate_branches(spec)
+    problem = train_options.overrides_error(spec.train_overrides,
+                                            [f.name for f in dataclasses.fields(spec)])
+    if problem is not None:
+        raise StudyError(problem)
+    if not isinstance(spec.batch_tokens, int) or spec.batch_tokens < 0:
+        raise StudyError(f"StudySpec.batch_tokens: expected 0 (use batch_size) or a positive integer, "
+                         f"got {spec.batch_tokens!r}")
+    if spec.tasks:
+        named = [pair for pair, _ in spec.tasks]
+        if sorted(named) != sorted(spec.pairs):
+            raise StudyError(f"StudySpec.tasks: expected one task per pair {list(spec.pairs)}, got pairs {named}")
+        if not spec.vocabulary_path:
+            raise StudyError("StudySpec.vocabulary_path: required when StudySpec.tasks names registered tasks")
+    lengths = dict(spec.feature_lengths)
+    if set(lengths) != {"inputs", "targets"} or any(v <= 0 for v in lengths.values()):
+        raise StudyError(
+            f"StudySpec.feature_lengths: expected positive 'inputs' and 'targets' lengths, got {lengths!r}"
+        )
+
+
+# Fields that add mixtures besides `weights` (mnmt.study.mixture_design).
+_DESIGN_FIELDS = ("temperatures", "oversampling", "single_pair_runs", "uniform_mixture",
+                  "unimax_epochs", "dirichlet_mixtures", "heldout_mixtures")
+
+
+def _validate_branches(spec: StudySpec) -> None:
+    if spec.cooldown_shape not in COOLDOWN_SHAPES:
+        raise StudyError(f"StudySpec.cooldown_shape: expected one of {', '.join(COOLDOWN_SHAPES)},"
+                         f" got {spec.cooldown_shape!r}")
+    if not 0.0 <= float(spec.branch_cooldown_fraction) < 1.0:
+        raise StudyError(f"StudySpec.branch_cooldown_fraction: expected a share in [0, 1) (0: "
+                         f"cooldown_fraction), got {spec.branch_cooldown_fraction!r}")
+    sizes = list(spec.sizes) + [entry[0] for entry in spec.heldout]
+    for size in dict.fromkeys(sizes):
+        try:
+            spec.branch_steps_for(size)
+        except branches.BranchError as err:
+            raise StudyError(f"{err} (size {size}, {spec.steps_for(size)} steps)") from None
+
+
+def _validate_caps(spec: StudySpec) -> None:
+    caps = {}
+    for entry in spec.data_caps:
+        if not isinstance(entry, tuple | list) or len(entry) != 2 or entry[0] not in spec.pairs:
+            raise StudyError(f"StudySpec.data_caps: expected (pair, examples) entries with a pair of "
+                             f"{list(spec.pairs)}, got {entry!r}")
+        if not isinstance(entry[1], int) or isinstance(entry[1], bool) or entry[1] < 1:
+            raise StudyError(f"StudySpec.data_caps: expected a positive integer number of examples "
+                             f"for {entry[0]!r}, got {entry[1]!r}")
+        caps[entry[0]] = entry[1]
+    for field, values in (("temperatures", spec.temperatures), ("oversampling", spec.oversampling)):
+        if not values:
+            continue
+        if set(caps) != set(spec.pairs):
+            raise StudyError(f"StudySpec.{field}: weights from data sizes need StudySpec.data_caps "
+                             f"for every pair {list(spec.pairs)}; caps given for {sorted(caps)}")
+        for value in values:
+            if not isinstance(value, int | float) or not value > 0:
+                raise StudyError(f"StudySpec.{field}: expected positive numbers, got {value!r}")
+
+
+def mixture_weights(pairs: Sequence[str], w: float | Sequence[float],
+                    field: str = "weights") -> dict[str, float]:
+    """The per-pair sampling weights of one grid point (see `StudySpec.weights`); errors name
+    `StudySpec.<field>`."""
+    if _is_number(w):
+        if len(pairs) != 2:
+            raise StudyError(
+                f"StudySpec.{field}: a single number p needs exactly two pairs, got {len(pairs)} pairs; "
+                "give one weight per pair instead"
+            )
+        p = float(w)
+        if not (0.0 <= p <= 1.0) or math.isnan(p):
+            raise StudyError(f"StudySpec.{field}: expected p in [0, 1], got {w!r}")
+        return {pairs[0]: p, pairs[1]: 1.0 - p}
+    if not isinstance(w, tuple | list) or not all(_is_number(x) for x in w):
+        raise StudyError(f"StudySpec.{field}: expected a number p or one number per pair "
+                         f"{list(pairs)}, got {w!r}")
+    values = [float(x) for x in w]
+    if len(values) != len(pairs):
+        raise StudyError(
+            f"StudySpec.{field}: expected {len(pairs)} weights (one per pair {list(pairs)}), got {list(w)!r}"
+        )
+    if not all(math.isfinite(x) and x >= 0 for x in values) or not 0 < sum(values) < math.inf:
+        raise StudyError(f"StudySpec.{field}: expected finite non-negative weights with a positive "
+                         f"sum, got {list(w)!r}")
+    total = sum(values)
+    return {pair: x / total for pair, x in zip(pairs, values, strict=True)}
