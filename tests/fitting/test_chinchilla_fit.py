@@ -153,7 +153,7 @@ def test_auto_adds_the_grid_when_too_few_varpro_starts_reach_the_optimum():
 
 def test_auto_adds_the_grid_when_the_lattice_check_beats_varpro(monkeypatch):
     """A lattice point below the variable-projection optimum proves it is not global."""
-    import fitting.laws.chinchilla as chinchilla_module
+    import fitting.laws.chinchilla_search as chinchilla_module
 
     n, d, loss = _data(noise=0.01, n_sizes=6, n_tokens=6)
     trusted = fit_chinchilla(n, d, loss, grid=SMALL_GRID, backtest=False)
