@@ -13,6 +13,11 @@
 
 Input columns per law are documented in docs/guides/fitting.md. Exit status 2 on bad input (the message
 names the column and row).
+
+This module holds the parser, the dispatch and the printing; the subcommands are in
+:mod:`fitting.report.cli_laws` (fit, frontier, recommend) and :mod:`fitting.report.cli_reports`
+(report, compare, mixture), their shared option and table parsing in
+:mod:`fitting.report.cli_inputs`.
 """
 
 from __future__ import annotations
@@ -20,347 +25,27 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from fitting import plots
 from fitting.core.base import FitError, FitResult, json_safe
-from fitting.data.rundirs import collect_runs
-from fitting.data.tables import (
-    check_finite_positive,
-    check_numeric,
-    check_weights,
-    drop_invalid_rows,
-    final_losses,
-    read_table,
-    require_columns,
-    without_branches,
-)
-from fitting.laws import chinchilla, dpl
-from fitting.laws.bivariate import fit_bivariate_law
-from fitting.laws.effective import MultilingualLawFit, fit_multilingual_law
-from fitting.laws.frontier import frontier_2pair, frontier_kpair, recommend
-from fitting.laws.joint import fit_joint_law
-from fitting.laws.power import fit_power_law
-from fitting.laws.quality import fit_quality_law, quality_points
-from fitting.report.compare import write_comparison
-from fitting.report.mixture import mixture_run_table, mixture_text
-from fitting.report.writer import write_report
+from fitting.report.cli_laws import fit_command, frontier_command, recommend_command
+from fitting.report.cli_reports import compare_command, mixture_command, report_command
+from fitting.report.mixture import mixture_text
 
 __all__ = ["main", "build_parser"]
 
 LAWS = ("power", "joint", "multilingual", "bivariate", "chinchilla", "dpl", "quality")
 
-
-def _floats(text: str | None, what: str) -> list[float] | None:
-    if text is None:
-        return None
-    try:
-        return [float(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        raise FitError(f"--{what}: expected comma-separated numbers, got {text!r}") from None
-
-
-def _kv(text: str | None, what: str) -> dict[str, float] | None:
-    if text is None:
-        return None
-    out = {}
-    for item in text.split(","):
-        if not item.strip():
-            continue
-        if "=" not in item:
-            raise FitError(f"--{what}: expected name=value items, got {item!r}")
-        k, v = item.split("=", 1)
-        try:
-            out[k.strip()] = float(v)
-        except ValueError:
-            raise FitError(f"--{what}: value of {k.strip()!r} is not a number: {v!r}") from None
-    return out
-
-
-def _options(items: Sequence[str] | None) -> dict[str, Any]:
-    """``--option key=value`` pairs; values parsed as JSON when possible (numbers, lists, bools)."""
-    out: dict[str, Any] = {}
-    for item in items or []:
-        if "=" not in item:
-            raise FitError(f"--option: expected key=value, got {item!r}")
-        k, v = item.split("=", 1)
-        try:
-            out[k.strip()] = json.loads(v)
-        except json.JSONDecodeError:
-            out[k.strip()] = v
-    return out
-
-
-def _load(args) -> Any:
-    inputs = args.input
-    if len(inputs) > 1:
-        return read_table(collect_runs(inputs), args.columns)
-    return read_table(inputs[0], args.columns)
-
-
-def _final(df, args, include_branches: bool = False):
-    """Final losses with a ``loss`` column: a user table as is, or the tidy table's final rows
-    (cool-down branches left out unless ``include_branches``: they are smaller token budgets of
-    their parents, points of L(N, D) but not of the size laws)."""
-    src = ",".join(args.input)
-    if "loss" in df.columns:
-        # a user table: validate it here, so that a bad value is reported with its row in the
-        # table (not its position inside a pair/weight group), and --drop-invalid drops it
-        used = ("n_enc", "n_dec", "loss") if getattr(args, "law", None) == "bivariate" else (
-            "n", "loss")
-        num = [c for c in used if c in df.columns]
-        dropped = 0
-        if args.drop_invalid:
-            df, dropped = drop_invalid_rows(df, num, positive=num)
-        for c in num:
-            check_finite_positive(df, c, src)
-        if "weight" in df.columns:
-            check_weights(df, "weight", src)
-        return df, dropped
-    if {"metric", "value"} <= set(df.columns):
-        fin, dropped = final_losses(df, eval_set=args.eval_set, metric=args.metric, source=src,
-                                    drop_invalid=args.drop_invalid,
-                                    include_branches=include_branches)
-        return fin.rename(columns={"value": "loss"}), dropped
-    raise FitError(f"{src}: needs a 'loss' column (or the tidy table's metric/value columns); "
-                   f"has {list(df.columns)}", column="loss", source=src)
-
-
-def _common_fit_kwargs(args) -> dict[str, Any]:
-    fs: Any = args.f_scale
-    if fs != "auto":
-        try:
-            fs = float(fs)
-        except ValueError:
-            raise FitError(f"--f-scale must be 'auto' or a number, got {fs!r}") from None
-    unc = None if args.uncertainty == "none" else args.uncertainty
-    return {"f_scale": fs, "uncertainty": unc, "n_refits": args.n_refits, "seed": args.seed}
-
-
-def _bootstrap_kwargs(args) -> dict[str, Any]:
-    """Shared options for the Chinchilla and DPL fits, whose uncertainty is the bootstrap only.
-
-    ``--uncertainty`` other than ``none`` asks for ``--n-refits`` bootstrap resamples (rows
-    resampled with replacement; recorded in the fit's ``meta["uncertainty"]``, also when
-    ``perturbation`` was asked for); ``--seed`` and ``--drop-invalid`` are passed on.
-    """
-    kw: dict[str, Any] = {"seed": args.seed, "drop_invalid": args.drop_invalid}
-    if args.uncertainty != "none" and args.n_refits > 0:
-        kw["bootstrap"] = args.n_refits
-    return kw
-
-
-def _fit(args) -> dict | FitResult:
-    df = _load(args)
-    src = ",".join(args.input)
-    opts = _options(args.option)
-    law = args.law
-    if law in ("chinchilla", "dpl"):
-        mod = {"chinchilla": chinchilla, "dpl": dpl}[law]
-        pre_dropped = 0
-        if law == "chinchilla" and "loss" not in df.columns and {"metric", "value"} <= set(
-                df.columns):
-            # tidy table: final losses (map d with --columns d=tokens), with the ends of
-            # cool-down branches: each is the loss at a smaller budget D (Hägele et al. 2024)
-            df, pre_dropped = _final(df, args, include_branches=True)
-        kw = {**_bootstrap_kwargs(args), **opts}
-        fit = mod.fit_from_table(df, source=src, **kw)
-        if kw.get("bootstrap"):
-            fit.meta["uncertainty"] = (f"bootstrap, {kw['bootstrap']} resamples (the only "
-                                       f"uncertainty method of the {law} law)")
-        if pre_dropped:
-            fit.warnings.append(f"{pre_dropped} row(s) with invalid values were dropped "
-                                "(--drop-invalid)")
-        return fit
-    if law == "quality":
-        m = args.quality_metric
-        if "metric" not in df.columns:  # a user table: its own loss and metric columns
-            require_columns(df, ["loss", m], src)
-        if not ({"loss", m} <= set(df.columns)):
-            df = quality_points(without_branches(df), m, eval_set=args.eval_set,
-                                pair=args.pair)
-        elif args.pair is not None and "pair" in df.columns:
-            df = df[df["pair"] == args.pair]
-        if args.drop_invalid:
-            df, _ = drop_invalid_rows(df, ["loss", m], positive=["loss"])
-        kw = _common_fit_kwargs(args)
-        return fit_quality_law(check_numeric(df, "loss", src), check_numeric(df, m, src),
-                               form=args.form or "power", metric=m, **kw, **opts)
-    fin, dropped = _final(df, args)
-    if args.pair is not None:
-        fin = fin[fin["pair"].astype(str) == args.pair] if "pair" in fin.columns else fin
-        if fin.empty:
-            raise FitError(f"no rows for pair {args.pair!r}", column="pair", source=src)
-    kw = {**_common_fit_kwargs(args), **opts}
-    res: Any
-    if law == "power":
-        if args.weight is not None and "weight" in fin.columns:
-            fin = fin[(fin["weight"].astype(float) - args.weight).abs() < 1e-9]
-        groups = [c for c in ("pair", "weight") if c in fin.columns and fin[c].nunique() > 1]
-        if groups:
-            res = {}
-            for key, g in fin.groupby(groups):
-                key = key if isinstance(key, tuple) else (key,)
-                name = ",".join(f"{c}={k}" for c, k in zip(groups, key, strict=True))
-                if "weight" in groups and float(key[groups.index("weight")]) == 0:
-                    continue
-                try:
-                    res[name] = fit_power_law(g["n"], g["loss"], **kw)
-                except FitError as e:
-                    res[name] = {"error": str(e)}
-        else:
-            _need(fin, "n", src)
-            res = fit_power_law(fin["n"], fin["loss"], **kw)
-    elif law == "joint":
-        res = fit_joint_law(fin, loss_col="loss", source=src, **kw)
-    elif law == "multilingual":
-        res = fit_multilingual_law(fin, form=args.form or "eq12", loss_col="loss", source=src,
-                                   **kw)
-    elif law == "bivariate":
-        require_columns(fin, ["n_enc", "n_dec", "loss"], src)
-        res = fit_bivariate_law(fin["n_enc"].to_numpy(float), fin["n_dec"].to_numpy(float),
-                                fin["loss"].to_numpy(float), **kw)
-    else:  # pragma: no cover - argparse restricts choices
-        raise FitError(f"unknown law {law!r}")
-    if dropped:
-        msg = f"{dropped} row(s) with invalid values were dropped (--drop-invalid)"
-        for r in (res.values() if isinstance(res, dict) else [res]):
-            if isinstance(r, FitResult):
-                r.warnings.append(msg)
-    return res
-
-
-def _need(df, col, src):
-    require_columns(df, [col], src)
-    return col
-
-
-def _law_from(args):
-    """The eq. 11 law: from --fit (a fit JSON or a report's fits.json) or fitted on --input; a
-    warning on stderr for each pair whose f̂ is not identified."""
-    law = _load_law(args)
-    for pair, reason in law.not_identified().items():
-        print(f"warning: f̂ ({law.form}) not identified for {pair}: {reason}", file=sys.stderr)
-    return law
-
-
-def _load_law(args):
-    if args.fit:
-        with open(args.fit, encoding="utf-8") as f:
-            d = json.load(f)
-        if isinstance(d, dict) and "law" not in d and d.get("effective"):
-            d = d["effective"]
-        fit = FitResult.from_json(d)
-        if not isinstance(fit, MultilingualLawFit):
-            raise FitError(f"{args.fit}: holds a {fit.law!r} fit; frontier/recommend need the "
-                           "'multilingual' (eq. 11) law")
-        return fit
-    if not args.input:
-        raise FitError("give --fit FIT.json or --input TABLE")
-    fin, _ = _final(_load(args), args)
-    return fit_multilingual_law(fin, form=args.form or "eq12", loss_col="loss",
-                                **_common_fit_kwargs(args))
-
-
-def _frontier(args) -> dict:
-    law = _law_from(args)
-    sizes = _floats(args.sizes, "sizes")
-    if not sizes:
-        raise FitError("--sizes: give at least one model size")
-    pairs = args.pairs.split(",") if args.pairs else list(law.pairs or [])
-    mm, metric = None, "loss"
-    if args.quality_fit:
-        with open(args.quality_fit, encoding="utf-8") as f:
-            q = FitResult.from_json(json.load(f))
-        mm = {p: q.predict for p in pairs}
-        metric = getattr(q, "metric", "quality")
-    if len(pairs) == 2:
-        fr = frontier_2pair(law, sizes, pairs=pairs, metric_map=mm, metric=metric,
-                            n_weights=args.n_weights)
-    else:
-        fr = frontier_kpair(law, sizes, pairs=pairs, step=args.step, metric_map=mm,
-                            metric=metric, higher_is_better=metric != "loss")
-    if args.plot and len(pairs) == 2:
-        curves = {n: (v[:, 0], v[:, 1]) for n, v in fr.values.items()}
-        bands = {n: ((fr.lower[n][:, 0], fr.upper[n][:, 0]), (fr.lower[n][:, 1],
-                                                              fr.upper[n][:, 1]))
-                 for n in fr.lower}
-        plots.save(plots.plot_frontier(curves, pairs, bands=bands, metric=metric), args.plot)
-    return fr.to_json()
-
-
-def _recommend(args) -> list[dict]:
-    law = _law_from(args)
-    sizes = _floats(args.n, "n")
-    if not sizes:
-        raise FitError("--n: give a target model size")
-    prefs = _kv(args.preferences, "preferences")
-    return [{**recommend(law, n, prefs, objective=args.objective).to_json(),
-             "f_hat_identified": law.identified} for n in sizes]
-
-
-def _report(args) -> dict:
-    if not args.out:
-        raise FitError("report: --out DIR is required")
-    gt: dict | None = None
-    if args.ground_truth:
-        if args.ground_truth.endswith(".json"):
-            with open(args.ground_truth, encoding="utf-8") as f:
-                gt = {k: float(v) for k, v in json.load(f).items()}
-        else:
-            gt = _kv(args.ground_truth, "ground-truth")
-    df = _load(args)
-    unc = None if args.uncertainty == "none" else args.uncertainty
-    rep = write_report(df, args.out, ground_truth=gt,
-                       target_sizes=_floats(args.target_sizes, "target-sizes"), title=args.title,
-                       eval_set=args.eval_set, metric=args.metric, uncertainty=unc,
-                       n_refits=args.n_refits, seed=args.seed, drop_invalid=args.drop_invalid,
-                       preferences=_kv(args.preferences, "preferences"),
-                       convergence_correction=args.convergence_correction,
-                       heldout_runs=args.heldout or ())
-    return {"markdown": rep.markdown_path, "html": rep.html_path, "json": rep.json_path,
-            "figures": rep.figures, "skipped": rep.skipped, "regime": rep.regime.get("verdict"),
-            "heldout": [{k: e[k] for k in ("run", "pair", "law", "predicted", "measured",
-                                           "error", "within_tolerance")} for e in rep.heldout]}
-
-
-def _compare(args) -> dict:
-    labels = [t.strip() for t in args.labels.split(",")] if args.labels else None
-    cmp = write_comparison(args.studies, args.out, labels=labels, eval_set=args.eval_set,
-                           metric=args.metric, n_refits=args.n_refits, seed=args.seed,
-                           fit_f_hat=not args.no_f_hat, title=args.title)
-    return {"markdown": cmp.markdown_path, "json": cmp.json_path, "figure": cmp.figure_path,
-            "studies": [{"label": st["label"], "source": st["source"],
-                         "synergy": st["synergy"], "skipped": st["skipped"]}
-                        for st in cmp.studies]}
-
-
-def _pair_values(items: Sequence[str] | None, what: str) -> dict[str, float] | None:
-    """Repeated ``PAIR=VALUE`` options → {pair: value}."""
-    if not items:
-        return None
-    return _kv(",".join(items), what)
-
-
-def _mixture(args) -> dict:
-    if (args.epoch_cap is None) != (args.budget is None):
-        raise FitError("mixture: --epoch-cap and --budget go together (the epoch cap of each "
-                       "pair is epoch_cap · data_size / budget)")
-    constraints = {"max_weights": _pair_values(args.max_weight, "max-weight"),
-                   "max_loss": _pair_values(args.max_loss, "max-loss"),
-                   "preferences": _pair_values(args.prefer, "prefer"),
-                   "budget_examples": args.budget, "epoch_cap": args.epoch_cap}
-    return mixture_run_table(args.table, heldout_runs=args.heldout or (),
-                             target_size=args.target_size, constraints=constraints,
-                             eval_set=args.eval_set, metric=args.metric, n_boot=args.n_boot,
-                             seed=args.seed, out_dir=args.out, max_folds=args.folds,
-                             workers=args.workers,
-                             progress=None if args.quiet else _stderr_line)
-
-
-def _stderr_line(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+#: ``mnmt-fit``'s subcommands: name → the function of the parsed arguments returning the result.
+COMMANDS: dict[str, Callable[[argparse.Namespace], Any]] = {
+    "fit": fit_command,
+    "frontier": frontier_command,
+    "recommend": recommend_command,
+    "report": report_command,
+    "compare": compare_command,
+    "mixture": mixture_command,
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -498,21 +183,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``mnmt-fit``; returns the exit status."""
     args = build_parser().parse_args(argv)
     try:
-        if args.cmd == "fit":
-            res = _fit(args)
-        elif args.cmd == "frontier":
-            res = _frontier(args)
-        elif args.cmd == "recommend":
-            res = _recommend(args)
-        elif args.cmd == "compare":
-            res = _compare(args)
-        elif args.cmd == "mixture":
-            res = _mixture(args)
-            if not args.json:
-                print(mixture_text(res))
-                return 0
-        else:
-            res = _report(args)
+        res = COMMANDS[args.cmd](args)
+        if args.cmd == "mixture" and not args.json:
+            print(mixture_text(res))
+            return 0
         _print(res, getattr(args, "json", False),
                getattr(args, "out", None)
                if args.cmd not in ("report", "compare", "mixture") else None)

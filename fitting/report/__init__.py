@@ -10,6 +10,10 @@
 * :mod:`fitting.report.bivariate` Ghorbani's encoder/decoder section
 * :mod:`fitting.report.compare`   f(p) of several studies side by side (``mnmt-fit compare``)
 * :mod:`fitting.report.markdown`  the document model and the reports' number format
+* :mod:`fitting.report.cli_laws`  ``mnmt-fit fit``, ``frontier``, ``recommend``
+* :mod:`fitting.report.cli_reports` ``mnmt-fit report``, ``compare``, ``mixture``
+* :mod:`fitting.report.cli_inputs` their shared option and table parsing (the parser and
+  the dispatch: :mod:`fitting.cli`)
 """
 
 from __future__ import annotations
