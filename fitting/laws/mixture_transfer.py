@@ -17,10 +17,17 @@ more; for a one-seed run of a contrast, the study's pooled seed noise at that si
 several seeds, e.g. the verification runs, times the run's loss), else the sd of the run's last 3
 evaluations (``noise`` says which: the last is a stand-in, not the seed noise: during a cool-down
 it measures the curve's fall); ``beyond_2sd`` when |difference| > 2 sd.
+
+:func:`heldout_with_seed_noise` judges the held-out mixture predictions against the same pooled
+seed noise: a one-seed held-out loss y scatters about its seed mean μ with relative sd σ, so even
+an exact law (predicting μ) lands within a relative tolerance t of y only with probability
+P(|y/μ − 1| ≤ t) = erf(t / (σ √2)); the sum over the entries is the count an exact law would
+reach — the ceiling of "within 2 %" that no law can beat on one-seed runs.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 
 import numpy as np
@@ -28,7 +35,7 @@ import numpy as np
 from fitting.laws.mixture_runs import MixtureRuns
 
 __all__ = ["zero_shot_losses", "contrasts", "compare_sources", "direct_transfer",
-           "pooled_seed_noise"]
+           "pooled_seed_noise", "heldout_with_seed_noise"]
 
 #: {(pair, N): relative seed sd}: :func:`pooled_seed_noise`'s result.
 SeedNoise = Mapping[tuple[str, float], float]
@@ -196,3 +203,49 @@ def direct_transfer(runs: MixtureRuns, seed_noise: Mapping[tuple[str, float], di
             "contrast_rankings": ranked,
             "seed_noise": [{"pair": p, "n": n, **v} for (p, n), v in sorted(
                 (seed_noise or {}).items())]}
+
+
+def heldout_with_seed_noise(heldout: Mapping[str, Mapping[str, dict]],
+                            seed_noise: Mapping[tuple[str, float], dict] | None,
+                            tolerance: float = 0.02) -> tuple[dict, dict]:
+    """The held-out mixture table (run → pair → entry with ``predicted``, ``measured``, ``n``)
+    with each entry's relative error and, where :func:`pooled_seed_noise` covers its pair and
+    size, its seed noise; and a summary (module docstring for the ceiling).
+
+    Entry fields added: ``relative_error`` = (predicted − measured) / measured; ``within_rel`` =
+    |relative_error| ≤ ``tolerance``; where the seed noise is known: ``noise`` = σ · measured
+    (``noise_source`` "pooled seed sd") and ``p_within_exact`` = erf(tolerance / (σ √2)); else
+    the entry's own noise stays, its source marked as not the seed noise.
+    Summary: ``entries`` (predicted), ``within`` (|relative error| ≤ tolerance), and over the
+    entries with seed noise: ``with_seed_noise``, ``within_with_seed_noise``,
+    ``expected_exact`` (Σ p_within_exact: an exact law's expected count) and
+    ``within_3_seed_sd`` (|predicted − measured| ≤ 3 σ · measured)."""
+    noise = {k: v["relative_sd"] for k, v in (seed_noise or {}).items()}
+    out: dict[str, dict] = {}
+    summary = {"tolerance": tolerance, "entries": 0, "within": 0, "with_seed_noise": 0,
+               "within_with_seed_noise": 0, "expected_exact": 0.0, "within_3_seed_sd": 0}
+    for run, pairs in heldout.items():
+        out[run] = {}
+        for pair, e in pairs.items():
+            e = dict(e)
+            pred, meas = float(e["predicted"]), float(e["measured"])
+            if not (np.isfinite(pred) and np.isfinite(meas) and meas > 0):
+                out[run][pair] = e
+                continue
+            rel = (pred - meas) / meas
+            e.update(relative_error=rel, within_rel=bool(abs(rel) <= tolerance))
+            summary["entries"] += 1
+            summary["within"] += int(e["within_rel"])
+            sigma = _noise_at(noise, pair, float(e["n"]))
+            if sigma is not None and sigma > 0:
+                p_exact = math.erf(tolerance / (sigma * math.sqrt(2.0)))
+                e.update(noise=sigma * meas, noise_source="pooled seed sd",
+                         p_within_exact=p_exact)
+                summary["with_seed_noise"] += 1
+                summary["within_with_seed_noise"] += int(e["within_rel"])
+                summary["expected_exact"] += p_exact
+                summary["within_3_seed_sd"] += int(abs(pred - meas) <= 3 * sigma * meas)
+            elif e.get("noise_source") == "last 3 evaluations":
+                e["noise_source"] = "last 3 evaluations (not the seed noise)"
+            out[run][pair] = e
+    return out, summary

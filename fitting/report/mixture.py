@@ -23,7 +23,7 @@ from fitting.data.tables import read_table
 from fitting.laws.mixture_compare import MixtureComparison, compare_mixture_laws, transfer_matrix
 from fitting.laws.mixture_recommend import SUPPORT_POINTS, recommend_mixture, support_bounds
 from fitting.laws.mixture_runs import MixtureRuns, mixture_runs, read_wide_runs
-from fitting.laws.mixture_transfer import direct_transfer
+from fitting.laws.mixture_transfer import direct_transfer, heldout_with_seed_noise
 from fitting.report.heldout import check_heldout_runs
 from fitting.report.markdown import Document, format_number
 
@@ -87,6 +87,7 @@ def mixture_payload(cmp: MixtureComparison, recommendation: dict | None,
         tau, sd = transfer_matrix(cmp.laws["transfer"])
         out["transfer"] = {"pairs": cmp.runs.pairs, "matrix": tau.tolist(), "sd": sd.tolist()}
     out["transfer_direct"] = direct_transfer(cmp.runs, seed_noise)
+    out["heldout"], out["heldout_summary"] = heldout_with_seed_noise(cmp.heldout, seed_noise)
     return out
 
 
@@ -200,13 +201,8 @@ def _markdown(doc: Document, rep, cmp: MixtureComparison, payload: dict, out_dir
         except Exception as e:  # plotting must never break the report
             rep.skipped["figures (transfer)"] = f"{type(e).__name__}: {e}"
     _direct_markdown(doc, payload.get("transfer_direct"))
-    if cmp.heldout:
-        hrows = [[rid, p, format_number(v["measured"]), format_number(v["predicted"]),
-                  format_number(v["error"], digits=2), format_number(v["noise"], digits=2),
-                  v["noise_source"]]
-                 for rid, d in cmp.heldout.items() for p, v in d.items()]
-        doc.p(f"Held-out runs (never fitted), predicted by {cmp.chosen}:")
-        doc.table(["run", "pair", "measured", "predicted", "error", "noise", "noise from"], hrows)
+    if payload["heldout"]:
+        _heldout_markdown(doc, payload["heldout"], payload["heldout_summary"], cmp.chosen)
     rec = payload["recommendation"]
     if rec:
         doc.p(f"Recommended weights at N = {rec['target_size']:.3g} ({rec['law']} law"
@@ -226,6 +222,30 @@ def _markdown(doc: Document, rep, cmp: MixtureComparison, payload: dict, out_dir
                    for name, b in rec["baselines"].items()]
                   + [[name, "–", f"skipped: {why}"]
                      for name, why in rec["baselines_skipped"].items()])
+
+
+def _heldout_markdown(doc: Document, heldout: dict, summary: dict, chosen: str | None) -> None:
+    """The held-out table with relative errors, and the count within the tolerance beside the
+    count an exact law would reach under the seed noise
+    (:func:`~fitting.laws.mixture_transfer.heldout_with_seed_noise`)."""
+    rows = [[rid, p, format_number(v["measured"]), format_number(v["predicted"]),
+             format_number(v["error"], digits=2),
+             "–" if "relative_error" not in v else f"{100 * v['relative_error']:+.1f} %",
+             format_number(v["noise"], digits=2), v["noise_source"]]
+            for rid, d in heldout.items() for p, v in d.items()]
+    doc.p(f"Held-out runs (never fitted), predicted by {chosen}:")
+    doc.table(["run", "pair", "measured", "predicted", "error", "relative", "noise",
+               "noise from"], rows)
+    tol = f"{100 * summary['tolerance']:g} %"
+    text = (f"{summary['within']} of {summary['entries']} held-out entries within {tol} of the "
+            "measured loss.")
+    if summary["with_seed_noise"]:
+        text += (f" Of the {summary['with_seed_noise']} at the sizes where the seed noise was "
+                 f"measured, {summary['within_with_seed_noise']} are within {tol}, and an exact "
+                 f"law would expect {summary['expected_exact']:.1f}: each held-out run is one "
+                 f"seed, whose loss scatters about the seed mean by the pooled seed sd; "
+                 f"{summary['within_3_seed_sd']} are within 3 seed sd.")
+    doc.p(text)
 
 
 def _cv_kind(cmp: MixtureComparison) -> str:
