@@ -7,8 +7,8 @@
 * :mod:`fitting.laws.bivariate`      encoder/decoder law and optimal allocation (Ghorbani eq. 2–4)
 * :mod:`fitting.laws.quality`        BLEU/ChrF against cross-entropy (Ghorbani eq. 5)
 * :mod:`fitting.laws.learning_curve` under-trained runs (Fernandes App. G)
-* :mod:`fitting.laws.chinchilla`     L(N, D) (Caillaut eq. 2), optimised in
-  :mod:`fitting.laws.chinchilla_opt`
+* :mod:`fitting.laws.chinchilla`     L(N, D) (Caillaut eq. 2), its starts searched in
+  :mod:`fitting.laws.chinchilla_search`, optimised in :mod:`fitting.laws.chinchilla_opt`
 * :mod:`fitting.laws.dpl`            the Double Power Law and optimal ratios (Chen eq. 5–7)
 * :mod:`fitting.laws.mixture_laws`   mixture laws for K pairs (Fernandes eq. 11 with transfer,
   Ye et al. 2024, Shukor et al. 2025); runs from tables in :mod:`fitting.laws.mixture_runs`,
