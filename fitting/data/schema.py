@@ -8,7 +8,7 @@ the tidy table (:mod:`fitting.data.tables`).
 from __future__ import annotations
 
 __all__ = ["SCHEMA_VERSION", "SCHEMA_REVISION", "RUN_JSON", "METRICS_JSONL", "METRICS_FIELDS",
-           "TIDY_COLUMNS", "OPTIONAL_COLUMNS", "BRANCH_FIELD"]
+           "TIDY_COLUMNS", "OPTIONAL_COLUMNS", "BRANCH_FIELD", "RECOMMENDED"]
 
 #: stored in every run.json; bumped on an incompatible change only
 SCHEMA_VERSION = 1
@@ -22,6 +22,10 @@ RUN_JSON = "run.json"
 #: ``{"parent": run_id, "step": b, "cooldown_steps": int}``; absent or null for an ordinary run
 BRANCH_FIELD = "branch"
 METRICS_JSONL = "metrics.jsonl"
+#: the name of the recommended mixture among a verification's mixtures: the plan that
+#: ``mnmt.study.verify`` makes and ``fitting.report.verification`` reads (its runs are tagged
+#: ``verify-recommended``); here, not in the report, so that ``mnmt-study`` imports no pandas
+RECOMMENDED = "recommended"
 
 # Field -> accepted JSON types of one metrics.jsonl row, in the schema's order. ``value`` may
 # also be null: a non-finite measurement (a diverged evaluation) is written as null.

@@ -34,6 +34,7 @@ from scipy import stats
 
 from fitting.core.base import FitError
 from fitting.core.uncertainty import percentile_range
+from fitting.data.schema import RECOMMENDED
 from fitting.data.tables import final_losses
 from fitting.laws.mixture_transfer import pooled_seed_noise
 from fitting.report.markdown import Document, format_number
@@ -42,8 +43,6 @@ __all__ = ["RECOMMENDED", "SD_MULTIPLE", "split_verification", "compare_means",
            "predict_mixtures", "verification_payload", "verification_section",
            "verification_seed_noise"]
 
-#: the name of the recommended mixture among the verification mixtures
-RECOMMENDED = "recommended"
 #: the recommendation beats a baseline by more than this many sd of the difference of means
 SD_MULTIPLE = 2.0
 _PLAN_KEYS = ("size", "seeds", "mixtures", "runs")

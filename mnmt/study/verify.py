@@ -32,6 +32,7 @@ import json
 import math
 from pathlib import Path
 
+from fitting.data.schema import RECOMMENDED
 from mnmt.study import mixture_design
 from mnmt.study.spec import RunSpec, StudySpec, run_id, size_weights
 from mnmt.study.stages import STUDY_FILE, UsageError
@@ -42,7 +43,6 @@ __all__ = ["SEED_BASE", "RECOMMENDED", "PREFERRED", "TAG_PREFIX", "verification_
 
 # The first verification seed; the others follow it.
 SEED_BASE = 1000
-RECOMMENDED = "recommended"  # fitting.report.verification.RECOMMENDED
 PREFERRED = "preferred"
 TAG_PREFIX = "verify-"
 
