@@ -29,9 +29,16 @@ __all__ = [
     "summarize_samples",
     "band_from_samples",
     "percentile_range",
+    "beyond_sd",
 ]
 
 Refit = Callable[[np.ndarray], Mapping[str, float]]
+
+
+def beyond_sd(difference: float, sd: float, multiple: float = 2.0) -> bool:
+    """Whether ``difference`` (signed: positive in the direction tested) exceeds ``multiple``
+    times its ``sd``; False when the sd is unknown (NaN or infinite)."""
+    return bool(np.isfinite(sd) and difference > multiple * sd)
 
 
 def _collect(draws: list[Mapping[str, float]], names: Sequence[str]) -> dict[str, np.ndarray]:

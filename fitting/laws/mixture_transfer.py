@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from fitting.core.uncertainty import beyond_sd
 from fitting.laws.mixture_runs import MixtureRuns
 
 __all__ = ["zero_shot_losses", "contrasts", "compare_sources", "direct_transfer",
@@ -160,7 +161,7 @@ def compare_sources(entries: list[dict], target: str, better: str, worse: str) -
         noise = sorted({a[k]["noise"], b[k]["noise"]})
         out.append({"target": target, "better": better, "worse": worse, "n": k[0],
                     "weight": k[1], "difference": float(diff), "sd": sd,
-                    "beyond_2sd": bool(np.isfinite(sd) and diff > 2 * sd),
+                    "beyond_2sd": beyond_sd(diff, sd),
                     "noise": " and ".join(noise)})
     return out
 
@@ -196,8 +197,7 @@ def direct_transfer(runs: MixtureRuns, seed_noise: Mapping[tuple[str, float], di
                     for c in compare_sources(ct, target, a, b):
                         if c["difference"] < 0:  # orient: better first
                             c = {**c, "better": b, "worse": a, "difference": -c["difference"],
-                                 "beyond_2sd": bool(np.isfinite(c["sd"])
-                                                    and -c["difference"] > 2 * c["sd"])}
+                                 "beyond_2sd": beyond_sd(-c["difference"], c["sd"])}
                         ranked.append(c)
     return {"zero_shot": zs, "contrasts": ct, "closest_by_zero_shot": closest,
             "contrast_rankings": ranked,

@@ -33,7 +33,7 @@ import pandas as pd
 from scipy import stats
 
 from fitting.core.base import FitError
-from fitting.core.uncertainty import percentile_range
+from fitting.core.uncertainty import beyond_sd, percentile_range
 from fitting.data.schema import RECOMMENDED
 from fitting.data.tables import final_losses
 from fitting.laws.mixture_transfer import pooled_seed_noise
@@ -93,7 +93,7 @@ def compare_means(rec: Sequence[float], base: Sequence[float], *,
                 "why": "fewer than 2 seeds measured"}
     a, c = r.var(ddof=1) / len(r), b.var(ddof=1) / len(b)
     sd = math.sqrt(a + c)
-    return {"gap": gap, "sd": sd, "beats": bool(gap > multiple * sd), "n": [len(r), len(b)],
+    return {"gap": gap, "sd": sd, "beats": beyond_sd(gap, sd, multiple), "n": [len(r), len(b)],
             "p": _welch_p(gap, a, c, len(r), len(b))}
 
 
