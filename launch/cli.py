@@ -10,10 +10,11 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
+from fitting.data import io
 from launch import remote
 from mnmt.study.cli import add_study_arguments
 from mnmt.study.spec import expand
-from mnmt.study.stages import UsageError, atomic_write, load_spec
+from mnmt.study.stages import UsageError, load_spec
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -77,7 +78,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
                                    time_limit=args.time)
     script = Path(args.script)
     try:
-        atomic_write(script, text)
+        io.write_text_atomic(script, text)
     except OSError as err:
         raise UsageError(f"cannot write launch script {script}: {err.strerror or err}") from err
     script.chmod(0o755)
