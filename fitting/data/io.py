@@ -59,12 +59,14 @@ class NoSpaceError(OSError):
 
 
 def is_no_space(err: BaseException | None) -> bool:
-    """Whether ``err`` or an exception it came from reports a full device: an ``OSError`` with
-    ``errno.ENOSPC``, or a message saying so (Orbax and TensorStore wrap the OS error)."""
+    """Whether ``err`` or an exception it came from (``__cause__``, else ``__context__``; a cycle
+    ends the walk) reports a full device: an ``errno`` of ``errno.ENOSPC`` (an ``OSError``, or any
+    error carrying one), or a message saying so in any case (Orbax and TensorStore wrap the OS
+    error; ArrayRecord's writer raises a RuntimeError whose text says it)."""
     seen: set[int] = set()
     while err is not None and id(err) not in seen:
         seen.add(id(err))
-        if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+        if getattr(err, "errno", None) == errno.ENOSPC:
             return True
         if NO_SPACE in str(err).lower():
             return True

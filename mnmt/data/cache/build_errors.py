@@ -8,10 +8,10 @@ one message saying where, what to do and that the previous cache is unchanged.
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 
+from fitting.data.io import is_no_space  # the one rule for a full disk (ENOSPC)
 from mnmt.data.cache.layout import CacheError
 
 __all__ = ["CacheBuildError", "ERROR_MARK", "is_no_space", "no_space_message", "build_failure"]
@@ -21,17 +21,6 @@ ERROR_MARK = "mnmt-cache error: "
 
 class CacheBuildError(CacheError):
     """A build that failed (message: the file, what happened, what to do)."""
-
-
-def is_no_space(err: BaseException | None) -> bool:
-    """Whether an error (or one it was raised from) is ENOSPC; ArrayRecord's writer reports
-    it as a RuntimeError whose text says so."""
-    seen = 0
-    while err is not None and seen < 8:
-        if getattr(err, "errno", None) == errno.ENOSPC or "No space left on device" in str(err):
-            return True
-        err, seen = err.__cause__ or err.__context__, seen + 1
-    return False
 
 
 def no_space_message(task: str, tmp: str, what: str) -> str:
