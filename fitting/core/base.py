@@ -119,12 +119,15 @@ def _floats(d: dict | None) -> dict[str, float] | None:
     return {k: (math.nan if v is None else float(v)) for k, v in d.items()}
 
 
-def fitted_pair(pairs: list[str] | None, pair: str | None) -> str:
+def fitted_pair(pairs: list[str] | None, pair: str | None, *, name_one: bool = False) -> str:
     """``pair`` when it is one of the fitted ``pairs`` (None: the only fitted pair); else a
-    FitError naming the fitted pairs."""
+    FitError naming the fitted pairs. ``name_one``: None where not exactly one pair was fitted
+    says so ("several pairs were fitted (…); name one") rather than that None was not fitted."""
     pairs = pairs or []
     if pair is None and len(pairs) == 1:
         return pairs[0]
+    if pair is None and name_one:
+        raise FitError(f"several pairs were fitted ({pairs}); name one", column="pair")
     if pair not in pairs:
         raise FitError(f"pair {pair!r} was not fitted; fitted pairs: {pairs}", column="pair")
     return pair

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from fitting.core.base import FitError, FitResult, register_law
+from fitting.core.base import FitError, FitResult, fitted_pair, register_law
 from fitting.core.engine import goodness_of_fit, varpro_fit
 from fitting.core.uncertainty import (
     band_from_samples,
@@ -125,14 +125,7 @@ class JointLawFit(FitResult):
                                  estimate=self.params)
 
     def _pair(self, pair: str | None) -> str:
-        pairs = self.pairs or []
-        if pair is None:
-            if len(pairs) != 1:
-                raise FitError(f"several pairs were fitted ({pairs}); name one", column="pair")
-            return pairs[0]
-        if pair not in pairs:
-            raise FitError(f"pair {pair!r} was not fitted; fitted pairs: {pairs}", column="pair")
-        return pair
+        return fitted_pair(self.pairs, pair, name_one=True)
 
     def effective_params(self, n: ArrayLike, p: ArrayLike, pair: str | None = None) -> np.ndarray:
         """N_eff^(i,p) = (β_{1,i}/β_{p,i})^(1/α_i)·N (Fernandes eq. 9)."""
