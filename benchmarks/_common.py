@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Mapping
 
 __all__ = ["machine"]
 
 
-def machine() -> dict:
-    """The machine a result was measured on: platform, processor, Python, CPU count (and the
-    CPUs this process may use), CPU model and memory where Linux says them, load average."""
-    info = {"platform": platform.platform(), "processor": platform.processor(),
+def machine(keys: Mapping[str, str] | None = None) -> dict:
+    """The machine a result was measured on: platform, architecture, processor, Python, CPU count
+    (and the CPUs this process may use), CPU model and memory where Linux says them, load average.
+
+    ``keys``: {key here: the script's own key} for a script whose JSON names them otherwise
+    (e.g. ``{"cpus": "cpu_count", "load_avg": "loadavg"}``): only those, under its names."""
+    info = {"platform": platform.platform(), "arch": platform.machine(),
+            "processor": platform.processor() or platform.machine(),
             "python": platform.python_version(), "cpus": os.cpu_count(),
             "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
             else os.cpu_count()}
@@ -33,4 +38,4 @@ def machine() -> dict:
         info["load_avg"] = [round(x, 2) for x in os.getloadavg()]
     except OSError:  # pragma: no cover
         pass
-    return info
+    return info if keys is None else {theirs: info.get(ours) for ours, theirs in keys.items()}

@@ -21,6 +21,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # run or loaded by path
+from _common import machine  # noqa: E402  (benchmarks/_common.py)
+
 
 def write(path: str, records: int, tokens: int, group_size: int) -> dict:
     import numpy as np
@@ -71,7 +74,7 @@ def main() -> int:
         print(json.dumps(read(args._read)))
         return 0
     out = {"records": args.records, "tokens_per_record": args.tokens,
-           "load_average": os.getloadavg(), "cpus": os.cpu_count(), "group_sizes": {}}
+           **machine({"load_avg": "load_average", "cpus": "cpus"}), "group_sizes": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for size in (int(s) for s in args.group_sizes.split(",")):
             path = os.path.join(tmp, f"gs{size}.array_record")

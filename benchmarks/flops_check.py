@@ -18,10 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # run or loaded by path
+from _common import machine  # noqa: E402  (benchmarks/_common.py)
 
 _DOT = re.compile(r"=\s*(\w+)\[([\d,]*)\][^\n]*?\s(dot|convolution)\(")
 
@@ -126,9 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     import jax
 
     rows = [check(s, a.batch, a.input_len, a.target_len, a.vocab_size) for s in a.sizes]
-    meta = {"machine": platform.machine(), "cpus": os.cpu_count(),
-            "load_avg": os.getloadavg(), "jax": jax.__version__,
-            "backend": jax.default_backend(), "python": sys.version.split()[0]}
+    meta = {**machine({"arch": "machine", "cpus": "cpus", "load_avg": "load_avg"}),
+            "jax": jax.__version__, "backend": jax.default_backend(),
+            "python": sys.version.split()[0]}
     if a.json:
         print(json.dumps({"meta": meta, "rows": rows}, indent=1))
         return 0

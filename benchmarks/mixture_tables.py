@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -50,6 +49,8 @@ from scipy.stats import spearmanr
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _common import machine  # noqa: E402  (benchmarks/_common.py)
 
 from fitting.data.sampling import dirichlet_mixtures  # noqa: E402
 from fitting.laws.mixture_laws import MixtureLawFit  # noqa: E402
@@ -248,8 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(run_table(name, make(), args.n_boot, args.workers))
         if not args.json:
             print(json.dumps(rows[-1]), flush=True)
-    out = {"machine": platform.platform(), "cpus": os.cpu_count(), "tables": rows,
-           "anchors": ANCHORS}
+    out = {**machine({"platform": "machine", "cpus": "cpus"}), "tables": rows, "anchors": ANCHORS}
     if args.json:
         print(json.dumps(out, indent=1))
     return 0

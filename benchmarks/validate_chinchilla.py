@@ -25,7 +25,6 @@ import argparse
 import functools
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -37,23 +36,15 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "benchmarks" / "data"  # public data, see benchmarks/data/README.md
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # run or loaded by path
+
+from _common import machine  # noqa: E402  (benchmarks/_common.py)
 
 from fitting.laws.chinchilla import EPOCH_PUBLISHED, fit_chinchilla  # noqa: E402
 
 DATABLATIONS_PUBLISHED = {"E": 1.87, "A": 521.0, "B": 1488.0, "alpha": 0.3527, "beta": 0.3527}
 NAMES = ["E", "A", "B", "alpha", "beta"]
 TOL = {"E": 0.01, "alpha": 0.01, "beta": 0.01, "A": 0.05, "B": 0.05}
-
-
-def machine() -> dict:
-    return {
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "loadavg_start": list(os.getloadavg()),
-    }
 
 
 def load_epoch(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -250,7 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.epoch.exists() and args.epoch != default_epoch:
         ap.error(f"data file not found: {args.epoch}")
 
-    report: dict = {"machine": machine()}
+    report: dict = {"machine": {**machine({"platform": "platform", "processor": "processor",
+                                           "cpus": "cpu_count", "python": "python",
+                                           "load_avg": "loadavg_start"}),
+                                "numpy": np.__version__}}
     if args.epoch.exists():
         report["epoch"] = run_epoch(args, ap)
     else:  # the Epoch data are not vendored (no licence): skip that part and say so

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -28,9 +26,12 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # run or loaded by path
 
-from fitting.laws.dpl import CHEN_EQ6_PRESET, dpl_objective, fit_dpl, optimal_sampling_ratios  # noqa
+from _common import machine  # noqa: E402  (benchmarks/_common.py)
+
 from fitting.data.sampling import temperature_weights  # noqa: E402
+from fitting.laws.dpl import CHEN_EQ6_PRESET, dpl_objective, fit_dpl, optimal_sampling_ratios  # noqa
 
 TEMPS = [1, 2, 5, 10, 100]
 SETTINGS = {
@@ -141,8 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plot", type=Path, help="write the eq. 6 curves to this PNG")
     args = ap.parse_args(argv)
     report = {
-        "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(),
-                    "loadavg": list(os.getloadavg())},
+        "machine": machine({"platform": "platform", "cpus": "cpu_count", "load_avg": "loadavg"}),
         "worked_example_T5": temperature_weights([10e6, 4.6e6, 0.26e6, 0.26e6], 5).tolist(),
         "preset": preset_shapes(),
         "ratios": ratios(),
