@@ -6,7 +6,7 @@ pairs' data sizes (`StudySpec.data_caps`) and from a seed:
 - one single-pair run per pair, all weight on it (tag `only-<pair>`): the ends of the simplex;
 - the uniform mixture (`uniform`);
 - temperature sampling p_i ∝ D_i^(1/T) (`T5`; Chen et al. 2023 §4.2) and Caillaut et al. 2024
-  §3.1 oversampling (`os5`): `mnmt.study.spec.size_weights`;
+  §3.1 oversampling (`os5`): `mnmt.study.expansion.size_weights`;
 - UniMax (Chung et al. 2023, Alg. 1; `unimax<E>`): uniform over the pairs, except that no pair is
   repeated more than E epochs of its D_i within the run's budget of training examples;
 - M mixtures drawn from a symmetric Dirichlet with a seed (`dir0` … `dir<M-1>`): the design
@@ -55,7 +55,7 @@ def _error(message: str) -> Exception:
 
 def design_error(spec: StudySpec) -> str | None:
     """The first problem of `spec`'s design fields, as a message that names the field and what
-    was expected (`mnmt.study.spec.validate` raises it as a StudyError); None if there is none."""
+    was expected (`mnmt.study.spec_checks.validate` raises it as a StudyError); None if there is none."""
     try:
         _validate_design(spec)
     except _DesignError as err:
