@@ -5,12 +5,33 @@ import importlib.util
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import gin
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def share_compiled_programs() -> None:
+    """Persist XLA executables for the whole suite, both xdist workers and every child process
+    (studies, `mnmt-train`, multi-host runs inherit the environment): most tests compile the same
+    tiny models, and each program is then compiled once per machine instead of once per test.
+    The cache key is the program, its compile options and the jax/jaxlib versions, so a test
+    sees the executable it would have compiled. ``MNMT_TEST_XLA_CACHE=off`` turns it off; any
+    ``JAX_COMPILATION_CACHE_DIR`` already set is kept."""
+    where = os.environ.get("MNMT_TEST_XLA_CACHE", "")
+    if where == "off" or "JAX_COMPILATION_CACHE_DIR" in os.environ:
+        return
+    cache = Path(where or Path(tempfile.gettempdir()) / f"mnmt-tests-xla-{os.getuid()}")
+    cache.mkdir(parents=True, exist_ok=True)
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = str(cache)
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+
+
+share_compiled_programs()
 
 
 @pytest.fixture(autouse=True)

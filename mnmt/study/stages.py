@@ -144,10 +144,13 @@ def mixture_constraints(spec: StudySpec) -> dict | None:
 
 def enable_compilation_cache(cache_dir: Path) -> None:
     """Persist XLA executables under `cache_dir`: runs of one size at different weights (and a
-    re-run of the study) compile the same programs, so only the first pays for compilation."""
+    re-run of the study) compile the same programs, so only the first pays for compilation.
+    A ``JAX_COMPILATION_CACHE_DIR`` set in the environment wins (one cache for several studies;
+    the test suite shares one this way)."""
     import jax
 
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    jax.config.update("jax_compilation_cache_dir", str(cache_dir))
+    if not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        jax.config.update("jax_compilation_cache_dir", str(cache_dir))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)

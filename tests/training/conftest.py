@@ -8,10 +8,15 @@ from run_helpers import LENGTHS
 
 @pytest.fixture(scope="session", autouse=True)
 def _compilation_cache(tmp_path_factory):
-    """Share XLA executables between the many small runs of these tests (same shapes)."""
+    """Share XLA executables between the many small runs of these tests (same shapes): in the
+    suite's cache (tests/conftest.py ``share_compiled_programs``: both workers and every test
+    folder) where it is on, else in one of this session's own."""
+    import os
+
     import jax
 
-    jax.config.update("jax_compilation_cache_dir", str(tmp_path_factory.mktemp("xla_cache")))
+    cache = os.environ.get("JAX_COMPILATION_CACHE_DIR") or str(tmp_path_factory.mktemp("xla_cache"))
+    jax.config.update("jax_compilation_cache_dir", cache)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     yield
