@@ -27,6 +27,7 @@ import pandas as pd
 
 from fitting import plots
 from fitting.core.base import FitError, json_safe
+from fitting.core.uncertainty import beyond_sd
 from fitting.data import io
 from fitting.data.tables import final_losses, read_table, round_weights
 from fitting.laws.effective import fit_multilingual_law
@@ -124,8 +125,8 @@ def study_fractions(table: pd.DataFrame, *, label: str, eval_set: str = "validat
             sd = float(np.std(per_sample, ddof=1)) if per_sample is not None and \
                 per_sample.size > 1 else float("nan")
             mean = float(exc.mean())
-            verdict = ("synergy" if np.isfinite(sd) and mean - 2 * sd > 0 else
-                       "interference" if np.isfinite(sd) and mean + 2 * sd < 0 else
+            verdict = ("synergy" if beyond_sd(mean, sd) else
+                       "interference" if beyond_sd(-mean, sd) else
                        "neutral (within 2 sd)" if np.isfinite(sd) else
                        ("synergy" if mean > 0 else "interference") + " (no sd)")
             out["synergy"][pair] = {"mean_excess": mean, "sd": sd, "verdict": verdict,
