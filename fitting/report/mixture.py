@@ -24,7 +24,7 @@ from fitting.laws.mixture_compare import MixtureComparison, compare_mixture_laws
 from fitting.laws.mixture_recommend import SUPPORT_POINTS, recommend_mixture, support_bounds
 from fitting.laws.mixture_runs import MixtureRuns, mixture_runs, read_wide_runs
 from fitting.laws.mixture_transfer import direct_transfer, heldout_with_seed_noise
-from fitting.report.heldout import check_heldout_runs
+from fitting.report.heldout import REL_TOLERANCE, check_heldout_runs
 from fitting.report.markdown import Document, format_number
 
 __all__ = ["mixture_section", "mixture_payload", "who_helps_whom", "target_for",
@@ -87,7 +87,8 @@ def mixture_payload(cmp: MixtureComparison, recommendation: dict | None,
         tau, sd = transfer_matrix(cmp.laws["transfer"])
         out["transfer"] = {"pairs": cmp.runs.pairs, "matrix": tau.tolist(), "sd": sd.tolist()}
     out["transfer_direct"] = direct_transfer(cmp.runs, seed_noise)
-    out["heldout"], out["heldout_summary"] = heldout_with_seed_noise(cmp.heldout, seed_noise)
+    out["heldout"], out["heldout_summary"] = heldout_with_seed_noise(cmp.heldout, seed_noise,
+                                                                       REL_TOLERANCE)
     return out
 
 

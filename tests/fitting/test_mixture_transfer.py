@@ -137,7 +137,7 @@ def test_an_exact_law_on_one_seed_runs_reaches_the_expected_count_within_2_perce
         return held
 
     noise = {("en-da", 6e4): {"relative_sd": sigma, "mixtures": 5, "dof": 5}}
-    exact, summary = heldout_with_seed_noise(table(1.0), noise)
+    exact, summary = heldout_with_seed_noise(table(1.0), noise, 0.02)
     assert summary["entries"] == 2001 and summary["with_seed_noise"] == 2000
     assert summary["expected_exact"] / 2000 == pytest.approx(0.8176, abs=1e-3)
     assert summary["within_with_seed_noise"] / 2000 == pytest.approx(0.8176, abs=0.03)
@@ -145,6 +145,6 @@ def test_an_exact_law_on_one_seed_runs_reaches_the_expected_count_within_2_perce
     assert exact["r0"]["en-da"]["noise"] == pytest.approx(sigma * measured[0])
     assert exact["small"]["en-da"]["noise"] == 0.3
     assert exact["small"]["en-da"]["noise_source"] == "last 3 evaluations (not the seed noise)"
-    _, off = heldout_with_seed_noise(table(1.05), noise)
+    _, off = heldout_with_seed_noise(table(1.05), noise, 0.02)
     assert off["within_with_seed_noise"] / 2000 < 0.05
     assert off["expected_exact"] == pytest.approx(summary["expected_exact"])
