@@ -218,7 +218,8 @@ def heldout_with_seed_noise(heldout: Mapping[str, Mapping[str, dict]],
     |relative_error| ≤ ``tolerance``; where the seed noise is known: ``noise`` = σ · measured
     (``noise_source`` "pooled seed sd") and ``p_within_exact`` = erf(tolerance / (σ √2)); else
     the entry's own noise stays, its source marked as not the seed noise.
-    Summary: ``entries`` (predicted), ``within`` (|relative error| ≤ tolerance), and over the
+    Summary: ``entries`` (every entry with a measured loss; a non-finite prediction counts as a
+    miss), ``within`` (|relative error| ≤ tolerance), and over the
     entries with seed noise: ``with_seed_noise``, ``within_with_seed_noise``,
     ``expected_exact`` (Σ p_within_exact: an exact law's expected count) and
     ``within_3_seed_sd`` (|predicted − measured| ≤ 3 σ · measured)."""
@@ -231,11 +232,11 @@ def heldout_with_seed_noise(heldout: Mapping[str, Mapping[str, dict]],
         for pair, e in pairs.items():
             e = dict(e)
             pred, meas = float(e["predicted"]), float(e["measured"])
-            if not (np.isfinite(pred) and np.isfinite(meas) and meas > 0):
+            if not (np.isfinite(meas) and meas > 0):
                 out[run][pair] = e
                 continue
-            rel = (pred - meas) / meas
-            e.update(relative_error=rel, within_rel=bool(abs(rel) <= tolerance))
+            rel = (pred - meas) / meas  # NaN where the law gave no finite prediction: a miss
+            e.update(relative_error=rel, within_rel=bool(np.isfinite(rel) and abs(rel) <= tolerance))
             summary["entries"] += 1
             summary["within"] += int(e["within_rel"])
             sigma = _noise_at(noise, pair, float(e["n"]))
@@ -246,7 +247,7 @@ def heldout_with_seed_noise(heldout: Mapping[str, Mapping[str, dict]],
                 summary["with_seed_noise"] += 1
                 summary["within_with_seed_noise"] += int(e["within_rel"])
                 summary["expected_exact"] += p_exact
-                summary["within_3_seed_sd"] += int(abs(pred - meas) <= 3 * sigma * meas)
+                summary["within_3_seed_sd"] += int(bool(abs(pred - meas) <= 3 * sigma * meas))
             elif e.get("noise_source") == "last 3 evaluations":
                 e["noise_source"] = "last 3 evaluations (not the seed noise)"
             out[run][pair] = e

@@ -147,4 +147,8 @@ def test_an_exact_law_on_one_seed_runs_reaches_the_expected_count_within_2_perce
     assert exact["small"]["en-da"]["noise_source"] == "last 3 evaluations (not the seed noise)"
     _, off = heldout_with_seed_noise(table(1.05), noise, 0.02)
     assert off["within_with_seed_noise"] / 2000 < 0.05
-    assert off["expected_exact"] == pytest.approx(summary["expected_exact"])
+    missing = table(1.0)
+    missing["r0"]["en-da"]["predicted"] = float("nan")
+    _, unpredicted = heldout_with_seed_noise(missing, noise, 0.02)
+    assert unpredicted["entries"] == 2001 and unpredicted["with_seed_noise"] == 2000
+    assert unpredicted["within"] == summary["within"] - int(exact["r0"]["en-da"]["within_rel"])

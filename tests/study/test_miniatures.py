@@ -118,7 +118,8 @@ def test_many_pairs_relatives_help_and_held_out_mixtures_are_predicted(tmp_path)
     """cpu-many-pairs (known relatedness): a low-resource pair at weight 0.1 learns more beside
     its relative than beside the isolate, and at mini-1 the contrasts say so beyond 2 of the
     verification runs' pooled seed sd; the chosen mixture law predicts the held-out mixtures
-    (measured median |error| 9 %, RESULTS 62; at mini-1, 9 of 15 within 3 seed sd); untrained
+    (measured with the concentration-3 design, RESULTS 63/65: median |error| 4.9 %; at mini-1,
+    10 of 15 within 3 seed sd); untrained
     and over-repeated losses are outside its domain; the recommendation keeps the low-resource
     pairs inside the epoch cap, and trained it beats the temperature and UniMax baselines. The
     eq. 11 transfer matrix does not resolve the relatives from the Dirichlet design (measured;
@@ -139,10 +140,10 @@ def test_many_pairs_relatives_help_and_held_out_mixtures_are_predicted(tmp_path)
     entries = [e for run in mix["heldout"].values() for e in run.values()]
     assert len(mix["heldout"]) == 7 and len(entries) >= 30  # 3 mixtures x 2 sizes + mini-2
     rel = [abs(e["error"]) / e["measured"] for e in entries]
-    assert np.median(rel) < 0.15, rel
+    assert np.median(rel) < 0.08, rel
     summary = mix["heldout_summary"]
     assert summary["with_seed_noise"] == 15  # the 3 held-out mixtures x 5 pairs at mini-1
-    assert summary["within_3_seed_sd"] >= 6, summary
+    assert summary["within_3_seed_sd"] >= 8, summary
     ranked = [c for c in mix["transfer_direct"]["contrast_rankings"] if c["n"] == MINI_1_N]
     assert {(c["target"], c["better"], c["worse"]) for c in ranked if c["beyond_2sd"]} >= {
         ("en-it", "en-es", "en-fi")}, ranked
