@@ -27,6 +27,10 @@ loss (as the log-space fits of Hoffmann et al.), soft_l1 with an f_scale grid (G
 App. E). Uncertainty: refits on losses perturbed by 1 % (Fernandes et al. footnote 5).
 Extrapolation check: :func:`leave_largest_out` refits without the largest model size and
 predicts its points (Caillaut et al. §4.1).
+
+``form="kaplan"`` fits Kaplan et al. 2020 eq. 1.5 with an irreducible loss instead
+(:mod:`fitting.laws.kaplan_nd`), whose terms do not add; ``form="auto"`` lets
+:func:`select_form` choose the form and the budgets per pair by prediction of unseen points.
 """
 
 from __future__ import annotations
@@ -43,9 +47,17 @@ from fitting.core.base import FitError, FitResult, fitted_pair, register_law
 from fitting.core.engine import goodness_of_fit, varpro_fit
 from fitting.core.uncertainty import band_from_samples, perturbation_samples, summarize_samples
 from fitting.data.tables import check_finite_positive, check_weights, require_columns
+from fitting.laws.kaplan_nd import KAPLAN_EXPONENT_BOUNDS, fit_pair_kaplan, predict_kaplan
 
 __all__ = ["JointChinchillaFit", "fit_joint_chinchilla", "leave_largest_out", "coef_key",
-           "EXPONENT_BOUNDS"]
+           "select_form", "EXPONENT_BOUNDS", "FORMS", "MIN_SELECTION_BUDGETS"]
+
+#: the forms of L(N, D): "additive" (this module's docstring) and "kaplan"
+#: (:mod:`fitting.laws.kaplan_nd`: E + [(A/N)^(α/β) + B/D]^β)
+FORMS = ("additive", "kaplan")
+#: cooled-down budgets per run that a candidate of :func:`select_form` keeps (the last one is
+#: predicted from the others, which need two for β)
+MIN_SELECTION_BUDGETS = 3
 
 #: bounds of α and β
 EXPONENT_BOUNDS = (0.01, 4.0)
@@ -79,6 +91,10 @@ class JointChinchillaFit(FitResult):
             return (float(value[0]), float(value[1]))
         return value
 
+    def form(self, pair: str) -> str:
+        """The form of ``pair``'s law (:data:`FORMS`)."""
+        return (self.meta.get("form") or {}).get(self._pair(pair), "additive")
+
     def l_inf(self, pair: str) -> float:
         """L∞ of ``pair``: the limit of L(N, D) as N, D → ∞, E_i."""
         return float(self.params[coef_key("E", self._pair(pair))])
@@ -91,10 +107,10 @@ class JointChinchillaFit(FitResult):
         pair = self._pair(pair)
         q = self.params if params is None else params
         ws = sorted((self.weights or {}).get(pair, []))
-        expo = q[coef_key("alpha" if which == "A" else "beta", pair)]
+        expo = self._share_exponent(q, which, pair)
         ref = q[coef_key(which, pair, ws[-1])]
         with np.errstate(divide="ignore"):
-            f = [(ref / q[coef_key(which, pair, w)]) ** (1.0 / expo) for w in ws]
+            f = [(ref / q[coef_key(which, pair, w)]) ** expo for w in ws]
         pa = np.atleast_1d(np.asarray(p, dtype=np.float64))
         if np.any(pa > ws[-1] + _SAME) or np.any(pa <= 0):
             raise FitError(f"pair {pair!r}: weights {pa.tolist()} outside (0, {ws[-1]:g}], the "
@@ -109,20 +125,26 @@ class JointChinchillaFit(FitResult):
         if key in q:
             return q[key]
         ws = (self.weights or {}).get(pair, [])
-        expo = q[coef_key("alpha" if which == "A" else "beta", pair)]
         f = float(self.fraction(p, pair, which, q)[0])
-        return q[coef_key(which, pair, max(ws))] * f ** (-expo)
+        return q[coef_key(which, pair, max(ws))] * f ** (-1.0 / self._share_exponent(q, which,
+                                                                                    pair))
+
+    def _share_exponent(self, q: Mapping[str, float], which: str, pair: str) -> float:
+        """f = (ref/coef)^this: 1/α (1/β) in the additive form, 1 in Kaplan's (scales in N, D)."""
+        if self.form(pair) == "kaplan":
+            return 1.0
+        return 1.0 / q[coef_key("alpha" if which == "A" else "beta", pair)]
 
     def _predict(self, q: Mapping[str, float], n, d, p, pair: str) -> np.ndarray:
         n, d = np.broadcast_arrays(np.asarray(n, dtype=np.float64),
                                    np.asarray(d, dtype=np.float64))
         pa = np.broadcast_to(np.asarray(p, dtype=np.float64), n.shape)
         out = np.empty(n.shape)
+        e, al, be = (q[coef_key(k, pair)] for k in ("E", "alpha", "beta"))
         for pv in np.unique(pa):
             m = pa == pv
-            out[m] = (q[coef_key("E", pair)]
-                      + self._coef(q, "A", pair, float(pv)) * n[m] ** -q[coef_key("alpha", pair)]
-                      + self._coef(q, "B", pair, float(pv)) * d[m] ** -q[coef_key("beta", pair)])
+            a, b = self._coef(q, "A", pair, float(pv)), self._coef(q, "B", pair, float(pv))
+            out[m] = _law(self.form(pair), e, al, be, a, b, n[m], d[m])
         return out
 
     def predict(self, n: ArrayLike, d: ArrayLike, p: ArrayLike,  # type: ignore[override]
@@ -156,7 +178,28 @@ def _prepare(df: pd.DataFrame, source: str | None) -> pd.DataFrame:
     return out
 
 
-def _fit_pair(n, d, p, y, *, loss: str, f_scale, theta0=None) -> tuple[dict, float]:
+def _law(form: str, e, alpha, beta, a, b, n, d) -> np.ndarray:
+    """L(N, D) of one weight in ``form`` (:data:`FORMS`)."""
+    if form == "kaplan":
+        return predict_kaplan(e, alpha, beta, a, b, n, d)
+    return e + a * np.asarray(n, dtype=np.float64) ** -alpha + b * np.asarray(
+        d, dtype=np.float64) ** -beta
+
+
+def _fit_pair(n, d, p, y, *, loss: str, f_scale, theta0=None, form: str = "additive"
+              ) -> tuple[dict, float]:
+    """One pair's parameters in ``form`` and the f_scale used."""
+    if form == "kaplan":
+        return fit_pair_kaplan(n, d, p, y, loss=loss, f_scale=f_scale,
+                               theta0=theta0)
+    if form != "additive":
+        raise FitError(f"L(N, D) form: expected one of {FORMS} or 'auto', got {form!r}")
+    if isinstance(theta0, dict):
+        theta0 = [theta0["alpha"], theta0["beta"]]
+    return _fit_pair_additive(n, d, p, y, loss=loss, f_scale=f_scale, theta0=theta0)
+
+
+def _fit_pair_additive(n, d, p, y, *, loss: str, f_scale, theta0=None) -> tuple[dict, float]:
     """Variable projection for one pair: θ = (α, β); E, A_p, B_p linear, non-negative.
     Returns the pair's parameters (without the pair name: E, alpha, beta, A[w], B[w]) and the
     f_scale used."""
@@ -194,14 +237,15 @@ def _named(raw: dict, pair: str) -> dict[str, float]:
             for k, v in raw.items()}
 
 
-def _predict_raw(raw: dict, n, d, p) -> np.ndarray:
+def _predict_raw(raw: dict, n, d, p, form: str = "additive") -> np.ndarray:
     a = np.array([raw[("A", float(w))] for w in p])
     b = np.array([raw[("B", float(w))] for w in p])
-    return raw["E"] + a * n ** -raw["alpha"] + b * d ** -raw["beta"]
+    return _law(form, raw["E"], raw["alpha"], raw["beta"], a, b, n, d)
 
 
 def leave_largest_out(n, d, p, y, *, loss: str = "soft_l1", f_scale: Any = "auto",
-                      noise_rel: float | None = None, tolerance: float = 3.0) -> dict[str, Any]:
+                      noise_rel: float | None = None, tolerance: float = 3.0,
+                      form: str = "additive") -> dict[str, Any]:
     """Refit one pair's law without its largest model size and predict that size's points
     (Caillaut et al. §4.1). Returns ``held_out_n``, ``errors`` (relative, (pred − y)/y, per held
     point with its D and p), ``rmse_rel``, ``mean_rel``, ``max_abs_rel``, ``l_inf`` of the refit,
@@ -210,9 +254,11 @@ def leave_largest_out(n, d, p, y, *, loss: str = "soft_l1", f_scale: Any = "auto
     held = n == n.max()
     if np.unique(n[~held]).size < 3:
         raise FitError("leave-largest-out needs ≥ 4 model sizes (3 left to fit)", column="n")
-    raw, _ = _fit_pair(n[~held], d[~held], p[~held], y[~held], loss=loss, f_scale=f_scale)
+    raw, _ = _fit_pair(n[~held], d[~held], p[~held], y[~held], loss=loss, f_scale=f_scale,
+                       form=form)
     keep = np.isin(p[held], np.unique(p[~held]))
-    err = _predict_raw(raw, n[held][keep], d[held][keep], p[held][keep]) / y[held][keep] - 1.0
+    err = _predict_raw(raw, n[held][keep], d[held][keep], p[held][keep], form) \
+        / y[held][keep] - 1.0
     rmse = float(np.sqrt(np.mean(err ** 2)))
     out: dict[str, Any] = {
         "held_out_n": float(n.max()), "rmse_rel": rmse, "mean_rel": float(np.mean(err)),
@@ -222,6 +268,80 @@ def leave_largest_out(n, d, p, y, *, loss: str = "soft_l1", f_scale: Any = "auto
         "noise_rel": noise_rel, "tolerance": tolerance,
         "within": None if noise_rel is None else bool(rmse <= tolerance * noise_rel)}
     return out
+
+
+def _budget_rank(d: np.ndarray, p: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Each point's budget counted from its run's last (0 = the largest D of that weight and
+    size, 1 the one before, …)."""
+    rank = np.empty(d.size, dtype=np.int64)
+    for key in set(zip(p.tolist(), n.tolist(), strict=True)):
+        m = (p == key[0]) & (n == key[1])
+        ds = np.unique(d[m])[::-1]
+        rank[m] = np.searchsorted(-ds, -d[m])
+    return rank
+
+
+def _rel_errors(train, target, n, d, p, y, *, form, loss, f_scale) -> np.ndarray:
+    raw, _ = _fit_pair(n[train], d[train], p[train], y[train], loss=loss, f_scale=f_scale,
+                       form=form)
+    target = target & np.isin(p, np.unique(p[train]))
+    return _predict_raw(raw, n[target], d[target], p[target], form) / y[target] - 1.0
+
+
+def select_form(n, d, p, y, *, forms: tuple[str, ...] = FORMS, loss: str = "soft_l1",
+                f_scale: Any = "auto", min_budgets: int = MIN_SELECTION_BUDGETS
+                ) -> dict[str, Any]:
+    """Choose one pair's form and how many of each run's last budgets to fit, by how well each
+    candidate predicts points it did not see (the choice knows nothing of the true L∞).
+
+    A candidate is a form of :data:`FORMS` fitted on each run's last k cooled-down budgets,
+    k = all … ``min_budgets`` (the earliest budgets of short runs can lie in a phase of training
+    no power law describes). Its score is the relative RMSE over two sets of predictions made
+    without the predicted points, both on the runs' last budget so that every candidate answers
+    the same questions: (a) each run's last budget from its k − 1 earlier ones (extrapolation in
+    D) and (b) the largest size's last budget from the smaller sizes (extrapolation in N, when
+    there are ≥ 4 sizes). The lowest score wins. Returns ``form``, ``budgets`` (k), ``keep`` (the
+    points of the chosen k) and ``candidates`` (per candidate: form, budgets, score, rmse_d,
+    rmse_n, E of the fit on all its points, or the error that stopped it)."""
+    n, d, p, y = (np.asarray(x, dtype=np.float64) for x in (n, d, p, y))
+    rank = _budget_rank(d, p, n)
+    k_max = int(rank.max()) + 1
+    sizes = np.unique(n)
+    cands: list[dict[str, Any]] = []
+    for form in forms:
+        for k in range(k_max, min_budgets - 1, -1):
+            keep = rank < k
+            last = keep & (rank == 0)
+            row: dict[str, Any] = {"form": form, "budgets": k}
+            try:
+                err_d = _rel_errors(keep & (rank > 0), last, n, d, p, y, form=form, loss=loss,
+                                    f_scale=f_scale)
+                err_n = np.empty(0)
+                if sizes.size >= 4:
+                    big = n == sizes[-1]
+                    err_n = _rel_errors(keep & ~big, last & big, n, d, p, y, form=form,
+                                        loss=loss, f_scale=f_scale)
+                raw, _ = _fit_pair(n[keep], d[keep], p[keep], y[keep], loss=loss,
+                                   f_scale=f_scale, form=form)
+            except FitError as e:
+                row.update(score=None, error=str(e))
+                cands.append(row)
+                continue
+            both = np.concatenate([err_d, err_n])
+            score = float(np.sqrt(np.mean(both ** 2))) if both.size else float("inf")
+            row.update(score=score if np.isfinite(score) else None,
+                       rmse_d=float(np.sqrt(np.mean(err_d ** 2))),
+                       rmse_n=float(np.sqrt(np.mean(err_n ** 2))) if err_n.size else None,
+                       E=raw["E"])
+            cands.append(row)
+    scored = [i for i, c in enumerate(cands) if c["score"] is not None]
+    if not scored:
+        raise FitError("no L(N, D) form could be scored: "
+                       + "; ".join(c.get("error", "") for c in cands), column="tokens")
+    best = min(scored, key=lambda i: cands[i]["score"])
+    chosen = cands[best]
+    return {"form": chosen["form"], "budgets": chosen["budgets"], "chosen": best,
+            "keep": rank < chosen["budgets"], "candidates": cands}
 
 
 def fit_joint_chinchilla(
@@ -237,10 +357,15 @@ def fit_joint_chinchilla(
     backtest: bool = True,
     noise_rel: Mapping[str, float] | None = None,
     backtest_tolerance: float = 3.0,
+    form: str = "additive",
     source: str | None = None,
 ) -> JointChinchillaFit:
     """Fit L_i(N, D; p) (module docstring) to columns ``pair``, ``weight``, ``n``, ``d`` (or
     ``tokens``: the training tokens of the run at that loss) and ``loss`` (or ``value``).
+
+    ``form``: "additive" (this module), "kaplan" (:mod:`fitting.laws.kaplan_nd`) or "auto": per
+    pair, the form and the number of each run's last budgets that :func:`select_form` chooses
+    by prediction of unseen points (``meta["form"]``, ``meta["selection"]``).
 
     Rows with weight 0 (zero-shot) are left out (``meta["excluded_zero_weight"]``). Each pair
     needs ≥ 3 model sizes and ≥ 2 distinct D at every weight. ``noise_rel[pair]``: the relative
@@ -262,7 +387,9 @@ def fit_joint_chinchilla(
         "equation": "Caillaut et al. 2024 eq. 2 with Fernandes et al. 2023 eq. 7's sharing",
         "robust_loss": robust_loss, "uncertainty": uncertainty, "sigma_rel": sigma_rel,
         "n_refits": n_refits, "seed": seed, "excluded_zero_weight": int(zero.sum()),
-        "f_scale": {}}
+        "f_scale": {}, "form": {}}
+    if form not in (*FORMS, "auto"):
+        raise FitError(f"L(N, D) form: expected one of {FORMS} or 'auto', got {form!r}")
     all_y, all_pred = [], []
     for pair in sorted(pts["pair"].unique()):
         sub = pts[pts["pair"] == pair]
@@ -277,11 +404,19 @@ def fit_joint_chinchilla(
             if np.unique(d[p == w]).size < 2:
                 raise FitError(f"L(N, D) pair {pair!r}, weight {w:g}: one token budget D; "
                                "B and β need ≥ 2 (cool-down branches)", column="tokens")
-        raw, fs = _fit_pair(n, d, p, y, loss=robust_loss, f_scale=f_scale)
+        pair_form = form
+        if form == "auto":
+            sel = select_form(n, d, p, y, loss=robust_loss, f_scale=f_scale)
+            pair_form = sel["form"]
+            n, d, p, y = (x[sel["keep"]] for x in (n, d, p, y))
+            meta.setdefault("selection", {})[pair] = {
+                k: v for k, v in sel.items() if k != "keep"}
+        raw, fs = _fit_pair(n, d, p, y, loss=robust_loss, f_scale=f_scale, form=pair_form)
         meta["f_scale"][pair] = fs
+        meta["form"][pair] = pair_form
         weights[pair] = [float(w) for w in ws]
         params.update(_named(raw, pair))
-        pred = _predict_raw(raw, n, d, p)
+        pred = _predict_raw(raw, n, d, p, pair_form)
         rel = pred / y - 1.0
         for name, val in goodness_of_fit(y, pred, k).items():
             good[f"{name}[{pair}]"] = val
@@ -291,16 +426,16 @@ def fit_joint_chinchilla(
         if raw["E"] <= 0:
             warnings.append(f"pair {pair!r}: E = 0 at its bound: the data do not show where the "
                             "loss levels off")
+        bounds = KAPLAN_EXPONENT_BOUNDS if pair_form == "kaplan" else EXPONENT_BOUNDS
         for name in ("alpha", "beta"):
-            if min(abs(raw[name] - b) for b in EXPONENT_BOUNDS) < 1e-3:
+            if min(abs(raw[name] - b) for b in bounds) < 1e-3:
                 warnings.append(f"pair {pair!r}: {name} = {raw[name]:.3g} at its bound "
-                                f"{EXPONENT_BOUNDS}")
+                                f"{bounds}")
         if uncertainty == "perturbation":
-            theta0 = [raw["alpha"], raw["beta"]]
 
-            def refit(y_new, n=n, d=d, p=p, fs=fs, theta0=theta0, pair=pair):
+            def refit(y_new, n=n, d=d, p=p, fs=fs, theta0=raw, pair=pair, pf=pair_form):
                 return _named(_fit_pair(n, d, p, y_new, loss=robust_loss, f_scale=fs,
-                                        theta0=theta0)[0], pair)
+                                        theta0=theta0, form=pf)[0], pair)
 
             s, failed = perturbation_samples(refit, y, n_refits=n_refits, sigma_rel=sigma_rel,
                                              seed=seed)
@@ -312,7 +447,7 @@ def fit_joint_chinchilla(
             given = (noise_rel or {}).get(pair)
             noise = float(given) if given else good[f"rmse_rel[{pair}]"]
             bt = leave_largest_out(n, d, p, y, loss=robust_loss, f_scale=fs, noise_rel=noise,
-                                   tolerance=backtest_tolerance)
+                                   tolerance=backtest_tolerance, form=pair_form)
             bt["noise_source"] = ("given (seed noise)" if given else
                                   "the fit's relative residual sd")
             bts[pair] = bt

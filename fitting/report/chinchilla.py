@@ -303,10 +303,32 @@ def fit_cooled_law(table: pd.DataFrame, eval_set: str, metric: str, *,
     try:
         fit = fit_joint_chinchilla(pts, uncertainty=None if uncertainty == "bootstrap"
                                    else uncertainty, n_refits=n_refits, seed=seed,
-                                   noise_rel=noise_rel)
+                                   noise_rel=noise_rel, form="auto")
     except FitError as e:
         return None, "", str(e)
     return fit, note, ""
+
+
+def _selection_table(doc: Document, fit: JointChinchillaFit) -> None:
+    """How each pair's form and budgets were chosen (fitting.laws.chinchilla_joint.select_form)."""
+    selection = fit.meta.get("selection") or {}
+    rows = []
+    for pair, sel in selection.items():
+        for i, c in enumerate(sel["candidates"]):
+            rows.append([pair, c["form"], f"last {c['budgets']}",
+                         "–" if c.get("score") is None else f"{c['score']:.2%}",
+                         "–" if c.get("rmse_d") is None else f"{c['rmse_d']:.2%}",
+                         "–" if c.get("rmse_n") is None else f"{c['rmse_n']:.2%}",
+                         format_number(c.get("E")) if "E" in c else c.get("error", "–"),
+                         "chosen" if i == sel["chosen"] else ""])
+    if not rows:
+        return
+    doc.p("Form and budgets chosen per pair by predicting points the candidate did not see "
+          "(the choice never sees the true L∞): each run's last budget from its earlier ones "
+          "(in D) and the largest size's last budget from the smaller sizes (in N); the lowest "
+          "relative RMSE over both wins. A candidate fits each run's last k budgets (the "
+          "earliest budgets of short runs can lie in a phase no power law describes).")
+    doc.table(["pair", "form", "budgets", "score", "RMSE in D", "RMSE in N", "E", ""], rows)
 
 
 def _backtest_text(pair: str, bt: dict) -> str:
@@ -332,13 +354,16 @@ def cooled_law_section(doc: Document, rep: Report, fit: JointChinchillaFit | Non
         return
     rep.chinchilla["joint"] = fit.to_json()
     doc.h(2, "Converged loss from cooled-down budgets: L(N, D) across weights")
-    doc.p("L_i(N, D; p) = E_i + A_{p,i} N^−α_i + B_{p,i} D^−β_i (Caillaut eq. 2 with the "
-          "sharing of Fernandes eq. 7: α_i, β_i and E_i shared by the weights of pair i), fitted "
-          "on the loss at the end of every cool-down — each run's own end and its branches' "
-          "ends — with D the training target tokens of that budget. The pair's L∞ is the limit "
-          "N, D → ∞, E_i: this is the fitted L∞ of the Regime section and of the checks. The "
-          "L∞ of eq. 6/7 below is the asymptote in N of this training budget's final losses. "
+    doc.p("L_i(N, D; p) fitted per pair on the loss at the end of every cool-down — each run's "
+          "own end and its branches' ends — with D the training target tokens of that budget, "
+          "in one of two forms: additive, E_i + A_{p,i} N^−α_i + B_{p,i} D^−β_i (Caillaut eq. 2), "
+          "or Kaplan's, E_i + [(A_{p,i}/N)^(α_i/β_i) + B_{p,i}/D]^β_i (Kaplan et al. 2020 eq. "
+          "1.5 with an irreducible loss), both with the sharing of Fernandes eq. 7 (α_i, β_i and "
+          "E_i shared by the weights of pair i). The pair's L∞ is the limit N, D → ∞, E_i: this "
+          "is the fitted L∞ of the Regime section and of the checks. The L∞ of eq. 6/7 below is "
+          "the asymptote in N of this training budget's final losses. "
           f"± is the sd over refits with 1% perturbed losses (footnote 5). {note}.")
+    _selection_table(doc, fit)
     sd = fit.stderr or {}
     rows = []
     for pair in fit.pairs or []:
@@ -360,8 +385,9 @@ def cooled_law_section(doc: Document, rep: Report, fit: JointChinchillaFit | Non
             frows.append([pair, f"{w:g}", f"{float(fit.fraction(w, pair, 'A')[0]):.3f}",
                           f"{float(fit.fraction(w, pair, 'B')[0]):.3f}"])
     doc.p("Effective shares per weight (cf. eq. 10): f(p) = (A_1/A_p)^(1/α) of the parameters, "
-          "g(p) = (B_1/B_p)^(1/β) of the tokens, relative to the largest weight; at an unfitted "
-          "weight (a held-out run) they are interpolated linearly in p.")
+          "g(p) = (B_1/B_p)^(1/β) of the tokens in the additive form, A_1/A_p and B_1/B_p in "
+          "Kaplan's (its scales are in parameters and tokens), relative to the largest weight; "
+          "at an unfitted weight (a held-out run) they are interpolated linearly in p.")
     doc.table(["pair", "p", "f(p)", "g(p)"], frows)
     texts = [_backtest_text(pair, bt) for pair, bt in (fit.backtest or {}).items()]
     if texts:
