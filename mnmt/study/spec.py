@@ -243,8 +243,10 @@ def simplex_grid(num_pairs: int, resolution: int) -> list[tuple[float, ...]]:
 PRESETS: dict[str, StudySpec] = {
     # The main job (SPEC §6): 5 sizes x 5 weights on the 2-pair synthetic family, plus one
     # held-out run at a larger size and an unseen weight; the rsqrt schedule with a cool-down
-    # over the last 40 % of steps, and a cool-down branch at 25 % of each run (D = 417 steps
-    # beside 1,000) for the regime verdict (docs/guides/studies.md: the built-in CPU study).
+    # over the last 20 % of steps, and cool-down branches at 45, 60 and 75 % of each run (10 %
+    # of each branch cools down: budgets of 500, 667, 833 and 1,000 steps), so L(N, D) is
+    # fitted on four cooled-down budgets per run; mini-2 at p = 0.5 repeated with seed 1 for
+    # the seed noise (docs/guides/studies.md: the built-in CPU study).
     "default": StudySpec(
         weights=(0.0, 0.3, 0.5, 0.7, 1.0),
         heldout=(("mini-3", 0.6),),
@@ -255,8 +257,10 @@ PRESETS: dict[str, StudySpec] = {
         train_steps=1000,
         eval_every=200,
         checkpoint_every=500,
-        cooldown_fraction=0.4,
-        cooldown_branches=(0.25,),
+        cooldown_fraction=0.2,
+        cooldown_branches=(0.45, 0.6, 0.75),
+        branch_cooldown_fraction=0.1,
+        seed_repeats=(("mini-2", 0.5, 1),),
     ),
     # A miniature of the main job for the integration test and CI (at most ~2 minutes).
     "ci": StudySpec(
