@@ -426,6 +426,11 @@ def fit_joint_chinchilla(
         if raw["E"] <= 0:
             warnings.append(f"pair {pair!r}: E = 0 at its bound: the data do not show where the "
                             "loss levels off")
+        if raw["E"] >= float(y.min()) * (1 - 1e-4):
+            meta.setdefault("e_at_lowest_loss", []).append(pair)
+            warnings.append(f"pair {pair!r}: E = {raw['E']:.4g} at its upper bound, the lowest "
+                            "loss measured: the fitted budgets show no decrease left to "
+                            "extrapolate, so L∞ is bounded above by it, not estimated")
         bounds = KAPLAN_EXPONENT_BOUNDS if pair_form == "kaplan" else EXPONENT_BOUNDS
         for name in ("alpha", "beta"):
             if min(abs(raw[name] - b) for b in bounds) < 1e-3:

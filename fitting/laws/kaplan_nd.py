@@ -33,6 +33,9 @@ __all__ = ["fit_pair_kaplan", "predict_kaplan", "KAPLAN_EXPONENT_BOUNDS"]
 KAPLAN_EXPONENT_BOUNDS = (0.01, 8.0)
 _STARTS = {"alpha": (0.5, 1.5), "beta": (0.7, 2.0, 4.0), "E": (0.5, 0.9)}
 _LOG_BOUND = 200.0
+# evaluations per start and for the final polish: flat data (no decrease to follow) leave the
+# scales unpinned, where an unbounded search crawls
+_START_NFEV, _POLISH_NFEV = 200, 500
 
 
 def predict_kaplan(e: float, alpha: float, beta: float, a, b, n, d) -> np.ndarray:
@@ -101,11 +104,11 @@ def fit_pair_kaplan(n, d, p, y, *, loss: str = "soft_l1", f_scale: float | str =
         r = _model(q, ln_n, ln_d, idx, k) / y - 1.0
         return np.where(np.isfinite(r), r, 1e6)
 
-    def solve(q0, how, scale):
+    def solve(q0, how, scale, max_nfev):
         q0 = np.clip(q0, lower + 1e-12, upper - 1e-12)
         return least_squares(resid, q0, jac=lambda q: _jacobian(q, ln_n, ln_d, idx, k, y),
                              bounds=(lower, upper), loss=how, f_scale=scale, x_scale="jac",
-                             max_nfev=2000)
+                             max_nfev=max_nfev)
 
     if theta0 is not None:
         starts = [np.r_[theta0["E"], theta0["alpha"], theta0["beta"],
@@ -116,7 +119,7 @@ def fit_pair_kaplan(n, d, p, y, *, loss: str = "soft_l1", f_scale: float | str =
     best = None
     for q0 in starts:
         try:
-            r = solve(q0, "linear", 1.0)
+            r = solve(q0, "linear", 1.0, _START_NFEV)
         except ValueError:
             continue
         if best is None or r.cost < best.cost:
@@ -127,7 +130,7 @@ def fit_pair_kaplan(n, d, p, y, *, loss: str = "soft_l1", f_scale: float | str =
     if f_scale == "auto":
         scale = max(1.4826 * float(np.median(np.abs(best.fun))), 1e-3)
     if loss != "linear":
-        best = solve(best.x, loss, float(scale))
+        best = solve(best.x, loss, float(scale), _POLISH_NFEV)
     q = best.x
     out = {"E": float(q[0]), "alpha": float(q[1]), "beta": float(q[2])}
     for j, w in enumerate(ws):

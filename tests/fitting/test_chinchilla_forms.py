@@ -121,3 +121,15 @@ def test_a_chosen_kaplan_fit_round_trips_with_its_uncertainty():
         assert sd > 0 and abs(fit.l_inf(pair) - e) < 4 * sd + 0.01 * e
     with pytest.raises(Exception, match="form"):
         fit_joint_chinchilla(_kaplan_table(), uncertainty=None, form="cubic")
+
+
+def test_an_e_at_the_lowest_loss_is_flagged_as_a_bound():
+    """Losses that do not fall with N or D leave E at its upper bound, the lowest loss measured:
+    the fit says so instead of calling it an estimate."""
+    t = _kaplan_table()
+    flat = t.assign(value=np.where(t["pair"] == "en-de", 0.2, 0.3))
+    fit = fit_joint_chinchilla(flat, uncertainty=None, form="kaplan", backtest=False)
+    assert set(fit.meta["e_at_lowest_loss"]) == {"en-de", "en-zh"}
+    assert any("at its upper bound" in w for w in fit.warnings)
+    clean = fit_joint_chinchilla(t, uncertainty=None, form="kaplan", backtest=False)
+    assert "e_at_lowest_loss" not in clean.meta
