@@ -73,7 +73,8 @@ def coef_key(name: str, pair: str, p: float | None = None) -> str:
 @register_law("chinchilla_joint")
 @dataclass
 class JointChinchillaFit(FitResult):
-    """L_i(N, D; p) = E_i + A_{p,i} N^(−α_i) + B_{p,i} D^(−β_i) per pair (module docstring).
+    """L_i(N, D; p) per pair in the form ``meta["form"][pair]`` says: additive, E_i + A_{p,i}
+    N^(−α_i) + B_{p,i} D^(−β_i) (module docstring), or Kaplan's (:mod:`fitting.laws.kaplan_nd`).
 
     Params ``E[pair]``, ``alpha[pair]``, ``beta[pair]``, ``A[pair,p=…]``, ``B[pair,p=…]``;
     ``backtest[pair]``: :func:`leave_largest_out`."""
@@ -298,14 +299,18 @@ def select_form(n, d, p, y, *, forms: tuple[str, ...] = FORMS, loss: str = "soft
     k = all … ``min_budgets`` (the earliest budgets of short runs can lie in a phase of training
     no power law describes). Its score is the relative RMSE over two sets of predictions made
     without the predicted points, both on the runs' last budget so that every candidate answers
-    the same questions: (a) each run's last budget from its k − 1 earlier ones (extrapolation in
-    D) and (b) the largest size's last budget from the smaller sizes (extrapolation in N, when
+    the same questions: (a) each run's last budget from the earlier budgets of all runs
+    (extrapolation in D) and (b) the largest size's last budget from the smaller sizes (extrapolation in N, when
     there are ≥ 4 sizes). The lowest score wins. Returns ``form``, ``budgets`` (k), ``keep`` (the
     points of the chosen k) and ``candidates`` (per candidate: form, budgets, score, rmse_d,
     rmse_n, E of the fit on all its points, or the error that stopped it)."""
     n, d, p, y = (np.asarray(x, dtype=np.float64) for x in (n, d, p, y))
     rank = _budget_rank(d, p, n)
     k_max = int(rank.max()) + 1
+    if k_max < min_budgets:
+        raise FitError(f"choosing the L(N, D) form needs ≥ {min_budgets} cooled-down budgets per "
+                       f"run (the last predicted from ≥ 2 earlier ones); the runs have {k_max}",
+                       column="tokens")
     sizes = np.unique(n)
     cands: list[dict[str, Any]] = []
     for form in forms:
@@ -325,6 +330,10 @@ def select_form(n, d, p, y, *, forms: tuple[str, ...] = FORMS, loss: str = "soft
                                    f_scale=f_scale, form=form)
             except FitError as e:
                 row.update(score=None, error=str(e))
+                cands.append(row)
+                continue
+            if err_d.size == 0:
+                row.update(score=None, error="no run's last budget to predict")
                 cands.append(row)
                 continue
             both = np.concatenate([err_d, err_n])
@@ -384,7 +393,9 @@ def fit_joint_chinchilla(
     bts: dict[str, dict[str, Any]] = {}
     weights: dict[str, list[float]] = {}
     meta: dict[str, Any] = {
-        "equation": "Caillaut et al. 2024 eq. 2 with Fernandes et al. 2023 eq. 7's sharing",
+        "equation": "Caillaut et al. 2024 eq. 2 (form additive) or Kaplan et al. 2020 eq. 1.5 "
+                    "with an irreducible loss (form kaplan), per pair as meta['form'] says, "
+                    "with Fernandes et al. 2023 eq. 7's sharing",
         "robust_loss": robust_loss, "uncertainty": uncertainty, "sigma_rel": sigma_rel,
         "n_refits": n_refits, "seed": seed, "excluded_zero_weight": int(zero.sum()),
         "f_scale": {}, "form": {}}
@@ -426,7 +437,10 @@ def fit_joint_chinchilla(
         if raw["E"] <= 0:
             warnings.append(f"pair {pair!r}: E = 0 at its bound: the data do not show where the "
                             "loss levels off")
-        if raw["E"] >= float(y.min()) * (1 - 1e-4):
+        if pair_form != "kaplan" and raw["E"] >= float(y.min()) * (1 - 1e-4):
+            warnings.append(f"pair {pair!r}: E = {raw['E']:.4g} at or above the lowest loss "
+                            "measured: the fitted budgets show no decrease left to extrapolate")
+        elif raw["E"] >= float(y.min()) * (1 - 1e-4):
             meta.setdefault("e_at_lowest_loss", []).append(pair)
             warnings.append(f"pair {pair!r}: E = {raw['E']:.4g} at its upper bound, the lowest "
                             "loss measured: the fitted budgets show no decrease left to "
