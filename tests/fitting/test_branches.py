@@ -456,3 +456,20 @@ def test_learning_curve_figure_marks_branch_ends(branch_reports):
     assert "learning_curves" in reps["branches"].figures
     assert "Triangles: the final losses of the runs' cool-down branches" in \
         reps["branches"].markdown
+
+
+def test_check_main_job_check1_fails_an_l_inf_that_is_only_a_bound(benchmark_script):
+    """Check 1: an E at the lowest loss measured (the cooled-down law's bound) is not an estimate,
+    however close it lands; the same flag beside an L∞ from eq. 7 does not touch it."""
+    job = benchmark_script("check_main_job")
+    cooled = "L(N, D) across weights on cooled-down budgets, its limit N, D → ∞ (E)"
+
+    def fits(source):
+        return {"regime": {"pairs": {"en-de": {"l_inf_fit": 0.104, "l_inf_true": 0.100,
+                                                "l_inf_source": source}}},
+                "chinchilla": {"joint": {"meta": {"e_at_lowest_loss": ["en-de"]}}}}
+
+    bound = job.check(fits(cooled))["l_inf"]["en-de"]
+    assert bound["at_lowest_loss"] and not bound["ok"]
+    eq7 = job.check(fits("joint law (eq. 7)"))["l_inf"]["en-de"]
+    assert not eq7["at_lowest_loss"] and eq7["ok"]
