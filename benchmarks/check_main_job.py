@@ -39,6 +39,7 @@ import os
 import sys
 
 from fitting.laws.power import ALPHA_BOUNDS  # the fit bounds of α
+from fitting.report.chinchilla import COOLED_LAW  # the L∞ source that can be a bound (check 1)
 from fitting.report.regime import METHOD_BRANCHES  # the regime method of check 5
 
 
@@ -56,7 +57,7 @@ def check(fits: dict) -> dict:
     for pair in pairs:
         d = fits["regime"]["pairs"][pair]
         fit, true = d.get("l_inf_fit"), d.get("l_inf_true")
-        bound = pair in at_lowest and "cooled-down" in str(d.get("l_inf_source") or "")
+        bound = pair in at_lowest and str(d.get("l_inf_source") or "").startswith(COOLED_LAW)
         err = None if fit is None or not true else fit / true - 1
         l_inf[pair] = {"fit": fit, "true": true, "error": err, "source": d.get("l_inf_source"),
                        "budget": d.get("l_inf_budget"), "at_lowest_loss": bound,

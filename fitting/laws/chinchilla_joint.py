@@ -302,8 +302,9 @@ def select_form(n, d, p, y, *, forms: tuple[str, ...] = FORMS, loss: str = "soft
     the same questions: (a) each run's last budget from the earlier budgets of all runs
     (extrapolation in D) and (b) the largest size's last budget from the smaller sizes (extrapolation in N, when
     there are ≥ 4 sizes). The lowest score wins. Returns ``form``, ``budgets`` (k), ``keep`` (the
-    points of the chosen k) and ``candidates`` (per candidate: form, budgets, score, rmse_d,
-    rmse_n, E of the fit on all its points, or the error that stopped it)."""
+    points of the chosen k), ``raw`` and ``f_scale`` (the chosen candidate's fit on them) and
+    ``candidates`` (per candidate: form, budgets, score, rmse_d, rmse_n, E of the fit on all its
+    points, or the error that stopped it)."""
     n, d, p, y = (np.asarray(x, dtype=np.float64) for x in (n, d, p, y))
     rank = _budget_rank(d, p, n)
     k_max = int(rank.max()) + 1
@@ -313,6 +314,7 @@ def select_form(n, d, p, y, *, forms: tuple[str, ...] = FORMS, loss: str = "soft
                        column="tokens")
     sizes = np.unique(n)
     cands: list[dict[str, Any]] = []
+    fits: dict[int, tuple[dict, float]] = {}
     for form in forms:
         for k in range(k_max, min_budgets - 1, -1):
             keep = rank < k
@@ -326,8 +328,8 @@ def select_form(n, d, p, y, *, forms: tuple[str, ...] = FORMS, loss: str = "soft
                     big = n == sizes[-1]
                     err_n = _rel_errors(keep & ~big, last & big, n, d, p, y, form=form,
                                         loss=loss, f_scale=f_scale)
-                raw, _ = _fit_pair(n[keep], d[keep], p[keep], y[keep], loss=loss,
-                                   f_scale=f_scale, form=form)
+                raw, fs = _fit_pair(n[keep], d[keep], p[keep], y[keep], loss=loss,
+                                    f_scale=f_scale, form=form)
             except FitError as e:
                 row.update(score=None, error=str(e))
                 cands.append(row)
@@ -336,12 +338,12 @@ def select_form(n, d, p, y, *, forms: tuple[str, ...] = FORMS, loss: str = "soft
                 row.update(score=None, error="no run's last budget to predict")
                 cands.append(row)
                 continue
-            both = np.concatenate([err_d, err_n])
-            score = float(np.sqrt(np.mean(both ** 2))) if both.size else float("inf")
+            score = float(np.sqrt(np.mean(np.concatenate([err_d, err_n]) ** 2)))
             row.update(score=score if np.isfinite(score) else None,
                        rmse_d=float(np.sqrt(np.mean(err_d ** 2))),
                        rmse_n=float(np.sqrt(np.mean(err_n ** 2))) if err_n.size else None,
                        E=raw["E"])
+            fits[len(cands)] = (raw, fs)
             cands.append(row)
     scored = [i for i, c in enumerate(cands) if c["score"] is not None]
     if not scored:
@@ -350,7 +352,8 @@ def select_form(n, d, p, y, *, forms: tuple[str, ...] = FORMS, loss: str = "soft
     best = min(scored, key=lambda i: cands[i]["score"])
     chosen = cands[best]
     return {"form": chosen["form"], "budgets": chosen["budgets"], "chosen": best,
-            "keep": rank < chosen["budgets"], "candidates": cands}
+            "keep": rank < chosen["budgets"], "raw": fits[best][0], "f_scale": fits[best][1],
+            "candidates": cands}
 
 
 def fit_joint_chinchilla(
@@ -418,11 +421,12 @@ def fit_joint_chinchilla(
         pair_form = form
         if form == "auto":
             sel = select_form(n, d, p, y, loss=robust_loss, f_scale=f_scale)
-            pair_form = sel["form"]
+            pair_form, raw, fs = sel["form"], sel["raw"], sel["f_scale"]
             n, d, p, y = (x[sel["keep"]] for x in (n, d, p, y))
             meta.setdefault("selection", {})[pair] = {
-                k: v for k, v in sel.items() if k != "keep"}
-        raw, fs = _fit_pair(n, d, p, y, loss=robust_loss, f_scale=f_scale, form=pair_form)
+                key: v for key, v in sel.items() if key not in ("keep", "raw", "f_scale")}
+        else:
+            raw, fs = _fit_pair(n, d, p, y, loss=robust_loss, f_scale=f_scale, form=pair_form)
         meta["f_scale"][pair] = fs
         meta["form"][pair] = pair_form
         weights[pair] = [float(w) for w in ws]

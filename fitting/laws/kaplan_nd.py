@@ -38,20 +38,23 @@ _LOG_BOUND = 200.0
 _START_NFEV, _POLISH_NFEV = 200, 500
 
 
+def _law_in_logs(e, alpha, beta, ln_a, ln_b, ln_n, ln_d) -> np.ndarray:
+    """E + [(A/N)^(α/β) + B/D]^β from the logs of A, B, N and D."""
+    with np.errstate(over="ignore"):
+        inner = np.exp((alpha / beta) * (ln_a - ln_n)) + np.exp(ln_b - ln_d)
+        return e + inner ** beta
+
+
 def predict_kaplan(e: float, alpha: float, beta: float, a, b, n, d) -> np.ndarray:
     """E + [(A/N)^(α/β) + B/D]^β (module docstring), computed in logs."""
-    n, d, a, b = (np.asarray(x, dtype=np.float64) for x in (n, d, a, b))
-    with np.errstate(over="ignore", divide="ignore"):
-        inner = np.exp((alpha / beta) * (np.log(a) - np.log(n))) + np.exp(np.log(b) - np.log(d))
-        return e + inner ** beta
+    with np.errstate(divide="ignore"):
+        ln_a, ln_b, ln_n, ln_d = (np.log(np.asarray(x, dtype=np.float64)) for x in (a, b, n, d))
+    return _law_in_logs(e, alpha, beta, ln_a, ln_b, ln_n, ln_d)
 
 
 def _model(q: np.ndarray, ln_n, ln_d, idx, k: int) -> np.ndarray:
-    e, alpha, beta = q[0], q[1], q[2]
-    la, lb = q[3:3 + k][idx], q[3 + k:3 + 2 * k][idx]
-    with np.errstate(over="ignore"):
-        inner = np.exp((alpha / beta) * (la - ln_n)) + np.exp(lb - ln_d)
-        return e + inner ** beta
+    """The law at θ = (E, α, β, log A_p…, log B_p…), each point at its weight's scales."""
+    return _law_in_logs(q[0], q[1], q[2], q[3:3 + k][idx], q[3 + k:3 + 2 * k][idx], ln_n, ln_d)
 
 
 def _jacobian(q: np.ndarray, ln_n, ln_d, idx, k: int, y) -> np.ndarray:
