@@ -324,8 +324,8 @@ def _selection_table(doc: Document, fit: JointChinchillaFit) -> None:
     if not rows:
         return
     doc.p("Form and budgets chosen per pair by predicting points the candidate did not see "
-          "(the choice never sees the true L∞): each run's last budget from its earlier ones "
-          "(in D) and the largest size's last budget from the smaller sizes (in N); the lowest "
+          "(the choice never sees the true L∞): each run's last budget from the earlier budgets "
+          "of all runs (in D) and the largest size's last budget from the smaller sizes (in N); the lowest "
           "relative RMSE over both wins. A candidate fits each run's last k budgets (the "
           "earliest budgets of short runs can lie in a phase no power law describes).")
     doc.table(["pair", "form", "budgets", "score", "RMSE in D", "RMSE in N", "E", ""], rows)
