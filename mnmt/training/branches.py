@@ -71,13 +71,15 @@ def resolve_cooldown_share(train_steps: int, cooldown_steps: int,
                            cooldown_fraction: float | None = None,
                            fields: BranchFields = TRAIN_CONFIG_FIELDS) -> float:
     """f, the share of a branch's steps its cool-down takes: `cooldown_fraction`, else the run's
-    own cooldown_steps / train_steps; BranchError when it is not in (0, 1)."""
+    own cooldown_steps / train_steps; BranchError when it is not in (0, 1), naming
+    `fields.cooldown_fraction` when the share was given, else `fields.points`."""
     f = cooldown_fraction
     if f is None:
         f = cooldown_steps / train_steps
-    if not 0 < f < 1:
+    if not 0 < f < 1:  # name the field that was set: the share, else the branch points
+        named = fields.cooldown_fraction if cooldown_fraction is not None else fields.points
         raise BranchError(
-            f"{fields.cooldown_fraction}: a branch needs a cool-down share in (0, 1), got "
+            f"{named}: a branch needs a cool-down share in (0, 1), got "
             f"{f!r}" + ("" if cooldown_fraction is not None else
                         f" (the run's own share: cooldown_steps {cooldown_steps} / "
                         f"train_steps {train_steps}; give the run a cool-down "

@@ -202,8 +202,8 @@ def test_plan_lists_the_branches_with_the_steps_they_add(capsys):
 
 
 @pytest.mark.parametrize("fields, message", [
-    ({"cooldown_branches": (0.5,)}, r"StudySpec.branch_cooldown_fraction: a branch needs a "
-                                    r"cool-down share.*cooldown_fraction"),
+    ({"cooldown_branches": (0.5,)}, r"StudySpec.cooldown_branches: a branch needs a "
+                                    r"cool-down share.*StudySpec.cooldown_fraction"),
     ({"cooldown_fraction": 0.4, "cooldown_branches": (0.7,)},
      r"StudySpec.cooldown_branches: branch step 490 .* outside \[1, 420\)"),
     ({"cooldown_fraction": 0.4, "cooldown_branches": (2.5,)}, "expected a fraction in"),
