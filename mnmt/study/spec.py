@@ -255,10 +255,10 @@ PRESETS: dict[str, StudySpec] = {
         vocab_size=704,
         feature_lengths=(("inputs", 36), ("targets", 36)),
         train_steps=1000,
-        # Evaluations at 400, 800 and the end (three points of each learning curve for the
-        # report's figure): the fits read only cooled-down ends, and each evaluation of a group
-        # costs as much as ~30 of its steps.
-        eval_every=400,
+        # Evaluations at 250, 500, 750 and the end: three before the cool-down (the regime's
+        # slope before it) and four in all (the convergence correction's fit); the laws read
+        # only cooled-down ends, and an evaluation costs a group ~20 of its steps.
+        eval_every=250,
         checkpoint_every=500,
         cooldown_fraction=0.2,
         cooldown_branches=(0.45, 0.6, 0.75),
