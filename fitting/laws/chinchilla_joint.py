@@ -441,10 +441,11 @@ def fit_joint_chinchilla(
         if raw["E"] <= 0:
             warnings.append(f"pair {pair!r}: E = 0 at its bound: the data do not show where the "
                             "loss levels off")
-        if pair_form != "kaplan" and raw["E"] >= float(y.min()) * (1 - 1e-4):
+        at_lowest = raw["E"] >= float(y.min()) * (1 - 1e-4)
+        if at_lowest and pair_form != "kaplan":
             warnings.append(f"pair {pair!r}: E = {raw['E']:.4g} at or above the lowest loss "
                             "measured: the fitted budgets show no decrease left to extrapolate")
-        elif raw["E"] >= float(y.min()) * (1 - 1e-4):
+        elif at_lowest:
             meta.setdefault("e_at_lowest_loss", []).append(pair)
             warnings.append(f"pair {pair!r}: E = {raw['E']:.4g} at its upper bound, the lowest "
                             "loss measured: the fitted budgets show no decrease left to "
