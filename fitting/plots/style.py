@@ -31,11 +31,34 @@ def new_figure(ncols: int = 1, nrows: int = 1,
     return fig, axes
 
 
-def save(fig: Figure, path: str, dpi: int = 110) -> str:
+def save(fig: Figure, path: str, dpi: int = 110, pad_inches: float = 0.06) -> str:
     """Save a figure as PNG (directories created); returns the path. The canvas is fitted to
-    what is drawn, so a wide tick label cannot push an axis label off the image."""
+    what is drawn, so a wide tick label cannot push an axis label off the image.
+
+    The figure is drawn once and the image cropped to its drawn extent plus ``pad_inches`` —
+    the picture ``savefig(bbox_inches="tight")`` gives, which draws the figure twice to find
+    that extent first. Only when something is drawn outside the canvas (which a crop cannot
+    bring back) is the figure saved that way.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy, as in new_figure
+    from matplotlib.image import imsave
+
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=0.06)
+    canvas, figure_dpi = FigureCanvasAgg(fig), fig.get_dpi()
+    fig.set_dpi(dpi)
+    try:
+        canvas.draw()
+        drawn = fig.get_tightbbox(canvas.get_renderer()).padded(pad_inches)  # inches
+        width, height = fig.get_size_inches()
+        if drawn.x0 < 0 or drawn.y0 < 0 or drawn.x1 > width or drawn.y1 > height:
+            fig.savefig(path, dpi=dpi, bbox_inches="tight", pad_inches=pad_inches)
+            return path
+        pixels = np.asarray(canvas.buffer_rgba())
+        top, bottom = (int(round((height - y) * dpi)) for y in (drawn.y1, drawn.y0))
+        left, right = (int(round(x * dpi)) for x in (drawn.x0, drawn.x1))
+        imsave(path, pixels[top:bottom, left:right], format="png", dpi=dpi)
+    finally:
+        fig.set_dpi(figure_dpi)
     return path
 
 

@@ -76,3 +76,35 @@ def test_frontier_axes_cover_the_compared_range_not_the_exploding_ends():
     lo, hi = chrf.axes[0].get_xlim()
     assert lo == pytest.approx(55.0 - 0.25 * (best - 55.0))
     assert hi == pytest.approx(best + 0.25 * (best - 55.0))
+
+
+def _png_size(path) -> tuple[int, int]:
+    from PIL import Image  # matplotlib's own dependency
+
+    with Image.open(path) as image:
+        return image.size
+
+
+def test_save_crops_to_what_is_drawn_as_a_tight_savefig_does(tmp_path):
+    fig, axes = plots.new_figure(ncols=2)
+    for ax in axes.ravel():
+        ax.plot([1, 2, 3], [3, 1, 2])
+        ax.set_xlabel("x label")
+    path = plots.save(fig, str(tmp_path / "sub" / "fig.png"), dpi=80)
+    fig.savefig(tmp_path / "tight.png", dpi=80, bbox_inches="tight", pad_inches=0.06)
+    width, height = _png_size(path)
+    tight_width, tight_height = _png_size(tmp_path / "tight.png")
+    assert abs(width - tight_width) <= 1 and abs(height - tight_height) <= 1
+    assert width < fig.get_size_inches()[0] * 80  # cropped: the right margin held nothing
+    assert fig.get_dpi() != 80  # the figure's own dpi is left as it was
+
+
+def test_save_keeps_a_label_pushed_off_the_canvas(tmp_path):
+    fig, axes = plots.new_figure()
+    ax = axes[0, 0]
+    ax.plot([0, 1], [0, 1e9])
+    ax.set_yticks([0, 1e9], ["a very long tick label indeed", "another very long one"])
+    ax.set_ylabel("y label")
+    assert fig.get_tightbbox().x0 < 0  # the label starts left of the canvas
+    width, _ = _png_size(plots.save(fig, str(tmp_path / "fig.png"), dpi=80))
+    assert width > fig.get_size_inches()[0] * 80  # the image grew to hold it, nothing cut
