@@ -31,17 +31,18 @@ def share_compiled_programs() -> None:
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
 
-# XLA:CPU's backend optimisations (LLVM passes) cost more compile time than the tests' tiny
-# programs run for: most of a cold suite is compilation (23 min cold, 14 min with the programs
-# cached, on 2 cores).
-FAST_COMPILE_FLAGS = ("--xla_backend_optimization_level=0",
-                      "--xla_llvm_disable_expensive_passes=true")
+# XLA:CPU's default backend optimisation level (3) costs more compile time than the tests' tiny
+# programs run for: most of a cold suite is compilation. Level 1 compiles a training step in
+# about 60 % of the time and runs it about as fast; level 0 compiles a little faster still but
+# runs tiny models 1.8-2.8x slower, which cost more than it saved once programs are cached
+# (benchmarks/RESULTS.md: the test suite's XLA optimisation level).
+FAST_COMPILE_FLAGS = ("--xla_backend_optimization_level=1",)
 
 
 def compile_fast() -> None:
-    """Compile the suite's programs without XLA:CPU's backend optimisations (both xdist workers
+    """Compile the suite's programs at XLA:CPU's backend optimisation level 1 (both xdist workers
     and every child process that inherits XLA_FLAGS): the same programs, computed to float
-    tolerance, compiled faster and run a little slower, which tiny test models gain from. Tests
+    tolerance, compiled faster and run about as fast, which tiny test models gain from. Tests
     that set XLA_FLAGS for a child process of their own keep their flags. ``MNMT_TEST_XLA_OPT=
     full`` keeps XLA's default optimisations (e.g. to time something in a test)."""
     if os.environ.get("MNMT_TEST_XLA_OPT", "") == "full":
