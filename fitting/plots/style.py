@@ -36,15 +36,17 @@ def save(fig: Figure, path: str, dpi: int = 110, pad_inches: float = 0.06) -> st
     what is drawn, so a wide tick label cannot push an axis label off the image.
 
     The figure is drawn once and the image cropped to its drawn extent plus ``pad_inches`` —
-    the picture ``savefig(bbox_inches="tight")`` gives, which draws the figure twice to find
-    that extent first. Only when something is drawn outside the canvas (which a crop cannot
-    bring back) is the figure saved that way.
+    the picture ``savefig(bbox_inches="tight")`` gives (to a pixel of rounding), which draws
+    the figure twice to find that extent first. Only when something is drawn outside the canvas
+    (which a crop cannot bring back) is the figure saved that way. The figure's own facecolor
+    is the background (matplotlib's default ``savefig.facecolor="auto"``).
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy, as in new_figure
     from matplotlib.image import imsave
 
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    canvas, figure_dpi = FigureCanvasAgg(fig), fig.get_dpi()
+    own_canvas, figure_dpi = fig.canvas, fig.get_dpi()
+    canvas = FigureCanvasAgg(fig)  # attaches itself to fig until the finally below
     fig.set_dpi(dpi)
     try:
         canvas.draw()
@@ -56,9 +58,10 @@ def save(fig: Figure, path: str, dpi: int = 110, pad_inches: float = 0.06) -> st
         pixels = np.asarray(canvas.buffer_rgba())
         top, bottom = (int(round((height - y) * dpi)) for y in (drawn.y1, drawn.y0))
         left, right = (int(round(x * dpi)) for x in (drawn.x0, drawn.x1))
-        imsave(path, pixels[top:bottom, left:right], format="png", dpi=dpi)
+        imsave(path, pixels[top:bottom, left:right], format="png", origin="upper", dpi=dpi)
     finally:
         fig.set_dpi(figure_dpi)
+        fig.set_canvas(own_canvas)
     return path
 
 

@@ -33,12 +33,14 @@ for module in {modules!r}:
             found = heavy_loaded()
         except BaseException as exc:  # reported, not raised: the parent must go on
             found = "import failed: " + repr(exc)
-        os.write(write, found.encode())
+        os.write(write, ("done:" + found).encode())
         os._exit(0)
     os.close(write)
     with os.fdopen(read) as pipe:
-        results[module] = pipe.read()
-    os.waitpid(pid, 0)
+        said = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    ok = said.startswith("done:") and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    results[module] = said[len("done:"):] if ok else f"its import's process died ({{status}})"
 print(json.dumps(results))
 """
 
@@ -53,7 +55,8 @@ def _all_modules() -> list[str]:
 
 @pytest.fixture(scope="module")
 def heavy_imports() -> dict[str, str]:
-    """Module name -> the heavy packages loaded after importing it alone ("" when none)."""
+    """Module name -> the heavy packages loaded after importing it alone ("" when none), or
+    what went wrong (an import error, a process that died)."""
     code = _PROBE.format(heavy=HEAVY, modules=_all_modules())
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")  # no threads to fork
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
@@ -69,7 +72,9 @@ def test_every_module_is_checked():
 
 @pytest.mark.parametrize("module", _all_modules())
 def test_no_heavy_imports(module, heavy_imports):
-    assert heavy_imports[module] == "", f"{module} imported {heavy_imports[module]}"
+    found = heavy_imports[module]
+    problem = found if found.startswith(("import failed", "its import's")) else "imported " + found
+    assert found == "", f"{module}: {problem}"
 
 
 def test_report_run_does_not_import_heavy_modules(tmp_path):
