@@ -98,7 +98,7 @@ def test_every_layer_constrains_its_activations(arch):
         config = tiny_config(num_encoder_layers=E, num_decoder_layers=D)
     model = _model(config)
     batch = _batch(config, b, il, tl)
-    params = model.init_params(jax.random.PRNGKey(0), batch)
+    params = jax.jit(model.init_params)(jax.random.PRNGKey(0), batch)
 
     def fwd(p):
         return model.apply(p, batch)

@@ -97,7 +97,7 @@ def test_model_loss_and_gradients_equal_untiled(dtype, tied):
     config = tiny_config(dtype=dtype, logits_via_embedding=tied)
     model = EncoderDecoderModel(config)
     batch = make_batch(np.random.default_rng(1), b=4, tlen=8)
-    params = model.init_params(jax.random.PRNGKey(0), batch)
+    params = jax.jit(model.init_params)(jax.random.PRNGKey(0), batch)
     kw = {"label_smoothing": 0.1, "z_loss": 1e-3}
     ref_loss, ref_aux, ref_g = _model_grads(model, params, batch, 1, **kw)
     loss, aux, grads = _model_grads(model, params, batch, 4, **kw)
@@ -121,7 +121,7 @@ def test_decoder_only_model_loss_and_gradients_equal_untiled():
                                                      tokens[:, :-1]], 1),
              "decoder_target_tokens": tokens,
              "decoder_loss_weights": (np.arange(10) >= 4).astype(np.float32)[None].repeat(2, 0)}
-    params = model.init_params(jax.random.PRNGKey(0), batch)
+    params = jax.jit(model.init_params)(jax.random.PRNGKey(0), batch)
     ref_loss, _, ref_g = _model_grads(model, params, batch, 1, z_loss=1e-4)
     loss, _, grads = _model_grads(model, params, batch, 3, z_loss=1e-4)  # 10 = 3·4 − 2 padded
     np.testing.assert_allclose(loss, ref_loss, rtol=1e-5)
