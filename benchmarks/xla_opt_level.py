@@ -19,6 +19,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # run or loaded by path
+from _common import machine  # noqa: E402  (benchmarks/_common.py)
+
 SETTINGS = {
     "default": "",
     "level 2": "--xla_backend_optimization_level=2",
@@ -32,8 +35,6 @@ BATCH, LENGTH, VOCAB = 48, 36, 704  # the default study's batch, feature lengths
 def child(size: str, steps: int) -> dict:
     """Time one setting (the XLA_FLAGS this process was started with)."""
     import jax
-
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from train_step import random_batch
 
     from mnmt.models.encoder_decoder import EncoderDecoderModel
@@ -78,12 +79,9 @@ def main(argv=None) -> int:
     if args.child:
         print(json.dumps(child(args.child, args.steps)))
         return 0
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from train_step import cpu_model
-
-    machine = {"cpu": cpu_model(), "cores": os.cpu_count(), "load_average": os.getloadavg()}
+    info = machine()
     if not args.json:
-        print(f"{machine['cpu']}, {machine['cores']} cores, load average {machine['load_average']}")
+        print(f"{info['cpu_model']}, {info['cpus']} cores, load average {info['load_avg']}")
     results = []
     for size in args.sizes:
         best: dict[str, dict] = {}
@@ -99,7 +97,8 @@ def main(argv=None) -> int:
                 print(f"{size:8s} {name:30s} first step {got['first_step_s']:6.1f} s  "
                       f"step {got['step_ms']:7.1f} ms  loss {got['loss']:.4f}")
     if args.json:
-        print(json.dumps({**machine, "load_average_after": os.getloadavg(), "results": results}))
+        print(json.dumps({"machine": info, "load_avg_after": os.getloadavg(),
+                          "results": results}))
     return 0
 
 
