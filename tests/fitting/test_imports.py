@@ -30,7 +30,8 @@ for module in {modules!r}:
         os.close(read)
         try:
             importlib.import_module(module)
-            found = "imported " + heavy_loaded() if heavy_loaded() else ""
+            heavy = heavy_loaded()
+            found = "imported " + heavy if heavy else ""
         except BaseException as exc:  # reported, not raised: the parent must go on
             found = "import failed: " + repr(exc)
         os.write(write, ("done:" + found).encode())
