@@ -1,11 +1,16 @@
 """Fixtures shared by every test folder."""
 
 import errno
+import importlib.metadata
 import importlib.util
 import os
+import shutil
+import stat
 import subprocess
 import sys
-import tempfile
+import time
+import warnings
+from collections.abc import Mapping
 from pathlib import Path
 
 import gin
@@ -14,19 +19,143 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
+# The suite's compiled programs live in a private per-user cache (``share_compiled_programs``):
+# jax's LRU cache keeps each program as KEY-cache and, when bounded, its last use as KEY-atime (8
+# bytes, written after the program, both under jax's lock file).
+XLA_CACHE_MAX_BYTES = 1 << 30
+XLA_CACHE_STALE_DAYS = 30
+ENTRY_SUFFIX, STAMP_SUFFIX, STAMP_BYTES = "-cache", "-atime", 8
+
+
+def private_dir_problem(path: Path, uid: int) -> str | None:
+    """Why ``path`` may not hold compiled programs that tests will run, or None when it is a
+    directory (not a symbolic link) owned by ``uid`` that no group or other user can read, write
+    or enter: a program another user planted there would run as this user's test."""
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        return f"{path} is a symbolic link"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{path} is not a directory"
+    if st.st_uid != uid:
+        return f"{path} is owned by uid {st.st_uid}, not by this user (uid {uid})"
+    if st.st_mode & 0o077:
+        return (f"{path} has mode {stat.S_IMODE(st.st_mode):04o}: group or others have access "
+                "(expected 0700)")
+    return None
+
+
+def make_private_dir(path: Path, uid: int) -> str | None:
+    """Create ``path`` with mode 0700 (whatever the umask) unless it exists; then, as
+    :func:`private_dir_problem`, why it may not be used, or None."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    else:
+        os.chmod(path, 0o700)
+    return private_dir_problem(path, uid)
+
+
+def jax_versions() -> str:
+    """``jax-0.4.30-jaxlib-0.4.30``: the versions that key the cache's folder (read from the
+    installed packages' metadata, without importing jax)."""
+    parts = []
+    for name in ("jax", "jaxlib"):
+        try:
+            parts.append(f"{name}-{importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            parts.append(f"{name}-none")
+    return "-".join(parts)
+
+
+def default_xla_cache(environ: Mapping[str, str]) -> Path:
+    """``$XDG_CACHE_HOME/mnmt-tests/xla-<jax and jaxlib versions>`` (``~/.cache`` where
+    ``XDG_CACHE_HOME`` is unset or not absolute, as the XDG base directory rules say)."""
+    xdg = environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "mnmt-tests" / f"xla-{jax_versions()}"
+
+
+def prune_xla_cache(cache: Path) -> list[str]:
+    """Remove, under jax's lock, what a process killed while writing an entry left behind: a
+    program file that is empty or has no complete last-use stamp (jax writes the stamp after the
+    program, so a program without one may be cut short, and jax would neither rewrite it nor, its
+    eviction reading every stamp, write any other entry), and stamps without a program. Returns
+    the removed names."""
+    import filelock
+
+    removed = []
+    with filelock.FileLock(cache / ".lockfile", timeout=60):
+        for entry in cache.glob(f"*{ENTRY_SUFFIX}"):
+            stamp = cache / (entry.name.removesuffix(ENTRY_SUFFIX) + STAMP_SUFFIX)
+            if (entry.stat().st_size == 0 or not stamp.is_file()
+                    or stamp.stat().st_size != STAMP_BYTES):
+                entry.unlink()
+                removed.append(entry.name)
+        for stamp in cache.glob(f"*{STAMP_SUFFIX}"):
+            if not (cache / (stamp.name.removesuffix(STAMP_SUFFIX) + ENTRY_SUFFIX)).exists():
+                stamp.unlink()
+                removed.append(stamp.name)
+    return removed
+
+
+def remove_stale_versions(root: Path, keep: Path, days: float = XLA_CACHE_STALE_DAYS) -> list[str]:
+    """Remove the caches of other jax versions under ``root`` that no session has opened for
+    ``days`` (each session touches its own folder when it starts). Returns their names."""
+    old = time.time() - days * 86400
+    stale = [d for d in root.glob("xla-*")
+             if d != keep and d.is_dir() and not d.is_symlink() and d.stat().st_mtime < old]
+    for d in stale:
+        shutil.rmtree(d)
+    return [d.name for d in stale]
+
+
 def share_compiled_programs() -> None:
     """Persist XLA executables for the whole suite, both xdist workers and every child process
     (studies, `mnmt-train`, multi-host runs inherit the environment): most tests compile the same
     tiny models, and each program is then compiled once per machine instead of once per test.
     The cache key is the program, its compile options and the jax/jaxlib versions, so a test
-    sees the executable it would have compiled. ``MNMT_TEST_XLA_CACHE=off`` turns it off; any
-    ``JAX_COMPILATION_CACHE_DIR`` already set is kept."""
+    sees the executable it would have compiled.
+
+    The cache is this user's alone: :func:`default_xla_cache` (a folder per jax/jaxlib version,
+    folders of other versions unused for ``XLA_CACHE_STALE_DAYS`` removed), or
+    ``MNMT_TEST_XLA_CACHE=DIR``. Each folder is created with mode 0700; one owned by another
+    user, a symbolic link, or open to group or others is not used (a warning says why), since
+    the programs in it run as this user. jax keeps it within ``XLA_CACHE_MAX_BYTES``
+    (``JAX_COMPILATION_CACHE_MAX_SIZE``, least recently used programs evicted first; this needs
+    the ``filelock`` package, in the ``dev`` extra); entries a killed process left half-written
+    are removed when the session starts (:func:`prune_xla_cache`).
+    ``MNMT_TEST_XLA_CACHE=off`` turns the cache off; any ``JAX_COMPILATION_CACHE_DIR`` already
+    set is kept as it is (xdist workers inherit the one their controller chose)."""
     where = os.environ.get("MNMT_TEST_XLA_CACHE", "")
     if where == "off" or "JAX_COMPILATION_CACHE_DIR" in os.environ:
         return
-    cache = Path(where or Path(tempfile.gettempdir()) / f"mnmt-tests-xla-{os.getuid()}")
-    cache.mkdir(parents=True, exist_ok=True)
+    if importlib.util.find_spec("filelock") is None:
+        warnings.warn("tests/conftest.py: no persistent XLA cache for the suite: jax bounds its "
+                      "size only with the filelock package (pip install the dev extra)",
+                      stacklevel=2)
+        return
+    if where:
+        dirs = [Path(where).absolute()]
+    else:
+        cache = default_xla_cache(os.environ)
+        dirs = [cache.parent, cache]
+    dirs[0].parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for d in dirs:
+        problem = make_private_dir(d, os.getuid())
+        if problem:
+            warnings.warn(f"tests/conftest.py: not using {d} as the suite's XLA cache: "
+                          f"{problem}. Compiling without a persistent cache; remove it or set "
+                          "MNMT_TEST_XLA_CACHE to a folder of your own (mode 0700)",
+                          stacklevel=2)
+            return
+    cache = dirs[-1]
+    os.utime(cache)
+    if not where:
+        remove_stale_versions(cache.parent, cache)
+    prune_xla_cache(cache)
     os.environ["JAX_COMPILATION_CACHE_DIR"] = str(cache)
+    os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(XLA_CACHE_MAX_BYTES))
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
