@@ -5,7 +5,7 @@ Reads OUT/report/fits.json (and OUT/study.json, for the wall time of the run whe
 
 1. the fitted L∞ within 5 % of the exact L∞ for every pair: the report's fitted L∞, which with
    cool-down branches is the limit N, D → ∞ (E) of L(N, D) across weights fitted on the
-   cooled-down budgets (fitting.laws.chinchilla_joint), else the joint law's (Fernandes eq. 7);
+   cooled-down budgets (fitting.laws.budget.chinchilla_joint), else the joint law's (Fernandes eq. 7);
    eq. 7's L∞ on the final losses is printed beside it as this budget's. An E that sits at its
    upper bound, the lowest loss measured, fails: it is a bound, not an estimate;
 2. α per pair determined: not at a fit bound, perturbation sd below 15 % of the value, and the
@@ -38,7 +38,7 @@ import math
 import os
 import sys
 
-from fitting.laws.power import ALPHA_BOUNDS  # the fit bounds of α
+from fitting.laws.size.power import ALPHA_BOUNDS  # the fit bounds of α
 from fitting.report.chinchilla import COOLED_LAW  # the L∞ source that can be a bound (check 1)
 from fitting.report.regime import METHOD_BRANCHES  # the regime method of check 5
 

@@ -113,7 +113,7 @@ def _rel(a: float, b: float) -> float:
 
 #: fits.json keys whose numbers are measured durations, the wall-clock seconds a fit took:
 #: `…/meta/timing_s/…` (the whole subtree), `…/meta/backtest/seconds` and
-#: `…/meta/bootstrap/seconds` (fitting/laws/chinchilla.py).
+#: `…/meta/bootstrap/seconds` (fitting/laws/budget/chinchilla.py).
 #: Two fits of the same table differ in them and only in them, so the comparison leaves out any
 #: number under a key of these names (tests/fitting/test_report_reproducible.py checks that no
 #: other number of a report differs between two writes of the same table).

@@ -48,10 +48,10 @@ sys.path.insert(1, str(ROOT / "benchmarks"))  # the Epoch loader and the peer ru
 
 from validate_chinchilla import load_epoch, run_peer  # noqa: E402
 
-from fitting.laws.chinchilla import fit_chinchilla  # noqa: E402
-from fitting.laws.chinchilla_opt import refit  # noqa: E402
-from fitting.laws.joint import fit_joint_law  # noqa: E402
-from fitting.laws.power import ALPHA_GRID  # noqa: E402
+from fitting.laws.budget.chinchilla import fit_chinchilla  # noqa: E402
+from fitting.laws.budget.chinchilla_opt import refit  # noqa: E402
+from fitting.laws.size.joint import fit_joint_law  # noqa: E402
+from fitting.laws.size.power import ALPHA_GRID  # noqa: E402
 from fitting.test_utils import TRUTH, make_final_table  # noqa: E402
 
 

@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _common import machine  # noqa: E402  (benchmarks/_common.py)
 
 from fitting.data.sampling import dirichlet_mixtures  # noqa: E402
-from fitting.laws.mixture_laws import MixtureLawFit  # noqa: E402
+from fitting.laws.mixture.laws import MixtureLawFit  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data" / "mixinglaws"
 #: the anchors' own numbers, to set beside the tables'

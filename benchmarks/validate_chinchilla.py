@@ -1,4 +1,4 @@
-"""Validate `fitting.laws.chinchilla` against published fits, and time it against the PyPI `chinchilla`.
+"""Validate `fitting.laws.budget.chinchilla` against published fits, and time it against the PyPI `chinchilla`.
 
 Validations 2 and 3, plus the Chinchilla speed comparison:
 
@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))  # run or loaded by path
 
 from _common import machine  # noqa: E402  (benchmarks/_common.py)
 
-from fitting.laws.chinchilla import EPOCH_PUBLISHED, fit_chinchilla  # noqa: E402
+from fitting.laws.budget.chinchilla import EPOCH_PUBLISHED, fit_chinchilla  # noqa: E402
 
 DATABLATIONS_PUBLISHED = {"E": 1.87, "A": 521.0, "B": 1488.0, "alpha": 0.3527, "beta": 0.3527}
 NAMES = ["E", "A", "B", "alpha", "beta"]

@@ -1,4 +1,4 @@
-"""Validate `fitting.laws.dpl` and `fitting.data.sampling` (validation 6).
+"""Validate `fitting.laws.mixture.dpl` and `fitting.data.sampling` (validation 6).
 
 * Chen et al. 2023 eq. 6 preset: the low-resource curve (D = 0.26M) is U-shaped, the
   high-resource one (D = 10M) monotone; critical ratios.
@@ -31,7 +31,12 @@ sys.path.insert(0, str(ROOT / "benchmarks"))  # run or loaded by path
 from _common import machine  # noqa: E402  (benchmarks/_common.py)
 
 from fitting.data.sampling import temperature_weights  # noqa: E402
-from fitting.laws.dpl import CHEN_EQ6_PRESET, dpl_objective, fit_dpl, optimal_sampling_ratios  # noqa
+from fitting.laws.mixture.dpl import (  # noqa
+    CHEN_EQ6_PRESET,
+    dpl_objective,
+    fit_dpl,
+    optimal_sampling_ratios,
+)
 
 TEMPS = [1, 2, 5, 10, 100]
 SETTINGS = {

@@ -25,12 +25,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a clone without installing the package
 
-from fitting.laws.bivariate import fit_bivariate_law  # noqa: E402
-from fitting.laws.effective import fit_multilingual_law  # noqa: E402
-from fitting.laws.joint import fit_joint_law  # noqa: E402
-from fitting.laws.learning_curve import fit_learning_curve  # noqa: E402
-from fitting.laws.power import fit_power_law  # noqa: E402
+from fitting.laws.curves.learning_curve import fit_learning_curve  # noqa: E402
 from fitting.laws.quality import fit_quality_law  # noqa: E402
+from fitting.laws.size.bivariate import fit_bivariate_law  # noqa: E402
+from fitting.laws.size.effective import fit_multilingual_law  # noqa: E402
+from fitting.laws.size.joint import fit_joint_law  # noqa: E402
+from fitting.laws.size.power import fit_power_law  # noqa: E402
 from fitting.test_utils import TRUTH, f_hat, make_final_table, true_loss  # noqa: E402
 
 # Stated tolerances on the median relative error over seeds (docs/guides/validation.md).

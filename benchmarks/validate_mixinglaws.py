@@ -45,7 +45,7 @@ DATA = ROOT / "benchmarks" / "data"  # public data, see benchmarks/data/README.m
 sys.path.insert(0, str(ROOT))
 
 from fitting.core.base import FitError  # noqa: E402
-from fitting.laws.effective import fit_multilingual_law  # noqa: E402
+from fitting.laws.size.effective import fit_multilingual_law  # noqa: E402
 
 
 def load(data_dir: str, mixture_set: str, model_size: str) -> tuple[pd.DataFrame, list[str], str]:

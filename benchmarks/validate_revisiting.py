@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "benchmarks" / "data"  # vendored public data, see benchmarks/data/README.md
 sys.path.insert(0, str(ROOT))
 
-from fitting.laws.power import fit_power_law  # noqa: E402
+from fitting.laws.size.power import fit_power_law  # noqa: E402
 
 
 def run(data_dir: str, tolerance: float, n_refits: int) -> dict:

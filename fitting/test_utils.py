@@ -382,7 +382,7 @@ MIXTURE_TAU[3, 4] = -0.2
 def transfer_truth():
     """A `transfer` mixture law (Fernandes eq. 11 with τ = :data:`MIXTURE_TAU`) of known
     parameters for :data:`MIXTURE_PAIRS`."""
-    from fitting.laws.mixture_laws import MixtureLawFit  # noqa: PLC0415
+    from fitting.laws.mixture.laws import MixtureLawFit  # noqa: PLC0415
 
     k = len(MIXTURE_PAIRS)
     sol = {}
@@ -396,7 +396,7 @@ def transfer_truth():
 
 def datamixing_truth():
     """A `datamixing` law (Ye et al. 2024, per size) of seeded random parameters."""
-    from fitting.laws.mixture_laws import MixtureLawFit  # noqa: PLC0415
+    from fitting.laws.mixture.laws import MixtureLawFit  # noqa: PLC0415
 
     rng = np.random.default_rng(3)
     sol = {}
@@ -414,7 +414,7 @@ def known_truth_mixture_runs(truth, noise: float = 0.002, n_mix: int = 9,
     mixtures of ``concentration`` at every size, two held-out mixtures at the largest, losses
     with relative Gaussian noise of sd ``noise`` (seeded)."""
     from fitting.data.sampling import dirichlet_mixtures  # noqa: PLC0415
-    from fitting.laws.mixture_fit import MixtureRuns  # noqa: PLC0415
+    from fitting.laws.mixture.fit import MixtureRuns  # noqa: PLC0415
 
     pairs, sizes = list(truth.pairs), list(truth.sizes)
     k = len(pairs)

@@ -292,7 +292,7 @@ def _finite_params(fit) -> None:
 
 @pytest.mark.parametrize("examples", RUNS)
 def test_power_law_on_any_points_fits_finitely_or_raises_fit_error(examples):
-    from fitting.laws.power import fit_power_law
+    from fitting.laws.size.power import fit_power_law
 
     def prop(points: list[tuple[float, float]]) -> None:
         n, loss = zip(*points, strict=True) if points else ((), ())
@@ -344,8 +344,8 @@ def _close(a, b, n: np.ndarray, p: float) -> None:
 def test_fits_do_not_depend_on_row_order_or_on_duplicating_the_table(examples):
     """Rows are a set of measurements: shuffled rows give the same fit, and the table twice over
     (every point measured twice, as seeds) the same parameters."""
-    from fitting.laws.joint import fit_joint_law
-    from fitting.laws.power import fit_power_law
+    from fitting.laws.size.joint import fit_joint_law
+    from fitting.laws.size.power import fit_power_law
 
     def prop(df: pd.DataFrame, seed: int) -> None:
         kw = {"uncertainty": None, "backtest": False}
@@ -387,8 +387,8 @@ def bad_table(draw) -> pd.DataFrame:
 
 @pytest.mark.parametrize("examples", RUNS)
 def test_laws_on_damaged_tables_fit_finitely_or_raise_fit_error(examples):
-    from fitting.laws.effective import fit_multilingual_law
-    from fitting.laws.joint import fit_joint_law
+    from fitting.laws.size.effective import fit_multilingual_law
+    from fitting.laws.size.joint import fit_joint_law
 
     def prop(df: pd.DataFrame) -> None:
         for fit_law in (fit_joint_law, fit_multilingual_law):
@@ -613,14 +613,14 @@ def test_mnmt_fit_quality_with_a_non_number_names_the_row(tmp_path):
 
 def test_power_law_over_an_overflowing_size_range_is_refused():
     """Sizes 1e-300 … 2 made x^(−α) overflow: ValueError from inside the solver."""
-    from fitting.laws.power import fit_power_law
+    from fitting.laws.size.power import fit_power_law
 
     with pytest.raises(FitError, match="column 'n' spans 1e-300 to 2, more than 1e"):
         fit_power_law([1.0, 2.0, 1e-300], [1.0, 1.0, 1.0], uncertainty=None)
 
 
 def test_require_finite_params_refuses_an_overflowed_fit():
-    from fitting.laws.power import require_finite_params
+    from fitting.laws.size.power import require_finite_params
 
     with pytest.raises(FitError, match=r"law 'joint': the fit gave non-finite parameters"):
         require_finite_params({"alpha": 0.3, "beta": math.inf}, "joint")

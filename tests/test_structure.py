@@ -184,7 +184,7 @@ def test_fitting_rooms_import_downwards_only():
 
 
 def test_the_room_check_sees_an_upward_import():
-    assert _fitting_room("fitting.laws.power") == "fitting.laws"
+    assert _fitting_room("fitting.laws.size.power") == "fitting.laws"
     assert _fitting_room("fitting.cli") == "fitting"
     assert _cycles({"fitting.laws": {"fitting.report"}, "fitting.report": {"fitting.laws"}})
 

@@ -76,14 +76,14 @@ def _import_builtin_laws() -> None:
     registry is filled as they load.
     """
     for mod in (
-        "fitting.laws.power",
-        "fitting.laws.joint",
-        "fitting.laws.effective",
-        "fitting.laws.bivariate",
+        "fitting.laws.size.power",
+        "fitting.laws.size.joint",
+        "fitting.laws.size.effective",
+        "fitting.laws.size.bivariate",
         "fitting.laws.quality",
-        "fitting.laws.learning_curve",
-        "fitting.laws.chinchilla",
-        "fitting.laws.dpl",
+        "fitting.laws.curves.learning_curve",
+        "fitting.laws.budget.chinchilla",
+        "fitting.laws.mixture.dpl",
     ):
         try:
             importlib.import_module(mod)

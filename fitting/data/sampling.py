@@ -13,7 +13,7 @@
 - :func:`epoch_cap_weights` — the largest weight each dataset can take within an epoch cap.
 - :func:`dirichlet_mixtures` — seeded random mixtures on the simplex (RegMix-style designs).
 
-Pure numpy; used by ``mnmt.data.mixtures`` and the Chen eq. 7 comparisons in ``fitting.laws.dpl``.
+Pure numpy; used by ``mnmt.data.mixtures`` and the Chen eq. 7 comparisons in ``fitting.laws.mixture.dpl``.
 """
 
 from __future__ import annotations

@@ -1,20 +1,16 @@
-"""The laws of the four papers, each a fit function returning a documented result object.
+"""The laws of the four papers, each a fit function returning a documented result object,
+grouped by what they are a function of:
 
-* :mod:`fitting.laws.power`          L(N) = β N^−α + L∞ (Fernandes eq. 1/3/6)
-* :mod:`fitting.laws.joint`          the joint multilingual law (Fernandes eq. 7, 9, 10)
-* :mod:`fitting.laws.effective`      unseen weights through f̂(p) (Fernandes eq. 11–13)
-* :mod:`fitting.laws.frontier`       trade-off frontiers and recommended weights (Fernandes §3.4)
-* :mod:`fitting.laws.bivariate`      encoder/decoder law and optimal allocation (Ghorbani eq. 2–4)
-* :mod:`fitting.laws.quality`        BLEU/ChrF against cross-entropy (Ghorbani eq. 5)
-* :mod:`fitting.laws.learning_curve` under-trained runs (Fernandes App. G)
-* :mod:`fitting.laws.chinchilla`     L(N, D) (Caillaut eq. 2), its starts searched in
-  :mod:`fitting.laws.chinchilla_search`, optimised in :mod:`fitting.laws.chinchilla_opt`
-* :mod:`fitting.laws.dpl`            the Double Power Law and optimal ratios (Chen eq. 5–7)
-* :mod:`fitting.laws.mixture_laws`   mixture laws for K pairs (Fernandes eq. 11 with transfer,
-  Ye et al. 2024, Shukor et al. 2025); runs from tables in :mod:`fitting.laws.mixture_runs`,
-  the losses outside their domain in :mod:`fitting.laws.mixture_domain`, their comparison in
-  :mod:`fitting.laws.mixture_compare`, weights in :mod:`fitting.laws.mixture_recommend` against
-  the baselines of :mod:`fitting.laws.mixture_baselines`
+* :mod:`fitting.laws.size`     laws in the model size N: the power law (Fernandes eq. 1/3/6), the
+  joint multilingual law (eq. 7, 9, 10), unseen weights through f̂(p) (eq. 11–13), frontiers and
+  recommended weights (§3.4), the encoder/decoder law (Ghorbani eq. 2–4)
+* :mod:`fitting.laws.budget`   laws in size and token budget, L(N, D) (Caillaut eq. 2; the
+  joint per-pair form across weights; Kaplan's form)
+* :mod:`fitting.laws.curves`   laws of one run's training curve: learning-curve extrapolation
+  (Fernandes App. G)
+* :mod:`fitting.laws.mixture`  laws in the mixture weights: the Double Power Law and optimal
+  ratios (Chen eq. 5–7) and mixture laws for K pairs with their comparison and recommendation
+* :mod:`fitting.laws.quality`  BLEU/ChrF against cross-entropy (Ghorbani eq. 5)
 
 Laws depend on :mod:`fitting.core` and :mod:`fitting.data` only, never on plots or reports.
 """
@@ -24,23 +20,24 @@ from __future__ import annotations
 from fitting.core.exports import lazy_exports
 
 _EXPORTS = {
-    **dict.fromkeys(["PowerLawFit", "fit_power_law", "power_law"], "power"),
-    **dict.fromkeys(["JointLawFit", "fit_joint_law"], "joint"),
+    **dict.fromkeys(["PowerLawFit", "fit_power_law", "power_law"], "size.power"),
+    **dict.fromkeys(["JointLawFit", "fit_joint_law"], "size.joint"),
     **dict.fromkeys(["MultilingualLawFit", "fit_multilingual_law", "f_hat_eq12", "f_hat_eq13"],
-                    "effective"),
+                    "size.effective"),
     **dict.fromkeys(["Frontier", "frontier_2pair", "frontier_kpair", "Recommendation",
-                     "recommend"], "frontier"),
-    **dict.fromkeys(["BivariateLawFit", "fit_bivariate_law"], "bivariate"),
+                     "recommend"], "size.frontier"),
+    **dict.fromkeys(["BivariateLawFit", "fit_bivariate_law"], "size.bivariate"),
     **dict.fromkeys(["QualityLawFit", "fit_quality_law"], "quality"),
     **dict.fromkeys(["LearningCurveFit", "fit_learning_curve", "convergence_check",
-                     "correct_final_losses"], "learning_curve"),
-    **dict.fromkeys(["ChinchillaFit", "fit_chinchilla"], "chinchilla"),
-    **dict.fromkeys(["DPLFit", "fit_dpl", "optimal_sampling_ratios", "CHEN_EQ6_PRESET"], "dpl"),
-    **dict.fromkeys(["MixtureLawFit", "fit_mixture_law"], "mixture_laws"),
-    **dict.fromkeys(["MixtureRuns", "mixture_runs", "read_wide_runs"], "mixture_runs"),
+                     "correct_final_losses"], "curves.learning_curve"),
+    **dict.fromkeys(["ChinchillaFit", "fit_chinchilla"], "budget.chinchilla"),
+    **dict.fromkeys(["DPLFit", "fit_dpl", "optimal_sampling_ratios", "CHEN_EQ6_PRESET"],
+                    "mixture.dpl"),
+    **dict.fromkeys(["MixtureLawFit", "fit_mixture_law"], "mixture.laws"),
+    **dict.fromkeys(["MixtureRuns", "mixture_runs", "read_wide_runs"], "mixture.runs"),
     **dict.fromkeys(["MixtureComparison", "compare_mixture_laws", "transfer_matrix"],
-                    "mixture_compare"),
-    "recommend_mixture": "mixture_recommend",
+                    "mixture.compare"),
+    "recommend_mixture": "mixture.recommend",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -6,7 +6,7 @@
   et al. 2023 Fig. 8 / Fig. 19, fitted with soft_l1 on the metric standardised by its spread.
 
 A fitted quality law maps predicted losses to the metric, so frontiers can be drawn in BLEU or
-ChrF (``metric_map`` of :mod:`fitting.laws.frontier`).
+ChrF (``metric_map`` of :mod:`fitting.laws.size.frontier`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from fitting.core.base import FitError, FitResult, register_law
 from fitting.core.engine import goodness_of_fit, robust_fit
 from fitting.core.uncertainty import perturbation_samples, summarize_samples
 from fitting.data.tables import check_numeric, require_columns
-from fitting.laws.power import as_positive_array
+from fitting.laws.size.power import as_positive_array
 
 __all__ = ["QualityLawFit", "fit_quality_law", "quality_points", "METRIC_RANGES"]
 

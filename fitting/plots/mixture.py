@@ -1,4 +1,4 @@
-"""The transfer matrix τ of the mixture laws (:mod:`fitting.laws.mixture_laws`) as a heat map:
+"""The transfer matrix τ of the mixture laws (:mod:`fitting.laws.mixture.laws`) as a heat map:
 row = target pair i, column = source pair j, τ_ij > 0 transfer, < 0 interference."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import pandas as pd
 
 from fitting import plots
 from fitting.core.base import FitError
-from fitting.laws.bivariate import BivariateLawFit, fit_bivariate_law
+from fitting.laws.size.bivariate import BivariateLawFit, fit_bivariate_law
 from fitting.plots.laws import plot_bivariate_slices
 from fitting.report.markdown import Document, format_number
 from fitting.report.sections import Report

@@ -9,20 +9,20 @@ step where its ``learning_rate`` rows peak; without such rows its first evaluati
 loss reflects the schedule, not the tokens seen. Runs repeated with several seeds contribute the
 seed mean at each step. One law is fitted per pair and weight (a pair trained at several weights
 gets one law per weight: D counts every token of the run, so a different mixture is a different
-law). The fit is :func:`fitting.laws.chinchilla.fit_chinchilla` (Huber in log space, L-BFGS) from
+law). The fit is :func:`fitting.laws.budget.chinchilla.fit_chinchilla` (Huber in log space, L-BFGS) from
 variable-projection starts; ± is the sd over bootstrap refits. The trajectories of one run share
 its learning-rate schedule, so a law from intermediate evaluations describes training to D under
 that schedule, which a cool-down at the end lowers (Caillaut et al. fit it the same way).
 
 When the table has cool-down branches (schema revision 1.2), the D axis is the cooled-down budgets
 instead (Hägele et al. 2024): each parent run's final point and each of its branches' final
-points (:func:`fitting.laws.learning_curve.cooldown_budgets`; D = ``tokens`` there), every one the
+points (:func:`fitting.laws.curves.learning_curve.cooldown_budgets`; D = ``tokens`` there), every one the
 loss of a run trained to D with a full cool-down. A run then needs ≥ 2 budgets (runs with one are
 left out, and said so); seeds are averaged as above. ``rep.chinchilla["d_axis"]`` and the
 section's note say which D axis was used.
 
 :func:`fit_cooled_law` fits, on those cooled-down budgets only, the law the report leads with
-(:mod:`fitting.laws.chinchilla_joint`: L(N, D) across weights, exponents and E shared by a
+(:mod:`fitting.laws.budget.chinchilla_joint`: L(N, D) across weights, exponents and E shared by a
 pair's weights as in Fernandes eq. 7), whose N, D → ∞ limit E is the pair's fitted L∞;
 :func:`cooled_law_section` writes it, with its leave-largest-size-out backtest against the seed
 noise.
@@ -38,9 +38,9 @@ import pandas as pd
 from fitting import plots
 from fitting.core.base import FitError
 from fitting.data.tables import has_branches, with_optional_columns
-from fitting.laws.chinchilla import ChinchillaFit, fit_chinchilla
-from fitting.laws.chinchilla_joint import JointChinchillaFit, coef_key, fit_joint_chinchilla
-from fitting.laws.learning_curve import cooldown_budgets, cooldown_start
+from fitting.laws.budget.chinchilla import ChinchillaFit, fit_chinchilla
+from fitting.laws.budget.chinchilla_joint import JointChinchillaFit, coef_key, fit_joint_chinchilla
+from fitting.laws.curves.learning_curve import cooldown_budgets, cooldown_start
 from fitting.plots.laws import plot_chinchilla_contours
 from fitting.report.markdown import Document, format_number
 from fitting.report.sections import Report
@@ -286,7 +286,7 @@ def fit_cooled_law(table: pd.DataFrame, eval_set: str, metric: str, *,
                    uncertainty: str | None = "perturbation", n_refits: int = 100, seed: int = 0,
                    noise_rel: dict[str, float] | None = None
                    ) -> tuple[JointChinchillaFit | None, str, str]:
-    """(fit, note, why not): :func:`fitting.laws.chinchilla_joint.fit_joint_chinchilla` on the
+    """(fit, note, why not): :func:`fitting.laws.budget.chinchilla_joint.fit_joint_chinchilla` on the
     cooled-down budgets of ``table`` (:func:`chinchilla_points` with cool-down branches), or
     (None, "", reason) when the table has no branches or too few budgets. ``noise_rel``: the
     relative seed noise per pair the backtest is judged against."""
@@ -310,7 +310,7 @@ def fit_cooled_law(table: pd.DataFrame, eval_set: str, metric: str, *,
 
 
 def _selection_table(doc: Document, fit: JointChinchillaFit) -> None:
-    """How each pair's form and budgets were chosen (fitting.laws.chinchilla_joint.select_form)."""
+    """How each pair's form and budgets were chosen (fitting.laws.budget.chinchilla_joint.select_form)."""
     selection = fit.meta.get("selection") or {}
     rows = []
     for pair, sel in selection.items():

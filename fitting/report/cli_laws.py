@@ -20,13 +20,14 @@ from fitting.data.tables import (
     require_columns,
     without_branches,
 )
-from fitting.laws import chinchilla, dpl
-from fitting.laws.bivariate import fit_bivariate_law
-from fitting.laws.effective import MultilingualLawFit, fit_multilingual_law
-from fitting.laws.frontier import frontier_2pair, frontier_kpair, recommend
-from fitting.laws.joint import fit_joint_law
-from fitting.laws.power import fit_power_law
+from fitting.laws.budget import chinchilla
+from fitting.laws.mixture import dpl
 from fitting.laws.quality import fit_quality_law, quality_points
+from fitting.laws.size.bivariate import fit_bivariate_law
+from fitting.laws.size.effective import MultilingualLawFit, fit_multilingual_law
+from fitting.laws.size.frontier import frontier_2pair, frontier_kpair, recommend
+from fitting.laws.size.joint import fit_joint_law
+from fitting.laws.size.power import fit_power_law
 from fitting.report.cli_inputs import (
     bootstrap_options,
     final_loss_table,

@@ -30,8 +30,8 @@ from fitting.core.base import FitError, json_safe
 from fitting.core.uncertainty import beyond_sd
 from fitting.data import io
 from fitting.data.tables import final_losses, read_table, round_weights
-from fitting.laws.effective import fit_multilingual_law
-from fitting.laws.joint import fit_joint_law
+from fitting.laws.size.effective import fit_multilingual_law
+from fitting.laws.size.joint import fit_joint_law
 from fitting.plots.laws import plot_fraction_panels
 from fitting.report.markdown import Document, format_number
 from fitting.report.seeds import seed_means

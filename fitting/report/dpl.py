@@ -11,7 +11,7 @@ bias — the baselines are fitted too (≥ 3 weights per pair in all), and the r
 its own bias M_∞.
 
 How the shared parameters are estimated depends on the distinct data sizes below the largest:
-* ≥ 3: Chen's three steps (§3.2) with the joint polish of :func:`fitting.laws.dpl.fit_dpl`;
+* ≥ 3: Chen's three steps (§3.2) with the joint polish of :func:`fitting.laws.mixture.dpl.fit_dpl`;
 * 2: the same with γ fixed at Chen's eq. 6 value (G(D) = D^γ + b needs three sizes for γ);
 * 1 (e.g. one capped pair next to a larger one): :func:`fit_dpl_one_low_size`: step 1's
   assumption that the over-fitting term vanishes at the largest size, G(D_high) = 0, with the
@@ -33,7 +33,7 @@ from scipy.optimize import least_squares
 from fitting import plots
 from fitting.core.base import FitError
 from fitting.data.tables import with_optional_columns
-from fitting.laws.dpl import CHEN_EQ6_PARAMS, DPLFit, fit_dpl, optimal_sampling_ratios
+from fitting.laws.mixture.dpl import CHEN_EQ6_PARAMS, DPLFit, fit_dpl, optimal_sampling_ratios
 from fitting.plots.laws import plot_dpl_curves
 from fitting.report.markdown import Document, format_number
 from fitting.report.sections import Report

@@ -6,13 +6,13 @@ A study names some runs "held out" (typically a larger size at an unseen weight)
 :func:`heldout_section`, which compares each held-out (run, pair) final loss with:
 
 * where the table has cool-down branches, the law the report leads with: L(N, D) across
-  weights on cooled-down budgets (:mod:`fitting.laws.chinchilla_joint`) at the run's own N and
+  weights on cooled-down budgets (:mod:`fitting.laws.budget.chinchilla_joint`) at the run's own N and
   D (its final ``tokens``) and weight; entry ``primary: true``;
 * the eq. 11 law (Fernandes et al. 2023) with the fitted f̂ — eq. 12 where it was identifiable,
   else the linear eq. 13 — the law that predicts an unseen (N, p) at the trained budget; entry
   ``primary: true`` when there is no L(N, D) entry, with ``f_hat_identified`` (false: the law
   names it, and the prediction rests on an f̂ that the data do not determine,
-  :class:`fitting.laws.effective.MultilingualLawFit`);
+  :class:`fitting.laws.size.effective.MultilingualLawFit`);
 * where the run's weight equals a fitted weight, also the joint law (eq. 7, its β_p) and the
   per-weight power law (eq. 6) at the run's N.
 
@@ -41,7 +41,7 @@ import pandas as pd
 
 from fitting.core.base import FitError
 from fitting.data.tables import last_evaluations_sd
-from fitting.laws.chinchilla_joint import JointChinchillaFit
+from fitting.laws.budget.chinchilla_joint import JointChinchillaFit
 from fitting.report.chinchilla import COOLED_LAW
 from fitting.report.markdown import Document, format_number
 from fitting.report.sections import Report

@@ -1,10 +1,10 @@
 """The report's section "Mixture laws for K pairs" (tables of three pairs or more).
 
-:func:`mixture_section` fits the laws of :mod:`fitting.laws.mixture_laws` to the runs that are
+:func:`mixture_section` fits the laws of :mod:`fitting.laws.mixture.laws` to the runs that are
 not held out, compares them by cross-validation over design mixtures and on the held-out runs
-(:func:`fitting.laws.mixture_compare.compare_mixture_laws`), draws the transfer matrix τ of the
+(:func:`fitting.laws.mixture.compare.compare_mixture_laws`), draws the transfer matrix τ of the
 eq. 11 law, and recommends weights at a target size under the caller's constraints
-(:func:`fitting.laws.mixture_recommend.recommend_mixture`). With fewer than 3 pairs it does nothing
+(:func:`fitting.laws.mixture.recommend.recommend_mixture`). With fewer than 3 pairs it does nothing
 (two-pair reports are unchanged); with too few design mixtures (< K + 2) it states why it was
 skipped. Fields of ``fits.json["mixture"]``: docs/guides/fitting.md.
 """
@@ -20,10 +20,10 @@ import pandas as pd
 
 from fitting.core.base import FitError, json_safe
 from fitting.data.tables import read_table
-from fitting.laws.mixture_compare import MixtureComparison, compare_mixture_laws, transfer_matrix
-from fitting.laws.mixture_recommend import SUPPORT_POINTS, recommend_mixture, support_bounds
-from fitting.laws.mixture_runs import MixtureRuns, mixture_runs, read_wide_runs
-from fitting.laws.mixture_transfer import direct_transfer, heldout_with_seed_noise
+from fitting.laws.mixture.compare import MixtureComparison, compare_mixture_laws, transfer_matrix
+from fitting.laws.mixture.recommend import SUPPORT_POINTS, recommend_mixture, support_bounds
+from fitting.laws.mixture.runs import MixtureRuns, mixture_runs, read_wide_runs
+from fitting.laws.mixture.transfer import direct_transfer, heldout_with_seed_noise
 from fitting.report.heldout import REL_TOLERANCE, check_heldout_runs
 from fitting.report.markdown import Document, format_number
 
@@ -72,7 +72,7 @@ def target_for(cmp: MixtureComparison, target_sizes: list[float] | None) -> tupl
 def mixture_payload(cmp: MixtureComparison, recommendation: dict | None,
                     seed_noise: dict | None = None) -> dict:
     """``fits.json["mixture"]`` from a comparison and a recommendation; ``seed_noise``: the
-    study's pooled seed noise (:func:`~fitting.laws.mixture_transfer.pooled_seed_noise`), the sd
+    study's pooled seed noise (:func:`~fitting.laws.mixture.transfer.pooled_seed_noise`), the sd
     of the one-seed contrasts at the sizes it covers."""
     laws = {}
     for form, fit in cmp.laws.items():
@@ -228,7 +228,7 @@ def _markdown(doc: Document, rep, cmp: MixtureComparison, payload: dict, out_dir
 def _heldout_markdown(doc: Document, heldout: dict, summary: dict, chosen: str | None) -> None:
     """The held-out table with relative errors, and the count within the tolerance beside the
     count an exact law would reach under the seed noise
-    (:func:`~fitting.laws.mixture_transfer.heldout_with_seed_noise`)."""
+    (:func:`~fitting.laws.mixture.transfer.heldout_with_seed_noise`)."""
     rows = [[rid, p, format_number(v["measured"]), format_number(v["predicted"]),
              format_number(v["error"], digits=2),
              "–" if "relative_error" not in v else f"{100 * v['relative_error']:+.1f} %",
@@ -265,7 +265,7 @@ def _failed_refits(e: dict) -> str:
 
 
 def _direct_markdown(doc: Document, direct: dict | None) -> None:
-    """Transfer measured without a law (:mod:`fitting.laws.mixture_transfer`): zero-shot losses
+    """Transfer measured without a law (:mod:`fitting.laws.mixture.transfer`): zero-shot losses
     per target and size, sources lowest first; the contrasts' rankings with their sd."""
     if not direct or not (direct["zero_shot"] or direct["contrasts"]):
         return
@@ -352,7 +352,7 @@ def mixture_run_table(table: pd.DataFrame | str, *, heldout_runs: Sequence[str] 
     """The mixture analysis of ``mnmt-fit mixture``: ``fits.json["mixture"]``'s content for a
     table (:func:`load_mixture_runs`); with ``out_dir``, also ``mixture.json`` and
     ``transfer.png`` there. ``max_folds``, ``workers`` and ``progress``:
-    :func:`~fitting.laws.mixture_compare.compare_mixture_laws`."""
+    :func:`~fitting.laws.mixture.compare.compare_mixture_laws`."""
     runs = load_mixture_runs(table, heldout_runs=heldout_runs, eval_set=eval_set, metric=metric)
     if len(runs.pairs) < 3:
         raise FitError(f"{runs.source}: {len(runs.pairs)} pair(s) {runs.pairs}; the mixture laws "

@@ -7,14 +7,14 @@ laws of Fernandes et al. describe — or compute-limited, and how far are their 
   Hägele et al. 2024, *Scaling Laws and Compute-Optimal Training Beyond Fixed Training
   Durations*): per parent run and trained pair (weight > 0), the cooled-down budgets — the run's
   own final loss and each branch's final loss against the token budget D
-  (:func:`fitting.laws.learning_curve.cooldown_budgets`) — and the relative drop of the loss per
+  (:func:`fitting.laws.curves.learning_curve.cooldown_budgets`) — and the relative drop of the loss per
   doubling of D between the last two of them
-  (:func:`fitting.laws.learning_curve.cooled_drop_per_doubling`). A curve is converged when that
+  (:func:`fitting.laws.curves.learning_curve.cooled_drop_per_doubling`). A curve is converged when that
   drop is below :data:`CONVERGED_DROP`; the runs are compute-limited when more than half of the
   curves are not.
 * ``"slope before the cool-down"``, otherwise: the local log-log slope of each (run, trained
-  pair) learning curve at its end (:func:`fitting.laws.learning_curve.convergence_check`), judged
-  before the run's learning-rate cool-down (:func:`fitting.laws.learning_curve.cooldown_start`).
+  pair) learning curve at its end (:func:`fitting.laws.curves.learning_curve.convergence_check`), judged
+  before the run's learning-rate cool-down (:func:`fitting.laws.curves.learning_curve.cooldown_start`).
 
 The slope curves (``regime["curves"]``) are computed in both cases, for comparison; with branches
 on the ordinary runs only (a branch's own curve is a cool-down). :func:`regime_section` writes
@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from fitting.data.tables import has_branches, without_branches
-from fitting.laws.learning_curve import (
+from fitting.laws.curves.learning_curve import (
     convergence_check,
     cooldown_budgets,
     cooldown_start,

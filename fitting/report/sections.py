@@ -26,11 +26,11 @@ import pandas as pd
 from fitting import plots
 from fitting.core.base import FitError
 from fitting.data.tables import final_losses
-from fitting.laws.effective import MultilingualLawFit, fit_multilingual_law
-from fitting.laws.frontier import Recommendation, frontier_2pair, frontier_kpair, recommend
-from fitting.laws.joint import JointLawFit
-from fitting.laws.power import PowerLawFit
 from fitting.laws.quality import fit_quality_law, quality_points
+from fitting.laws.size.effective import MultilingualLawFit, fit_multilingual_law
+from fitting.laws.size.frontier import Recommendation, frontier_2pair, frontier_kpair, recommend
+from fitting.laws.size.joint import JointLawFit
+from fitting.laws.size.power import PowerLawFit
 from fitting.report.markdown import Document, format_number
 
 __all__ = ["Report", "frontier_section", "quality_section", "QUALITY_FORMS", "weights_verdict",

@@ -36,7 +36,7 @@ from fitting.core.base import FitError
 from fitting.core.uncertainty import beyond_sd, percentile_range
 from fitting.data.schema import RECOMMENDED
 from fitting.data.tables import final_losses
-from fitting.laws.mixture_transfer import pooled_seed_noise
+from fitting.laws.mixture.transfer import pooled_seed_noise
 from fitting.report.markdown import Document, format_number
 
 __all__ = ["RECOMMENDED", "SD_MULTIPLE", "split_verification", "compare_means",
@@ -235,7 +235,7 @@ def _measured_losses(table: pd.DataFrame, plan: Mapping, eval_set: str, metric: 
 def verification_seed_noise(table: pd.DataFrame, plan: Mapping | None, *,
                             eval_set: str = "validation", metric: str = "loss") -> dict:
     """The study's seed noise measured by its verification runs (several seeds of each mixture
-    at one size): :func:`~fitting.laws.mixture_transfer.pooled_seed_noise` of their final
+    at one size): :func:`~fitting.laws.mixture.transfer.pooled_seed_noise` of their final
     losses; {} without a plan or runs."""
     if not plan or not len(table):
         return {}

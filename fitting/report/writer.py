@@ -49,9 +49,9 @@ from fitting.data.tables import (
     round_weights,
     without_branches,
 )
-from fitting.laws.joint import fit_joint_law
-from fitting.laws.learning_curve import correct_final_losses
-from fitting.laws.power import fit_power_law
+from fitting.laws.curves.learning_curve import correct_final_losses
+from fitting.laws.size.joint import fit_joint_law
+from fitting.laws.size.power import fit_power_law
 from fitting.report.bivariate import bivariate_section
 from fitting.report.chinchilla import (
     COOLED_LAW,

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 from fitting.core.base import FitError, FitResult
-from fitting.laws.bivariate import BivariateLawFit, fit_bivariate_law
 from fitting.laws.quality import QualityLawFit, fit_quality_law, quality_points
+from fitting.laws.size.bivariate import BivariateLawFit, fit_bivariate_law
 
 NE = np.array([20, 40, 80, 160, 320, 20, 20, 20, 20, 40, 80, 160]) * 1e6
 ND = np.array([25, 25, 25, 25, 25, 50, 100, 200, 400, 50, 100, 200]) * 1e6

@@ -22,8 +22,8 @@ from fitting.data.tables import (
     without_branches,
     write_table,
 )
-from fitting.laws.chinchilla import fit_chinchilla
-from fitting.laws.learning_curve import cooled_drop_per_doubling
+from fitting.laws.budget.chinchilla import fit_chinchilla
+from fitting.laws.curves.learning_curve import cooled_drop_per_doubling
 from fitting.report.chinchilla import (
     COOLED_LAW,
     D_AXIS_BRANCHES,

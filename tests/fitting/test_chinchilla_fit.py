@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from fitting.core.base import FitError, FitResult
-from fitting.laws.chinchilla import (
+from fitting.laws.budget.chinchilla import (
     ChinchillaFit,
     fit_chinchilla,
     fit_from_table,
@@ -17,7 +17,7 @@ from fitting.laws.chinchilla import (
     multi_start,
     published_grid,
 )
-from fitting.laws.chinchilla_opt import huber_objective, profile_check
+from fitting.laws.budget.chinchilla_opt import huber_objective, profile_check
 
 TRUE = {"E": 1.8, "A": 450.0, "B": 2100.0, "alpha": 0.34, "beta": 0.37}
 SMALL_GRID = {
@@ -153,7 +153,7 @@ def test_auto_adds_the_grid_when_too_few_varpro_starts_reach_the_optimum():
 
 def test_auto_adds_the_grid_when_the_lattice_check_beats_varpro(monkeypatch):
     """A lattice point below the variable-projection optimum proves it is not global."""
-    import fitting.laws.chinchilla_search as chinchilla_module
+    import fitting.laws.budget.chinchilla_search as chinchilla_module
 
     n, d, loss = _data(noise=0.01, n_sizes=6, n_tokens=6)
     trusted = fit_chinchilla(n, d, loss, grid=SMALL_GRID, backtest=False)
@@ -217,7 +217,7 @@ def test_bootstrap_intervals_cover_truth():
 def test_bootstrap_refits_past_float_range_are_left_out(monkeypatch):
     """A refit whose log A runs past float range (a term the resampled data do not pin) gave
     OverflowError and lost the whole fit; now it is left out of the intervals, with a warning."""
-    import fitting.laws.chinchilla as chinchilla_module
+    import fitting.laws.budget.chinchilla as chinchilla_module
 
     n, d, loss = _data(noise=0.01, seed=5, n_sizes=6, n_tokens=6)
     real_refit = chinchilla_module.refit_many
@@ -311,7 +311,7 @@ def test_fit_from_table_columns_and_drops():
 
 def test_modules_do_not_import_jax_or_tensorflow():
     code = (
-        "import sys, fitting.laws.chinchilla, fitting.laws.dpl, fitting.data.sampling;"
+        "import sys, fitting.laws.budget.chinchilla, fitting.laws.mixture.dpl, fitting.data.sampling;"
         "bad=[m for m in ('jax','tensorflow','mnmt') if m in sys.modules];"
         "print(bad); sys.exit(1 if bad else 0)"
     )

@@ -1,5 +1,5 @@
-"""L(N, D) in Kaplan's form (fitting.laws.kaplan_nd) and the choice of form and budgets by
-prediction of unseen points (fitting.laws.chinchilla_joint.select_form): known truths."""
+"""L(N, D) in Kaplan's form (fitting.laws.budget.kaplan_nd) and the choice of form and budgets by
+prediction of unseen points (fitting.laws.budget.chinchilla_joint.select_form): known truths."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from fitting.core.base import FitResult
-from fitting.laws.chinchilla_joint import fit_joint_chinchilla, select_form
-from fitting.laws.kaplan_nd import fit_pair_kaplan, predict_kaplan
+from fitting.laws.budget.chinchilla_joint import fit_joint_chinchilla, select_form
+from fitting.laws.budget.kaplan_nd import fit_pair_kaplan, predict_kaplan
 
 SIZES = (9e3, 2e4, 4e4, 6e4, 1.5e5)
 BUDGETS = (6.5e5, 8.7e5, 1.1e6, 1.3e6)

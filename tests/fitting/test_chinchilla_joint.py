@@ -1,4 +1,4 @@
-"""L(N, D) across mixture weights (fitting.laws.chinchilla_joint): the converged loss E recovered
+"""L(N, D) across mixture weights (fitting.laws.budget.chinchilla_joint): the converged loss E recovered
 from cooled-down budgets, effective shares per weight, unseen weights, the backtest."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from fitting.core.base import FitError, FitResult
-from fitting.laws.chinchilla_joint import (
+from fitting.laws.budget.chinchilla_joint import (
     JointChinchillaFit,
     fit_joint_chinchilla,
     leave_largest_out,

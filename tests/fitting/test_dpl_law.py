@@ -8,7 +8,7 @@ import pytest
 
 from fitting.core.base import FitError, FitResult
 from fitting.data.sampling import temperature_weights
-from fitting.laws.dpl import (
+from fitting.laws.mixture.dpl import (
     CHEN_EQ6_PARAMS,
     CHEN_EQ6_PRESET,
     DPLFit,

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 from fitting.core.base import FitError, FitResult
-from fitting.laws.effective import MultilingualLawFit, fit_multilingual_law, simplex_grid
-from fitting.laws.frontier import frontier_2pair, frontier_kpair, pareto_mask, recommend
+from fitting.laws.size.effective import MultilingualLawFit, fit_multilingual_law, simplex_grid
+from fitting.laws.size.frontier import frontier_2pair, frontier_kpair, pareto_mask, recommend
 from fitting.test_utils import TRUTH, make_final_table, true_loss
 
 
@@ -104,7 +104,7 @@ def test_eq11_backtest_warns_only_when_largest_size_breaks_the_trend():
 
 
 def test_backtest_warning_names_a_float_group_as_written():
-    from fitting.laws.power import leave_largest_out
+    from fitting.laws.size.power import leave_largest_out
 
     x = np.array([1.0, 2.0, 4.0, 8.0] * 2)
     groups = np.array([0.1 + 0.2] * 4 + [0.5] * 4)  # 0.30000000000000004, as 1 - 0.7 is

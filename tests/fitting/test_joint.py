@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from fitting.core.base import FitError, FitResult
-from fitting.laws.joint import JointLawFit, fit_joint_law
+from fitting.laws.size.joint import JointLawFit, fit_joint_law
 from fitting.test_utils import TRUTH, f_hat, make_final_table
 
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from fitting.core.base import FitError
-from fitting.laws.learning_curve import convergence_check, fit_learning_curve
+from fitting.laws.curves.learning_curve import convergence_check, fit_learning_curve
 
 STEPS = np.geomspace(100, 20000, 25)
 
@@ -31,7 +31,7 @@ def test_too_few_points():
 def test_correct_final_losses_extrapolates_low_weight_runs():
     import pandas as pd
 
-    from fitting.laws.learning_curve import correct_final_losses
+    from fitting.laws.curves.learning_curve import correct_final_losses
 
     rows = []
     steps = np.geomspace(100, 10000, 12).round()
@@ -50,7 +50,7 @@ def test_correct_final_losses_extrapolates_low_weight_runs():
 
 def test_uncertainty_and_json_roundtrip():
     from fitting.core.base import FitResult
-    from fitting.laws.learning_curve import LearningCurveFit
+    from fitting.laws.curves.learning_curve import LearningCurveFit
 
     rng = np.random.default_rng(3)
     y = (2.0 * STEPS**-0.4 + 0.8) * (1 + 0.005 * rng.standard_normal(STEPS.size))
@@ -66,7 +66,7 @@ def test_uncertainty_and_json_roundtrip():
 def test_cooldown_start_finds_the_last_step_before_the_rate_decays_to_zero():
     import numpy as np
 
-    from fitting.laws.learning_curve import cooldown_start
+    from fitting.laws.curves.learning_curve import cooldown_start
 
     steps = np.arange(10, 1001, 10, dtype=float)
     rsqrt = 1.0 / np.sqrt(np.maximum(steps, 100.0)) * np.minimum(steps / 100.0, 1.0)

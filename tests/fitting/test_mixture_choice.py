@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fitting.laws.mixture_compare import compare_mixture_laws
+from fitting.laws.mixture.compare import compare_mixture_laws
 from fitting.test_utils import datamixing_truth, known_truth_mixture_runs, transfer_truth
 
 

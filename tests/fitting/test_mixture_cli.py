@@ -12,9 +12,9 @@ import pytest
 from fitting.cli import main
 from fitting.core.base import FitError
 from fitting.data.sampling import dirichlet_mixtures
-from fitting.laws.mixture_compare import compare_mixture_laws, transfer_matrix
-from fitting.laws.mixture_laws import MixtureLawFit
-from fitting.laws.mixture_runs import MixtureRuns
+from fitting.laws.mixture.compare import compare_mixture_laws, transfer_matrix
+from fitting.laws.mixture.laws import MixtureLawFit
+from fitting.laws.mixture.runs import MixtureRuns
 from fitting.report.mixture import load_mixture_runs, mixture_text
 
 K = 3

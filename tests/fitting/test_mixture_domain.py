@@ -7,10 +7,10 @@ import dataclasses
 import numpy as np
 
 from fitting.data.sampling import dirichlet_mixtures
-from fitting.laws.mixture_compare import compare_mixture_laws
-from fitting.laws.mixture_domain import outside_domain
-from fitting.laws.mixture_laws import MixtureLawFit
-from fitting.laws.mixture_runs import MixtureRuns
+from fitting.laws.mixture.compare import compare_mixture_laws
+from fitting.laws.mixture.domain import outside_domain
+from fitting.laws.mixture.laws import MixtureLawFit
+from fitting.laws.mixture.runs import MixtureRuns
 
 PAIRS = ["en-a", "en-b", "en-c", "en-d"]
 K = len(PAIRS)

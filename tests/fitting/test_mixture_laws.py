@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from fitting.core.base import FitResult
-from fitting.laws.mixture_compare import transfer_matrix
-from fitting.laws.mixture_laws import fit_mixture_law
-from fitting.laws.mixture_recommend import recommend_mixture
+from fitting.laws.mixture.compare import transfer_matrix
+from fitting.laws.mixture.laws import fit_mixture_law
+from fitting.laws.mixture.recommend import recommend_mixture
 from fitting.test_utils import MIXTURE_PAIRS as PAIRS
 from fitting.test_utils import MIXTURE_TAU as TAU
 from fitting.test_utils import known_truth_mixture_runs, transfer_truth

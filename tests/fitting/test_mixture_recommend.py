@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from fitting.core.base import FitError
-from fitting.laws.mixture_recommend import recommend_mixture, support_bounds
-from fitting.laws.mixture_runs import MixtureRuns
+from fitting.laws.mixture.recommend import recommend_mixture, support_bounds
+from fitting.laws.mixture.runs import MixtureRuns
 from fitting.test_utils import MIXTURE_PAIRS as PAIRS
 from fitting.test_utils import transfer_truth
 

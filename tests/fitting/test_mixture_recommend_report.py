@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from fitting.laws.mixture_recommend import recommend_mixture
-from fitting.laws.mixture_runs import MixtureRuns
-from fitting.laws.mixture_transfer import direct_transfer
+from fitting.laws.mixture.recommend import recommend_mixture
+from fitting.laws.mixture.runs import MixtureRuns
+from fitting.laws.mixture.transfer import direct_transfer
 from fitting.report.mixture import mixture_text
 from fitting.test_utils import MIXTURE_PAIRS as PAIRS
 from fitting.test_utils import transfer_truth

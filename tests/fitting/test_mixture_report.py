@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from fitting.data.sampling import dirichlet_mixtures
-from fitting.laws.mixture_laws import MixtureLawFit
-from fitting.laws.mixture_runs import MixtureRuns
+from fitting.laws.mixture.laws import MixtureLawFit
+from fitting.laws.mixture.runs import MixtureRuns
 from fitting.report.writer import write_report
 from fitting.test_utils import make_final_table
 

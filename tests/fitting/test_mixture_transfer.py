@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fitting.laws.mixture_runs import MixtureRuns
-from fitting.laws.mixture_transfer import (
+from fitting.laws.mixture.runs import MixtureRuns
+from fitting.laws.mixture.transfer import (
     compare_sources,
     contrasts,
     direct_transfer,

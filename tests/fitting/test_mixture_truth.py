@@ -9,9 +9,9 @@ import copy
 import numpy as np
 import pytest
 
-from fitting.laws.mixture_compare import compare_mixture_laws, cv_folds
-from fitting.laws.mixture_laws import FORMS, MixtureLawFit, attach_bootstrap, refit_mixture_law
-from fitting.laws.mixture_runs import MixtureRuns, read_wide_runs
+from fitting.laws.mixture.compare import compare_mixture_laws, cv_folds
+from fitting.laws.mixture.laws import FORMS, MixtureLawFit, attach_bootstrap, refit_mixture_law
+from fitting.laws.mixture.runs import MixtureRuns, read_wide_runs
 from fitting.test_utils import known_truth_mixture_runs
 
 PAIRS = ["en-a", "en-b", "en-c"]

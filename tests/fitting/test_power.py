@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from fitting.core.base import FitError, FitResult
-from fitting.laws.power import PowerLawFit, fit_power_law
+from fitting.laws.size.power import PowerLawFit, fit_power_law
 
 TRUE = {"alpha": 0.35, "beta": 40.0, "l_inf": 1.2}
 N = np.geomspace(1e5, 5e7, 8)

@@ -11,9 +11,9 @@ import pytest
 
 from fitting import plots
 from fitting.data.sampling import temperature_weights
-from fitting.laws.bivariate import BivariateLawFit
-from fitting.laws.chinchilla import ChinchillaFit
-from fitting.laws.dpl import CHEN_EQ6_PARAMS, DPLFit, optimal_sampling_ratios
+from fitting.laws.budget.chinchilla import ChinchillaFit
+from fitting.laws.mixture.dpl import CHEN_EQ6_PARAMS, DPLFit, optimal_sampling_ratios
+from fitting.laws.size.bivariate import BivariateLawFit
 from fitting.report.bivariate import bivariate_section
 from fitting.report.chinchilla import chinchilla_section
 from fitting.report.dpl import dpl_section, fit_study_dpl

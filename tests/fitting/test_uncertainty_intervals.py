@@ -13,9 +13,9 @@ interval reaches it: [min(percentile, estimate), max(percentile, estimate)].
 import numpy as np
 import pandas as pd
 
-from fitting.laws.effective import fit_multilingual_law
-from fitting.laws.joint import fit_joint_law
-from fitting.laws.power import fit_power_law
+from fitting.laws.size.effective import fit_multilingual_law
+from fitting.laws.size.joint import fit_joint_law
+from fitting.laws.size.power import fit_power_law
 from fitting.test_utils import TRUTH, f_hat, make_final_table
 
 THREE = (0.0, 0.5, 1.0)  # weights of the sparse two-pair study
@@ -133,7 +133,7 @@ def test_summaries_reach_the_estimate_and_leave_nan_alone():
 def test_frontier_bands_and_recommendation_intervals_contain_their_predictions():
     """The frontier and `recommend` summarise predictions over the same refits: their bands
     contain the predicted losses too (the eq. 11 case above, whose raw percentiles miss it)."""
-    from fitting.laws.frontier import frontier_2pair, recommend
+    from fitting.laws.size.frontier import frontier_2pair, recommend
 
     fit = fit_multilingual_law(_linear_fraction_table(5, {"en-de": 0.8, "en-zh": 0.6}),
                                form="eq13", n_refits=5)

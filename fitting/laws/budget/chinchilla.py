@@ -21,8 +21,8 @@ Optional tied exponents α = β (Muennighoff et al. 2023) and bootstrap interval
 with replacement, each refit from the best full-data optima).
 
 The starts and the search from them (the published grid, the ``init`` paths, polishing of the
-best end points) live in :mod:`fitting.laws.chinchilla_search`, the optimiser they drive
-(objective/gradient, vectorised L-BFGS, polishing) in :mod:`fitting.laws.chinchilla_opt`; this
+best end points) live in :mod:`fitting.laws.budget.chinchilla_search`, the optimiser they drive
+(objective/gradient, vectorised L-BFGS, polishing) in :mod:`fitting.laws.budget.chinchilla_opt`; this
 module holds the public API: the result, the fit and its diagnostics (goodness, backtest,
 bootstrap), and the fit from a table.
 """
@@ -44,9 +44,9 @@ from fitting.data.tables import (
     drop_invalid_rows,
     require_columns,
 )
-from fitting.laws.chinchilla_opt import huber_objective, refit_many, to_theta, unpack
-from fitting.laws.chinchilla_opt import multi_start as multi_start  # re-exported
-from fitting.laws.chinchilla_search import (
+from fitting.laws.budget.chinchilla_opt import huber_objective, refit_many, to_theta, unpack
+from fitting.laws.budget.chinchilla_opt import multi_start as multi_start  # re-exported
+from fitting.laws.budget.chinchilla_search import (
     AUTO_MIN_STARTS_AT_OPTIMUM,
     INITS,
     StartSearch,
@@ -244,7 +244,7 @@ def fit_chinchilla(
       variable-projection ones, the best optimum returned; path ``"varpro+grid"``) when the
       variable-projection optimum is not trusted alone: fewer than
       :data:`AUTO_MIN_STARTS_AT_OPTIMUM` (2) of its starts ended at it, or the cheap lattice
-      check (:func:`~fitting.laws.chinchilla_opt.profile_check`: the objective at
+      check (:func:`~fitting.laws.budget.chinchilla_opt.profile_check`: the objective at
       variable-projection coefficients on a 21-value lattice of each exponent) found a lower
       objective. Only the grid runs (path ``"grid"``) when ``grid`` is an array of starts (they
       are the user's explicit starts) or variable projection gives non-finite starts.
@@ -348,7 +348,7 @@ def _bootstrap(fit: ChinchillaFit, x, z, y, seeds: list[np.ndarray], n_boot: int
                seed: int) -> None:
     """Row-resampling bootstrap: 95% percentile intervals and standard deviations. Each resample
     is refitted by IRLS from the best full-data optima (``seeds``), all resamples of a chunk at
-    once (:func:`~fitting.laws.chinchilla_opt.refit_many`)."""
+    once (:func:`~fitting.laws.budget.chinchilla_opt.refit_many`)."""
     rng = np.random.default_rng(seed)
     names = ["E", "A", "B", "alpha", "beta"]
     samples = np.empty((n_boot, 5))

@@ -29,7 +29,7 @@ Extrapolation check: :func:`leave_largest_out` refits without the largest model 
 predicts its points (Caillaut et al. §4.1).
 
 ``form="kaplan"`` fits Kaplan et al. 2020 eq. 1.5 with an irreducible loss instead
-(:mod:`fitting.laws.kaplan_nd`), whose terms do not add; ``form="auto"`` lets
+(:mod:`fitting.laws.budget.kaplan_nd`), whose terms do not add; ``form="auto"`` lets
 :func:`select_form` choose the form and the budgets per pair by prediction of unseen points.
 """
 
@@ -47,13 +47,13 @@ from fitting.core.base import FitError, FitResult, fitted_pair, register_law
 from fitting.core.engine import goodness_of_fit, varpro_fit
 from fitting.core.uncertainty import band_from_samples, perturbation_samples, summarize_samples
 from fitting.data.tables import check_finite_positive, check_weights, require_columns
-from fitting.laws.kaplan_nd import KAPLAN_EXPONENT_BOUNDS, fit_pair_kaplan, predict_kaplan
+from fitting.laws.budget.kaplan_nd import KAPLAN_EXPONENT_BOUNDS, fit_pair_kaplan, predict_kaplan
 
 __all__ = ["JointChinchillaFit", "fit_joint_chinchilla", "leave_largest_out", "coef_key",
            "select_form", "EXPONENT_BOUNDS", "FORMS", "MIN_SELECTION_BUDGETS"]
 
 #: the forms of L(N, D): "additive" (this module's docstring) and "kaplan"
-#: (:mod:`fitting.laws.kaplan_nd`: E + [(A/N)^(α/β) + B/D]^β)
+#: (:mod:`fitting.laws.budget.kaplan_nd`: E + [(A/N)^(α/β) + B/D]^β)
 FORMS = ("additive", "kaplan")
 #: cooled-down budgets per run that a candidate of :func:`select_form` keeps (the last one is
 #: predicted from the others, which need two for β)
@@ -74,7 +74,7 @@ def coef_key(name: str, pair: str, p: float | None = None) -> str:
 @dataclass
 class JointChinchillaFit(FitResult):
     """L_i(N, D; p) per pair in the form ``meta["form"][pair]`` says: additive, E_i + A_{p,i}
-    N^(−α_i) + B_{p,i} D^(−β_i) (module docstring), or Kaplan's (:mod:`fitting.laws.kaplan_nd`).
+    N^(−α_i) + B_{p,i} D^(−β_i) (module docstring), or Kaplan's (:mod:`fitting.laws.budget.kaplan_nd`).
 
     Params ``E[pair]``, ``alpha[pair]``, ``beta[pair]``, ``A[pair,p=…]``, ``B[pair,p=…]``;
     ``backtest[pair]``: :func:`leave_largest_out`."""
@@ -375,7 +375,7 @@ def fit_joint_chinchilla(
     """Fit L_i(N, D; p) (module docstring) to columns ``pair``, ``weight``, ``n``, ``d`` (or
     ``tokens``: the training tokens of the run at that loss) and ``loss`` (or ``value``).
 
-    ``form``: "additive" (this module), "kaplan" (:mod:`fitting.laws.kaplan_nd`) or "auto": per
+    ``form``: "additive" (this module), "kaplan" (:mod:`fitting.laws.budget.kaplan_nd`) or "auto": per
     pair, the form and the number of each run's last budgets that :func:`select_form` chooses
     by prediction of unseen points (``meta["form"]``, ``meta["selection"]``).
 

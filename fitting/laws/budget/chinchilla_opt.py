@@ -1,4 +1,4 @@
-"""Numerical optimiser behind :mod:`fitting.laws.chinchilla` (whose public API most callers want).
+"""Numerical optimiser behind :mod:`fitting.laws.budget.chinchilla` (whose public API most callers want).
 
 Minimises the Hoffmann et al. 2022 / Besiroglu et al. 2024 objective for the Chinchilla form
 L(N, D) = E + A/N^α + B/D^β (Caillaut et al. 2024 eq. 2), in log space:

@@ -1,11 +1,11 @@
 """The starts of the Chinchilla fit and the search from them (Hoffmann et al. 2022; Besiroglu et
 al. 2024): the published grid of L-BFGS starts, the ``init`` paths of
-:func:`~fitting.laws.chinchilla.fit_chinchilla` (``"grid"``, ``"varpro"``, ``"auto"``) and the
+:func:`~fitting.laws.budget.chinchilla.fit_chinchilla` (``"grid"``, ``"varpro"``, ``"auto"``) and the
 polishing of the best end points.
 
 :func:`search_starts` runs one path and returns a :class:`StartSearch`: what ran, where every
 start ended and the polished optima, best first. The optimiser it drives (vectorised L-BFGS,
-variable-projection starts, polishing, the lattice check) is :mod:`fitting.laws.chinchilla_opt`.
+variable-projection starts, polishing, the lattice check) is :mod:`fitting.laws.budget.chinchilla_opt`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from fitting.core.base import FitError
-from fitting.laws.chinchilla_opt import (
+from fitting.laws.budget.chinchilla_opt import (
     huber_objective,
     irls_polish_many,
     lbfgs_polish_many,
@@ -71,7 +71,7 @@ def grid_starts(grid: Mapping[str, Sequence[float]] | np.ndarray | None, tied: b
     return np.stack([m.ravel() for m in mesh], axis=1)
 
 
-#: ``init`` values of :func:`~fitting.laws.chinchilla.fit_chinchilla`.
+#: ``init`` values of :func:`~fitting.laws.budget.chinchilla.fit_chinchilla`.
 INITS = ("auto", "grid", "varpro")
 #: ``init="auto"`` also runs the grid when fewer variable-projection starts than this end at the
 #: optimum (within ``optimum_rtol``): one start alone is weak evidence of a global optimum.
@@ -136,7 +136,7 @@ def _run(starts: np.ndarray, path: str, n_polish: int, data: tuple, t0: float,
 
 def search_starts(init: str, grid: Any, arrays: tuple, logs: tuple, delta: float, tied: bool,
                   n_polish: int, rtol: float) -> StartSearch:
-    """Run the ``init`` path (see :func:`~fitting.laws.chinchilla.fit_chinchilla`) and return
+    """Run the ``init`` path (see :func:`~fitting.laws.budget.chinchilla.fit_chinchilla`) and return
     what it found; ``logs`` are the logarithms of ``arrays`` (n, d, loss)."""
     n, d, loss = arrays
     data = (*logs, delta, tied)
@@ -153,7 +153,7 @@ def _auto(starts: np.ndarray, grid: Any, arrays: tuple, n_polish: int, data: tup
           rtol: float, t0: float) -> StartSearch:
     """``init="auto"``: variable-projection starts, and the grid as well where they are not
     applicable or not trusted (the reasons are listed in
-    :func:`~fitting.laws.chinchilla.fit_chinchilla`)."""
+    :func:`~fitting.laws.budget.chinchilla.fit_chinchilla`)."""
     if isinstance(grid, np.ndarray):
         s = _run(starts, "grid", n_polish, data, t0)
         s.reason = "an array of starts was given: they are run as given"
@@ -179,7 +179,7 @@ def _auto(starts: np.ndarray, grid: Any, arrays: tuple, n_polish: int, data: tup
 def _distrust(s: StartSearch, starts: np.ndarray, arrays: tuple, data: tuple, rtol: float) -> str:
     """Why the variable-projection optimum ``s`` is not trusted alone ("" when it is): fewer
     than :data:`AUTO_MIN_STARTS_AT_OPTIMUM` starts ended at it, or the lattice check of
-    :func:`~fitting.laws.chinchilla_opt.profile_check` found a lower objective."""
+    :func:`~fitting.laws.budget.chinchilla_opt.profile_check` found a lower objective."""
     reached = s.n_reached(rtol)
     s.check = {"varpro_starts_at_optimum": reached}
     if reached < AUTO_MIN_STARTS_AT_OPTIMUM:

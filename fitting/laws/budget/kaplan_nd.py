@@ -15,7 +15,7 @@ parameters, g_i(p) = B_{1,i}/B_{p,i} of the tokens (cf. Fernandes eq. 10).
 
 Fitting: nonlinear least squares on the relative residuals (L̂ − L)/L with a robust loss, over
 θ = (E, α, β, log A_p, log B_p), from a grid of starts (one start from ``theta0`` for the
-perturbation refits). :mod:`fitting.laws.chinchilla_joint` calls it for ``form="kaplan"``.
+perturbation refits). :mod:`fitting.laws.budget.chinchilla_joint` calls it for ``form="kaplan"``.
 """
 
 from __future__ import annotations

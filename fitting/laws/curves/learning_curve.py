@@ -24,7 +24,7 @@ from numpy.typing import ArrayLike
 
 from fitting.core.base import FitError, FitResult, register_law
 from fitting.data.tables import final_losses, is_branch, require_columns
-from fitting.laws.power import as_positive_array, fit_power_law, power_law
+from fitting.laws.size.power import as_positive_array, fit_power_law, power_law
 
 __all__ = [
     "LearningCurveFit",

@@ -1,7 +1,7 @@
 """The mixture laws compared: fitted on the runs not held out, cross-validated over design
 mixtures, scored on the held-out runs, one chosen; and the transfer matrix of the eq. 11 law.
 
-* :func:`compare_mixture_laws` — every law of :mod:`fitting.laws.mixture_laws` fitted on the
+* :func:`compare_mixture_laws` — every law of :mod:`fitting.laws.mixture.laws` fitted on the
   runs that are not held out (seed means per design mixture and size), cross-validation over
   design mixtures (:func:`cv_folds`; all sizes of a mixture left out together; each fold
   refitted from the same start grids as the full fit, failed refits counted), errors on the
@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 
 from fitting.core.base import FitError
-from fitting.laws.mixture_domain import outside_domain
-from fitting.laws.mixture_laws import (
+from fitting.laws.mixture.domain import outside_domain
+from fitting.laws.mixture.laws import (
     FORMS,
     MixtureLawFit,
     attach_bootstrap,
@@ -37,7 +37,7 @@ from fitting.laws.mixture_laws import (
     predict_with,
     refit_mixture_law,
 )
-from fitting.laws.mixture_runs import MixtureRuns
+from fitting.laws.mixture.runs import MixtureRuns
 
 __all__ = ["MixtureComparison", "compare_mixture_laws", "cv_folds", "transfer_matrix"]
 
@@ -61,7 +61,7 @@ class MixtureComparison:
 def _seed_means(runs: MixtureRuns, rows: np.ndarray):
     """(n, W, Y, mixture label, tokens or None) of ``rows`` averaged over runs with the same
     mixture and size — and token budget, where the budgets differ enough for the laws' D term
-    (:func:`~fitting.laws.mixture_laws.budgets`); else seeds of one mixture, whose token counts
+    (:func:`~fitting.laws.mixture.laws.budgets`); else seeds of one mixture, whose token counts
     differ by a few tokens, are one point."""
     keys = runs.mixture_keys[rows]
     by_budget = (runs.tokens is not None

@@ -1,6 +1,6 @@
 """Where the mixture laws hold: masks of the (run, pair) losses no law describes.
 
-Used by :func:`fitting.laws.mixture_compare.compare_mixture_laws`, which neither fits nor scores
+Used by :func:`fitting.laws.mixture.compare.compare_mixture_laws`, which neither fits nor scores
 the losses masked here.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fitting.laws.mixture_runs import MixtureRuns
+from fitting.laws.mixture.runs import MixtureRuns
 
 __all__ = ["outside_domain"]
 

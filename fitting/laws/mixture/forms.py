@@ -1,7 +1,7 @@
 """The four mixture laws as designs for variable projection: pair i's final loss
 L_i = A(θ; u, W) · c, with θ the parameters searched (exponents, transfer coefficients) and c
 the linear ones (solved exactly), u the size N/N_ref (and D/D_ref where the token budget enters)
-and W the runs' weights. The laws and their fitting: :mod:`fitting.laws.mixture_laws`.
+and W the runs' weights. The laws and their fitting: :mod:`fitting.laws.mixture.laws`.
 
 Every run trains one mixture w (one weight per pair, Σ_j w_j = 1) at one size N with the study's
 token budget D.

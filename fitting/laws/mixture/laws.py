@@ -1,5 +1,5 @@
 """Mixture laws for K language pairs fitted: pair i's final loss L_i from the size N and the
-weights w, in the four forms of :mod:`fitting.laws.mixture_forms` (``transfer``, ``datamixing``,
+weights w, in the four forms of :mod:`fitting.laws.mixture.forms` (``transfer``, ``datamixing``,
 ``additive``, ``joint``), each fitted per target pair i over all runs (design mixtures, all
 sizes) with the robust engine (:func:`fitting.core.engine.varpro_fit`: the parameters that enter
 linearly are solved exactly, the others searched from the pooled start points of the form's
@@ -24,7 +24,7 @@ from scipy.optimize import least_squares
 from fitting.core.base import FitError, FitResult, register_law
 from fitting.core.engine import goodness_of_fit, varpro_fit
 from fitting.core.uncertainty import percentile_range
-from fitting.laws.mixture_forms import (
+from fitting.laws.mixture.forms import (
     BUDGET_FORMS,
     FORMS,
     LawSpec,

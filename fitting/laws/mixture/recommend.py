@@ -1,7 +1,7 @@
 """Recommended weights: the mixture minimising the preference-weighted mean predicted loss of a
 fitted mixture law at a target size — its band's upper end when the law has bootstrap refits —
 under per-pair maximum weights, maximum losses and minimum weights where the design has data
-(:func:`support_bounds`), with the baselines (:mod:`fitting.laws.mixture_baselines`) at the
+(:func:`support_bounds`), with the baselines (:mod:`fitting.laws.mixture.baselines`) at the
 same size."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import numpy as np
 
 from fitting.core.base import FitError
 from fitting.data.sampling import epoch_cap_weights
-from fitting.laws.mixture_baselines import baseline_mixtures, constraint_violations
-from fitting.laws.mixture_domain import outside_domain
-from fitting.laws.mixture_laws import MixtureLawFit
-from fitting.laws.mixture_runs import MixtureRuns
+from fitting.laws.mixture.baselines import baseline_mixtures, constraint_violations
+from fitting.laws.mixture.domain import outside_domain
+from fitting.laws.mixture.laws import MixtureLawFit
+from fitting.laws.mixture.runs import MixtureRuns
 
 __all__ = ["recommend_mixture", "support_bounds", "BAND_Z", "SUPPORT_POINTS"]
 
@@ -32,7 +32,7 @@ def support_bounds(runs: MixtureRuns, *, budget_examples: float | None = None,
                    ) -> dict[str, float]:
     """Per pair the least weight at which the laws have data: the ``points``-th smallest
     distinct weight of the pair among the fitted (not held-out) runs whose loss of that pair is
-    inside the laws' domain (:func:`~fitting.laws.mixture_domain.outside_domain`: trained, not
+    inside the laws' domain (:func:`~fitting.laws.mixture.domain.outside_domain`: trained, not
     over the epoch cap). Below it a law extrapolates towards the zero-shot loss it never saw
     (weight 0 is never in the domain, so the bound is > 0). A pair with fewer such weights gets
     the largest it has; one with none gets 1/K."""

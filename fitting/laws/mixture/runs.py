@@ -7,8 +7,8 @@
   ``size``, ``w_<pair>``, ``loss_<pair>`` (absent for a weight-only domain), optional
   ``heldout`` 0/1 and ``data_size_<pair>``).
 
-The laws are in :mod:`fitting.laws.mixture_laws`; their comparison in
-:mod:`fitting.laws.mixture_compare`.
+The laws are in :mod:`fitting.laws.mixture.laws`; their comparison in
+:mod:`fitting.laws.mixture.compare`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Transfer measured directly from the runs, beside the eq. 11 law's τ
-(:func:`fitting.laws.mixture_compare.transfer_matrix`).
+(:func:`fitting.laws.mixture.compare.transfer_matrix`).
 
 The law's τ is one parameter among many of a fit dominated by the steep losses near weight 0;
 two measurements answer "who helps whom" without a law:
@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from fitting.core.uncertainty import beyond_sd
-from fitting.laws.mixture_runs import MixtureRuns
+from fitting.laws.mixture.runs import MixtureRuns
 
 __all__ = ["zero_shot_losses", "contrasts", "compare_sources", "direct_transfer",
            "pooled_seed_noise", "heldout_with_seed_noise"]

@@ -28,7 +28,7 @@ from fitting.core.uncertainty import (
     perturbation_samples,
     summarize_samples,
 )
-from fitting.laws.power import (
+from fitting.laws.size.power import (
     as_positive_array,
     check_span,
     leave_largest_out,

@@ -35,8 +35,8 @@ from fitting.core.uncertainty import (
     perturbation_samples,
     summarize_samples,
 )
-from fitting.laws.joint import prepare_points
-from fitting.laws.power import check_span, leave_largest_out, require_finite_params
+from fitting.laws.size.joint import prepare_points
+from fitting.laws.size.power import check_span, leave_largest_out, require_finite_params
 
 __all__ = ["MultilingualLawFit", "fit_multilingual_law", "f_hat_eq12", "f_hat_eq13",
            "f_hat_violation"]
@@ -225,7 +225,7 @@ def fit_multilingual_law(
     weight 0 are excluded (count in ``meta["excluded_zero_weight"]``). With ≥ 4 sizes each pair
     is also refitted without its largest size and predicts it (``backtest[pair]``, worst weight;
     a warning when the error exceeds ``backtest_tolerance`` × the noise level, as in
-    :func:`fitting.laws.power.fit_power_law`).
+    :func:`fitting.laws.size.power.fit_power_law`).
     """
     if form not in _FORMS:
         raise FitError(f"form must be one of {sorted(_FORMS)}, got {form!r}")

@@ -19,7 +19,7 @@ from scipy.optimize import minimize
 
 from fitting.core.base import FitError, json_safe
 from fitting.core.uncertainty import percentile_range
-from fitting.laws.effective import MultilingualLawFit, simplex_grid
+from fitting.laws.size.effective import MultilingualLawFit, simplex_grid
 
 __all__ = ["Frontier", "frontier_2pair", "frontier_kpair", "pareto_mask", "Recommendation",
            "recommend"]

@@ -28,7 +28,7 @@ from fitting.core.uncertainty import (
     summarize_samples,
 )
 from fitting.data.tables import check_finite_positive, check_weights, require_columns
-from fitting.laws.power import (
+from fitting.laws.size.power import (
     ALPHA_BOUNDS,
     ALPHA_GRID,
     check_span,
@@ -93,7 +93,7 @@ class JointLawFit(FitResult):
             raise FitError(
                 f"pair {pair!r} has no fitted β for weight p={p:g} (fitted weights: "
                 f"{self.weights.get(pair) if self.weights else []}); use the eq. 11 law "
-                "(fitting.laws.effective.fit_effective_law) to predict unseen weights",
+                "(fitting.laws.size.effective.fit_effective_law) to predict unseen weights",
                 column="weight",
             )
         return params[key]
