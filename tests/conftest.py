@@ -195,6 +195,18 @@ def no_gin_bindings_left_behind():
     gin.clear_config()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def hypothesis_files_in_the_session_tree(tmp_path_factory):
+    """Hypothesis keeps what it caches (constants found in the code under test, its unicode
+    tables) in ``.hypothesis/`` under the working directory, by default the repository's root:
+    here in the session's temporary tree instead, unless ``HYPOTHESIS_STORAGE_DIRECTORY`` says
+    where (the properties run with ``database=None``: no failing examples are kept either)."""
+    if importlib.util.find_spec("hypothesis") and not os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+        from hypothesis.configuration import set_hypothesis_home_dir
+
+        set_hypothesis_home_dir(tmp_path_factory.mktemp("hypothesis"))
+
+
 @pytest.fixture(scope="session")
 def benchmark_script():
     """`benchmark_script("train_step")`: a script of benchmarks/ imported as a module (they are
