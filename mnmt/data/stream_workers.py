@@ -12,38 +12,12 @@ from __future__ import annotations
 import multiprocessing as mp
 import queue
 from collections import deque
-from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
-__all__ = ["ProcessStream", "make_encoder"]
+__all__ = ["ProcessStream"]
 
 _BLOCK = 256
-
-
-def make_encoder(sp: Any, cache: dict[str, list[int]] | None = None) -> Callable[[str], list[int]]:
-    """SentencePiece ids of a text; spaced text through a per-word cache.
-
-    Equal to ``sp.EncodeAsIds(text)`` because pieces never cross a space (SentencePiece splits
-    on whitespace before segmenting; tested on the synthetic languages).
-    """
-    cache = {} if cache is None else cache
-    encode = sp.EncodeAsIds
-
-    def enc(text: str) -> list[int]:
-        if " " not in text:
-            return encode(text)
-        out: list[int] = []
-        for w in text.split(" "):
-            ids = cache.get(w)
-            if ids is None:
-                ids = encode(w)
-                if len(cache) < 1_000_000:
-                    cache[w] = ids
-            out += ids
-        return out
-
-    return enc
 
 
 def _worker(preset: str, family_seed: int, pair: str, start: int, stream_seed: Any,
@@ -51,13 +25,14 @@ def _worker(preset: str, family_seed: int, pair: str, start: int, stream_seed: A
     import sentencepiece as spm
 
     from mnmt.data.synthetic import get_family
+    from mnmt.data.vocab import example_encoder
 
     fam = get_family(preset, seed=family_seed)
-    enc = make_encoder(spm.SentencePieceProcessor(model_proto=model_proto))
+    encode = example_encoder(spm.SentencePieceProcessor(model_proto=model_proto), lang_id)
     it = fam.iter_texts(pair, "train", start=start, seed=stream_seed)
     try:
         while not stop.is_set():
-            items = [([lang_id, *enc(s)], enc(t)) for s, t in islice(it, _BLOCK)]
+            items = [encode(s, t) for s, t in islice(it, _BLOCK)]
             while not stop.is_set():
                 try:
                     out_q.put(items, timeout=0.1)

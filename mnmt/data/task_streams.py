@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from mnmt.data.epoch_order import BlockReader, EpochOrder
-from mnmt.data.stream_workers import make_encoder
 
 __all__ = ["TaskStream", "in_memory_train_set", "IN_MEMORY_WARNING"]
 
@@ -40,7 +38,7 @@ class TaskStream:
     def __init__(self, name: str, seed: int, shard: tuple[int, int], cursor: int,
                  use_process: bool = False, cache_dirs: Sequence[str] = ()) -> None:
         from mnmt.data.tasks import get_task_info
-        from mnmt.data.vocab import get_vocabulary, language_token_id
+        from mnmt.data.vocab import example_encoder, get_vocabulary, language_token_id
 
         self.name = name
         self.info = get_task_info(name)
@@ -53,7 +51,7 @@ class TaskStream:
         self._finite: list[tuple[list[int], list[int]]] | None = None
         self._reader: BlockReader | None = None
         self._gen: Iterator[tuple[str, str]] | None = None
-        self._encode_text = make_encoder(self.sp, _word_cache(self.sp))
+        self._encode = example_encoder(vocab, self.lang_id)
         self.use_process = use_process
         self._proc = None
         self.cached = None
@@ -73,11 +71,11 @@ class TaskStream:
                 self._reader = BlockReader(self._in_memory_examples)
 
     def encode(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
-        # One call per string (batched encode spawns threads per call: slower for short
-        # sentences on a loaded machine), spaced text through a per-word cache.
-        enc = self._encode_text
-        lid = self.lang_id
-        return [([lid, *enc(s)], enc(t)) for s, t in pairs]
+        """``([<2xx>, *source], target)`` ids of (source, target) texts, by the one rule of
+        :func:`mnmt.data.vocab.example_encoder` (one call per string: batched encode spawns
+        threads per call, slower for short sentences on a loaded machine)."""
+        encode = self._encode
+        return [encode(s, t) for s, t in pairs]
 
     def _in_memory_examples(self, start: int, n: int) -> list[tuple[list[int], list[int]]]:
         """The in-memory examples at stream positions start … start+n-1 (see the class doc)."""
@@ -120,29 +118,21 @@ class TaskStream:
 
 
 _FINITE_CACHE: dict[tuple, list] = {}
-_WORD_CACHES: dict[int, dict[str, list[int]]] = {}
-
-
-def _word_cache(sp: Any) -> dict[str, list[int]]:
-    """Word → ids cache shared by all streams of one loaded vocabulary (kept alive by
-    get_vocabulary's cache, so its id is not reused)."""
-    return _WORD_CACHES.setdefault(id(sp), {})
 
 
 def in_memory_train_set(info, shard: tuple[int, int]) -> list[tuple[list[int], list[int]]]:
     """Today's path for a finite task without a token cache: the examples ``i % count ==
     index`` of its training split, tokenized (``[<2xx>, *source]``, target), held in memory
     (memoised per task definition, vocabulary and shard)."""
-    from mnmt.data.vocab import get_vocabulary, language_token_id
+    from mnmt.data.vocab import example_encoder, get_vocabulary, language_token_id
 
     vocab = get_vocabulary(info.vocab_path)
     key = (info.name, repr(sorted(info.definition.items(), key=str)), id(vocab), shard)
     if key not in _FINITE_CACHE:
-        lid = language_token_id(vocab, info.target_language)
+        encode = example_encoder(vocab, language_token_id(vocab, info.target_language))
         index, count = shard
         texts = [st for i, st in enumerate(info.text_stream("train", 0, None)) if i % count == index]
-        enc = vocab.tokenizer.EncodeAsIds
-        _FINITE_CACHE[key] = [([lid, *enc(s)], enc(t)) for s, t in texts]
+        _FINITE_CACHE[key] = [encode(s, t) for s, t in texts]
         if len(texts) > IN_MEMORY_WARNING:
             log.warning("task %s: %d training examples of shard %s held in memory; build its "
                         "token cache (mnmt.data.cache.build_cache; mnmt-study prepare does it for "

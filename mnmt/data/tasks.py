@@ -1,8 +1,9 @@
 """SeqIO task registration: one Task per (source language, target language, corpus).
 
 Every task shares the preprocessing of Fernandes et al. 2023 §3.1: the target-language token
-``<2xx>`` is prepended to the source text (a single SentencePiece piece, see
-:mod:`mnmt.data.vocab`), both sides are tokenized with the shared vocabulary and EOS is appended
+``<2xx>`` (a single SentencePiece piece, see :mod:`mnmt.data.vocab`) is prepended to the source's
+ids, both sides are tokenized with the shared vocabulary by the one rule every path uses
+(:func:`mnmt.data.vocab.example_encoder`, :func:`tokenize_example`) and EOS is appended
 (trimming and packing happen in the feature converter, :mod:`mnmt.data.pipeline`).
 
 Besides the seqio registration, each task registered here records a :class:`TaskInfo` (pair,
@@ -27,6 +28,7 @@ __all__ = [
     "get_task_info",
     "task_infos",
     "prepend_language_token",
+    "tokenize_example",
     "EVAL_SIZE",
 ]
 
@@ -80,7 +82,9 @@ def _slug(text: str) -> str:
 
 
 def prepend_language_token(dataset, code: str):
-    """SeqIO preprocessor: ``inputs`` ← ``"<2xx> " + inputs`` (Fernandes et al. 2023 §3.1)."""
+    """SeqIO preprocessor: ``inputs`` ← ``"<2xx> " + inputs`` (Fernandes et al. 2023 §3.1), as
+    text. The tasks registered here do not use it: :func:`tokenize_example` prepends the token
+    as an id, since SentencePiece can segment ``"<2xx> " + text`` otherwise than ``text``."""
     import tensorflow as tf
 
     from mnmt.data.vocab import lang_token
@@ -90,6 +94,38 @@ def prepend_language_token(dataset, code: str):
     def fn(ex):
         ex = dict(ex)
         ex["inputs"] = tf.strings.join([prefix, ex["inputs"]])
+        return ex
+
+    return dataset.map(fn, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def tokenize_example(dataset, output_features: Mapping[str, Any], code: str):
+    """SeqIO preprocessor: ``inputs`` ← ``[<2xx>, *ids(inputs)]``, ``targets`` ←
+    ``ids(targets)`` by :func:`mnmt.data.vocab.example_encoder`, the rule of every other path
+    (not seqio's ``tokenize``: tensorflow_text's SentencePiece op, over ``"<2xx> " + text``,
+    segments some words otherwise). The texts are kept as ``inputs_pretokenized`` (``"<2xx> "
+    + inputs``) and ``targets_pretokenized``, as seqio's ``tokenize`` keeps them."""
+    import numpy as np
+    import tensorflow as tf
+
+    from mnmt.data.vocab import example_encoder, lang_token, language_token_id
+
+    vocab = output_features["inputs"].vocabulary
+    encode = example_encoder(vocab, language_token_id(vocab, code))
+    prefix = tf.constant(lang_token(code) + " ")
+
+    def ids(source: bytes, target: bytes) -> tuple[np.ndarray, np.ndarray]:
+        src, tgt = encode(source.decode("utf-8"), target.decode("utf-8"))
+        return np.asarray(src, np.int32), np.asarray(tgt, np.int32)
+
+    def fn(ex):
+        ex = dict(ex)
+        src, tgt = tf.numpy_function(ids, [ex["inputs"], ex["targets"]], [tf.int32, tf.int32],
+                                     stateful=False)
+        ex["inputs_pretokenized"] = tf.strings.join([prefix, ex["inputs"]])
+        ex["targets_pretokenized"] = ex["targets"]
+        ex["inputs"] = tf.ensure_shape(src, [None])
+        ex["targets"] = tf.ensure_shape(tgt, [None])
         return ex
 
     return dataset.map(fn, num_parallel_calls=tf.data.AUTOTUNE)
@@ -144,8 +180,7 @@ def _register(info: TaskInfo, dataset_fn: Callable, num_examples: dict[str, int]
             dataset_fn, splits=list(info.splits), num_input_examples=num_examples
         ),
         preprocessors=[
-            functools.partial(prepend_language_token, code=info.target_language),
-            seqio.preprocessors.tokenize,
+            functools.partial(tokenize_example, code=info.target_language),
             seqio.preprocessors.append_eos_after_trim,
         ],
         output_features=_output_features(info.vocab_path),

@@ -18,6 +18,10 @@ and names the vocabulary when it is missing.
 Caillaut's domain tags ``<dom_news>`` (§3.3) are opt-in too (``train_vocabulary(...,
 domains=["news"])``), registered as ``▁<dom_news>`` after the separator; :func:`domain_token_id`
 names the token and the vocabulary file when a vocabulary lacks one.
+
+Text becomes ids by one rule, :func:`text_encoder` (examples: :func:`example_encoder`), on every
+path: the token cache's build, the in-memory and synthetic training streams, the evaluation
+tasks and ``mnmt-translate``.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import os
 import random
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -37,7 +41,7 @@ from fitting.data.io import is_remote
 
 __all__ = ["train_vocabulary", "get_vocabulary", "lang_token", "lang_piece", "separator_id",
            "has_separator", "SEPARATOR", "SEPARATOR_PIECE", "domain_token", "domain_piece",
-           "domain_token_id", "main"]
+           "domain_token_id", "text_encoder", "example_encoder", "main"]
 
 _CODE_RE = re.compile(r"^[a-z][a-z0-9_]{0,15}$")
 
@@ -253,6 +257,46 @@ def _load_vocabulary(path: str, version: Any):
             cached.cache_clear()
     _SEEN_VERSIONS[path] = version
     return seqio.SentencePieceVocabulary(path)
+
+
+def text_encoder(vocab: Any) -> Callable[[str], list[int]]:
+    """The one rule that turns text into ids: ``encode(text)`` is SentencePiece's segmentation
+    of the whole text, ``sentencepiece.SentencePieceProcessor.encode(text)`` with no sampling,
+    BOS, EOS or reversal, whatever options the processor was made with.
+
+    ``vocab``: a ``seqio.SentencePieceVocabulary`` or a SentencePiece processor. Every path
+    calls it (the token cache's build, the in-memory and synthetic training streams, the
+    evaluation tasks, ``mnmt-translate``), so the same text gives the same ids everywhere.
+
+    Always the whole text, once: a unigram model breaks exact ties between segmentations of
+    the same pieces in another order (``▁w|4|44`` and ``▁w|44|4``) by the float rounding of the
+    Viterbi path's running score, which depends on the text before the word. So encoding word
+    by word (a per-word cache), encoding ``"<2xx> " + text``, or tensorflow_text's
+    SentencePiece op (seqio's ``encode_tf``) can segment a word otherwise (decoding to the same
+    text); the language token is prepended as an id instead (:func:`example_encoder`).
+    """
+    sp = vocab.tokenizer if hasattr(vocab, "tokenizer") else vocab
+    encode = sp.Encode
+
+    def enc(text: str) -> list[int]:
+        return encode(text, out_type=int, add_bos=False, add_eos=False, reverse=False,
+                      enable_sampling=False)
+
+    return enc
+
+
+def example_encoder(vocab: Any, lang_id: int
+                    ) -> Callable[[str, str], tuple[list[int], list[int]]]:
+    """``encode(source, target)`` → ``([lang_id, *ids(source)], ids(target))``: a training or
+    evaluation example before EOS, the target-language token as its id (Fernandes et al. 2023
+    §3.1), each side by :func:`text_encoder`."""
+    enc = text_encoder(vocab)
+    lid = int(lang_id)
+
+    def encode(source: str, target: str) -> tuple[list[int], list[int]]:
+        return [lid, *enc(source)], enc(target)
+
+    return encode
 
 
 def language_token_id(vocab: Any, code: str) -> int:

@@ -284,13 +284,15 @@ class Translator:
     def encode(self, lines: Sequence[str]) -> list[Any]:
         """The examples of `lines` in the pipeline's format (an empty target); counts the lines
         cut to the inputs feature length in `self.truncated`."""
-        encode = self.run.vocabulary.tokenizer.EncodeAsIds
+        from mnmt.data.vocab import example_encoder  # noqa: PLC0415
+
+        encode = example_encoder(self.run.vocabulary, self.lang_id)  # the trainer's rule
         finish = self.format.finisher(self.tags)
         examples = []
         for line in lines:
-            ids = encode(line)
-            self.truncated += len(ids) > self.source_length
-            examples.append(finish([self.lang_id, *ids], []))
+            inputs, _ = encode(line, "")
+            self.truncated += len(inputs) - 1 > self.source_length
+            examples.append(finish(inputs, []))
         return examples
 
     def batches(self, examples: Sequence[Any]) -> Iterator[tuple[dict[str, np.ndarray], int]]:

@@ -86,11 +86,11 @@ def _write_part(job: PartJob, part: int) -> dict[str, Any]:
     from array_record.python.array_record_module import ArrayRecordWriter
 
     from mnmt.data.sources.parts import ReadCount
-    from mnmt.data.stream_workers import make_encoder
+    from mnmt.data.vocab import example_encoder
 
-    # ids as the training pipeline's encoder gives them: SentencePiece, spaced text through a
-    # per-word cache (equal to EncodeAsIds; several times faster on Zipf-distributed words)
-    encode = make_encoder(spm.SentencePieceProcessor(model_proto=job.spm_model))
+    # the ids every other path gives: the one rule of mnmt.data.vocab (whole-text SentencePiece)
+    encode = example_encoder(spm.SentencePieceProcessor(model_proto=job.spm_model),
+                             job.language_id)
     shards = job.num_shards
     counts = [0] * shards
     lengths: dict[str, list[np.ndarray]] = {"inputs": [], "targets": []}
@@ -100,15 +100,14 @@ def _write_part(job: PartJob, part: int) -> dict[str, Any]:
 
     def flush(writers) -> None:
         nonlocal seen
-        sources = [encode(s) for s, _ in batch]
-        targets = [encode(t) for _, t in batch]
-        for src, tgt in zip(sources, targets, strict=True):
+        examples = [encode(s, t) for s, t in batch]
+        for src, tgt in examples:
             residue = seen % shards
-            writers[residue].write(layout.encode_example([job.language_id, *src], tgt, job.dtype))
+            writers[residue].write(layout.encode_example(src, tgt, job.dtype))
             counts[residue] += 1
             seen += 1
-        lengths["inputs"].append(np.fromiter((len(s) + 1 for s in sources), np.int64))
-        lengths["targets"].append(np.fromiter((len(t) for t in targets), np.int64))
+        lengths["inputs"].append(np.fromiter((len(s) for s, _ in examples), np.int64))
+        lengths["targets"].append(np.fromiter((len(t) for _, t in examples), np.int64))
         batch.clear()
 
     try:

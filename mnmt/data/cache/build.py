@@ -82,7 +82,9 @@ def cache_status(index: CacheIndex | None, identity: dict[str, Any]) -> str:
     if index is None:
         return "no complete cache"
     if index.version != layout.CACHE_VERSION:
-        return f"layout version {index.version}, this code reads {layout.CACHE_VERSION}"
+        return (f"layout version {index.version}, this code reads {layout.CACHE_VERSION}"
+                + (" (version 1 tokenized word by word, which segments some words otherwise)"
+                   if index.version == 1 else ""))
     if index.vocabulary.get("sha256") != identity["vocabulary"]["sha256"]:
         return (f"built with another vocabulary ({index.vocabulary.get('path')}, sha256 "
                 f"{str(index.vocabulary.get('sha256'))[:12]}…; the task uses "

@@ -37,7 +37,9 @@ __all__ = ["CACHE_VERSION", "INDEX_FILE", "COMPLETED_FILE", "CacheError", "Cache
            "file_sha256", "source_fingerprint", "LENGTH_BINS", "length_histogram",
            "rebuild_hint"]
 
-CACHE_VERSION = 1
+# 2: ids by mnmt.data.vocab.text_encoder (whole-text SentencePiece, as every other path);
+# version 1 encoded spaced text word by word, which breaks some segmentation ties otherwise
+CACHE_VERSION = 2
 INDEX_FILE = "index.json"
 COMPLETED_FILE = "COMPLETED"
 # Length-histogram bin edges (tokens, both sides): [0,8), [8,16), [16,32), … [2048, inf)
@@ -178,7 +180,8 @@ class CacheIndex:
     """Contents of ``index.json``: what a cache holds and what it was built from.
 
     Attributes:
-      version: layout version (:data:`CACHE_VERSION`); another version is rebuilt.
+      version: layout and tokenization version (:data:`CACHE_VERSION`); another version is
+        rebuilt.
       task: the task name; pair: its ``src-tgt`` pair; split: the cached split.
       examples: number of examples = ``sum(shard_examples)``.
       num_shards: number of ArrayRecord shards S; example i is in shard ``i % S``.

@@ -347,19 +347,20 @@ def irreducible_loss(
 
 
 def _encoder(vocab: Any):
+    """Texts → ids by the one rule of :func:`mnmt.data.vocab.text_encoder` (a vocabulary, a
+    SentencePiece processor or a ``.model`` path); another object with ``encode`` is used as
+    it is."""
+    from mnmt.data.vocab import text_encoder
+
     if isinstance(vocab, str):
         import sentencepiece as spm
 
-        sp = spm.SentencePieceProcessor(model_file=vocab)
-        return lambda texts: sp.encode(list(texts))
-    tok = getattr(vocab, "tokenizer", None)  # seqio.SentencePieceVocabulary
-    if tok is not None:
-        return lambda texts: tok.encode(list(texts))
+        vocab = spm.SentencePieceProcessor(model_file=vocab)
+    if hasattr(vocab, "tokenizer") or hasattr(vocab, "EncodeAsIds"):
+        enc = text_encoder(vocab)
+        return lambda texts: [enc(t) for t in texts]
     if hasattr(vocab, "encode"):
-        try:
-            return lambda texts: vocab.encode(list(texts))
-        except TypeError:  # pragma: no cover - exotic vocabularies
-            pass
+        return lambda texts: vocab.encode(list(texts))
     raise TypeError(f"cannot tokenize with {type(vocab).__name__}: expected a vocabulary")
 
 
