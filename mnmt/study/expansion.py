@@ -78,6 +78,17 @@ def mixture_count(spec: StudySpec) -> int:
     return len(spec.weights) + len(mixture_design.fitted_mixtures(spec, size_weights))
 
 
+def heldout_seeds(spec: StudySpec) -> list[int]:
+    """The seeds of each `StudySpec.heldout` run: `spec.heldout_seeds` of them, the study's
+    `seeds` in order, then the integers after the largest (seeds (0,) and 2 held-out seeds: 0, 1).
+    From the second on they are seed replicates of the same run: the report measures its
+    seed-to-seed sd from them (fitting.report.heldout)."""
+    seeds = list(dict.fromkeys(spec.seeds))[:spec.heldout_seeds]
+    top = max(spec.seeds)
+    seeds += range(top + 1, top + 1 + spec.heldout_seeds - len(seeds))
+    return seeds
+
+
 def expand(spec: StudySpec) -> list[RunSpec]:
     """The study's runs, smallest size first within each mixture (cheap results arrive early)."""
     runs = []
@@ -91,8 +102,9 @@ def expand(spec: StudySpec) -> list[RunSpec]:
                                 weights=weights, seed=seed, heldout=held, mixture=tag))
     for size, w in spec.heldout:
         weights = mixture_weights(spec.pairs, w)
-        runs.append(RunSpec(run_id=run_id(size, weights, spec.seeds[0]), size=size,
-                            weights=weights, seed=spec.seeds[0], heldout=True))
+        for seed in heldout_seeds(spec):
+            runs.append(RunSpec(run_id=run_id(size, weights, seed), size=size, weights=weights,
+                                seed=seed, heldout=True))
     for size, w, seed in spec.seed_repeats:
         weights = mixture_weights(spec.pairs, w)
         runs.append(RunSpec(run_id=run_id(size, weights, seed), size=size, weights=weights,

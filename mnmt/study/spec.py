@@ -178,8 +178,13 @@ class StudySpec:
     report_target_sizes: tuple[float, ...] = (2e6, 8e6)
     # Runs trained but never fitted, as (size, weights) with weights as one entry of `weights`
     # (e.g. (("mini-3", 0.3),)): the report predicts their loss from the laws fitted on the grid
-    # and shows predicted against measured (seeds: the first of `seeds`).
+    # and shows predicted against measured (seeds: `heldout_seeds`).
     heldout: tuple = ()
+    # Seeds of each held-out run (>= 1): the first of `seeds` and, from 2 on, seed replicates
+    # (the rest of `seeds`, then the integers after the largest), all held out. The report judges
+    # the prediction against the seed-to-seed sd they measure (fitting.report.heldout); with one
+    # seed, against the study's seed noise (seed_repeats) or the 2 % clause alone.
+    heldout_seeds: int = 1
     # Grid runs repeated with another seed, as (size, weight, seed) entries (e.g.
     # (("mini-2", 0.5, 1),)): fitted like the grid (the report averages seeds); they measure the
     # seed noise that the leave-largest-size-out backtest is judged against (Ghorbani App. C).
@@ -246,10 +251,12 @@ PRESETS: dict[str, StudySpec] = {
     # over the last 20 % of steps, and cool-down branches at 45, 60 and 75 % of each run (10 %
     # of each branch cools down: budgets of 500, 667, 833 and 1,000 steps), so L(N, D) is
     # fitted on four cooled-down budgets per run; mini-2 at p = 0.5 repeated with seed 1 for
-    # the seed noise (docs/guides/studies.md: the built-in CPU study).
+    # the seed noise, and the held-out run trained with seeds 0 and 1 (its prediction is judged
+    # against their measured sd; docs/guides/studies.md: the built-in CPU study).
     "default": StudySpec(
         weights=(0.0, 0.3, 0.5, 0.7, 1.0),
         heldout=(("mini-3", 0.6),),
+        heldout_seeds=2,
         # Fewer pieces than cpu-tiny's word types: both targets' rarer words are spelled in
         # pieces, which keeps both pairs capacity-bound across the micro sizes.
         vocab_size=704,

@@ -56,6 +56,7 @@ _FIELD_KINDS: dict[str, str] = {
     "mixture_preferences": "seq",
     "gradient_accumulation_steps": "int", "loss_tiles": "int", "verify": "bool",
     "verify_size": "str", "verify_seeds": "int", "vocab_seed": "int", "seed_repeats": "seq",
+    "heldout_seeds": "int",
 }
 _KIND_TEXT = {
     "str": "a string", "strs": "a tuple of strings", "seq": "a tuple", "numbers":
@@ -132,6 +133,9 @@ def validate(spec: StudySpec) -> None:
         mixture_weights(spec.pairs, w)
     if not spec.seeds:
         raise StudyError("StudySpec.seeds: expected at least one seed")
+    if spec.heldout_seeds < 1:
+        raise StudyError(f"StudySpec.heldout_seeds: expected at least 1 (seeds of each held-out "
+                         f"run), got {spec.heldout_seeds!r}")
     if spec.verify_seeds < 2:
         raise StudyError(f"StudySpec.verify_seeds: expected at least 2 (the verification verdict "
                          f"needs a seed sd), got {spec.verify_seeds!r}")

@@ -194,6 +194,33 @@ def test_heldout_runs_are_expanded_after_the_grid_and_marked():
         expand(StudySpec(sizes=("micro-1",), weights=(0.5,), heldout=(("micro-1", 0.5),)))
 
 
+def test_default_study_trains_its_heldout_run_with_two_seeds_both_held_out():
+    """The main job's held-out run (mini-3 at p = 0.6) is trained with seeds 0 and 1, both held
+    out (the report's ``heldout_runs``: in no fit), so its prediction is judged against their
+    measured seed sd; before, one seed, judged against the fit's residual sd (commit 082b6f0)."""
+    default = PRESETS["default"]
+    runs = expand(default)
+    held = [r for r in runs if r.heldout]
+    assert [(r.run_id, r.seed) for r in held] == [("mini-3_p0.60_s0", 0), ("mini-3_p0.60_s1", 1)]
+    assert {r.size for r in held} == {"mini-3"} and all(r.weights["en-de"] == 0.6 for r in held)
+    # no fitted run shares the held-out configuration, and the grid's own repeat stays fitted
+    assert not [r for r in runs if not r.heldout and r.size == "mini-3"]
+    assert [r.run_id for r in runs if r.seed == 1 and not r.heldout] == ["mini-2_p0.50_s1"]
+    # 5 sizes x 5 weights, the seed repeat of mini-2 and the held-out run's two seeds
+    assert len(runs) == 25 + 1 + 2
+
+
+def test_heldout_seeds_continue_the_study_seeds_and_are_validated():
+    base = dict(sizes=("micro-1",), weights=(0.5,), heldout=(("mini-1", 0.3),))
+    seeds = [r.seed for r in expand(StudySpec(**base, seeds=(3, 5), heldout_seeds=3))
+             if r.heldout]
+    assert seeds == [3, 5, 6]
+    assert [r.seed for r in expand(StudySpec(**base, seeds=(3, 5))) if r.heldout] == [3]
+    for bad in (0, 1.5, True):
+        with pytest.raises(StudyError, match="StudySpec.heldout_seeds"):
+            StudySpec(**base, heldout_seeds=bad)
+
+
 def test_progress_prices_an_unseen_size_by_its_flops():
     progress = StudyProgress([("a", "mini-1", 100), ("c", "mini-2", 100)],
                              step_flops={"mini-1": 1e9, "mini-2": 3e9},
