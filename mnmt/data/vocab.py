@@ -269,11 +269,11 @@ def text_encoder(vocab: Any) -> Callable[[str], list[int]]:
     evaluation tasks, ``mnmt-translate``), so the same text gives the same ids everywhere.
 
     Always the whole text, once: a unigram model breaks exact ties between segmentations of
-    the same pieces in another order (``▁w|4|44`` and ``▁w|44|4``) by the float rounding of the
-    Viterbi path's running score, which depends on the text before the word. So encoding word
-    by word (a per-word cache), encoding ``"<2xx> " + text``, or tensorflow_text's
-    SentencePiece op (seqio's ``encode_tf``) can segment a word otherwise (decoding to the same
-    text); the language token is prepended as an id instead (:func:`example_encoder`).
+    the same pieces in another order (``▁w|4|44`` and ``▁w|44|4``) by the float32 rounding of
+    the Viterbi path's running score, which depends on the text before the word. So encoding
+    word by word (a per-word cache) or ``"<2xx> " + text`` can segment a word otherwise
+    (decoding to the same text), and so can tensorflow_text's SentencePiece op (seqio's
+    ``encode_tf``); the language token is prepended as an id instead (:func:`example_encoder`).
     """
     sp = vocab.tokenizer if hasattr(vocab, "tokenizer") else vocab
     encode = sp.Encode
