@@ -10,7 +10,15 @@
   (θ, c) with the robust loss and bounds.
 
 The f_scale grid is searched by fitting once per f_scale and keeping the fit with the smallest
-sum of absolute residuals (a scale-free robust criterion common to all f_scale values).
+sum of absolute residuals (a scale-free robust criterion common to all f_scale values) among the
+polishes that converged (:func:`converged`; all of them when none did).
+
+Convergence: :func:`converged` is the one rule by which every scipy optimiser result in
+``fitting`` is judged. A refit (perturbation or bootstrap) whose optimiser stopped without meeting
+its own convergence test (e.g. at its evaluation cap) raises :class:`FitError`, so that
+:mod:`fitting.core.uncertainty` counts it as failed and leaves it out of the spread; a main fit
+that did not converge is returned with ``success=False`` and its law records
+``meta["converged"] = False`` with a warning.
 """
 
 from __future__ import annotations
@@ -18,13 +26,15 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.optimize import least_squares, nnls
 
 from fitting.core.base import FitError
 
-__all__ = ["F_SCALE_GRID", "EngineResult", "varpro_fit", "robust_fit", "goodness_of_fit"]
+__all__ = ["F_SCALE_GRID", "EngineResult", "varpro_fit", "robust_fit", "goodness_of_fit",
+           "converged", "require_converged", "convergence_warning"]
 
 #: Ghorbani et al. 2021, App. E: f_scale candidates for soft_l1 (loss units, nats).
 F_SCALE_GRID: np.ndarray = np.geomspace(0.001, 0.025, num=25)
@@ -32,9 +42,50 @@ F_SCALE_GRID: np.ndarray = np.geomspace(0.001, 0.025, num=25)
 Design = Callable[[np.ndarray], np.ndarray]
 
 
+def converged(result: Any) -> bool:
+    """Whether a scipy optimiser result ended by its own convergence test (the one rule).
+
+    * ``least_squares`` (recognised by its ``active_mask``): ``status > 0`` (1 gtol, 2 ftol,
+      3 xtol, 4 ftol and xtol); ``status == 0`` is the evaluation cap ``max_nfev`` reached and
+      ``-1`` improper input: not converged. Its ``status`` numbering differs from ``minimize``'s.
+    * ``minimize`` (any method) and ``minimize_scalar``: ``success``. This follows scipy's verdict
+      also where it is cautious: L-BFGS-B's ``ABNORMAL_TERMINATION_IN_LNSRCH`` (the line search
+      found no decrease, at an optimum at float precision or far from one with a poor gradient)
+      and SLSQP's "Positive directional derivative for linesearch" count as not converged,
+      since the result alone cannot tell the two apart.
+    * an :class:`EngineResult`: its ``success``, set by this rule on its polish.
+    """
+    if isinstance(result, EngineResult):
+        return bool(result.success)
+    if "active_mask" in result:
+        return int(result.status) > 0
+    return bool(result.success)
+
+
+def require_converged(result: Any, what: str) -> None:
+    """Raise :class:`FitError` naming ``what``, the evaluations and scipy's message unless
+    :func:`converged` (a refit that did not converge: its sampler counts it as failed)."""
+    if not converged(result):
+        raise FitError(f"{what} did not converge after {int(result.nfev)} evaluations: "
+                       f"{result.message}")
+
+
+def convergence_warning(result: Any, what: str) -> str | None:
+    """The warning a law records when its main fit (not a refit) did not converge
+    (:func:`converged`), or None; the law also sets ``meta["converged"]`` to False."""
+    if converged(result):
+        return None
+    return (f"{what}: the optimiser stopped before converging after {int(result.nfev)} "
+            f"evaluations ({result.message}); the parameters are its last iterate")
+
+
 @dataclass
 class EngineResult:
-    """Solution of one robust fit: nonlinear θ, linear c, residuals (data − model), f_scale."""
+    """Solution of one robust fit: nonlinear θ, linear c, residuals (data − model), f_scale.
+
+    ``success``: whether the returned polish converged by :func:`converged` (False: scipy stopped
+    it, e.g. at its evaluation cap; ``message`` says why); ``nfev``: its evaluations.
+    """
 
     theta: np.ndarray
     coef: np.ndarray
@@ -103,6 +154,7 @@ def varpro_fit(
     theta_penalty: Callable[[np.ndarray], np.ndarray] | None = None,
     theta_starts: Sequence[Sequence[float]] | None = None,
     search_jac: bool = False,
+    require_convergence: bool | None = None,
 ) -> EngineResult:
     """Fit ``y ≈ design(θ) @ c`` robustly (variable projection + joint polish).
 
@@ -127,6 +179,9 @@ def varpro_fit(
         (several grids of one law pooled: the best ``n_refine`` of all are refined, one polish).
       search_jac: the θ search uses ``design_jac`` too (:func:`_projected_jac`, Kaufman's
         approximation) instead of finite differences, each of which solves the linear problem.
+      require_convergence: raise :class:`FitError` when no polish converged (:func:`converged`);
+        default: when ``theta0`` is given (a local refit, counted as failed by its sampler).
+        Otherwise the best polish is returned with ``success=False``.
     """
     y = np.asarray(y, dtype=np.float64)
     lo_t = np.asarray(theta_bounds[0], dtype=np.float64)
@@ -223,7 +278,7 @@ def varpro_fit(
             return J if w is None else J * w[:, None]
 
     best: EngineResult | None = None
-    best_crit = np.inf
+    best_crit = (True, np.inf)  # (not converged, Σ|r|): a converged polish first
     x_prev = x_start
     # largest f_scale first (≈ least squares), each polish warm-started from the previous one
     ordered = sorted(fscales, reverse=True)
@@ -240,16 +295,18 @@ def varpro_fit(
         if not np.all(np.isfinite(r)):
             continue
         x_prev = _strictly_inside(sol.x, lo, hi)
-        crit = float(np.sum(np.abs(r)))
+        crit = (not converged(sol), float(np.sum(np.abs(r))))
         if crit < best_crit:
             best_crit = crit
             best = EngineResult(
                 theta=sol.x[:p].copy(), coef=sol.x[p:].copy(), residuals=r, f_scale=float(fs),
-                cost=float(sol.cost), success=bool(sol.success), nfev=int(sol.nfev),
+                cost=float(sol.cost), success=converged(sol), nfev=int(sol.nfev),
                 message=str(sol.message),
             )
     if best is None:
         raise FitError("robust fit produced non-finite residuals for every f_scale")
+    if (theta0 is not None if require_convergence is None else require_convergence):
+        require_converged(best, "robust polish")
     return best
 
 
@@ -262,8 +319,14 @@ def robust_fit(
     loss: str = "soft_l1",
     f_scale: float | str = "auto",
     f_scale_grid: Sequence[float] | None = None,
+    require_convergence: bool = False,
 ) -> EngineResult:
-    """Multi-start robust fit of a general model ``y ≈ fun(x)`` (no linear parameters split off)."""
+    """Multi-start robust fit of a general model ``y ≈ fun(x)`` (no linear parameters split off).
+
+    The start is chosen by least squares, then polished once per f_scale; the polish with the
+    smallest Σ|r| among those that converged (:func:`converged`) is returned (among all, with
+    ``success=False``, when none did). ``require_convergence`` (refits): raise :class:`FitError`
+    instead of returning an unconverged polish."""
     y = np.asarray(y, dtype=np.float64)
     lo = np.asarray(bounds[0], dtype=np.float64)
     hi = np.asarray(bounds[1], dtype=np.float64)
@@ -290,19 +353,21 @@ def robust_fit(
     if best_x is None:
         raise FitError("robust fit failed from every start")
     best: EngineResult | None = None
-    best_crit = np.inf
+    best_crit = (True, np.inf)  # (not converged, Σ|r|): a converged polish first
     for fs in fscales:
         sol = least_squares(resid, _strictly_inside(best_x, lo, hi), bounds=(lo, hi), loss=loss,
                             f_scale=fs, x_scale="jac", max_nfev=2000)
         r = resid(sol.x)
-        crit = float(np.sum(np.abs(r)))
+        crit = (not converged(sol), float(np.sum(np.abs(r))))
         if np.all(np.isfinite(r)) and crit < best_crit:
             best_crit = crit
             best = EngineResult(theta=sol.x.copy(), coef=np.zeros(0), residuals=r, f_scale=float(fs),
-                                cost=float(sol.cost), success=bool(sol.success),
+                                cost=float(sol.cost), success=converged(sol),
                                 nfev=int(sol.nfev), message=str(sol.message))
     if best is None:
         raise FitError("robust fit produced non-finite residuals")
+    if require_convergence:
+        require_converged(best, "robust fit")
     return best
 
 

@@ -12,6 +12,12 @@ few refits they are about the extreme refits, and a robust fit close to least ab
 (soft_l1 at a small f_scale) interpolates a few points exactly, so its refits can all fall on one
 side of θ̂, although θ̂ is the optimum of the objective on the data (ε = 0, the centre of the
 perturbation distribution). The widening never lowers the coverage of the percentile interval.
+
+A refit fails when it raises :class:`FitError` (or a numerical error): too few points, or an
+optimiser that stopped without converging (:func:`fitting.core.engine.converged`, raised by
+:func:`fitting.core.engine.require_converged` or an engine fit's ``require_convergence``). Failed
+refits are counted (the ``n_failed`` returned, which each law records in its ``meta``) and left
+out of the samples, hence of every sd, interval and band; they are never replaced by the estimate.
 """
 
 from __future__ import annotations
@@ -55,7 +61,8 @@ def perturbation_samples(
 ) -> tuple[dict[str, np.ndarray], int]:
     """Refit on ``y·(1 + sigma_rel·ε)``, ε ~ N(0, 1) i.i.d. (Fernandes footnote 5).
 
-    ``refit(y_new)`` returns the named parameters (or raises). Returns (samples, n_failed).
+    ``refit(y_new)`` returns the named parameters, or raises FitError when it fails (e.g. its
+    optimiser did not converge). Returns (samples of the successful refits, n_failed).
     """
     rng = np.random.default_rng(seed)
     y = np.asarray(y, dtype=np.float64)
@@ -83,7 +90,8 @@ def bootstrap_samples(
     """Refit on bootstrap resamples; ``refit_idx(indices)`` fits the rows ``indices``.
 
     With ``groups`` (one label per row) whole groups are resampled (e.g. all rows of one run).
-    Resamples on which the law cannot be fitted (too few distinct points) count as failures.
+    Resamples on which the law cannot be fitted (too few distinct points, a refit that did not
+    converge: ``refit_idx`` raises FitError) count as failures and are left out of the samples.
     """
     rng = np.random.default_rng(seed)
     draws: list[Mapping[str, float]] = []

@@ -19,7 +19,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from fitting.core.base import FitError, FitResult, register_law
-from fitting.core.engine import goodness_of_fit, robust_fit
+from fitting.core.engine import EngineResult, convergence_warning, goodness_of_fit, robust_fit
 from fitting.core.uncertainty import perturbation_samples, summarize_samples
 from fitting.data.tables import check_numeric, require_columns
 from fitting.laws.size.power import as_positive_array
@@ -34,7 +34,12 @@ METRIC_RANGES: dict[str, tuple[float, float]] = {"bleu": (0.0, 100.0), "chrf": (
 @register_law("quality")
 @dataclass
 class QualityLawFit(FitResult):
-    """Metric as a function of loss. ``power``: params ``c``, ``p``; ``linear``: ``a``, ``b``."""
+    """Metric as a function of loss. ``power``: params ``c``, ``p``; ``linear``: ``a``, ``b``.
+
+    ``meta["converged"]``: whether the robust fit converged (:func:`fitting.core.engine.converged`;
+    False comes with a warning); ``meta["refits_failed"]``: refits that failed, those that did not
+    converge included, left out of ``stderr`` and ``intervals``.
+    """
 
     form: str = "power"
     metric: str = "bleu"
@@ -96,32 +101,38 @@ def fit_quality_law(
     if L.size < 3 or np.unique(L).size < 2:
         raise FitError(f"quality law needs ≥ 3 points with distinct losses, got {L.size}")
 
-    def fit(vv: np.ndarray, fs: float | str) -> tuple[dict[str, float], float]:
-        """Robust line fit; returns the parameters and the f_scale used."""
+    def fit(vv: np.ndarray, fs: float | str,
+            refit: bool = False) -> tuple[dict[str, float], EngineResult]:
+        """Robust line fit; returns the parameters and the engine's result (FitError for a
+        ``refit`` that did not converge)."""
         if form == "power":
             x, yy = np.log(L), np.log(vv)
             b, a = np.polyfit(x, yy, 1)
             res = robust_fit(lambda t: t[0] - t[1] * x, yy, [[a, -b]],
                              ([-np.inf, -np.inf], [np.inf, np.inf]), loss=robust_loss,
-                             f_scale=fs)
-            return {"c": float(np.exp(res.theta[0])), "p": float(res.theta[1])}, res.f_scale
+                             f_scale=fs, require_convergence=refit)
+            return {"c": float(np.exp(res.theta[0])), "p": float(res.theta[1])}, res
         sd = float(np.std(vv)) or 1.0
         b, a = np.polyfit(L, vv, 1)
         res = robust_fit(lambda t: (t[0] + t[1] * L) / sd, vv / sd, [[a, b]],
-                         ([-np.inf, -np.inf], [np.inf, np.inf]), loss=robust_loss, f_scale=fs)
-        return {"a": float(res.theta[0]), "b": float(res.theta[1])}, res.f_scale
+                         ([-np.inf, -np.inf], [np.inf, np.inf]), loss=robust_loss, f_scale=fs,
+                         require_convergence=refit)
+        return {"a": float(res.theta[0]), "b": float(res.theta[1])}, res
 
-    q, chosen = fit(v, f_scale)
+    q, main = fit(v, f_scale)
+    chosen = main.f_scale
     out = QualityLawFit(law="quality", params=q, form=form, metric=metric, n_points=int(L.size))
     out.goodness = {**goodness_of_fit(v, out.predict(L), 2), "f_scale": chosen}
     out.meta = {"robust_loss": robust_loss, "uncertainty": uncertainty, "n_refits": n_refits,
-                "sigma_rel": sigma_rel, "seed": seed}
+                "sigma_rel": sigma_rel, "seed": seed, "converged": main.success}
+    if (w := convergence_warning(main, "quality law fit")):
+        out.warnings.append(w)
     if form == "power" and q["p"] <= 0:
         out.warnings.append(f"{metric} does not fall as the loss grows (p = {q['p']:.3g} ≤ 0); "
                             "Ghorbani eq. 5 assumes p > 0 (cf. source-original test sets)")
     if uncertainty in ("perturbation", "both"):
         # refits reuse the f_scale chosen on the data
-        s, failed = perturbation_samples(lambda vv: fit(vv, chosen)[0], v, n_refits=n_refits,
+        s, failed = perturbation_samples(lambda vv: fit(vv, chosen, True)[0], v, n_refits=n_refits,
                                          sigma_rel=sigma_rel, seed=seed)
         out.stderr, out.intervals = summarize_samples(s, level, estimate=q)
         out.meta["refits_failed"] = failed

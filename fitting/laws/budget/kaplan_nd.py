@@ -16,6 +16,10 @@ parameters, g_i(p) = B_{1,i}/B_{p,i} of the tokens (cf. Fernandes eq. 10).
 Fitting: nonlinear least squares on the relative residuals (L̂ − L)/L with a robust loss, over
 θ = (E, α, β, log A_p, log B_p), from a grid of starts (one start from ``theta0`` for the
 perturbation refits). :mod:`fitting.laws.budget.chinchilla_joint` calls it for ``form="kaplan"``.
+The last solve (the robust polish, or the least-squares one with ``loss="linear"``) is judged by
+:func:`fitting.core.engine.converged`: a perturbation refit that did not converge raises
+:class:`FitError` (its sampler counts it as failed and leaves it out of E's sd); a main fit that
+did not converge is returned, and says so through ``status``.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from fitting.core.base import FitError
+from fitting.core.engine import converged, require_converged
 
 __all__ = ["fit_pair_kaplan", "predict_kaplan", "KAPLAN_EXPONENT_BOUNDS"]
 
@@ -89,11 +94,15 @@ def _starts(y, ln_n, ln_d, k: int):
 
 
 def fit_pair_kaplan(n, d, p, y, *, loss: str = "soft_l1", f_scale: float | str = "auto",
-                    theta0: dict | None = None) -> tuple[dict, float]:
+                    theta0: dict | None = None, status: dict | None = None
+                    ) -> tuple[dict, float]:
     """One pair's fit: returns its parameters (``E``, ``alpha``, ``beta``, ``("A", w)``,
     ``("B", w)`` per weight w) and the f_scale used. ``f_scale="auto"``: 1.4826 × the median
     absolute relative residual of a least-squares fit (a robust scale), at least 1e-3.
-    ``theta0``: a previous fit's parameters, the one start (perturbation refits)."""
+    ``theta0``: a previous fit's parameters, the one start (perturbation refits); such a refit
+    whose last solve did not converge (:func:`fitting.core.engine.converged`, e.g. stopped at its
+    evaluation cap) raises FitError. ``status``: a dict, filled with ``converged`` (bool),
+    ``nfev`` and ``message`` of the last solve (a main fit that did not converge is returned)."""
     n, d, p, y = (np.asarray(x, dtype=np.float64) for x in (n, d, p, y))
     ws = np.unique(p)
     k = ws.size
@@ -134,6 +143,10 @@ def fit_pair_kaplan(n, d, p, y, *, loss: str = "soft_l1", f_scale: float | str =
         scale = max(1.4826 * float(np.median(np.abs(best.fun))), 1e-3)
     if loss != "linear":
         best = solve(best.x, loss, float(scale), _POLISH_NFEV)
+    if theta0 is not None:
+        require_converged(best, "Kaplan L(N, D) refit")
+    if status is not None:
+        status.update(converged=converged(best), nfev=int(best.nfev), message=str(best.message))
     q = best.x
     out = {"E": float(q[0]), "alpha": float(q[1]), "beta": float(q[2])}
     for j, w in enumerate(ws):

@@ -28,6 +28,7 @@ import pandas as pd
 from scipy.optimize import least_squares, minimize, minimize_scalar
 
 from fitting.core.base import FitError, FitResult, register_law
+from fitting.core.engine import converged, require_converged
 from fitting.data.sampling import temperature_weights
 from fitting.data.tables import (
     apply_column_map,
@@ -136,13 +137,14 @@ def _linear_fit(cols: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
 
 def _profile(exps: np.ndarray, design, y: np.ndarray) -> tuple[float, np.ndarray]:
     """Grid search over one exponent with the linear parameters solved exactly, then a
-    golden-section refinement around the best grid cell. ``design(e)`` → columns."""
+    golden-section refinement around the best grid cell, kept when it converged
+    (:func:`fitting.core.engine.converged`) and improves on the cell. ``design(e)`` → columns."""
     sse = np.array([_linear_fit(design(e), y)[1] for e in exps])
     i = int(np.nanargmin(sse))
     lo, hi = exps[max(i - 1, 0)], exps[min(i + 1, len(exps) - 1)]
     res = minimize_scalar(lambda e: _linear_fit(design(e), y)[1], bounds=(lo, hi),
                           method="bounded", options={"xatol": 1e-10})
-    e = float(res.x) if res.fun <= sse[i] else float(exps[i])
+    e = float(res.x) if converged(res) and res.fun <= sse[i] else float(exps[i])
     return e, _linear_fit(design(e), y)[0]
 
 
@@ -217,8 +219,12 @@ def _three_steps(p: np.ndarray, dd: np.ndarray, y: np.ndarray, labels: np.ndarra
 
 
 def _refine(params: dict[str, float], p: np.ndarray, dd: np.ndarray, y: np.ndarray,
-            labels: np.ndarray, gamma_fixed: float | None) -> dict[str, float]:
-    """Joint least-squares polish of the shared parameters (biases projected out exactly)."""
+            labels: np.ndarray, gamma_fixed: float | None, refit: bool = False,
+            diag: dict | None = None) -> dict[str, float]:
+    """Joint least-squares polish of the shared parameters (biases projected out exactly).
+    A polish that did not converge (:func:`fitting.core.engine.converged`) raises FitError in
+    a ``refit`` (bootstrap); in the main fit it is kept and ``diag["refine_converged"]`` says
+    so."""
     groups = list(dict.fromkeys(labels))
     ind = _indicators(labels, groups)
     counts = ind.sum(axis=0)
@@ -240,6 +246,10 @@ def _refine(params: dict[str, float], p: np.ndarray, dd: np.ndarray, y: np.ndarr
     v0 = np.clip(v0, np.array(lo) + 1e-9, np.array(hi) - 1e-9)
     res = least_squares(resid, v0, bounds=(lo, hi), x_scale="jac", xtol=1e-14, ftol=1e-14,
                         gtol=1e-14, max_nfev=5000)
+    if refit:
+        require_converged(res, "DPL joint polish")
+    if diag is not None:
+        diag["refine_converged"] = converged(res)
     r0 = resid(v0)
     if not (np.all(np.isfinite(res.fun)) and res.fun @ res.fun <= r0 @ r0):
         return params
@@ -248,11 +258,11 @@ def _refine(params: dict[str, float], p: np.ndarray, dd: np.ndarray, y: np.ndarr
             "b": float(b)}
 
 
-def _estimate(p, dd, y, labels, high, gamma, refine):
+def _estimate(p, dd, y, labels, high, gamma, refine, refit=False):
     params, _, diag = _three_steps(p, dd, y, labels, high, gamma)
     if refine:
         diag["three_step_params"] = dict(params)
-        params = _refine(params, p, dd, y, labels, gamma)
+        params = _refine(params, p, dd, y, labels, gamma, refit=refit, diag=diag)
     full = (params["k"] * p) ** (-params["alpha"]) + (dd ** params["gamma"] + params["b"]) * (
         params["q"] * p) ** params["beta"]
     bias = {g: float(np.mean((y - full)[labels == g])) for g in dict.fromkeys(labels)}
@@ -284,7 +294,9 @@ def fit_dpl(
     (biases projected out). Step 1 ignores the over-fitting term of the high-resource groups,
     which biases k and α whenever G(D_high) ≠ 0 (eq. 6 gives G(10M) = −0.03); the polish removes
     that bias. ``refine=False`` is Chen's procedure as published; ``meta["three_step_params"]``
-    keeps the unrefined estimate.
+    keeps the unrefined estimate; ``meta["refine_converged"]`` whether the polish converged
+    (False: a warning; a bootstrap refit whose polish did not converge is dropped, so
+    ``meta["bootstrap"]["succeeded"]`` leaves it out).
     """
     arrs = []
     for name, v in (("weight", p), ("data_size", data_size), ("loss", loss)):
@@ -328,6 +340,9 @@ def fit_dpl(
     fit = DPLFit(law="dpl", params=params, n_points=len(y), bias=bias, data_unit=float(data_unit),
                  meta={"equation": "Chen et al. 2023 eq. 5, three-step estimation §3.2",
                        "gamma_fixed": gamma is not None, "refined": refine, **diag})
+    if diag.get("refine_converged") is False:
+        fit.warnings.append("the joint polish (refine) stopped before converging; the "
+                            "parameters are its last iterate (meta['refine_converged'])")
     pred = fit.predict(p, dsz, bias=0.0) + np.array([bias[g] for g in labels])
     res = y - pred
     ss_tot = float(np.sum((y - y.mean()) ** 2))
@@ -340,7 +355,8 @@ def fit_dpl(
             idx = np.concatenate([rng.choice(np.flatnonzero(labels == g), (labels == g).sum())
                                   for g in dict.fromkeys(labels)])
             try:
-                pb, _, _ = _estimate(p[idx], dd[idx], y[idx], labels[idx], high, gamma, refine)
+                pb, _, _ = _estimate(p[idx], dd[idx], y[idx], labels[idx], high, gamma, refine,
+                                     refit=True)
             except FitError:
                 continue
             samples.append([pb[k] for k in params])
@@ -454,7 +470,7 @@ def optimal_sampling_ratios(sizes: Sequence[float] | Mapping[str, float],
         res = minimize(f, x0, method="SLSQP", bounds=[(min_ratio, 1.0)] * len(d),
                        constraints=[{"type": "eq", "fun": lambda v: v.sum() - 1.0}],
                        options={"ftol": 1e-14, "maxiter": 500})
-        if res.success and (best is None or res.fun < best.fun):
+        if converged(res) and (best is None or res.fun < best.fun):
             best = res
     if best is None:
         raise FitError("optimal_sampling_ratios: the simplex optimisation did not converge")

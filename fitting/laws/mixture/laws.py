@@ -22,7 +22,7 @@ from numpy.typing import ArrayLike
 from scipy.optimize import least_squares
 
 from fitting.core.base import FitError, FitResult, register_law
-from fitting.core.engine import goodness_of_fit, varpro_fit
+from fitting.core.engine import goodness_of_fit, require_converged, varpro_fit
 from fitting.core.uncertainty import percentile_range
 from fitting.laws.mixture.forms import (
     BUDGET_FORMS,
@@ -48,8 +48,9 @@ _HUBER_DELTA = 0.02  # Ye et al. 2024
 def _polish(spec: LawSpec, u, W, y, warm: dict, loss: str) -> dict:
     """A refit started from ``warm`` (θ, linear coefficients, f_scale): one bounded robust
     ``least_squares`` over (θ, c) at that f_scale with the analytic Jacobian (bootstrap refits).
-    Raises FitError when it does not converge within 100 evaluations per parameter or gives
-    non-finite residuals: the caller counts it as a failed refit."""
+    Raises FitError when it does not converge (:func:`fitting.core.engine.converged`) within
+    100 evaluations per parameter or gives non-finite residuals: the caller counts it as a failed
+    refit."""
     th0, c0 = np.asarray(warm["theta"], float), np.asarray(warm["coef"], float)
     p, k = len(th0), len(c0)
     lo = np.concatenate([spec.lo, np.zeros(k)])
@@ -70,8 +71,7 @@ def _polish(spec: LawSpec, u, W, y, warm: dict, loss: str) -> dict:
                             max_nfev=100 * (p + k + 1), ftol=1e-7, xtol=1e-7)
     if not np.all(np.isfinite(sol.fun)):
         raise FitError("refit gave non-finite residuals")
-    if sol.status <= 0:
-        raise FitError(f"refit did not converge: {sol.message}")
+    require_converged(sol, "refit")
     return {"theta": [float(v) for v in sol.x[:p]], "coef": [float(v) for v in sol.x[p:]],
             "f_scale": float(warm["f_scale"]), "points": int(len(y))}
 

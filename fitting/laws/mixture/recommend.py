@@ -178,7 +178,7 @@ def recommend_mixture(fit: MixtureLawFit, target_size: float, *,
 
     def search(fun, starts) -> list:
         """(violation, fun) and weights from SLSQP at each start, best first."""
-        found = []
+        found = []  # end points judged by violation and objective, converged or not
         for s in starts:
             w0 = _project_box(np.asarray(s), floor, cap)
             with np.errstate(all="ignore"):

@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from fitting.core.base import FitError, FitResult, register_law
-from fitting.core.engine import goodness_of_fit, varpro_fit
+from fitting.core.engine import convergence_warning, goodness_of_fit, varpro_fit
 from fitting.core.uncertainty import (
     band_from_samples,
     bootstrap_samples,
@@ -43,7 +43,13 @@ _P_GRID = np.geomspace(0.02, 1.5, 12)
 @register_law("bivariate")
 @dataclass
 class BivariateLawFit(FitResult):
-    """Ghorbani eq. 2. Params ``alpha``, ``p_e``, ``p_d``, ``l_inf``; normalisers in ``n_e_bar``/``n_d_bar``."""
+    """Ghorbani eq. 2. Params ``alpha``, ``p_e``, ``p_d``, ``l_inf``; normalisers in ``n_e_bar``/``n_d_bar``.
+
+    ``meta["converged"]``: whether the fit's robust polish converged
+    (:func:`fitting.core.engine.converged`; False comes with a warning). ``meta["refits_failed"]``:
+    refits that failed, those that did not converge included; left out of ``stderr``,
+    ``intervals`` and ``samples``.
+    """
 
     n_e_bar: float = 1.0
     n_d_bar: float = 1.0
@@ -150,7 +156,7 @@ def fit_bivariate_law(
     dbar = float(np.exp(np.mean(np.log(nd)))) if n_d_bar is None else float(n_d_bar)
     le, ld = np.log(ebar / ne), np.log(dbar / nd)
 
-    def fit(yy, theta0=None, fs=f_scale, idx=None):
+    def fit(yy, theta0=None, fs=f_scale, idx=None, refit=False):
         a_e, a_d, yv = (le, ld, yy) if idx is None else (le[idx], ld[idx], yy[idx])
 
         def design(t):
@@ -163,7 +169,8 @@ def fit_bivariate_law(
 
         res = varpro_fit(design, yv, theta_grid=[_P_GRID, _P_GRID],
                          theta_bounds=([1e-4, 1e-4], [5.0, 5.0]), coef_nonneg=True,
-                         loss=robust_loss, f_scale=fs, theta0=theta0, design_jac=design_jac)
+                         loss=robust_loss, f_scale=fs, theta0=theta0, design_jac=design_jac,
+                         require_convergence=refit or theta0 is not None)
         q = {"alpha": float(res.coef[0]), "p_e": float(res.theta[0]),
              "p_d": float(res.theta[1]), "l_inf": float(res.coef[1])}
         return q, res
@@ -174,7 +181,9 @@ def fit_bivariate_law(
                           n_points=int(y.size))
     out.goodness = {**goodness_of_fit(y, out.predict(ne, nd), 4), "f_scale": res.f_scale}
     out.meta = {"robust_loss": robust_loss, "uncertainty": uncertainty, "n_refits": n_refits,
-                "sigma_rel": sigma_rel, "seed": seed, "level": level}
+                "sigma_rel": sigma_rel, "seed": seed, "level": level, "converged": res.success}
+    if (w_conv := convergence_warning(res, "bivariate law fit")):
+        out.warnings.append(w_conv)
     samples = None
     if uncertainty in ("perturbation", "both"):
         samples, failed = perturbation_samples(
@@ -196,7 +205,7 @@ def fit_bivariate_law(
         if int(np.sum(tot < tot.max())) >= 6:
 
             def refit_mask(mask):
-                qq, _ = fit(y, fs=res.f_scale, idx=np.flatnonzero(mask))
+                qq, _ = fit(y, fs=res.f_scale, idx=np.flatnonzero(mask), refit=True)
                 held = ~mask
                 return lambda _x: out._pred(qq, ne[held], nd[held])
 

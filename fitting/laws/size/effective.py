@@ -28,7 +28,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from fitting.core.base import FitError, FitResult, fitted_pair, register_law
-from fitting.core.engine import goodness_of_fit, varpro_fit
+from fitting.core.engine import convergence_warning, goodness_of_fit, varpro_fit
 from fitting.core.uncertainty import (
     band_from_samples,
     bootstrap_samples,
@@ -88,7 +88,13 @@ def _k(name: str, pair: str) -> str:
 @register_law("multilingual")
 @dataclass
 class MultilingualLawFit(FitResult):
-    """Eq. 11 per pair. Params ``alpha[pair]``, ``beta1[pair]``, ``l_inf[pair]``, ``c1[pair]``…"""
+    """Eq. 11 per pair. Params ``alpha[pair]``, ``beta1[pair]``, ``l_inf[pair]``, ``c1[pair]``…
+
+    ``meta["converged"][pair]``: whether that pair's robust polish converged
+    (:func:`fitting.core.engine.converged`; False comes with a warning). Refits that failed, those
+    that did not converge included, are counted in ``meta["refits_failed"][pair]`` and left out of
+    ``stderr``, ``intervals`` and ``samples``.
+    """
 
     form: str = "eq12"
     pairs: list[str] | None = None
@@ -162,9 +168,12 @@ class MultilingualLawFit(FitResult):
                          for j in range(m)])
 
 
-def _fit_pair(n, p, y, *, form, loss, f_scale, theta0=None, constrained=True):
+def _fit_pair(n, p, y, *, form, loss, f_scale, theta0=None, constrained=True, refit=False,
+              report: dict | None = None):
     """Eq. 11 for one pair. ``constrained``: f̂ a fraction (see the module docstring); else f̂
-    only positive at the fitted weights (the diagnostic fit behind ``identification``)."""
+    only positive at the fitted weights (the diagnostic fit behind ``identification``).
+    ``refit`` (or ``theta0`` given): FitError unless the polish converged; ``report``: a dict
+    given ``result``, the engine's result."""
     names, fn = _FORMS[form]
     n_ref = float(np.exp(np.mean(np.log(n))))
     u = n / n_ref
@@ -194,7 +203,9 @@ def _fit_pair(n, p, y, *, form, loss, f_scale, theta0=None, constrained=True):
         grid = [_ALPHA_STARTS, [0.2, 0.5, 0.8, 0.95]]
     res = varpro_fit(design, y, theta_grid=grid, theta_bounds=(lo, hi), coef_nonneg=True,
                      loss=loss, f_scale=f_scale, theta0=theta0, n_refine=4,
-                     theta_penalty=penalty)
+                     theta_penalty=penalty, require_convergence=refit or theta0 is not None)
+    if report is not None:
+        report["result"] = res
     t = res.theta
     q = {"alpha": float(t[0]), "beta1": float(res.coef[0] * n_ref ** t[0]),
          "l_inf": float(res.coef[1])}
@@ -263,7 +274,12 @@ def fit_multilingual_law(
             warnings.append(f"pair {pair!r}: a single model size; β1 absorbs N^−α and the law "
                             "predicts unseen weights at this size only")
         check_span(n, "n", "multilingual")
-        q, fs, theta = _fit_pair(n, p, y, form=form, loss=robust_loss, f_scale=f_scale)
+        main: dict = {}
+        q, fs, theta = _fit_pair(n, p, y, form=form, loss=robust_loss, f_scale=f_scale,
+                                 report=main)
+        meta.setdefault("converged", {})[pair] = main["result"].success
+        if (w_conv := convergence_warning(main["result"], f"pair {pair!r}")):
+            warnings.append(w_conv)
         require_finite_params(q, "multilingual")
         meta["f_scale"][pair] = fs
         ident[pair] = _identification(n, p, y, form, robust_loss, fs, n_w, need_w, q, sigma_rel)
@@ -306,7 +322,7 @@ def fit_multilingual_law(
 
             def refit_mask(mask, n=n, p=p, y=y, fs=fs):
                 qq, _, _ = _fit_pair(n[mask], p[mask], y[mask], form=form, loss=robust_loss,
-                                     f_scale=fs)
+                                     f_scale=fs, refit=True)
                 ph = p[~mask]
                 f = np.clip(_FORMS[form][1](ph, *[qq[c] for c in names]), 1e-300, None)
                 return lambda xx: qq["beta1"] * (f * xx) ** -qq["alpha"] + qq["l_inf"]

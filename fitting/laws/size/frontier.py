@@ -200,6 +200,8 @@ def recommend(
         starts.append(grid[int(np.argmin([obj(w) for w in grid]))])
     best, best_v = None, np.inf
     cons = [{"type": "eq", "fun": lambda w: np.sum(w) - 1.0}]
+    # each end point is judged by the objective itself, converged or not
+    # (fitting.core.engine.converged is for fits, whose last iterate is no estimate)
     for s in starts:
         res = minimize(obj, s, method="SLSQP", bounds=[(min_weight, 1.0)] * k, constraints=cons,
                        options={"ftol": 1e-12, "maxiter": 500})

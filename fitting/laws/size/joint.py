@@ -20,7 +20,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from fitting.core.base import FitError, FitResult, fitted_pair, register_law
-from fitting.core.engine import goodness_of_fit, varpro_fit
+from fitting.core.engine import convergence_warning, goodness_of_fit, varpro_fit
 from fitting.core.uncertainty import (
     band_from_samples,
     bootstrap_samples,
@@ -73,7 +73,13 @@ def prepare_points(
 @register_law("joint")
 @dataclass
 class JointLawFit(FitResult):
-    """Fernandes eq. 7 for several pairs. Params ``alpha[pair]``, ``l_inf[pair]``, ``beta[pair,p=…]``."""
+    """Fernandes eq. 7 for several pairs. Params ``alpha[pair]``, ``l_inf[pair]``, ``beta[pair,p=…]``.
+
+    ``meta["converged"][pair]``: whether that pair's robust polish converged
+    (:func:`fitting.core.engine.converged`; False comes with a warning). Refits that failed, those
+    that did not converge included, are counted in ``meta["perturbation_failed"][pair]`` or
+    ``meta["bootstrap_failed"][pair]`` and left out of ``stderr``, ``intervals`` and ``samples``.
+    """
 
     pairs: list[str] | None = None
     weights: dict[str, list[float]] | None = None
@@ -157,7 +163,9 @@ class JointLawFit(FitResult):
         return out
 
 
-def _fit_pair(n, p, y, *, loss, f_scale, alpha0=None, alpha_bounds=ALPHA_BOUNDS):
+def _fit_pair(n, p, y, *, loss, f_scale, alpha0=None, alpha_bounds=ALPHA_BOUNDS, refit=False):
+    """One pair's (α, β per weight, L∞, f_scale, engine result); ``refit`` (or ``alpha0``
+    given): FitError unless the polish converged."""
     ws = np.unique(p)
     n_ref = float(np.exp(np.mean(np.log(n))))
     u = n / n_ref
@@ -177,10 +185,11 @@ def _fit_pair(n, p, y, *, loss, f_scale, alpha0=None, alpha_bounds=ALPHA_BOUNDS)
         theta_bounds=([alpha_bounds[0]], [alpha_bounds[1]]),
         coef_nonneg=True, loss=loss, f_scale=f_scale,
         theta0=None if alpha0 is None else [alpha0], design_jac=design_jac,
+        require_convergence=refit or alpha0 is not None,
     )
     a = float(res.theta[0])
     betas = {float(w): float(res.coef[j] * n_ref**a) for j, w in enumerate(ws)}
-    return a, betas, float(res.coef[-1]), res.f_scale
+    return a, betas, float(res.coef[-1]), res.f_scale, res
 
 
 def fit_joint_law(
@@ -236,7 +245,10 @@ def fit_joint_law(
                 warnings.append(f"pair {pair!r}, weight {w:g}: a single size; its β is not checked "
                                 "by any other point")
         check_span(n, "n", "joint")
-        a, betas, linf, fs = _fit_pair(n, p, y, loss=robust_loss, f_scale=f_scale)
+        a, betas, linf, fs, res = _fit_pair(n, p, y, loss=robust_loss, f_scale=f_scale)
+        meta.setdefault("converged", {})[pair] = res.success
+        if (w_conv := convergence_warning(res, f"pair {pair!r}")):
+            warnings.append(w_conv)
         meta["f_scale"][pair] = fs
         weights[pair] = [float(w) for w in ws]
         params[_k("alpha", pair)] = a
@@ -262,7 +274,8 @@ def fit_joint_law(
         def refit_idx(idx, n=n, p=p, y=y, fs=fs, ws=ws, pack=pack):
             if np.unique(p[idx]).size < ws.size or np.unique(n[idx]).size < 3:
                 raise FitError("resample lost a weight or has < 3 sizes")
-            return pack(*_fit_pair(n[idx], p[idx], y[idx], loss=robust_loss, f_scale=fs)[:3])
+            return pack(*_fit_pair(n[idx], p[idx], y[idx], loss=robust_loss, f_scale=fs,
+                                   refit=True)[:3])
 
         if uncertainty in ("perturbation", "both"):
             s, failed = perturbation_samples(refit_y, y, n_refits=n_refits, sigma_rel=sigma_rel,
@@ -280,7 +293,8 @@ def fit_joint_law(
 
         if backtest:
             def refit_mask(mask, n=n, p=p, y=y, fs=fs):
-                a_, b_, l_, _ = _fit_pair(n[mask], p[mask], y[mask], loss=robust_loss, f_scale=fs)
+                a_, b_, l_, _, _ = _fit_pair(n[mask], p[mask], y[mask], loss=robust_loss,
+                                             f_scale=fs, refit=True)
                 ph = p[~mask]
 
                 def pred_fn(xx):

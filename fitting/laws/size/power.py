@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fitting.core.base import FitError, FitResult, register_law
-from fitting.core.engine import goodness_of_fit, varpro_fit
+from fitting.core.engine import EngineResult, convergence_warning, goodness_of_fit, varpro_fit
 from fitting.core.uncertainty import (
     band_from_samples,
     bootstrap_samples,
@@ -84,7 +84,14 @@ def require_finite_params(params: dict[str, float], law: str) -> None:
 @register_law("power")
 @dataclass
 class PowerLawFit(FitResult):
-    """L(x) = β·x^(−α) + L∞ with x = N (or D, or steps). Params: ``alpha``, ``beta``, ``l_inf``."""
+    """L(x) = β·x^(−α) + L∞ with x = N (or D, or steps). Params: ``alpha``, ``beta``, ``l_inf``.
+
+    ``meta["converged"]``: whether the fit's robust polish converged
+    (:func:`fitting.core.engine.converged`; False comes with a warning, the parameters being the
+    optimiser's last iterate). ``meta["perturbation_failed"]``, ``meta["bootstrap_failed"]``:
+    refits that failed, those that did not converge included; they are left out of ``stderr``,
+    ``intervals`` and ``samples``.
+    """
 
     x_name: str = "n"
     samples: dict[str, list[float]] | None = None
@@ -123,6 +130,7 @@ class _Core:
     l_inf: float
     f_scale: float
     residuals: np.ndarray = field(repr=False)
+    result: EngineResult = field(repr=False)
 
 
 def _fit_core(
@@ -134,7 +142,9 @@ def _fit_core(
     alpha0: float | None = None,
     alpha_bounds: tuple[float, float] = ALPHA_BOUNDS,
     l_inf_max: float | None = None,
+    refit: bool = False,
 ) -> _Core:
+    """The robust fit; ``refit`` (or ``alpha0`` given): FitError unless it converged."""
     x_ref = float(np.exp(np.mean(np.log(x))))  # geometric mean: conditions β
     u = x / x_ref
 
@@ -155,10 +165,11 @@ def _fit_core(
         loss=loss, f_scale=f_scale,
         theta0=None if alpha0 is None else [alpha0],
         design_jac=design_jac,
+        require_convergence=refit or alpha0 is not None,
     )
     alpha = float(res.theta[0])
     beta = float(res.coef[0] * x_ref**alpha)
-    return _Core(alpha, beta, float(res.coef[1]), res.f_scale, res.residuals)
+    return _Core(alpha, beta, float(res.coef[1]), res.f_scale, res.residuals, res)
 
 
 def _group_label(group) -> str:
@@ -293,13 +304,16 @@ def fit_power_law(
         if np.unique(x[idx]).size < 3:
             raise FitError("resample has fewer than 3 distinct sizes")
         c = _fit_core(x[idx], y[idx], loss=robust_loss, f_scale=core.f_scale,
-                      alpha_bounds=alpha_bounds)
+                      alpha_bounds=alpha_bounds, refit=True)
         return {"alpha": c.alpha, "beta": c.beta, "l_inf": c.l_inf}
 
     samples: dict[str, np.ndarray] | None = None
     stderr = intervals = None
     meta: dict = {"robust_loss": robust_loss, "uncertainty": uncertainty, "level": level,
-                  "sigma_rel": sigma_rel, "n_refits": n_refits, "seed": seed}
+                  "sigma_rel": sigma_rel, "n_refits": n_refits, "seed": seed,
+                  "converged": core.result.success}
+    if (w := convergence_warning(core.result, "power law fit")):
+        warnings.append(w)
     if uncertainty in ("perturbation", "both"):
         samples, failed = perturbation_samples(refit_y, y, n_refits=n_refits,
                                                sigma_rel=sigma_rel, seed=seed)
@@ -322,7 +336,7 @@ def fit_power_law(
     if backtest:
         def refit_mask(mask: np.ndarray):
             c = _fit_core(x[mask], y[mask], loss=robust_loss, f_scale=core.f_scale,
-                          alpha_bounds=alpha_bounds)
+                          alpha_bounds=alpha_bounds, refit=True)
             return lambda xx: power_law(xx, c.alpha, c.beta, c.l_inf)
 
         bt, w = leave_largest_out(x, y, refit_mask, noise_level, noise_rel=sigma_rel,
