@@ -2,9 +2,10 @@
 
 A study's verification stage (:mod:`mnmt.study.verify`) trains the weights that
 ``fits.json["mixture"]["recommendation"]`` recommends and the study's baseline mixtures
-(uniform, temperatures, UniMax) at one model size with several seeds. Those runs are never
-fitted: :func:`split_verification` takes them out of the table before any fit (as held-out runs
-are), and :func:`verification_section` sets what they measured against what the law predicted.
+(uniform, temperatures, UniMax) at one model size — the recommendation's target size — with the
+same seeds for every mixture. Those runs are never fitted: :func:`split_verification` takes them
+out of the table before any fit (as held-out runs are), and :func:`verification_section` sets
+what they measured against what the law predicted.
 
 * Objective: J(w) = Σ_i π_i L_i(N, w), π the recommendation's normalised preferences
   (``recommendation.constraints.preferences``) — the quantity the recommendation minimised.
@@ -12,19 +13,31 @@ are), and :func:`verification_section` sets what they measured against what the 
   size, with its 95 % bootstrap band per pair (``band()``) and for J (the same percentiles of J
   over the bootstrap refits).
 * Measured: J of each run from its final losses; the mean over seeds and the seed sd (sample
-  sd, ddof 1) of J and of every pair's loss.
-* Verdict per baseline b: the recommendation beats it when mean J_b − mean J_rec > 2 sd_Δ with
-  sd_Δ = √(s_rec²/n_rec + s_b²/n_b), the sd of the difference of the two means from the per-seed
-  values (independent seeds; Welch), and the recommendation's measured losses meet the
-  constraints' maximum losses. Fewer than two seeds on either side: no verdict (False).
+  sd, ddof 1) of J and of every pair's loss. A seed *diverged* when a pair its mixture trains
+  (weight > 0) or J has no finite final loss; it is counted and shown, never dropped silently.
+* Verdict per baseline b (:func:`compare_paired`): every mixture is trained with the same seeds
+  (the same initialisations and data order), so the comparison is paired: per seed s,
+  d_s = J_b,s − J_rec,s; the mean gap d̄, the paired sd s_d (ddof 1) and the one-sided p of the
+  paired t = d̄ / (s_d / √n) on n − 1 dof (H1: d̄ > 0). The p-values of all baselines are
+  Holm-corrected (:func:`holm`, Holm 1979). The recommendation beats b when the corrected
+  p < :data:`ALPHA`, d̄ > :data:`SD_MULTIPLE` · s_d (the gap exceeds twice the seed-to-seed
+  spread of the difference itself, not only its standard error), at least two seeds pair up,
+  no seed of the recommendation diverged (a diverged recommendation seed is a loss), and its
+  measured losses meet the constraints' maximum losses. A seed where only the baseline
+  diverged leaves the pairing and is counted in ``n_diverged``.
+* Seed noise (:func:`verification_seed_noise`): the relative seed sd of each pair's final loss,
+  pooled over the mixtures that *train* the pair (weight > 0), with its degrees of freedom; a
+  pair at weight 0 is evaluated zero-shot and varies with the seed far more, so it is pooled
+  apart (``trained=False``) and never used as the noise of a trained loss.
 
-Pure numpy/pandas; the law is used through its ``predict`` / ``predict_samples`` methods.
+Pure numpy/scipy/pandas; the law is used through its ``predict`` / ``predict_samples`` methods.
 ``fits.json["mixture"]["verification"]``: :func:`verification_payload`.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from collections.abc import Mapping, Sequence
 
@@ -39,13 +52,16 @@ from fitting.data.tables import final_losses
 from fitting.laws.mixture.transfer import pooled_seed_noise
 from fitting.report.markdown import Document, format_number
 
-__all__ = ["RECOMMENDED", "SD_MULTIPLE", "split_verification", "compare_means",
-           "predict_mixtures", "verification_payload", "verification_section",
-           "verification_seed_noise"]
+__all__ = ["RECOMMENDED", "SD_MULTIPLE", "ALPHA", "split_verification", "compare_paired",
+           "holm", "run_seed", "predict_mixtures", "verification_payload",
+           "verification_section", "verification_seed_noise"]
 
-#: the recommendation beats a baseline by more than this many sd of the difference of means
+#: the recommendation beats a baseline by more than this many paired sd (sd of d_s)
 SD_MULTIPLE = 2.0
+#: ... and with a Holm-corrected one-sided p below this
+ALPHA = 0.05
 _PLAN_KEYS = ("size", "seeds", "mixtures", "runs")
+_SEED = re.compile(r"_s(\d+)$")
 
 
 def check_plan(plan: Mapping) -> None:
@@ -75,34 +91,64 @@ def split_verification(table: pd.DataFrame, plan: Mapping | None
     return table[~mask], table[mask]
 
 
-def compare_means(rec: Sequence[float], base: Sequence[float], *,
-                  multiple: float = SD_MULTIPLE) -> dict:
-    """Does the recommendation (per-seed objectives ``rec``) beat a baseline (``base``)?
-
-    gap = mean(base) − mean(rec) (positive: the recommendation is better); sd = the sd of that
-    difference of means, √(s_r²/n_r + s_b²/n_b) with sample sd s (ddof 1); beats when gap >
-    ``multiple`` · sd. ``p``: the one-sided p-value of Welch's t = gap / sd with the
-    Welch–Satterthwaite degrees of freedom — with two seeds a side a 2-sd gap still happens by
-    chance about 9 % of the time (t on 2 dof), which the report shows beside the verdict. NaN
-    values are left out; fewer than two values on either side: sd NaN, beats False."""
-    r = np.asarray([v for v in rec if np.isfinite(v)], float)
-    b = np.asarray([v for v in base if np.isfinite(v)], float)
-    gap = float(b.mean() - r.mean()) if len(r) and len(b) else float("nan")
-    if len(r) < 2 or len(b) < 2:
-        return {"gap": gap, "sd": float("nan"), "beats": False, "n": [len(r), len(b)],
-                "why": "fewer than 2 seeds measured"}
-    a, c = r.var(ddof=1) / len(r), b.var(ddof=1) / len(b)
-    sd = math.sqrt(a + c)
-    return {"gap": gap, "sd": sd, "beats": beyond_sd(gap, sd, multiple), "n": [len(r), len(b)],
-            "p": _welch_p(gap, a, c, len(r), len(b))}
+def run_seed(run_id: str) -> int:
+    """The seed of a verification run from its id, ``<size>_verify-<mixture>_s<seed>``
+    (:func:`mnmt.study.verify.verification_runs`); FitError naming the id otherwise."""
+    m = _SEED.search(str(run_id))
+    if m is None:
+        raise FitError(f"verification: run id {run_id!r} does not end in _s<seed>; the paired "
+                       "comparison needs each run's seed")
+    return int(m.group(1))
 
 
-def _welch_p(gap: float, a: float, c: float, n_r: int, n_b: int) -> float:
-    """One-sided p of Welch's t for gap > 0 (a, c: the squared standard errors of the means)."""
-    if a + c <= 0:
-        return 0.0 if gap > 0 else 1.0
-    dof = (a + c) ** 2 / (a ** 2 / (n_r - 1) + c ** 2 / (n_b - 1))
-    return float(stats.t.sf(gap / math.sqrt(a + c), dof))
+def holm(p: Mapping[str, float]) -> dict[str, float]:
+    """Holm's step-down adjusted p-values (Holm 1979): with the m p-values sorted,
+    p_(1) ≤ … ≤ p_(m), p̃_(i) = max_{j ≤ i} min(1, (m − j + 1) p_(j)). Rejecting where p̃ < α
+    keeps the family-wise error rate ≤ α. A NaN p (no test) counts as 1: it still counts in m,
+    so leaving a test out never makes the others easier to pass."""
+    names = list(p)
+    vals = np.array([float(p[k]) if np.isfinite(p[k]) else 1.0 for k in names])
+    order = np.argsort(vals, kind="stable")
+    m, running, out = len(vals), 0.0, {}
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * vals[i]))
+        out[names[i]] = float(running)
+    return out
+
+
+def compare_paired(rec: Mapping[int, float], base: Mapping[int, float], *,
+                   multiple: float = SD_MULTIPLE) -> dict:
+    """The recommendation (per-seed objectives ``rec`` {seed: J}) against a baseline (``base``),
+    paired by seed: d_s = J_base,s − J_rec,s over the seeds both measured.
+
+    Returns gap (mean d, positive: the recommendation is better), paired_sd (sd of d, ddof 1),
+    n_seeds (seeds paired), n_diverged and diverged {"recommended": [seeds], "baseline":
+    [seeds]} (a non-finite J), p (one-sided paired t, d̄ / (s_d/√n) on n − 1 dof; 0 or 1 when
+    s_d = 0), large (gap > ``multiple`` · paired_sd) and why (a reason there is no verdict,
+    else absent). A seed where the recommendation diverged makes the verdict a loss; one where
+    only the baseline diverged leaves the pairing. The Holm correction and the verdict are
+    :func:`verification_payload`'s (they need every baseline's p)."""
+    seeds = sorted(set(rec) & set(base))
+    bad_r = [s for s in seeds if not np.isfinite(rec[s])]
+    bad_b = [s for s in seeds if np.isfinite(rec[s]) and not np.isfinite(base[s])]
+    d = np.array([base[s] - rec[s] for s in seeds if s not in bad_r and s not in bad_b], float)
+    out = {"gap": float(d.mean()) if len(d) else float("nan"), "paired_sd": float("nan"),
+           "n_seeds": int(len(d)), "n_diverged": len(bad_r) + len(bad_b),
+           "diverged": {"recommended": bad_r, "baseline": bad_b}, "p": float("nan"),
+           "large": False}
+    if len(d) >= 2:
+        sd = float(d.std(ddof=1))
+        out["paired_sd"] = sd
+        out["large"] = beyond_sd(out["gap"], sd, multiple)
+        if sd > 0:
+            out["p"] = float(stats.t.sf(out["gap"] / (sd / math.sqrt(len(d))), len(d) - 1))
+        else:
+            out["p"] = 0.0 if out["gap"] > 0 else 1.0
+    if bad_r:
+        out["why"] = f"the recommendation diverged at seed(s) {bad_r}"
+    elif len(d) < 2:
+        out["why"] = "fewer than 2 paired seeds measured"
+    return out
 
 
 def _objective(losses: Mapping[str, float], pi: Mapping[str, float]) -> float:
@@ -152,55 +198,79 @@ def _mean(values: Sequence[float]) -> float:
     return float(v.mean()) if len(v) else float("nan")
 
 
+def _diverged(losses: Mapping[str, float], weights: Mapping[str, float], j: float) -> bool:
+    """A run diverged when J or the loss of a pair its mixture trains is missing or not finite."""
+    return not np.isfinite(j) or any(
+        float(w) > 0 and not np.isfinite(losses.get(p, float("nan"))) for p, w in weights.items())
+
+
+def _verdict(c: dict, p_holm: float, rec_bad: bool) -> dict:
+    """``c`` (:func:`compare_paired`) with its Holm-corrected p, the verdict and why not."""
+    c = {**c, "p_holm": p_holm}
+    if rec_bad and "why" not in c:
+        c["why"] = "the recommendation's measured losses exceed a maximum loss"
+    elif "why" not in c and not c["gap"] > 0:
+        c["why"] = "the baseline's mean J is as low or lower"
+    elif "why" not in c and not p_holm < ALPHA:
+        c["why"] = f"Holm-corrected p {p_holm:.2g} >= {ALPHA:g}"
+    elif "why" not in c and not c["large"]:
+        c["why"] = f"gap within {SD_MULTIPLE:g} paired sd"
+    c["beats"] = "why" not in c
+    return c
+
+
 def verification_payload(plan: Mapping, recommendation: Mapping,
                          measured: Mapping[str, Mapping[str, Mapping[str, float]]],
                          predicted: Mapping[str, dict] | None = None, *,
                          n: float | None = None) -> dict:
     """``fits.json["mixture"]["verification"]``.
 
-    ``measured``: {mixture name: {run_id: {pair: final loss}}} of the verification runs;
-    ``predicted``: :func:`predict_mixtures`' result (None: not predicted). Keys: size, n, seeds,
-    objective (what J is, its preferences and maximum losses), mixtures {name: {weights,
-    predicted, measured, sd, runs, violations}}, beats {baseline: bool}, comparisons {baseline:
-    {gap, sd, beats, n}}, sd_rule, notes."""
+    ``measured``: {mixture name: {run_id: {pair: final loss}}} of the verification runs (NaN,
+    or a missing pair, for a run that diverged); run ids end in ``_s<seed>``
+    (:func:`run_seed`); ``predicted``: :func:`predict_mixtures`' result (None: not predicted).
+    Keys: size, n, seeds, objective (what J is, its preferences and maximum losses), mixtures
+    {name: {weights, predicted, measured, sd, runs, diverged, violations}}, beats {baseline:
+    bool}, comparisons {baseline: :func:`compare_paired` + p_holm, beats, why}, sd_rule, notes."""
     check_plan(plan)
     pi = dict(recommendation["constraints"]["preferences"])
     max_loss = dict(recommendation["constraints"].get("max_loss") or {})
-    mixtures, per_seed, notes = {}, {}, []
+    mixtures, by_seed, notes = {}, {}, []
     for name, weights in plan["mixtures"].items():
         runs = measured.get(name, {})
-        per_seed[name] = [_objective(losses, pi) for losses in runs.values()]
+        per_run = {rid: _objective(losses, pi) for rid, losses in runs.items()}
+        diverged = [rid for rid, losses in runs.items()
+                    if _diverged(losses, weights, per_run[rid])]
+        by_seed[name] = {run_seed(rid): (float("nan") if rid in diverged else j)
+                         for rid, j in per_run.items()}
+        ok = [j for rid, j in per_run.items() if rid not in diverged]
+        ok_runs = [losses for rid, losses in runs.items() if rid not in diverged]
         pairs = list(pi)
-        mean = {p: _mean([r.get(p, float("nan")) for r in runs.values()]) for p in pairs}
+        mean = {p: _mean([r.get(p, float("nan")) for r in ok_runs]) for p in pairs}
         over = [f"loss {p} {mean[p]:.4g} > max {max_loss[p]:.4g}" for p in max_loss
                 if p in mean and mean[p] > max_loss[p]]
         mixtures[name] = {
             "weights": dict(weights),
             "predicted": (predicted or {}).get(name),
-            "measured": {"objective": _mean(per_seed[name]), "losses": mean,
-                         "per_seed": dict(zip(runs, per_seed[name], strict=True))},
-            "sd": {"objective": _sd(per_seed[name]),
-                   "losses": {p: _sd([r.get(p, float("nan")) for r in runs.values()])
-                              for p in pairs}},
-            "runs": list(runs), "violations": over}
+            "measured": {"objective": _mean(ok), "losses": mean, "per_seed": per_run},
+            "sd": {"objective": _sd(ok),
+                   "losses": {p: _sd([r.get(p, float("nan")) for r in ok_runs]) for p in pairs}},
+            "runs": list(runs), "diverged": diverged, "violations": over}
         expected = sum(1 for v in plan["runs"].values() if v == name)
         if len(runs) < expected:
             notes.append(f"{name}: {len(runs)} of {expected} runs measured")
+        if diverged:
+            notes.append(f"{name}: {len(diverged)} of {len(runs)} runs diverged (no finite final "
+                         f"loss of a trained pair): {', '.join(diverged)}")
     rec_weights = recommendation.get("weights") or {}
     planned = plan["mixtures"][RECOMMENDED]
     if any(abs(float(planned.get(p, 0.0)) - float(w)) > 1e-6 for p, w in rec_weights.items()):
         notes.append("the recommendation in this report differs from the weights trained as "
                      "'recommended' (the report changed since they were trained)")
     rec_bad = bool(mixtures[RECOMMENDED]["violations"])
-    comparisons, beats = {}, {}
-    for name in plan["mixtures"]:
-        if name == RECOMMENDED:
-            continue
-        c = compare_means(per_seed[RECOMMENDED], per_seed[name])
-        if rec_bad:
-            c = {**c, "beats": False, "why": "the recommendation's measured losses exceed a "
-                                             "maximum loss"}
-        comparisons[name], beats[name] = c, c["beats"]
+    raw = {name: compare_paired(by_seed[RECOMMENDED], by_seed[name])
+           for name in plan["mixtures"] if name != RECOMMENDED}
+    adjusted = holm({name: c["p"] for name, c in raw.items()})
+    comparisons = {name: _verdict(c, adjusted[name], rec_bad) for name, c in raw.items()}
     return {
         "size": plan["size"], "n": n, "seeds": list(plan["seeds"]),
         "objective": {"description": "preference-weighted mean loss sum_i pi_i L_i (the "
@@ -208,16 +278,21 @@ def verification_payload(plan: Mapping, recommendation: Mapping,
                       "preferences": pi, "max_loss": max_loss,
                       "recommended_for_n": recommendation.get("target_size"),
                       "law": recommendation.get("law")},
-        "mixtures": mixtures, "beats": beats, "comparisons": comparisons,
-        "sd_rule": f"beats when mean J(baseline) - mean J(recommended) > {SD_MULTIPLE:g} sd, "
-                   "sd = sqrt(s_rec^2/n_rec + s_base^2/n_base) from the per-seed J (ddof 1)",
+        "mixtures": mixtures, "beats": {name: c["beats"] for name, c in comparisons.items()},
+        "comparisons": comparisons,
+        "sd_rule": f"paired by seed, d_s = J_base,s - J_rec,s: beats when the Holm-corrected "
+                   f"one-sided paired-t p < {ALPHA:g} (over {len(comparisons)} baselines) and "
+                   f"mean d > {SD_MULTIPLE:g} sd(d) (ddof 1); a diverged recommendation seed "
+                   "is a loss",
         "notes": notes,
     }
 
 
 def _measured_losses(table: pd.DataFrame, plan: Mapping, eval_set: str, metric: str
                      ) -> tuple[dict, float | None]:
-    """{mixture: {run_id: {pair: final loss}}} of the verification rows, and their size N."""
+    """{mixture: {run_id: {pair: final loss}}} of the verification rows, and their size N. A
+    run in the table without a finite final loss of a pair it evaluates (it diverged, or
+    stopped early) keeps that pair as NaN: :func:`verification_payload` counts it."""
     out: dict[str, dict] = {name: {} for name in plan["mixtures"]}
     if not len(table):
         return out, None
@@ -228,22 +303,42 @@ def _measured_losses(table: pd.DataFrame, plan: Mapping, eval_set: str, metric: 
         if name is not None:
             out[name][rid] = {str(p): float(v) for p, v in zip(rows["pair"], rows["value"],
                                                                 strict=True)}
+    for rid in sorted(set(table["run_id"].astype(str)) & set(plan["runs"])):
+        name = plan["runs"][rid]
+        have = out[name].setdefault(rid, {})
+        for p in plan["mixtures"][name]:
+            have.setdefault(str(p), float("nan"))
     n = pd.to_numeric(fin["n"], errors="coerce").dropna()
     return out, (float(n.iloc[0]) if len(n) else None)
 
 
 def verification_seed_noise(table: pd.DataFrame, plan: Mapping | None, *,
-                            eval_set: str = "validation", metric: str = "loss") -> dict:
-    """The study's seed noise measured by its verification runs (several seeds of each mixture
-    at one size): :func:`~fitting.laws.mixture.transfer.pooled_seed_noise` of their final
-    losses; {} without a plan or runs."""
+                            eval_set: str = "validation", metric: str = "loss",
+                            trained: bool = True) -> dict:
+    """The study's seed noise measured by its verification runs (the same seeds for every
+    mixture at one size): :func:`~fitting.laws.mixture.transfer.pooled_seed_noise` of their
+    final losses, {(pair, N): {relative_sd, mixtures, dof}}, pooled per pair over the mixtures
+    that train it (weight > 0). ``trained=False``: over the mixtures that hold it at weight 0
+    instead (zero-shot losses, which vary with the seed far more: never the noise of a trained
+    loss). Diverged runs (:func:`verification_payload`) are left out. {} without a plan or runs."""
     if not plan or not len(table):
         return {}
     measured, n = _measured_losses(table, plan, eval_set, metric)
     if n is None:
         return {}
+
+    def kept(name: str, pair: str) -> bool:
+        w = float(plan["mixtures"][name].get(pair, 0.0))
+        return w > 0 if trained else w <= 0
+
     return pooled_seed_noise((pair, n, name, y) for name, runs in measured.items()
-                             for losses in runs.values() for pair, y in losses.items())
+                             for losses in runs.values()
+                             if not _diverged(losses, plan["mixtures"][name], 0.0)
+                             for pair, y in losses.items() if kept(name, pair))
+
+
+def _noise_list(noise: Mapping[tuple[str, float], dict]) -> list[dict]:
+    return [{"pair": p, "n": n, **v} for (p, n), v in sorted(noise.items())]
 
 
 def verification_section(doc: Document, rep, table: pd.DataFrame, mixture: dict | None,
@@ -267,6 +362,14 @@ def verification_section(doc: Document, rep, table: pd.DataFrame, mixture: dict 
     if law is not None and n is not None:
         predicted = predict_mixtures(law, n, plan["mixtures"], rec["constraints"]["preferences"])
     payload = verification_payload(plan, rec, measured, predicted, n=n)
+    target = rec.get("target_size")
+    if n is not None and target is not None and not math.isclose(n, float(target), rel_tol=1e-6):
+        payload["notes"].append(f"trained at N = {n:.6g}, but the recommendation is for N = "
+                                f"{float(target):.6g}: the verdict is about another size")
+    payload["seed_noise"] = {
+        key: _noise_list(verification_seed_noise(table, plan, eval_set=eval_set, metric=metric,
+                                                 trained=trained))
+        for key, trained in (("trained", True), ("zero_shot", False))}
     _markdown(doc, payload, rec)
     rep.warnings += [f"verification: {note}" for note in payload["notes"]]
     return payload
@@ -276,23 +379,30 @@ def _band(b) -> str:
     return "–" if not b else f"[{b[0]:.4g}, {b[1]:.4g}]"
 
 
+def _noise_text(entries: list[dict]) -> str:
+    return "; ".join(f"{e['pair']} {100 * e['relative_sd']:.2g} % ({e['mixtures']} mixtures, "
+                     f"{e['dof']} dof)" for e in entries)
+
+
 def _markdown(doc: Document, v: dict, rec: Mapping) -> None:
     n_text = "" if v["n"] is None else f" (N = {v['n']:.3g})"
     doc.p(f"The recommended weights and the study's baselines trained at {v['size']}{n_text} "
-          f"with seeds {', '.join(map(str, v['seeds']))}; never fitted. Predicted by the "
-          f"{rec.get('law')} law that made the recommendation (for N = "
-          f"{rec.get('target_size', float('nan')):.3g}), with 95 % bootstrap bands. Objective "
-          "J = Σ π_i L_i, the preference-weighted mean loss the recommendation minimised (π: "
-          + ", ".join(f"{p} {w:.3g}" for p, w in v["objective"]["preferences"].items()) + ").")
+          f"with seeds {', '.join(map(str, v['seeds']))} (the same seeds for every mixture); "
+          f"never fitted. Predicted by the {rec.get('law')} law that made the recommendation "
+          f"(for N = {rec.get('target_size', float('nan')):.3g}), with 95 % bootstrap bands. "
+          "Objective J = Σ π_i L_i, the preference-weighted mean loss the recommendation "
+          "minimised (π: " + ", ".join(f"{p} {w:.3g}" for p, w in
+                                        v["objective"]["preferences"].items()) + ").")
     mixes = v["mixtures"]
     pairs = list(next(iter(mixes.values()))["weights"])
-    doc.table(["mixture", f"weights ({' '.join(pairs)})", "predicted J", "95% band", "measured J", "seed sd", "runs"],
+    doc.table(["mixture", f"weights ({' '.join(pairs)})", "predicted J", "95% band",
+               "measured J", "seed sd", "runs", "diverged"],
               [[name, " ".join(f"{w:.3f}" for w in m["weights"].values()),
                 format_number((m["predicted"] or {}).get("objective")),
                 _band((m["predicted"] or {}).get("band")),
-                format_number(m["measured"]["objective"]), format_number(m["sd"]["objective"],
-                                                                         digits=2),
-                str(len(m["runs"]))] for name, m in mixes.items()])
+                format_number(m["measured"]["objective"]),
+                format_number(m["sd"]["objective"], digits=2),
+                str(len(m["runs"])), str(len(m["diverged"]))] for name, m in mixes.items()])
     rows = []
     for name, m in mixes.items():
         pred = m["predicted"] or {}
@@ -302,16 +412,30 @@ def _markdown(doc: Document, v: dict, rec: Mapping) -> None:
                          format_number(m["measured"]["losses"].get(p)),
                          format_number(m["sd"]["losses"].get(p), digits=2)])
     doc.table(["mixture", "pair", "weight", "predicted", "95% band", "measured", "seed sd"], rows)
-    doc.p("Verdict: the recommendation beats a baseline when its mean J is lower by more than "
-          f"{SD_MULTIPLE:g} sd of the difference of the two means, sd = √(s_rec²/n_rec + "
-          "s_base²/n_base) from the per-seed J, and its measured losses meet the maximum losses.")
-    doc.table(["baseline", "measured J", "gap (baseline − recommended)", "sd of gap",
-               "beats by > 2 sd", "p (Welch, one-sided)"],
+    doc.p("Verdict, paired by seed (every mixture trained with the same seeds): d_s = J_baseline,s "
+          f"− J_recommended,s; the recommendation beats a baseline when the one-sided paired-t "
+          f"p (H1: mean d > 0, n − 1 dof), Holm-corrected over the {len(v['comparisons'])} "
+          f"baselines, is below {ALPHA:g}, the mean gap exceeds {SD_MULTIPLE:g} paired sd "
+          "(the sd of d_s, ddof 1), and its measured losses meet the maximum losses. A seed where "
+          "the recommendation diverged (no finite loss of a trained pair) is a loss; one where "
+          "only the baseline diverged leaves the pairing, counted under 'diverged'.")
+    doc.table(["baseline", "measured J", "mean gap (baseline − recommended)", "paired sd",
+               "n seeds", "n diverged", "p (paired t, one-sided)", "Holm p", "verdict"],
               [[name, format_number(mixes[name]["measured"]["objective"]),
-                format_number(c["gap"]), format_number(c["sd"], digits=2),
-                ("yes" if c["beats"] else "no") + (f" ({c['why']})" if c.get("why") else ""),
-                format_number(c.get("p"), digits=2)]
+                format_number(c["gap"]), format_number(c["paired_sd"], digits=2),
+                str(c["n_seeds"]), str(c["n_diverged"]), format_number(c["p"], digits=2),
+                format_number(c["p_holm"], digits=2),
+                "beats" if c["beats"] else f"does not beat ({c['why']})"]
                for name, c in v["comparisons"].items()])
+    noise = v.get("seed_noise") or {}
+    if noise.get("trained"):
+        text = ("Seed noise of these runs (relative sd of a pair's final loss across seeds, "
+                "pooled over the mixtures that train it at weight > 0): "
+                + _noise_text(noise["trained"]) + ".")
+        if noise.get("zero_shot"):
+            text += (" Pairs at weight 0 (zero-shot, pooled apart, never the noise of a trained "
+                     "loss): " + _noise_text(noise["zero_shot"]) + ".")
+        doc.p(text)
     bad = {name: m["violations"] for name, m in mixes.items() if m["violations"]}
     if bad:
         doc.p("Measured losses over a maximum loss: " + "; ".join(

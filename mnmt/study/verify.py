@@ -218,6 +218,8 @@ def summary(verification: dict | None) -> str:
                      f"{m['sd']['objective']:.4f}" + ("" if pred is None else
                                                       f" (predicted {pred:.4f})"))
     for name, c in verification["comparisons"].items():
-        lines.append(f"  recommended vs {name}: gap {c['gap']:+.4f}, sd {c['sd']:.4f} -> "
-                     + ("beats it by > 2 sd" if c["beats"] else "does not beat it by > 2 sd"))
+        lines.append(f"  recommended vs {name}: mean gap {c['gap']:+.4f}, paired sd "
+                     f"{c['paired_sd']:.4f} over {c['n_seeds']} seeds ({c['n_diverged']} "
+                     f"diverged), Holm p {c['p_holm']:.2g} -> "
+                     + ("beats it" if c["beats"] else f"does not beat it ({c.get('why')})"))
     return "\n".join(lines)
