@@ -126,13 +126,53 @@ def test_a_chosen_kaplan_fit_round_trips_with_its_uncertainty():
         fit_joint_chinchilla(two, uncertainty=None, form="auto")
 
 
-def test_an_e_at_the_lowest_loss_is_flagged_as_a_bound():
-    """Losses that do not fall with N or D leave E at its upper bound, the lowest loss measured:
-    the fit says so instead of calling it an estimate."""
+@pytest.mark.parametrize("form", ["kaplan", "additive"])
+def test_an_e_at_the_lowest_loss_is_flagged_as_a_bound(form):
+    """Losses that do not fall with N or D leave E at the lowest loss measured: the fit flags it
+    as a bound, not an estimate, in either form. The rule of 082b6f0 flagged only Kaplan's form;
+    an additive E there only warned, and check 1 of the main job passed it."""
     t = _kaplan_table()
     flat = t.assign(value=np.where(t["pair"] == "en-de", 0.2, 0.3))
-    fit = fit_joint_chinchilla(flat, uncertainty=None, form="kaplan", backtest=False)
+    fit = fit_joint_chinchilla(flat, uncertainty=None, form=form, backtest=False)
     assert set(fit.meta["e_at_lowest_loss"]) == {"en-de", "en-zh"}
-    assert any("at its upper bound" in w for w in fit.warnings)
-    clean = fit_joint_chinchilla(t, uncertainty=None, form="kaplan", backtest=False)
+    assert fit.meta["E_is_bound"] == {"en-de": True, "en-zh": True}
+    assert fit.e_is_bound("en-de") is True
+    assert any("bounded above by it, not estimated" in w for w in fit.warnings)
+    clean = fit_joint_chinchilla(_additive_table() if form == "additive" else t,
+                                 uncertainty=None, form=form, backtest=False)
     assert "e_at_lowest_loss" not in clean.meta
+    assert clean.meta["E_is_bound"] == {"en-de": False, "en-zh": False}
+    # a fit stored before the flag existed cannot tell
+    old = FitResult.from_json({**clean.to_json(), "meta": {"form": clean.meta["form"]}})
+    assert old.e_is_bound("en-de") is None
+
+
+def test_e_bound_upper_lower_and_estimate():
+    from fitting.laws.budget.chinchilla_joint import e_bound
+
+    y = np.array([0.5, 0.4, 0.3])
+    assert e_bound(0.3, y) == "upper" and e_bound(0.31, y) == "upper"
+    assert e_bound(0.0, y) == "lower"
+    assert e_bound(0.29, y) is None
+
+
+def test_the_backtest_chooses_its_form_without_the_held_out_size():
+    """The leave-largest-out backtest of form="auto" chooses form and budgets on the smaller sizes
+    only: the largest size's losses change its errors, never its refit. Under the rule of
+    082b6f0 the backtest refitted the form chosen on all sizes, so the held-out size picked the
+    form it was then graded on (here: 5 % lower losses at the largest size turn the choice to
+    Kaplan's form, and the backtest's refit with it)."""
+    t = _additive_table()
+    bent = t.assign(value=np.where(t["n"] == max(SIZES), t["value"] * 0.95, t["value"]))
+    fits = [fit_joint_chinchilla(x, uncertainty=None, form="auto") for x in (t, bent)]
+    assert fits[1].form("en-zh") == "kaplan"  # the main choice sees the largest size
+    for pair in ("en-de", "en-zh"):
+        plain, moved = (f.backtest[pair] for f in fits)
+        assert moved["l_inf"] == plain["l_inf"]
+        assert moved["form"] == plain["form"] == "additive"
+        assert moved["budgets"] == plain["budgets"]
+        assert moved["mean_rel"] == pytest.approx((1 + plain["mean_rel"]) / 0.95 - 1, abs=1e-9)
+    sub = t[t["pair"] == "en-zh"]
+    small = sub[sub["n"] < max(SIZES)]
+    sel = select_form(small["n"], small["tokens"], small["weight"], small["value"])
+    assert fits[0].backtest["en-zh"]["l_inf"] == sel["raw"]["E"]

@@ -108,3 +108,18 @@ def test_what_the_law_needs_is_said():
     # zero-shot rows are left out, not fitted
     z = pd.concat([t, t[t["weight"] == 1.0].assign(weight=0.0, value=9.0)])
     assert fit_joint_chinchilla(z, uncertainty=None).meta["excluded_zero_weight"] == 2 * 20
+
+
+def test_a_pair_that_cannot_be_fitted_leaves_the_others_when_asked():
+    """skip_failed_pairs: one pair's FitError leaves that pair out, with its reason, instead of
+    dropping the law of every pair (the report then says which pair has no fitted L∞)."""
+    t = _table()
+    short = t[(t["pair"] == "en-de") | (t["n"] <= 2e4)]  # en-zh: 2 sizes
+    with pytest.raises(FitError, match="en-zh"):
+        fit_joint_chinchilla(short, uncertainty=None)
+    fit = fit_joint_chinchilla(short, uncertainty=None, skip_failed_pairs=True)
+    assert fit.pairs == ["en-de"] and "≥ 3 sizes" in fit.meta["failed_pairs"]["en-zh"]
+    assert fit.l_inf("en-de") == pytest.approx(TRUTH["en-de"][0], rel=1e-4)
+    assert fit.meta["E_is_bound"] == {"en-de": False}
+    with pytest.raises(FitError, match="no pair could be fitted"):
+        fit_joint_chinchilla(t[t["n"] <= 2e4], uncertainty=None, skip_failed_pairs=True)

@@ -26,7 +26,9 @@ nonlinear and E, A_p, B_p linear and non-negative, solved exactly; residuals rel
 loss (as the log-space fits of Hoffmann et al.), soft_l1 with an f_scale grid (Ghorbani et al.
 App. E). Uncertainty: refits on losses perturbed by 1 % (Fernandes et al. footnote 5).
 Extrapolation check: :func:`leave_largest_out` refits without the largest model size and
-predicts its points (Caillaut et al. §4.1).
+predicts its points (Caillaut et al. §4.1); with ``form="auto"`` it chooses form and budgets on
+the smaller sizes only. An E at or above the lowest loss fitted, or at 0, is a bound, not an
+estimate (:func:`e_bound`, ``meta["E_is_bound"]``).
 
 ``form="kaplan"`` fits Kaplan et al. 2020 eq. 1.5 with an irreducible loss instead
 (:mod:`fitting.laws.budget.kaplan_nd`), whose terms do not add; ``form="auto"`` lets
@@ -50,7 +52,7 @@ from fitting.data.tables import check_finite_positive, check_weights, require_co
 from fitting.laws.budget.kaplan_nd import KAPLAN_EXPONENT_BOUNDS, fit_pair_kaplan, predict_kaplan
 
 __all__ = ["JointChinchillaFit", "fit_joint_chinchilla", "leave_largest_out", "coef_key",
-           "select_form", "EXPONENT_BOUNDS", "FORMS", "MIN_SELECTION_BUDGETS"]
+           "select_form", "e_bound", "EXPONENT_BOUNDS", "FORMS", "MIN_SELECTION_BUDGETS"]
 
 #: the forms of L(N, D): "additive" (this module's docstring) and "kaplan"
 #: (:mod:`fitting.laws.budget.kaplan_nd`: E + [(A/N)^(α/β) + B/D]^β)
@@ -99,6 +101,12 @@ class JointChinchillaFit(FitResult):
     def l_inf(self, pair: str) -> float:
         """L∞ of ``pair``: the limit of L(N, D) as N, D → ∞, E_i."""
         return float(self.params[coef_key("E", self._pair(pair))])
+
+    def e_is_bound(self, pair: str) -> bool | None:
+        """Whether ``pair``'s E is a bound, not an estimate (:func:`e_bound`); None for a fit
+        stored before ``meta["E_is_bound"]`` existed (it cannot tell)."""
+        flags = self.meta.get("E_is_bound")
+        return None if flags is None else bool(flags.get(self._pair(pair)))
 
     def fraction(self, p: ArrayLike, pair: str, which: str = "A",
                  params: Mapping[str, float] | None = None) -> np.ndarray:
@@ -248,22 +256,36 @@ def leave_largest_out(n, d, p, y, *, loss: str = "soft_l1", f_scale: Any = "auto
                       noise_rel: float | None = None, tolerance: float = 3.0,
                       form: str = "additive") -> dict[str, Any]:
     """Refit one pair's law without its largest model size and predict that size's points
-    (Caillaut et al. §4.1). Returns ``held_out_n``, ``errors`` (relative, (pred − y)/y, per held
-    point with its D and p), ``rmse_rel``, ``mean_rel``, ``max_abs_rel``, ``l_inf`` of the refit,
-    ``noise_rel`` and ``within`` (rmse_rel ≤ tolerance × noise_rel; None without a noise level)."""
+    (Caillaut et al. §4.1). With ``form="auto"`` the form and the budgets are chosen by
+    :func:`select_form` on the smaller sizes only, so the held-out size never influences the
+    choice (choosing on all sizes and then backtesting would grade the choice on the points that
+    made it); the held-out size's points at the chosen budgets are predicted.
+
+    Returns ``held_out_n``, ``errors`` (relative, (pred − y)/y, per held point with its D and
+    p), ``rmse_rel``, ``mean_rel``, ``max_abs_rel``, ``l_inf`` of the refit, ``form`` and
+    ``budgets`` of the refit (``budgets``: None unless chosen), ``noise_rel`` and ``within``
+    (rmse_rel ≤ tolerance × noise_rel; None without a noise level)."""
     n, d, p, y = (np.asarray(x, dtype=np.float64) for x in (n, d, p, y))
     held = n == n.max()
     if np.unique(n[~held]).size < 3:
         raise FitError("leave-largest-out needs ≥ 4 model sizes (3 left to fit)", column="n")
-    raw, _ = _fit_pair(n[~held], d[~held], p[~held], y[~held], loss=loss, f_scale=f_scale,
-                       form=form)
-    keep = np.isin(p[held], np.unique(p[~held]))
+    rest = ~held
+    budgets = None
+    if form == "auto":
+        sel = select_form(n[rest], d[rest], p[rest], y[rest], loss=loss, f_scale=f_scale)
+        form, raw, budgets = sel["form"], sel["raw"], int(sel["budgets"])
+        held = held & (_budget_rank(d, p, n) < budgets)
+    else:
+        raw, _ = _fit_pair(n[rest], d[rest], p[rest], y[rest], loss=loss, f_scale=f_scale,
+                           form=form)
+    keep = np.isin(p[held], np.unique(p[rest]))
     err = _predict_raw(raw, n[held][keep], d[held][keep], p[held][keep], form) \
         / y[held][keep] - 1.0
     rmse = float(np.sqrt(np.mean(err ** 2)))
     out: dict[str, Any] = {
         "held_out_n": float(n.max()), "rmse_rel": rmse, "mean_rel": float(np.mean(err)),
-        "max_abs_rel": float(np.max(np.abs(err))), "l_inf": raw["E"],
+        "max_abs_rel": float(np.max(np.abs(err))), "l_inf": raw["E"], "form": form,
+        "budgets": budgets,
         "errors": [{"d": float(a), "p": float(b), "error": float(e)} for a, b, e in
                    zip(d[held][keep], p[held][keep], err, strict=True)],
         "noise_rel": noise_rel, "tolerance": tolerance,
@@ -356,6 +378,110 @@ def select_form(n, d, p, y, *, forms: tuple[str, ...] = FORMS, loss: str = "soft
             "candidates": cands}
 
 
+def e_bound(e: float, y: ArrayLike) -> str | None:
+    """Whether a fitted E is a bound rather than an estimate: ``"upper"`` when it sits at or
+    above the lowest loss fitted (the fitted budgets show no decrease left to extrapolate, in
+    either form: Kaplan's bounds E there, the additive form can end there or above), ``"lower"``
+    when it sits at 0 (the non-negativity bound), else None."""
+    if e <= 0:
+        return "lower"
+    if e >= float(np.min(np.asarray(y, dtype=np.float64))) * (1 - 1e-4):
+        return "upper"
+    return None
+
+
+def _check_pair_points(pair: str, n, d, p, y) -> None:
+    """FitError unless ``pair`` has ≥ 3 sizes, more points than parameters and ≥ 2 D per weight."""
+    ws = np.unique(p)
+    k = 3 + 2 * ws.size
+    if np.unique(n).size < 3 or y.size < k + 1:
+        raise FitError(f"L(N, D) pair {pair!r}: {k} free parameters, {y.size} points over "
+                       f"{np.unique(n).size} sizes; need > {k} points and ≥ 3 sizes",
+                       column="n")
+    for w in ws:
+        if np.unique(d[p == w]).size < 2:
+            raise FitError(f"L(N, D) pair {pair!r}, weight {w:g}: one token budget D; "
+                           "B and β need ≥ 2 (cool-down branches)", column="tokens")
+
+
+def _bound_warnings(pair: str, raw: dict, form: str, y) -> tuple[str | None, list[str]]:
+    """(:func:`e_bound` of the pair's E, the warnings on E and the exponents at their bounds)."""
+    out = []
+    bound = e_bound(raw["E"], y)
+    if bound == "lower":
+        out.append(f"pair {pair!r}: E = 0 at its bound: the data do not show where the loss "
+                   "levels off, so L∞ is not estimated")
+    elif bound == "upper":
+        out.append(f"pair {pair!r}: E = {raw['E']:.4g} at or above the lowest loss measured "
+                   f"({float(np.min(y)):.4g}): the fitted budgets show no decrease left to "
+                   "extrapolate, so L∞ is bounded above by it, not estimated")
+    bounds = KAPLAN_EXPONENT_BOUNDS if form == "kaplan" else EXPONENT_BOUNDS
+    for name in ("alpha", "beta"):
+        if min(abs(raw[name] - b) for b in bounds) < 1e-3:
+            out.append(f"pair {pair!r}: {name} = {raw[name]:.3g} at its bound {bounds}")
+    return bound, out
+
+
+def _fit_one(pair: str, sub: pd.DataFrame, o: dict[str, Any]) -> dict[str, Any]:
+    """One pair of :func:`fit_joint_chinchilla` (``o``: its options): the pair's parameters,
+    goodness, warnings, meta entries, samples and backtest; FitError when it cannot be fitted."""
+    n, d, p, y = (sub[c].to_numpy(np.float64) for c in ("n", "d", "weight", "loss"))
+    _check_pair_points(pair, n, d, p, y)
+    all_points = (n, d, p, y)
+    out: dict[str, Any] = {"meta": {}}
+    if o["form"] == "auto":
+        sel = select_form(n, d, p, y, loss=o["robust_loss"], f_scale=o["f_scale"])
+        form, raw, fs = sel["form"], sel["raw"], sel["f_scale"]
+        n, d, p, y = (x[sel["keep"]] for x in (n, d, p, y))
+        out["meta"]["selection"] = {k: v for k, v in sel.items()
+                                    if k not in ("keep", "raw", "f_scale")}
+    else:
+        form = o["form"]
+        raw, fs = _fit_pair(n, d, p, y, loss=o["robust_loss"], f_scale=o["f_scale"], form=form)
+    k = 3 + 2 * np.unique(p).size
+    pred = _predict_raw(raw, n, d, p, form)
+    good = {f"{name}[{pair}]": val for name, val in goodness_of_fit(y, pred, k).items()}
+    good[f"rmse_rel[{pair}]"] = float(np.sqrt(np.mean((pred / y - 1.0) ** 2)))
+    bound, warnings = _bound_warnings(pair, raw, form, y)
+    out.update(raw=raw, form=form, f_scale=fs, weights=[float(w) for w in np.unique(p)],
+               goodness=good, y=y, pred=pred, bound=bound, warnings=warnings)
+    if o["uncertainty"] == "perturbation":
+
+        def refit(y_new, n=n, d=d, p=p):
+            return _named(_fit_pair(n, d, p, y_new, loss=o["robust_loss"], f_scale=fs,
+                                    theta0=raw, form=form)[0], pair)
+
+        s, failed = perturbation_samples(refit, y, n_refits=o["n_refits"],
+                                         sigma_rel=o["sigma_rel"], seed=o["seed"])
+        out["meta"]["perturbation_failed"] = failed
+        out["samples"] = {kk: v.tolist() for kk, v in s.items()}
+    elif o["uncertainty"] not in (None, "none"):
+        raise FitError(f"uncertainty: expected 'perturbation' or None, got {o['uncertainty']!r}")
+    if o["backtest"] and np.unique(n).size >= 4:
+        bt_points, bt_form = (all_points, "auto") if o["form"] == "auto" else ((n, d, p, y),
+                                                                               form)
+        out["backtest"] = _pair_backtest(pair, bt_points, o, good[f"rmse_rel[{pair}]"],
+                                         bt_form)
+    return out
+
+
+def _pair_backtest(pair: str, points, o: dict[str, Any], residual_sd: float,
+                   form: str) -> dict[str, Any]:
+    """:func:`leave_largest_out` of one pair, judged against the given noise (else the fit's
+    residual sd); with ``form="auto"`` on all the pair's points, so that the backtest chooses
+    its form and budgets without the held-out size. A backtest that cannot be fitted returns
+    ``{"error": …}``."""
+    given = (o["noise_rel"] or {}).get(pair)
+    noise = float(given) if given else residual_sd
+    try:
+        bt = leave_largest_out(*points, loss=o["robust_loss"], f_scale=o["f_scale"],
+                               noise_rel=noise, tolerance=o["backtest_tolerance"], form=form)
+    except FitError as e:
+        return {"error": str(e)}
+    bt["noise_source"] = "given (seed noise)" if given else "the fit's relative residual sd"
+    return bt
+
+
 def fit_joint_chinchilla(
     df: pd.DataFrame,
     *,
@@ -370,120 +496,96 @@ def fit_joint_chinchilla(
     noise_rel: Mapping[str, float] | None = None,
     backtest_tolerance: float = 3.0,
     form: str = "additive",
+    skip_failed_pairs: bool = False,
     source: str | None = None,
 ) -> JointChinchillaFit:
     """Fit L_i(N, D; p) (module docstring) to columns ``pair``, ``weight``, ``n``, ``d`` (or
     ``tokens``: the training tokens of the run at that loss) and ``loss`` (or ``value``).
 
-    ``form``: "additive" (this module), "kaplan" (:mod:`fitting.laws.budget.kaplan_nd`) or "auto": per
-    pair, the form and the number of each run's last budgets that :func:`select_form` chooses
-    by prediction of unseen points (``meta["form"]``, ``meta["selection"]``).
+    ``form``: "additive" (this module), "kaplan" (:mod:`fitting.laws.budget.kaplan_nd`) or
+    "auto": per pair, the form and the number of each run's last budgets that
+    :func:`select_form` chooses by prediction of unseen points (``meta["form"]``,
+    ``meta["selection"]``); the backtest then chooses again without the largest size.
 
     Rows with weight 0 (zero-shot) are left out (``meta["excluded_zero_weight"]``). Each pair
     needs ≥ 3 model sizes and ≥ 2 distinct D at every weight. ``noise_rel[pair]``: the relative
     noise the backtest is judged against (e.g. the seed sd of the largest size over its loss);
     without it, the fit's relative residual sd (``backtest[pair]["noise_source"]`` says which).
+
+    ``meta["E_is_bound"][pair]``: whether E is a bound, not an estimate (:func:`e_bound`, either
+    form); the pairs of an upper bound are listed in ``meta["e_at_lowest_loss"]``, those of a lower
+    one in ``meta["e_at_zero"]``. ``skip_failed_pairs``: a pair that cannot be fitted is left out
+    with its reason in ``meta["failed_pairs"]`` instead of failing the fit (FitError when no
+    pair is left).
     """
     pts = _prepare(df, source)
     zero = pts["weight"] <= 0
     pts = pts[~zero]
     if pts.empty:
         raise FitError("no rows with a positive weight to fit L(N, D) to", column="weight")
-    params: dict[str, float] = {}
-    warnings: list[str] = []
-    good: dict[str, float] = {}
-    samples: dict[str, list[float]] = {}
-    bts: dict[str, dict[str, Any]] = {}
-    weights: dict[str, list[float]] = {}
+    if form not in (*FORMS, "auto"):
+        raise FitError(f"L(N, D) form: expected one of {FORMS} or 'auto', got {form!r}")
+    opts = {"robust_loss": robust_loss, "f_scale": f_scale, "uncertainty": uncertainty,
+            "n_refits": n_refits, "sigma_rel": sigma_rel, "seed": seed, "backtest": backtest,
+            "noise_rel": noise_rel, "backtest_tolerance": backtest_tolerance, "form": form}
     meta: dict[str, Any] = {
         "equation": "Caillaut et al. 2024 eq. 2 (form additive) or Kaplan et al. 2020 eq. 1.5 "
                     "with an irreducible loss (form kaplan), per pair as meta['form'] says, "
                     "with Fernandes et al. 2023 eq. 7's sharing",
         "robust_loss": robust_loss, "uncertainty": uncertainty, "sigma_rel": sigma_rel,
         "n_refits": n_refits, "seed": seed, "excluded_zero_weight": int(zero.sum()),
-        "f_scale": {}, "form": {}}
-    if form not in (*FORMS, "auto"):
-        raise FitError(f"L(N, D) form: expected one of {FORMS} or 'auto', got {form!r}")
-    all_y, all_pred = [], []
+        "f_scale": {}, "form": {}, "E_is_bound": {}}
+    fits: dict[str, dict[str, Any]] = {}
     for pair in sorted(pts["pair"].unique()):
-        sub = pts[pts["pair"] == pair]
-        n, d, p, y = (sub[c].to_numpy(np.float64) for c in ("n", "d", "weight", "loss"))
-        ws = np.unique(p)
-        k = 3 + 2 * ws.size
-        if np.unique(n).size < 3 or y.size < k + 1:
-            raise FitError(f"L(N, D) pair {pair!r}: {k} free parameters, {y.size} points over "
-                           f"{np.unique(n).size} sizes; need > {k} points and ≥ 3 sizes",
-                           column="n")
-        for w in ws:
-            if np.unique(d[p == w]).size < 2:
-                raise FitError(f"L(N, D) pair {pair!r}, weight {w:g}: one token budget D; "
-                               "B and β need ≥ 2 (cool-down branches)", column="tokens")
-        pair_form = form
-        if form == "auto":
-            sel = select_form(n, d, p, y, loss=robust_loss, f_scale=f_scale)
-            pair_form, raw, fs = sel["form"], sel["raw"], sel["f_scale"]
-            n, d, p, y = (x[sel["keep"]] for x in (n, d, p, y))
-            meta.setdefault("selection", {})[pair] = {
-                key: v for key, v in sel.items() if key not in ("keep", "raw", "f_scale")}
-        else:
-            raw, fs = _fit_pair(n, d, p, y, loss=robust_loss, f_scale=f_scale, form=pair_form)
-        meta["f_scale"][pair] = fs
-        meta["form"][pair] = pair_form
-        weights[pair] = [float(w) for w in ws]
-        params.update(_named(raw, pair))
-        pred = _predict_raw(raw, n, d, p, pair_form)
-        rel = pred / y - 1.0
-        for name, val in goodness_of_fit(y, pred, k).items():
-            good[f"{name}[{pair}]"] = val
-        good[f"rmse_rel[{pair}]"] = float(np.sqrt(np.mean(rel ** 2)))
-        all_y.append(y)
-        all_pred.append(pred)
-        if raw["E"] <= 0:
-            warnings.append(f"pair {pair!r}: E = 0 at its bound: the data do not show where the "
-                            "loss levels off")
-        at_lowest = raw["E"] >= float(y.min()) * (1 - 1e-4)
-        if at_lowest and pair_form != "kaplan":
-            warnings.append(f"pair {pair!r}: E = {raw['E']:.4g} at or above the lowest loss "
-                            "measured: the fitted budgets show no decrease left to extrapolate")
-        elif at_lowest:
-            meta.setdefault("e_at_lowest_loss", []).append(pair)
-            warnings.append(f"pair {pair!r}: E = {raw['E']:.4g} at its upper bound, the lowest "
-                            "loss measured: the fitted budgets show no decrease left to "
-                            "extrapolate, so L∞ is bounded above by it, not estimated")
-        bounds = KAPLAN_EXPONENT_BOUNDS if pair_form == "kaplan" else EXPONENT_BOUNDS
-        for name in ("alpha", "beta"):
-            if min(abs(raw[name] - b) for b in bounds) < 1e-3:
-                warnings.append(f"pair {pair!r}: {name} = {raw[name]:.3g} at its bound "
-                                f"{bounds}")
-        if uncertainty == "perturbation":
+        try:
+            fits[pair] = _fit_one(pair, pts[pts["pair"] == pair], opts)
+        except FitError as e:
+            if not skip_failed_pairs:
+                raise
+            meta.setdefault("failed_pairs", {})[pair] = str(e)
+    if not fits:
+        raise FitError("no pair could be fitted: " + "; ".join(
+            f"{p}: {why}" for p, why in meta["failed_pairs"].items()))
+    return _assemble(fits, meta, pts, level)
 
-            def refit(y_new, n=n, d=d, p=p, fs=fs, theta0=raw, pair=pair, pf=pair_form):
-                return _named(_fit_pair(n, d, p, y_new, loss=robust_loss, f_scale=fs,
-                                        theta0=theta0, form=pf)[0], pair)
 
-            s, failed = perturbation_samples(refit, y, n_refits=n_refits, sigma_rel=sigma_rel,
-                                             seed=seed)
-            meta.setdefault("perturbation_failed", {})[pair] = failed
-            samples.update({kk: v.tolist() for kk, v in s.items()})
-        elif uncertainty not in (None, "none"):
-            raise FitError(f"uncertainty: expected 'perturbation' or None, got {uncertainty!r}")
-        if backtest and np.unique(n).size >= 4:
-            given = (noise_rel or {}).get(pair)
-            noise = float(given) if given else good[f"rmse_rel[{pair}]"]
-            bt = leave_largest_out(n, d, p, y, loss=robust_loss, f_scale=fs, noise_rel=noise,
-                                   tolerance=backtest_tolerance, form=pair_form)
-            bt["noise_source"] = ("given (seed noise)" if given else
-                                  "the fit's relative residual sd")
+def _assemble(fits: dict[str, dict[str, Any]], meta: dict[str, Any], pts: pd.DataFrame,
+              level: float) -> JointChinchillaFit:
+    """The :class:`JointChinchillaFit` of the pairs fitted by :func:`_fit_one`."""
+    params: dict[str, float] = {}
+    good: dict[str, float] = {}
+    samples: dict[str, list[float]] = {}
+    warnings: list[str] = []
+    bts: dict[str, dict[str, Any]] = {}
+    for pair, f in fits.items():
+        params.update(_named(f["raw"], pair))
+        good.update(f["goodness"])
+        samples.update(f.get("samples") or {})
+        warnings += f["warnings"]
+        meta["f_scale"][pair], meta["form"][pair] = f["f_scale"], f["form"]
+        meta["E_is_bound"][pair] = f["bound"] is not None
+        if f["bound"] is not None:
+            key = "e_at_lowest_loss" if f["bound"] == "upper" else "e_at_zero"
+            meta.setdefault(key, []).append(pair)
+        for key, value in f["meta"].items():
+            meta.setdefault(key, {})[pair] = value
+        bt = f.get("backtest")
+        if bt and "error" in bt:
+            meta.setdefault("backtest_failed", {})[pair] = bt["error"]
+        elif bt:
             bts[pair] = bt
-    y_all, p_all = np.concatenate(all_y), np.concatenate(all_pred)
-    good.update(goodness_of_fit(y_all, p_all, len(params)))
+    y_all = np.concatenate([f["y"] for f in fits.values()])
+    good.update(goodness_of_fit(y_all, np.concatenate([f["pred"] for f in fits.values()]),
+                                len(params)))
     stderr = intervals = None
     if samples:
         stderr, intervals = summarize_samples({k: np.array(v) for k, v in samples.items()},
                                               level, estimate=params)
+    fitted = pts[pts["pair"].isin(list(fits))]
     return JointChinchillaFit(
         law="chinchilla_joint", params=params, stderr=stderr, intervals=intervals,
         goodness=good, n_points=int(y_all.size), warnings=warnings, meta=meta,
-        pairs=sorted(weights), weights=weights, samples=samples or None, backtest=bts or None,
-        n_range=(float(pts["n"].min()), float(pts["n"].max())),
-        d_range=(float(pts["d"].min()), float(pts["d"].max())))
+        pairs=sorted(fits), weights={p: f["weights"] for p, f in fits.items()},
+        samples=samples or None, backtest=bts or None,
+        n_range=(float(fitted["n"].min()), float(fitted["n"].max())),
+        d_range=(float(fitted["d"].min()), float(fitted["d"].max())))
