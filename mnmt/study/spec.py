@@ -194,11 +194,13 @@ class StudySpec:
     # a group holds this many copies of the parameters and optimizer state.
     max_group: int = 8
     # Verification (mnmt.study.verify): after the report, train its recommended K-pair weights
-    # and the study's baselines at verify_size ("" = the largest of sizes) with verify_seeds
-    # seeds (>= 2), and report measured against predicted; `mnmt-study verify OUT` on demand.
+    # and the study's baselines at the size it recommends for (report_target_sizes[0]; verify_size
+    # may name it, "" = found among sizes/heldout) with verify_seeds seeds (>= 2; the same for
+    # every mixture: compared paired by seed), and report measured against predicted;
+    # `mnmt-study verify OUT` on demand.
     verify: bool = False
     verify_size: str = ""
-    verify_seeds: int = 2
+    verify_seeds: int = 3
     # Training options of every run beyond those above: (TrainConfig path, value) pairs, e.g.
     # (("label_smoothing", 0.1), ("decode.beam_size", 8)). A study file or --gin fills it from
     # TrainConfig.F / DecodeConfig.F / OptimizerConfig.F / … bindings (mnmt.study.train_options;
