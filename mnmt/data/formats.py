@@ -73,11 +73,14 @@ class EncoderDecoderFormat:
         """The `finish` of one task's pairs (encoder-decoder examples have no tags)."""
         return self.finish
 
-    def pack(self, examples: Sequence[Any]) -> dict[str, np.ndarray]:
-        return pack_examples(examples, self.lengths)
+    def pack(self, examples: Sequence[Any], labels: Sequence[int] | None = None
+             ) -> dict[str, np.ndarray]:
+        """Packed rows; with `labels` (one per example) also ``decoder_task_ids``."""
+        return pack_examples(examples, self.lengths, labels)
 
-    def pad(self, examples: Sequence[Any]) -> dict[str, np.ndarray]:
-        return pad_examples(examples, self.lengths)
+    def pad(self, examples: Sequence[Any], labels: Sequence[int] | None = None
+            ) -> dict[str, np.ndarray]:
+        return pad_examples(examples, self.lengths, labels)
 
 
 class DecoderOnlyFormat:
@@ -152,19 +155,25 @@ class DecoderOnlyFormat:
             targets = targets[:-1]
         return self.finish(inputs, targets, tags)
 
-    def pack(self, examples: Sequence[Any]) -> dict[str, np.ndarray]:
-        """First-fit packing; one segment per example unless ``options.mask_segments`` is off."""
+    def pack(self, examples: Sequence[Any], labels: Sequence[int] | None = None
+             ) -> dict[str, np.ndarray]:
+        """First-fit packing; one segment per example unless ``options.mask_segments`` is off;
+        with `labels` (one per example) also ``decoder_task_ids``."""
         from mnmt.models.decoder_only import pack_examples as pack_decoder  # noqa: PLC0415
 
-        return pack_decoder(examples, self.row_length, mask_segments=self.options.mask_segments)
+        return pack_decoder(examples, self.row_length, mask_segments=self.options.mask_segments,
+                            labels=labels)
 
-    def pad(self, examples: Sequence[Any]) -> dict[str, np.ndarray]:
+    def pad(self, examples: Sequence[Any], labels: Sequence[int] | None = None
+            ) -> dict[str, np.ndarray]:
         """One example per row (segment id 1, positions from 0), zero-padded."""
         from mnmt.models.decoder_only import pack_examples as pack_decoder  # noqa: PLC0415
 
-        rows = [pack_decoder([ex], self.row_length) for ex in examples]
+        each = [None] * len(examples) if labels is None else [[int(k)] for k in labels]
+        rows = [pack_decoder([ex], self.row_length, labels=lab)
+                for ex, lab in zip(examples, each, strict=True)]
         if not rows:
-            return pack_decoder([], self.row_length)
+            return pack_decoder([], self.row_length, labels=None if labels is None else [])
         return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
 
 

@@ -27,12 +27,16 @@ def _shift_right(tgt: np.ndarray, seg: np.ndarray | None) -> np.ndarray:
 
 
 def pack_examples(
-    examples: Sequence[tuple[Sequence[int], Sequence[int]]], lengths: Mapping[str, int]
+    examples: Sequence[tuple[Sequence[int], Sequence[int]]], lengths: Mapping[str, int],
+    labels: Sequence[int] | None = None,
 ) -> dict[str, np.ndarray]:
     """Pack (inputs, targets) token lists greedily in order, like seqio's tf-ops packer.
 
     Each example is trimmed to the feature length; a new row starts when the next example does
     not fit. Returns converted features (EncDecFeatureConverter, pack=True), one row per pack.
+    With `labels` (one positive int per example, e.g. its task) the rows also hold
+    ``decoder_task_ids``: each target position's example label, 0 on padding (not a seqio
+    feature; the trainer reads it to split the training loss by pair).
     """
     li, lt = int(lengths["inputs"]), int(lengths["targets"])
     trimmed = [(inp[:li], tgt[:lt]) for inp, tgt in examples]
@@ -58,7 +62,7 @@ def pack_examples(
     # seqio: segment ids count positions == 0 along the row and are zeroed on padding.
     eseg = (np.cumsum(epos == 0, axis=1) * (enc != 0)).astype(np.int32)
     dseg = (np.cumsum(dpos == 0, axis=1) * (dec != 0)).astype(np.int32)
-    return {
+    out = {
         "encoder_input_tokens": enc,
         "decoder_target_tokens": dec,
         "decoder_input_tokens": _shift_right(dec, dseg),
@@ -68,6 +72,10 @@ def pack_examples(
         "encoder_positions": epos,
         "decoder_positions": dpos,
     }
+    if labels is not None:
+        spans = [[int(k)] * len(y) for (_, y), k in zip(trimmed, labels, strict=True)]
+        out["decoder_task_ids"] = _scatter(spans, row_of, off_t, n, lt)[0]
+    return out
 
 
 def _scatter(
@@ -90,9 +98,11 @@ def _scatter(
 
 
 def pad_examples(
-    examples: Sequence[tuple[Sequence[int], Sequence[int]]], lengths: Mapping[str, int]
+    examples: Sequence[tuple[Sequence[int], Sequence[int]]], lengths: Mapping[str, int],
+    labels: Sequence[int] | None = None,
 ) -> dict[str, np.ndarray]:
-    """One row per example, trimmed and zero-padded (EncDecFeatureConverter, pack=False)."""
+    """One row per example, trimmed and zero-padded (EncDecFeatureConverter, pack=False);
+    `labels` as in :func:`pack_examples`."""
     li, lt = int(lengths["inputs"]), int(lengths["targets"])
     n = len(examples)
     enc = np.zeros((n, li), np.int32)
@@ -101,11 +111,15 @@ def pad_examples(
         inp, tgt = inp[:li], tgt[:lt]
         enc[r, : len(inp)] = inp
         dec[r, : len(tgt)] = tgt
-    return {
+    out = {
         "encoder_input_tokens": enc,
         "decoder_target_tokens": dec,
         "decoder_input_tokens": _shift_right(dec, None),
         "decoder_loss_weights": (dec != 0).astype(np.int32),
     }
+    if labels is not None:
+        ids = np.asarray(labels, np.int32).reshape(n, 1)
+        out["decoder_task_ids"] = np.where(dec != 0, ids, 0).astype(np.int32)
+    return out
 
 

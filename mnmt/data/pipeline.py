@@ -60,7 +60,10 @@ class TrainInputs:
     token caches (``<dir>/<task>/``, :mod:`mnmt.data.cache`); a finite task with one is read
     by index, with no copy of its corpus in memory. ``decoder_options``: Caillaut's tags,
     ``<eos>`` prefix and packing (:class:`mnmt.data.decoder_format.DecoderOptions`; default:
-    none of them); recorded in the state when set.
+    none of them); recorded in the state when set. ``task_ids``: the rows also hold
+    ``decoder_task_ids``, per target position 1 + the index in :attr:`tasks` (the tasks of
+    positive weight, in mixture order) of the example it belongs to, 0 on padding (the trainer
+    splits the training loss by pair with it); the other features are unchanged.
     """
 
     def __init__(
@@ -76,6 +79,7 @@ class TrainInputs:
         architecture: str = "encoder_decoder",
         cache_dirs: Sequence[str] = (),
         decoder_options: DecoderOptions | None = None,
+        task_ids: bool = False,
     ) -> None:
         from mnmt.data.mixtures import mixture_weights
 
@@ -126,6 +130,7 @@ class TrainInputs:
         tags = task_tags(self.tasks, self.options) if sep is not None else {}
         self._finish = {t: self.format.finisher(tags.get(t, NO_TAGS)) for t in self.tasks}
         self.architecture = architecture
+        self.task_ids = bool(task_ids)
         self.window = self.format.window if self.pack else 1
         self._reset(draws=0, rows_taken=0, cursors={t: 0 for t in self.tasks}, batches=0)
 
@@ -223,7 +228,8 @@ class TrainInputs:
             examples.append(self._finish[t](*per_task[t][idx[t]]))
             idx[t] += 1
         self._window_examples = len(examples)
-        self._rows = self.format.pack(examples) if self.pack else self.format.pad(examples)
+        labels = (choice + 1).tolist() if self.task_ids else None
+        self._rows = (self.format.pack if self.pack else self.format.pad)(examples, labels)
         self._n_rows = next(iter(self._rows.values())).shape[0]
         self._rows_taken = 0
 

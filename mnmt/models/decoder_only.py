@@ -59,16 +59,23 @@ def prompt_of(source: Sequence[int], *, sep_id: int, tgt_lang_id: int, eos_id: i
 
 
 def pack_examples(examples: Iterable[tuple[Sequence[int], Sequence[float]]], length: int, *,
-                  mask_segments: bool = True) -> dict[str, np.ndarray]:
+                  mask_segments: bool = True, labels: Sequence[int] | None = None
+                  ) -> dict[str, np.ndarray]:
     """Greedy first-fit packing of (tokens, weights) examples into rows of `length`.
 
     Inputs are targets shifted right *within each segment* (0 at each segment start) when
     `mask_segments`, across the whole row otherwise (GPT-NeoX-style packing). Examples longer
-    than `length` raise ValueError naming the example index.
+    than `length` raise ValueError naming the example index. With `labels` (one positive int
+    per example, e.g. its task) the rows also hold ``decoder_task_ids``: each position's example
+    label, 0 on padding (the trainer splits the training loss by pair with it).
     """
-    rows: list[list[tuple[list[int], list[float]]]] = []
+    rows: list[list[tuple[list[int], list[float], int]]] = []
     fill: list[int] = []
-    for i, (tok, w) in enumerate(examples):
+    examples = list(examples)
+    tags = [0] * len(examples) if labels is None else [int(k) for k in labels]
+    if len(tags) != len(examples):
+        raise ValueError(f"{len(examples)} examples but {len(tags)} labels")
+    for i, ((tok, w), label) in enumerate(zip(examples, tags, strict=True)):
         tok, w = list(tok), list(w)
         if len(tok) != len(w):
             raise ValueError(f"example {i}: {len(tok)} tokens but {len(w)} loss weights")
@@ -76,23 +83,24 @@ def pack_examples(examples: Iterable[tuple[Sequence[int], Sequence[float]]], len
             raise ValueError(f"example {i} has {len(tok)} tokens > packed length {length}")
         for r, used in enumerate(fill):
             if used + len(tok) <= length:
-                rows[r].append((tok, w))
+                rows[r].append((tok, w, label))
                 fill[r] += len(tok)
                 break
         else:
-            rows.append([(tok, w)])
+            rows.append([(tok, w, label)])
             fill.append(len(tok))
     n = len(rows)
     out = {k: np.zeros((n, length), np.int32) for k in
            ("decoder_target_tokens", "decoder_input_tokens", "decoder_segment_ids",
-            "decoder_positions")}
+            "decoder_positions", "decoder_task_ids")}
     out["decoder_loss_weights"] = np.zeros((n, length), np.float32)
     for r, row in enumerate(rows):
         pos = 0
-        for s, (tok, w) in enumerate(row):
+        for s, (tok, w, label) in enumerate(row):
             sl = slice(pos, pos + len(tok))
             out["decoder_target_tokens"][r, sl] = tok
             out["decoder_loss_weights"][r, sl] = w
+            out["decoder_task_ids"][r, sl] = label
             out["decoder_segment_ids"][r, sl] = s + 1 if mask_segments else 1
             out["decoder_positions"][r, sl] = np.arange(len(tok)) if mask_segments else \
                 np.arange(pos, pos + len(tok))
@@ -103,6 +111,8 @@ def pack_examples(examples: Iterable[tuple[Sequence[int], Sequence[float]]], len
             starts = out["decoder_positions"][r] == 0
             shifted = np.where(starts, 0, shifted)
         out["decoder_input_tokens"][r] = shifted
+    if labels is None:
+        del out["decoder_task_ids"]
     return out
 
 

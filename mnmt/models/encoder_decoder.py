@@ -68,14 +68,15 @@ def tiled_weighted_loss(config: Any, params: Any, hidden: Array, batch: Batch, *
 def weighted_terms(terms: tuple[Array, Array, Array, Array], batch: Batch
                    ) -> tuple[Array, dict[str, Array]]:
     """Per-token (loss, nll, z-loss term, correct) -> the mean loss per weighted target token
-    and the aux sums."""
+    and the aux sums, with the weighted per-token −log p (`cross_entropy_tokens`, [batch,
+    length]) that the trainer sums per pair (XLA drops it where it is not used)."""
     loss_tok, nll, zterm, correct = terms
     w = loss_weights(batch)
     num_tokens = jnp.sum(w)
     loss = jnp.sum(loss_tok * w) / jnp.maximum(num_tokens, 1.0)
     aux = {"cross_entropy_sum": jnp.sum(nll * w), "z_loss_sum": jnp.sum(zterm * w),
            "loss_sum": jnp.sum(loss_tok * w), "num_tokens": num_tokens,
-           "accuracy_sum": jnp.sum(correct * w)}
+           "accuracy_sum": jnp.sum(correct * w), "cross_entropy_tokens": nll * w}
     return loss, aux
 
 
@@ -128,7 +129,8 @@ class EncoderDecoderModel:
                 label_smoothing: float = 0.0, z_loss: float = 0.0, loss_tiles: int = 1
                 ) -> tuple[Array, dict[str, Array]]:
         """Mean training loss per target token (smoothing + z-loss) and aux sums:
-        cross_entropy_sum (pure −log p), z_loss_sum, loss_sum, num_tokens, accuracy_sum.
+        cross_entropy_sum (pure −log p), z_loss_sum, loss_sum, num_tokens, accuracy_sum, and
+        cross_entropy_tokens (the weighted −log p of each target position, [batch, length]).
         `loss_tiles` > 1: the output projection and loss in that many sequence slices
         (`tiled_weighted_loss`; same values, less memory)."""
         if loss_tiles != 1:

@@ -53,6 +53,12 @@ class HostInputs:
                                                 batch_size, seed, shard_info=shard_info,
                                                 **kwargs))
 
+    @property
+    def tasks(self) -> list[str]:
+        """The tasks drawn (positive weight, mixture order): task id k + 1 in the batches'
+        ``decoder_task_ids`` is ``tasks[k]`` (the same for every slice)."""
+        return list(self.pipelines[0].tasks)
+
     def __iter__(self) -> HostInputs:
         return self
 

@@ -26,9 +26,10 @@ from mnmt.training import branches, checkpoints, evaluation, run_files, tracking
 from mnmt.training.config import TrainConfig
 from mnmt.training.fault_injection import nan_injection, poisoned
 from mnmt.training.host_inputs import gather_input_states
+from mnmt.training.loss_window import LossWindow
 from mnmt.training.optimizer import make_optimizer, schedule_for
 from mnmt.training.progress import ProgressEvent, RateMeter, SummaryWriters, measure_matmul_peak
-from mnmt.training.run_setup import RunSetup, final_losses, final_metrics
+from mnmt.training.run_setup import RunSetup, final_losses, final_metrics, pair_names
 from mnmt.training.step_functions import (
     build_step_functions,
     member_slice,
@@ -96,7 +97,8 @@ class _Member:
     ckpt: checkpoints.Checkpointer
     inputs: Any = None
     tokens: int = 0
-    window: list = dataclasses.field(default_factory=lambda: [0.0, 0])  # loss sum, count
+    window: LossWindow = dataclasses.field(default_factory=LossWindow)  # train_loss rows
+    pairs: list = dataclasses.field(default_factory=list)  # pair of task id k + 1 in batches
     finals: dict = dataclasses.field(default_factory=dict)
     status: str = "finished"
     message: str = ""
@@ -228,7 +230,7 @@ class GroupLoop:
 
     def _save(self, state, step: int, input_states) -> None:
         for i, m in enumerate(self.members):
-            meta = {"step": step, "tokens": m.tokens, "train_loss_window": list(m.window),
+            meta = {"step": step, "tokens": m.tokens, "train_loss_window": m.window.state(),
                     "inputs": gather_input_states(input_states[i])}
             if m.ckpt.save(step, self._of_member(state, i), meta):
                 self.progress(self._event(m, step, kind="checkpoint",
@@ -252,7 +254,8 @@ class GroupLoop:
             s.model, self.tx, self.schedule, s.mesh, s.params_shardings_fn, s.example_batch,
             label_smoothing=c.label_smoothing, z_loss=c.z_loss,
             accumulation_steps=c.gradient_accumulation_steps, context=s.context,
-            group_size=len(self.members) if self.grouped else 0, loss_tiles=c.loss_tiles)
+            group_size=len(self.members) if self.grouped else 0, loss_tiles=c.loss_tiles,
+            num_pairs=max(len(m.pairs) for m in self.members))
         self.fns = fns
         eval_sharding = NamedSharding(fns.mesh, P("data"))  # one run's rows over `data`
         self.put_eval = lambda b: put_replicated_batch(b, eval_sharding)
@@ -319,7 +322,7 @@ class GroupLoop:
         for m, (state, meta) in zip(self.members, restored.items, strict=True):
             states.append(state)
             m.tokens = int(meta["tokens"])
-            m.window = [float(meta["train_loss_window"][0]), int(meta["train_loss_window"][1])]
+            m.window = LossWindow.from_state(meta["train_loss_window"])
             m.inputs.set_state(meta["inputs"])
             self.progress(self._event(m, latest, kind="checkpoint",
                                       message=f"resumed from checkpoint at step {latest}"))
@@ -350,9 +353,10 @@ class GroupLoop:
     def run(self, t_start: float) -> list[TrainSummary]:
         c, s = self.config, self.setup
         self.t_start = t_start
-        fns = self._build_functions()
-        for m in self.members:
+        for m in self.members:  # first: the step sums the loss of each of their pairs
             m.inputs = m.setup.make_inputs()
+            m.pairs = pair_names(m.config, m.inputs.tasks)
+        fns = self._build_functions()
         state, step = self._restore_or_init(fns)
         total = c.train_steps
         k = len(self.members)
@@ -381,8 +385,7 @@ class GroupLoop:
                 for i, m in enumerate(self.members):
                     mm = self._of_member(metrics, i)
                     m.tokens += int(mm["num_tokens"])
-                    m.window[0] += float(mm["loss"])
-                    m.window[1] += 1
+                    m.window.add(mm, m.pairs)
                 input_states = next_states
                 if step == first_step + 1:  # exclude compilation from steps/s, MFU and ETA
                     meter.reset(step, self._tokens())
@@ -470,17 +473,23 @@ class GroupLoop:
         return True
 
     def _log_train(self, m: _Member, step: int, metrics, rates) -> None:
-        mean_loss = m.window[0] / max(m.window[1], 1)
-        m.window = [0.0, 0]
+        """`train_loss` rows of the window (all, and each pair that had tokens, see
+        `mnmt.training.loss_window`) and the `learning_rate` row; TensorBoard, W&B, progress."""
+        means = m.window.means()
+        m.window = LossWindow()
         lr = float(metrics["learning_rate"])
-        base = dict(step=step, tokens=m.tokens, task="all", eval_set="train")
-        new = m.metrics.write([{**base, "metric": "train_loss", "value": mean_loss},
-                               {**base, "metric": "learning_rate", "value": lr}])
+        base = dict(step=step, tokens=m.tokens, eval_set="train")
+        new = m.metrics.write(
+            [{**base, "task": task, "metric": "train_loss", "value": v}
+             for task, v in means.items()]
+            + [{**base, "task": "all", "metric": "learning_rate", "value": lr}])
+        per_pair = {f"{p}/loss": v for p, v in means.items() if p != "all"}
         m.scalars("train", step, {
-            "loss": mean_loss, "learning_rate": lr, "cross_entropy": float(metrics["cross_entropy"]),
+            "loss": means["all"], **per_pair, "learning_rate": lr,
+            "objective": float(metrics["loss"]), "cross_entropy": float(metrics["cross_entropy"]),
             "grad_norm": float(metrics["grad_norm"]), "steps_per_s": rates[0],
             "tokens_per_s": rates[1], "mfu": rates[2]}, new_rows=new > 0)
-        self.progress(self._event(m, step, loss=mean_loss, lr=lr, rates=rates))
+        self.progress(self._event(m, step, loss=means["all"], lr=lr, rates=rates))
 
 
 def _stack_batches(batches: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

@@ -15,7 +15,7 @@ import dataclasses
 import functools
 import math
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import gin
@@ -133,7 +133,6 @@ def _mixture_weights(config: TrainConfig) -> dict[str, float]:
         return {k: float(v) for k, v in config.mixture_weights.items()}
     import seqio  # noqa: PLC0415
 
-    task_to_pair = {t: p for p, t in config.eval.tasks.items()}
     provider = seqio.get_mixture_or_task(config.inputs.mixture_or_task_name)
     if isinstance(provider, seqio.Mixture):
         rates = {t.name: provider.get_rate(t) for t in provider.tasks}
@@ -141,9 +140,16 @@ def _mixture_weights(config: TrainConfig) -> dict[str, float]:
         rates = {provider.name: 1.0}
     total = sum(rates.values()) or 1.0
     weights = {p: 0.0 for p in config.eval.tasks}
-    for task, rate in rates.items():
-        weights[task_to_pair.get(task, task)] = rate / total
+    for pair, rate in zip(pair_names(config, list(rates)), rates.values(), strict=True):
+        weights[pair] = rate / total
     return weights
+
+
+def pair_names(config: TrainConfig, tasks: Sequence[str]) -> list[str]:
+    """The pair of each SeqIO task, as run.json's `mixture.weights` and the `task` of the
+    metrics rows name it: its key in `eval.tasks`, else the task's own name."""
+    task_to_pair = {t: p for p, t in config.eval.tasks.items()}
+    return [task_to_pair.get(t, t) for t in tasks]
 
 
 def model_config_for(config: TrainConfig, vocab_size: int | None = None) -> Any:
@@ -302,7 +308,7 @@ def build_setup(config: TrainConfig) -> RunSetup:
     params_shardings_fn = make_params_shardings_fn(model, first_pipeline_batch, mesh, rules)
     make_pipeline = functools.partial(pipeline.TrainInputs, architecture=architecture,
                                       cache_dirs=tuple(config.inputs.cache_dirs),
-                                      decoder_options=decoder_options)
+                                      decoder_options=decoder_options, task_ids=True)
 
     def make_inputs():
         return HostInputs(make_pipeline, mixture_or_task=config.inputs.mixture_or_task_name,
@@ -400,14 +406,15 @@ def make_params_shardings_fn(model: Any, example: dict[str, np.ndarray], mesh: A
 def train_example_batch(rows: int, lengths: dict[str, int], *,
                         decoder_only: bool = False) -> dict[str, np.ndarray]:
     """One global training batch of zeros with the packed-batch features TrainInputs yields
-    (tokens, loss weights, segment ids and positions): it fixes the step's shapes.
+    (tokens, loss weights, segment ids and positions, the task ids of the trainer's per-pair
+    loss): it fixes the step's shapes.
 
     Decoder-only: the decoder features only, rows of `inputs + targets` tokens."""
     if decoder_only:
         length = lengths["inputs"] + lengths["targets"]
         batch = {k: np.zeros((rows, length), np.int32) for k in (
             "decoder_input_tokens", "decoder_target_tokens", "decoder_segment_ids",
-            "decoder_positions")}
+            "decoder_positions", "decoder_task_ids")}
         batch["decoder_loss_weights"] = np.zeros((rows, length), np.float32)
         return batch
     example = {
@@ -420,6 +427,7 @@ def train_example_batch(rows: int, lengths: dict[str, int], *,
     for side, key in (("encoder", "encoder_input_tokens"), ("decoder", "decoder_target_tokens")):
         out[f"{side}_segment_ids"] = np.zeros_like(example[key])
         out[f"{side}_positions"] = np.zeros_like(example[key])
+    out["decoder_task_ids"] = np.zeros_like(example["decoder_target_tokens"])
     return out
 
 

@@ -82,6 +82,7 @@ def build_step_functions(
     context: Callable[[], Any] | None = None,
     group_size: int = 0,
     loss_tiles: int = 1,
+    num_pairs: int = 0,
 ) -> StepFunctions:
     """Build the sharded `init(rng)` and `step(state, batch)` functions.
 
@@ -94,6 +95,11 @@ def build_step_functions(
     `example_batch` fixes the batch's shapes (one global batch of numpy arrays); `context()`
     (e.g. `mnmt.models.partitioning.activation_context(mesh, rules)`) is entered around every call so
     the model's logical activation constraints apply when the functions are traced.
+
+    The step's metrics: `loss` (the training objective per target token), `cross_entropy`,
+    `grad_norm`, `learning_rate`, `finite` and the `token_sums` of the batch; with
+    `num_pairs` K > 0 the batch carries `decoder_task_ids` and the metrics the sums of each of
+    its K pairs (from the per-token losses of the same forward pass).
     """
     replicated = NamedSharding(mesh, P())
     batch_sharding = NamedSharding(mesh, P("data"))
@@ -136,37 +142,34 @@ def build_step_functions(
     def objective(params, batch, rng):
         loss, aux = model.loss_fn(params, batch, rng, label_smoothing=label_smoothing,
                                   z_loss=z_loss, **tiling)
-        ntok = jnp.sum(batch["decoder_loss_weights"] > 0).astype(jnp.float32)
+        sums = token_sums(aux, batch, num_pairs)
         # Scale back to a token sum so micro-batches combine exactly (module docstring).
-        return loss * ntok, (aux, ntok)
+        return loss * sums["num_tokens"], sums
 
     grad_fn = jax.value_and_grad(objective, has_aux=True)
 
     def compute_grads(params, batch, rng):
+        """(Σ training loss, `token_sums` of the batch, Σ gradients) over its k micro-batches."""
         if k == 1:
-            (loss_sum, (aux, ntok)), grads = grad_fn(params, batch, rng)
-            return loss_sum, aux["cross_entropy_sum"], ntok, grads
+            (loss_sum, sums), grads = grad_fn(params, batch, rng)
+            return loss_sum, sums, grads
         # [rows] -> [rows/k, k] -> [k, rows/k]: micro-batch i = rows i, i+k, … (module docstring)
         micro = jax.tree.map(
             lambda x: jnp.swapaxes(x.reshape((x.shape[0] // k, k) + x.shape[1:]), 0, 1), batch)
-        zeros = jax.tree.map(jnp.zeros_like, params)
 
         def body(carry, inputs):
             i, mb = inputs
-            (ls, (aux, nt)), g = grad_fn(params, mb, jax.random.fold_in(rng, i))
-            acc_g, acc_l, acc_ce, acc_n = carry
-            return (jax.tree.map(jnp.add, acc_g, g), acc_l + ls,
-                    acc_ce + aux["cross_entropy_sum"], acc_n + nt), None
+            out = grad_fn(params, mb, jax.random.fold_in(rng, i))
+            return jax.tree.map(jnp.add, carry, out), None
 
-        init_carry = (zeros, jnp.zeros(()), jnp.zeros(()), jnp.zeros(()))
-        (grads, loss_sum, ce_sum, ntok), _ = jax.lax.scan(body, init_carry,
-                                                          (jnp.arange(k), micro))
-        return loss_sum, ce_sum, ntok, grads
+        init_carry = ((jnp.zeros(()), zero_sums(num_pairs)), jax.tree.map(jnp.zeros_like, params))
+        ((loss_sum, sums), grads), _ = jax.lax.scan(body, init_carry, (jnp.arange(k), micro))
+        return loss_sum, sums, grads
 
     def step(state, batch):
         rng = jax.random.fold_in(state["rng"], state["step"])
-        loss_sum, ce_sum, ntok, grads = compute_grads(state["params"], batch, rng)
-        denom = jnp.maximum(ntok, 1.0)
+        loss_sum, sums, grads = compute_grads(state["params"], batch, rng)
+        denom = jnp.maximum(sums["num_tokens"], 1.0)
         grads = jax.tree.map(lambda g: g / denom, grads)
         loss = loss_sum / denom
         grad_norm = optax.global_norm(grads)
@@ -183,12 +186,15 @@ def build_step_functions(
         }
         metrics = {
             "loss": loss,
-            "cross_entropy": ce_sum / denom,
-            "num_tokens": ntok.astype(jnp.int32),
+            "cross_entropy": sums["cross_entropy_sum"] / denom,
             "grad_norm": grad_norm,
             "learning_rate": schedule(state["step"]),
             "finite": finite,
+            **sums,
+            "num_tokens": sums["num_tokens"].astype(jnp.int32),
         }
+        if num_pairs:
+            metrics["pair_num_tokens"] = sums["pair_num_tokens"].astype(jnp.int32)
         return new_state, metrics
 
     member_abstract_state = jax.tree.map(
@@ -229,6 +235,39 @@ def build_step_functions(
                          group_size=int(group_size), member_abstract_state=member_abstract_state)
 
 
+def token_sums(aux: Mapping[str, jax.Array], batch: Mapping[str, jax.Array],
+               num_pairs: int = 0) -> dict[str, jax.Array]:
+    """A batch's target-token sums from the model's `loss_fn` aux: Σ −log p
+    (`cross_entropy_sum`, no smoothing, no z-loss) and the target tokens (`num_tokens`, loss
+    weight > 0); with `num_pairs` K > 0 also per pair, `pair_cross_entropy_sum` and
+    `pair_num_tokens` [K], pair k holding the tokens whose `decoder_task_ids` is k + 1 (0 is
+    padding: in none). Pair k's mean is L_k = Σ_{t ∈ k} nll_t / N_k, and the batch's mean
+    Σ_t nll_t / Σ_t 1 = Σ_k N_k L_k / Σ_k N_k, its token-weighted mean over the pairs."""
+    counted = (jnp.asarray(batch["decoder_loss_weights"]) > 0).astype(jnp.float32)
+    sums = {"cross_entropy_sum": aux["cross_entropy_sum"], "num_tokens": jnp.sum(counted)}
+    if num_pairs:
+        if "decoder_task_ids" not in batch:
+            raise KeyError(f"the step sums the loss of {num_pairs} pairs but the batch has no "
+                           f"decoder_task_ids feature (got {sorted(batch)}); make the inputs "
+                           "with TrainInputs(task_ids=True)")
+        # one-hot [batch, length, K]; id 0 (padding) is one_hot(-1): all zeros. A multiply and
+        # a sum, not a matmul, so no reduced-precision matmul pass touches the sums.
+        onehot = jax.nn.one_hot(jnp.asarray(batch["decoder_task_ids"]) - 1, num_pairs)
+        sums["pair_cross_entropy_sum"] = jnp.sum(
+            aux["cross_entropy_tokens"][..., None] * onehot, axis=(0, 1))
+        sums["pair_num_tokens"] = jnp.sum(counted[..., None] * onehot, axis=(0, 1))
+    return sums
+
+
+def zero_sums(num_pairs: int = 0) -> dict[str, jax.Array]:
+    """`token_sums` of nothing: the start of a sum over micro-batches."""
+    sums = {"cross_entropy_sum": jnp.zeros(()), "num_tokens": jnp.zeros(())}
+    if num_pairs:
+        sums.update(pair_cross_entropy_sum=jnp.zeros((num_pairs,)),
+                    pair_num_tokens=jnp.zeros((num_pairs,)))
+    return sums
+
+
 def with_run_axis(sharding: NamedSharding) -> NamedSharding:
     """The sharding of a stacked (grouped) array: a leading, unsharded run axis."""
     return NamedSharding(sharding.mesh, P(None, *sharding.spec))
@@ -247,8 +286,9 @@ def stack_members(trees: list[Any], shardings: Any) -> Any:
 
 
 def single_device_step_functions(model: Any, example_batch: Mapping[str, np.ndarray], *,
-                                  label_smoothing: float = 0.0,
-                                  z_loss: float = 0.0) -> StepFunctions:
+                                  label_smoothing: float = 0.0, z_loss: float = 0.0,
+                                  accumulation_steps: int = 1,
+                                  num_pairs: int = 0) -> StepFunctions:
     """`build_step_functions` on a 1×1 mesh with T5X's standard logical-axis rules and the
     default optimiser (Adafactor, rsqrt schedule at learning rate 1.0, 100 warm-up steps): the
     trainer's own step, for benchmarks and notebooks that time or inspect one step."""
@@ -264,7 +304,8 @@ def single_device_step_functions(model: Any, example_batch: Mapping[str, np.ndar
         return partitioning.logical_to_shardings(axes, mesh, rules)
 
     return build_step_functions(model, make_optimizer(schedule), schedule, mesh, shardings,
-                                example_batch, label_smoothing=label_smoothing, z_loss=z_loss)
+                                example_batch, label_smoothing=label_smoothing, z_loss=z_loss,
+                                accumulation_steps=accumulation_steps, num_pairs=num_pairs)
 
 
 def _in_context(fn: Callable, context: Callable[[], Any]) -> Callable:

@@ -107,8 +107,10 @@ def expected_history(model_dir) -> dict[int, dict[str, float]]:
     """The W&B history a run should hold: its metrics.jsonl rows under TensorBoard's tags."""
     expected: dict[int, dict[str, float]] = {}
     for row in run_files.read_metrics(model_dir):
-        if row["metric"] in ("train_loss", "learning_rate"):
-            key = "train/loss" if row["metric"] == "train_loss" else "train/learning_rate"
+        if row["metric"] == "train_loss":  # all, and each pair
+            key = "train/loss" if row["task"] == "all" else f"train/{row['task']}/loss"
+        elif row["metric"] == "learning_rate":
+            key = "train/learning_rate"
         else:
             key = f"eval/{row['eval_set']}/{row['task']}/{row['metric']}"
         expected.setdefault(row["step"], {})[key] = row["value"]

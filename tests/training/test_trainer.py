@@ -68,10 +68,14 @@ def test_run_directory_follows_the_metrics_schema(reference_run):
     loss_steps = sorted({k[0] for k in keys if k[3] == "loss"})
     assert loss_steps == [6, 12]
     assert {k[1] for k in keys if k[3] == "loss"} == {"en-de", "en-zh"}
-    train_steps = sorted(k[0] for k in keys if k[3] == "train_loss")
+    train_steps = sorted(k[0] for k in keys if k[3] == "train_loss" and k[1] == "all")
     assert train_steps == [2, 4, 6, 8, 10, 12]
-    assert all(k[1:3] == ("all", "train") for k in keys if k[3] in ("train_loss", "learning_rate"))
-    tokens = [r["tokens"] for r in rows if r["metric"] == "train_loss"]
+    assert all(k[1:3] == ("all", "train") for k in keys if k[3] == "learning_rate")
+    # a train_loss row per pair beside "all" at every log step (both pairs drawn in each window)
+    assert sorted((k[0], k[1]) for k in keys if k[3] == "train_loss") == [
+        (s, t) for s in train_steps for t in ("all", "en-de", "en-zh")]
+    assert all(k[2] == "train" for k in keys if k[3] == "train_loss")
+    tokens = [r["tokens"] for r in rows if r["metric"] == "train_loss" and r["task"] == "all"]
     assert all(b > a for a, b in zip(tokens, tokens[1:], strict=False))
     assert tokens[-1] == summary.tokens
     # training reduces the eval loss; final_eval is the step-12 validation loss
@@ -95,6 +99,34 @@ def test_run_directory_follows_the_metrics_schema(reference_run):
     last = train_events[-1]
     assert last.steps_per_s > 0 and last.tokens_per_s > 0 and last.mfu > 0
     assert last.eta_s == pytest.approx(0.0, abs=1e-6)
+
+
+def test_train_loss_of_all_is_the_token_weighted_mean_of_the_pairs(reference_run, tiny_data):
+    """Each window's `all` row is Σ_pair N_pair · L_pair / Σ N_pair, with N_pair the pair's
+    target tokens in the window's batches (read again from the seeded input pipeline), and the
+    pairs' values really differ; the per-pair rows also reach TensorBoard."""
+    from mnmt.data.pipeline import TrainInputs
+
+    config, _, _ = reference_run
+    inputs = TrainInputs(tiny_data["mixture"], config.inputs.feature_lengths, 8, seed=0,
+                         task_ids=True)
+    pairs = {t: p for p, t in tiny_data["tasks"].items()}
+    pairs = [pairs[t] for t in inputs.tasks]
+    counts = np.zeros((12, len(pairs)))
+    for step in range(12):
+        ids = next(inputs)["decoder_task_ids"]
+        counts[step] = [(ids == k + 1).sum() for k in range(len(pairs))]
+    rows = rows_by_key(run_files.read_metrics(config.model_dir))
+    tb = _tensorboard_scalars(os.path.join(config.model_dir, "events"))
+    for end in range(2, 13, 2):
+        n = counts[end - 2:end].sum(axis=0)
+        values = np.array([rows[(end, p, "train", "train_loss")] for p in pairs])
+        assert rows[(end, "all", "train", "train_loss")] == pytest.approx(
+            np.dot(n, values) / n.sum(), rel=1e-5)
+        for p, v in zip(pairs, values, strict=True):
+            assert tb[("train", f"{p}/loss", end)] == pytest.approx(v, rel=1e-6)
+    assert abs(rows[(12, "en-de", "train", "train_loss")]
+               - rows[(12, "en-zh", "train", "train_loss")]) > 0.05
 
 
 def _tensorboard_scalars(events_dir: str) -> dict[tuple[str, str, int], float]:
