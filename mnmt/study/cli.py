@@ -76,6 +76,8 @@ COMMAND_PLUGINS = "mnmt_study.commands"  # entry-point group of further subcomma
 def cmd_run(args: argparse.Namespace) -> int:
     spec = load_spec(args.study, args.preset, args.gin)
     out = Path(args.out)
+    if spec.verify:  # refused now, not after the study: the verification's size is the advice's
+        verify.verification_size(spec)
     prepare_out_dir(out, spec, command="run")
     runs = expand(spec)
     progress, workers, flops = _training_progress(spec, runs, args.workers)
@@ -378,8 +380,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="train the report's recommended K-pair mixture and the "
                                       "baselines, and report measured against predicted")
     p.add_argument("out", help="the study's output directory (of a finished `mnmt-study run`)")
-    p.add_argument("--size", help="model size of the verification runs (default: "
-                                  "StudySpec.verify_size, else the study's largest size)")
+    p.add_argument("--size", help="model size of the verification runs; it must be the size "
+                                  "the recommendation is for (default: StudySpec.verify_size, "
+                                  "else the study's size with N = report_target_sizes[0])")
     p.add_argument("--seeds", type=int, help="seeds per mixture, at least 2 (default: "
                                              "StudySpec.verify_seeds)")
     p.add_argument("--workers", default="auto", type=_workers_arg,

@@ -11,13 +11,17 @@ After the report (OUT/report/fits.json), the verification stage trains
   ``preferred``, the weights in proportion to the preferences (the mixture a user with those
   priorities would try first, e.g. only the pairs they need),
 
-at one size (``StudySpec.verify_size``, default the largest of ``StudySpec.sizes`` by
-non-embedding parameters; any zoo size) with ``StudySpec.verify_seeds`` seeds
-(``SEED_BASE``, ``SEED_BASE + 1``, …; a study whose design seeds reach them is refused, so no
-verification run repeats a fitted one). They are ordinary runs under OUT/runs/ with ids ``<size>_verify-<mixture>_s<seed>``
-(e.g. ``mini-1_verify-recommended_s1000``), trained by the study's own machinery (groups,
-worker processes) and resumable: finished ones are skipped. A verification run that exists
-with other weights than planned (the recommendation changed since) is refused, naming it.
+at the size the recommendation is for (:func:`verification_size`: the size of the study whose
+non-embedding parameters are ``fits.json`` ``mixture.recommendation.target_size``, i.e.
+``StudySpec.report_target_sizes[0]``; ``StudySpec.verify_size`` or ``--size`` may name it, and a
+size of another N is refused) with ``StudySpec.verify_seeds`` seeds (default 3; ``SEED_BASE``,
+``SEED_BASE + 1``, … — the same seeds for every mixture, so the report compares them paired by
+seed; a study whose design seeds reach them is refused, so no verification run repeats a fitted
+one). They are ordinary runs under OUT/runs/ with ids ``<size>_verify-<mixture>_s<seed>`` (e.g.
+``mini-1_verify-recommended_s1000``), trained by the study's own machinery (groups, worker
+processes), evaluated at the end only, and resumable: finished ones are skipped. A verification
+run that exists with other weights than planned (the recommendation changed since) is refused,
+naming it.
 
 The report is then written again with these runs in the table but out of every fit
 (:mod:`fitting.report.verification`: the section "Verification" and
@@ -47,22 +51,57 @@ PREFERRED = "preferred"
 TAG_PREFIX = "verify-"
 
 
-def verification_size(spec: StudySpec, size: str | None = None) -> str:
-    """`size`, else `StudySpec.verify_size`, else the largest of `StudySpec.sizes` (by
-    non-embedding parameters); UsageError for a name the model zoo does not know."""
+def _params(spec: StudySpec, name: str, field: str) -> int:
+    """Non-embedding parameters of zoo size `name`; UsageError naming `field` if unknown."""
     from mnmt.models import zoo  # light: no jax
 
-    def params(name: str) -> int:
-        try:
-            return int(zoo.describe(name, spec.vocab_size)["non_embedding"])
-        except ValueError as err:
-            raise UsageError(f"StudySpec.verify_size: {str(err).splitlines()[0]}") from err
+    try:
+        return int(zoo.describe(name, spec.vocab_size)["non_embedding"])
+    except ValueError as err:
+        raise UsageError(f"{field}: {str(err).splitlines()[0]}") from err
 
+
+def verification_size(spec: StudySpec, size: str | None = None,
+                      target_n: float | None = None) -> str:
+    """The size the verification trains: the size the recommendation is for, by construction.
+
+    `target_n`: the recommendation's N (``fits.json`` ``mixture.recommendation.target_size``),
+    else `StudySpec.report_target_sizes[0]` (what the report recommends for). The size is
+    `size` (``--size``), else `StudySpec.verify_size`, else the size of `StudySpec.sizes` or
+    `StudySpec.heldout` whose non-embedding parameters are N (relative 1e-6). UsageError, naming
+    the fields, for an unknown zoo size, for a chosen size whose N is not the target's, and when
+    no target is set or no size of the study has it (a verdict at another size than the advice's
+    would not be about the advice)."""
+    if target_n is None and spec.report_target_sizes:
+        target_n = float(spec.report_target_sizes[0])
+    if target_n is None:
+        raise UsageError("StudySpec.report_target_sizes: empty, so the recommendation is for 4x "
+                         "the largest fitted size, a size no verification trains; set "
+                         "report_target_sizes[0] to the non-embedding parameters of the size "
+                         "to verify (e.g. mini-1: 58136)")
+    target_n = float(target_n)
+    field = "--size" if size else "StudySpec.verify_size"
     chosen = size or spec.verify_size
     if chosen:
-        params(chosen)
+        n = _params(spec, chosen, field)
+        if not math.isclose(n, target_n, rel_tol=1e-6):
+            raise UsageError(f"{field} {chosen!r} has N = {n} non-embedding parameters, but the "
+                             f"recommendation is for N = {target_n:g} (fits.json mixture."
+                             f"recommendation.target_size, from StudySpec.report_target_sizes"
+                             f"[0]); verify at the size the advice is for, or set "
+                             f"report_target_sizes[0] = {n} and write the report again")
         return chosen
-    return max(spec.sizes, key=params)
+    candidates = list(dict.fromkeys([*spec.sizes, *(h[0] for h in spec.heldout)]))
+    have = {name: _params(spec, name, "StudySpec.sizes") for name in candidates}
+    for name, n in have.items():
+        if math.isclose(n, target_n, rel_tol=1e-6):
+            return name
+    raise UsageError(f"StudySpec.report_target_sizes[0] = {target_n:g}: no size of "
+                     f"StudySpec.sizes or StudySpec.heldout has that many non-embedding "
+                     f"parameters ({', '.join(f'{k}: {v}' for k, v in have.items())}), so the "
+                     f"verification could not train at the size the recommendation is for; "
+                     f"set StudySpec.verify_size to a zoo size with N = {target_n:g}, or "
+                     f"report_target_sizes[0] to one of those N")
 
 
 def verification_seeds(spec: StudySpec, count: int | None = None) -> list[int]:
@@ -132,14 +171,15 @@ def plan(spec: StudySpec, out: Path, *, size: str | None = None,
     if len(spec.pairs) < 3:
         raise UsageError(f"StudySpec.verify: verification needs a K-pair study (3 pairs or "
                          f"more), got {list(spec.pairs)}")
-    chosen = verification_size(spec, size)
+    recommendation = read_recommendation(out)
+    chosen = verification_size(spec, size, recommendation.get("target_size"))
     seed_list = verification_seeds(spec, seeds)
     shared = sorted(set(seed_list) & set(spec.seeds))
     if shared:
         raise UsageError(f"StudySpec.seeds {list(spec.seeds)}: seed(s) {shared} are also "
                          f"verification seeds ({SEED_BASE}, {SEED_BASE + 1}, …); use design "
                          f"seeds below {SEED_BASE}")
-    mixtures = verification_mixtures(spec, read_recommendation(out))
+    mixtures = verification_mixtures(spec, recommendation)
     runs = verification_runs(mixtures, chosen, seed_list)
     record = {"size": chosen, "seeds": seed_list, "mixtures": mixtures,
               "runs": {run.run_id: run.mixture[len(TAG_PREFIX):] for run in runs}}
@@ -165,11 +205,14 @@ def check_trained_weights(runs: list[RunSpec], runs_dir: Path) -> None:
 
 
 def training_spec(spec: StudySpec) -> StudySpec:
-    """The spec the verification runs train under: the study's, without cool-down branches
-    (a verification run is judged by its final loss only)."""
-    if not spec.cooldown_branches:
+    """The spec the verification runs train under: the study's, without cool-down branches and
+    evaluated at the end only (a verification run is judged by its final loss alone; the
+    intermediate evaluations cost a group time and never change a final loss)."""
+    last = max([spec.train_steps, *(steps for _, steps in spec.train_steps_by_size)])
+    if not spec.cooldown_branches and spec.eval_every >= last:
         return spec
-    return dataclasses.replace(spec, cooldown_branches=(), branch_cooldown_fraction=0.0)
+    return dataclasses.replace(spec, cooldown_branches=(), branch_cooldown_fraction=0.0,
+                               eval_every=last)
 
 
 def _tuples(value):

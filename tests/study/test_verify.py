@@ -18,19 +18,24 @@ from mnmt.study.test_utils import placeholder_data
 PAIRS = ("en-sv", "en-da", "en-es", "en-it", "en-fi")
 CAPS = (("en-sv", 6000), ("en-da", 800), ("en-es", 6000), ("en-it", 800), ("en-fi", 2000))
 REC = {"en-sv": 0.3, "en-da": 0.1, "en-es": 0.3, "en-it": 0.1, "en-fi": 0.2}
+MINI_1_N, MICRO_3_N = 58136.0, 37344.0  # non-embedding parameters (mnmt.models.zoo)
 
 
 def k5(**fields) -> StudySpec:
     base = dict(name="k5", data_preset="tiny:en-{sv,da,es,it,fi}", pairs=PAIRS, data_caps=CAPS,
                 sizes=("mini-1", "micro-2"), weights=(), single_pair_runs=True,
                 uniform_mixture=True, temperatures=(5.0,), unimax_epochs=(10.0,),
-                dirichlet_mixtures=4, train_steps=600, batch_size=48, examples_per_row=4.0)
+                dirichlet_mixtures=4, train_steps=600, batch_size=48, examples_per_row=4.0,
+                report_target_sizes=(MINI_1_N,))
     base.update(fields)
     return StudySpec(**base)
 
 
 def write_fits(out: Path, recommendation: dict | None = None, **fits) -> None:
+    """OUT/report/fits.json with this recommendation (for mini-1's N unless it says)."""
     (out / "report").mkdir(parents=True, exist_ok=True)
+    if recommendation:
+        recommendation = {"target_size": MINI_1_N, **recommendation}
     payload = {"mixture": {"recommendation": recommendation}} if recommendation else {}
     payload.update(fits)
     (out / "report" / "fits.json").write_text(json.dumps(payload))
@@ -41,13 +46,14 @@ def test_the_planned_configs_train_the_recommendation_and_the_design_baselines(t
     write_fits(tmp_path, {"weights": REC, "law": "transfer"})
     runs, plan = verify.plan(spec, tmp_path)
     data = placeholder_data(spec)
-    configs = {r.run_id: make_train_config(spec, r, data, tmp_path / r.run_id, mixture_name="m")
+    train = verify.training_spec(spec)  # what `mnmt-study verify` trains them under
+    configs = {r.run_id: make_train_config(train, r, data, tmp_path / r.run_id, mixture_name="m")
                for r in runs}
     design = {tag: w for tag, w in mixture_design.uniform_mixtures(spec) + size_weights(spec)
               + mixture_design.unimax_mixtures(spec)}
     assert list(plan["mixtures"]) == ["recommended", "uniform", "T5", "unimax10"]
-    assert plan["size"] == "mini-1"  # the largest design size, though listed first
-    assert plan["seeds"] == [verify.SEED_BASE, verify.SEED_BASE + 1]
+    assert plan["size"] == "mini-1"  # the size whose N the recommendation is for
+    assert plan["seeds"] == [verify.SEED_BASE + i for i in range(3)]  # the default, 3
     for rid, config in configs.items():
         name = plan["runs"][rid]
         want = REC if name == "recommended" else design[name]
@@ -55,21 +61,48 @@ def test_the_planned_configs_train_the_recommendation_and_the_design_baselines(t
         assert config.model_size == "mini-1" and config.train_steps == 600
         assert config.extra["mixture"] == f"verify-{name}" and not config.extra["heldout"]
     assert sorted(c.seed for c in configs.values()) == sorted(plan["seeds"] * 4)
+    assert all(c.eval.period >= 600 for c in configs.values())  # evaluated at the end only
     assert "mini-1_verify-recommended_s1000" in configs
     design_ids = {r.run_id for r in expand(spec)}
     assert not design_ids & set(configs)  # never a design run, nor a design seed
 
 
-def test_size_and_seeds_come_from_the_spec_or_the_command(tmp_path):
-    write_fits(tmp_path, {"weights": REC})
-    runs, plan = verify.plan(k5(verify_size="micro-3", verify_seeds=3), tmp_path)
-    assert plan["size"] == "micro-3" and len(plan["seeds"]) == 3 and len(runs) == 12
-    _, plan = verify.plan(k5(), tmp_path, size="micro-1", seeds=2)
-    assert plan["size"] == "micro-1"
-    with pytest.raises(UsageError, match="verify_size"):
+def test_the_size_is_the_recommendations_and_seeds_come_from_the_spec_or_the_command(tmp_path):
+    """Old rule (082b6f0): the verification size was verify_size or --size or the largest of
+    sizes, whatever N the recommendation was for; now a size of another N is refused, naming
+    the fields, and without one the study's size with the recommendation's N is chosen."""
+    write_fits(tmp_path, {"weights": REC, "target_size": MICRO_3_N})
+    runs, plan = verify.plan(k5(verify_size="micro-3", verify_seeds=4), tmp_path)
+    assert plan["size"] == "micro-3" and len(plan["seeds"]) == 4 and len(runs) == 16
+    _, plan = verify.plan(k5(), tmp_path, size="micro-3", seeds=2)
+    assert plan["size"] == "micro-3" and len(plan["seeds"]) == 2
+    with pytest.raises(UsageError, match=r"--size 'mini-1' has N = 58136.*target_size"):
+        verify.plan(k5(), tmp_path, size="mini-1")
+    with pytest.raises(UsageError, match=r"StudySpec.verify_size 'micro-1'.*report_target_sizes"):
+        verify.plan(k5(verify_size="micro-1"), tmp_path)
+    with pytest.raises(UsageError, match=r"no size of StudySpec.sizes.*mini-1: 58136"):
+        verify.plan(k5(), tmp_path)  # micro-3's N, but the study trains mini-1 and micro-2
+    with pytest.raises(UsageError, match="giant-9"):
         verify.plan(k5(), tmp_path, size="giant-9")
+    write_fits(tmp_path, {"weights": REC})
     with pytest.raises(UsageError, match="at least 2"):
         verify.plan(k5(), tmp_path, seeds=1)
+
+
+def test_the_size_is_checked_from_the_spec_before_the_study_trains(tmp_path, capsys):
+    assert verify.verification_size(k5()) == "mini-1"
+    with pytest.raises(UsageError, match="report_target_sizes: empty"):
+        verify.verification_size(k5(report_target_sizes=()))
+    with pytest.raises(UsageError, match=r"report_target_sizes\[0\] = 2e\+06"):
+        verify.verification_size(k5(report_target_sizes=(2e6,)))
+    out = tmp_path / "out"
+    args = ["--gin", 'StudySpec.data_preset="tiny:en-{de,fr,zh}"',
+            "--gin", 'StudySpec.pairs=("en-de", "en-fr", "en-zh")', "--gin", "StudySpec.weights=()",
+            "--gin", "StudySpec.single_pair_runs=True", "--gin", "StudySpec.verify=True",
+            "--gin", "StudySpec.report_target_sizes=(2e6,)"]
+    assert cli.main(["run", "--preset", "ci", *args, "--out", str(out)]) == cli.EXIT_USAGE
+    assert "StudySpec.report_target_sizes[0] = 2e+06" in capsys.readouterr().err
+    assert not out.exists()  # refused before anything was written or trained
 
 
 def test_unequal_preferences_add_the_preferred_baseline_and_design_seeds_stay_apart(tmp_path):
@@ -127,7 +160,7 @@ def test_verify_on_a_directory_without_a_study_exits_2(tmp_path, capsys):
     assert "study.json" in capsys.readouterr().err
 
 
-@pytest.mark.slow  # trains 8 + 4 micro-1 runs of 40 steps and fits the mixture laws twice
+@pytest.mark.slow  # trains 8 + 6 micro-1 runs of 40 steps and fits the mixture laws twice
 def test_verify_trains_the_recommendation_and_reports_it(tmp_path):
     out = tmp_path / "out"
     args = ["--gin", 'StudySpec.data_preset="tiny:en-{de,fr,zh}"',
@@ -144,10 +177,10 @@ def test_verify_trains_the_recommendation_and_reports_it(tmp_path):
     fits = json.loads((out / "report" / "fits.json").read_text())
     v = fits["mixture"]["verification"]
     rec = fits["mixture"]["recommendation"]
-    assert v["size"] == "micro-1" and v["seeds"] == [1000, 1001]
+    assert v["size"] == "micro-1" and v["seeds"] == [1000, 1001, 1002]
     assert set(v["mixtures"]) == {"recommended", "uniform"} and set(v["beats"]) == {"uniform"}
     assert v["mixtures"]["recommended"]["weights"] == pytest.approx(rec["weights"])
-    assert all(len(m["runs"]) == 2 and m["measured"]["objective"] > 0
+    assert all(len(m["runs"]) == 3 and m["measured"]["objective"] > 0
                for m in v["mixtures"].values())
     assert v["mixtures"]["recommended"]["predicted"]["objective"] > 0
     table = (out / "metrics.csv").read_text()
