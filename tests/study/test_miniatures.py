@@ -121,7 +121,8 @@ def test_many_pairs_relatives_help_and_held_out_mixtures_are_predicted(tmp_path)
     (measured with the concentration-3 design, RESULTS 63/65: median |error| 4.9 %; at mini-1,
     10 of 15 within 3 seed sd); untrained
     and over-repeated losses are outside its domain; the recommendation keeps the low-resource
-    pairs inside the epoch cap, and trained it beats the temperature and UniMax baselines. The
+    pairs inside the epoch cap, and trained it beats the temperature and UniMax baselines (paired
+    by seed, Holm-corrected) and has a lower J than uniform. The
     eq. 11 transfer matrix does not resolve the relatives from the Dirichlet design (measured;
     see RESULTS.md), so it is not asserted."""
     _, fits, final = run_miniature("cpu-many-pairs", tmp_path)
@@ -153,8 +154,12 @@ def test_many_pairs_relatives_help_and_held_out_mixtures_are_predicted(tmp_path)
     caps = rec["constraints"]["max_weights"]
     assert all(rec["weights"][p] <= caps[p] + 1e-6 for p in caps)
     assert all(rec["weights"][p] >= m - 1e-6 for p, m in rec["bounds"]["min_weights"].items())
-    # chosen by the band's upper end: no worse than uniform on it
-    assert rec["criterion"]["value"] <= rec["baselines"]["uniform"]["criterion"] + 1e-6
+    # trained, lower than uniform on the mean of 3 paired seeds, none diverged (measured with 2
+    # seeds: 0.018 lower, RESULTS 63/65). It replaces "criterion <= uniform's criterion", which
+    # held by construction (uniform is one of the optimiser's start points).
+    vs_uniform = mix["verification"]["comparisons"]["uniform"]
+    assert vs_uniform["n_seeds"] == 3 and vs_uniform["n_diverged"] == 0, vs_uniform
+    assert vs_uniform["gap"] > 0, vs_uniform
 
 
 def test_gettext_study_records_its_catalogs_and_predicts_held_out_mixtures(tmp_path):
@@ -174,5 +179,8 @@ def test_gettext_study_records_its_catalogs_and_predicts_held_out_mixtures(tmp_p
     assert np.median(rel) < 0.06 and max(rel) < 0.25, rel
     rec = mix["recommendation"]
     assert {"uniform", "temperature T=1", "temperature T=5"} <= set(rec["baselines"])
-    assert rec["criterion"]["value"] <= rec["baselines"]["uniform"]["criterion"] + 1e-6
+    # trained (3 paired seeds): within 1 % of uniform's J (measured with 2 seeds: 0.25 % above,
+    # RESULTS 56; "criterion <= uniform's" held by construction and was dropped)
+    v = mix["verification"]["mixtures"]
+    assert v["recommended"]["measured"]["objective"] < 1.01 * v["uniform"]["measured"]["objective"]
     assert min(rec["weights"].values()) > 0  # never a pair at weight 0 (en-uk was, untrained)
