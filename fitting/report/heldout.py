@@ -3,7 +3,7 @@ prediction on what the fits never saw).
 
 A study names some runs "held out" (typically a larger size at an unseen weight).
 :func:`fitting.report.writer.write_report` removes their rows from every fit and calls
-:func:`heldout_section`, which compares each held-out (run, pair) final loss with:
+:func:`heldout_section`, which compares each held-out (experiment, pair) final loss with:
 
 * where the table has cool-down branches, the law the report leads with: L(N, D) across
   weights on cooled-down budgets (:mod:`fitting.laws.budget.chinchilla_joint`) at the run's own N and
@@ -19,14 +19,28 @@ A study names some runs "held out" (typically a larger size at an unseen weight)
 A pair the run did not train (p = 0) is not predicted: f̂(0) = 0, so eq. 11 gives no finite loss
 (Fernandes et al. leave zero-shot pairs out of the laws); it is listed under "skipped".
 
-Each entry: ``error = (predicted − measured) / measured``; ``noise`` is the residual standard
-deviation of the predicting law's fit for that pair (√(SSR / (points − parameters)), the scatter
-of the fitted runs about the law: seed-to-seed and evaluation noise plus misfit), or 1% of the
-measured loss (Fernandes footnote 5) where that is undefined (``noise_source`` says which);
-``within_tolerance = |error| ≤ 2% or |predicted − measured| ≤ 3·noise``; ``within_rel`` says
-whether the first clause alone holds. ``curve_sd`` (the sd of
-the run's last 3 evaluated losses) is given for information: a large one means the measured
-value itself is still moving.
+Runs that differ only in their seed (the experiment keys of
+:func:`fitting.report.seeds.group_keys`; a study's ``StudySpec.heldout_seeds``) form one held-out
+experiment, predicted once per (pair, law): ``measured`` is the mean of its seeds' final losses
+(``measured_runs`` each one), ``run`` its first run id and ``runs`` all of them.
+
+Each entry: ``error = (predicted − measured) / measured``; ``within_tolerance = |error| ≤ 2 % or
+|predicted − measured| ≤ 3·σ_seed`` (``within_rel``, ``within_noise``: each clause alone), where
+σ_seed (``noise``, nats) is measured seed noise, never a fit's residuals (which grow with the
+law's misfit, and would loosen the check as the fit worsens):
+
+* ``noise_source = "heldout seeds (n=k)"``: the seed-to-seed sd (ddof = 1) of the experiment's own
+  k ≥ 2 seeds, with ``noise_dof = k − 1`` (a pair of seeds gives one degree of freedom: the
+  estimate s lies between 0.06 σ and 1.96 σ with 90 % probability, s²/σ² ~ χ²₁ — rough, and a
+  pair of close seeds makes the clause strict);
+* else ``"study seed noise"``: the study's relative seed sd for that pair at the largest size it
+  repeated (:func:`fitting.report.chinchilla.largest_size_seed_noise`, the noise the backtests are
+  judged against) times the measured loss; ``noise_dof`` the degrees of freedom of the repeats
+  it comes from;
+* else ``"none"``: no seed noise was measured, ``noise`` is null and only the 2 % clause judges.
+
+``curve_sd`` (the largest over the experiment's runs of the sd of a run's last 3 evaluated
+losses) is given for information: a large one means the measured value itself is still moving.
 """
 
 from __future__ import annotations
@@ -42,17 +56,21 @@ import pandas as pd
 from fitting.core.base import FitError
 from fitting.data.tables import last_evaluations_sd
 from fitting.laws.budget.chinchilla_joint import JointChinchillaFit
-from fitting.report.chinchilla import COOLED_LAW
+from fitting.report.chinchilla import COOLED_LAW, largest_size_seed_noise
 from fitting.report.markdown import Document, format_number
 from fitting.report.sections import Report
+from fitting.report.seeds import group_keys
 
-__all__ = ["REL_TOLERANCE", "NOISE_TOLERANCE", "check_heldout_runs", "predict_heldout",
-           "heldout_section"]
+__all__ = ["REL_TOLERANCE", "NOISE_TOLERANCE", "check_heldout_runs", "heldout_experiments",
+           "heldout_noise", "predict_heldout", "heldout_section"]
 
 #: |error| within this fraction of the measured loss is within tolerance
 REL_TOLERANCE = 0.02
-#: … or |predicted − measured| within this many noise levels
+#: … or |predicted − measured| within this many measured seed sds
 NOISE_TOLERANCE = 3.0
+#: ``noise_source`` of an experiment judged against the study's seed noise / against none
+STUDY_NOISE = "study seed noise"
+NO_NOISE = "none"
 _SAME_WEIGHT = 1e-6
 
 
@@ -79,23 +97,69 @@ def check_heldout_runs(table: pd.DataFrame, run_ids: Sequence[str]) -> list[str]
     return list(dict.fromkeys(ids))
 
 
-def _noise(sigma: float | None, measured: float, source: str) -> tuple[float, str]:
-    if sigma is not None and math.isfinite(sigma) and sigma > 0:
-        return float(sigma), f"residual sd of the {source} fit"
-    return 0.01 * measured, "1% of the measured loss (footnote 5): the fit's residual sd is undefined"
+def heldout_experiments(held: pd.DataFrame, curve_sd: dict[tuple[str, str], float]
+                        ) -> list[dict[str, Any]]:
+    """The final rows ``held`` of held-out runs as experiments: one dict per (experiment, pair),
+    its runs being the seeds of one configuration (:func:`fitting.report.seeds.group_keys`), with
+    ``measured`` (their mean), ``measured_runs``, ``seed_sd`` (ddof = 1; None for one seed),
+    ``curve_sd`` (the largest of its runs') and the run's N, weight and final tokens."""
+    if held.empty:
+        return []
+    out = []
+    keys = group_keys(held) or ["run_id", "pair"]
+    for _, g in held.groupby(keys, dropna=False, sort=False):
+        g = g.sort_values("run_id")
+        runs = [str(r) for r in g["run_id"]]
+        values = g["value"].to_numpy(float)
+        first = g.iloc[0]
+        pair = str(first["pair"])
+        sds = [curve_sd[(r, pair)] for r in runs if (r, pair) in curve_sd]
+        out.append({"run": runs[0], "runs": runs, "seeds": len(runs), "pair": pair,
+                    "size": str(first.get("size", "")),
+                    "n": float(first["n"]),
+                    "weight": float(first["weight"]) if "weight" in g.columns else float("nan"),
+                    "tokens": float(first["tokens"]) if "tokens" in g.columns else float("nan"),
+                    "measured": float(values.mean()),
+                    "measured_runs": dict(zip(runs, map(float, values), strict=True)),
+                    "seed_sd": float(values.std(ddof=1)) if len(values) >= 2 else None,
+                    "curve_sd": max(sds) if sds else None})
+    return sorted(out, key=lambda e: (e["run"], e["pair"]))
 
 
-def _entry(base: dict, law: str, predicted: float, noise: tuple[float, str],
-           primary: bool, interval: tuple[float, float] | None = None) -> dict[str, Any]:
-    measured = base["measured"]
+def heldout_noise(exp: dict[str, Any], spread: dict) -> dict[str, Any]:
+    """σ_seed of a held-out experiment from :func:`heldout_experiments`: ``{"noise",
+    "noise_source", "noise_dof", "noise_detail"}`` — its own seeds' sd, else the study's seed
+    noise for the pair (``spread``: :func:`fitting.report.seeds.seed_spread` of the fitted runs),
+    else none (the module docstring)."""
+    k = exp["seeds"]
+    if k >= 2:
+        return {"noise": exp["seed_sd"], "noise_source": f"heldout seeds (n={k})",
+                "noise_dof": k - 1,
+                "noise_detail": f"sd of the held-out run's {k} seeds ({k - 1} dof)"}
+    rel, n_at = largest_size_seed_noise(spread)
+    pair = exp["pair"]
+    if pair in rel:
+        dof = sum(g["seeds"] - 1 for g in spread.get("groups") or []
+                  if g["pair"] == pair and g["n"] == n_at)
+        return {"noise": rel[pair] * exp["measured"], "noise_source": STUDY_NOISE,
+                "noise_dof": int(dof),
+                "noise_detail": (f"the study's relative seed sd {rel[pair]:.2%} for {pair} at "
+                                 f"N = {n_at:.3g} ({dof} dof) × the measured loss")}
+    return {"noise": None, "noise_source": NO_NOISE, "noise_dof": None,
+            "noise_detail": "no seed noise measured: the 2 % clause alone"}
+
+
+def _entry(base: dict, law: str, predicted: float, primary: bool,
+           interval: tuple[float, float] | None = None) -> dict[str, Any]:
+    measured, sd = base["measured"], base["noise"]
+    finite = math.isfinite(predicted)
     err = (predicted - measured) / measured
-    sd, src = noise
-    ok = bool(math.isfinite(predicted) and (abs(err) <= REL_TOLERANCE
-                                            or abs(predicted - measured) <= NOISE_TOLERANCE * sd))
+    within_rel = bool(finite and abs(err) <= REL_TOLERANCE)
+    within_noise = None if sd is None else bool(
+        finite and abs(predicted - measured) <= NOISE_TOLERANCE * sd)
     out = {**base, "law": law, "primary": primary, "predicted": float(predicted),
-           "error": float(err), "noise": float(sd), "noise_source": src,
-           "within_tolerance": ok,
-           "within_rel": bool(math.isfinite(predicted) and abs(err) <= REL_TOLERANCE)}
+           "error": float(err), "within_tolerance": within_rel or bool(within_noise),
+           "within_rel": within_rel, "within_noise": within_noise}
     if interval is not None:
         out["interval"] = [float(interval[0]), float(interval[1])]
     return out
@@ -103,24 +167,23 @@ def _entry(base: dict, law: str, predicted: float, noise: tuple[float, str],
 
 def predict_heldout(rep: Report, held: pd.DataFrame, table: pd.DataFrame, eval_set: str,
                     metric: str) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """Predictions of the fitted laws in ``rep`` for the final rows ``held`` of held-out runs.
+    """Predictions of the fitted laws in ``rep`` for the final rows ``held`` of held-out runs,
+    judged against the seed noise of :func:`heldout_noise` (``rep.seeds``: the fitted runs'
+    seed spread).
 
-    Returns ``(entries, skipped)``: one entry per (run, pair, law) as documented in the module
-    docstring, and ``{"held-out <run> <pair>": reason}`` for rows nothing could predict.
+    Returns ``(entries, skipped)``: one entry per (experiment, pair, law) as documented in the
+    module docstring, and ``{"held-out <runs> <pair>": reason}`` for rows nothing could predict.
     """
     entries: list[dict[str, Any]] = []
     skipped: dict[str, str] = {}
     law = rep.effective
     cooled = rep.chinchilla.get("joint")
     cooled = JointChinchillaFit.from_json(cooled) if cooled else None
-    curve_sd = last_evaluations_sd(table, eval_set, metric)
-    for r in held.sort_values(["run_id", "pair"]).itertuples(index=False):
-        run, pair = str(r.run_id), str(r.pair)
-        n, w, measured = float(r.n), float(getattr(r, "weight", float("nan"))), float(r.value)
-        key = f"held-out {run} {pair}"
-        base = {"run": run, "pair": pair, "size": str(getattr(r, "size", "")), "n": n,
-                "weight": w, "measured": measured,
-                "curve_sd": curve_sd.get((run, pair))}
+    for exp in heldout_experiments(held, last_evaluations_sd(table, eval_set, metric)):
+        pair, n, w = exp["pair"], exp["n"], exp["weight"]
+        key = f"held-out {', '.join(exp['runs'])} {pair}"
+        tokens = exp.pop("tokens")
+        base = {**exp, **heldout_noise(exp, rep.seeds or {})}
         if not math.isfinite(w):
             skipped[key] = "the run has no mixture weight for this pair"
             continue
@@ -128,7 +191,7 @@ def predict_heldout(rep: Report, held: pd.DataFrame, table: pd.DataFrame, eval_s
             skipped[key] = ("zero-shot (p = 0): f̂(0) = 0, so eq. 11 predicts no finite loss "
                             "(zero-shot pairs are outside the laws)")
             continue
-        lead = _cooled_entry(cooled, base, getattr(r, "tokens", float("nan")))
+        lead = _cooled_entry(cooled, base, tokens)
         if lead is not None:
             entries.append(lead)
         if law is None or pair not in (law.pairs or []):
@@ -146,23 +209,18 @@ def predict_heldout(rep: Report, held: pd.DataFrame, table: pd.DataFrame, eval_s
             form = law.form.replace("eq", "eq. ")
             identified = pair not in law.not_identified()
             entry = _entry(base, f"eq. 11 (f̂ {form})" + ("" if identified else ", f̂ not identified"),
-                           pred, _noise(law.goodness.get(f"sigma[{pair}]"), measured,
-                                        f"eq. 11 (f̂ {form}) for {pair}"), lead is None, band)
+                           pred, lead is None, band)
             entries.append({**entry, "f_hat_identified": identified})
         j = rep.joint
         if j is not None and pair in (j.pairs or []):
             fitted = [x for x in (j.weights or {}).get(pair, []) if abs(x - w) < _SAME_WEIGHT]
             if fitted:
                 pred = float(np.asarray(j.predict(n, fitted[0], pair)).ravel()[0])
-                entries.append(_entry(base, "eq. 7 (joint)", pred,
-                                      _noise(j.goodness.get(f"sigma[{pair}]"), measured,
-                                             f"joint eq. 7 for {pair}"), False))
+                entries.append(_entry(base, "eq. 7 (joint)", pred, False))
         for fw, f in (rep.power_fits.get(pair) or {}).items():
             if abs(fw - w) < _SAME_WEIGHT:
                 pred = float(np.asarray(f.predict(n)).ravel()[0])
-                entries.append(_entry(base, f"eq. 6 (p = {fw:g})", pred,
-                                      _noise(f.goodness.get("sigma"), measured,
-                                             f"eq. 6 for {pair} at p = {fw:g}"), False))
+                entries.append(_entry(base, f"eq. 6 (p = {fw:g})", pred, False))
     return entries, skipped
 
 
@@ -181,10 +239,8 @@ def _cooled_entry(cooled: JointChinchillaFit | None, base: dict, tokens: float
             band = (float(np.ravel(lo)[0]), float(np.ravel(hi)[0]))
     except FitError:
         return None
-    noise = _noise(cooled.goodness.get(f"sigma[{pair}]"), base["measured"], f"{COOLED_LAW} for "
-                   f"{pair}")
     return _entry({**base, "tokens": float(tokens)}, f"{COOLED_LAW} (at the run's N, D)", pred,
-                  noise, True, band)
+                  True, band)
 
 
 def _grouped_reasons(skipped: dict[str, str]) -> str:
@@ -198,10 +254,30 @@ def _grouped_reasons(skipped: dict[str, str]) -> str:
                      for reason, keys in by_reason.items())
 
 
+def _judged(e: dict[str, Any]) -> str:
+    """The table's "within tolerance" cell: which clause holds."""
+    if e["within_rel"]:
+        return f"yes (≤ {REL_TOLERANCE:.0%})"
+    if e["within_noise"]:
+        return f"yes (≤ {NOISE_TOLERANCE:g}× seed sd)"
+    return "**no**"
+
+
+def _warning(e: dict[str, Any]) -> str:
+    seeds = f" (mean of {e['seeds']} seeds)" if e["seeds"] > 1 else ""
+    noise = (f"|Δ| = {abs(e['predicted'] - e['measured']):.3g} > {NOISE_TOLERANCE:g}× seed sd "
+             f"{e['noise']:.3g} ({e['noise_source']}, {e['noise_dof']} dof)"
+             if e["noise"] is not None else "no seed noise measured: the 2 % clause alone")
+    return (f"held-out {e['run']} {e['pair']}: {e['law']} predicts {e['predicted']:.4g}, "
+            f"measured {e['measured']:.4g}{seeds}: error {e['error']:+.2%} beyond "
+            f"±{REL_TOLERANCE:.0%}; {noise}")
+
+
 def heldout_section(doc: Document, rep: Report, held: pd.DataFrame, table: pd.DataFrame,
                     run_ids: Sequence[str], eval_set: str, metric: str) -> None:
     """The report section "Held-out runs (predicted, never fitted)"; fills ``rep.heldout``, adds
-    skipped rows to ``rep.skipped`` and a warning per entry outside tolerance."""
+    skipped rows to ``rep.skipped`` and a warning per entry outside tolerance. ``rep.seeds``
+    (the fitted runs' seed spread) gives the study's seed noise."""
     rep.heldout = []
     if not run_ids:
         return
@@ -212,9 +288,12 @@ def heldout_section(doc: Document, rep: Report, held: pd.DataFrame, table: pd.Da
           f"{COOLED_LAW} at the run's own N and D (the law the report leads with) — and, "
           "where the run's weight is one of the "
           "fitted weights, by the joint law (eq. 7) and that weight's power law (eq. 6). "
-          "error = (predicted − measured) / measured; noise = residual sd of the predicting "
-          "law's fit for that pair (1% of the loss where undefined); within tolerance: "
-          f"|error| ≤ {REL_TOLERANCE:.0%} or |predicted − measured| ≤ {NOISE_TOLERANCE:g}× noise. "
+          "Runs that differ only in their seed are one row: measured = the mean of their final "
+          "losses. error = (predicted − measured) / measured; within tolerance: "
+          f"|error| ≤ {REL_TOLERANCE:.0%} or |predicted − measured| ≤ {NOISE_TOLERANCE:g}× the "
+          "measured seed sd — of the held-out run's own seeds where it has several, else the "
+          "study's seed noise for the pair at its largest repeated size, else none (the "
+          f"{REL_TOLERANCE:.0%} clause alone); never a fit's residuals. "
           "Curve sd: sd of the run's last 3 evaluated losses.")
     missing = [r for r in run_ids if r not in set(held["run_id"].astype(str))] if len(held) else \
         list(run_ids)
@@ -233,20 +312,17 @@ def heldout_section(doc: Document, rep: Report, held: pd.DataFrame, table: pd.Da
     rows = []
     for e in entries:
         iv = e.get("interval")
-        rows.append([e["run"], e["pair"], e["size"] or "–", f"{e['n']:.4g}", f"{e['weight']:g}",
-                     e["law"], format_number(e["predicted"]) + (
+        rows.append([", ".join(e["runs"]), e["pair"], e["size"] or "–", f"{e['n']:.4g}",
+                     f"{e['weight']:g}", e["law"], format_number(e["predicted"]) + (
                          f" [{iv[0]:.4g}, {iv[1]:.4g}]" if iv else ""),
                      format_number(e["measured"]), f"{e['error']:+.2%}",
-                     format_number(e["noise"], digits=2),
-                     format_number(e["curve_sd"], digits=2),
-                     "yes" if e["within_tolerance"] else "**no**"])
+                     "–" if e["noise"] is None else
+                     f"{format_number(e['noise'], digits=2)} ({e['noise_dof']} dof)",
+                     e["noise_source"], format_number(e["curve_sd"], digits=2), _judged(e)])
         if not e["within_tolerance"]:
-            rep.warnings.append(
-                f"held-out {e['run']} {e['pair']}: {e['law']} predicts {e['predicted']:.4g}, "
-                f"measured {e['measured']:.4g} (error {e['error']:+.2%}, |Δ| = "
-                f"{abs(e['predicted'] - e['measured']):.3g} > {NOISE_TOLERANCE:g}× noise "
-                f"{e['noise']:.3g} and > {REL_TOLERANCE:.0%})")
-    doc.table(["run", "pair", "size", "N", "p", "law", "predicted [95% band]", "measured",
-               "error", "noise", "curve sd", "within tolerance"], rows)
+            rep.warnings.append(_warning(e))
+    doc.table(["run (seeds)", "pair", "size", "N", "p", "law", "predicted [95% band]",
+               "measured (seed mean)", "error", "seed sd", "noise source", "curve sd",
+               "within tolerance"], rows)
     if skipped:
         doc.ul([f"{k}: {v}" for k, v in skipped.items()])
