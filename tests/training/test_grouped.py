@@ -52,6 +52,35 @@ def test_grouped_runs_match_runs_trained_alone(make_config, second_mixture):
     assert a[(12, "en-de", "validation", "loss")] != b[(12, "en-de", "validation", "loss")]
 
 
+def test_grouped_per_pair_train_loss_rows_follow_each_members_own_mixture(make_config,
+                                                                          tiny_data):
+    """A member that trains one pair (the other at weight 0) beside one that trains both: the
+    group's step sums two pairs, the one-pair member gets train_loss rows for `all` and its
+    pair only (equal: every token is that pair's), and the exporter gives the pair rows the
+    pair's weight (`all`: NaN)."""
+    from fitting.data.rundirs import read_run_dir
+    from mnmt.data import mixtures
+    from mnmt.training.trainer import train_group
+
+    de, zh = tiny_data["tasks"]["en-de"], tiny_data["tasks"]["en-zh"]
+    only_de = mixtures.register_weighted_mixture("trainer_test_de_only", {de: 1.0, zh: 0.0})
+    group = [make_config("both", train_steps=4, eval={"period": 4}),
+             make_config("de", train_steps=4, eval={"period": 4}, seed=3,
+                         inputs={"mixture_or_task_name": only_de})]
+    assert [s.status for s in train_group(group, progress=lambda e: None)] == ["finished"] * 2
+    both, one = (rows_by_key(run_files.read_metrics(c.model_dir)) for c in group)
+    assert {k[1] for k in both if k[3] == "train_loss"} == {"all", "en-de", "en-zh"}
+    assert {k[1] for k in one if k[3] == "train_loss"} == {"all", "en-de"}
+    for step in (2, 4):
+        assert one[(step, "en-de", "train", "train_loss")] == pytest.approx(
+            one[(step, "all", "train", "train_loss")], rel=1e-6)
+    table = read_run_dir(group[1].model_dir)
+    train = table[table["metric"] == "train_loss"]
+    assert set(train.loc[train["pair"] == "en-de", "weight"]) == {1.0}
+    assert train.loc[train["pair"] == "all", "weight"].isna().all()
+    assert list(train.loc[train["final"], "pair"].sort_values()) == ["all", "en-de"]
+
+
 def test_runs_that_differ_in_more_than_data_and_seed_are_refused(make_config):
     from mnmt.training.trainer import train_group
 
