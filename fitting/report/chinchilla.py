@@ -288,8 +288,10 @@ def fit_cooled_law(table: pd.DataFrame, eval_set: str, metric: str, *,
                    ) -> tuple[JointChinchillaFit | None, str, str]:
     """(fit, note, why not): :func:`fitting.laws.budget.chinchilla_joint.fit_joint_chinchilla` on the
     cooled-down budgets of ``table`` (:func:`chinchilla_points` with cool-down branches), or
-    (None, "", reason) when the table has no branches or too few budgets. ``noise_rel``: the
-    relative seed noise per pair the backtest is judged against."""
+    (None, "", reason) when the table has no branches, too few budgets or no pair could be
+    fitted; a pair that cannot be fitted is left out with its reason (``meta["failed_pairs"]``),
+    the others kept. ``noise_rel``: the relative seed noise per pair the backtest is judged
+    against."""
     if not has_branches(table):
         return None, "", ("no cool-down branches: the converged loss needs cooled-down losses at "
                           "several budgets D per run (StudySpec.cooldown_branches)")
@@ -303,7 +305,7 @@ def fit_cooled_law(table: pd.DataFrame, eval_set: str, metric: str, *,
     try:
         fit = fit_joint_chinchilla(pts, uncertainty=None if uncertainty == "bootstrap"
                                    else uncertainty, n_refits=n_refits, seed=seed,
-                                   noise_rel=noise_rel, form="auto")
+                                   noise_rel=noise_rel, form="auto", skip_failed_pairs=True)
     except FitError as e:
         return None, "", str(e)
     return fit, note, ""
@@ -333,7 +335,10 @@ def _selection_table(doc: Document, fit: JointChinchillaFit) -> None:
 
 def _backtest_text(pair: str, bt: dict) -> str:
     """One sentence: the leave-largest-out backtest against its noise level."""
-    miss = (f"refitted without N = {bt['held_out_n']:.3g}, the law predicts its "
+    chosen = ("" if bt.get("budgets") is None else
+              f" (form {bt['form']} on each run's last {bt['budgets']} budgets, chosen on the "
+              "smaller sizes only)")
+    miss = (f"refitted without N = {bt['held_out_n']:.3g}{chosen}, the law predicts its "
             f"{len(bt['errors'])} cooled-down losses with RMSE {bt['rmse_rel']:.2%} (mean "
             f"{bt['mean_rel']:+.2%}, largest {bt['max_abs_rel']:.2%}; L∞ of the refit "
             f"{bt['l_inf']:.4g})")
@@ -353,6 +358,8 @@ def cooled_law_section(doc: Document, rep: Report, fit: JointChinchillaFit | Non
         rep.skipped[COOLED_LAW] = why
         return
     rep.chinchilla["joint"] = fit.to_json()
+    for pair, reason in (fit.meta.get("failed_pairs") or {}).items():
+        rep.skipped[f"{COOLED_LAW} {pair}"] = reason
     doc.h(2, "Converged loss from cooled-down budgets: L(N, D) across weights")
     doc.p("L_i(N, D; p) fitted per pair on the loss at the end of every cool-down — each run's "
           "own end and its branches' ends — with D the training target tokens of that budget, "
@@ -390,6 +397,8 @@ def cooled_law_section(doc: Document, rep: Report, fit: JointChinchillaFit | Non
           "at an unfitted weight (a held-out run) they are interpolated linearly in p.")
     doc.table(["pair", "p", "f(p)", "g(p)"], frows)
     texts = [_backtest_text(pair, bt) for pair, bt in (fit.backtest or {}).items()]
+    texts += [f"{pair}: no backtest ({why})."
+              for pair, why in (fit.meta.get("backtest_failed") or {}).items()]
     if texts:
         doc.p("Backtest (Caillaut §4.1), leave the largest size out: " + " ".join(texts))
     rep.warnings += [f"{COOLED_LAW}: {m}" for m in fit.warnings]

@@ -19,6 +19,12 @@ laws of Fernandes et al. describe — or compute-limited, and how far are their 
 The slope curves (``regime["curves"]``) are computed in both cases, for comparison; with branches
 on the ordinary runs only (a branch's own curve is a cool-down). :func:`regime_section` writes
 the report's "Regime" section.
+
+:func:`fitted_l_inf` says which law gives the fitted L∞ the regime reads (``regime["l_inf_law"]``),
+per pair the law that did (``l_inf_law``), whether its value is a bound rather than an estimate
+(``l_inf_is_bound``) and, where the law asked for could not fit the pair, why
+(``l_inf_missing``): with cool-down branches that law is L(N, D) across weights on the
+cooled-down budgets, and no other law's L∞ takes its place.
 """
 
 from __future__ import annotations
@@ -30,22 +36,28 @@ import numpy as np
 import pandas as pd
 
 from fitting.data.tables import has_branches, without_branches
+from fitting.laws.budget.chinchilla_joint import JointChinchillaFit, e_bound
 from fitting.laws.curves.learning_curve import (
     convergence_check,
     cooldown_budgets,
     cooldown_start,
     cooled_drop_per_doubling,
 )
+from fitting.report.chinchilla import COOLED_LAW
 from fitting.report.markdown import Document, format_number
 
-__all__ = ["CONVERGED_DROP", "METHOD_BRANCHES", "METHOD_SLOPE", "trained_rows", "gap_phrase",
-           "slope_curves", "cooled_curves", "compute_regime", "regime_section"]
+__all__ = ["CONVERGED_DROP", "METHOD_BRANCHES", "METHOD_SLOPE", "LAW_JOINT", "LAW_POWER",
+           "trained_rows", "gap_phrase", "fitted_l_inf", "slope_curves", "cooled_curves",
+           "compute_regime", "regime_section"]
 
 #: a cooled-down curve is converged when its loss falls by less than this fraction per doubling
 #: of the token budget D (1 %, the noise level of Fernandes et al. footnote 5)
 CONVERGED_DROP = 0.01
 METHOD_BRANCHES = "cooled-down branches"
 METHOD_SLOPE = "slope before the cool-down"
+#: the laws of one training budget whose L∞ is the fitted one without cool-down branches
+LAW_JOINT = "joint law (eq. 7)"
+LAW_POWER = "median of the per-weight power laws (eq. 6)"
 
 
 def trained_rows(rows: pd.DataFrame) -> pd.DataFrame:
@@ -65,17 +77,69 @@ def gap_phrase(ratio: float, of: str) -> str:
     return f"{ratio:.2g}× {of}"
 
 
+def fitted_l_inf(pairs: list[str], *, branches: bool, cooled: JointChinchillaFit | None,
+                 cooled_why: str, joint: Any, power_fits: dict[str, dict],
+                 lowest: dict[str, float]) -> dict[str, Any]:
+    """The fitted L∞ per pair and the law it comes from, never another law's in its place.
+
+    With cool-down branches (``branches``) the law asked for is :data:`COOLED_LAW` (L(N, D) across
+    weights on the cooled-down budgets; ``cooled``, or None and ``cooled_why``), whose limit
+    N, D → ∞ is E: a pair it did not fit has no fitted L∞, and ``info[pair]["l_inf_missing"]``
+    says why; eq. 7's L∞ (else the median of the per-weight eq. 6 fits) is this budget's
+    asymptote, kept as such (``budget``). Without branches the law asked for is eq. 7
+    (:data:`LAW_JOINT`), and the median of eq. 6 (:data:`LAW_POWER`) stands in, named, where eq. 7
+    was not fitted. ``info[pair]["l_inf_is_bound"]``: the value is a bound, not an estimate
+    (:func:`fitting.laws.budget.chinchilla_joint.e_bound`: at 0, or at or above ``lowest[pair]``,
+    the lowest loss fitted, for eq. 6/7; the cooled-down law's own flag for E).
+
+    Returns ``{"law": the law asked for, "l_inf": {pair: (value, source)}, "budget": {pair:
+    (value, source)}, "power": {pair: median of eq. 6}, "info": {pair: {...}}}``."""
+    out: dict[str, Any] = {"law": COOLED_LAW if branches else LAW_JOINT, "l_inf": {},
+                           "budget": {}, "power": {}, "info": {}}
+    for pair in pairs:
+        if power_fits.get(pair):
+            out["power"][pair] = float(np.median([f.params["l_inf"]
+                                                  for f in power_fits[pair].values()]))
+        if joint is not None and f"l_inf[{pair}]" in joint.params:
+            out["budget"][pair] = (float(joint.params[f"l_inf[{pair}]"]), LAW_JOINT, LAW_JOINT)
+        elif pair in out["power"]:
+            out["budget"][pair] = (out["power"][pair], f"{LAW_POWER}; the joint law was not "
+                                   "fitted", LAW_POWER)
+        info: dict[str, Any] = {}
+        if branches and cooled is not None and pair in (cooled.pairs or []):
+            bound = cooled.e_is_bound(pair)
+            source = f"{COOLED_LAW}, its limit N, D → ∞ (E)" + (
+                ": a bound (E at the lowest loss measured or at 0), not an estimate"
+                if bound else "")
+            out["l_inf"][pair] = (cooled.l_inf(pair), source)
+            info.update(l_inf_law=COOLED_LAW, l_inf_is_bound=bool(bound))
+        elif branches:
+            why = ((cooled.meta.get("failed_pairs") or {}).get(pair, "the pair was not fitted")
+                   if cooled is not None else cooled_why)
+            info["l_inf_missing"] = f"{COOLED_LAW} could not be fitted: {why}"
+        elif pair in out["budget"]:
+            value, source, law = out["budget"][pair]
+            out["l_inf"][pair] = (value, source)
+            info.update(l_inf_law=law, l_inf_is_bound=e_bound(
+                value, [lowest.get(pair, np.inf)]) is not None)
+        out["info"][pair] = info
+    out["budget"] = {p: v[:2] for p, v in out["budget"].items()}
+    return out
+
+
 def _pairs(fin: pd.DataFrame, l_inf: dict[str, tuple[float, str]],
            ground_truth: dict[str, float] | None,
            l_inf_power: dict[str, float] | None,
-           l_inf_budget: dict[str, tuple[float, str]] | None = None
+           l_inf_budget: dict[str, tuple[float, str]] | None = None,
+           l_inf_info: dict[str, dict[str, Any]] | None = None
            ) -> dict[str, dict[str, Any]]:
-    """pair -> best final loss, the fitted (and true) L∞, best / L∞ and, when the fitted L∞ is
-    not this budget's, this budget's asymptote (``l_inf_budget``, ``l_inf_budget_source``)."""
+    """pair -> best final loss, the fitted (and true) L∞, best / L∞, what ``l_inf_info`` says of
+    the fitted L∞ (:func:`fitted_l_inf`) and, when the fitted L∞ is not this budget's, this
+    budget's asymptote (``l_inf_budget``, ``l_inf_budget_source``)."""
     out: dict[str, dict[str, Any]] = {}
     for pair, sub in fin.groupby("pair"):
         best = float(sub["value"].min())
-        d: dict[str, Any] = {"best_loss": best}
+        d: dict[str, Any] = {"best_loss": best, **(l_inf_info or {}).get(str(pair), {})}
         value, source = l_inf.get(pair, (float("nan"), ""))
         if math.isfinite(value) and value > 0:
             d["l_inf_fit"] = value
@@ -195,7 +259,8 @@ def _branch_verdict(runs: dict[str, dict[str, dict]], n_single: int) -> tuple[st
 def compute_regime(table: pd.DataFrame, fin: pd.DataFrame, l_inf: dict[str, tuple[float, str]],
                    ground_truth: dict[str, float] | None, eval_set: str, metric: str,
                    l_inf_power: dict[str, float] | None = None,
-                   l_inf_budget: dict[str, tuple[float, str]] | None = None) -> dict[str, Any]:
+                   l_inf_budget: dict[str, tuple[float, str]] | None = None,
+                   l_inf_info: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """Regime of the trained runs (the module docstring says how it is judged).
 
     ``fin``: the final rows (best losses per pair); ``l_inf[pair] = (value, source)``: the joint
@@ -203,13 +268,16 @@ def compute_regime(table: pd.DataFrame, fin: pd.DataFrame, l_inf: dict[str, tupl
     (``l_inf_source`` says which); ``l_inf_power`` (that median) is kept as
     ``l_inf_power_median`` for comparison. ``l_inf_budget[pair] = (value, source)``: where the
     fitted L∞ is the limit of L(N, D) on cooled-down budgets, the asymptote of eq. 6/7 on this
-    budget's final losses, kept as ``l_inf_budget``. Keys: ``pairs``, ``method``, ``curves`` (slope
+    budget's final losses, kept as ``l_inf_budget``. ``l_inf_info[pair]``: the fields of
+    :func:`fitted_l_inf` (``l_inf_law``, ``l_inf_is_bound``, ``l_inf_missing``) copied into the
+    pair's entry. Keys: ``pairs``, ``method``, ``curves`` (slope
     method), ``cooldown_starts``, ``n_curves`` and ``n_still_dropping`` (of the method used),
     ``verdict``, ``far_from_l_inf``, ``text``; with branches also ``runs``
     (:func:`cooled_curves`), ``converged_drop``, ``median_cooled_drop_per_doubling``,
     ``n_single_budget``, ``slope_n_curves`` and ``slope_n_still_dropping``.
     """
-    reg: dict[str, Any] = {"pairs": _pairs(fin, l_inf, ground_truth, l_inf_power, l_inf_budget)}
+    reg: dict[str, Any] = {"pairs": _pairs(fin, l_inf, ground_truth, l_inf_power, l_inf_budget,
+                                           l_inf_info)}
     branches = has_branches(table)
     curves, cooldown = slope_curves(without_branches(table), eval_set, metric)
     n_slope = len(curves)
@@ -282,6 +350,10 @@ def regime_section(doc: Document, regime: dict[str, Any], heldout: bool = False,
             "budget, above the converged loss while the runs are compute-limited)." if bsrcs
             else "") + (
             " Best losses and learning curves include the held-out runs." if heldout else ""))
+    missing = [f"{pair}: {d['l_inf_missing']}" for pair, d in regime["pairs"].items()
+               if d.get("l_inf_missing")]
+    if missing:
+        doc.p("No fitted L∞ (no other law's takes its place): " + "; ".join(missing) + ".")
     curves = [(run, pair, c) for run, by_pair in (regime.get("runs") or {}).items()
               for pair, c in by_pair.items()]
     if not curves:

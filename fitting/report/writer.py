@@ -44,6 +44,7 @@ from fitting.core.base import FitError, json_safe
 from fitting.data import io
 from fitting.data.tables import (
     final_losses,
+    has_branches,
     is_branch,
     read_table,
     round_weights,
@@ -54,7 +55,6 @@ from fitting.laws.size.joint import fit_joint_law
 from fitting.laws.size.power import fit_power_law
 from fitting.report.bivariate import bivariate_section
 from fitting.report.chinchilla import (
-    COOLED_LAW,
     chinchilla_section,
     cooled_law_section,
     fit_cooled_law,
@@ -64,7 +64,7 @@ from fitting.report.dpl import dpl_section
 from fitting.report.heldout import check_heldout_runs, heldout_section
 from fitting.report.markdown import Document, format_number
 from fitting.report.mixture import mixture_section
-from fitting.report.regime import compute_regime, regime_section, trained_rows
+from fitting.report.regime import compute_regime, fitted_l_inf, regime_section, trained_rows
 from fitting.report.sections import Report, frontier_section, quality_section
 from fitting.report.seeds import seed_means, seed_spread, seeds_section
 from fitting.report.verification import (
@@ -221,29 +221,20 @@ def write_report(
         rep.joint = fit_joint_law(sub, uncertainty=uncertainty, n_refits=n_refits, seed=seed)
     except FitError as e:
         rep.skipped["joint law (eq. 7)"] = str(e)
-    # the regime's fitted L∞: L(N, D)'s limit on cooled-down budgets where the table has them,
-    # else the joint law's (eq. 7), which is then also kept as this budget's asymptote
+    # the regime's fitted L∞: L(N, D)'s limit on cooled-down budgets where the table has them
+    # (a pair it cannot fit has none: eq. 7's is this budget's, never in its place), else eq. 7's
     cooled, cooled_note, cooled_why = fit_cooled_law(
         table_fit, eval_set, metric, uncertainty=uncertainty, n_refits=n_refits, seed=seed,
         noise_rel=largest_size_seed_noise(rep.seeds)[0] or None)
-    l_inf: dict[str, tuple[float, str]] = {}
-    l_inf_budget: dict[str, tuple[float, str]] = {}
-    l_inf_power: dict[str, float] = {}
-    for pair in data:
-        if rep.power_fits.get(pair):
-            l_inf_power[pair] = float(np.median([f.params["l_inf"]
-                                                 for f in rep.power_fits[pair].values()]))
-        if rep.joint is not None and f"l_inf[{pair}]" in rep.joint.params:
-            l_inf_budget[pair] = (float(rep.joint.params[f"l_inf[{pair}]"]), "joint law (eq. 7)")
-        elif pair in l_inf_power:
-            l_inf_budget[pair] = (l_inf_power[pair], "median of the per-weight power laws "
-                                                     "(eq. 6); the joint law was not fitted")
-        if cooled is not None and pair in (cooled.pairs or []):
-            l_inf[pair] = (cooled.l_inf(pair), f"{COOLED_LAW}, its limit N, D → ∞ (E)")
-        elif pair in l_inf_budget:
-            l_inf[pair] = l_inf_budget[pair]
-    rep.regime = compute_regime(table, fin_all, l_inf, ground_truth, eval_set, metric,
-                                l_inf_power, l_inf_budget=l_inf_budget if cooled else None)
+    branches = has_branches(table)
+    lf = fitted_l_inf(list(data), branches=branches, cooled=cooled, cooled_why=cooled_why,
+                      joint=rep.joint, power_fits=rep.power_fits,
+                      lowest={pair: float(min(np.min(y) for _, y in by_w.values()))
+                              for pair, by_w in shown.items() if by_w})
+    rep.regime = compute_regime(table, fin_all, lf["l_inf"], ground_truth, eval_set, metric,
+                                lf["power"], l_inf_budget=lf["budget"] if branches else None,
+                                l_inf_info=lf["info"])
+    rep.regime["l_inf_law"] = lf["law"]
     rep.regime["heldout_runs"] = held_ids
     regime_section(doc, rep.regime, heldout=bool(held_ids))
     cooled_law_section(doc, rep, cooled, cooled_note, cooled_why, ground_truth)
