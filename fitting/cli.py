@@ -10,13 +10,15 @@
     mnmt-fit mixture TABLE [--target-size N] [--heldout RUN_ID ...] [--max-weight PAIR=W ...]
                      [--max-loss PAIR=L ...] [--prefer PAIR=X ...] [--epoch-cap E --budget EXAMPLES]
                      [--json] [--out DIR]
+    mnmt-fit curves TABLE --holdout RUN [--holdout RUN2] [--law annealing|multipower]
+                    [--columns run=...,step=...,lr=...,loss=...,n=...] [--from-step S] [--json]
 
 Input columns per law are documented in docs/guides/fitting.md. Exit status 2 on bad input (the message
 names the column and row).
 
 This module holds the parser, the dispatch and the printing; the subcommands are in
 :mod:`fitting.report.cli_laws` (fit, frontier, recommend) and :mod:`fitting.report.cli_reports`
-(report, compare, mixture), their shared option and table parsing in
+(report, compare, mixture) and :mod:`fitting.report.cli_curves` (curves), their shared option and table parsing in
 :mod:`fitting.report.cli_inputs`.
 """
 
@@ -29,6 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fitting.core.base import FitError, FitResult, json_safe
+from fitting.report.cli_curves import curves_command, curves_text
 from fitting.report.cli_laws import fit_command, frontier_command, recommend_command
 from fitting.report.cli_reports import compare_command, mixture_command, report_command
 from fitting.report.mixture import mixture_text
@@ -45,6 +48,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], Any]] = {
     "report": report_command,
     "compare": compare_command,
     "mixture": mixture_command,
+    "curves": curves_command,
 }
 
 
@@ -152,6 +156,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--out", help="directory for mixture.json and transfer.png")
+
+    p = sub.add_parser("curves", help="schedule-aware loss-curve laws: fit runs, predict "
+                                      "held-out runs at every step")
+    p.add_argument("table", metavar="TABLE",
+                   help="tidy metrics table (learning_rate and train_loss rows) or a table with "
+                        "columns run, step, lr, loss (optional n), CSV/Parquet")
+    p.add_argument("--holdout", action="append", metavar="RUN", required=True,
+                   help="a run never fitted, predicted (repeatable)")
+    p.add_argument("--law", choices=["annealing", "multipower"], default="annealing",
+                   help="annealing: Tissue et al. 2024 eq. 1; multipower: Luo et al. 2025")
+    p.add_argument("--columns", help="map our column names to yours: run=name,lr=learning_rate")
+    p.add_argument("--metric", default="train_loss", help="tidy table: the loss metric")
+    p.add_argument("--from-step", type=float, default=0.0,
+                   help="fit and predict losses from this step on (always after the warm-up)")
+    p.add_argument("--size-terms", choices=["auto", "on", "off"], default="auto",
+                   help="L0(N) = E + A_N·N^−a (auto: with ≥ 3 distinct sizes n)")
+    p.add_argument("--uncertainty", choices=["perturbation", "none"], default="perturbation")
+    p.add_argument("--n-refits", type=int, default=20)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--out", help="write the JSON result to this file")
     return ap
 
 
@@ -186,6 +211,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         res = COMMANDS[args.cmd](args)
         if args.cmd == "mixture" and not args.json:
             print(mixture_text(res))
+            return 0
+        if args.cmd == "curves" and not args.json:
+            if args.out:
+                with open(args.out, "w", encoding="utf-8") as f:
+                    json.dump(json_safe(res), f, indent=1)
+            print(curves_text(res))
             return 0
         _print(res, getattr(args, "json", False),
                getattr(args, "out", None)

@@ -7,7 +7,8 @@ grouped by what they are a function of:
 * :mod:`fitting.laws.budget`   laws in size and token budget, L(N, D) (Caillaut eq. 2; the
   joint per-pair form across weights; Kaplan's form)
 * :mod:`fitting.laws.curves`   laws of one run's training curve: learning-curve extrapolation
-  (Fernandes App. G)
+  (Fernandes App. G); schedule-aware laws of the loss at every step (the LR-annealing law,
+  Tissue et al. 2024 eq. 1; the Multi-Power Law, Luo et al. 2025)
 * :mod:`fitting.laws.mixture`  laws in the mixture weights: the Double Power Law and optimal
   ratios (Chen eq. 5–7) and mixture laws for K pairs with their comparison and recommendation
 * :mod:`fitting.laws.quality`  BLEU/ChrF against cross-entropy (Ghorbani eq. 5)
@@ -30,6 +31,9 @@ _EXPORTS = {
     **dict.fromkeys(["QualityLawFit", "fit_quality_law"], "quality"),
     **dict.fromkeys(["LearningCurveFit", "fit_learning_curve", "convergence_check",
                      "correct_final_losses"], "curves.learning_curve"),
+    **dict.fromkeys(["AnnealingLawFit", "fit_annealing_law"], "curves.annealing"),
+    **dict.fromkeys(["MultiPowerLawFit", "fit_multipower_law"], "curves.multipower"),
+    **dict.fromkeys(["Curve", "curves_from_table"], "curves.runs"),
     **dict.fromkeys(["ChinchillaFit", "fit_chinchilla"], "budget.chinchilla"),
     **dict.fromkeys(["DPLFit", "fit_dpl", "optimal_sampling_ratios", "CHEN_EQ6_PRESET"],
                     "mixture.dpl"),

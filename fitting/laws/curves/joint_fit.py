@@ -1,0 +1,254 @@
+"""What the schedule-aware curve laws share: one fit over several runs (curves) with shared
+parameters, optional size terms, relative residuals, perturbation uncertainty, held-out errors.
+
+A law (:class:`CurveLaw`) writes the loss of a run at step t as
+
+    L(t) = L0 + Σ_j c_j · X_j(t; θ)
+
+with linear coefficients c (≥ 0) and a few nonlinear parameters θ: the annealing law
+(:mod:`.annealing`, X = [S1^−α, −S2], θ = α) and the Multi-Power Law (:mod:`.multipower`,
+X = [S1^−α, −Σ d_k G(·)], θ = (α, C, β, γ)). With size terms the constant becomes
+L0(N) = E + A_N·N^−a (θ gains a), so one fit across sizes predicts another size; E = L∞ is the
+loss of an infinitely large model trained for ever without annealing, L0(N) that of size N.
+
+The fit is :func:`fitting.core.engine.varpro_fit` (soft_l1, a θ grid as multi-start, the linear
+coefficients solved exactly for each θ, then a joint robust polish), with every residual divided
+by its measured loss (``sigma = loss``): relative errors, so that curves of different scales weigh
+alike. The losses of each run are thinned to at most ``max_points`` evenly spaced in step.
+Uncertainty: perturbation refits (Fernandes footnote 5, :func:`fitting.core.uncertainty.
+perturbation_samples`): every loss times (1 + 0.01·ε), refitted from the point fit; failed refits
+are counted in ``meta["uncertainty"]["failed"]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fitting.core.base import FitError, FitResult
+from fitting.core.engine import F_SCALE_GRID, goodness_of_fit, varpro_fit
+from fitting.core.uncertainty import perturbation_samples, summarize_samples
+from fitting.laws.curves.runs import Curve
+
+__all__ = ["CurveLaw", "ScheduleLawFit", "fit_curve_law", "heldout_errors", "CURVE_F_SCALES"]
+
+#: soft_l1 f_scale candidates (relative residuals): five values over Ghorbani App. E's range
+CURVE_F_SCALES: np.ndarray = np.geomspace(F_SCALE_GRID[0], F_SCALE_GRID[-1], 5)
+
+#: size-term exponent a: bounds and starting values
+SIZE_BOUNDS = (0.01, 2.0)
+SIZE_GRID = (0.2, 0.5, 1.0)
+
+
+class CurveLaw:
+    """A schedule-aware law: ``theta_names`` (nonlinear, searched), ``coef_names`` (linear,
+    ≥ 0), per-run ``features`` at given steps and the ``columns`` X_j(t; θ) they give."""
+
+    name: str = ""
+    theta_names: tuple[str, ...] = ()
+    coef_names: tuple[str, ...] = ()
+    theta_bounds: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
+    theta_grid: tuple[tuple[float, ...], ...] = ()
+
+    def features(self, curve: Curve, steps: np.ndarray) -> Any:
+        """Everything of ``curve``'s schedule the columns need at ``steps``."""
+        raise NotImplementedError
+
+    def columns(self, theta: np.ndarray, feats: Any) -> np.ndarray:
+        """X (len(steps) × len(coef_names)) at θ."""
+        raise NotImplementedError
+
+    def named(self, theta: np.ndarray) -> dict[str, float]:
+        """θ as reported parameters (a law searching log10 C reports C)."""
+        return dict(zip(self.theta_names, map(float, theta), strict=True))
+
+    def unnamed(self, params: dict[str, float]) -> np.ndarray:
+        """The inverse of :meth:`named`."""
+        return np.array([params[k] for k in self.theta_names], dtype=np.float64)
+
+
+def _size_names(size_terms: bool) -> tuple[str, ...]:
+    return ("E", "A_N") if size_terms else ("L0",)
+
+
+def _design(law: CurveLaw, feats: list, sizes: np.ndarray | None, theta: np.ndarray
+            ) -> np.ndarray:
+    p = len(law.theta_names)
+    x = np.vstack([law.columns(theta[:p], f) for f in feats])
+    base = [np.ones(x.shape[0])]
+    if sizes is not None:
+        base.append(np.power(sizes, -theta[p]))
+    return np.column_stack(base + [x])
+
+
+@dataclass
+class ScheduleLawFit(FitResult):
+    """A schedule-aware curve law fitted jointly to several runs (module docstring).
+
+    Fields besides FitResult's: ``runs`` the fitted runs; ``size_terms`` whether L0(N) =
+    E + A_N·N^−a (else one L0); ``from_step`` the first step fitted; ``limits``: ``L_inf`` = E
+    (= L0 without size terms) and ``L0(N=…)`` per fitted size."""
+
+    runs: list[str] = field(default_factory=list)
+    size_terms: bool = False
+    from_step: float = 0.0
+    limits: dict[str, float] = field(default_factory=dict)
+
+    def curve_law(self) -> CurveLaw:
+        """The law object with this fit's settings (implemented by each law)."""
+        raise NotImplementedError
+
+    def converged_loss(self, n: float | None = None) -> float:
+        """L0(N) = E + A_N·N^−a with size terms (``n`` needed), else L0."""
+        p = self.params
+        if not self.size_terms:
+            return float(p["L0"])
+        if n is None or not np.isfinite(n) or n <= 0:
+            raise FitError("this fit has size terms L0(N) = E + A_N·N^−a: give the model size n",
+                           column="n")
+        return float(p["E"] + p["A_N"] * float(n) ** (-p["a"]))
+
+    def predict(self, steps: Any, lr_steps: Any, lr: Any, n: float | None = None) -> np.ndarray:
+        """Predicted loss at ``steps`` of a run whose learning rate is logged at ``lr_steps``
+        (interpolated piecewise-linearly, :func:`fitting.laws.curves.schedule.dense_lr`)."""
+        law = self.curve_law()
+        st = np.asarray(steps, dtype=np.float64)
+        curve = Curve("predict", lr_steps, lr, st, np.ones_like(st))
+        theta = law.unnamed(self.params)
+        coef = np.array([self.params[k] for k in law.coef_names])
+        x = law.columns(theta, law.features(curve, st))
+        return self.converged_loss(n) + x @ coef
+
+
+def _thin(mask: np.ndarray, max_points: int) -> np.ndarray:
+    idx = np.flatnonzero(mask)
+    if max_points and idx.size > max_points:
+        idx = idx[np.unique(np.round(np.linspace(0, idx.size - 1, max_points)).astype(int))]
+    return idx
+
+
+def fit_curve_law(
+    law: CurveLaw,
+    curves: dict[str, Curve] | list[Curve],
+    *,
+    size_terms: bool | None = None,
+    from_step: float = 0.0,
+    max_points: int = 200,
+    f_scale: float | str = "auto",
+    uncertainty: str | None = None,
+    n_refits: int = 20,
+    seed: int = 0,
+    n_refine: int = 3,
+) -> dict[str, Any]:
+    """Fit ``law`` jointly to ``curves``; the pieces each law's result is built from.
+
+    ``size_terms``: None = on when the runs have at least 3 distinct sizes N (every run needs
+    its N then). ``uncertainty``: None or ``"perturbation"``. Returns params, stderr,
+    intervals, goodness, n_points, warnings, meta, limits."""
+    cs = list(curves.values()) if isinstance(curves, dict) else list(curves)
+    if not cs:
+        raise FitError("no curves to fit", column="run")
+    sizes_all = np.array([c.n for c in cs], dtype=np.float64)
+    distinct = np.unique(sizes_all[np.isfinite(sizes_all)])
+    if size_terms is None:
+        size_terms = distinct.size >= 3 and bool(np.all(np.isfinite(sizes_all)))
+    if size_terms and (distinct.size < 3 or not np.all(np.isfinite(sizes_all) & (sizes_all > 0))):
+        raise FitError("size terms L0(N) = E + A_N·N^−a need a positive size n for every run and "
+                       f"at least 3 distinct sizes; got {distinct.size}", column="n")
+    feats, ys, row_sizes = [], [], []
+    for c in cs:
+        idx = _thin(c.fit_steps(from_step), max_points)
+        if idx.size == 0:
+            raise FitError(f"run {c.run!r}: no loss after the warm-up and step {from_step:g} "
+                           "within its logged schedule", column="loss")
+        feats.append(law.features(c, c.steps[idx]))
+        ys.append(c.loss[idx])
+        row_sizes.append(np.full(idx.size, c.n))
+    y = np.concatenate(ys)
+    sizes = np.concatenate(row_sizes) if size_terms else None
+    p = len(law.theta_names)
+    lo = list(law.theta_bounds[0]) + ([SIZE_BOUNDS[0]] if size_terms else [])
+    hi = list(law.theta_bounds[1]) + ([SIZE_BOUNDS[1]] if size_terms else [])
+    grid = list(law.theta_grid) + ([SIZE_GRID] if size_terms else [])
+    k = len(_size_names(size_terms)) + len(law.coef_names)
+    if y.size <= p + k:
+        raise FitError(f"{law.name}: {y.size} losses for {p + k} parameters", column="loss")
+
+    def design(theta: np.ndarray) -> np.ndarray:
+        return _design(law, feats, sizes, theta)
+
+    fs_grid = CURVE_F_SCALES if f_scale == "auto" else None
+    with np.errstate(all="ignore"):
+        res = varpro_fit(design, y, theta_grid=grid, theta_bounds=(lo, hi), sigma=y,
+                         f_scale=f_scale, f_scale_grid=fs_grid, n_refine=n_refine)
+
+    def params_of(theta: np.ndarray, coef: np.ndarray) -> dict[str, float]:
+        names = _size_names(size_terms) + law.coef_names
+        out = dict(zip(names, map(float, coef), strict=True))
+        if size_terms:
+            out["a"] = float(theta[p])
+        out.update(law.named(theta[:p]))
+        return out
+
+    params = params_of(res.theta, res.coef)
+    pred = y - res.residuals
+    goodness = goodness_of_fit(y, pred, p + k + (1 if size_terms else 0))
+    rel = np.abs(res.residuals) / y
+    goodness.update(mean_rel_err=float(rel.mean()), worst_rel_err=float(rel.max()))
+    meta: dict[str, Any] = {"f_scale": res.f_scale, "residuals": "relative: (loss − fit) / loss",
+                            "max_points_per_run": int(max_points), "converged": res.success}
+    warnings: list[str] = []
+    names = list(law.theta_names) + (["a"] if size_terms else [])
+    for name, v, b_lo, b_hi in zip(names, res.theta, lo, hi, strict=True):
+        if min(v - b_lo, b_hi - v) <= 1e-6 * max(1.0, b_hi - b_lo):
+            warnings.append(f"{name} = {v:.4g} is at its bound [{b_lo:g}, {b_hi:g}]: the curves "
+                            "do not identify it (a limit of the law fits them)")
+    if not res.success:
+        warnings.append(f"the robust polish did not report convergence: {res.message}")
+    stderr = intervals = None
+    if uncertainty == "perturbation" and n_refits > 0:
+        def refit(y_new: np.ndarray) -> dict[str, float]:
+            with np.errstate(all="ignore"):
+                r = varpro_fit(design, y_new, theta_grid=grid, theta_bounds=(lo, hi),
+                               sigma=y_new, f_scale=res.f_scale, theta0=res.theta)
+            return params_of(r.theta, r.coef)
+
+        samples, failed = perturbation_samples(refit, y, n_refits=n_refits, seed=seed)
+        stderr, intervals = summarize_samples(samples, estimate=params)
+        meta["uncertainty"] = {"method": "perturbation (1 % of each loss, Fernandes fn. 5)",
+                               "n_refits": int(n_refits), "failed": int(failed)}
+        if failed:
+            warnings.append(f"{failed} of {n_refits} perturbation refits failed")
+    elif uncertainty not in (None, "none", "perturbation"):
+        raise FitError(f"curve laws: uncertainty must be 'perturbation' or None, got "
+                       f"{uncertainty!r}", column="uncertainty")
+    limits = {"L_inf": params["E"] if size_terms else params["L0"]}
+    if size_terms:
+        for n in distinct:
+            limits[f"L0(N={n:.6g})"] = float(params["E"] + params["A_N"] * n ** (-params["a"]))
+    return {"params": params, "stderr": stderr, "intervals": intervals, "goodness": goodness,
+            "n_points": int(y.size), "warnings": warnings, "meta": meta, "limits": limits,
+            "runs": [c.run for c in cs], "size_terms": bool(size_terms),
+            "from_step": float(from_step)}
+
+
+def heldout_errors(fit: ScheduleLawFit, curve: Curve, from_step: float | None = None
+                   ) -> dict[str, Any]:
+    """The fit's prediction of a run it never saw, at every loss the laws describe
+    (:meth:`Curve.fit_steps` with ``from_step``, default the fit's): ``mean`` and ``worst``
+    |relative error|, ``last`` the signed relative error (predicted − measured)/measured at the
+    last step, and ``steps``, ``predicted``, ``measured``."""
+    start = fit.from_step if from_step is None else from_step
+    mask = curve.fit_steps(start)
+    if not mask.any():
+        raise FitError(f"held-out run {curve.run!r}: no loss after the warm-up and step "
+                       f"{start:g}", column="loss")
+    steps, measured = curve.steps[mask], curve.loss[mask]
+    n = curve.n if fit.size_terms else None
+    pred = fit.predict(steps, curve.lr_steps, curve.lr, n=n)
+    rel = (pred - measured) / measured
+    return {"mean": float(np.mean(np.abs(rel))), "worst": float(np.max(np.abs(rel))),
+            "last": float(rel[-1]), "steps": steps.tolist(), "predicted": pred.tolist(),
+            "measured": measured.tolist()}

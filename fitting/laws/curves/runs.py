@@ -1,0 +1,184 @@
+"""Training curves with their learning-rate schedules, read from a table.
+
+Two layouts (after ``--columns``' renaming, :func:`fitting.data.tables.read_table`):
+
+* the tidy metrics table (docs/reference/metrics_schema.md): rows with ``metric`` =
+  ``learning_rate`` carry the schedule, rows with ``metric`` = ``train_loss`` (task ``all`` where
+  the table has per-pair rows too) the loss; ``run_id``, ``step``, ``value``, optional ``n``. A
+  cool-down branch (``parent_run``, ``branch_step``) gets its parent's rates up to the branch step
+  in front of its own: its schedule areas start at step 0 like the parent's.
+* a wide table of another stack: one row per logged step, columns ``run`` (or ``run_id``),
+  ``step``, ``lr`` and ``loss``, optional ``n``; a row may carry the rate without a loss (or the
+  loss without a rate: a validation loss logged between rate logs) — empty cells are left out.
+
+A loss at step s is explained by the rates of steps 1…s, so every curve's rates must start near
+step 0 (within two logging intervals, or 100 steps): a table whose first *loss* comes long after
+step 0 is fine, one whose first *rate* does is an error naming the run.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from fitting.core.base import FitError
+from fitting.data.tables import check_numeric, require_columns
+from fitting.laws.curves.schedule import dense_lr, warmup_end
+
+__all__ = ["Curve", "curves_from_table", "check_runs", "TIDY_LOSS_METRIC", "TIDY_LR_METRIC"]
+
+TIDY_LOSS_METRIC = "train_loss"
+TIDY_LR_METRIC = "learning_rate"
+
+
+@dataclass
+class Curve:
+    """One run: its learning-rate log (``lr_steps``, ``lr``), its losses (``steps``, ``loss``;
+    may be empty for a run only predicted) and its model size ``n`` (NaN when unknown)."""
+
+    run: str
+    lr_steps: np.ndarray
+    lr: np.ndarray
+    steps: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    loss: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    n: float = float("nan")
+
+    def __post_init__(self) -> None:
+        self.lr_steps = np.asarray(self.lr_steps, dtype=np.float64)
+        self.lr = np.asarray(self.lr, dtype=np.float64)
+        self.steps = np.asarray(self.steps, dtype=np.float64)
+        self.loss = np.asarray(self.loss, dtype=np.float64)
+        if self.steps.shape != self.loss.shape:
+            raise FitError(f"run {self.run!r}: {self.steps.size} loss steps but "
+                           f"{self.loss.size} losses", column="loss")
+        order = np.argsort(self.steps, kind="stable")
+        self.steps, self.loss = self.steps[order], self.loss[order]
+        order = np.argsort(self.lr_steps, kind="stable")
+        self.lr_steps, self.lr = self.lr_steps[order], self.lr[order]
+        if self.loss.size and not np.all(np.isfinite(self.loss) & (self.loss > 0)):
+            raise FitError(f"run {self.run!r}: losses must be finite and positive", column="loss")
+        if self.lr_steps.size == 0:
+            raise FitError(f"run {self.run!r}: no learning-rate rows", column="lr")
+        first = float(self.lr_steps.min())
+        gaps = np.diff(np.unique(self.lr_steps))
+        allowed = max(100.0, 2.0 * float(np.median(gaps))) if gaps.size else 100.0
+        if first > allowed:
+            raise FitError(
+                f"run {self.run!r}: its learning rate is logged from step {first:g} on; the "
+                "schedule areas need the rates from step 0 (a branch resumed from another run: "
+                "put the parent's rates in front)", column="lr")
+
+    def eta(self, last_step: int | None = None) -> np.ndarray:
+        """η at every step 0…``last_step`` (default: the last logged rate or loss step;
+        :func:`fitting.laws.curves.schedule.dense_lr`)."""
+        end = int(np.ceil(max(self.lr_steps.max(), self.steps.max() if self.steps.size else 0)))
+        return dense_lr(self.lr_steps, self.lr, end if last_step is None else last_step,
+                        run=self.run)
+
+    def fit_steps(self, from_step: float = 0.0) -> np.ndarray:
+        """Boolean mask of the losses the laws describe: after the warm-up (the first step at
+        which the rate reaches its maximum) and at or after ``from_step``; within the logged
+        schedule."""
+        if not self.steps.size:
+            return np.zeros(0, dtype=bool)
+        w = warmup_end(self.eta())
+        return (self.steps > w) & (self.steps >= from_step) & (self.steps <= self.lr_steps.max())
+
+
+def _tidy_curves(df: pd.DataFrame, source: str, loss_metric: str) -> dict[str, Curve]:
+    require_columns(df, ["run_id", "metric", "step", "value"], source)
+    lr_rows = df[df["metric"] == TIDY_LR_METRIC]
+    loss_rows = df[df["metric"] == loss_metric]
+    if "pair" in loss_rows.columns and (loss_rows["pair"].astype(str) == "all").any():
+        loss_rows = loss_rows[loss_rows["pair"].astype(str) == "all"]
+    if lr_rows.empty:
+        raise FitError(f"{source}: no rows with metric {TIDY_LR_METRIC!r}; the curve laws need "
+                       "the learning rate of every run", column="metric", source=source)
+    if loss_rows.empty:
+        raise FitError(f"{source}: no rows with metric {loss_metric!r}", column="metric",
+                       source=source)
+    parts = {}
+    for name, rows in (("lr", lr_rows), ("loss", loss_rows)):
+        parts[name] = pd.DataFrame({"run": rows["run_id"].astype(str),
+                                    "step": check_numeric(rows, "step", source),
+                                    name: check_numeric(rows, "value", source)})
+    if {"parent_run", "branch_step"} <= set(df.columns):
+        parts["lr"] = _with_parent_rates(parts["lr"], df)
+    wide = pd.concat([parts["lr"], parts["loss"]], ignore_index=True)
+    if "n" in df.columns:
+        sizes = df.groupby(df["run_id"].astype(str))["n"].first()
+        wide["n"] = wide["run"].map(sizes)
+    return _wide_curves(wide, source)
+
+
+def _with_parent_rates(lr_rows: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
+    """A branch's schedule: its parent's rates up to the branch step, then its own."""
+    first = df.drop_duplicates("run_id")
+    extra = []
+    for run, parent, b in zip(first["run_id"].astype(str), first["parent_run"].astype(str),
+                              pd.to_numeric(first["branch_step"], errors="coerce"), strict=True):
+        if parent in ("", "nan") or not np.isfinite(b):
+            continue
+        own = lr_rows["run"] == run
+        lr_rows = lr_rows[~own | (lr_rows["step"] > b)]
+        par = lr_rows[(lr_rows["run"] == parent) & (lr_rows["step"] <= b)]
+        extra.append(par.assign(run=run))
+    return pd.concat([lr_rows, *extra], ignore_index=True) if extra else lr_rows
+
+
+def _wide_curves(df: pd.DataFrame, source: str) -> dict[str, Curve]:
+    """Curves of a wide table with columns run, step, lr, loss (empty cells allowed), n."""
+    steps = check_numeric(df, "step", source)
+    lr = check_numeric(df, "lr", source)
+    loss = check_numeric(df, "loss", source)
+    n = check_numeric(df, "n", source) if "n" in df.columns else np.full(len(df), np.nan)
+    runs = df["run"].astype(str).to_numpy()
+    out: dict[str, Curve] = {}
+    for run in dict.fromkeys(runs):
+        sel = runs == run
+        has_lr = sel & np.isfinite(lr)
+        has_loss = sel & np.isfinite(loss)
+        if not has_lr.any():
+            raise FitError(f"{source}: run {run!r} has no learning-rate values (column 'lr')",
+                           column="lr", source=source)
+        st, ls = steps[has_loss], loss[has_loss]
+        if st.size:  # a step logged twice (a restart): the mean of its losses
+            uniq = np.unique(st)
+            idx = np.searchsorted(uniq, st)
+            st, ls = uniq, np.bincount(idx, weights=ls) / np.bincount(idx)
+        sizes = n[sel][np.isfinite(n[sel])]
+        out[run] = Curve(run, steps[has_lr], lr[has_lr], st, ls,
+                         float(sizes[0]) if sizes.size else float("nan"))
+    return out
+
+
+def curves_from_table(df: pd.DataFrame, *, source: str = "table",
+                      loss_metric: str = TIDY_LOSS_METRIC) -> dict[str, Curve]:
+    """{run: :class:`Curve`} of a tidy metrics table or a wide table (module docstring).
+
+    FitError naming the missing column (and the columns the table has) otherwise."""
+    if {"metric", "value"} <= set(df.columns):
+        return _tidy_curves(df, source, loss_metric)
+    if "run" not in df.columns and "run_id" in df.columns:
+        df = df.rename(columns={"run_id": "run"})
+    require_columns(df, ["run", "step", "lr", "loss"], source)
+    return _wide_curves(df, source)
+
+
+def check_runs(curves: dict[str, Curve], runs: list[str] | tuple[str, ...],
+               what: str = "held-out run") -> list[str]:
+    """``runs`` checked to be runs of ``curves``; FitError naming an unknown one and the closest
+    known name (difflib) otherwise."""
+    known = sorted(curves)
+    for r in runs:
+        if r not in curves:
+            close = difflib.get_close_matches(str(r), known, n=1, cutoff=0.5)
+            hint = f"; did you mean {close[0]!r}?" if close else "."
+            shown = ", ".join(known[:30]) + (f", … ({len(known)} in all)" if len(known) > 30
+                                             else "")
+            raise FitError(f"{what} {r!r} is not a run of the table{hint} Known runs: {shown}",
+                           column="run")
+    return list(dict.fromkeys(runs))

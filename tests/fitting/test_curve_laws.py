@@ -1,0 +1,204 @@
+"""Schedule-aware curve laws: the schedule areas, the LR-annealing law (Tissue et al. 2024 eq. 1)
+and the Multi-Power Law (Luo et al. 2025) on curves generated from known parameters, and
+``mnmt-fit curves``."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fitting.cli import main
+from fitting.core.base import FitError, FitResult
+from fitting.laws.curves.annealing import AnnealingLawFit, fit_annealing_law
+from fitting.laws.curves.joint_fit import heldout_errors
+from fitting.laws.curves.multipower import MultiPowerLawFit, fit_multipower_law
+from fitting.laws.curves.runs import Curve, curves_from_table
+from fitting.laws.curves.schedule import (
+    annealing_area,
+    dense_lr,
+    forward_area,
+    lr_drops,
+    reduction_knots,
+    reduction_sum,
+)
+
+T, WARM, PEAK = 3000, 100, 1e-3
+ANNEAL = {"L0": 2.0, "A": 1.0, "alpha": 0.5, "C": 0.4}
+MPL = {"L0": 2.0, "A": 1.0, "alpha": 0.5, "B": 400.0, "C": 2.0, "beta": 0.6, "gamma": 0.5}
+
+
+def wsd(frac, last=T):
+    s = np.arange(0, last + 1, 10.0)
+    lr = np.where(s < WARM, PEAK * s / WARM, PEAK)
+    start = last * (1 - frac)
+    return s, np.where(s > start, PEAK * (last - s) / (last - start), lr)
+
+
+def cosine(last=T):
+    s = np.arange(0, last + 1, 10.0)
+    return s, np.where(s < WARM, PEAK * s / WARM,
+                       PEAK * 0.5 * (1 + np.cos(np.pi * (s - WARM) / (last - WARM))))
+
+
+def make(truth, name, schedule, n=float("nan"), every=50):
+    s, lr = schedule
+    steps = np.arange(every, s[-1] + 1, every)
+    return Curve(name, s, lr, steps, truth.predict(steps, s, lr, n=n if truth.size_terms
+                                                   else None), n)
+
+
+# -- schedule areas ---------------------------------------------------------------------------
+
+
+def test_schedule_areas_hand_computed():
+    eta = dense_lr([0, 2, 4], [1.0, 0.5, 0.0])  # logged every 2 steps: linear in between
+    assert np.allclose(eta, [1.0, 0.75, 0.5, 0.25, 0.0])
+    assert np.allclose(forward_area(eta), [0.0, 0.75, 1.25, 1.5, 1.5])  # Σ_{i=1}^{s} η_i
+    # d_i = 0.25 from step 1; m_i = 0.5·m_{i−1} + d_i = .25, .375, .4375, .46875
+    assert np.allclose(annealing_area(eta, lam=0.5), [0.0, 0.25, 0.625, 1.0625, 1.53125])
+
+
+def test_warmup_rise_adds_to_s1_only_and_lr_held_before_first_log():
+    eta = dense_lr([2, 3, 4], [1.0, 2.0, 1.0])
+    assert np.allclose(eta, [1.0, 1.0, 1.0, 2.0, 1.0])  # first logged value held back to 0
+    assert np.allclose(lr_drops(eta), [0, 0, 0, 0, 1.0])  # the rise to the peak is not a drop
+    assert np.allclose(annealing_area(eta, lam=0.0), [0, 0, 0, 0, 1.0])
+
+
+def test_reduction_sum_matches_the_definition_step_by_step():
+    s, lr = wsd(0.5, last=200)
+    eta = dense_lr(s, lr)
+    t = np.array([60, 120, 150, 200])
+    C, beta, gamma = 2.0, 0.6, 0.5
+    brute = []
+    for tt in t:  # Σ_{k=1}^{t} (η_{k−1} − η_k) G(η_k^−γ Σ_{τ=k}^{t} η_τ), after the warm-up
+        tot = 0.0
+        for k in range(WARM + 1, tt + 1):
+            x = max(eta[k], 1e-9 * PEAK) ** -gamma * eta[k:tt + 1].sum()
+            tot += (eta[k - 1] - eta[k]) * (1 - (C * x + 1) ** -beta)
+        brute.append(tot)
+    exact = reduction_sum(reduction_knots(eta, t, max_knots=10_000), C, beta, gamma)
+    assert np.allclose(exact, brute, rtol=1e-9, atol=1e-15)
+    # blocks of 4 steps (midpoint rule): within 1 % already 20 steps into the cool-down
+    blocks = reduction_sum(reduction_knots(eta, t, max_knots=50), C, beta, gamma)
+    assert np.allclose(blocks, brute, rtol=1e-2)
+
+
+# -- the laws on curves of known parameters -------------------------------------------------------
+
+
+def test_annealing_law_recovers_parameters_and_predicts_heldout_schedule():
+    truth = AnnealingLawFit(law="lr_annealing", params=dict(ANNEAL))
+    fit = fit_annealing_law([make(truth, "wsd", wsd(0.2)), make(truth, "cos", cosine())],
+                            uncertainty="perturbation", n_refits=5)
+    for k, v in ANNEAL.items():
+        assert fit.params[k] == pytest.approx(v, rel=1e-4), k
+    assert fit.limits["L_inf"] == pytest.approx(2.0, rel=1e-4)
+    assert fit.meta["uncertainty"]["failed"] == 0 and np.isfinite(fit.stderr["alpha"])
+    err = heldout_errors(fit, make(truth, "wsd50", wsd(0.5)))
+    assert err["mean"] < 1e-3 and err["worst"] < 1e-3 and len(err["steps"]) == len(
+        err["predicted"])
+    back = FitResult.from_json(json.loads(json.dumps(fit.to_json())))
+    assert isinstance(back, AnnealingLawFit) and back.lam == fit.lam
+    s, lr = wsd(0.3)
+    assert np.allclose(back.predict([1000, 3000], s, lr), fit.predict([1000, 3000], s, lr))
+
+
+def test_multipower_law_predicts_heldout_schedule():
+    truth = MultiPowerLawFit(law="multi_power", params=dict(MPL), max_knots=100_000)
+    fit = fit_multipower_law([make(truth, "wsd", wsd(0.2)), make(truth, "cos", cosine())])
+    assert fit.params["alpha"] == pytest.approx(0.5, rel=0.01)
+    assert fit.params["L0"] == pytest.approx(2.0, rel=1e-3)
+    for name, sched in (("wsd50", wsd(0.5)), ("wsd10", wsd(0.1))):
+        assert heldout_errors(fit, make(truth, name, sched))["mean"] < 1e-3
+    back = FitResult.from_json(fit.to_json())
+    assert isinstance(back, MultiPowerLawFit) and back.params == pytest.approx(fit.params)
+
+
+def test_size_terms_predict_a_larger_size():
+    truth = AnnealingLawFit(law="lr_annealing", size_terms=True,
+                            params={"E": 1.5, "A_N": 300.0, "a": 0.4, "A": 1.0, "alpha": 0.5,
+                                    "C": 0.4})
+    sizes = [1e6, 3e6, 1e7]
+    fitted = [make(truth, f"{kind}{n:g}", sched, n=n) for n in sizes
+              for kind, sched in (("wsd", wsd(0.2)), ("cos", cosine()))]
+    fit = fit_annealing_law(fitted)  # size terms on by themselves: 3 sizes
+    assert fit.size_terms and fit.params["a"] == pytest.approx(0.4, rel=1e-3)
+    assert fit.limits["L_inf"] == pytest.approx(1.5, rel=1e-3)
+    assert heldout_errors(fit, make(truth, "big", wsd(0.5), n=1e8))["mean"] < 1e-3
+    with pytest.raises(FitError, match="model size n"):
+        fit.converged_loss()
+
+
+def test_rates_logged_late_are_an_error_naming_the_run():
+    with pytest.raises(FitError, match="'branch'.*from step 5000"):
+        Curve("branch", [5000, 5050, 5100], [1e-3, 9e-4, 8e-4])
+
+
+# -- mnmt-fit curves ---------------------------------------------------------------------------
+
+
+def _tidy(path):
+    """Three runs of the tidy table: rates every 10 steps, losses from step 500 on only."""
+    truth = AnnealingLawFit(law="lr_annealing", params=dict(ANNEAL))
+    rows = []
+    for run, sched in (("wsd20", wsd(0.2)), ("cos", cosine()), ("wsd50", wsd(0.5))):
+        s, lr = sched
+        rows += [{"run_id": run, "pair": "all", "eval_set": "train", "metric": "learning_rate",
+                  "step": int(a), "value": b} for a, b in zip(s, lr, strict=True)]
+        st = np.arange(500, T + 1, 50.0)
+        rows += [{"run_id": run, "pair": "all", "eval_set": "train", "metric": "train_loss",
+                  "step": int(a), "value": b}
+                 for a, b in zip(st, truth.predict(st, s, lr), strict=True)]
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return str(path)
+
+
+def test_cli_curves_json_on_tidy_table(tmp_path, capsys):
+    table = _tidy(tmp_path / "metrics.csv")
+    rc = main(["curves", table, "--holdout", "wsd50", "--uncertainty", "none", "--json"])
+    assert rc == 0
+    d = json.loads(capsys.readouterr().out)
+    e = d["heldout"]["wsd50"]
+    assert set(e) == {"mean", "worst", "last", "steps", "predicted", "measured"}
+    assert e["mean"] < 1e-3 and abs(e["last"]) < 1e-3 and e["steps"][0] == 500
+    assert len(e["steps"]) == len(e["predicted"]) == len(e["measured"])
+    assert sorted(d["fit"]["runs"]) == ["cos", "wsd20"]
+
+
+def test_cli_curves_wide_table_with_column_mapping_and_text(tmp_path, capsys):
+    tidy = pd.read_csv(_tidy(tmp_path / "metrics.csv"))
+    wide = tidy.pivot_table(index=["run_id", "step"], columns="metric", values="value")
+    wide = wide.reset_index().rename(columns={"run_id": "name", "learning_rate": "eta",
+                                              "train_loss": "xent"})
+    wide.to_csv(tmp_path / "wide.csv", index=False)
+    rc = main(["curves", str(tmp_path / "wide.csv"), "--holdout", "wsd50", "--law",
+               "multipower", "--columns", "run=name,lr=eta,loss=xent", "--uncertainty", "none"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "wsd50" in out and "law: multi_power" in out
+
+
+def test_cli_curves_errors(tmp_path, capsys):
+    table = _tidy(tmp_path / "metrics.csv")
+    assert main(["curves", table, "--holdout", "wsd05", "--uncertainty", "none"]) == 2
+    assert "did you mean 'wsd50'" in capsys.readouterr().err
+    pd.DataFrame({"run": ["a"], "step": [1], "loss": [2.0]}).to_csv(tmp_path / "w.csv",
+                                                                     index=False)
+    assert main(["curves", str(tmp_path / "w.csv"), "--holdout", "a"]) == 2
+    assert "missing column(s) ['lr']" in capsys.readouterr().err
+
+
+def test_curves_from_tidy_table_prepends_a_branch_parents_rates():
+    s = np.arange(0, 3001, 10.0)
+    lr = np.where(s < WARM, PEAK * s / WARM, PEAK)
+    rows = [{"run_id": "p", "metric": "learning_rate", "step": a, "value": b}
+            for a, b in zip(s, lr, strict=True)]
+    rows += [{"run_id": "p", "metric": "train_loss", "step": 100, "value": 3.0},
+             {"run_id": "b", "metric": "learning_rate", "step": 2010, "value": 5e-4},
+             {"run_id": "b", "metric": "train_loss", "step": 2010, "value": 2.9}]
+    df = pd.DataFrame(rows)
+    df["parent_run"] = np.where(df["run_id"] == "b", "p", "")
+    df["branch_step"] = np.where(df["run_id"] == "b", 2000, np.nan)
+    c = curves_from_table(df)["b"]
+    assert c.lr_steps[0] == 0 and c.lr_steps[-1] == 2010 and c.steps.tolist() == [2010]
