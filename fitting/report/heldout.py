@@ -106,7 +106,10 @@ def heldout_experiments(held: pd.DataFrame, curve_sd: dict[tuple[str, str], floa
     if held.empty:
         return []
     out = []
-    keys = group_keys(held) or ["run_id", "pair"]
+    # a run's whole mixture (every pair's weight) joins the keys: K-pair runs that share one
+    # pair's weight but not the others' are different experiments, not seeds
+    held = held.assign(_mixture=held["run_id"].astype(str).map(_mixtures(held)))
+    keys = [*(group_keys(held) or ["run_id"]), "_mixture"]
     for _, g in held.groupby(keys, dropna=False, sort=False):
         g = g.sort_values("run_id")
         runs = [str(r) for r in g["run_id"]]
@@ -124,6 +127,15 @@ def heldout_experiments(held: pd.DataFrame, curve_sd: dict[tuple[str, str], floa
                     "seed_sd": float(values.std(ddof=1)) if len(values) >= 2 else None,
                     "curve_sd": max(sds) if sds else None})
     return sorted(out, key=lambda e: (e["run"], e["pair"]))
+
+
+def _mixtures(held: pd.DataFrame) -> dict[str, str]:
+    """{run_id: its weights, one "pair=weight" per pair evaluated} (empty without weights)."""
+    if "weight" not in held.columns:
+        return {}
+    return {str(r): " ".join(f"{p}={w:.6g}" for p, w in sorted(zip(g["pair"].astype(str),
+                                                                   g["weight"], strict=True)))
+            for r, g in held.groupby("run_id")}
 
 
 def heldout_noise(exp: dict[str, Any], spread: dict) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import pytest
 
 from fitting.cli import main
 from fitting.core.base import FitError
-from fitting.report.heldout import predict_heldout
+from fitting.report.heldout import heldout_experiments, predict_heldout
 from fitting.report.seeds import seed_spread
 from fitting.report.writer import write_report
 from fitting.test_utils import make_final_table, true_loss
@@ -278,3 +278,23 @@ def test_cli_report_heldout(tmp_path, capsys):
                "nope"])
     assert rc == 2
     assert "held-out run 'nope'" in capsys.readouterr().err
+
+
+def test_seeds_of_one_mixture_are_one_experiment_but_mixtures_sharing_a_weight_are_not():
+    # three pairs at one size: A and its replicate A_s1 (0.5/0.25/0.25) and B (0.5/0.4/0.1),
+    # which shares en-de's weight with A but is another mixture
+    rows = []
+    for run, weights, y in (("A", (0.5, 0.25, 0.25), 2.0), ("A_s1", (0.5, 0.25, 0.25), 2.1),
+                            ("B", (0.5, 0.4, 0.1), 3.0)):
+        for pair, w in zip(("en-de", "en-fr", "en-zh"), weights, strict=True):
+            rows.append({"run_id": run, "study": "t", "size": "s", "n": 1e6, "pair": pair,
+                         "weight": w, "eval_set": "validation", "metric": "loss", "value": y,
+                         "tokens": 1e6})
+    exps = heldout_experiments(pd.DataFrame(rows), {("A", "en-de"): 0.01,
+                                                    ("A_s1", "en-de"): 0.03})
+    by = {(e["run"], e["pair"]): e for e in exps}
+    assert len(exps) == 6 and set(by) == {(r, p) for r in "AB" for p in ("en-de", "en-fr", "en-zh")}
+    a, b = by[("A", "en-de")], by[("B", "en-de")]
+    assert a["runs"] == ["A", "A_s1"] and a["measured"] == pytest.approx(2.05)
+    assert a["seed_sd"] == pytest.approx(0.1 / np.sqrt(2)) and a["curve_sd"] == 0.03
+    assert b["runs"] == ["B"] and b["seeds"] == 1 and b["seed_sd"] is None
