@@ -41,11 +41,9 @@ setup(
         # nbclient, nbformat, ipykernel: docs/notebooks/analysis.ipynb run top to bottom
         # (tests/test_notebook.py); hypothesis: property-based fuzzing of inputs
         # (tests/test_fuzz.py); wandb: the offline W&B runs of tests/training/test_tracking.py;
-        # pytest-xdist: the suite over one process per core (`pytest -n 2`, tests/conftest.py);
-        # filelock: jax's size bound on the suite's compilation cache (tests/conftest.py)
+        # pytest-xdist: the suite over one process per core (`pytest -n 2`, tests/conftest.py)
         "dev": ["pytest>=8", "pytest-xdist>=3.6", "ruff>=0.5", "selenium>=4.20", "nbclient>=0.10",
-                "nbformat>=5.10", "ipykernel>=6.29", "hypothesis>=6.100", "wandb>=0.20",
-                "filelock>=3.13"],
+                "nbformat>=5.10", "ipykernel>=6.29", "hypothesis>=6.100", "wandb>=0.20"],
         # Weights & Biases logging beside TensorBoard (TrackingConfig.wandb_project).
         "tracking": ["wandb>=0.20"],
         # Peer libraries measured against in benchmarks/ (never imported by the package).

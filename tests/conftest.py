@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import warnings
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -19,12 +20,15 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
-# The suite's compiled programs live in a private per-user cache (``share_compiled_programs``):
-# jax's LRU cache keeps each program as KEY-cache and, when bounded, its last use as KEY-atime (8
-# bytes, written after the program, both under jax's lock file).
+# The suite's compiled programs live in a private per-user cache (`share_compiled_programs`),
+# bounded when a session starts: least recently used programs go first. jax's own bound
+# (JAX_COMPILATION_CACHE_MAX_SIZE) is left off: it takes a lock and reads a stamp file of every
+# entry on each write, seconds per test file once the suite's programs are cached.
 XLA_CACHE_MAX_BYTES = 1 << 30
 XLA_CACHE_STALE_DAYS = 30
-ENTRY_SUFFIX, STAMP_SUFFIX, STAMP_BYTES = "-cache", "-atime", 8
+ENTRY_SUFFIX = "-cache"
+CHECKED_MARK = ".checked"  # its time: when the last session started checking entries
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 def private_dir_problem(path: Path, uid: int) -> str | None:
@@ -76,26 +80,57 @@ def default_xla_cache(environ: Mapping[str, str]) -> Path:
     return base / "mnmt-tests" / f"xla-{jax_versions()}"
 
 
-def prune_xla_cache(cache: Path) -> list[str]:
-    """Remove, under jax's lock, what a process killed while writing an entry left behind: a
-    program file that is empty or has no complete last-use stamp (jax writes the stamp after the
-    program, so a program without one may be cut short, and jax would neither rewrite it nor, its
-    eviction reading every stamp, write any other entry), and stamps without a program. Returns
-    the removed names."""
-    import filelock
+def whole_entry(data: bytes) -> bool:
+    """Whether ``data`` is one whole compressed stream as jax writes its entries (zstd, or zlib
+    where no zstd module is installed): False for a file cut short by a killed process."""
+    if data.startswith(ZSTD_MAGIC):
+        try:
+            from compression import zstd  # Python 3.14
+            decompressor, error = zstd.ZstdDecompressor(), zstd.ZstdError
+        except ImportError:
+            try:
+                import zstandard
+            except ImportError:
+                return True  # nothing here reads it: jax cannot either, nor would it write one
+            decompressor, error = zstandard.ZstdDecompressor().decompressobj(), zstandard.ZstdError
+    else:
+        decompressor, error = zlib.decompressobj(), zlib.error
+    try:
+        decompressor.decompress(data)
+    except error:
+        return False
+    return decompressor.eof
 
-    removed = []
-    with filelock.FileLock(cache / ".lockfile", timeout=60):
-        for entry in cache.glob(f"*{ENTRY_SUFFIX}"):
-            stamp = cache / (entry.name.removesuffix(ENTRY_SUFFIX) + STAMP_SUFFIX)
-            if (entry.stat().st_size == 0 or not stamp.is_file()
-                    or stamp.stat().st_size != STAMP_BYTES):
+
+def prune_xla_cache(cache: Path, max_bytes: int) -> list[str]:
+    """Remove the entries written since the last check (:data:`CHECKED_MARK`) that a killed
+    process cut short (jax writes an entry in place and never writes an existing one again), then
+    the least recently used entries (file access or modification time) beyond ``max_bytes``.
+    Returns the removed names. Another session may be writing: a file it has not finished is
+    taken for a cut one, which costs that program one more compilation, nothing else."""
+    mark = cache / CHECKED_MARK
+    since = mark.stat().st_mtime - 1 if mark.exists() else -1.0
+    started = time.time()
+    removed, kept = [], []
+    for entry in cache.glob(f"*{ENTRY_SUFFIX}"):
+        try:
+            st = entry.stat()
+            if st.st_mtime >= since and not whole_entry(entry.read_bytes()):
                 entry.unlink()
                 removed.append(entry.name)
-        for stamp in cache.glob(f"*{STAMP_SUFFIX}"):
-            if not (cache / (stamp.name.removesuffix(STAMP_SUFFIX) + ENTRY_SUFFIX)).exists():
-                stamp.unlink()
-                removed.append(stamp.name)
+            else:
+                kept.append((max(st.st_atime, st.st_mtime), st.st_size, entry))
+        except FileNotFoundError:  # removed by another session meanwhile
+            continue
+    mark.touch()
+    os.utime(mark, (started, started))
+    total = sum(size for _, size, _ in kept)
+    for _, size, entry in sorted(kept, key=lambda k: k[0]):
+        if total <= max_bytes:
+            break
+        entry.unlink(missing_ok=True)
+        removed.append(entry.name)
+        total -= size
     return removed
 
 
@@ -117,23 +152,16 @@ def share_compiled_programs() -> None:
     The cache key is the program, its compile options and the jax/jaxlib versions, so a test
     sees the executable it would have compiled.
 
-    The cache is this user's alone: :func:`default_xla_cache` (a folder per jax/jaxlib version,
-    folders of other versions unused for ``XLA_CACHE_STALE_DAYS`` removed), or
+    The cache is this user's alone: :func:`default_xla_cache` (a folder per jax/jaxlib version;
+    folders of other versions unused for ``XLA_CACHE_STALE_DAYS`` are removed), or
     ``MNMT_TEST_XLA_CACHE=DIR``. Each folder is created with mode 0700; one owned by another
     user, a symbolic link, or open to group or others is not used (a warning says why), since
-    the programs in it run as this user. jax keeps it within ``XLA_CACHE_MAX_BYTES``
-    (``JAX_COMPILATION_CACHE_MAX_SIZE``, least recently used programs evicted first; this needs
-    the ``filelock`` package, in the ``dev`` extra); entries a killed process left half-written
-    are removed when the session starts (:func:`prune_xla_cache`).
+    the programs in it run as this user. When the session starts, entries cut short are removed
+    and the cache is brought within ``XLA_CACHE_MAX_BYTES`` (:func:`prune_xla_cache`).
     ``MNMT_TEST_XLA_CACHE=off`` turns the cache off; any ``JAX_COMPILATION_CACHE_DIR`` already
     set is kept as it is (xdist workers inherit the one their controller chose)."""
     where = os.environ.get("MNMT_TEST_XLA_CACHE", "")
     if where == "off" or "JAX_COMPILATION_CACHE_DIR" in os.environ:
-        return
-    if importlib.util.find_spec("filelock") is None:
-        warnings.warn("tests/conftest.py: no persistent XLA cache for the suite: jax bounds its "
-                      "size only with the filelock package (pip install the dev extra)",
-                      stacklevel=2)
         return
     if where:
         dirs = [Path(where).absolute()]
@@ -153,9 +181,9 @@ def share_compiled_programs() -> None:
     os.utime(cache)
     if not where:
         remove_stale_versions(cache.parent, cache)
-    prune_xla_cache(cache)
+    prune_xla_cache(cache, XLA_CACHE_MAX_BYTES)
     os.environ["JAX_COMPILATION_CACHE_DIR"] = str(cache)
-    os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(XLA_CACHE_MAX_BYTES))
+    os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"] = "-1"  # bounded above, once per session
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
