@@ -382,35 +382,56 @@ def test_chinchilla_points_need_two_budgets_per_run():
 # -- (e) check 5 of the main job -------------------------------------------------------------------
 
 
-def _fits(method: str, verdict: str, drops: list[float]) -> dict:
+def _fits(method: str, verdict: str, drops: list[float], law: str = COOLED_LAW) -> dict:
+    """A fits.json whose regime has one en-de curve per drop and en-de's fitted L∞ from ``law``."""
     runs = {f"r{i}": {"en-de": {"budgets": [[1.0, 2.0], [2.0, 2.0 * (1 - x)]],
                                 "cooled_drop_per_doubling": x, "converged": x < 0.01}}
             for i, x in enumerate(drops)}
-    regime = {"pairs": {}, "method": method, "verdict": verdict}
+    pair = {"l_inf_fit": 1.01, "l_inf_true": 1.0, "l_inf_law": law, "l_inf_is_bound": False,
+            "l_inf_source": law}
+    regime = {"pairs": {"en-de": pair}, "method": method, "verdict": verdict,
+              "l_inf_law": COOLED_LAW if method == "cooled-down branches" else "joint law (eq. 7)"}
     if method == "cooled-down branches":
         regime["runs"] = runs
     return {"regime": regime}
 
 
 def test_check_main_job_check5_reads_the_regime_on_cooled_down_budgets(benchmark_script, capsys):
+    """Check 5 judges where the regime was read, not what it found: ok on cooled-down branches
+    with ≥ 3 curves per pair and the cooled-down law's L∞; the verdict is information. The rule
+    of 082b6f0 (ok = method is "cooled-down branches") could not fail a study with branches: it
+    passed one curve, and an L∞ from eq. 7."""
     job = benchmark_script("check_main_job")
+    # passed by 082b6f0's rule, failed now: two curves, and eq. 7's L∞ on three
+    few = job.check(_fits("cooled-down branches", "near convergence", [0.002, 0.004]))
+    assert not few["regime"]["ok"] and not few["all_ok"]
+    assert "fewer than 3 cooled-down curves for en-de (2)" in few["regime"]["reason"]
+    eq7 = job.check(_fits("cooled-down branches", "compute-limited", [0.02, 0.04, 0.03],
+                          law="joint law (eq. 7)"))
+    assert not eq7["regime"]["ok"] and "not the limit N, D → ∞" in eq7["regime"]["reason"]
     ok = job.check(_fits("cooled-down branches", "near convergence", [0.002, 0.004, 0.03]))
     r = ok["regime"]
-    assert r["ok"] and r["n_converged"] == 2 and r["n_curves"] == 3
+    assert r["status"] == "ok" and r["n_converged"] == 2 and r["n_curves"] == 3
     assert r["median_drop_per_doubling"] == pytest.approx(0.004)
+    assert r["verdict_status"] == "information" and r["curves_per_pair"] == {"en-de": 3}
     # a compute-limited verdict read on the branches is a finding, not a failure
     limited = job.check(_fits("cooled-down branches", "compute-limited", [0.02, 0.04, 0.005]))
-    assert limited["regime"]["ok"] and limited["regime"]["n_converged"] == 1
+    assert limited["regime"]["status"] == "ok" and limited["regime"]["n_converged"] == 1
     assert limited["regime"]["verdict"] == "compute-limited"
     # the old slope verdict, even "near convergence", does not pass: no cool-down branches
     slope = job.check(_fits("slope before the cool-down", "near convergence", []))
-    assert not slope["regime"]["ok"] and not slope["all_ok"]
+    assert slope["regime"]["status"] == "FAIL" and not slope["all_ok"]
     job._print(slope)
-    assert "5. regime: the study has no cool-down branches" in capsys.readouterr().out
+    assert "5. regime (slope before the cool-down): 0 cooled-down curves (en-de 0) FAIL: the " \
+        "study has no cool-down branches" in capsys.readouterr().out
     job._print(ok)
     out = capsys.readouterr().out
-    assert "5. regime (cooled-down branches): near convergence, 2 of 3 curves converged, " \
-           "median drop 0.40 % per doubling of D ok" in out
+    assert f"5. rule: {job.RULES[5]}" in out
+    assert "5. regime (cooled-down branches): 3 cooled-down curves (en-de 3) ok" in out
+    assert "5. regime verdict (information): near convergence, 2 of 3 curves converged, " \
+        "median drop 0.40 % per doubling of D" in out
+    for k in range(1, 6):
+        assert f"{k}. rule: " in out
 
 
 def test_check_main_job_reads_the_cooled_law_and_the_seed_table(branch_reports, tmp_path,
@@ -458,18 +479,126 @@ def test_learning_curve_figure_marks_branch_ends(branch_reports):
         reps["branches"].markdown
 
 
-def test_check_main_job_check1_fails_an_l_inf_that_is_only_a_bound(benchmark_script):
-    """Check 1: an E at the lowest loss measured (the cooled-down law's bound) is not an estimate,
-    however close it lands; the same flag beside an L∞ from eq. 7 does not touch it."""
+def _check1_fits(source_law: str, *, bound: bool | None = False, missing: str | None = None,
+                 true: float | None = 0.100, asked: str | None = COOLED_LAW) -> dict:
+    """A fits.json with en-de's fitted L∞ 0.104 (4 % above the exact 0.100) from ``source_law``;
+    None for ``bound`` / ``asked``: a fits.json written before those fields existed."""
+    pair = {"l_inf_fit": 0.104, "l_inf_source": source_law, "l_inf_budget": 0.12,
+            "l_inf_law": source_law}
+    if true is not None:
+        pair["l_inf_true"] = true
+    if bound is not None:
+        pair["l_inf_is_bound"] = bound
+    if missing:
+        pair = {"l_inf_true": true, "l_inf_budget": 0.104, "l_inf_missing": missing}
+    regime = {"pairs": {"en-de": pair}}
+    if asked is not None:
+        regime["l_inf_law"] = asked
+    # the additive form's bound: 082b6f0 listed only Kaplan's in e_at_lowest_loss
+    return {"regime": regime, "chinchilla": {"joint": {"meta": {"form": {"en-de": "additive"}}}}}
+
+
+def test_check_main_job_check1_fails_an_l_inf_that_is_only_a_bound(benchmark_script, capsys):
+    """Check 1: an L∞ flagged as a bound (regime.pairs[pair].l_inf_is_bound, either form) is not
+    an estimate, however close it lands. The rule of 082b6f0 read the bound from
+    meta["e_at_lowest_loss"], which only Kaplan's form filled: an additive E at the lowest loss,
+    4 % from the truth, passed."""
     job = benchmark_script("check_main_job")
-    cooled = "L(N, D) across weights on cooled-down budgets, its limit N, D → ∞ (E)"
+    bound = job.check(_check1_fits(COOLED_LAW, bound=True))["l_inf"]["en-de"]
+    assert not bound["ok"]
+    assert bound["is_bound"] and bound["status"] == "FAIL" and "a bound" in bound["reason"]
+    good = job.check(_check1_fits(COOLED_LAW))["l_inf"]["en-de"]
+    assert good["status"] == "ok" and good["ok"] and good["error"] == pytest.approx(0.04)
+    far = job.check(_check1_fits(COOLED_LAW, true=0.098))["l_inf"]["en-de"]
+    assert far["status"] == "FAIL" and "more than 5%" in far["reason"]
+    job._print(job.check(_check1_fits(COOLED_LAW, bound=True)))
+    out = capsys.readouterr().out
+    assert f"1. rule: {job.RULES[1]}" in out
+    assert "1. L_inf en-de: fitted 0.104 vs exact 0.1 (+4.0 %) FAIL: a bound" in out
 
-    def fits(source):
-        return {"regime": {"pairs": {"en-de": {"l_inf_fit": 0.104, "l_inf_true": 0.100,
-                                                "l_inf_source": source}}},
-                "chinchilla": {"joint": {"meta": {"e_at_lowest_loss": ["en-de"]}}}}
 
-    bound = job.check(fits(cooled))["l_inf"]["en-de"]
-    assert bound["at_lowest_loss"] and not bound["ok"]
-    eq7 = job.check(fits("joint law (eq. 7)"))["l_inf"]["en-de"]
-    assert not eq7["at_lowest_loss"] and eq7["ok"]
+def test_check_main_job_check1_never_judges_another_law_in_place_of_the_one_asked_for(
+        benchmark_script, capsys):
+    """Check 1 names the law it judges and fails a pair whose L∞ comes from another law or is
+    missing. The rule of 082b6f0 passed eq. 7's L∞ (this budget's asymptote) where the
+    cooled-down law had failed (tests/fitting/test_branches.py enshrined it)."""
+    job = benchmark_script("check_main_job")
+    eq7 = job.check(_check1_fits("joint law (eq. 7)"))
+    d = eq7["l_inf"]["en-de"]
+    assert not d["ok"] and not eq7["all_ok"] and d["status"] == "FAIL"
+    assert d["law"] == "joint law (eq. 7)" and d["asked_law"] == COOLED_LAW
+    assert "no L∞ from the law asked for" in d["reason"]
+    why = f"{COOLED_LAW} could not be fitted: a run with 2 cooled-down budgets"
+    missing = job.check(_check1_fits("", missing=why))
+    d = missing["l_inf"]["en-de"]
+    assert d["status"] == "FAIL" and d["fit"] is None and why in d["reason"]
+    job._print(missing)
+    assert why in capsys.readouterr().out
+    # without branches eq. 7 is the law asked for
+    plain = job.check(_check1_fits("joint law (eq. 7)", asked="joint law (eq. 7)"))
+    assert plain["l_inf"]["en-de"]["status"] == "ok"
+    # a fits.json from before the fields: a clear failure, not a guess
+    for old in (_check1_fits(COOLED_LAW, asked=None), _check1_fits(COOLED_LAW, bound=None)):
+        d = job.check(old)["l_inf"]["en-de"]
+        assert d["status"] == "FAIL" and d["reason"] == job.OLD_FITS
+    # no exact L∞ (not a synthetic study): nothing to judge, said as information
+    info = job.check(_check1_fits(COOLED_LAW, true=None))["l_inf"]["en-de"]
+    assert info["status"] == "information" and not info["ok"]
+
+
+def test_a_cooled_down_law_that_cannot_be_fitted_leaves_no_fitted_l_inf(tmp_path,
+                                                                        benchmark_script):
+    """One branch per run (2 cooled-down budgets, the law needs 3): the report has no fitted L∞
+    and says why; eq. 7's stays this budget's; check 1 fails naming the law asked for, check 5
+    fails too. Under 082b6f0 the report put eq. 7's L∞ in its place and check 1 judged it."""
+    fin = make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.5, 1.0), noise=0.01, seed=4)
+    tab = _add_branches(_with_tokens_and_bleu(make_curves_table(fin)), steps=(400,))
+    rep = write_report(tab, str(tmp_path / "one"), uncertainty=None,
+                       ground_truth={"en-de": 1.0, "en-zh": 1.5})
+    fits = json.load(open(rep.json_path))
+    reg = fits["regime"]
+    assert reg["l_inf_law"] == COOLED_LAW
+    for pair, d in reg["pairs"].items():
+        assert "l_inf_fit" not in d and "l_inf_law" not in d
+        assert d["l_inf_missing"].startswith(f"{COOLED_LAW} could not be fitted: a run with 2 "
+                                             "cooled-down budgets")
+        assert d["l_inf_budget"] == fits["joint"]["params"][f"l_inf[{pair}]"]
+    assert "No fitted L∞ (no other law's takes its place)" in rep.markdown
+    result = benchmark_script("check_main_job").check(fits)
+    assert not result["all_ok"] and result["regime"]["status"] == "FAIL"
+    assert all(d["status"] == "FAIL" and d["reason"].startswith(
+        f"no L∞ from the law asked for ({COOLED_LAW}): {COOLED_LAW} could not be fitted")
+        for d in result["l_inf"].values())
+
+
+def test_fitted_l_inf_names_its_law_and_its_bounds():
+    """fitting.report.regime.fitted_l_inf on stand-in fits: no substitution with branches, eq. 6's
+    median named where eq. 7 is missing without them, eq. 7's L∞ at or above the lowest loss a
+    bound."""
+    from types import SimpleNamespace
+
+    from fitting.report.regime import LAW_JOINT, LAW_POWER, fitted_l_inf
+
+    joint = SimpleNamespace(params={"l_inf[en-de]": 1.1})
+    power = {"en-de": {0.5: SimpleNamespace(params={"l_inf": 1.0})},
+             "en-zh": {0.5: SimpleNamespace(params={"l_inf": 1.4}),
+                       1.0: SimpleNamespace(params={"l_inf": 1.6})}}
+    cooled = SimpleNamespace(pairs=["en-de"], meta={"failed_pairs": {"en-zh": "2 sizes"}},
+                             l_inf=lambda p: 0.9, e_is_bound=lambda p: True)
+    lf = fitted_l_inf(["en-de", "en-zh"], branches=True, cooled=cooled, cooled_why="",
+                      joint=joint, power_fits=power, lowest={"en-de": 1.2, "en-zh": 1.55})
+    assert lf["law"] == COOLED_LAW and list(lf["l_inf"]) == ["en-de"]
+    assert lf["l_inf"]["en-de"][0] == 0.9 and "a bound" in lf["l_inf"]["en-de"][1]
+    assert lf["info"]["en-de"] == {"l_inf_law": COOLED_LAW, "l_inf_is_bound": True}
+    assert lf["info"]["en-zh"] == {"l_inf_missing": f"{COOLED_LAW} could not be fitted: 2 sizes"}
+    assert lf["budget"] == {"en-de": (1.1, LAW_JOINT),
+                            "en-zh": (1.5, f"{LAW_POWER}; the joint law was not fitted")}
+    none = fitted_l_inf(["en-de"], branches=True, cooled=None, cooled_why="too few budgets",
+                        joint=joint, power_fits=power, lowest={})
+    assert none["l_inf"] == {} and "too few budgets" in none["info"]["en-de"]["l_inf_missing"]
+    plain = fitted_l_inf(["en-de", "en-zh"], branches=False, cooled=None, cooled_why="",
+                         joint=joint, power_fits=power, lowest={"en-de": 1.2, "en-zh": 1.5})
+    assert plain["law"] == LAW_JOINT
+    assert plain["info"]["en-de"] == {"l_inf_law": LAW_JOINT, "l_inf_is_bound": False}
+    # en-zh: eq. 6's median (1.5) stands in, named, and sits at the lowest loss: a bound
+    assert plain["info"]["en-zh"] == {"l_inf_law": LAW_POWER, "l_inf_is_bound": True}
