@@ -347,20 +347,22 @@ def irreducible_loss(
 
 
 def _encoder(vocab: Any):
-    """Texts → ids by the one rule of :func:`mnmt.data.vocab.text_encoder` (a vocabulary, a
-    SentencePiece processor or a ``.model`` path); another object with ``encode`` is used as
-    it is."""
-    from mnmt.data.vocab import text_encoder
-
+    """Texts → ids for counting target tokens: SentencePiece's ``encode`` of each whole text,
+    the rule of :func:`mnmt.data.vocab.text_encoder` (not imported: ``mnmt.data.vocab`` imports
+    this package)."""
     if isinstance(vocab, str):
         import sentencepiece as spm
 
-        vocab = spm.SentencePieceProcessor(model_file=vocab)
-    if hasattr(vocab, "tokenizer") or hasattr(vocab, "EncodeAsIds"):
-        enc = text_encoder(vocab)
-        return lambda texts: [enc(t) for t in texts]
+        sp = spm.SentencePieceProcessor(model_file=vocab)
+        return lambda texts: sp.encode(list(texts))
+    tok = getattr(vocab, "tokenizer", None)  # seqio.SentencePieceVocabulary
+    if tok is not None:
+        return lambda texts: tok.encode(list(texts))
     if hasattr(vocab, "encode"):
-        return lambda texts: vocab.encode(list(texts))
+        try:
+            return lambda texts: vocab.encode(list(texts))
+        except TypeError:  # pragma: no cover - exotic vocabularies
+            pass
     raise TypeError(f"cannot tokenize with {type(vocab).__name__}: expected a vocabulary")
 
 
