@@ -36,6 +36,7 @@ __all__ = [
     "band_from_samples",
     "percentile_range",
     "beyond_sd",
+    "pair_samples",
 ]
 
 Refit = Callable[[np.ndarray], Mapping[str, float]]
@@ -45,6 +46,15 @@ def beyond_sd(difference: float, sd: float, multiple: float = 2.0) -> bool:
     """Whether ``difference`` (signed: positive in the direction tested) exceeds ``multiple``
     times its ``sd``; False when the sd is unknown (NaN or infinite)."""
     return bool(np.isfinite(sd) and difference > multiple * sd)
+
+
+def pair_samples(samples: Mapping[str, Sequence[float]], pair: str
+                 ) -> dict[str, Sequence[float]]:
+    """The samples of one pair's parameters (``name[pair]``, ``name[pair,…]``) of a law fitted
+    per pair: each pair's refits are its own, and failed refits (not converged) differ in number
+    between pairs, so a band of one pair reads that pair's samples alone."""
+    return {k: v for k, v in samples.items()
+            if k.endswith(f"[{pair}]") or f"[{pair}," in k}
 
 
 def _collect(draws: list[Mapping[str, float]], names: Sequence[str]) -> dict[str, np.ndarray]:

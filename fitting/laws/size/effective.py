@@ -32,6 +32,7 @@ from fitting.core.engine import convergence_warning, goodness_of_fit, varpro_fit
 from fitting.core.uncertainty import (
     band_from_samples,
     bootstrap_samples,
+    pair_samples,
     perturbation_samples,
     summarize_samples,
 )
@@ -155,16 +156,17 @@ class MultilingualLawFit(FitResult):
         pair = self._pair(pair)
         if not self.samples:
             raise FitError("this fit has no uncertainty samples")
-        return band_from_samples(lambda q: self._predict(q, n, p, pair), self.samples, level,
-                                 estimate=self.params)
+        return band_from_samples(lambda q: self._predict(q, n, p, pair),
+                                 pair_samples(self.samples, pair), level, estimate=self.params)
 
     def predict_samples(self, n: ArrayLike, p: ArrayLike, pair: str | None = None) -> np.ndarray:
         """Predictions on every uncertainty sample (rows), for custom bands."""
         pair = self._pair(pair)
         if not self.samples:
             raise FitError("this fit has no uncertainty samples")
-        m = len(next(iter(self.samples.values())))
-        return np.stack([self._predict({k: v[j] for k, v in self.samples.items()}, n, p, pair)
+        own = pair_samples(self.samples, pair)
+        m = len(next(iter(own.values())))
+        return np.stack([self._predict({k: v[j] for k, v in own.items()}, n, p, pair)
                          for j in range(m)])
 
 

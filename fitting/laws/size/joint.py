@@ -24,6 +24,7 @@ from fitting.core.engine import convergence_warning, goodness_of_fit, varpro_fit
 from fitting.core.uncertainty import (
     band_from_samples,
     bootstrap_samples,
+    pair_samples,
     perturbation_samples,
     summarize_samples,
 )
@@ -127,8 +128,8 @@ class JointLawFit(FitResult):
         pair = self._pair(pair)
         if not self.samples:
             raise FitError("this fit has no uncertainty samples")
-        return band_from_samples(lambda q: self._predict(q, n, p, pair), self.samples, level,
-                                 estimate=self.params)
+        return band_from_samples(lambda q: self._predict(q, n, p, pair),
+                                 pair_samples(self.samples, pair), level, estimate=self.params)
 
     def _pair(self, pair: str | None) -> str:
         return fitted_pair(self.pairs, pair, name_one=True)
@@ -152,12 +153,13 @@ class JointLawFit(FitResult):
         if not self.samples:
             raise FitError("this fit has no uncertainty samples")
         ws = [w for w in (self.weights or {}).get(pair, []) if w > 0]
-        m = len(next(iter(self.samples.values())))
+        own = pair_samples(self.samples, pair)
+        m = len(next(iter(own.values())))
         out = {}
         for w in ws:
             vals = []
             for j in range(m):
-                q = {k: v[j] for k, v in self.samples.items()}
+                q = {k: v[j] for k, v in own.items()}
                 vals.append(float(self.fraction(w, pair, q)[0]))
             out[w] = np.array(vals)
         return out
