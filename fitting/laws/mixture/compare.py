@@ -39,7 +39,8 @@ from fitting.laws.mixture.laws import (
 )
 from fitting.laws.mixture.runs import MixtureRuns
 
-__all__ = ["MixtureComparison", "compare_mixture_laws", "cv_folds", "transfer_matrix"]
+__all__ = ["MixtureComparison", "compare_mixture_laws", "cv_folds", "choose_law",
+           "transfer_matrix"]
 
 
 @dataclass
@@ -244,7 +245,7 @@ def compare_mixture_laws(runs: MixtureRuns, *, forms: tuple[str, ...] = FORMS, n
     todo = [(f, j) for f in laws for j in range(nf)]
     res = jobs.map(_fold_fit, [(laws[f], n, W, Y, d, fold != j) for f, j in todo],
                    [f"{f} CV fold {j + 1}/{nf}" for f, j in todo])
-    errors = {}
+    errors, preds = {}, {}
     for form, fit in laws.items():
         pred, failed = np.full(Y.shape, np.nan), 0
         for (f, j), (p, fl) in zip(todo, res, strict=True):
@@ -252,7 +253,8 @@ def compare_mixture_laws(runs: MixtureRuns, *, forms: tuple[str, ...] = FORMS, n
                 pred[fold == j] = p[fold == j]
                 failed += len(fl)
         errors[form] = _law_errors(fit, runs, Y, pred, cv_kind, nf, failed)
-    chosen, because = _choose(errors, cv_kind)
+        preds[form] = pred
+    chosen, because = choose_law(errors, preds, Y, cv_kind)
     if n_boot:
         _bootstrap_laws(jobs, [laws[f] for f in _bootstrap_forms(errors, chosen, laws)],
                         n, W, Y, g, d, n_boot, seed, errors)
@@ -319,18 +321,32 @@ def _heldout_table(runs: MixtureRuns, fit: MixtureLawFit | None, chosen: str | N
     return heldout
 
 
-def _choose(errors: dict[str, dict], cv_kind: str = "leave-one-mixture-out"
-            ) -> tuple[str | None, str]:
+def choose_law(errors: dict[str, dict], preds: dict[str, np.ndarray], y: np.ndarray,
+               cv_kind: str = "leave-one-mixture-out") -> tuple[str | None, str]:
+    """(chosen law, why): the lowest CV mean absolute error among the laws whose CV predicted
+    every point; when none did, the laws that predicted some are ranked by their MAE on the
+    points every one of them predicted (``preds[form]``: CV predictions, NaN where a fold failed;
+    ``y`` the losses), so that all are compared on one point set."""
     full = {f: e for f, e in errors.items() if e["cv_points"] > 0 and e["cv_not_predicted"] == 0}
     pool = full or {f: e for f, e in errors.items() if e["cv_points"] > 0}
     if not pool:
         return None, "no law could be cross-validated"
-    order = sorted(pool, key=lambda f: pool[f]["cv_mae"])
+    mae = {f: e["cv_mae"] for f, e in pool.items()}
+    where = ""
+    if not full:
+        common = np.isfinite(y) & np.logical_and.reduce([np.isfinite(preds[f]) for f in pool])
+        if not common.any():
+            return None, ("no law's CV predicted every point, and no point was predicted by "
+                          "every law: the laws cannot be compared on one point set")
+        mae = {f: float(np.mean(np.abs(preds[f][common] - y[common]))) for f in pool}
+        where = f" on the {int(common.sum())} points every law's CV predicted"
+    order = sorted(pool, key=lambda f: mae[f])
     best = order[0]
-    text = (f"lowest {cv_kind} CV MAE: {best} {pool[best]['cv_mae']:.4g} "
-            f"(MAPE {pool[best]['cv_mape']:.3g} %)")
+    text = f"lowest {cv_kind} CV MAE{where}: {best} {mae[best]:.4g}"
+    if full:
+        text += f" (MAPE {pool[best]['cv_mape']:.3g} %)"
     if len(order) > 1:
-        text += "; then " + ", ".join(f"{f} {pool[f]['cv_mae']:.4g}" for f in order[1:])
+        text += "; then " + ", ".join(f"{f} {mae[f]:.4g}" for f in order[1:])
     left = [f for f in errors if f not in pool]
     if left:
         text += f"; not ranked (some CV points not predicted): {', '.join(left)}"
