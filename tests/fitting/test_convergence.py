@@ -3,7 +3,8 @@ that did not converge counted as failed and left out of the uncertainty (issue 4
 
 The old rule, at commit 082b6f0: no rule; ``least_squares``' status was not read by the Kaplan
 L(N, D) fit, the engine's refits or the DPL polish, so a refit stopped at its evaluation cap was
-a sample like any other. Each test below fails at 082b6f0 and passes with the rule.
+a sample like any other; the Chinchilla bootstrap's IRLS did not report rows stopped at its
+iteration cap. Each test below fails at 082b6f0 and passes with the rule.
 
 A refit is forced to its evaluation cap by wrapping the module's ``least_squares`` and passing
 ``max_nfev=1`` to chosen calls; the wrapper records every call's status and solution, so the
@@ -18,10 +19,13 @@ import pytest
 from scipy.optimize import least_squares, minimize, minimize_scalar
 
 import fitting.core.engine as engine
+import fitting.laws.budget.chinchilla as chinchilla_module
+import fitting.laws.budget.chinchilla_opt as chinchilla_opt
 import fitting.laws.budget.kaplan_nd as kaplan_nd
 import fitting.laws.mixture.dpl as dpl
 from fitting.core.base import FitError
 from fitting.core.engine import F_SCALE_GRID, converged, varpro_fit
+from fitting.laws.budget.chinchilla import fit_chinchilla
 from fitting.laws.budget.chinchilla_joint import fit_joint_chinchilla
 from fitting.laws.budget.kaplan_nd import fit_pair_kaplan, predict_kaplan
 from fitting.laws.mixture.dpl import CHEN_EQ6_PRESET, fit_dpl
@@ -206,3 +210,52 @@ def test_dpl_bootstrap_drops_refits_whose_polish_did_not_converge(monkeypatch):
     assert sum(log) == 3
     assert fit.meta["bootstrap"]["succeeded"] == 3
     assert fit.meta["refine_converged"] is True
+
+
+# -- the Chinchilla bootstrap (its own IRLS, not scipy) -----------------------------------------
+
+
+def _chinchilla_data(seed=0):
+    rng = np.random.default_rng(seed)
+    n = np.repeat(np.geomspace(1e8, 1e10, 8), 5)
+    d = np.tile(np.geomspace(1e9, 1e11, 5), 8)
+    y = (1.69 + 406.4 * n ** -0.34 + 410.7 * d ** -0.28) * np.exp(0.01 * rng.standard_normal(40))
+    return n, d, y
+
+
+def test_chinchilla_irls_reports_rows_stopped_at_its_iteration_cap(monkeypatch):
+    """refit_many fills ``converged``: True when the IRLS stopped by its own test, False at its
+    iteration cap (one iteration here). At 082b6f0 refit_many has no ``converged``."""
+    n, d, y = _chinchilla_data()
+    fit = fit_chinchilla(n, d, y, bootstrap=0)
+    free = np.array([[np.log(fit.params["A"]), np.log(fit.params["B"]), np.log(fit.params["E"]),
+                      fit.params["alpha"], fit.params["beta"]]])
+    x, z, ly = (np.log(v)[None, :] for v in (n, d, y))
+    conv = np.zeros(1, dtype=bool)
+    chinchilla_opt.refit_many(free + 0.3, x, z, ly, fit.delta, False, converged=conv)
+    assert conv.all()
+    monkeypatch.setattr(chinchilla_opt, "_IRLS_MAX_ITER", 1)
+    chinchilla_opt.refit_many(free + 0.3, x, z, ly, fit.delta, False, converged=conv)
+    assert not conv.any()
+
+
+def test_chinchilla_bootstrap_leaves_out_refits_that_did_not_converge(monkeypatch):
+    """Every 4th resample's refit reported as not converged: counted, warned, and left out of
+    the sds, intervals and ``bootstrap_params`` (at 082b6f0 no count, all 12 kept)."""
+    real = chinchilla_module.refit_many
+    kept_rows: list[np.ndarray] = []
+
+    def every_fourth(*args, converged=None, **kw):
+        th = real(*args, converged=converged, **kw)
+        converged[3::4] = False
+        kept_rows.extend(np.delete(th, np.s_[3::4], axis=0))
+        return th
+
+    monkeypatch.setattr(chinchilla_module, "refit_many", every_fourth)
+    n, d, y = _chinchilla_data(seed=5)
+    fit = fit_chinchilla(n, d, y, bootstrap=12, seed=1)
+    assert fit.meta["bootstrap"]["not_converged"] == 3
+    assert any("did not converge" in w for w in fit.warnings)
+    assert len(fit.bootstrap_params) == 9
+    alpha = np.array([r[3] for r in kept_rows])
+    assert fit.stderr["alpha"] == pytest.approx(np.std(alpha, ddof=1), rel=1e-9)

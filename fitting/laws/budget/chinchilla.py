@@ -348,33 +348,43 @@ def _bootstrap(fit: ChinchillaFit, x, z, y, seeds: list[np.ndarray], n_boot: int
                seed: int) -> None:
     """Row-resampling bootstrap: 95% percentile intervals and standard deviations. Each resample
     is refitted by IRLS from the best full-data optima (``seeds``), all resamples of a chunk at
-    once (:func:`~fitting.laws.budget.chinchilla_opt.refit_many`)."""
+    once (:func:`~fitting.laws.budget.chinchilla_opt.refit_many`). A refit whose IRLS did not
+    converge within its iterations, or whose A or B left float range, is counted
+    (``meta["bootstrap"]["not_converged"]``, ``["non_finite"]``) and left out of the intervals,
+    the sds and ``bootstrap_params``."""
     rng = np.random.default_rng(seed)
     names = ["E", "A", "B", "alpha", "beta"]
     samples = np.empty((n_boot, 5))
+    conv = np.ones(n_boot, dtype=bool)
     t0 = time.perf_counter()
     idx = np.stack([rng.integers(0, len(y), len(y)) for _ in range(n_boot)])
     chunk = max(1, BOOTSTRAP_CHUNK_ELEMS // (len(seeds) * len(y)))  # bound memory
     for c in range(0, n_boot, chunk):
         i = idx[c:c + chunk]
-        th = refit_many(np.array(seeds), x[i], z[i], y[i], fit.delta, fit.tied_exponents)
+        th = refit_many(np.array(seeds), x[i], z[i], y[i], fit.delta, fit.tied_exponents,
+                        converged=conv[c:c + chunk])
         for b, row in enumerate(th, start=c):
             p = _params(to_theta(row, fit.tied_exponents))
             samples[b] = [p[k] for k in names]
     finite = np.isfinite(samples).all(axis=1)  # refits whose A or B left float range
-    kept = samples[finite] if finite.sum() > 1 else np.full((2, 5), np.nan)
+    ok = finite & conv
+    kept = samples[ok] if ok.sum() > 1 else np.full((2, 5), np.nan)
     fit.intervals = {
         k: (float(np.percentile(kept[:, i], 2.5)), float(np.percentile(kept[:, i], 97.5)))
         for i, k in enumerate(names)
     }
     fit.stderr = {k: float(np.std(kept[:, i], ddof=1)) for i, k in enumerate(names)}
     fit.meta["bootstrap"] = {"n": n_boot, "seed": seed, "seconds": time.perf_counter() - t0,
-                             "non_finite": int((~finite).sum())}
+                             "non_finite": int((~finite).sum()),
+                             "not_converged": int((~conv).sum())}
     if not finite.all():
         fit.warnings.append(f"{int((~finite).sum())} of {n_boot} bootstrap refits sent A or B "
                             "past float range (that term is not pinned by the data); the "
                             "intervals use the others")
-    fit.bootstrap_params = samples.tolist()
+    if not conv.all():
+        fit.warnings.append(f"{int((~conv).sum())} of {n_boot} bootstrap refits did not converge "
+                            "within their IRLS iterations; the intervals use the others")
+    fit.bootstrap_params = samples[conv].tolist()
 
 
 def fit_from_table(

@@ -259,21 +259,32 @@ def lbfgs_polish_many(free: np.ndarray, x, z, y, delta: float, tied: bool) -> np
     return np.where(keep[:, None], X, v0)
 
 
-def irls_polish(free: np.ndarray, x, z, y, delta: float, tied: bool, max_iter: int = 200,
-                tol: float = 1e-11) -> np.ndarray:
+#: the IRLS's iteration cap and relative-improvement stopping test
+_IRLS_MAX_ITER, _IRLS_TOL = 200, 1e-11
+
+
+def irls_polish(free: np.ndarray, x, z, y, delta: float, tied: bool,
+                max_iter: int = _IRLS_MAX_ITER, tol: float = _IRLS_TOL) -> np.ndarray:
     """Levenberg–Marquardt on IRLS weights ω = ψ(r)/r: converges through the Huber kinks."""
     v = np.asarray(free, dtype=float)[None, :]
     return irls_polish_many(v, x, z, y, delta, tied, max_iter=max_iter, tol=tol)[0]
 
 
-def irls_polish_many(free: np.ndarray, x, z, y, delta: float, tied: bool, max_iter: int = 200,
-                     tol: float = 1e-11) -> np.ndarray:
+def irls_polish_many(free: np.ndarray, x, z, y, delta: float, tied: bool,
+                     max_iter: int = _IRLS_MAX_ITER, tol: float = _IRLS_TOL) -> np.ndarray:
     """:func:`irls_polish` of every row of ``free`` (S, k) at once, each row with its own damping
     λ and stopping test. ``x``, ``z``, ``y`` are shared (n,) or one row of data per start (S, n)
     (the bootstrap's resamples). Each outer iteration solves ``(H + λ diag(H)) s = −g`` with the
     Gauss–Newton H = Jᵀ ω J and g = Jᵀ ψ(r); a step is kept when it does not raise the objective
     (λ ÷ 10), otherwise λ × 10 and retry (at most 20 times); a row stops when its accepted step
     improves the objective by less than ``tol`` (relative) or no step is accepted."""
+    return _irls_many(free, x, z, y, delta, tied, max_iter, tol)[0]
+
+
+def _irls_many(free, x, z, y, delta, tied, max_iter, tol) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`irls_polish_many`'s end points and, per row, whether it converged: stopped by its
+    own test before ``max_iter`` iterations (the IRLS's counterpart of
+    :func:`fitting.core.engine.converged`, which judges scipy's optimisers)."""
     v = np.array(free, dtype=float, ndmin=2)
     x, z, y = (np.broadcast_to(np.asarray(a, dtype=float), (len(v), np.shape(a)[-1]))
                for a in (x, z, y))
@@ -288,7 +299,7 @@ def irls_polish_many(free: np.ndarray, x, z, y, delta: float, tied: bool, max_it
             H, g = _gauss_newton(v[idx], x[idx], z[idx], y[idx], delta, tied)
             improved = _lm_steps(v, f, lam, idx, H, g, (x, z, y, delta, tied), tol)
             active[idx[~improved]] = False
-    return v
+    return v, ~active
 
 
 def _row_objective(v, x, z, y, delta, tied) -> np.ndarray:
@@ -358,15 +369,21 @@ def refit(starts: np.ndarray, x, z, y, delta, tied) -> np.ndarray:
     return refit_many(starts, x[None, :], z[None, :], y[None, :], delta, tied)[0]
 
 
-def refit_many(starts: np.ndarray, x, z, y, delta: float, tied: bool) -> np.ndarray:
+def refit_many(starts: np.ndarray, x, z, y, delta: float, tied: bool,
+               converged: np.ndarray | None = None) -> np.ndarray:
     """:func:`refit` of many data sets at once: ``x``, ``z``, ``y`` are (B, n), one resample per
     row; every start is IRLS-polished on every resample in one batch and the best per resample
-    (the first on ties) is returned, (B, k)."""
+    (the first on ties) is returned, (B, k). ``converged``: a (B,) bool array, filled with
+    whether each returned polish converged (stopped by its own test within its iterations)."""
     seeds = np.array(starts, dtype=float, ndmin=2)
     m = len(seeds)
     x, z, y = (np.repeat(np.asarray(a, dtype=float), m, axis=0) for a in (x, z, y))
-    th = irls_polish_many(np.tile(seeds, (len(x) // m, 1)), x, z, y, delta, tied)
+    th, stopped = _irls_many(np.tile(seeds, (len(x) // m, 1)), x, z, y, delta, tied,
+                             _IRLS_MAX_ITER, _IRLS_TOL)
     with np.errstate(over="ignore", invalid="ignore"):
         f = _row_objective(th, x, z, y, delta, tied)
     f = np.where(np.isfinite(f), f, np.inf).reshape(-1, m)
-    return th.reshape(len(f), m, -1)[np.arange(len(f)), np.argmin(f, axis=1)]
+    best = np.argmin(f, axis=1)
+    if converged is not None:
+        converged[:] = stopped.reshape(len(f), m)[np.arange(len(f)), best]
+    return th.reshape(len(f), m, -1)[np.arange(len(f)), best]
