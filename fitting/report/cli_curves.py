@@ -36,14 +36,21 @@ def curves_command(args: argparse.Namespace) -> dict[str, Any]:
     held = check_runs(curves, args.holdout or [])
     if not held:
         raise FitError("curves: name at least one --holdout RUN to predict", column="run")
-    fitted = {r: c for r, c in curves.items() if r not in held}
+    for r in held:
+        curves[r].check_schedule()
+    late = sorted(r for r, c in curves.items() if r not in held and c.late_start is not None)
+    fitted = {r: c for r, c in curves.items() if r not in held and r not in late}
     if not fitted:
-        raise FitError(f"curves: every run of {src} is held out; nothing left to fit",
-                       column="run")
+        raise FitError(f"curves: every run of {src} is held out or has no rates from step 0; "
+                       "nothing left to fit", column="run")
     size_terms = {"auto": None, "on": True, "off": False}[args.size_terms]
     unc = None if args.uncertainty == "none" else args.uncertainty
     fit = CURVE_LAWS[args.law](fitted, size_terms=size_terms, from_step=args.from_step,
                                uncertainty=unc, n_refits=args.n_refits, seed=args.seed)
+    if late:
+        fit.warnings.append(f"{len(late)} run(s) left out of the fit: their learning rate is "
+                            f"logged from late in the run on (e.g. {late[0]!r}; a branch without "
+                            "its parent's rates)")
     return {"law": fit.law, "fit": fit.to_json(),
             "heldout": {r: heldout_errors(fit, curves[r]) for r in held}}
 

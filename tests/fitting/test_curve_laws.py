@@ -132,8 +132,10 @@ def test_size_terms_predict_a_larger_size():
 
 
 def test_rates_logged_late_are_an_error_naming_the_run():
+    late = Curve("branch", [5000, 5050, 5100], [1e-3, 9e-4, 8e-4], [5100], [3.0])
+    assert late.late_start == 5000
     with pytest.raises(FitError, match="'branch'.*from step 5000"):
-        Curve("branch", [5000, 5050, 5100], [1e-3, 9e-4, 8e-4])
+        fit_annealing_law([late])
 
 
 # -- mnmt-fit curves ---------------------------------------------------------------------------
@@ -187,6 +189,15 @@ def test_cli_curves_errors(tmp_path, capsys):
                                                                      index=False)
     assert main(["curves", str(tmp_path / "w.csv"), "--holdout", "a"]) == 2
     assert "missing column(s) ['lr']" in capsys.readouterr().err
+    tidy = pd.read_csv(table)  # a run whose rates start late: left out of the fit, said so
+    late = tidy[(tidy["run_id"] == "cos") & (tidy["step"] >= 1000)].assign(run_id="late")
+    pd.concat([tidy, late]).to_csv(tmp_path / "late.csv", index=False)
+    assert main(["curves", str(tmp_path / "late.csv"), "--holdout", "wsd50", "--uncertainty",
+                 "none", "--json"]) == 0
+    fit = json.loads(capsys.readouterr().out)["fit"]
+    assert "late" not in fit["runs"] and "1 run(s) left out" in fit["warnings"][0]
+    assert main(["curves", str(tmp_path / "late.csv"), "--holdout", "late"]) == 2
+    assert "'late': its learning rate is logged from step 1000" in capsys.readouterr().err
 
 
 def test_curves_from_tidy_table_prepends_a_branch_parents_rates():

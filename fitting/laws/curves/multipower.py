@@ -34,7 +34,7 @@ class MultiPowerLaw(CurveLaw):
     name = "multi_power"
     theta_names = ("alpha", "log10_C", "beta", "gamma")
     coef_names = ("A", "B")
-    theta_bounds = ((0.01, -4.0, 0.01, 0.0), (3.0, 6.0, 5.0, 1.5))
+    theta_bounds = ((0.01, -8.0, 0.001, 0.0), (3.0, 6.0, 5.0, 3.0))
     theta_grid = ((0.3, 0.7), (-1.0, 0.5, 2.0), (0.3, 0.7, 1.5), (0.3, 0.6))
 
     def __init__(self, max_knots: int = 400) -> None:

@@ -13,7 +13,8 @@ Two layouts (after ``--columns``' renaming, :func:`fitting.data.tables.read_tabl
 
 A loss at step s is explained by the rates of steps 1…s, so every curve's rates must start near
 step 0 (within two logging intervals, or 100 steps): a table whose first *loss* comes long after
-step 0 is fine, one whose first *rate* does is an error naming the run.
+step 0 is fine; a run whose first *rate* does loads, but fitting or predicting it is an error
+naming the run (``mnmt-fit curves`` leaves such runs out of the fit, with a warning).
 """
 
 from __future__ import annotations
@@ -62,18 +63,28 @@ class Curve:
             raise FitError(f"run {self.run!r}: losses must be finite and positive", column="loss")
         if self.lr_steps.size == 0:
             raise FitError(f"run {self.run!r}: no learning-rate rows", column="lr")
+
+    @property
+    def late_start(self) -> float | None:
+        """The first logged rate's step when it comes later than two logging intervals (or 100
+        steps) after step 0, else None: the schedule areas of such a run are unknown."""
         first = float(self.lr_steps.min())
         gaps = np.diff(np.unique(self.lr_steps))
         allowed = max(100.0, 2.0 * float(np.median(gaps))) if gaps.size else 100.0
-        if first > allowed:
+        return first if first > allowed else None
+
+    def check_schedule(self) -> None:
+        """FitError naming the run when its rates start late (:attr:`late_start`)."""
+        if self.late_start is not None:
             raise FitError(
-                f"run {self.run!r}: its learning rate is logged from step {first:g} on; the "
-                "schedule areas need the rates from step 0 (a branch resumed from another run: "
-                "put the parent's rates in front)", column="lr")
+                f"run {self.run!r}: its learning rate is logged from step {self.late_start:g} "
+                "on; the schedule areas need the rates from step 0 (a branch resumed from "
+                "another run: put the parent's rates in front)", column="lr")
 
     def eta(self, last_step: int | None = None) -> np.ndarray:
         """η at every step 0…``last_step`` (default: the last logged rate or loss step;
-        :func:`fitting.laws.curves.schedule.dense_lr`)."""
+        :func:`fitting.laws.curves.schedule.dense_lr`); FitError when the rates start late."""
+        self.check_schedule()
         end = int(np.ceil(max(self.lr_steps.max(), self.steps.max() if self.steps.size else 0)))
         return dense_lr(self.lr_steps, self.lr, end if last_step is None else last_step,
                         run=self.run)
