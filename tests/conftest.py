@@ -1,5 +1,6 @@
 """Fixtures shared by every test folder."""
 
+import atexit
 import errno
 import importlib.metadata
 import importlib.util
@@ -8,6 +9,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 import zlib
@@ -210,8 +212,29 @@ def compile_fast() -> None:
     os.environ["XLA_FLAGS"] = " ".join(flags)
 
 
+#: where libraries keep per-user files that a test run would otherwise leave in the home folder
+LIBRARY_HOMES = {"MPLCONFIGDIR": "matplotlib", "KERAS_HOME": "keras", "IPYTHONDIR": "ipython",
+                 "JUPYTER_RUNTIME_DIR": "jupyter-runtime"}
+
+
+def library_files_in_a_session_dir() -> None:
+    """matplotlib's font cache, Keras's config (written when TensorFlow is imported), IPython's
+    profile and history and Jupyter's kernel connection files (the notebook test) go into one
+    private folder of the session (``tempfile.mkdtemp``: a random name, mode 0700), removed
+    when the process that made it exits, instead of the user's home folder. xdist workers and
+    child processes inherit the variables; a variable already set is kept."""
+    if "MNMT_TEST_LIBRARY_HOME" in os.environ:
+        return
+    home = tempfile.mkdtemp(prefix="mnmt-tests-libraries-")
+    os.environ["MNMT_TEST_LIBRARY_HOME"] = home
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    for variable, folder in LIBRARY_HOMES.items():
+        os.environ.setdefault(variable, os.path.join(home, folder))
+
+
 share_compiled_programs()
 compile_fast()
+library_files_in_a_session_dir()
 
 
 @pytest.fixture(autouse=True)
