@@ -213,3 +213,22 @@ def test_curves_from_tidy_table_prepends_a_branch_parents_rates():
     df["branch_step"] = np.where(df["run_id"] == "b", 2000, np.nan)
     c = curves_from_table(df)["b"]
     assert c.lr_steps[0] == 0 and c.lr_steps[-1] == 2010 and c.steps.tolist() == [2010]
+
+
+def test_cli_curves_size_column_predicts_a_larger_size(tmp_path, capsys):
+    truth = AnnealingLawFit(law="lr_annealing", size_terms=True,
+                            params={"E": 1.5, "A_N": 300.0, "a": 0.4, "A": 1.0, "alpha": 0.5,
+                                    "C": 0.4})
+    rows = []
+    for n in (1e6, 3e6, 1e7, 1e8):
+        for kind, (s, lr) in (("wsd", wsd(0.2)), ("cos", cosine())):
+            st = np.arange(200, T + 1, 100.0)
+            loss = pd.Series(truth.predict(st, s, lr, n=n), index=st)
+            rows += [{"run": f"{kind}-{n:g}", "step": a, "lr": b, "loss": loss.get(a, np.nan),
+                      "n": n} for a, b in zip(s, lr, strict=True)]
+    pd.DataFrame(rows).to_csv(tmp_path / "sizes.csv", index=False)
+    assert main(["curves", str(tmp_path / "sizes.csv"), "--holdout", "wsd-1e+08",
+                 "--holdout", "cos-1e+08", "--uncertainty", "none", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["fit"]["size_terms"] and d["fit"]["limits"]["L_inf"] == pytest.approx(1.5, rel=1e-3)
+    assert max(e["worst"] for e in d["heldout"].values()) < 1e-3
