@@ -73,8 +73,8 @@ RULES = {
 #: what check 1 says of a fits.json written before the fields it reads existed
 OLD_FITS = ("fits.json has no regime.l_inf_law / regime.pairs[pair].l_inf_is_bound (written "
             "before they existed): cannot tell which law gave the fitted L∞ nor an estimate "
-            "from a bound; re-run `mnmt-study run --out OUT` (finished runs are skipped, the "
-            "report is rewritten)")
+            "from a bound; re-run the study's `mnmt-study run … --out OUT` (finished runs are "
+            "skipped, the report is rewritten)")
 
 
 def _joint(fits: dict) -> tuple[dict, dict]:
@@ -212,7 +212,7 @@ def _print(result: dict) -> None:
               f"per weight agree {d['per_weight_agree']} {'ok' if d['ok'] else 'FAIL'}")
     print(f"3. rule: {rules[3]}")
     for pair, d in result["fraction"].items():
-        pts = ", ".join(f"f({w})={v['f']:.3f}±{v['sd']:.3f}" for w, v in d["points"].items())
+        pts = ", ".join(f"f({w})={v['f']:.3f}±{_num(v['sd'])}" for w, v in d["points"].items())
         print(f"3. f(p) {pair}: {pts or 'none'} {'ok' if d['ok'] else 'FAIL'}")
     print(f"4. rule: {rules[4]}")
     for h in result["heldout"]["entries"]:
