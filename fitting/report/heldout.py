@@ -19,8 +19,9 @@ A study names some runs "held out" (typically a larger size at an unseen weight)
 A pair the run did not train (p = 0) is not predicted: f̂(0) = 0, so eq. 11 gives no finite loss
 (Fernandes et al. leave zero-shot pairs out of the laws); it is listed under "skipped".
 
-Runs that differ only in their seed (the experiment keys of
-:func:`fitting.report.seeds.group_keys`; a study's ``StudySpec.heldout_seeds``) form one held-out
+Runs that differ only in their seed (the experiments of
+:func:`fitting.report.seeds.experiment_groups`, whose keys include each run's whole mixture; a
+study's ``StudySpec.heldout_seeds``) form one held-out
 experiment, predicted once per (pair, law): ``measured`` is the mean of its seeds' final losses
 (``measured_runs`` each one), ``run`` its first run id and ``runs`` all of them.
 
@@ -59,7 +60,7 @@ from fitting.laws.budget.chinchilla_joint import JointChinchillaFit
 from fitting.report.chinchilla import COOLED_LAW, largest_size_seed_noise
 from fitting.report.markdown import Document, format_number
 from fitting.report.sections import Report
-from fitting.report.seeds import group_keys
+from fitting.report.seeds import experiment_groups
 
 __all__ = ["REL_TOLERANCE", "NOISE_TOLERANCE", "check_heldout_runs", "heldout_experiments",
            "heldout_noise", "predict_heldout", "heldout_section"]
@@ -100,17 +101,14 @@ def check_heldout_runs(table: pd.DataFrame, run_ids: Sequence[str]) -> list[str]
 def heldout_experiments(held: pd.DataFrame, curve_sd: dict[tuple[str, str], float]
                         ) -> list[dict[str, Any]]:
     """The final rows ``held`` of held-out runs as experiments: one dict per (experiment, pair),
-    its runs being the seeds of one configuration (:func:`fitting.report.seeds.group_keys`), with
+    its runs being the seeds of one experiment (:func:`fitting.report.seeds.experiment_groups`:
+    K-pair runs that share one pair's weight but not the others' are two experiments), with
     ``measured`` (their mean), ``measured_runs``, ``seed_sd`` (ddof = 1; None for one seed),
     ``curve_sd`` (the largest of its runs') and the run's N, weight and final tokens."""
     if held.empty:
         return []
     out = []
-    # a run's whole mixture (every pair's weight) joins the keys: K-pair runs that share one
-    # pair's weight but not the others' are different experiments, not seeds
-    held = held.assign(_mixture=held["run_id"].astype(str).map(_mixtures(held)))
-    keys = [*(group_keys(held) or ["run_id"]), "_mixture"]
-    for _, g in held.groupby(keys, dropna=False, sort=False):
+    for _, g in experiment_groups(held):
         g = g.sort_values("run_id")
         runs = [str(r) for r in g["run_id"]]
         values = g["value"].to_numpy(float)
@@ -127,15 +125,6 @@ def heldout_experiments(held: pd.DataFrame, curve_sd: dict[tuple[str, str], floa
                     "seed_sd": float(values.std(ddof=1)) if len(values) >= 2 else None,
                     "curve_sd": max(sds) if sds else None})
     return sorted(out, key=lambda e: (e["run"], e["pair"]))
-
-
-def _mixtures(held: pd.DataFrame) -> dict[str, str]:
-    """{run_id: its weights, one "pair=weight" per pair evaluated} (empty without weights)."""
-    if "weight" not in held.columns:
-        return {}
-    return {str(r): " ".join(f"{p}={w:.6g}" for p, w in sorted(zip(g["pair"].astype(str),
-                                                                   g["weight"], strict=True)))
-            for r, g in held.groupby("run_id")}
 
 
 def heldout_noise(exp: dict[str, Any], spread: dict) -> dict[str, Any]:

@@ -1,9 +1,13 @@
 """Repeated seeds in the report (Ghorbani et al. 2021 App. C): their spread, and the seed means
 that the fits use.
 
-Runs that share an experiment — pair, model size (``n``, ``n_enc``, ``n_dec``), weight, data size
-and mixture tag — and differ only in their seed (the tidy table's ``seed`` column, schema
-revision 1.1; or plain repeats in a table without it) form one group. :func:`seed_spread`
+Runs that share an experiment — pair, model size (``n``, ``n_enc``, ``n_dec``), weight, data size,
+mixture tag and the run's whole mixture (every pair's weight, :func:`run_mixtures`) — and differ
+only in their seed (the tidy table's ``seed`` column, schema revision 1.1; or plain repeats in a
+table without it) form one group: :func:`experiment_groups`, the one rule by which the report
+tells seeds from experiments (the held-out runs of :mod:`fitting.report.heldout` use it too). The
+whole mixture matters in K-pair studies with explicit weights, whose ``mixture`` tag is ``""``:
+(½, ½, 0) and (½, 0, ½) give en-de the same weight ½ but are two experiments, not two seeds. :func:`seed_spread`
 measures the standard deviation of their final loss; :func:`seed_means` collapses every group to
 one point, the mean of its seeds, so that each experiment weighs the same in a fit however often
 it was repeated (Ghorbani et al. average their seeds too) and no law sees repeated sizes.
@@ -17,9 +21,11 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from fitting.data.tables import WEIGHT_DIGITS
 from fitting.report.markdown import Document, format_number
 
-__all__ = ["GROUP_KEYS", "group_keys", "seed_spread", "seed_means", "seeds_section"]
+__all__ = ["GROUP_KEYS", "RUN_MIXTURE", "group_keys", "run_mixtures", "experiment_keys",
+           "experiment_groups", "seed_spread", "seed_means", "seeds_section"]
 
 #: the columns that name an experiment; its runs differ only in their seed
 GROUP_KEYS: tuple[str, ...] = ("study", "family", "size", "n", "n_enc", "n_dec", "pair", "weight",
@@ -31,11 +37,50 @@ def group_keys(df: pd.DataFrame, by: Sequence[str] = ()) -> list[str]:
     return [c for c in (*GROUP_KEYS, *by) if c in df.columns]
 
 
-def _groups(df: pd.DataFrame, by: Sequence[str] = ()):
+def run_mixtures(df: pd.DataFrame) -> pd.Series:
+    """Each row's run's whole mixture, aligned with ``df``: ``"pair=p"`` for every pair with a
+    weight row of that run (same ``study`` and ``run_id``), sorted, weights to
+    :data:`fitting.data.tables.WEIGHT_DIGITS` significant digits — e.g. ``"en-de=0.5 en-fr=0.5
+    en-zh=0"``. The tidy table has no column naming it (``mixture`` is only a tag, ``""`` for
+    explicit weights), but every evaluated pair of a run has rows carrying its weight, zero-shot
+    pairs (p = 0) included; rows of task ``all`` (weight NaN) add nothing. ``""`` for every row
+    of a table without ``run_id``, ``pair`` or ``weight``, and for a run without weights."""
+    if not {"run_id", "pair", "weight"} <= set(df.columns):
+        return pd.Series("", index=df.index, dtype=object)
+    run = df["run_id"].astype(str)
+    if "study" in df.columns:
+        run = df["study"].astype(str) + "\x00" + run
+    w = pd.to_numeric(df["weight"], errors="coerce")
+    rows = pd.DataFrame({"run": run, "pair": df["pair"].astype(str), "w": w})
+    rows = rows[w.notna().to_numpy()].drop_duplicates()
+    if rows.empty:
+        return pd.Series("", index=df.index, dtype=object)
+    rows["t"] = rows["pair"] + "=" + rows["w"].map(lambda v: f"{v:.{WEIGHT_DIGITS}g}")
+    mix = rows.drop_duplicates(["run", "t"]).sort_values("t").groupby("run")["t"].agg(" ".join)
+    return run.map(mix).fillna("").astype(object)
+
+
+#: the column :func:`experiment_keys` adds: the run's whole mixture (:func:`run_mixtures`)
+RUN_MIXTURE = "_run_mixture"
+
+
+def experiment_keys(df: pd.DataFrame, by: Sequence[str] = ()) -> tuple[pd.DataFrame, list[str]]:
+    """``df`` with the column :data:`RUN_MIXTURE` and the keys that name an experiment: the
+    columns of :func:`group_keys` (plus ``by``) and :data:`RUN_MIXTURE`. Runs with equal keys
+    differ only in their seed. Raises ValueError when ``df`` has none of :data:`GROUP_KEYS`."""
     keys = group_keys(df, by)
     if not keys:
-        raise ValueError("the table has none of the columns that name an experiment")
-    return df.groupby(keys, dropna=False, sort=False)
+        raise ValueError("the table has none of the columns that name an experiment "
+                         f"({', '.join(GROUP_KEYS)})")
+    return df.assign(**{RUN_MIXTURE: run_mixtures(df)}), [*keys, RUN_MIXTURE]
+
+
+def experiment_groups(df: pd.DataFrame, by: Sequence[str] = ()):
+    """``df`` grouped by experiment (:func:`experiment_keys`; NaN keys kept, order of first
+    appearance), each group the seeds of one experiment; the groups' frames carry
+    :data:`RUN_MIXTURE`."""
+    frame, keys = experiment_keys(df, by)
+    return frame.groupby(keys, dropna=False, sort=False)
 
 
 def seed_means(df: pd.DataFrame, by: Sequence[str] = (),
@@ -45,13 +90,14 @@ def seed_means(df: pd.DataFrame, by: Sequence[str] = (),
     ``df`` itself when no experiment was repeated."""
     if df.empty:
         return df
-    sizes = _groups(df, by).size()
+    groups = experiment_groups(df, by)
+    sizes = groups.size()
     if int(sizes.max()) <= 1:
         return df
-    keys = group_keys(df, by)
+    keys = list(sizes.index.names)
     agg = {c: ("mean" if c in mean_columns else "first") for c in df.columns if c not in keys}
-    out = _groups(df, by).agg(agg).reset_index()
-    out["n_seeds"] = _groups(df, by).size().to_numpy()
+    out = groups.agg(agg).reset_index()
+    out["n_seeds"] = sizes.to_numpy()
     return out[[c for c in df.columns if c in out.columns] + ["n_seeds"]]
 
 
@@ -61,7 +107,7 @@ def seed_spread(fin: pd.DataFrame) -> dict:
     (ddof = 1) in nats and relative to the group mean, and the groups themselves."""
     if fin.empty:
         return {"n_groups": 0, "n_repeated": 0}
-    g = _groups(fin)["value"]
+    g = experiment_groups(fin)["value"]
     sizes, sd, mean = g.size(), g.std(ddof=1), g.mean()
     rep = (sizes > 1).to_numpy()
     out: dict = {"n_groups": int(len(sizes)), "n_repeated": int(rep.sum())}
@@ -77,6 +123,7 @@ def seed_spread(fin: pd.DataFrame) -> dict:
         d = dict(zip(names, key, strict=True))
         groups.append({"pair": str(d.get("pair", "")), "n": _num(d.get("n")),
                        "weight": _num(d.get("weight")), "mixture": str(d.get("mixture", "") or ""),
+                       "weights": str(d.get(RUN_MIXTURE, "") or ""),
                        "seeds": int(k), "mean": float(m), "sd": float(s)})
     out.update(seeds_min=int(n_r.min()), seeds_max=int(n_r.max()),
                sd_median=float(np.median(sd_r)), sd_max=float(sd_r.max()),
@@ -107,7 +154,7 @@ def seeds_section(doc: Document, spread: dict, *, max_rows: int = 12) -> None:
     rows = sorted(spread["groups"], key=lambda g: -g["sd"])[:max_rows]
     doc.table(["pair", "N", "p", "mixture", "seeds", "mean loss", "sd"],
               [[g["pair"], format_number(g["n"]), format_number(g["weight"], digits=3),
-                g["mixture"] or "–", str(g["seeds"]), format_number(g["mean"]),
+                g["mixture"] or g.get("weights") or "–", str(g["seeds"]), format_number(g["mean"]),
                 format_number(g["sd"], digits=2)] for g in rows])
     if len(spread["groups"]) > max_rows:
         doc.p(f"(the {max_rows} experiments with the largest spread of {len(spread['groups'])})")

@@ -146,3 +146,51 @@ def test_tables_without_the_new_columns_still_load(tmp_path):
     write_table(make_final_table(sizes=SIZES, weights=(0.5, 1.0)), tmp_path / "old.csv")
     rep = write_report(str(tmp_path / "old.csv"), str(tmp_path / "rep"), uncertainty=None)
     assert rep.joint is not None and not rep.seeds["n_repeated"]
+
+
+def _three_pair_runs(runs) -> pd.DataFrame:
+    """Final validation losses of three-pair runs at one size: ``runs`` is ``(run_id, seed,
+    (w_de, w_fr, w_zh), loss)``; every pair evaluated, so every pair has a weight row."""
+    rows = []
+    for run, seed, weights, y in runs:
+        for pair, w in zip(("en-de", "en-fr", "en-zh"), weights, strict=True):
+            rows.append({"run_id": run, "study": "t", "family": "mini", "size": "s", "n": 1e6,
+                         "pair": pair, "weight": w, "data_size": np.nan, "seed": seed,
+                         "mixture": "", "eval_set": "validation", "metric": "loss",
+                         "step": 100, "tokens": 1e6, "value": y, "final": True})
+    return pd.DataFrame(rows)
+
+
+def test_mixtures_that_share_one_pairs_weight_are_not_seeds_of_one_experiment():
+    """Two explicit-weight mixtures, (1, 1, 0)/2 and (1, 0, 1)/2, both give en-de 0.5 at one
+    size, one seed each. The old rule (73f0f32: the keys pair, size, weight and the ``mixture``
+    tag, which is "" for explicit weights) took them for two seeds of one en-de experiment and
+    averaged them; they are two experiments, as are their other pairs."""
+    tab = _three_pair_runs([("a", 0, (0.5, 0.5, 0.0), 2.0), ("b", 0, (0.5, 0.0, 0.5), 3.0)])
+    spread = seed_spread(tab)
+    assert spread["n_repeated"] == 0 and spread["n_groups"] == 6
+    means = seed_means(tab)
+    de = means[means["pair"] == "en-de"].sort_values("run_id")
+    assert list(de["value"]) == [2.0, 3.0]  # not one point at 2.5
+    assert len(means) == 6 and list(means.columns) == list(tab.columns)
+
+
+def test_seeds_of_one_mixture_are_averaged_beside_a_mixture_sharing_a_weight():
+    tab = _three_pair_runs([("a_s0", 0, (0.5, 0.5, 0.0), 2.0), ("a_s1", 1, (0.5, 0.5, 0.0), 2.2),
+                            ("b_s0", 0, (0.5, 0.0, 0.5), 3.0)])
+    spread = seed_spread(tab)
+    assert spread["n_groups"] == 6 and spread["n_repeated"] == 3
+    assert {g["pair"] for g in spread["groups"]} == {"en-de", "en-fr", "en-zh"}
+    assert all(g["seeds"] == 2 and g["mean"] == pytest.approx(2.1) for g in spread["groups"])
+    means = seed_means(tab)
+    de = means[means["pair"] == "en-de"].sort_values("value")
+    assert list(de["n_seeds"]) == [2, 1] and list(de["value"]) == pytest.approx([2.1, 3.0])
+    assert list(de["run_id"]) == ["a_s0", "b_s0"]
+    # the same runs' curves (one row per step, and mixture-level `all` rows without a weight):
+    # the seeds meet per step, the mixtures stay apart
+    curves = pd.concat([tab.assign(step=s, value=tab["value"] + s / 1000) for s in (50, 100)]
+                       + [tab.drop_duplicates("run_id").assign(pair="all", weight=np.nan)],
+                       ignore_index=True)
+    per_step = seed_means(curves, by=("step",))
+    de = per_step[per_step["pair"] == "en-de"]
+    assert len(de) == 4 and sorted(de["n_seeds"]) == [1, 1, 2, 2]
