@@ -18,6 +18,11 @@ How the shared parameters are estimated depends on the distinct data sizes below
   capacity term (k, α), the exponent β and the low size's scale c = G(D_low)·q^β fitted jointly
   (linear parameters exact, α and β by grid and polish); γ is Chen's, which sets no prediction
   at the trained sizes. That is all eq. 7 needs at the trained data sizes.
+
+Every least-squares polish is judged by the project's one convergence rule
+(:func:`fitting.core.engine.converged`): a fit whose polish stopped before converging (at its
+evaluation cap, say) keeps its last iterate, carries a warning (in the report's warnings too) and
+``converged: false`` in the section's JSON (``dpl.converged`` per model size).
 """
 
 from __future__ import annotations
@@ -32,13 +37,15 @@ from scipy.optimize import least_squares
 
 from fitting import plots
 from fitting.core.base import FitError
+from fitting.core.engine import converged, convergence_warning
 from fitting.data.tables import with_optional_columns
 from fitting.laws.mixture.dpl import CHEN_EQ6_PARAMS, DPLFit, fit_dpl, optimal_sampling_ratios
 from fitting.plots.laws import plot_dpl_curves
 from fitting.report.markdown import Document, format_number
 from fitting.report.sections import Report
 
-__all__ = ["dpl_applies", "fit_dpl_one_low_size", "fit_study_dpl", "dpl_section"]
+__all__ = ["dpl_applies", "fit_dpl_one_low_size", "dpl_converged", "fit_study_dpl",
+           "dpl_section"]
 
 _KEY = "DPL (Chen eq. 5–7)"
 
@@ -84,7 +91,10 @@ def dpl_applies(fin: pd.DataFrame) -> tuple[dict[float, pd.DataFrame], str]:
 def fit_dpl_one_low_size(p, data_size, loss, group, *, data_unit: float = 1e6,
                          gamma: float = CHEN_EQ6_PARAMS["gamma"]) -> DPLFit:
     """Eq. 5 when the directions have two data sizes only: G(D_high) = 0 (Chen's step 1), γ
-    fixed, b = −D_high^γ, q from the fitted scale c = G(D_low)·q^β of the smaller size."""
+    fixed, b = −D_high^γ, q from the fitted scale c = G(D_low)·q^β of the smaller size.
+    ``meta["converged"]``: whether the polish of (α, β) converged
+    (:func:`fitting.core.engine.converged`); False adds a warning (the last iterate is kept
+    where it improves on the grid)."""
     p, dsz, y = (np.asarray(v, float).ravel() for v in (p, data_size, loss))
     labels = np.asarray(group, dtype=object).astype(str).ravel()
     sizes = np.unique(dsz)
@@ -126,13 +136,24 @@ def fit_dpl_one_low_size(p, data_size, loss, group, *, data_unit: float = 1e6,
               "gamma": float(gamma), "b": float(b)}
     bias = {g: float(v) for g, v in zip(groups, coef[2:], strict=True)}
     ss = float(np.sum((y - y.mean()) ** 2))
-    return DPLFit(law="dpl", params=params, n_points=int(y.size), bias=bias,
-                  data_unit=float(data_unit),
-                  goodness={"rmse": float(np.sqrt(np.mean(r ** 2))),
-                            "r2": 1 - float(r @ r) / ss if ss > 0 else math.nan},
-                  meta={"equation": "Chen et al. 2023 eq. 5 with G(D_high) = 0 and γ fixed",
-                        "gamma_fixed": True, "data_size_by_group": {
-                            g: float(dsz[labels == g][0]) / data_unit for g in groups}})
+    fit = DPLFit(law="dpl", params=params, n_points=int(y.size), bias=bias,
+                 data_unit=float(data_unit),
+                 goodness={"rmse": float(np.sqrt(np.mean(r ** 2))),
+                           "r2": 1 - float(r @ r) / ss if ss > 0 else math.nan},
+                 meta={"equation": "Chen et al. 2023 eq. 5 with G(D_high) = 0 and γ fixed",
+                       "gamma_fixed": True, "converged": converged(res), "data_size_by_group": {
+                           g: float(dsz[labels == g][0]) / data_unit for g in groups}})
+    if (w := convergence_warning(res, "DPL polish of (α, β)")):
+        fit.warnings.append(w)
+    return fit
+
+
+def dpl_converged(fit: DPLFit) -> bool:
+    """Whether every polish of ``fit`` converged: ``meta["converged"]``
+    (:func:`fit_dpl_one_low_size`) and ``meta["refine_converged"]``
+    (:func:`fitting.laws.mixture.dpl.fit_dpl`'s joint polish); a fit without a polish counts as
+    converged."""
+    return all(fit.meta.get(k) is not False for k in ("converged", "refine_converged"))
 
 
 def fit_study_dpl(rows: pd.DataFrame, *, bootstrap: int = 0, seed: int = 0) -> tuple[DPLFit, str]:
@@ -230,7 +251,7 @@ def dpl_section(doc: Document, rep: Report, fin: pd.DataFrame, out_dir: str, *,
           "from temperature sampling (or oversampling): their measured loss and the DPL's "
           "prediction for them." + (f" Not qualifying: {why}." if why else ""))
     cap = _capped(fin)
-    rep.dpl = {"fits": {}, "estimation": {}, "settings": [], "fitted_on": {}}
+    rep.dpl = {"fits": {}, "estimation": {}, "settings": [], "fitted_on": {}, "converged": {}}
     boot = min(int(n_refits), 30) if uncertainty not in (None, "none") else 0
     panels: dict[str, dict[str, dict]] = {}
     for n, rows in by_n.items():
@@ -243,6 +264,7 @@ def dpl_section(doc: Document, rep: Report, fin: pd.DataFrame, out_dir: str, *,
         with_base = bool((rows["mixture"].astype(str) != "").any())
         rep.dpl["fits"][key] = fit.to_json()
         rep.dpl["estimation"][key] = how
+        rep.dpl["converged"][key] = dpl_converged(fit)
         rep.dpl["fitted_on"][key] = (
             f"every run, baselines included (fewer than {MIN_EXPLICIT_WEIGHTS} explicit weights "
             "per direction)" if with_base else
@@ -250,7 +272,10 @@ def dpl_section(doc: Document, rep: Report, fin: pd.DataFrame, out_dir: str, *,
         rep.warnings += [f"DPL {key}: {w}" for w in fit.warnings]
         sd = fit.stderr or {}
         doc.p(f"**{key}** — {how}; fitted on {rep.dpl['fitted_on'][key]}, "
-              f"{fit.n_points} points, RMSE {fit.goodness.get('rmse', math.nan):.3g}.")
+              f"{fit.n_points} points, RMSE {fit.goodness.get('rmse', math.nan):.3g}."
+              + ("" if rep.dpl["converged"][key] else
+                 " **Not converged**: the optimiser stopped before its convergence test was met; "
+                 "the parameters are its last iterate (see Warnings)."))
         doc.table(["k", "α", "q", "β", "γ", "b"],
                   [[format_number(fit.params[k], sd.get(k)) for k in
                     ("k", "alpha", "q", "beta", "gamma", "b")]])

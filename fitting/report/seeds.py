@@ -7,10 +7,12 @@ only in their seed (the tidy table's ``seed`` column, schema revision 1.1; or pl
 table without it) form one group: :func:`experiment_groups`, the one rule by which the report
 tells seeds from experiments (the held-out runs of :mod:`fitting.report.heldout` use it too). The
 whole mixture matters in K-pair studies with explicit weights, whose ``mixture`` tag is ``""``:
-(½, ½, 0) and (½, 0, ½) give en-de the same weight ½ but are two experiments, not two seeds. :func:`seed_spread`
-measures the standard deviation of their final loss; :func:`seed_means` collapses every group to
-one point, the mean of its seeds, so that each experiment weighs the same in a fit however often
-it was repeated (Ghorbani et al. average their seeds too) and no law sees repeated sizes.
+(½, ½, 0) and (½, 0, ½) give en-de the same weight ½ but are two experiments, not two seeds.
+
+:func:`seed_spread` measures the standard deviation of their final loss; :func:`seed_means`
+collapses every group to one point, the mean of its seeds, so that each experiment weighs the
+same in a fit however often it was repeated (Ghorbani et al. average their seeds too) and no law
+sees repeated sizes.
 :func:`seeds_section` writes the spread into the report.
 """
 
@@ -154,7 +156,7 @@ def seeds_section(doc: Document, spread: dict, *, max_rows: int = 12) -> None:
     rows = sorted(spread["groups"], key=lambda g: -g["sd"])[:max_rows]
     doc.table(["pair", "N", "p", "mixture", "seeds", "mean loss", "sd"],
               [[g["pair"], format_number(g["n"]), format_number(g["weight"], digits=3),
-                g["mixture"] or g.get("weights") or "–", str(g["seeds"]), format_number(g["mean"]),
-                format_number(g["sd"], digits=2)] for g in rows])
+                g["mixture"] or g.get("weights") or "–", str(g["seeds"]),
+                format_number(g["mean"]), format_number(g["sd"], digits=2)] for g in rows])
     if len(spread["groups"]) > max_rows:
         doc.p(f"(the {max_rows} experiments with the largest spread of {len(spread['groups'])})")

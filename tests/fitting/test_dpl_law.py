@@ -190,3 +190,64 @@ def test_fit_from_table_group_by_experiment():
     assert fit.params["alpha"] == pytest.approx(0.20, rel=1e-4)
     with pytest.raises(FitError, match="missing column"):
         fit_from_table(df, group_by=["nope"])
+
+
+# -- the report's DPL section: its polish judged by the one convergence rule ----------------------
+
+
+def _one_capped_size_table() -> pd.DataFrame:
+    """En→Fr at 10M examples next to En→De at 0.26M, explicit weights, from eq. 5 with
+    G(D_high) = 0 (the setting of fitting.report.dpl.fit_dpl_one_low_size)."""
+    truth = DPLFit(law="dpl", params={**CHEN_EQ6_PARAMS, "b": -(10.0 ** CHEN_EQ6_PARAMS["gamma"])})
+    rows = []
+    for w in (0.1, 0.2, 0.3, 0.5, 0.7, 0.9):
+        for pair, p, d, m in (("en-de", w, 2.6e5, 2.0), ("en-fr", 1 - w, 1e7, 1.5)):
+            rows.append({"run_id": f"r{w}", "study": "chen", "n": 6.4e7, "pair": pair,
+                         "weight": p, "data_size": d, "mixture": "", "seed": 0,
+                         "eval_set": "validation", "metric": "loss", "step": 1000,
+                         "tokens": 10**6, "final": True,
+                         "value": float(truth.predict(p, d, bias=m))})
+    return pd.DataFrame(rows)
+
+
+def test_dpl_section_reports_a_polish_that_did_not_converge(tmp_path, monkeypatch):
+    """The (α, β) polish of fit_dpl_one_low_size forced to stop at its evaluation cap
+    (max_nfev = 1, scipy status 0) is reported: a warning, ``meta["converged"]`` and
+    ``dpl.converged`` false. The old rule (73f0f32) read no status: the same fit said nothing."""
+    from scipy import optimize
+
+    import fitting.report.dpl as report_dpl
+    from fitting.report.markdown import Document
+    from fitting.report.sections import Report
+
+    def section():
+        rep = Report(out_dir=str(tmp_path), markdown_path=str(tmp_path / "r.md"),
+                     html_path=str(tmp_path / "r.html"), json_path=str(tmp_path / "r.json"))
+        doc = Document()
+        report_dpl.dpl_section(doc, rep, _one_capped_size_table(), str(tmp_path),
+                               uncertainty=None)
+        return rep, doc.markdown()
+
+    rep, md = section()
+    assert rep.dpl["converged"] == {"N=6.4e+07": True}
+    assert rep.dpl["fits"]["N=6.4e+07"]["meta"]["converged"] is True
+    assert not [w for w in rep.warnings if "converg" in w] and "Not converged" not in md
+
+    statuses = []
+
+    def capped(*args, **kwargs):
+        res = optimize.least_squares(*args, **{**kwargs, "max_nfev": 1})
+        statuses.append(res.status)
+        return res
+
+    monkeypatch.setattr(report_dpl, "least_squares", capped)
+    rep, md = section()
+    assert statuses == [0]  # scipy's evaluation cap: not converged
+    assert rep.dpl["converged"] == {"N=6.4e+07": False}
+    fit = rep.dpl["fits"]["N=6.4e+07"]
+    assert fit["meta"]["converged"] is False
+    assert any("stopped before converging" in w for w in fit["warnings"])
+    assert any(w.startswith("DPL N=6.4e+07:") and "stopped before converging" in w
+               for w in rep.warnings)
+    assert "Not converged" in md
+    json.dumps(rep.dpl)  # the section's JSON stays JSON
