@@ -1,4 +1,4 @@
-"""The metrics schema (version 1, revision 1.2) of docs/reference/metrics_schema.md as constants.
+"""The metrics schema (version 1, revision 1.3) of docs/reference/metrics_schema.md as constants.
 
 The contract between the training stack, which writes run directories (``run.json`` and
 ``metrics.jsonl``), and :mod:`fitting`, which reads them (:mod:`fitting.data.rundirs`) and works on
@@ -14,9 +14,12 @@ __all__ = ["SCHEMA_VERSION", "SCHEMA_REVISION", "RUN_JSON", "METRICS_JSONL", "ME
 SCHEMA_VERSION = 1
 #: the document's revision: "1.1" added the optional tidy columns ``seed`` and ``mixture``,
 #: "1.2" the optional ``run.json`` object ``branch`` (cool-down branches) and the tidy columns
-#: ``parent_run`` and ``branch_step`` (compatible: tables and run directories without them still
-#: load)
-SCHEMA_REVISION = "1.2"
+#: ``parent_run`` and ``branch_step``, "1.3" per-pair ``train_loss`` rows beside task ``all``,
+#: and ``train_loss`` redefined as the per-target-token cross-entropy without label smoothing or
+#: z-loss, token-weighted over the log window (``all`` was the mean of the steps' objectives).
+#: Compatible: tables and run directories of older revisions still load as they are (no reader
+#: decides anything by the revision, which no run records).
+SCHEMA_REVISION = "1.3"
 RUN_JSON = "run.json"
 #: the optional ``run.json`` object of a cool-down branch (revision 1.2):
 #: ``{"parent": run_id, "step": b, "cooldown_steps": int}``; absent or null for an ordinary run

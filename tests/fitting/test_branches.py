@@ -73,7 +73,7 @@ def _branch_dir(parent_dir: str, root: str, step: int) -> str:
 
 
 def test_branch_columns_load_from_run_directories_and_round_trip_csv(tmp_path):
-    assert SCHEMA_REVISION == "1.2"
+    assert SCHEMA_REVISION == "1.3"
     assert {"parent_run": "str", "branch_step": "int"}.items() <= TIDY_COLUMNS.items()
     fin = make_final_table(sizes=[1e5, 1e6], weights=(0.5,))
     dirs = write_run_dirs(fin, str(tmp_path / "runs"))
