@@ -194,3 +194,14 @@ def test_seeds_of_one_mixture_are_averaged_beside_a_mixture_sharing_a_weight():
     per_step = seed_means(curves, by=("step",))
     de = per_step[per_step["pair"] == "en-de"]
     assert len(de) == 4 and sorted(de["n_seeds"]) == [1, 1, 2, 2]
+
+
+def test_the_schema_page_names_the_current_revision_and_its_change():
+    """docs/reference/metrics_schema.md's title and last revision row are SCHEMA_REVISION."""
+    from fitting.data.schema import SCHEMA_REVISION
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    text = open(os.path.join(root, "docs", "reference", "metrics_schema.md")).read()
+    assert text.splitlines()[0] == f"# Metrics schema (version 1, revision {SCHEMA_REVISION})"
+    rows = [line.split("|")[1].strip() for line in text.splitlines()
+            if line.startswith("| 1.")]
+    assert rows[-1] == SCHEMA_REVISION and len(rows) == len(set(rows))
