@@ -123,3 +123,80 @@ def test_a_pair_that_cannot_be_fitted_leaves_the_others_when_asked():
     assert fit.meta["E_is_bound"] == {"en-de": False}
     with pytest.raises(FitError, match="no pair could be fitted"):
         fit_joint_chinchilla(t[t["n"] <= 2e4], uncertainty=None, skip_failed_pairs=True)
+
+
+def _capped_polish(monkeypatch):
+    """Cap every robust polish of both forms at one evaluation (scipy stops it, status 0: not
+    converged by fitting.core.engine.converged); the θ search and Kaplan's starts are kept."""
+    from fitting.core import engine
+    from fitting.laws.budget import kaplan_nd
+
+    real = engine.least_squares
+
+    def capped(*args, **kwargs):
+        if "loss" in kwargs:  # the joint polish over (θ, c), per f_scale
+            kwargs["max_nfev"] = 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "least_squares", capped)
+    monkeypatch.setattr(kaplan_nd, "_POLISH_NFEV", 1)
+
+
+def test_band_reads_each_pairs_own_refits_when_pairs_lose_different_numbers():
+    """Old rule (a8299e0): band() passed every pair's samples to band_from_samples, which reads
+    as many draws as the first parameter has; en-zh losing refits that en-de kept made it index
+    past en-zh's samples (IndexError) for either pair. Now each pair's band reads its own."""
+    from fitting.core.uncertainty import pair_samples
+    from fitting.laws.budget import chinchilla_joint as cj
+
+    real, calls = cj._fit_pair, {"refits": 0}
+
+    def some_fail(*args, theta0=None, **kwargs):
+        if theta0 is not None:  # a perturbation refit; en-de's 12 come first (sorted pairs)
+            calls["refits"] += 1
+            if calls["refits"] > 12 and calls["refits"] % 3 == 0:
+                raise FitError("refit did not converge (simulated)")
+        return real(*args, theta0=theta0, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cj, "_fit_pair", some_fail)
+        fit = fit_joint_chinchilla(_table(noise=0.002, seed=3), n_refits=12, backtest=False)
+    assert fit.meta["perturbation_failed"] == {"en-de": 0, "en-zh": 4}
+    assert len(pair_samples(fit.samples, "en-de")["E[en-de]"]) == 12
+    assert len(pair_samples(fit.samples, "en-zh")["E[en-zh]"]) == 8
+    for pair in TRUTH:
+        lo, hi = fit.band([1.5e5, 3e5], 2.4e6, 0.5, pair)
+        pred = fit.predict([1.5e5, 3e5], 2.4e6, 0.5, pair)
+        assert np.all(lo <= pred) and np.all(pred <= hi) and np.all(hi > lo)
+
+
+def test_a_main_fit_that_did_not_converge_says_so_per_pair(monkeypatch):
+    """Old rule (a8299e0): the main fit's optimiser status was not read, so a polish stopped at
+    its evaluation cap was reported as a fit (no meta['converged'], no warning)."""
+    t = _table(noise=0.002, seed=3)
+    ok = fit_joint_chinchilla(t, uncertainty=None, backtest=False)
+    assert ok.meta["converged"] == {"en-de": True, "en-zh": True}
+    assert not any("converg" in w for w in ok.warnings)
+    _capped_polish(monkeypatch)
+    for form in ("additive", "kaplan"):
+        fit = fit_joint_chinchilla(t, uncertainty=None, backtest=False, form=form)
+        assert fit.meta["converged"] == {"en-de": False, "en-zh": False}
+        for pair in TRUTH:
+            assert any(w.startswith(f"pair {pair!r} ({form} form): the optimiser stopped before "
+                                    "converging after") for w in fit.warnings)
+
+
+def test_a_backtest_refit_that_did_not_converge_is_a_failed_backtest(monkeypatch):
+    """Old rule (a8299e0): leave_largest_out's refit (no theta0) was not held to the convergence
+    rule, so the last iterate of a capped polish was graded as the backtest's prediction."""
+    t = _table(noise=0.002, seed=1)
+    sub = t[t["pair"] == "en-de"]
+    pts = (sub["n"], sub["tokens"], sub["weight"], sub["value"])
+    _capped_polish(monkeypatch)
+    for form in ("additive", "kaplan", "auto"):
+        with pytest.raises(FitError, match="did not converge"):
+            leave_largest_out(*pts, noise_rel=0.005, form=form)
+    fit = fit_joint_chinchilla(t, uncertainty=None)
+    assert fit.backtest is None
+    for pair in TRUTH:
+        assert "did not converge" in fit.meta["backtest_failed"][pair]

@@ -28,7 +28,10 @@ App. E). Uncertainty: refits on losses perturbed by 1 % (Fernandes et al. footno
 Extrapolation check: :func:`leave_largest_out` refits without the largest model size and
 predicts its points (Caillaut et al. §4.1); with ``form="auto"`` it chooses form and budgets on
 the smaller sizes only. An E at or above the lowest loss fitted, or at 0, is a bound, not an
-estimate (:func:`e_bound`, ``meta["E_is_bound"]``).
+estimate (:func:`e_bound`, ``meta["E_is_bound"]``). Convergence is judged by
+:func:`fitting.core.engine.converged`: a main fit that did not converge is kept with
+``meta["converged"][pair] = False`` and a warning; a perturbation or backtest refit that did not
+converge fails (left out of the samples; the backtest reported in ``meta["backtest_failed"]``).
 
 ``form="kaplan"`` fits Kaplan et al. 2020 eq. 1.5 with an irreducible loss instead
 (:mod:`fitting.laws.budget.kaplan_nd`), whose terms do not add; ``form="auto"`` lets
@@ -44,10 +47,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
+from scipy.optimize import OptimizeResult
 
 from fitting.core.base import FitError, FitResult, fitted_pair, register_law
-from fitting.core.engine import goodness_of_fit, varpro_fit
-from fitting.core.uncertainty import band_from_samples, perturbation_samples, summarize_samples
+from fitting.core.engine import converged, convergence_warning, goodness_of_fit, varpro_fit
+from fitting.core.uncertainty import (
+    band_from_samples,
+    pair_samples,
+    perturbation_samples,
+    summarize_samples,
+)
 from fitting.data.tables import check_finite_positive, check_weights, require_columns
 from fitting.laws.budget.kaplan_nd import KAPLAN_EXPONENT_BOUNDS, fit_pair_kaplan, predict_kaplan
 
@@ -163,12 +172,13 @@ class JointChinchillaFit(FitResult):
 
     def band(self, n: ArrayLike, d: ArrayLike, p: ArrayLike, pair: str | None = None,
              level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-        """Percentile band of :meth:`predict` over the perturbation refits."""
+        """Percentile band of :meth:`predict` over ``pair``'s own perturbation refits
+        (:func:`fitting.core.uncertainty.pair_samples`: pairs lose different numbers of refits)."""
         pair = self._pair(pair)
         if not self.samples:
             raise FitError("this fit has no uncertainty samples")
-        return band_from_samples(lambda q: self._predict(q, n, d, p, pair), self.samples, level,
-                                 estimate=self.params)
+        return band_from_samples(lambda q: self._predict(q, n, d, p, pair),
+                                 pair_samples(self.samples, pair), level, estimate=self.params)
 
     def _pair(self, pair: str | None) -> str:
         return fitted_pair(self.pairs, pair)
@@ -195,23 +205,31 @@ def _law(form: str, e, alpha, beta, a, b, n, d) -> np.ndarray:
         d, dtype=np.float64) ** -beta
 
 
-def _fit_pair(n, d, p, y, *, loss: str, f_scale, theta0=None, form: str = "additive"
-              ) -> tuple[dict, float]:
-    """One pair's parameters in ``form`` and the f_scale used."""
+def _fit_pair(n, d, p, y, *, loss: str, f_scale, theta0=None, form: str = "additive",
+              status: dict | None = None, refit: bool = False) -> tuple[dict, float]:
+    """One pair's parameters in ``form`` and the f_scale used. ``status`` (a dict) is filled
+    with ``converged`` (:func:`fitting.core.engine.converged` of the last solve), ``nfev`` and
+    ``message``; a refit (``theta0`` given, or ``refit``: a backtest's) that did not converge
+    raises FitError, so that it counts as failed and is never used as a number."""
+    st: dict = {} if status is None else status
     if form == "kaplan":
-        return fit_pair_kaplan(n, d, p, y, loss=loss, f_scale=f_scale,
-                               theta0=theta0)
-    if form != "additive":
+        out = fit_pair_kaplan(n, d, p, y, loss=loss, f_scale=f_scale, theta0=theta0, status=st)
+    elif form == "additive":
+        a0 = [theta0["alpha"], theta0["beta"]] if isinstance(theta0, dict) else theta0
+        out = _fit_pair_additive(n, d, p, y, loss=loss, f_scale=f_scale, theta0=a0, status=st)
+    else:
         raise FitError(f"L(N, D) form: expected one of {FORMS} or 'auto', got {form!r}")
-    if isinstance(theta0, dict):
-        theta0 = [theta0["alpha"], theta0["beta"]]
-    return _fit_pair_additive(n, d, p, y, loss=loss, f_scale=f_scale, theta0=theta0)
+    if refit and not st["converged"]:
+        raise FitError(f"L(N, D) refit ({form} form) did not converge after {st['nfev']} "
+                       f"evaluations: {st['message']}")
+    return out
 
 
-def _fit_pair_additive(n, d, p, y, *, loss: str, f_scale, theta0=None) -> tuple[dict, float]:
+def _fit_pair_additive(n, d, p, y, *, loss: str, f_scale, theta0=None,
+                       status: dict | None = None) -> tuple[dict, float]:
     """Variable projection for one pair: θ = (α, β); E, A_p, B_p linear, non-negative.
     Returns the pair's parameters (without the pair name: E, alpha, beta, A[w], B[w]) and the
-    f_scale used."""
+    f_scale used; ``status`` as :func:`_fit_pair`'s."""
     ws = np.unique(p)
     n_ref, d_ref = float(np.exp(np.mean(np.log(n)))), float(np.exp(np.mean(np.log(d))))
     u, v = n / n_ref, d / d_ref
@@ -232,6 +250,8 @@ def _fit_pair_additive(n, d, p, y, *, loss: str, f_scale, theta0=None) -> tuple[
     res = varpro_fit(design, y, theta_grid=[_EXPONENT_GRID, _EXPONENT_GRID],
                      theta_bounds=([lo, lo], [hi, hi]), coef_nonneg=True, loss=loss,
                      f_scale=f_scale, sigma=y, theta0=theta0, design_jac=design_jac)
+    if status is not None:
+        status.update(converged=converged(res), nfev=res.nfev, message=res.message)
     a, b = (float(t) for t in res.theta)
     k = ws.size
     out = {"E": float(res.coef[0]), "alpha": a, "beta": b}
@@ -264,7 +284,9 @@ def leave_largest_out(n, d, p, y, *, loss: str = "soft_l1", f_scale: Any = "auto
     Returns ``held_out_n``, ``errors`` (relative, (pred − y)/y, per held point with its D and
     p), ``rmse_rel``, ``mean_rel``, ``max_abs_rel``, ``l_inf`` of the refit, ``form`` and
     ``budgets`` of the refit (``budgets``: None unless chosen), ``noise_rel`` and ``within``
-    (rmse_rel ≤ tolerance × noise_rel; None without a noise level)."""
+    (rmse_rel ≤ tolerance × noise_rel; None without a noise level). A refit that did not
+    converge (:func:`fitting.core.engine.converged`; with ``form="auto"`` the chosen candidate's
+    fit) raises FitError: its last iterate is no prediction to grade."""
     n, d, p, y = (np.asarray(x, dtype=np.float64) for x in (n, d, p, y))
     held = n == n.max()
     if np.unique(n[~held]).size < 3:
@@ -274,10 +296,14 @@ def leave_largest_out(n, d, p, y, *, loss: str = "soft_l1", f_scale: Any = "auto
     if form == "auto":
         sel = select_form(n[rest], d[rest], p[rest], y[rest], loss=loss, f_scale=f_scale)
         form, raw, budgets = sel["form"], sel["raw"], int(sel["budgets"])
+        if not sel["converged"]:
+            raise FitError(f"L(N, D) backtest refit ({form} form, {budgets} budgets, chosen "
+                           "without the largest size) did not converge: "
+                           + sel["candidates"][sel["chosen"]]["message"])
         held = held & (_budget_rank(d, p, n) < budgets)
     else:
         raw, _ = _fit_pair(n[rest], d[rest], p[rest], y[rest], loss=loss, f_scale=f_scale,
-                           form=form)
+                           form=form, refit=True)
     keep = np.isin(p[held], np.unique(p[rest]))
     err = _predict_raw(raw, n[held][keep], d[held][keep], p[held][keep], form) \
         / y[held][keep] - 1.0
@@ -326,7 +352,9 @@ def select_form(n, d, p, y, *, forms: tuple[str, ...] = FORMS, loss: str = "soft
     there are ≥ 4 sizes). The lowest score wins. Returns ``form``, ``budgets`` (k), ``keep`` (the
     points of the chosen k), ``raw`` and ``f_scale`` (the chosen candidate's fit on them) and
     ``candidates`` (per candidate: form, budgets, score, rmse_d, rmse_n, E of the fit on all its
-    points, or the error that stopped it)."""
+    points, or the error that stopped it; and whether that fit ``converged``, with its optimiser's
+    ``nfev`` and ``message``); ``converged``: whether the chosen candidate's fit converged
+    (:func:`fitting.core.engine.converged`)."""
     n, d, p, y = (np.asarray(x, dtype=np.float64) for x in (n, d, p, y))
     rank = _budget_rank(d, p, n)
     k_max = int(rank.max()) + 1
@@ -350,8 +378,9 @@ def select_form(n, d, p, y, *, forms: tuple[str, ...] = FORMS, loss: str = "soft
                     big = n == sizes[-1]
                     err_n = _rel_errors(keep & ~big, last & big, n, d, p, y, form=form,
                                         loss=loss, f_scale=f_scale)
+                st: dict = {}
                 raw, fs = _fit_pair(n[keep], d[keep], p[keep], y[keep], loss=loss,
-                                    f_scale=f_scale, form=form)
+                                    f_scale=f_scale, form=form, status=st)
             except FitError as e:
                 row.update(score=None, error=str(e))
                 cands.append(row)
@@ -364,7 +393,8 @@ def select_form(n, d, p, y, *, forms: tuple[str, ...] = FORMS, loss: str = "soft
             row.update(score=score if np.isfinite(score) else None,
                        rmse_d=float(np.sqrt(np.mean(err_d ** 2))),
                        rmse_n=float(np.sqrt(np.mean(err_n ** 2))) if err_n.size else None,
-                       E=raw["E"])
+                       E=raw["E"], converged=bool(st["converged"]), nfev=int(st["nfev"]),
+                       message=str(st["message"]))
             fits[len(cands)] = (raw, fs)
             cands.append(row)
     scored = [i for i, c in enumerate(cands) if c["score"] is not None]
@@ -375,7 +405,7 @@ def select_form(n, d, p, y, *, forms: tuple[str, ...] = FORMS, loss: str = "soft
     chosen = cands[best]
     return {"form": chosen["form"], "budgets": chosen["budgets"], "chosen": best,
             "keep": rank < chosen["budgets"], "raw": fits[best][0], "f_scale": fits[best][1],
-            "candidates": cands}
+            "converged": chosen["converged"], "candidates": cands}
 
 
 def e_bound(e: float, y: ArrayLike) -> str | None:
@@ -422,6 +452,14 @@ def _bound_warnings(pair: str, raw: dict, form: str, y) -> tuple[str | None, lis
     return bound, out
 
 
+def _convergence_warning(pair: str, form: str, status: dict) -> str | None:
+    """:func:`fitting.core.engine.convergence_warning` of a main fit from :func:`_fit_pair`'s
+    ``status`` (its verdict, evaluations and message; the result object is not kept)."""
+    result = OptimizeResult(success=status["converged"], nfev=status["nfev"],
+                            message=status["message"])
+    return convergence_warning(result, f"pair {pair!r} ({form} form)")
+
+
 def _fit_one(pair: str, sub: pd.DataFrame, o: dict[str, Any]) -> dict[str, Any]:
     """One pair of :func:`fit_joint_chinchilla` (``o``: its options): the pair's parameters,
     goodness, warnings, meta entries, samples and backtest; FitError when it cannot be fitted."""
@@ -432,17 +470,22 @@ def _fit_one(pair: str, sub: pd.DataFrame, o: dict[str, Any]) -> dict[str, Any]:
     if o["form"] == "auto":
         sel = select_form(n, d, p, y, loss=o["robust_loss"], f_scale=o["f_scale"])
         form, raw, fs = sel["form"], sel["raw"], sel["f_scale"]
+        st = sel["candidates"][sel["chosen"]]
         n, d, p, y = (x[sel["keep"]] for x in (n, d, p, y))
         out["meta"]["selection"] = {k: v for k, v in sel.items()
                                     if k not in ("keep", "raw", "f_scale")}
     else:
-        form = o["form"]
-        raw, fs = _fit_pair(n, d, p, y, loss=o["robust_loss"], f_scale=o["f_scale"], form=form)
+        form, st = o["form"], {}
+        raw, fs = _fit_pair(n, d, p, y, loss=o["robust_loss"], f_scale=o["f_scale"], form=form,
+                            status=st)
     k = 3 + 2 * np.unique(p).size
     pred = _predict_raw(raw, n, d, p, form)
     good = {f"{name}[{pair}]": val for name, val in goodness_of_fit(y, pred, k).items()}
     good[f"rmse_rel[{pair}]"] = float(np.sqrt(np.mean((pred / y - 1.0) ** 2)))
     bound, warnings = _bound_warnings(pair, raw, form, y)
+    out["meta"]["converged"] = bool(st["converged"])
+    if (w_conv := _convergence_warning(pair, form, st)):
+        warnings.append(w_conv)
     out.update(raw=raw, form=form, f_scale=fs, weights=[float(w) for w in np.unique(p)],
                goodness=good, y=y, pred=pred, bound=bound, warnings=warnings)
     if o["uncertainty"] == "perturbation":
@@ -514,7 +557,10 @@ def fit_joint_chinchilla(
 
     ``meta["E_is_bound"][pair]``: whether E is a bound, not an estimate (:func:`e_bound`, either
     form); the pairs of an upper bound are listed in ``meta["e_at_lowest_loss"]``, those of a lower
-    one in ``meta["e_at_zero"]``. ``skip_failed_pairs``: a pair that cannot be fitted is left out
+    one in ``meta["e_at_zero"]``. ``meta["converged"][pair]``: whether the pair's main fit
+    converged (:func:`fitting.core.engine.converged`; False: a warning too); a backtest that
+    cannot be fitted, its refit not converged included, is in ``meta["backtest_failed"][pair]``
+    with its reason. ``skip_failed_pairs``: a pair that cannot be fitted is left out
     with its reason in ``meta["failed_pairs"]`` instead of failing the fit (FitError when no
     pair is left).
     """
