@@ -20,7 +20,12 @@ import pandas as pd
 
 from fitting.core.base import FitError, json_safe
 from fitting.data.tables import read_table
-from fitting.laws.mixture.compare import MixtureComparison, compare_mixture_laws, transfer_matrix
+from fitting.laws.mixture.compare import (
+    MixtureComparison,
+    compare_mixture_laws,
+    rank_laws,
+    transfer_matrix,
+)
 from fitting.laws.mixture.recommend import SUPPORT_POINTS, recommend_mixture, support_bounds
 from fitting.laws.mixture.runs import MixtureRuns, mixture_runs, read_wide_runs
 from fitting.laws.mixture.transfer import direct_transfer, heldout_with_seed_noise
@@ -55,18 +60,25 @@ def who_helps_whom(tau: np.ndarray, sd: np.ndarray, pairs: list[str], *, min_tau
 
 def target_for(cmp: MixtureComparison, target_sizes: list[float] | None) -> tuple[float, str]:
     """The recommendation's size (the first target size, else 4× the largest fitted size, or
-    the fitted size when the laws were fitted at one size) and the law that predicts there
-    (the chosen one, else the best by CV error that can)."""
+    the fitted size when the laws were fitted at one size) and the law that predicts there: the
+    chosen one, else the best by CV error of those that can, ranked on one point set
+    (:func:`fitting.laws.mixture.compare.rank_laws`); FitError when none can, or none of them
+    is ranked."""
     sizes = sorted(set(float(v) for v in cmp.runs.n[~cmp.runs.heldout]))
     if target_sizes:
         n = float(target_sizes[0])
     else:
         n = 4.0 * sizes[-1] if len(sizes) > 1 else sizes[0]
-    order = sorted(cmp.errors, key=lambda f: (f != cmp.chosen, cmp.errors[f]["cv_mae"]))
-    for form in order:
-        if cmp.laws[form].can_predict(n):
-            return n, form
-    raise FitError(f"no fitted mixture law predicts at N = {n:g} (fitted sizes {sizes})")
+    can = [f for f in cmp.errors if cmp.laws[f].can_predict(n)]
+    if cmp.chosen in can:
+        return n, cmp.chosen
+    if not can:
+        raise FitError(f"no fitted mixture law predicts at N = {n:g} (fitted sizes {sizes})")
+    order = rank_laws(cmp.errors, cmp.cv_predictions, cmp.cv_targets, can)[0]
+    if not order:
+        raise FitError(f"the mixture laws that predict at N = {n:g} ({', '.join(can)}) cannot "
+                       "be ranked by CV on one point set")
+    return n, order[0]
 
 
 def mixture_payload(cmp: MixtureComparison, recommendation: dict | None,

@@ -5,7 +5,8 @@ mixtures, scored on the held-out runs, one chosen; and the transfer matrix of th
   runs that are not held out (seed means per design mixture and size), cross-validation over
   design mixtures (:func:`cv_folds`; all sizes of a mixture left out together; each fold
   refitted from the same start grids as the full fit, failed refits counted), errors on the
-  held-out runs; the chosen law has the lowest CV mean absolute error (held-out runs never
+  held-out runs; the chosen law has the lowest CV mean absolute error, all laws compared on
+  one point set (:func:`rank_laws`, the one rule by which laws are ranked; held-out runs never
   choose).
 * :func:`transfer_matrix` — τ (K×K, diagonal 1) of the ``transfer`` law with bootstrap sd.
 """
@@ -39,7 +40,7 @@ from fitting.laws.mixture.laws import (
 )
 from fitting.laws.mixture.runs import MixtureRuns
 
-__all__ = ["MixtureComparison", "compare_mixture_laws", "cv_folds", "choose_law",
+__all__ = ["MixtureComparison", "compare_mixture_laws", "cv_folds", "choose_law", "rank_laws",
            "transfer_matrix"]
 
 
@@ -47,7 +48,9 @@ __all__ = ["MixtureComparison", "compare_mixture_laws", "cv_folds", "choose_law"
 class MixtureComparison:
     """The laws fitted on the runs that are not held out, their errors, the chosen law.
     ``outside``: {reason: number of (run, pair) losses outside the laws' domain}
-    (:func:`outside_domain`), never fitted nor scored."""
+    (:func:`outside_domain`), never fitted nor scored. ``cv_predictions[form]``: the law's CV
+    predictions of ``cv_targets`` (the seed means fitted; NaN where a fold failed), which
+    :func:`rank_laws` reads to rank any subset of the laws."""
 
     runs: MixtureRuns
     laws: dict[str, MixtureLawFit]
@@ -57,6 +60,8 @@ class MixtureComparison:
     chosen_because: str
     heldout: dict[str, dict]
     outside: dict[str, int] = field(default_factory=dict)
+    cv_predictions: dict[str, np.ndarray] = field(default_factory=dict)
+    cv_targets: np.ndarray | None = None
 
 
 def _seed_means(runs: MixtureRuns, rows: np.ndarray):
@@ -195,14 +200,14 @@ def _default_workers(n_losses: int) -> int:
 
 
 def _bootstrap_forms(errors: dict[str, dict], chosen: str | None,
-                     laws: dict[str, MixtureLawFit]) -> list[str]:
+                     laws: dict[str, MixtureLawFit], preds: dict[str, np.ndarray],
+                     y: np.ndarray) -> list[str]:
     """The laws whose bootstrap is read: the chosen one (bands), ``transfer`` (τ's sd) and the
-    best by CV that predicts at any size (the recommendation's law when the chosen one cannot
-    reach the target size)."""
+    best by CV (:func:`rank_laws` among them) of the laws that predict at any size (the
+    recommendation's law when the chosen one cannot reach the target size)."""
     out = [f for f in (chosen, "transfer") if f in laws]
-    sized = [f for f in sorted(errors, key=lambda f: errors[f]["cv_mae"])
-             if laws[f].sized and f != "datamixing"]
-    return list(dict.fromkeys(out + sized[:1]))
+    sized = [f for f in laws if laws[f].sized and f != "datamixing"]
+    return list(dict.fromkeys(out + rank_laws(errors, preds, y, sized)[0][:1]))
 
 
 def compare_mixture_laws(runs: MixtureRuns, *, forms: tuple[str, ...] = FORMS, n_boot: int = 100,
@@ -256,10 +261,11 @@ def compare_mixture_laws(runs: MixtureRuns, *, forms: tuple[str, ...] = FORMS, n
         preds[form] = pred
     chosen, because = choose_law(errors, preds, Y, cv_kind)
     if n_boot:
-        _bootstrap_laws(jobs, [laws[f] for f in _bootstrap_forms(errors, chosen, laws)],
+        _bootstrap_laws(jobs, [laws[f] for f in _bootstrap_forms(errors, chosen, laws, preds, Y)],
                         n, W, Y, g, d, n_boot, seed, errors)
     heldout = _heldout_table(runs, laws.get(chosen) if chosen else None, chosen)
-    return MixtureComparison(all_runs, laws, errors, skipped, chosen, because, heldout, outside)
+    return MixtureComparison(all_runs, laws, errors, skipped, chosen, because, heldout, outside,
+                             cv_predictions=preds, cv_targets=Y)
 
 
 def _law_errors(fit: MixtureLawFit, runs: MixtureRuns, Y, cv_pred, cv_kind: str, folds: int,
@@ -321,33 +327,50 @@ def _heldout_table(runs: MixtureRuns, fit: MixtureLawFit | None, chosen: str | N
     return heldout
 
 
+def rank_laws(errors: dict[str, dict], preds: dict[str, np.ndarray], y: np.ndarray,
+              forms: list[str] | None = None) -> tuple[list[str], dict[str, float], int | None]:
+    """The one rule by which mixture laws are ranked: the laws of ``forms`` (default: every law
+    in ``errors``) ordered by CV mean absolute error over one point set. The laws whose CV
+    predicted every point are ranked by their CV MAE; when none did, the laws that predicted
+    some are ranked by their MAE on the points every one of them predicted (``preds[form]``: CV
+    predictions, NaN where a fold failed; ``y`` the losses), never each on its own points (a law
+    whose failed folds skipped the hard points would look better).
+
+    Returns (ranked laws, best first; their MAE; None when ranked on every point, else the
+    number of common points). The other laws of ``forms`` are not ranked; none is when no law
+    could be cross-validated, or when no point was predicted by every law (common points 0)."""
+    forms = list(errors) if forms is None else [f for f in forms if f in errors]
+    tried = [f for f in forms if errors[f]["cv_points"] > 0]
+    full = [f for f in tried if errors[f]["cv_not_predicted"] == 0]
+    if full or not tried:
+        mae = {f: float(errors[f]["cv_mae"]) for f in full}
+        return sorted(full, key=lambda f: mae[f]), mae, None
+    common = np.isfinite(y) & np.logical_and.reduce([np.isfinite(preds[f]) for f in tried])
+    if not common.any():
+        return [], {}, 0
+    mae = {f: float(np.mean(np.abs(preds[f][common] - y[common]))) for f in tried}
+    return sorted(tried, key=lambda f: mae[f]), mae, int(common.sum())
+
+
 def choose_law(errors: dict[str, dict], preds: dict[str, np.ndarray], y: np.ndarray,
                cv_kind: str = "leave-one-mixture-out") -> tuple[str | None, str]:
-    """(chosen law, why): the lowest CV mean absolute error among the laws whose CV predicted
-    every point; when none did, the laws that predicted some are ranked by their MAE on the
-    points every one of them predicted (``preds[form]``: CV predictions, NaN where a fold failed;
-    ``y`` the losses), so that all are compared on one point set."""
-    full = {f: e for f, e in errors.items() if e["cv_points"] > 0 and e["cv_not_predicted"] == 0}
-    pool = full or {f: e for f, e in errors.items() if e["cv_points"] > 0}
-    if not pool:
-        return None, "no law could be cross-validated"
-    mae = {f: e["cv_mae"] for f, e in pool.items()}
-    where = ""
-    if not full:
-        common = np.isfinite(y) & np.logical_and.reduce([np.isfinite(preds[f]) for f in pool])
-        if not common.any():
-            return None, ("no law's CV predicted every point, and no point was predicted by "
-                          "every law: the laws cannot be compared on one point set")
-        mae = {f: float(np.mean(np.abs(preds[f][common] - y[common]))) for f in pool}
-        where = f" on the {int(common.sum())} points every law's CV predicted"
-    order = sorted(pool, key=lambda f: mae[f])
+    """(chosen law, why): the first law of :func:`rank_laws` (the lowest CV mean absolute error
+    among the laws whose CV predicted every point; when none did, on the points every law's CV
+    predicted), or None with the reason when no law is ranked."""
+    order, mae, common = rank_laws(errors, preds, y)
+    if not order:
+        if common is None:
+            return None, "no law could be cross-validated"
+        return None, ("no law's CV predicted every point, and no point was predicted by "
+                      "every law: the laws cannot be compared on one point set")
+    where = "" if common is None else f" on the {common} points every law's CV predicted"
     best = order[0]
     text = f"lowest {cv_kind} CV MAE{where}: {best} {mae[best]:.4g}"
-    if full:
-        text += f" (MAPE {pool[best]['cv_mape']:.3g} %)"
+    if common is None:
+        text += f" (MAPE {errors[best]['cv_mape']:.3g} %)"
     if len(order) > 1:
         text += "; then " + ", ".join(f"{f} {mae[f]:.4g}" for f in order[1:])
-    left = [f for f in errors if f not in pool]
+    left = [f for f in errors if f not in order]
     if left:
         text += f"; not ranked (some CV points not predicted): {', '.join(left)}"
     return best, text + ". Held-out runs are not used for the choice."
