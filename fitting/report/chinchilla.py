@@ -45,6 +45,7 @@ from fitting.plots.laws import plot_chinchilla_contours
 from fitting.report.markdown import Document, format_number
 from fitting.report.sections import Report
 from fitting.report.seeds import seed_means
+from fitting.report.view import StudyView
 
 __all__ = ["D_AXIS_BRANCHES", "D_AXIS_EVALUATIONS", "COOLED_LAW", "chinchilla_points",
            "compute_budgets", "chinchilla_section", "largest_size_seed_noise", "fit_cooled_law",
@@ -63,15 +64,18 @@ _NEED = {"run_id", "pair", "n", "step", "tokens", "value", "eval_set", "metric"}
 
 
 def chinchilla_points(table: pd.DataFrame, eval_set: str = "validation",
-                      metric: str = "loss") -> tuple[pd.DataFrame, str, str]:
+                      metric: str = "loss", budgets: pd.DataFrame | None = None
+                      ) -> tuple[pd.DataFrame, str, str]:
     """The (pair, weight, n, step, tokens, value) points the law is fitted on, a sentence on what
     was left out, and why the section does not apply ("" when it does). With cool-down branches
     in the table the points are the cooled-down budgets (:data:`D_AXIS_BRANCHES`), else every
-    evaluation after the warm-up (:data:`D_AXIS_EVALUATIONS`)."""
+    evaluation after the warm-up (:data:`D_AXIS_EVALUATIONS`). ``budgets``: ``table``'s
+    cooled-down budgets where already derived (:attr:`fitting.report.view.StudyView.budgets_fit`),
+    else derived here."""
     if not _NEED <= set(table.columns):
         return pd.DataFrame(), "", f"the table lacks {sorted(_NEED - set(table.columns))}"
     if has_branches(table):
-        return _branch_points(table, eval_set, metric)
+        return _branch_points(table, eval_set, metric, budgets)
     t = with_optional_columns(table)
     s = t[(t["eval_set"].astype(str) == eval_set) & (t["metric"].astype(str) == metric)].copy()
     for c in ("n", "step", "tokens", "value"):
@@ -123,12 +127,12 @@ def chinchilla_points(table: pd.DataFrame, eval_set: str = "validation",
     return kept, note, ""
 
 
-def _branch_points(table: pd.DataFrame, eval_set: str, metric: str
-                   ) -> tuple[pd.DataFrame, str, str]:
+def _branch_points(table: pd.DataFrame, eval_set: str, metric: str,
+                   budgets: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str, str]:
     """:func:`chinchilla_points` on the cooled-down budgets: each parent run's final point and
     its branches' final points (Hägele et al. 2024); a run needs ≥ 2 of them."""
-    b = cooldown_budgets(with_optional_columns(table), eval_set=eval_set, metric=metric,
-                         drop_invalid=True)
+    b = (cooldown_budgets(with_optional_columns(table), eval_set=eval_set, metric=metric,
+                          drop_invalid=True) if budgets is None else budgets.copy())
     for c in ("n", "step", "tokens", "value"):
         b[c] = pd.to_numeric(b[c], errors="coerce").astype(float)
     ok = np.isfinite(b[["n", "step", "tokens", "value"]].to_numpy()).all(axis=1)
@@ -166,12 +170,14 @@ def compute_budgets(fit: ChinchillaFit, c_trained: np.ndarray, n_range, k: int =
     return out
 
 
-def chinchilla_section(doc: Document, rep: Report, table: pd.DataFrame, eval_set: str,
-                       metric: str, out_dir: str, *, uncertainty: str | None = "perturbation",
-                       n_refits: int = 100, seed: int = 0, max_panels: int = 6) -> None:
-    """Fit L(N, D) per pair (and weight), tabulate it with the compute-optimal N and D, draw the
-    contours; reasons it cannot go to ``rep.skipped``."""
-    pts, note, why = chinchilla_points(table, eval_set, metric)
+def chinchilla_section(doc: Document, rep: Report, view: StudyView, out_dir: str, *,
+                       uncertainty: str | None = "perturbation", n_refits: int = 100,
+                       seed: int = 0, max_panels: int = 6) -> None:
+    """Fit L(N, D) per pair (and weight) on the fitted runs (``view.table_fit``, its
+    cooled-down budgets ``view.budgets_fit``), tabulate it with the compute-optimal N and D, draw
+    the contours; reasons it cannot go to ``rep.skipped``."""
+    table = view.table_fit
+    pts, note, why = chinchilla_points(table, view.eval_set, view.metric, view.budgets_fit)
     if why:
         rep.skipped[_KEY] = why
         return
@@ -282,20 +288,21 @@ def largest_size_seed_noise(spread: dict) -> tuple[dict[str, float], float | Non
     return {p: float(np.median(v)) for p, v in out.items()}, float(n_max)
 
 
-def fit_cooled_law(table: pd.DataFrame, eval_set: str, metric: str, *,
-                   uncertainty: str | None = "perturbation", n_refits: int = 100, seed: int = 0,
-                   noise_rel: dict[str, float] | None = None
+def fit_cooled_law(view: StudyView, *, uncertainty: str | None = "perturbation",
+                   n_refits: int = 100, seed: int = 0, noise_rel: dict[str, float] | None = None
                    ) -> tuple[JointChinchillaFit | None, str, str]:
     """(fit, note, why not): :func:`fitting.laws.budget.chinchilla_joint.fit_joint_chinchilla` on the
-    cooled-down budgets of ``table`` (:func:`chinchilla_points` with cool-down branches), or
+    cooled-down budgets of the fitted runs (``view.table_fit``, ``view.budgets_fit``;
+    :func:`chinchilla_points` with cool-down branches), or
     (None, "", reason) when the table has no branches, too few budgets or no pair could be
     fitted; a pair that cannot be fitted is left out with its reason (``meta["failed_pairs"]``),
     the others kept. ``noise_rel``: the relative seed noise per pair the backtest is judged
     against."""
+    table = view.table_fit
     if not has_branches(table):
         return None, "", ("no cool-down branches: the converged loss needs cooled-down losses at "
                           "several budgets D per run (StudySpec.cooldown_branches)")
-    pts, note, why = chinchilla_points(table, eval_set, metric)
+    pts, note, why = chinchilla_points(table, view.eval_set, view.metric, view.budgets_fit)
     if why:
         return None, "", why
     few = int(pts.groupby(["pair", "weight", "n"], dropna=False)["tokens"].nunique().min())

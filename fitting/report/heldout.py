@@ -46,9 +46,7 @@ losses) is given for information: a large one means the measured value itself is
 
 from __future__ import annotations
 
-import difflib
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -61,6 +59,7 @@ from fitting.report.chinchilla import COOLED_LAW, largest_size_seed_noise
 from fitting.report.markdown import Document, format_number
 from fitting.report.sections import Report
 from fitting.report.seeds import experiment_groups
+from fitting.report.view import StudyView, check_heldout_runs
 
 __all__ = ["REL_TOLERANCE", "NOISE_TOLERANCE", "check_heldout_runs", "heldout_experiments",
            "heldout_noise", "predict_heldout", "heldout_section"]
@@ -73,29 +72,6 @@ NOISE_TOLERANCE = 3.0
 STUDY_NOISE = "study seed noise"
 NO_NOISE = "none"
 _SAME_WEIGHT = 1e-6
-
-
-def check_heldout_runs(table: pd.DataFrame, run_ids: Sequence[str]) -> list[str]:
-    """The held-out run ids as strings, each checked to be a ``run_id`` of ``table``.
-
-    Raises FitError naming an unknown id, the closest known one (difflib) and the known ids.
-    """
-    ids = [str(r) for r in run_ids]
-    if not ids:
-        return []
-    if "run_id" not in table.columns:
-        raise FitError(f"held-out runs {ids} given, but the table has no run_id column",
-                       column="run_id")
-    known = sorted(table["run_id"].astype(str).unique())
-    for rid in ids:
-        if rid in known:
-            continue
-        close = difflib.get_close_matches(rid, known, n=1, cutoff=0.5)
-        hint = f"; did you mean {close[0]!r}?" if close else "."
-        shown = ", ".join(known[:60]) + (f", … ({len(known)} in all)" if len(known) > 60 else "")
-        raise FitError(f"held-out run {rid!r} is not a run_id of the table{hint} "
-                       f"Known run ids: {shown}", column="run_id")
-    return list(dict.fromkeys(ids))
 
 
 def heldout_experiments(held: pd.DataFrame, curve_sd: dict[tuple[str, str], float]
@@ -274,11 +250,13 @@ def _warning(e: dict[str, Any]) -> str:
             f"±{REL_TOLERANCE:.0%}; {noise}")
 
 
-def heldout_section(doc: Document, rep: Report, held: pd.DataFrame, table: pd.DataFrame,
-                    run_ids: Sequence[str], eval_set: str, metric: str) -> None:
-    """The report section "Held-out runs (predicted, never fitted)"; fills ``rep.heldout``, adds
+def heldout_section(doc: Document, rep: Report, view: StudyView) -> None:
+    """The report section "Held-out runs (predicted, never fitted)" on ``view.held`` (the
+    held-out runs' final rows; ``view.table`` for their curves); fills ``rep.heldout``, adds
     skipped rows to ``rep.skipped`` and a warning per entry outside tolerance. ``rep.seeds``
     (the fitted runs' seed spread) gives the study's seed noise."""
+    held, table, run_ids = view.held, view.table, view.held_ids
+    eval_set, metric = view.eval_set, view.metric
     rep.heldout = []
     if not run_ids:
         return

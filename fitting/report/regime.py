@@ -181,14 +181,17 @@ def slope_curves(table: pd.DataFrame, eval_set: str, metric: str
     return curves, {run: s for run, s in cooldown.items() if s is not None}
 
 
-def cooled_curves(table: pd.DataFrame, eval_set: str, metric: str
-                  ) -> tuple[dict[str, dict[str, dict]], int]:
+def cooled_curves(table: pd.DataFrame, eval_set: str, metric: str,
+                  budgets: pd.DataFrame | None = None) -> tuple[dict[str, dict[str, dict]], int]:
     """``(runs, n_single)``: ``runs[parent run][pair] = {"budgets": [[D, loss], …],
     "cooled_drop_per_doubling": x, "converged": x < CONVERGED_DROP}`` for every parent run and
     trained pair with ≥ 2 cooled-down budgets (Hägele et al. 2024), and the number of (run, pair)
-    with one budget only (not judged). Branch ends with invalid values are left out."""
-    budgets = trained_rows(cooldown_budgets(table, eval_set=eval_set, metric=metric,
-                                            drop_invalid=True))
+    with one budget only (not judged). Branch ends with invalid values are left out.
+    ``budgets``: ``table``'s cooled-down budgets already derived
+    (:attr:`fitting.report.view.StudyView.budgets`), else derived here."""
+    if budgets is None:
+        budgets = cooldown_budgets(table, eval_set=eval_set, metric=metric, drop_invalid=True)
+    budgets = trained_rows(budgets)
     runs: dict[str, dict[str, dict]] = {}
     n_single = 0
     for (parent, pair), g in budgets.groupby(["parent", "pair"], sort=True):
@@ -260,7 +263,8 @@ def compute_regime(table: pd.DataFrame, fin: pd.DataFrame, l_inf: dict[str, tupl
                    ground_truth: dict[str, float] | None, eval_set: str, metric: str,
                    l_inf_power: dict[str, float] | None = None,
                    l_inf_budget: dict[str, tuple[float, str]] | None = None,
-                   l_inf_info: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+                   l_inf_info: dict[str, dict[str, Any]] | None = None, *,
+                   budgets: pd.DataFrame | None = None) -> dict[str, Any]:
     """Regime of the trained runs (the module docstring says how it is judged).
 
     ``fin``: the final rows (best losses per pair); ``l_inf[pair] = (value, source)``: the joint
@@ -274,7 +278,8 @@ def compute_regime(table: pd.DataFrame, fin: pd.DataFrame, l_inf: dict[str, tupl
     method), ``cooldown_starts``, ``n_curves`` and ``n_still_dropping`` (of the method used),
     ``verdict``, ``far_from_l_inf``, ``text``; with branches also ``runs``
     (:func:`cooled_curves`), ``converged_drop``, ``median_cooled_drop_per_doubling``,
-    ``n_single_budget``, ``slope_n_curves`` and ``slope_n_still_dropping``.
+    ``n_single_budget``, ``slope_n_curves`` and ``slope_n_still_dropping``. ``budgets``:
+    ``table``'s cooled-down budgets where already derived (:func:`cooled_curves`).
     """
     reg: dict[str, Any] = {"pairs": _pairs(fin, l_inf, ground_truth, l_inf_power, l_inf_budget,
                                            l_inf_info)}
@@ -284,7 +289,7 @@ def compute_regime(table: pd.DataFrame, fin: pd.DataFrame, l_inf: dict[str, tupl
     n_slope_drop = sum(bool(c["still_dropping"]) for c in curves.values())
     reg.update(curves=curves, cooldown_starts=cooldown)
     if branches:
-        runs, n_single = cooled_curves(table, eval_set, metric)
+        runs, n_single = cooled_curves(table, eval_set, metric, budgets)
         drops = [c["cooled_drop_per_doubling"] for p in runs.values() for c in p.values()]
         verdict, text = _branch_verdict(runs, n_single)
         reg.update(method=METHOD_BRANCHES, runs=runs, converged_drop=CONVERGED_DROP,

@@ -32,6 +32,7 @@ from fitting.laws.size.frontier import Recommendation, frontier_2pair, frontier_
 from fitting.laws.size.joint import JointLawFit
 from fitting.laws.size.power import PowerLawFit
 from fitting.report.markdown import Document, format_number
+from fitting.report.view import StudyView
 
 __all__ = ["Report", "frontier_section", "quality_section", "QUALITY_FORMS", "weights_verdict",
            "NOISE_SOURCE"]
@@ -185,12 +186,13 @@ def _recommendation_text(rc: Recommendation, v: Mapping[str, Any],
             f"{uniform}. No weights are recommended.")
 
 
-def frontier_section(doc: Document, rep: Report, fin: pd.DataFrame,
-                     data: Mapping[str, Mapping[float, tuple]],
+def frontier_section(doc: Document, rep: Report, view: StudyView,
                      target_sizes: Sequence[float] | None,
                      preferences: Mapping[str, float] | None, out_dir: str,
                      uncertainty: str | None, n_refits: int, seed: int) -> None:
-    """Fit eq. 11 (eq. 12 f̂, falling back to eq. 13), draw the frontier, recommend weights."""
+    """Fit eq. 11 (eq. 12 f̂, falling back to eq. 13) on the fitted runs' seed means
+    (``view.final``), draw the frontier, recommend weights."""
+    fin = view.final
     doc.h(2, "Unseen weights and sizes: eq. 11 law, frontier, recommendation")
     sub = fin[fin["weight"].notna()] if "weight" in fin.columns else None
     if sub is None or sub.empty:
@@ -303,10 +305,11 @@ def frontier_section(doc: Document, rep: Report, fin: pd.DataFrame,
             rep.skipped["figures (frontier)"] = f"{type(e).__name__}: {e}"
 
 
-def quality_section(doc: Document, rep: Report, table: pd.DataFrame, eval_set: str,
-                    out_dir: str) -> None:
+def quality_section(doc: Document, rep: Report, view: StudyView, out_dir: str) -> None:
     """Quality laws (Ghorbani eq. 5; Fernandes Fig. 8/19) for every metric of
-    :data:`QUALITY_FORMS` in the table, and the frontier in each."""
+    :data:`QUALITY_FORMS` in the fitted runs (``view.table_fit_runs``: every (loss, metric)
+    point, seeds included, branches left out), and the frontier in each."""
+    table, eval_set = view.table_fit_runs, view.eval_set
     if "metric" not in table.columns:
         return
     metrics = [m for m in QUALITY_FORMS if (table["metric"] == m).any()]

@@ -51,6 +51,7 @@ from fitting.data.schema import RECOMMENDED
 from fitting.data.tables import final_losses
 from fitting.laws.mixture.transfer import pooled_seed_noise
 from fitting.report.markdown import Document, format_number
+from fitting.report.view import split_verification
 
 __all__ = ["RECOMMENDED", "SD_MULTIPLE", "ALPHA", "split_verification", "compare_paired",
            "holm", "run_seed", "predict_mixtures", "verification_payload",
@@ -76,19 +77,6 @@ def check_plan(plan: Mapping) -> None:
     unknown = sorted({name for name in plan["runs"].values()} - set(plan["mixtures"]))
     if unknown:
         raise FitError(f"verification: runs name unknown mixture(s) {unknown}")
-
-
-def split_verification(table: pd.DataFrame, plan: Mapping | None
-                       ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(the table without the verification runs, their rows): the runs of ``plan["runs"]`` and
-    their cool-down branches, which no fit may see."""
-    if not plan or "run_id" not in table.columns:
-        return table, table.iloc[:0]
-    ids = {str(r) for r in plan["runs"]}
-    mask = table["run_id"].astype(str).isin(ids)
-    if "parent_run" in table.columns:
-        mask |= table["parent_run"].astype(str).isin(ids)
-    return table[~mask], table[mask]
 
 
 def run_seed(run_id: str) -> int:
@@ -288,16 +276,18 @@ def verification_payload(plan: Mapping, recommendation: Mapping,
     }
 
 
-def _measured_losses(table: pd.DataFrame, plan: Mapping, eval_set: str, metric: str
-                     ) -> tuple[dict, float | None]:
+def _measured_losses(table: pd.DataFrame, plan: Mapping, eval_set: str, metric: str,
+                     final: pd.DataFrame | None = None) -> tuple[dict, float | None]:
     """{mixture: {run_id: {pair: final loss}}} of the verification rows, and their size N. A
     run in the table without a finite final loss of a pair it evaluates (it diverged, or
-    stopped early) keeps that pair as NaN: :func:`verification_payload` counts it."""
+    stopped early) keeps that pair as NaN: :func:`verification_payload` counts it. ``final``:
+    the rows' final losses where already derived
+    (:attr:`fitting.report.view.StudyView.verify_final`), else derived here."""
     out: dict[str, dict] = {name: {} for name in plan["mixtures"]}
     if not len(table):
         return out, None
-    fin, _ = final_losses(table, eval_set=eval_set, metric=metric, source="verification",
-                          drop_invalid=True)
+    fin = final if final is not None else final_losses(
+        table, eval_set=eval_set, metric=metric, source="verification", drop_invalid=True)[0]
     for rid, rows in fin.groupby(fin["run_id"].astype(str), sort=True):
         name = plan["runs"].get(rid)
         if name is not None:
@@ -314,16 +304,17 @@ def _measured_losses(table: pd.DataFrame, plan: Mapping, eval_set: str, metric: 
 
 def verification_seed_noise(table: pd.DataFrame, plan: Mapping | None, *,
                             eval_set: str = "validation", metric: str = "loss",
-                            trained: bool = True) -> dict:
+                            trained: bool = True, final: pd.DataFrame | None = None) -> dict:
     """The study's seed noise measured by its verification runs (the same seeds for every
     mixture at one size): :func:`~fitting.laws.mixture.transfer.pooled_seed_noise` of their
     final losses, {(pair, N): {relative_sd, mixtures, dof}}, pooled per pair over the mixtures
     that train it (weight > 0). ``trained=False``: over the mixtures that hold it at weight 0
     instead (zero-shot losses, which vary with the seed far more: never the noise of a trained
-    loss). Diverged runs (:func:`verification_payload`) are left out. {} without a plan or runs."""
+    loss). Diverged runs (:func:`verification_payload`) are left out. {} without a plan or runs.
+    ``final``: as in :func:`_measured_losses`."""
     if not plan or not len(table):
         return {}
-    measured, n = _measured_losses(table, plan, eval_set, metric)
+    measured, n = _measured_losses(table, plan, eval_set, metric, final)
     if n is None:
         return {}
 
@@ -343,10 +334,11 @@ def _noise_list(noise: Mapping[tuple[str, float], dict]) -> list[dict]:
 
 def verification_section(doc: Document, rep, table: pd.DataFrame, mixture: dict | None,
                          plan: Mapping | None, laws: Mapping, *, eval_set: str = "validation",
-                         metric: str = "loss") -> dict | None:
+                         metric: str = "loss", final: pd.DataFrame | None = None) -> dict | None:
     """Add the section to ``doc`` and return ``fits.json["mixture"]["verification"]``; None
     without a plan. ``table``: the verification runs' rows (:func:`split_verification`);
-    ``mixture``: ``fits.json["mixture"]``; ``laws``: the fitted mixture laws by form."""
+    ``mixture``: ``fits.json["mixture"]``; ``laws``: the fitted mixture laws by form;
+    ``final``: the rows' final losses where already derived (:func:`_measured_losses`)."""
     if not plan:
         return None
     doc.h(2, "Verification: the recommendation trained")
@@ -356,7 +348,7 @@ def verification_section(doc: Document, rep, table: pd.DataFrame, mixture: dict 
         doc.p(f"Skipped: {why}.")
         rep.skipped["verification"] = why
         return {"skipped": why}
-    measured, n = _measured_losses(table, plan, eval_set, metric)
+    measured, n = _measured_losses(table, plan, eval_set, metric, final)
     law = laws.get(rec.get("law"))
     predicted = None
     if law is not None and n is not None:
@@ -368,7 +360,7 @@ def verification_section(doc: Document, rep, table: pd.DataFrame, mixture: dict 
                                 f"{float(target):.6g}: the verdict is about another size")
     payload["seed_noise"] = {
         key: _noise_list(verification_seed_noise(table, plan, eval_set=eval_set, metric=metric,
-                                                 trained=trained))
+                                                 trained=trained, final=final))
         for key, trained in (("trained", True), ("zero_shot", False))}
     _markdown(doc, payload, rec)
     rep.warnings += [f"verification: {note}" for note in payload["notes"]]

@@ -34,6 +34,7 @@ from fitting.report.chinchilla import (
 from fitting.report.markdown import Document
 from fitting.report.regime import CONVERGED_DROP, compute_regime
 from fitting.report.sections import Report
+from fitting.report.view import prepare_view
 from fitting.report.writer import write_report
 from fitting.test_utils import make_curves_table, make_final_table, write_run_dirs
 
@@ -362,7 +363,7 @@ def test_chinchilla_points_use_the_branch_ends_and_recover_the_exponents(tmp_pat
     # the section says which D axis it used
     rep = Report(out_dir=str(tmp_path), markdown_path="", html_path="", json_path="")
     doc = Document()
-    chinchilla_section(doc, rep, tab, "validation", "loss", str(tmp_path), uncertainty=None)
+    chinchilla_section(doc, rep, prepare_view(tab), str(tmp_path), uncertainty=None)
     assert rep.chinchilla["d_axis"] == D_AXIS_BRANCHES and D_AXIS_BRANCHES in doc.markdown()
     assert rep.chinchilla["fits"]["en-de"]["params"]["beta"] == pytest.approx(BETA, rel=0.03)
 
@@ -602,3 +603,48 @@ def test_fitted_l_inf_names_its_law_and_its_bounds():
     assert plain["info"]["en-de"] == {"l_inf_law": LAW_JOINT, "l_inf_is_bound": False}
     # en-zh: eq. 6's median (1.5) stands in, named, and sits at the lowest loss: a bound
     assert plain["info"]["en-zh"] == {"l_inf_law": LAW_POWER, "l_inf_is_bound": True}
+
+
+def test_check_main_job_checks_with_nothing_to_judge_fail(benchmark_script, capsys):
+    """A fits.json without pairs (or held-out runs) fails every check with a message. The rule
+    of a8299e0 judged checks 2 and 3 by all() over the pairs, True for none: they printed no
+    line and passed; only all_ok caught it."""
+    job = benchmark_script("check_main_job")
+    for fits in ({}, {"regime": {"pairs": {}, "method": "cooled-down branches"}}):
+        result = job.check(fits)
+        assert not result["all_ok"]
+        assert [result["checks"][k]["status"] for k in range(1, 6)] == ["FAIL"] * 5
+        for k in (1, 2, 3):
+            assert "no pair in fits.json's regime" in result["checks"][k]["reason"]
+        assert "no held-out run" in result["checks"][4]["reason"]
+    job._print(result)
+    out = capsys.readouterr().out
+    assert "2. alpha: no pair in fits.json's regime (the main job always has pairs) FAIL" in out
+    assert "3. f(p): no pair in fits.json's regime (the main job always has pairs) FAIL" in out
+    assert "4. held-out runs: none FAIL" in out
+
+
+def test_check_main_job_check2_needs_two_per_weight_alphas_to_compare(benchmark_script, capsys):
+    """Check 2's per-weight agreement with fewer than 2 per-weight α (with an sd) has nothing to
+    compare: the pair fails, said. The rule of a8299e0 started from agree = True and passed."""
+    job = benchmark_script("check_main_job")
+
+    def fits(per_weight: dict) -> dict:
+        power = {"en-de": {w: {"params": {"alpha": a}, "stderr": {"alpha": 0.01}}
+                           for w, a in per_weight.items()}}
+        return {"regime": {"pairs": {"en-de": {}}},
+                "joint": {"params": {"alpha[en-de]": 0.3}, "stderr": {"alpha[en-de]": 0.01}},
+                "power": power}
+
+    one = job.check(fits({"0.5": 0.3}))["alpha"]["en-de"]
+    assert one["per_weight_agree"] is None and not one["ok"]
+    two = job.check(fits({"0.5": 0.3, "1.0": 0.31}))
+    assert two["alpha"]["en-de"]["per_weight_agree"] is True and two["alpha"]["en-de"]["ok"]
+    assert two["checks"][2]["status"] == "ok"
+    apart = job.check(fits({"0.5": 0.3, "1.0": 0.4}))["alpha"]["en-de"]
+    assert apart["per_weight_agree"] is False and not apart["ok"]
+    result = job.check(fits({"0.5": 0.3}))
+    assert result["checks"][2] == {"status": "FAIL", "reason": "a pair fails"}
+    job._print(result)
+    assert "per weight agree not judged (fewer than 2 per-weight α with an sd) FAIL" in \
+        capsys.readouterr().out

@@ -19,6 +19,7 @@ from fitting.report.chinchilla import chinchilla_section
 from fitting.report.dpl import dpl_section, fit_study_dpl
 from fitting.report.markdown import Document
 from fitting.report.sections import Report
+from fitting.report.view import prepare_view
 from fitting.report.writer import write_report
 from fitting.test_utils import check_figure, make_curves_table, make_final_table
 
@@ -206,7 +207,7 @@ def curves_table(sizes=np.geomspace(1e5, 1e7, 5), steps=STEPS, tokens_per_step=4
 
 def test_chinchilla_section_recovers_the_law_and_the_compute_optimum(tmp_path, checked_figures):
     rep, doc = _report(tmp_path), Document()
-    chinchilla_section(doc, rep, curves_table(), "validation", "loss", str(tmp_path),
+    chinchilla_section(doc, rep, prepare_view(curves_table()), str(tmp_path),
                        uncertainty=None)
     fit = ChinchillaFit.from_json(rep.chinchilla["fits"]["en-de"])
     p = fit.params
@@ -234,16 +235,16 @@ def test_chinchilla_section_is_skipped_with_its_reason(tmp_path):
     key = "L(N, D) (Caillaut eq. 2)"
     # final values only
     rep = _report(tmp_path)
-    chinchilla_section(Document(), rep, make_final_table(), "validation", "loss", str(tmp_path))
+    chinchilla_section(Document(), rep, prepare_view(make_final_table()), str(tmp_path))
     assert "fewer than 3 distinct token counts" in rep.skipped[key]
     # curves whose tokens column does not grow with the step
     rep = _report(tmp_path)
-    chinchilla_section(Document(), rep, make_curves_table(make_final_table()), "validation",
-                       "loss", str(tmp_path))
+    chinchilla_section(Document(), rep, prepare_view(make_curves_table(make_final_table())),
+                       str(tmp_path))
     assert "fewer than 3 distinct token counts" in rep.skipped[key]
     # two model sizes
     rep = _report(tmp_path)
-    chinchilla_section(Document(), rep, curves_table(sizes=[1e5, 1e6]), "validation", "loss",
+    chinchilla_section(Document(), rep, prepare_view(curves_table(sizes=[1e5, 1e6])),
                        str(tmp_path))
     assert "fewer than 3 model sizes" in rep.skipped[key] and not rep.chinchilla
 
