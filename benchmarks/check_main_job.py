@@ -14,7 +14,8 @@ Reads OUT/report/fits.json (and OUT/study.json, for the wall time of the run whe
    L∞ in fits.json (not a synthetic study) the check cannot judge and says "information"; a
    fits.json written before ``l_inf_law`` / ``l_inf_is_bound`` existed fails with a message;
 2. α per pair determined: not at a fit bound, perturbation sd below 15 % of the value, and the
-   per-weight α (eq. 6) agreeing across weights within 2 sd;
+   per-weight α (eq. 6) agreeing across weights within 2 sd (fewer than 2 per-weight α with an
+   sd leave nothing to compare: FAIL, as the main job fits a weight grid);
 3. f(p) (eq. 10) strictly between 0 and 1 at interior weights, with sd below 0.1;
 4. every held-out run (never fitted; its seeds' mean) predicted within 2 % or within 3× its
    measured seed sd — of its own seeds where it has several, else the study's seed noise, else
@@ -39,7 +40,9 @@ noise where the study repeated seeds, else against its residual sd) is printed f
 
 Every check prints the rule it applied (``RULES``), then per item "ok", "FAIL" or
 "information" (what it cannot judge, or a finding that no rule turns into a pass or a failure).
-Exit status 0 when no check fails, 1 otherwise (2: no report).
+A check with nothing to judge is never "ok": the main job always has pairs and held-out runs,
+so a fits.json without them fails checks 1–5 with a message (``checks[k]``: each check's
+status and reason). Exit status 0 when no check fails, 1 otherwise (2: no report).
 """
 
 from __future__ import annotations
@@ -94,8 +97,8 @@ def check(fits: dict) -> dict:
         a, sd = params.get(f"alpha[{pair}]"), stderr.get(f"alpha[{pair}]")
         per_weight = {w: (f["params"]["alpha"], (f.get("stderr") or {}).get("alpha"))
                       for w, f in (fits.get("power") or {}).get(pair, {}).items()}
-        agree = True
         items = [(w, v, s) for w, (v, s) in per_weight.items() if s is not None and math.isfinite(s)]
+        agree: bool | None = None if len(items) < 2 else True  # None: nothing to compare
         for i, (_, v1, s1) in enumerate(items):
             for _, v2, s2 in items[i + 1:]:
                 agree &= abs(v1 - v2) <= 2 * math.hypot(s1, s2)
@@ -104,7 +107,7 @@ def check(fits: dict) -> dict:
         alpha[pair] = {"alpha": a, "sd": sd, "rel_sd": rel, "at_bound": at_bound,
                        "per_weight": per_weight, "per_weight_agree": agree,
                        "ok": a is not None and not at_bound and rel is not None and rel < 0.15
-                       and agree}
+                       and bool(agree)}
     out["alpha"] = alpha
     # 3. f(p)
     fraction = {}
@@ -123,10 +126,33 @@ def check(fits: dict) -> dict:
     out["regime"] = _regime(fits.get("regime", {}))
     out["backtest"] = ((fits.get("chinchilla") or {}).get("joint") or {}).get("backtest") or {}
     out["rules"] = RULES
-    out["all_ok"] = bool(pairs) and all(v["status"] != "FAIL" for v in out["l_inf"].values()) \
-        and all(v["ok"] for section in ("alpha", "fraction") for v in out[section].values()) \
-        and out["heldout"]["ok"] and out["regime"]["status"] != "FAIL"
+    out["checks"] = _checks(out, pairs)
+    out["all_ok"] = all(c["status"] != "FAIL" for c in out["checks"].values())
     return out
+
+
+def _checks(out: dict, pairs: list[str]) -> dict[int, dict]:
+    """Each check's ``status`` ("ok", "FAIL", "information") and ``reason``: a check with
+    nothing to judge (no pair, no held-out run) fails with a message, never passes (all() of an
+    empty list is True); check 1 is "information" when it could judge no pair (no exact L∞)."""
+    def per_pair(ok: list[bool]) -> tuple[str, str]:
+        if not pairs:
+            return "FAIL", "no pair in fits.json's regime (the main job always has pairs)"
+        return ("ok", "") if all(ok) else ("FAIL", "a pair fails")
+
+    l_inf = [d["status"] for d in out["l_inf"].values()]
+    c1 = per_pair([s != "FAIL" for s in l_inf])
+    if c1[0] == "ok" and "ok" not in l_inf:
+        c1 = ("information", "no pair could be judged (no exact L∞)")
+    held = out["heldout"]
+    if not held["entries"]:
+        c4 = ("FAIL", "no held-out run in fits.json (the main job always holds runs out)")
+    else:
+        c4 = ("ok", "") if held["ok"] else ("FAIL", "a run fails")
+    checks = (c1, per_pair([d["ok"] for d in out["alpha"].values()]),
+              per_pair([d["ok"] for d in out["fraction"].values()]), c4,
+              (out["regime"]["status"], out["regime"]["reason"]))
+    return {k: {"status": st, "reason": why} for k, (st, why) in enumerate(checks, 1)}
 
 
 def _l_inf(regime: dict, pair: str) -> dict:
@@ -208,12 +234,18 @@ def _print(result: dict) -> None:
     for pair, d in result["alpha"].items():
         rel = "?" if d["rel_sd"] is None else f"{100 * d['rel_sd']:.0f} %"
         print(f"2. alpha {pair}: {_num(d['alpha'])} ± {_num(d['sd'])} (sd {rel}), "
-              f"at bound {d['at_bound']}, "
-              f"per weight agree {d['per_weight_agree']} {'ok' if d['ok'] else 'FAIL'}")
+              f"at bound {d['at_bound']}, per weight agree "
+              + ("not judged (fewer than 2 per-weight α with an sd)"
+                 if d["per_weight_agree"] is None else str(d["per_weight_agree"]))
+              + f" {'ok' if d['ok'] else 'FAIL'}")
+    if not result["alpha"]:
+        print(f"2. alpha: {result['checks'][2]['reason']} FAIL")
     print(f"3. rule: {rules[3]}")
     for pair, d in result["fraction"].items():
         pts = ", ".join(f"f({w})={v['f']:.3f}±{_num(v['sd'])}" for w, v in d["points"].items())
         print(f"3. f(p) {pair}: {pts or 'none'} {'ok' if d['ok'] else 'FAIL'}")
+    if not result["fraction"]:
+        print(f"3. f(p): {result['checks'][3]['reason']} FAIL")
     print(f"4. rule: {rules[4]}")
     for h in result["heldout"]["entries"]:
         noise = ("no seed noise: 2 % clause only" if h.get("noise") is None else
