@@ -142,7 +142,9 @@ def test_rates_logged_late_are_an_error_naming_the_run():
 
 
 def _tidy(path):
-    """Three runs of the tidy table: rates every 10 steps, losses from step 500 on only."""
+    """Three runs of the tidy table: rates every 10 steps, losses from step 500 on only, each
+    train_loss the mean over the updates since the previous row (the training stack's window;
+    Curve.window)."""
     truth = AnnealingLawFit(law="lr_annealing", params=dict(ANNEAL))
     rows = []
     for run, sched in (("wsd20", wsd(0.2)), ("cos", cosine()), ("wsd50", wsd(0.5))):
@@ -150,9 +152,10 @@ def _tidy(path):
         rows += [{"run_id": run, "pair": "all", "eval_set": "train", "metric": "learning_rate",
                   "step": int(a), "value": b} for a, b in zip(s, lr, strict=True)]
         st = np.arange(500, T + 1, 50.0)
+        window = np.diff(st, prepend=0.0)
         rows += [{"run_id": run, "pair": "all", "eval_set": "train", "metric": "train_loss",
                   "step": int(a), "value": b}
-                 for a, b in zip(st, truth.predict(st, s, lr), strict=True)]
+                 for a, b in zip(st, truth.predict(st, s, lr, window=window), strict=True)]
     pd.DataFrame(rows).to_csv(path, index=False)
     return str(path)
 

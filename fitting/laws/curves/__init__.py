@@ -6,6 +6,7 @@
 * :mod:`.joint_fit`       one fit over several runs, size terms, held-out errors
 * :mod:`.annealing`       L(s) = L0 + A·S1^−α − C·S2 (Tissue et al. 2024, eq. 1)
 * :mod:`.multipower`      the Multi-Power Law (Luo et al. 2025, eq. 1)
+* :mod:`.branches`        cool-down branches' ends predicted from their parent's curve
 """
 
 # The schedule-aware laws register themselves (``register_law``) when imported; the registry's

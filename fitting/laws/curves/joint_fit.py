@@ -32,7 +32,8 @@ from fitting.core.engine import F_SCALE_GRID, goodness_of_fit, varpro_fit
 from fitting.core.uncertainty import perturbation_samples, summarize_samples
 from fitting.laws.curves.runs import Curve
 
-__all__ = ["CurveLaw", "ScheduleLawFit", "fit_curve_law", "heldout_errors", "CURVE_F_SCALES"]
+__all__ = ["CurveLaw", "ScheduleLawFit", "fit_curve_law", "heldout_errors", "CURVE_F_SCALES",
+           "WindowFeatures", "curve_features", "law_columns", "WINDOW_SAMPLES"]
 
 #: soft_l1 f_scale candidates (relative residuals): five values over Ghorbani App. E's range
 CURVE_F_SCALES: np.ndarray = np.geomspace(F_SCALE_GRID[0], F_SCALE_GRID[-1], 5)
@@ -69,6 +70,49 @@ class CurveLaw:
         return np.array([params[k] for k in self.theta_names], dtype=np.float64)
 
 
+#: steps sampled in each loss window (:func:`curve_features`): 4 evenly spaced steps average a
+#: window of 10 to within its curvature (their mean is the window's midpoint)
+WINDOW_SAMPLES = 4
+
+
+@dataclass(frozen=True)
+class WindowFeatures:
+    """A law's features at the steps sampled in the losses' windows (``inner``) and the
+    (losses × sampled steps) matrix ``mean`` that averages each window's samples."""
+
+    inner: Any
+    mean: np.ndarray
+
+
+def curve_features(law: CurveLaw, curve: Curve, steps: np.ndarray,
+                   window: np.ndarray | None = None, samples: int = WINDOW_SAMPLES) -> Any:
+    """``law``'s features at ``steps``, or, where a loss averages a window of w ≥ 1 updates
+    (:attr:`Curve.window`: the models after s − w … s − 1 updates), at ``samples`` evenly spaced
+    steps of each window (all w when fewer) with the matrix averaging them
+    (:class:`WindowFeatures`; :func:`law_columns` reads either)."""
+    steps = np.asarray(steps, dtype=np.float64)
+    w = np.zeros_like(steps) if window is None else np.asarray(window, dtype=np.float64)
+    if not np.any(w >= 1):
+        return law.features(curve, steps)
+    rows, sampled = [], []
+    for i, (s, wi) in enumerate(zip(steps, np.floor(w), strict=True)):
+        ks = (np.unique(np.round(np.linspace(s - wi, s - 1, int(min(wi, samples)))))
+              if wi >= 1 else np.array([s]))
+        rows.append(np.full(ks.size, i))
+        sampled.append(np.maximum(ks, 1.0))  # S1(0) = 0: the law starts after update 1
+    uniq, inv = np.unique(np.concatenate(sampled), return_inverse=True)
+    mean = np.zeros((steps.size, uniq.size))
+    np.add.at(mean, (np.concatenate(rows), inv), 1.0)
+    return WindowFeatures(law.features(curve, uniq), mean / mean.sum(axis=1, keepdims=True))
+
+
+def law_columns(law: CurveLaw, theta: np.ndarray, feats: Any) -> np.ndarray:
+    """X at θ of :func:`curve_features`' result: each window's mean of the law's columns."""
+    if isinstance(feats, WindowFeatures):
+        return feats.mean @ law.columns(theta, feats.inner)
+    return law.columns(theta, feats)
+
+
 def _size_names(size_terms: bool) -> tuple[str, ...]:
     return ("E", "A_N") if size_terms else ("L0",)
 
@@ -76,7 +120,7 @@ def _size_names(size_terms: bool) -> tuple[str, ...]:
 def _design(law: CurveLaw, feats: list, sizes: np.ndarray | None, theta: np.ndarray
             ) -> np.ndarray:
     p = len(law.theta_names)
-    x = np.vstack([law.columns(theta[:p], f) for f in feats])
+    x = np.vstack([law_columns(law, theta[:p], f) for f in feats])
     base = [np.ones(x.shape[0])]
     if sizes is not None:
         base.append(np.power(sizes, -theta[p]))
@@ -110,15 +154,19 @@ class ScheduleLawFit(FitResult):
                            column="n")
         return float(p["E"] + p["A_N"] * float(n) ** (-p["a"]))
 
-    def predict(self, steps: Any, lr_steps: Any, lr: Any, n: float | None = None) -> np.ndarray:
+    def predict(self, steps: Any, lr_steps: Any, lr: Any, n: float | None = None,
+                window: Any = None) -> np.ndarray:
         """Predicted loss at ``steps`` of a run whose learning rate is logged at ``lr_steps``
-        (interpolated piecewise-linearly, :func:`fitting.laws.curves.schedule.dense_lr`)."""
+        (interpolated piecewise-linearly, :func:`fitting.laws.curves.schedule.dense_lr`);
+        ``window``: per step, the updates a logged loss averages (:attr:`Curve.window`; None =
+        the model at each step)."""
         law = self.curve_law()
         st = np.asarray(steps, dtype=np.float64)
         curve = Curve("predict", lr_steps, lr, st, np.ones_like(st))
         theta = law.unnamed(self.params)
         coef = np.array([self.params[k] for k in law.coef_names])
-        x = law.columns(theta, law.features(curve, st))
+        w = None if window is None else np.broadcast_to(np.asarray(window, float), st.shape)
+        x = law_columns(law, theta, curve_features(law, curve, st, w))
         return self.converged_loss(n) + x @ coef
 
 
@@ -163,7 +211,7 @@ def fit_curve_law(
         if idx.size == 0:
             raise FitError(f"run {c.run!r}: no loss after the warm-up and step {from_step:g} "
                            "within its logged schedule", column="loss")
-        feats.append(law.features(c, c.steps[idx]))
+        feats.append(curve_features(law, c, c.steps[idx], c.window[idx]))
         ys.append(c.loss[idx])
         row_sizes.append(np.full(idx.size, c.n))
     y = np.concatenate(ys)
@@ -247,7 +295,7 @@ def heldout_errors(fit: ScheduleLawFit, curve: Curve, from_step: float | None = 
                        f"{start:g}", column="loss")
     steps, measured = curve.steps[mask], curve.loss[mask]
     n = curve.n if fit.size_terms else None
-    pred = fit.predict(steps, curve.lr_steps, curve.lr, n=n)
+    pred = fit.predict(steps, curve.lr_steps, curve.lr, n=n, window=curve.window[mask])
     rel = (pred - measured) / measured
     return {"mean": float(np.mean(np.abs(rel))), "worst": float(np.max(np.abs(rel))),
             "last": float(rel[-1]), "steps": steps.tolist(), "predicted": pred.tolist(),

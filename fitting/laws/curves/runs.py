@@ -11,6 +11,16 @@ Two layouts (after ``--columns``' renaming, :func:`fitting.data.tables.read_tabl
   ``step``, ``lr`` and ``loss``, optional ``n``; a row may carry the rate without a loss (or the
   loss without a rate: a validation loss logged between rate logs) — empty cells are left out.
 
+Which losses: ``loss_metric`` (default ``train_loss``), ``pair`` (default ``all`` where the table
+has per-pair rows; name a pair for its own curve, e.g. the validation ``loss`` of the pair a
+single-pair run trains) and ``eval_set``. Each loss carries its **window** (``Curve.window``): a
+tidy ``train_loss`` row at step s is the mean over the updates since the previous row (the
+training stack's loss window, each batch's loss measured before its update), i.e. over the
+models after s − w … s − 1 updates, w the gap to the previous row (to the branch step for a
+branch's first row, to 0 for a run's); an evaluation (any other metric) is the model after s
+updates (w = 0). In a cool-down the loss falls fastest at its end, so reading a windowed loss
+as the loss at s puts the predicted end ~w/2 steps too late (benchmarks/curve_laws_main_job.py).
+
 A loss at step s is explained by the rates of steps 1…s, so every curve's rates must start near
 step 0 (within two logging intervals, or 100 steps): a table whose first *loss* comes long after
 step 0 is fine; a run whose first *rate* does loads, but fitting or predicting it is an error
@@ -38,7 +48,12 @@ TIDY_LR_METRIC = "learning_rate"
 @dataclass
 class Curve:
     """One run: its learning-rate log (``lr_steps``, ``lr``), its losses (``steps``, ``loss``;
-    may be empty for a run only predicted) and its model size ``n`` (NaN when unknown)."""
+    may be empty for a run only predicted) and its model size ``n`` (NaN when unknown).
+
+    ``window`` (one per loss, default 0): the loss at step s averages the models after
+    s − w … s − 1 updates (a training loss logged over the w updates since the previous row);
+    0 = the model after s updates (an evaluation). ``parent``, ``branch_step``: the run a
+    cool-down branch left and the step it left it at ("" and NaN for a run of its own)."""
 
     run: str
     lr_steps: np.ndarray
@@ -46,6 +61,9 @@ class Curve:
     steps: np.ndarray = field(default_factory=lambda: np.zeros(0))
     loss: np.ndarray = field(default_factory=lambda: np.zeros(0))
     n: float = float("nan")
+    window: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    parent: str = ""
+    branch_step: float = float("nan")
 
     def __post_init__(self) -> None:
         self.lr_steps = np.asarray(self.lr_steps, dtype=np.float64)
@@ -55,8 +73,16 @@ class Curve:
         if self.steps.shape != self.loss.shape:
             raise FitError(f"run {self.run!r}: {self.steps.size} loss steps but "
                            f"{self.loss.size} losses", column="loss")
+        self.window = np.asarray(self.window, dtype=np.float64)
+        if self.window.size == 0:
+            self.window = np.zeros_like(self.steps)
+        if self.window.shape != self.steps.shape or not np.all(
+                np.isfinite(self.window) & (self.window >= 0)):
+            raise FitError(f"run {self.run!r}: expected one window ≥ 0 per loss, got "
+                           f"{self.window.size} for {self.steps.size} losses", column="window")
         order = np.argsort(self.steps, kind="stable")
         self.steps, self.loss = self.steps[order], self.loss[order]
+        self.window = self.window[order]
         order = np.argsort(self.lr_steps, kind="stable")
         self.lr_steps, self.lr = self.lr_steps[order], self.lr[order]
         if self.loss.size and not np.all(np.isfinite(self.loss) & (self.loss > 0)):
@@ -99,30 +125,70 @@ class Curve:
         return (self.steps > w) & (self.steps >= from_step) & (self.steps <= self.lr_steps.max())
 
 
-def _tidy_curves(df: pd.DataFrame, source: str, loss_metric: str) -> dict[str, Curve]:
+def _tidy_curves(df: pd.DataFrame, source: str, loss_metric: str, pair: str | None,
+                 eval_set: str | None, loss_window: str | int) -> dict[str, Curve]:
     require_columns(df, ["run_id", "metric", "step", "value"], source)
     lr_rows = df[df["metric"] == TIDY_LR_METRIC]
     loss_rows = df[df["metric"] == loss_metric]
-    if "pair" in loss_rows.columns and (loss_rows["pair"].astype(str) == "all").any():
+    if eval_set is not None:
+        require_columns(df, ["eval_set"], source)
+        loss_rows = loss_rows[loss_rows["eval_set"].astype(str) == eval_set]
+    if pair is not None:
+        require_columns(df, ["pair"], source)
+        loss_rows = loss_rows[loss_rows["pair"].astype(str) == pair]
+    elif "pair" in loss_rows.columns and (loss_rows["pair"].astype(str) == "all").any():
         loss_rows = loss_rows[loss_rows["pair"].astype(str) == "all"]
     if lr_rows.empty:
         raise FitError(f"{source}: no rows with metric {TIDY_LR_METRIC!r}; the curve laws need "
                        "the learning rate of every run", column="metric", source=source)
     if loss_rows.empty:
-        raise FitError(f"{source}: no rows with metric {loss_metric!r}", column="metric",
+        where = "".join(f", {k} {v!r}" for k, v in (("pair", pair), ("eval_set", eval_set))
+                        if v is not None)
+        raise FitError(f"{source}: no rows with metric {loss_metric!r}{where}", column="metric",
                        source=source)
     parts = {}
     for name, rows in (("lr", lr_rows), ("loss", loss_rows)):
         parts[name] = pd.DataFrame({"run": rows["run_id"].astype(str),
                                     "step": check_numeric(rows, "step", source),
                                     name: check_numeric(rows, "value", source)})
+    first = df.drop_duplicates("run_id")
+    first = first.set_index(first["run_id"].astype(str))
+    branch = {"parent": pd.Series("", index=first.index),
+              "branch_step": pd.Series(np.nan, index=first.index)}
     if {"parent_run", "branch_step"} <= set(df.columns):
         parts["lr"] = _with_parent_rates(parts["lr"], df)
+        b = pd.to_numeric(first["branch_step"], errors="coerce").astype(np.float64)
+        par = first["parent_run"].astype(str).where(np.isfinite(b), "")
+        branch = {"parent": par.replace("nan", ""), "branch_step": b}
+    parts["loss"]["window"] = _loss_windows(parts["loss"], branch["branch_step"],
+                                            loss_window if loss_window != "auto" else
+                                            ("gaps" if loss_metric == TIDY_LOSS_METRIC else 0))
     wide = pd.concat([parts["lr"], parts["loss"]], ignore_index=True)
+    for k, col in branch.items():
+        wide[k] = wide["run"].map(col)
     if "n" in df.columns:
         sizes = df.groupby(df["run_id"].astype(str))["n"].first()
         wide["n"] = wide["run"].map(sizes)
     return _wide_curves(wide, source)
+
+
+def _loss_windows(loss: pd.DataFrame, branch_step: pd.Series, rule: str | int) -> np.ndarray:
+    """Each loss row's window: ``"gaps"`` = the updates since the run's previous loss row (since
+    its branch step, or 0, for its first), a number = that many for every row."""
+    if rule != "gaps":
+        k = float(rule)
+        if not np.isfinite(k) or k < 0:
+            raise FitError(f"loss_window must be 'auto', 'gaps' or a number ≥ 0, got {rule!r}",
+                           column="window")
+        return np.full(len(loss), k)
+    out = np.zeros(len(loss))
+    for run, idx in loss.groupby("run").indices.items():
+        steps = loss["step"].to_numpy(np.float64)[idx]
+        order = np.argsort(steps, kind="stable")
+        start = branch_step.get(run, np.nan)
+        prev = np.concatenate([[start if np.isfinite(start) else 0.0], steps[order][:-1]])
+        out[idx[order]] = np.maximum(steps[order] - prev, 0.0)
+    return out
 
 
 def _with_parent_rates(lr_rows: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
@@ -130,7 +196,8 @@ def _with_parent_rates(lr_rows: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
     first = df.drop_duplicates("run_id")
     extra = []
     for run, parent, b in zip(first["run_id"].astype(str), first["parent_run"].astype(str),
-                              pd.to_numeric(first["branch_step"], errors="coerce"), strict=True):
+                              pd.to_numeric(first["branch_step"], errors="coerce")
+                              .astype(np.float64), strict=True):
         if parent in ("", "nan") or not np.isfinite(b):
             continue
         own = lr_rows["run"] == run
@@ -141,11 +208,19 @@ def _with_parent_rates(lr_rows: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _wide_curves(df: pd.DataFrame, source: str) -> dict[str, Curve]:
-    """Curves of a wide table with columns run, step, lr, loss (empty cells allowed), n."""
+    """Curves of a wide table with columns run, step, lr, loss (empty cells allowed), n, and
+    optional window (:attr:`Curve.window`; empty = 0), parent and branch_step."""
     steps = check_numeric(df, "step", source)
     lr = check_numeric(df, "lr", source)
     loss = check_numeric(df, "loss", source)
     n = check_numeric(df, "n", source) if "n" in df.columns else np.full(len(df), np.nan)
+    window = check_numeric(df, "window", source) if "window" in df.columns \
+        else np.zeros(len(df))
+    window = np.where(np.isfinite(window), window, 0.0)
+    branch_step = check_numeric(df, "branch_step", source) if "branch_step" in df.columns \
+        else np.full(len(df), np.nan)
+    parent = df["parent"].fillna("").astype(str).to_numpy() if "parent" in df.columns \
+        else np.full(len(df), "")
     runs = df["run"].astype(str).to_numpy()
     out: dict[str, Curve] = {}
     for run in dict.fromkeys(runs):
@@ -155,24 +230,36 @@ def _wide_curves(df: pd.DataFrame, source: str) -> dict[str, Curve]:
         if not has_lr.any():
             raise FitError(f"{source}: run {run!r} has no learning-rate values (column 'lr')",
                            column="lr", source=source)
-        st, ls = steps[has_loss], loss[has_loss]
+        st, ls, win = steps[has_loss], loss[has_loss], window[has_loss]
         if st.size:  # a step logged twice (a restart): the mean of its losses
             uniq = np.unique(st)
             idx = np.searchsorted(uniq, st)
             st, ls = uniq, np.bincount(idx, weights=ls) / np.bincount(idx)
+            win = np.bincount(idx, weights=win) / np.bincount(idx)
         sizes = n[sel][np.isfinite(n[sel])]
+        b = branch_step[sel][np.isfinite(branch_step[sel])]
         out[run] = Curve(run, steps[has_lr], lr[has_lr], st, ls,
-                         float(sizes[0]) if sizes.size else float("nan"))
+                         float(sizes[0]) if sizes.size else float("nan"), window=win,
+                         parent=str(parent[sel][0]) if b.size else "",
+                         branch_step=float(b[0]) if b.size else float("nan"))
     return out
 
 
 def curves_from_table(df: pd.DataFrame, *, source: str = "table",
-                      loss_metric: str = TIDY_LOSS_METRIC) -> dict[str, Curve]:
+                      loss_metric: str = TIDY_LOSS_METRIC, pair: str | None = None,
+                      eval_set: str | None = None, loss_window: str | int = "auto"
+                      ) -> dict[str, Curve]:
     """{run: :class:`Curve`} of a tidy metrics table or a wide table (module docstring).
+
+    Tidy table only: ``pair`` (None: ``all`` where present), ``eval_set`` (None: any) select the
+    loss rows; ``loss_window`` their windows: ``"auto"`` = the gap to the previous row for
+    ``train_loss`` (the training stack's loss window) and 0 for any other metric, ``"gaps"``
+    that rule for any metric, a number that window for every row. A wide table's windows are
+    its ``window`` column (0 without one).
 
     FitError naming the missing column (and the columns the table has) otherwise."""
     if {"metric", "value"} <= set(df.columns):
-        return _tidy_curves(df, source, loss_metric)
+        return _tidy_curves(df, source, loss_metric, pair, eval_set, loss_window)
     if "run" not in df.columns and "run_id" in df.columns:
         df = df.rename(columns={"run_id": "run"})
     require_columns(df, ["run", "step", "lr", "loss"], source)
