@@ -68,6 +68,8 @@ class Report:
     chinchilla: dict = field(default_factory=dict)
     bivariate: dict = field(default_factory=dict)
     seeds: dict = field(default_factory=dict)
+    # the first section: backtests against the seed noise (fitting.report.extrapolation)
+    extrapolation: dict = field(default_factory=dict)
     # form -> fitted mixture law (fitting.report.mixture), for the verification section
     mixture_laws: dict = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)

@@ -51,6 +51,7 @@ from fitting.report.chinchilla import (
     largest_size_seed_noise,
 )
 from fitting.report.dpl import dpl_section
+from fitting.report.extrapolation import extrapolation_section
 from fitting.report.heldout import heldout_section
 from fitting.report.markdown import Document
 from fitting.report.mixture import mixture_section
@@ -122,6 +123,7 @@ def write_report(
     doc = Document()
     doc.h(1, title)
     _data_paragraphs(doc, view)
+    first = len(doc.blocks)  # the extrapolation section goes here, once every law is fitted
     seeds_section(doc, rep.seeds)
     fit_kw = {"uncertainty": uncertainty, "n_refits": n_refits, "seed": seed}
     fit_size_laws(rep, view, **fit_kw)
@@ -149,6 +151,12 @@ def write_report(
         except Exception as e:  # sections skip their own failures; anything else, said here
             rep.skipped[f"section {name}"] = f"{type(e).__name__}: {e}"
     _curves_figure(doc, rep, view, out_dir)
+    ext = Document()
+    try:
+        rep.extrapolation = extrapolation_section(ext, rep, view, cooled)
+    except Exception as e:  # the section states its own rows' reasons; anything else, said here
+        rep.skipped["section extrapolation"] = f"{type(e).__name__}: {e}"
+    doc.blocks[first:first] = ext.blocks
     if rep.skipped:
         doc.h(2, "Skipped")
         doc.ul([f"{k}: {v}" for k, v in rep.skipped.items()])
@@ -231,7 +239,8 @@ def _payload(rep: Report, view: StudyView, title: str, ground_truth: dict[str, f
     """``fits.json``: every section's numbers."""
     payload = {
         "title": title, "eval_set": view.eval_set, "metric": view.metric,
-        "ground_truth": ground_truth, "regime": rep.regime, "skipped": rep.skipped,
+        "ground_truth": ground_truth, "extrapolation": rep.extrapolation or None,
+        "regime": rep.regime, "skipped": rep.skipped,
         "warnings": rep.warnings, "figures": rep.figures,
         "power": {pair: {f"{w:g}": f.to_json() for w, f in fits.items()}
                   for pair, fits in rep.power_fits.items()},

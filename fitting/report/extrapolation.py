@@ -1,0 +1,247 @@
+"""The report's first section: how far its predictions can be trusted.
+
+One row per (extrapolation, pair), each a prediction of points that no fit saw, judged against
+the measured seed noise σ_seed — the seed-to-seed sd of the same experiment, never a fit's
+residuals nor the wobble of a curve's last evaluations:
+
+* ``larger size`` (:data:`LARGER_SIZE`): the leave-largest-size-out backtest of the law the
+  report leads with — with cool-down branches, L(N, D) across weights on cooled-down budgets
+  (:func:`fitting.report.chinchilla.fit_cooled_law`, its ``backtest[pair]``: every cooled-down
+  budget of the largest size, predicted by a refit on the smaller sizes whose form and budgets
+  were chosen on those sizes only); else the joint law (Fernandes eq. 7, its ``backtest[pair]``:
+  the worst weight's mean loss at the largest size).
+* ``held-out run`` (:data:`HELDOUT_RUN`): the held-out runs' final losses
+  (:mod:`fitting.report.heldout`, the primary law's entries), each judged against its own noise
+  (its own seeds, else the study's seed noise, :func:`fitting.report.heldout.heldout_noise`).
+  The held-out runs are seen by no choice: every fit, the form and budget selection of L(N, D)
+  (:func:`fitting.laws.budget.chinchilla_joint.select_form`) included, is made on the fitted
+  runs (:attr:`fitting.report.view.StudyView.table_fit`).
+* ``longer run`` (:data:`LONGER_RUN`): the leave-last-third-of-steps-out backtest of the
+  schedule-aware curve law (Tissue et al. 2024 eq. 1, :func:`fitting.laws.curves.annealing.
+  fit_annealing_law`): fitted on every fitted run's ``metric`` curve on ``eval_set`` per pair
+  up to 2/3 of its last step, it predicts the rest of each curve from the run's learning-rate
+  schedule (cool-down included). The evaluation loss is the one whose seed noise is measured.
+
+Per row: ``rmse`` and ``worst`` |relative error| over the predicted points, σ_seed relative to
+the loss (``sigma``, :func:`fitting.report.chinchilla.largest_size_seed_noise`: the pair's
+seed sd at the largest size repeated, relative to its mean), and the verdict: ``holds`` when the
+RMSE is within 3σ_seed (:data:`NOISE_MULTIPLE`), ``does not hold`` otherwise; where no seed
+noise was measured the verdict is information (:data:`NO_NOISE`): a rule that cannot fail is no
+check. One sentence per kind says what the user may therefore do.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from fitting.core.base import FitError
+from fitting.laws.budget.chinchilla_joint import JointChinchillaFit
+from fitting.laws.curves.annealing import fit_annealing_law
+from fitting.laws.curves.runs import Curve, curves_from_table
+from fitting.report.chinchilla import COOLED_LAW, largest_size_seed_noise
+from fitting.report.markdown import Document
+from fitting.report.sections import Report
+from fitting.report.view import StudyView
+
+__all__ = ["LARGER_SIZE", "HELDOUT_RUN", "LONGER_RUN", "NOISE_MULTIPLE", "HOLDS", "FAILS",
+           "NO_NOISE", "FIT_FRACTION", "last_third_backtest", "extrapolation_rows",
+           "extrapolation_section"]
+
+LARGER_SIZE = "larger size"
+HELDOUT_RUN = "held-out run"
+LONGER_RUN = "longer run / later cool-down"
+#: a prediction holds when its RMSE lies within this many seed sds
+NOISE_MULTIPLE = 3.0
+HOLDS, FAILS = "holds", "does not hold"
+NO_NOISE = "information: no seed noise measured"
+#: the share of each run's steps the curve law is fitted on (the rest is predicted)
+FIT_FRACTION = 2.0 / 3.0
+_WHAT = {LARGER_SIZE: "Predictions at larger sizes", HELDOUT_RUN: "Predictions of unseen runs "
+         "(size and weight)", LONGER_RUN: "Predictions of longer runs and later cool-downs"}
+
+
+def _row(kind: str, pair: str, law: str, errors: list[float] | None, sigma: float | None,
+         source: str, why: str = "", detail: str = "") -> dict[str, Any]:
+    """One row: errors are relative, (predicted − measured) / measured; ``why``: not computed."""
+    row: dict[str, Any] = {"kind": kind, "pair": pair, "law": law, "detail": detail,
+                           "sigma": sigma, "sigma_source": source,
+                           "three_sigma": None if sigma is None else NOISE_MULTIPLE * sigma}
+    if why or not errors:
+        return {**row, "rmse": None, "worst": None, "n_points": 0,
+                "verdict": f"not computed: {why or 'no point predicted'}"}
+    e = np.abs(np.asarray(errors, dtype=float))
+    rmse = float(np.sqrt(np.mean(e ** 2)))
+    verdict = NO_NOISE if sigma is None else (HOLDS if rmse <= NOISE_MULTIPLE * sigma else FAILS)
+    return {**row, "rmse": rmse, "worst": float(e.max()), "n_points": int(e.size),
+            "verdict": verdict}
+
+
+def _sigma(view: StudyView) -> tuple[dict[str, float], str]:
+    rel, n_at = largest_size_seed_noise(view.seeds)
+    return rel, ("" if n_at is None else f"seed sd at N = {n_at:.3g}")
+
+
+def _larger_size_rows(rep: Report, view: StudyView, cooled: JointChinchillaFit | None
+                      ) -> list[dict[str, Any]]:
+    rel, src = _sigma(view)
+    rows = []
+    for pair in view.points:
+        sigma = rel.get(pair)
+        bt = (cooled.backtest or {}).get(pair) if cooled is not None else None
+        if cooled is not None and pair in (cooled.pairs or []):
+            why = (cooled.meta.get("backtest_failed") or {}).get(pair, "no backtest")
+            errs = None if not bt else [e["error"] for e in bt["errors"]]
+            rows.append(_row(LARGER_SIZE, pair, COOLED_LAW, errs, sigma, src,
+                             "" if bt else why,
+                             "" if not bt else f"without N = {bt['held_out_n']:.3g}"))
+            continue
+        jbt = (rep.joint.backtest or {}).get(pair) if rep.joint is not None else None
+        why = ("" if jbt else "the joint law (eq. 7) has no backtest for this pair (fewer "
+               "than 3 sizes, or not fitted)")
+        rows.append(_row(LARGER_SIZE, pair, "joint law (eq. 7)",
+                         [jbt["rel_error"]] if jbt else None, sigma, src, why,
+                         "" if not jbt else f"without N = {jbt['held_out_x']:.3g}, worst weight"))
+    return rows
+
+
+def _heldout_rows(rep: Report, view: StudyView) -> list[dict[str, Any]]:
+    rows = []
+    entries = [e for e in rep.heldout if e.get("primary")]
+    for pair in sorted({e["pair"] for e in entries}):
+        es = [e for e in entries if e["pair"] == pair]
+        noised = [e for e in es if e.get("noise") is not None]
+        sigma = (float(np.median([e["noise"] / e["measured"] for e in noised]))
+                 if len(noised) == len(es) else None)
+        src = "; ".join(sorted({e["noise_source"] for e in es}))
+        rows.append(_row(HELDOUT_RUN, pair, es[0]["law"], [e["error"] for e in es], sigma, src,
+                         detail=", ".join(", ".join(e["runs"]) for e in es)))
+    if not rows and view.held_ids:
+        rows.append(_row(HELDOUT_RUN, "–", "–", None, None, "", "no held-out run was "
+                         "predicted (see the section Held-out runs)"))
+    return rows
+
+
+def _truncated(c: Curve, fraction: float) -> tuple[Curve, np.ndarray]:
+    """The curve up to ``fraction`` of its last loss step, and the mask of the rest."""
+    cut = fraction * float(c.steps.max())
+    keep = c.steps <= cut
+    part = Curve(c.run, c.lr_steps, c.lr, c.steps[keep], c.loss[keep], n=c.n,
+                 window=c.window[keep], parent=c.parent, branch_step=c.branch_step)
+    return part, ~keep
+
+
+def last_third_backtest(curves: dict[str, Curve], *, fraction: float = FIT_FRACTION,
+                        max_points: int = 60) -> tuple[list[float], str]:
+    """(relative errors, why not): the LR-annealing law (Tissue et al. 2024 eq. 1) fitted
+    jointly on every curve up to ``fraction`` of its last step, predicting each curve's later
+    losses from its own learning-rate schedule; errors are (predicted − measured) / measured
+    at every later loss the law describes (after the warm-up, within the logged schedule)."""
+    parts, rest = {}, {}
+    for run, c in curves.items():
+        if c.steps.size < 6:
+            continue
+        parts[run], rest[run] = _truncated(c, fraction)
+    if not parts:
+        return [], "no curve with 6 or more losses"
+    try:
+        fit = fit_annealing_law(parts, max_points=max_points)
+    except FitError as e:
+        return [], str(e)
+    errors: list[float] = []
+    for run, c in curves.items():
+        if run not in rest:
+            continue
+        mask = rest[run] & c.fit_steps(0.0)
+        if not mask.any():
+            continue
+        n = c.n if fit.size_terms else None
+        pred = fit.predict(c.steps[mask], c.lr_steps, c.lr, n=n, window=c.window[mask])
+        errors += list((pred - c.loss[mask]) / c.loss[mask])
+    return errors, "" if errors else "no loss after 2/3 of a run's steps"
+
+
+def _longer_run_rows(view: StudyView) -> list[dict[str, Any]]:
+    rel, src = _sigma(view)
+    table = view.table_fit_runs
+    law = "LR-annealing law (Tissue et al. eq. 1)"
+    rows = []
+    for pair in view.points:
+        try:
+            curves = curves_from_table(table, loss_metric=view.metric, pair=pair,
+                                       eval_set=view.eval_set, loss_window=0)
+            if "weight" in table.columns:  # trained runs only: weight 0 is evaluated, not learnt
+                w = table[(table["pair"].astype(str) == pair)].groupby(
+                    table["run_id"].astype(str))["weight"].first()
+                curves = {r: c for r, c in curves.items() if not (w.get(r, 1.0) <= 0)}
+            errors, why = last_third_backtest(curves)
+        except FitError as e:
+            errors, why = [], str(e)
+        rows.append(_row(LONGER_RUN, pair, law, errors, rel.get(pair), src, why,
+                         f"fitted up to {FIT_FRACTION:.0%} of each run's steps"))
+    return rows
+
+
+def extrapolation_rows(rep: Report, view: StudyView, cooled: JointChinchillaFit | None
+                       ) -> list[dict[str, Any]]:
+    """Every row of the section (module docstring), larger size first."""
+    return (_larger_size_rows(rep, view, cooled) + _heldout_rows(rep, view)
+            + _longer_run_rows(view))
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None or not math.isfinite(x) else f"{x:.2%}"
+
+
+def _statement(kind: str, rows: list[dict[str, Any]]) -> str:
+    """What the user may do with predictions of this kind."""
+    what = _WHAT[kind]
+    judged = [r for r in rows if r["verdict"] in (HOLDS, FAILS)]
+    failed = [r for r in judged if r["verdict"] == FAILS]
+    vs = "; ".join(f"{r['pair']}: {'backtest' if kind != HELDOUT_RUN else 'error'} "
+                   f"{_pct(r['rmse'])} vs 3σ {_pct(r['three_sigma'])}"
+                   for r in (failed or judged))
+    if failed:
+        return f"{what}: not trustworthy beyond the noise ({vs})."
+    if judged and len(judged) == len(rows):
+        return f"{what}: trustworthy within the seed noise ({vs})."
+    if judged:
+        return (f"{what}: within the seed noise where judged ({vs}); the other pairs are "
+                "not judged (see the table).")
+    info = [r for r in rows if r["verdict"] == NO_NOISE]
+    if info:
+        errors = "; ".join(f"{r['pair']}: {_pct(r['rmse'])}" for r in info)
+        return (f"{what}: not judged — no seed noise was measured, so the errors ({errors}) "
+                "are information, not a check; repeat a run with another seed to judge them.")
+    return f"{what}: not backtested ({rows[0]['verdict'] if rows else 'no row'})."
+
+
+def extrapolation_section(doc: Document, rep: Report, view: StudyView,
+                          cooled: JointChinchillaFit | None) -> dict[str, Any]:
+    """Write the section into ``doc`` and return ``fits.json["extrapolation"]``: ``rows``
+    (:func:`extrapolation_rows`), ``statements`` {kind: sentence} and ``noise_multiple``."""
+    rows = extrapolation_rows(rep, view, cooled)
+    kinds = [k for k in (LARGER_SIZE, HELDOUT_RUN, LONGER_RUN) if any(r["kind"] == k
+                                                                       for r in rows)]
+    statements = {k: _statement(k, [r for r in rows if r["kind"] == k]) for k in kinds}
+    doc.h(2, "How far the predictions can be trusted")
+    doc.p("Each row predicts points that no fit saw and compares the relative error (RMSE and "
+          "worst over the predicted points) with the measured seed noise σ_seed — the "
+          "seed-to-seed sd of the same experiment relative to its loss, never a fit's "
+          f"residuals. Verdict: holds when the RMSE is within {NOISE_MULTIPLE:g}σ_seed; without "
+          "measured seed noise the error is information, not a check. Larger size: the "
+          "leave-largest-size-out backtest of the law the report leads with. Held-out run: "
+          "runs trained and never fitted; no choice saw them (every fit, and the form and "
+          "budget selection of L(N, D), uses the fitted runs only). Longer run: the "
+          "LR-annealing curve law fitted on each run's first 2/3 of steps predicts the rest "
+          "from the run's learning-rate schedule.")
+    doc.table(["extrapolation", "pair", "law", "points", "RMSE", "worst", "σ_seed", "3σ_seed",
+               "verdict", "detail"],
+              [[r["kind"], r["pair"], r["law"], str(r["n_points"]), _pct(r["rmse"]),
+                _pct(r["worst"]), _pct(r["sigma"]), _pct(r["three_sigma"]),
+                f"**{r['verdict']}**" if r["verdict"] == FAILS else r["verdict"],
+                r["detail"] or "–"] for r in rows])
+    doc.ul(list(statements.values()))
+    return {"rows": rows, "statements": statements, "noise_multiple": NOISE_MULTIPLE}
