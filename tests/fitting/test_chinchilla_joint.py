@@ -200,3 +200,28 @@ def test_a_backtest_refit_that_did_not_converge_is_a_failed_backtest(monkeypatch
     assert fit.backtest is None
     for pair in TRUTH:
         assert "did not converge" in fit.meta["backtest_failed"][pair]
+
+
+def test_a_form_whose_prediction_refits_did_not_converge_is_not_scored(monkeypatch):
+    """select_form scores a candidate by refits that predict points they did not see. Old rule
+    (a8299e0): those refits were not held to the convergence rule, so a Kaplan refit stopped
+    before converging scored its last iterate. Now such a candidate is not scored, said."""
+    from fitting.laws.budget import chinchilla_joint as cj
+    from fitting.laws.budget.chinchilla_joint import select_form
+
+    real = cj.fit_pair_kaplan
+
+    def stopped(*args, status=None, **kwargs):
+        out = real(*args, status=status, **kwargs)
+        if status is not None:
+            status.update(converged=False, message="stopped (simulated)")
+        return out
+
+    monkeypatch.setattr(cj, "fit_pair_kaplan", stopped)
+    sub = _table(noise=0.002, seed=1)
+    sub = sub[sub["pair"] == "en-de"]
+    sel = select_form(sub["n"], sub["tokens"], sub["weight"], sub["value"])
+    kaplan = [c for c in sel["candidates"] if c["form"] == "kaplan"]
+    assert kaplan and all(c["score"] is None and "did not converge" in c["error"]
+                          for c in kaplan)
+    assert sel["form"] == "additive" and sel["converged"]

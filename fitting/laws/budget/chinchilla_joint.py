@@ -331,8 +331,10 @@ def _budget_rank(d: np.ndarray, p: np.ndarray, n: np.ndarray) -> np.ndarray:
 
 
 def _rel_errors(train, target, n, d, p, y, *, form, loss, f_scale) -> np.ndarray:
+    """Relative errors at ``target`` of the law refitted on ``train`` (FitError when that refit
+    did not converge: its last iterate scores no candidate)."""
     raw, _ = _fit_pair(n[train], d[train], p[train], y[train], loss=loss, f_scale=f_scale,
-                       form=form)
+                       form=form, refit=True)
     target = target & np.isin(p, np.unique(p[train]))
     return _predict_raw(raw, n[target], d[target], p[target], form) / y[target] - 1.0
 
@@ -349,7 +351,9 @@ def select_form(n, d, p, y, *, forms: tuple[str, ...] = FORMS, loss: str = "soft
     without the predicted points, both on the runs' last budget so that every candidate answers
     the same questions: (a) each run's last budget from the earlier budgets of all runs
     (extrapolation in D) and (b) the largest size's last budget from the smaller sizes (extrapolation in N, when
-    there are ≥ 4 sizes). The lowest score wins. Returns ``form``, ``budgets`` (k), ``keep`` (the
+    there are ≥ 4 sizes). A candidate one of whose prediction refits did not converge
+    (:func:`fitting.core.engine.converged`) is not scored: its error says so. The lowest score
+    wins. Returns ``form``, ``budgets`` (k), ``keep`` (the
     points of the chosen k), ``raw`` and ``f_scale`` (the chosen candidate's fit on them) and
     ``candidates`` (per candidate: form, budgets, score, rmse_d, rmse_n, E of the fit on all its
     points, or the error that stopped it; and whether that fit ``converged``, with its optimiser's
