@@ -455,9 +455,13 @@ def test_check_main_job_reads_the_cooled_law_and_the_seed_table(branch_reports, 
     (tmp_path / "report").mkdir()
     (tmp_path / "report" / "fits.json").write_text(json.dumps(fits["branches"]))
     row = seeds.seed_row(str(tmp_path), 3, {"wall_s": 12.0, "rc": 0}, job)
-    assert row["check1_ok"] == all(d["ok"] for d in result["l_inf"].values())
+    assert row["check1_ok"] == (result["checks"][1]["status"] == "ok")
+    assert row["check4_ok"] == (result["checks"][4]["status"] == "ok")
+    assert set(row["backtest"]) == {"en-de", "en-zh"}
     text = seeds.table([row, {"seed": 4, "wall_s": None, "rc": 1, "error": "no report"}])
     assert text.splitlines()[2].startswith("| 3 | 12 | ") and "| 4 | – | no report |" in text
+    assert "backtest en-de vs 3× seed noise" in text.splitlines()[0]
+    assert ("(within)" in text or "(beyond)" in text)
 
 
 # -- the learning-curve figure ------------------------------------------------------------------
