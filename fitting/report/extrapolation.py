@@ -21,18 +21,25 @@ residuals nor the wobble of a curve's last evaluations:
   fit_annealing_law`): fitted on every fitted run's ``metric`` curve on ``eval_set`` per pair
   up to 2/3 of its last step, it predicts the rest of each curve from the run's learning-rate
   schedule (cool-down included). The evaluation loss is the one whose seed noise is measured.
+* ``later cool-down`` (:data:`LATER_COOLDOWN`, tables with cool-down branches): the cooled-down
+  ends of the branches (and of the parents) that no fit saw, predicted by the LR-annealing law
+  fitted on each parent's stable phase and one of its branches — the errors of the section
+  "Training curves and curve-law continuations" (:mod:`fitting.report.curves`, its
+  ``pairs[pair]["errors"]``): can a cool-down at another step be predicted instead of trained?
 
 Per row: ``rmse`` and ``worst`` |relative error| over the predicted points, σ_seed relative to
 the loss (``sigma``, :func:`fitting.report.chinchilla.largest_size_seed_noise`: the pair's
 seed sd at the largest size repeated, relative to its mean), and the verdict: ``holds`` when the
 RMSE is within 3σ_seed (:data:`NOISE_MULTIPLE`), ``does not hold`` otherwise; where no seed
 noise was measured the verdict is information (:data:`NO_NOISE`): a rule that cannot fail is no
-check. One sentence per kind says what the user may therefore do.
+check (:func:`judge`, the one rule, which the curve section applies too). One sentence per kind
+says what the user may therefore do.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -46,13 +53,14 @@ from fitting.report.markdown import Document
 from fitting.report.sections import Report
 from fitting.report.view import StudyView
 
-__all__ = ["LARGER_SIZE", "HELDOUT_RUN", "LONGER_RUN", "NOISE_MULTIPLE", "HOLDS", "FAILS",
-           "NO_NOISE", "FIT_FRACTION", "last_third_backtest", "extrapolation_rows",
-           "extrapolation_section"]
+__all__ = ["LARGER_SIZE", "HELDOUT_RUN", "LONGER_RUN", "LATER_COOLDOWN", "NOISE_MULTIPLE",
+           "HOLDS", "FAILS", "NO_NOISE", "FIT_FRACTION", "judge", "last_third_backtest",
+           "extrapolation_rows", "extrapolation_section"]
 
 LARGER_SIZE = "larger size"
 HELDOUT_RUN = "held-out run"
-LONGER_RUN = "longer run / later cool-down"
+LONGER_RUN = "longer run"
+LATER_COOLDOWN = "later cool-down"
 #: a prediction holds when its RMSE lies within this many seed sds
 NOISE_MULTIPLE = 3.0
 HOLDS, FAILS = "holds", "does not hold"
@@ -60,23 +68,34 @@ NO_NOISE = "information: no seed noise measured"
 #: the share of each run's steps the curve law is fitted on (the rest is predicted)
 FIT_FRACTION = 2.0 / 3.0
 _WHAT = {LARGER_SIZE: "Predictions at larger sizes", HELDOUT_RUN: "Predictions of unseen runs "
-         "(size and weight)", LONGER_RUN: "Predictions of longer runs and later cool-downs"}
+         "(size and weight)", LONGER_RUN: "Predictions of longer runs",
+         LATER_COOLDOWN: "Predictions of cool-downs at other steps"}
+
+
+def judge(errors: Sequence[float] | None, sigma: float | None, why: str = ""
+          ) -> dict[str, Any]:
+    """The report's one rule for a prediction of unseen points against the seed noise:
+    ``rmse``, ``worst`` and ``median`` |relative error| of ``errors`` ((predicted − measured) /
+    measured), ``n_points``, ``three_sigma`` and the ``verdict`` — :data:`HOLDS` when the RMSE
+    is within :data:`NOISE_MULTIPLE` × ``sigma`` (the relative seed sd), :data:`FAILS`
+    otherwise, :data:`NO_NOISE` without ``sigma``; "not computed: ``why``" without errors."""
+    out: dict[str, Any] = {"sigma": sigma,
+                           "three_sigma": None if sigma is None else NOISE_MULTIPLE * sigma}
+    if why or errors is None or not len(errors):
+        return {**out, "rmse": None, "worst": None, "median": None, "n_points": 0,
+                "verdict": f"not computed: {why or 'no point predicted'}"}
+    e = np.abs(np.asarray(errors, dtype=float))
+    rmse = float(np.sqrt(np.mean(e ** 2)))
+    verdict = NO_NOISE if sigma is None else (HOLDS if rmse <= NOISE_MULTIPLE * sigma else FAILS)
+    return {**out, "rmse": rmse, "worst": float(e.max()), "median": float(np.median(e)),
+            "n_points": int(e.size), "verdict": verdict}
 
 
 def _row(kind: str, pair: str, law: str, errors: list[float] | None, sigma: float | None,
          source: str, why: str = "", detail: str = "") -> dict[str, Any]:
     """One row: errors are relative, (predicted − measured) / measured; ``why``: not computed."""
-    row: dict[str, Any] = {"kind": kind, "pair": pair, "law": law, "detail": detail,
-                           "sigma": sigma, "sigma_source": source,
-                           "three_sigma": None if sigma is None else NOISE_MULTIPLE * sigma}
-    if why or not errors:
-        return {**row, "rmse": None, "worst": None, "n_points": 0,
-                "verdict": f"not computed: {why or 'no point predicted'}"}
-    e = np.abs(np.asarray(errors, dtype=float))
-    rmse = float(np.sqrt(np.mean(e ** 2)))
-    verdict = NO_NOISE if sigma is None else (HOLDS if rmse <= NOISE_MULTIPLE * sigma else FAILS)
-    return {**row, "rmse": rmse, "worst": float(e.max()), "n_points": int(e.size),
-            "verdict": verdict}
+    return {"kind": kind, "pair": pair, "law": law, "detail": detail, "sigma_source": source,
+            **judge(errors, sigma, why)}
 
 
 def _sigma(view: StudyView) -> tuple[dict[str, float], str]:
@@ -184,11 +203,35 @@ def _longer_run_rows(view: StudyView) -> list[dict[str, Any]]:
     return rows
 
 
-def extrapolation_rows(rep: Report, view: StudyView, cooled: JointChinchillaFit | None
-                       ) -> list[dict[str, Any]]:
-    """Every row of the section (module docstring), larger size first."""
+def _later_cooldown_rows(view: StudyView, curves: dict[str, Any] | None
+                         ) -> list[dict[str, Any]]:
+    """One row per pair of the curve section's tested cooled-down ends (none without
+    branches); the section's reason where it computed none."""
+    if not view.branches:
+        return []
+    rel, src = _sigma(view)
+    curves = curves or {}
+    pairs = curves.get("pairs") or {}
+    skipped = curves.get("skipped") or {}
+    law = f"LR-annealing law (Tissue et al. eq. 1), λ = {curves.get('lam', '?')}"
+    rows = []
+    for pair in view.points:
+        got = pairs.get(pair)
+        why = "" if got else (skipped.get(pair) or curves.get("why")
+                              or "the curve section was not computed")
+        rows.append(_row(LATER_COOLDOWN, pair, law, got["errors"] if got else None,
+                         rel.get(pair), src, why,
+                         "" if not got else f"{got['n_families']} parents, each fitted on its "
+                         "stable phase and one branch"))
+    return rows
+
+
+def extrapolation_rows(rep: Report, view: StudyView, cooled: JointChinchillaFit | None,
+                       curves: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Every row of the section (module docstring), larger size first; ``curves``: the curve
+    section's result (``fits.json["curves"]``, :func:`fitting.report.curves.curves_section`)."""
     return (_larger_size_rows(rep, view, cooled) + _heldout_rows(rep, view)
-            + _longer_run_rows(view))
+            + _longer_run_rows(view) + _later_cooldown_rows(view, curves))
 
 
 def _pct(x: float | None) -> str:
@@ -219,12 +262,13 @@ def _statement(kind: str, rows: list[dict[str, Any]]) -> str:
 
 
 def extrapolation_section(doc: Document, rep: Report, view: StudyView,
-                          cooled: JointChinchillaFit | None) -> dict[str, Any]:
+                          cooled: JointChinchillaFit | None,
+                          curves: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write the section into ``doc`` and return ``fits.json["extrapolation"]``: ``rows``
     (:func:`extrapolation_rows`), ``statements`` {kind: sentence} and ``noise_multiple``."""
-    rows = extrapolation_rows(rep, view, cooled)
-    kinds = [k for k in (LARGER_SIZE, HELDOUT_RUN, LONGER_RUN) if any(r["kind"] == k
-                                                                       for r in rows)]
+    rows = extrapolation_rows(rep, view, cooled, curves)
+    kinds = [k for k in (LARGER_SIZE, HELDOUT_RUN, LONGER_RUN, LATER_COOLDOWN)
+             if any(r["kind"] == k for r in rows)]
     statements = {k: _statement(k, [r for r in rows if r["kind"] == k]) for k in kinds}
     doc.h(2, "How far the predictions can be trusted")
     doc.p("Each row predicts points that no fit saw and compares the relative error (RMSE and "
@@ -236,7 +280,10 @@ def extrapolation_section(doc: Document, rep: Report, view: StudyView,
           "runs trained and never fitted; no choice saw them (every fit, and the form and "
           "budget selection of L(N, D), uses the fitted runs only). Longer run: the "
           "LR-annealing curve law fitted on each run's first 2/3 of steps predicts the rest "
-          "from the run's learning-rate schedule.")
+          "from the run's learning-rate schedule. Later cool-down (with cool-down branches): "
+          "the same law, fitted on each parent's stable phase and one of its branches, "
+          "predicts the cooled-down ends of its other branches and its own (section Training "
+          "curves and curve-law continuations).")
     doc.table(["extrapolation", "pair", "law", "points", "RMSE", "worst", "σ_seed", "3σ_seed",
                "verdict", "detail"],
               [[r["kind"], r["pair"], r["law"], str(r["n_points"]), _pct(r["rmse"]),

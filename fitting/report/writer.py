@@ -50,6 +50,7 @@ from fitting.report.chinchilla import (
     fit_cooled_law,
     largest_size_seed_noise,
 )
+from fitting.report.curves import curves_section
 from fitting.report.dpl import dpl_section
 from fitting.report.extrapolation import extrapolation_section
 from fitting.report.heldout import heldout_section
@@ -151,9 +152,14 @@ def write_report(
         except Exception as e:  # sections skip their own failures; anything else, said here
             rep.skipped[f"section {name}"] = f"{type(e).__name__}: {e}"
     _curves_figure(doc, rep, view, out_dir)
+    curves = None
+    try:
+        curves = curves_section(doc, rep, view, out_dir)
+    except Exception as e:  # the section skips its own failures; anything else, said here
+        rep.skipped["section curve-law continuations"] = f"{type(e).__name__}: {e}"
     ext = Document()
     try:
-        rep.extrapolation = extrapolation_section(ext, rep, view, cooled)
+        rep.extrapolation = extrapolation_section(ext, rep, view, cooled, curves)
     except Exception as e:  # the section states its own rows' reasons; anything else, said here
         rep.skipped["section extrapolation"] = f"{type(e).__name__}: {e}"
     doc.blocks[first:first] = ext.blocks
@@ -165,6 +171,7 @@ def write_report(
         doc.ul(rep.warnings)
     rep.markdown = doc.markdown()
     payload = _payload(rep, view, title, ground_truth, mixture)
+    payload["curves"] = curves  # fitting.report.curves: branch ends predicted and trained
     # Temporary names, then renames: a failed write (a full disk: io.NoSpaceError naming the
     # file) leaves a previous report's three files as they were.
     io.write_files_atomic({rep.markdown_path: rep.markdown, rep.html_path: doc.html(title),

@@ -1,0 +1,239 @@
+"""The report's section "Training curves and curve-law continuations".
+
+For a table with ``learning_rate`` rows and cool-down branches (schema revision 1.2; Hägele et
+al. 2024), per pair and per parent run that trains it (a family: the parent and its branches),
+the LR-annealing law (Tissue et al. 2024, eq. 1)
+
+    L(s) = L0 + A·S1(s)^−α − C·S2(s),  S2 with momentum λ = :data:`CURVE_LAMBDA`
+
+is fitted on the parent's training loss of the pair up to the start of its own cool-down
+(:func:`fitting.laws.curves.learning_curve.cooldown_start`) and on one of its branches (the
+middle one by branch step), from :data:`FROM_FRACTION` of the parent's steps on; it predicts the
+cooled-down end of every other branch and the parent's own end from their learning-rate
+schedules (:func:`fitting.laws.curves.branches.predict_branch_ends`). Why a branch in the fit:
+along an rsqrt schedule η ∝ 1/S1, so the stable phase alone cannot tell the annealing term from
+A·S1^−α (:mod:`fitting.laws.curves.branches`). The settings are the best of those measured on
+the main job's own runs (``benchmarks/curve_laws_main_job.py``, variant ``middle-l0.8-nowin``):
+λ = 0.8 rather than Tissue et al.'s 0.999 for cool-downs of 50–80 steps, the training loss of
+the pair read at its logged step (``loss_window=0``).
+
+Per pair the tested ends' relative errors (predicted − trained) / trained are judged by the
+report's one rule (:func:`fitting.report.extrapolation.judge`: RMSE within 3σ_seed, σ_seed the
+relative seed sd at the largest size repeated, :func:`fitting.report.chinchilla.
+largest_size_seed_noise`; information without it); the median and worst error are shown with
+it. The first section's row "later cool-down" reads these errors.
+
+Cost: one fit per family; at most :data:`MAX_FAMILIES` families per pair (spread over the
+sizes), at most :data:`MAX_POINTS` losses per curve. ``fits.json["curves"]``: the settings,
+``pairs[pair]`` (families with their fits, every end predicted and trained, the tested
+``errors``, the verdict's fields) and ``skipped`` {pair: why}.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fitting import plots
+from fitting.core.base import FitError
+from fitting.laws.curves.branches import BranchPredictions, branch_families, predict_branch_ends
+from fitting.laws.curves.learning_curve import cooldown_start
+from fitting.laws.curves.runs import TIDY_LOSS_METRIC, TIDY_LR_METRIC, Curve, curves_from_table
+from fitting.report.chinchilla import largest_size_seed_noise
+from fitting.report.extrapolation import NOISE_MULTIPLE, judge
+from fitting.report.markdown import Document
+from fitting.report.sections import Report
+from fitting.report.view import StudyView
+
+__all__ = ["CURVE_LAMBDA", "FIT_BRANCHES", "FROM_FRACTION", "MAX_FAMILIES", "MAX_POINTS",
+           "FIGURE_FAMILIES", "curve_continuations", "curves_section"]
+
+#: λ of the annealing momentum (Tissue et al. eq. 1's S2): 0.8 predicts the main job's
+#: 50–80-step cool-downs far better than their 0.999 (benchmarks/curve_laws_main_job.py)
+CURVE_LAMBDA = 0.8
+#: the branch of each family in the fit (``predict_branch_ends``' ``fit_branches``)
+FIT_BRANCHES = "middle"
+#: the first step fitted, as a share of the parent's last loss step: the first steps after the
+#: warm-up fall faster than the law
+FROM_FRACTION = 0.4
+#: families (parents) fitted per pair, spread over the model sizes: one fit each
+MAX_FAMILIES = 6
+#: losses per curve in a fit (evenly spaced in step)
+MAX_POINTS = 60
+#: families drawn per pair in the figure (one row of panels per pair: drawing is the section's
+#: largest cost after the fits)
+FIGURE_FAMILIES = 2
+_KEY = "curve-law continuations"
+_LOSS = "training loss of the pair, read at its logged step"
+
+
+def _pair_curves(table: pd.DataFrame, pair: str) -> dict[str, Curve]:
+    """{run: curve} of the runs with ``train_loss`` rows of ``pair`` (the runs that train it)."""
+    rows = table[(table["metric"] == TIDY_LOSS_METRIC) & (table["pair"].astype(str) == pair)]
+    if rows.empty:
+        raise FitError(f"no {TIDY_LOSS_METRIC!r} rows of the pair (schema revision 1.3 logs "
+                       "the training loss per pair)", column="metric")
+    runs = set(rows["run_id"].astype(str))
+    sub = table[table["run_id"].astype(str).isin(runs)]
+    return curves_from_table(sub, source="report", pair=pair, loss_window=0)
+
+
+def _spread(parents: list[str], curves: dict[str, Curve], k: int) -> list[str]:
+    """At most ``k`` of ``parents``, evenly spaced in (size, run id)."""
+    ranked = sorted(parents, key=lambda p: (np.nan_to_num(curves[p].n, nan=0.0), p))
+    if len(ranked) <= k:
+        return ranked
+    return [ranked[i] for i in np.unique(np.round(np.linspace(0, len(ranked) - 1, k)).astype(int))]
+
+
+def _family(curves: dict[str, Curve], parent: str, branches: list[str], lam: float
+            ) -> tuple[BranchPredictions, float | None, float]:
+    """The fit and predictions of one family: the parent up to its cool-down and the middle
+    branch, from :data:`FROM_FRACTION` of the parent's steps on."""
+    par = curves[parent]
+    if not par.steps.size:
+        raise FitError(f"parent {parent!r} has no training loss", column="loss")
+    stable = cooldown_start(par.lr_steps, par.lr)
+    start = FROM_FRACTION * float(par.steps.max())
+    fam = {r: curves[r] for r in [parent, *branches]}
+    res = predict_branch_ends(fam, law="lr_annealing", stable_until=stable,
+                              fit_branches=FIT_BRANCHES, from_step=start, lam=lam,
+                              max_points=MAX_POINTS)
+    if parent in res.failed:
+        raise FitError(res.failed[parent], column="loss")
+    return res, stable, start
+
+
+def _continuation(res: BranchPredictions, curves: dict[str, Curve], parent: str,
+                  stable: float | None, start: float) -> list[dict[str, Any]]:
+    """For the figure: each run's measured curve from ``start`` and the law from where it
+    leaves what was fitted (a branch: its branch step; the parent: its cool-down) to its end."""
+    fit = res.fits[parent]
+    ends = {e.run: e for e in res.ends if e.parent == parent or e.run == parent}
+    out = []
+    for run, e in ends.items():
+        c = curves[run]
+        keep = c.steps >= start
+        first = c.branch_step if c.parent else (stable if stable is not None else start)
+        grid = np.linspace(first + 1, e.step, 40)
+        out.append({"label": "parent" if run == parent else f"branch at {c.branch_step:g}",
+                    "steps": c.steps[keep], "loss": c.loss[keep], "pred_steps": grid,
+                    "pred": fit.predict(grid, c.lr_steps, c.lr), "fitted": e.fitted,
+                    "end": (e.step, e.measured, e.predicted)})
+    return out
+
+
+def _pair(view: StudyView, pair: str, lam: float) -> tuple[dict[str, Any], dict[str, list]]:
+    """``fits.json["curves"]["pairs"][pair]`` and the figure's panels {title: runs}."""
+    curves = _pair_curves(view.table_fit, pair)
+    fams = {p: [b for b in bs if curves[b].steps.size]
+            for p, bs in branch_families(curves).items()}
+    fams = {p: bs for p, bs in fams.items() if bs}
+    if not fams:
+        raise FitError("no parent run with a cool-down branch trains the pair",
+                       column="parent_run")
+    chosen = _spread(list(fams), curves, MAX_FAMILIES)
+    families, failed, ends, panels = {}, {}, [], {}
+    shown = set(_spread(chosen, curves, FIGURE_FAMILIES))
+    for parent in chosen:
+        try:
+            res, stable, start = _family(curves, parent, fams[parent], lam)
+        except FitError as e:
+            failed[parent] = str(e)
+            continue
+        fit = res.fits[parent]
+        families[parent] = {"n": curves[parent].n, "stable_until": stable, "from_step": start,
+                            "fitted_runs": fit.runs, "params": fit.params,
+                            "warnings": fit.warnings}
+        ends += [{"run": e.run, "parent": parent, "branch_step": e.branch_step, "step": e.step,
+                  "measured": e.measured, "predicted": e.predicted, "error": e.error,
+                  "fitted": e.fitted} for e in res.ends]
+        if parent in shown:
+            panels[f"{pair}: {parent}"] = _continuation(res, curves, parent, stable, start)
+    if not families:
+        raise FitError("no family could be fitted: " + "; ".join(
+            f"{p}: {w}" for p, w in failed.items()), column="loss")
+    errors = [e["error"] for e in ends if not e["fitted"]]
+    rel, n_at = largest_size_seed_noise(view.seeds)
+    return ({"n_families": len(families), "n_families_total": len(fams), "families": families,
+             "failed": failed, "ends": ends, "errors": errors,
+             "sigma_source": "" if n_at is None else f"seed sd at N = {n_at:.3g}",
+             **judge(errors, rel.get(pair), "" if errors else "every end was in a fit")},
+            panels)
+
+
+def curve_continuations(view: StudyView, *, lam: float = CURVE_LAMBDA
+                        ) -> tuple[dict[str, Any] | None, dict[str, list]]:
+    """(``fits.json["curves"]``, the figure's panels): the section's fits and predictions
+    (module docstring); (None, {}) for a table without cool-down branches or learning rates."""
+    table = view.table_fit
+    if not view.branches or "metric" not in table.columns or not (
+            table["metric"] == TIDY_LR_METRIC).any():
+        return None, {}
+    out: dict[str, Any] = {"law": "lr_annealing", "lam": float(lam),
+                           "fit_branches": FIT_BRANCHES, "loss": _LOSS,
+                           "from_fraction": FROM_FRACTION, "max_families": MAX_FAMILIES,
+                           "max_points": MAX_POINTS, "noise_multiple": NOISE_MULTIPLE,
+                           "pairs": {}, "skipped": {}}
+    panels: dict[str, list] = {}
+    for pair in view.points:
+        try:
+            out["pairs"][pair], got = _pair(view, pair, lam)
+            panels.update(got)
+        except FitError as e:
+            out["skipped"][pair] = str(e)
+    return out, panels
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None or not np.isfinite(x) else f"{x:.2%}"
+
+
+def curves_section(doc: Document, rep: Report, view: StudyView, out_dir: str, *,
+                   lam: float = CURVE_LAMBDA) -> dict[str, Any] | None:
+    """Write the section into ``doc`` (figure ``figures/curve_continuations.png``) and return
+    ``fits.json["curves"]`` (:func:`curve_continuations`); None, with the reason in
+    ``rep.skipped``, where the table has no cool-down branches or learning rates."""
+    out, panels = curve_continuations(view, lam=lam)
+    if out is None:
+        rep.skipped[_KEY] = ("the table has no cool-down branches with learning_rate rows "
+                             "(the curve laws need each run's schedule)")
+        return None
+    for pair, why in out["skipped"].items():
+        rep.skipped[f"{_KEY} {pair}"] = why
+    if not out["pairs"]:
+        return out
+    doc.h(2, "Training curves and curve-law continuations")
+    doc.p(f"Per pair and parent run, the LR-annealing law L(s) = L0 + A·S1^−α − C·S2 (Tissue et "
+          f"al. 2024, eq. 1; annealing momentum λ = {lam:g}) is fitted on the {_LOSS} — the "
+          "parent's up to the start of its own cool-down and its middle cool-down branch's, "
+          f"from {FROM_FRACTION:.0%} of the parent's steps on — and predicts, from their "
+          "learning-rate schedules, the cooled-down ends of the other branches and of the "
+          "parent (Hägele et al. 2024): can a cool-down at another step be predicted instead of "
+          f"trained? Verdict: the report's rule (RMSE within {NOISE_MULTIPLE:g}σ_seed, the "
+          "relative seed sd at the largest size repeated; information without repeats). At "
+          f"most {MAX_FAMILIES} parents per pair are fitted, spread over the sizes.")
+    doc.table(["pair", "parents fitted", "ends predicted", "median |error|", "worst |error|",
+               "RMSE", "σ_seed", "3σ_seed", "verdict"],
+              [[pair, f"{d['n_families']} of {d['n_families_total']}", str(d["n_points"]),
+                _pct(d["median"]), _pct(d["worst"]), _pct(d["rmse"]), _pct(d["sigma"]),
+                _pct(d["three_sigma"]), d["verdict"]] for pair, d in out["pairs"].items()])
+    failed = [f"{pair} {p}: {w}" for pair, d in out["pairs"].items()
+              for p, w in d["failed"].items()]
+    if failed:
+        doc.p("Not fitted: " + "; ".join(failed) + ".")
+    try:
+        rep.figures["curve_continuations"] = plots.save(
+            plots.plot_curve_continuations(panels, ylabel="training loss",
+                                           ncols=FIGURE_FAMILIES),
+            os.path.join(out_dir, "figures", "curve_continuations.png"))
+        doc.img("figures/curve_continuations.png", "Training loss of each parent and its "
+                "cool-down branches (solid), the fitted law's continuation from each branch "
+                "step and from the parent's cool-down (dashed; the fitted branch dotted), "
+                "trained ends (triangles) and predicted ends (crosses).")
+    except Exception as e:
+        rep.skipped["figures (curve-law continuations)"] = f"{type(e).__name__}: {e}"
+    return out
