@@ -11,12 +11,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fitting.laws.curves.annealing import AnnealingLawFit
+from fitting.laws.curves.runs import curves_from_table
+from fitting.laws.curves.schedule import DEFAULT_LAMBDA
 from fitting.report.extrapolation import (
     FAILS,
     HOLDS,
     LARGER_SIZE,
+    LONGER_RUN,
     NO_NOISE,
     extrapolation_rows,
+    last_third_backtest,
 )
 from fitting.report.sections import Report
 from fitting.report.view import prepare_view
@@ -96,3 +101,63 @@ def test_cooled_law_backtest_is_judged_against_the_seed_noise_not_its_own():
     assert rows["en-de"]["worst"] == pytest.approx(0.03)
     assert rows["en-de"]["verdict"] == FAILS  # 2.5 % > 3 × 0.28 %
     assert rows["en-zh"]["law"] == "joint law (eq. 7)"  # not fitted by L(N, D): eq. 7's backtest
+
+
+# -- the longer-run backtest (last_third_backtest) on an exact LR-annealing law -----------------
+
+ANNEAL_TRUTH = AnnealingLawFit(law="lr_annealing", lam=DEFAULT_LAMBDA,
+                               params={"L0": 1.2, "A": 1.5, "alpha": 0.6, "C": 0.05})
+#: (run, last step, cool-down share of the run): one cool-down starts before 2/3 of the run
+SCHEDULES = (("wsd20", 1000, 0.2), ("wsd50", 1000, 0.5))
+
+
+def _rate(s: np.ndarray, end: int, share: float) -> np.ndarray:
+    """A 100-step linear warm-up, rsqrt decay, a linear cool-down to 0 over ``share`` of the run."""
+    base = 0.2 * np.minimum(s / 100, 1.0) / np.sqrt(np.maximum(s, 100))
+    return base * np.clip((end - s) / (share * end), 0.0, 1.0)
+
+
+def _annealing_table(off: float = 0.0, seeds: tuple[float, ...] = (0.0,)) -> pd.DataFrame:
+    """Tidy rows of SCHEDULES: the rate every 10 steps, the en-de validation loss every 50 from
+    the exact law, × (1 + ``off``) after 2/3 of each run, × (1 + d) per seed d."""
+    rows = []
+    for run, end, share in SCHEDULES:
+        lr_steps = np.arange(0, end + 1, 10.0)
+        eta = _rate(lr_steps, end, share)
+        evals = np.arange(50, end + 1, 50.0)
+        loss = ANNEAL_TRUTH.predict(evals, lr_steps, eta)
+        loss = np.where(evals > 2 * end / 3, loss * (1 + off), loss)
+        for k, d in enumerate(seeds):
+            base = {"run_id": f"{run}_s{k}", "seed": k, "n": 1e6, "size": run, "weight": 1.0}
+            rows += [{**base, "pair": "all", "eval_set": "train", "metric": "learning_rate",
+                      "step": s, "value": v} for s, v in zip(lr_steps, eta, strict=True)]
+            rows += [{**base, "pair": "en-de", "eval_set": "validation", "metric": "loss",
+                      "step": s, "value": v * (1 + d)} for s, v in zip(evals, loss, strict=True)]
+    return pd.DataFrame(rows)
+
+
+def _longer(table: pd.DataFrame) -> dict:
+    rep = Report(out_dir="", markdown_path="", html_path="", json_path="")
+    return {r["pair"]: r for r in extrapolation_rows(rep, prepare_view(table), None)
+            if r["kind"] == LONGER_RUN}["en-de"]
+
+
+def test_last_third_of_an_exact_annealing_law_is_predicted():
+    """Fitted on each run's first 2/3 of steps (warm-up, rsqrt decay, one cool-down begun), the
+    law predicts every later evaluation, cool-downs included, within 0.1 %."""
+    curves = curves_from_table(_annealing_table(), loss_metric="loss", pair="en-de",
+                               eval_set="validation", loss_window=0)
+    errors, why = last_third_backtest(curves)
+    assert not why and len(errors) == 14  # evaluations after step 667 of each run
+    assert max(abs(e) for e in errors) < 1e-3
+
+
+def test_longer_run_row_holds_within_the_seed_noise_and_fails_five_percent_off():
+    """Two seeds at ±0.05 % (σ_seed = 0.07 %): the exact law's row holds; with every loss of
+    the last third 5 % above the law it does not hold."""
+    seeds = (5e-4, -5e-4)
+    exact = _longer(_annealing_table(seeds=seeds))
+    assert exact["sigma"] == pytest.approx(np.sqrt(2) * 5e-4, rel=1e-6)
+    assert exact["n_points"] == 28 and exact["worst"] < 1e-3 and exact["verdict"] == HOLDS
+    off = _longer(_annealing_table(off=0.05, seeds=seeds))
+    assert off["rmse"] == pytest.approx(0.05 / 1.05, rel=0.05) and off["verdict"] == FAILS
