@@ -36,7 +36,11 @@ Reads OUT/report/fits.json (and OUT/study.json, for the wall time of the run whe
     python benchmarks/check_main_job.py mnmt_study_out [--json]
 
 The backtest of the leading L(N, D) law (refitted without the largest size, against 3× the seed
-noise where the study repeated seeds, else against its residual sd) is printed for information.
+noise where the study repeated seeds, else against its residual sd) is printed for information,
+and so are the report's curve-law continuations (fits.json ``curves``, fitting.report.curves):
+per pair, the cooled-down ends of the branches and parents no fit saw, predicted by the
+LR-annealing law fitted on each parent's stable phase and one branch — median, worst and RMSE
+relative error against 3× the seed noise, with the report's verdict.
 
 Every check prints the rule it applied (``RULES``), then per item "ok", "FAIL" or
 "information" (what it cannot judge, or a finding that no rule turns into a pass or a failure).
@@ -125,6 +129,7 @@ def check(fits: dict) -> dict:
     # 5. regime, from the cooled-down branches
     out["regime"] = _regime(fits.get("regime", {}))
     out["backtest"] = ((fits.get("chinchilla") or {}).get("joint") or {}).get("backtest") or {}
+    out["curves"] = _curves(fits.get("curves"))
     out["rules"] = RULES
     out["checks"] = _checks(out, pairs)
     out["all_ok"] = all(c["status"] != "FAIL" for c in out["checks"].values())
@@ -216,6 +221,21 @@ def _regime(regime: dict) -> dict:
             "reason": reason, "verdict_status": "information", "ok": not reason}
 
 
+def _curves(curves: dict | None) -> dict:
+    """The curve section's branch-end errors per pair (information): ``pairs`` {pair: n_points,
+    n_families, median, worst, rmse, three_sigma, verdict} and ``skipped`` {pair: why}; empty
+    where fits.json has no curve section (no cool-down branches or learning rates)."""
+    if not curves:
+        return {"pairs": {}, "skipped": {}}
+    keys = ("n_points", "n_families", "median", "worst", "rmse", "three_sigma", "verdict")
+    return {"pairs": {p: {k: d.get(k) for k in keys} for p, d in curves["pairs"].items()},
+            "skipped": dict(curves.get("skipped") or {})}
+
+
+def _pct(value) -> str:
+    return "?" if value is None else f"{100 * value:.2f} %"
+
+
 def _num(value) -> str:
     return "?" if value is None else f"{value:.4g}"
 
@@ -272,6 +292,16 @@ def _print(result: dict) -> None:
               f"{100 * bt['rmse_rel']:.2f} % (mean {100 * bt['mean_rel']:+.2f} %) vs "
               f"{bt['tolerance']:g}x noise {100 * bt['noise_rel']:.2f} % ({bt['noise_source']}): "
               f"{'within' if bt['within'] else 'beyond'}")
+    curves = result.get("curves") or {"pairs": {}, "skipped": {}}
+    for pair, c in curves["pairs"].items():
+        print(f"   cool-down ends {pair} (information): {c['n_points']} predicted from "
+              f"{c['n_families']} parents, median {_pct(c['median'])}, worst {_pct(c['worst'])}, "
+              f"RMSE {_pct(c['rmse'])} vs 3x seed noise {_pct(c['three_sigma'])}: {c['verdict']}")
+    for pair, why in curves["skipped"].items():
+        print(f"   cool-down ends {pair} (information): not predicted: {why}")
+    if not curves["pairs"] and not curves["skipped"]:
+        print("   cool-down ends (information): no curve-law section in fits.json (no cool-down "
+              "branches with learning rates)")
     print("all checks pass" if result["all_ok"] else "some checks fail")
 
 

@@ -204,9 +204,15 @@ def test_figure_draws_every_family_shown(exact):
     assert "branch at 600 (fitted)" in labels and "predicted end" in labels
 
 
-def test_report_writes_the_section_and_the_row(tmp_path):
-    rep = write_report(study(), str(tmp_path), uncertainty=None, n_refits=4)
-    fits = json.load(open(rep.json_path))
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    rep = write_report(study(), str(tmp_path_factory.mktemp("curves")), uncertainty=None,
+                       n_refits=4)
+    return rep, json.load(open(rep.json_path))
+
+
+def test_report_writes_the_section_and_the_row(report):
+    rep, fits = report
     assert set(fits["curves"]["pairs"]) == {"en-de", "en-zh"}
     assert fits["curves"]["pairs"]["en-de"]["verdict"] == HOLDS
     later = [r for r in fits["extrapolation"]["rows"] if r["kind"] == LATER_COOLDOWN]
@@ -218,3 +224,24 @@ def test_report_writes_the_section_and_the_row(tmp_path):
     assert sections[0] == "How far the predictions can be trusted"
     assert "Training curves and curve-law continuations" in sections
     assert os.path.exists(rep.figures["curve_continuations"])
+
+
+def test_check_main_job_prints_the_branch_ends_as_information(report, benchmark_script, capsys):
+    """check_main_job reads fits.json["curves"]: a line per pair, information (no check fails
+    or passes by it); a fits.json without the section says so."""
+    job = benchmark_script("check_main_job")
+    _, fits = report
+    result = job.check(fits)
+    c = result["curves"]["pairs"]["en-de"]
+    d = fits["curves"]["pairs"]["en-de"]
+    assert (c["n_points"], c["median"], c["worst"], c["verdict"]) == (
+        d["n_points"], d["median"], d["worst"], HOLDS)
+    assert set(result["checks"]) == {1, 2, 3, 4, 5}  # no check of its own
+    job._print(result)
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "cool-down ends en-de" in x)
+    assert line.strip().startswith("cool-down ends en-de (information): 12 predicted from 4 "
+                                   "parents, median ")
+    assert line.endswith(f"vs 3x seed noise {100 * d['three_sigma']:.2f} %: holds")
+    job._print(job.check({**fits, "curves": None}))
+    assert "no curve-law section in fits.json" in capsys.readouterr().out
