@@ -1,7 +1,9 @@
 """The report's section "Training curves and curve-law continuations".
 
 For a table with ``learning_rate`` rows and cool-down branches (schema revision 1.2; Hägele et
-al. 2024), per pair and per parent run that trains it (a family: the parent and its branches),
+al. 2024), per pair and per fitted parent run that trains it (a family: the parent and its
+branches; held-out and verification runs left out, :attr:`fitting.report.view.StudyView.
+table_fit`),
 the LR-annealing law (Tissue et al. 2024, eq. 1)
 
     L(s) = L0 + A·S1(s)^−α − C·S2(s),  S2 with momentum λ = :data:`CURVE_LAMBDA`

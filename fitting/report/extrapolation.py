@@ -213,12 +213,13 @@ def _later_cooldown_rows(view: StudyView, curves: dict[str, Any] | None
     curves = curves or {}
     pairs = curves.get("pairs") or {}
     skipped = curves.get("skipped") or {}
-    law = f"LR-annealing law (Tissue et al. eq. 1), λ = {curves.get('lam', '?')}"
+    law = "LR-annealing law (Tissue et al. eq. 1)" + (f", λ = {curves['lam']:g}"
+                                                      if "lam" in curves else "")
     rows = []
     for pair in view.points:
         got = pairs.get(pair)
-        why = "" if got else (skipped.get(pair) or curves.get("why")
-                              or "the curve section was not computed")
+        why = "" if got else (skipped.get(pair)
+                              or "the curve section was not computed (see Skipped)")
         rows.append(_row(LATER_COOLDOWN, pair, law, got["errors"] if got else None,
                          rel.get(pair), src, why,
                          "" if not got else f"{got['n_families']} parents, each fitted on its "
