@@ -45,22 +45,16 @@ from fitting.laws.curves.branches import BranchPredictions, branch_families, pre
 from fitting.laws.curves.learning_curve import cooldown_start
 from fitting.laws.curves.runs import TIDY_LOSS_METRIC, TIDY_LR_METRIC, Curve, curves_from_table
 from fitting.report.chinchilla import largest_size_seed_noise
-from fitting.report.extrapolation import NOISE_MULTIPLE, judge
+from fitting.report.extrapolation import CURVE_LAMBDA, FROM_FRACTION, NOISE_MULTIPLE, judge
 from fitting.report.markdown import Document
 from fitting.report.sections import Report
 from fitting.report.view import StudyView
 
-__all__ = ["CURVE_LAMBDA", "FIT_BRANCHES", "FROM_FRACTION", "MAX_FAMILIES", "MAX_POINTS",
+__all__ = ["FIT_BRANCHES", "MAX_FAMILIES", "MAX_POINTS",
            "FIGURE_FAMILIES", "curve_continuations", "curves_section"]
 
-#: λ of the annealing momentum (Tissue et al. eq. 1's S2): 0.8 predicts the main job's
-#: 50–80-step cool-downs far better than their 0.999 (benchmarks/curve_laws_main_job.py)
-CURVE_LAMBDA = 0.8
 #: the branch of each family in the fit (``predict_branch_ends``' ``fit_branches``)
 FIT_BRANCHES = "middle"
-#: the first step fitted, as a share of the parent's last loss step: the first steps after the
-#: warm-up fall faster than the law
-FROM_FRACTION = 0.4
 #: families (parents) fitted per pair, spread over the model sizes: one fit each
 MAX_FAMILIES = 6
 #: losses per curve in a fit (evenly spaced in step)

@@ -54,7 +54,8 @@ from fitting.report.sections import Report
 from fitting.report.view import StudyView
 
 __all__ = ["LARGER_SIZE", "HELDOUT_RUN", "LONGER_RUN", "LATER_COOLDOWN", "NOISE_MULTIPLE",
-           "HOLDS", "FAILS", "NO_NOISE", "FIT_FRACTION", "judge", "last_third_backtest",
+           "HOLDS", "FAILS", "NO_NOISE", "FIT_FRACTION", "FROM_FRACTION", "CURVE_LAMBDA", "judge",
+           "last_third_backtest",
            "extrapolation_rows", "extrapolation_section"]
 
 LARGER_SIZE = "larger size"
@@ -67,6 +68,12 @@ HOLDS, FAILS = "holds", "does not hold"
 NO_NOISE = "information: no seed noise measured"
 #: the share of each run's steps the curve law is fitted on (the rest is predicted)
 FIT_FRACTION = 2.0 / 3.0
+#: λ of the annealing momentum (Tissue et al. eq. 1's S2): 0.8 predicts the main job's
+#: 50–80-step cool-downs far better than their 0.999 (benchmarks/curve_laws_main_job.py)
+CURVE_LAMBDA = 0.8
+#: the first step fitted, as a share of the parent's last loss step: the first steps after the
+#: warm-up fall faster than the law
+FROM_FRACTION = 0.4
 _WHAT = {LARGER_SIZE: "Predictions at larger sizes", HELDOUT_RUN: "Predictions of unseen runs "
          "(size and weight)", LONGER_RUN: "Predictions of longer runs",
          LATER_COOLDOWN: "Predictions of cool-downs at other steps"}
@@ -143,37 +150,56 @@ def _heldout_rows(rep: Report, view: StudyView) -> list[dict[str, Any]]:
     return rows
 
 
-def _truncated(c: Curve, fraction: float) -> tuple[Curve, np.ndarray]:
-    """The curve up to ``fraction`` of its last loss step, and the mask of the rest."""
-    cut = fraction * float(c.steps.max())
-    keep = c.steps <= cut
+def _family_last_step(c: Curve, curves: dict[str, Curve]) -> float | None:
+    """The last loss step of ``c``'s family: its parent's for a cool-down branch, its own
+    otherwise (None: a branch whose parent is not among ``curves``)."""
+    if not c.parent:
+        return float(c.steps.max())
+    parent = curves.get(str(c.parent))
+    return None if parent is None else float(parent.steps.max())
+
+
+def _split_at(c: Curve, cut: float, start: float) -> tuple[Curve, np.ndarray]:
+    """The curve's losses in [``start``, ``cut``] (the fitted part) and the mask of its losses
+    after ``cut`` (the predicted part)."""
+    keep = (c.steps >= start) & (c.steps <= cut)
     part = Curve(c.run, c.lr_steps, c.lr, c.steps[keep], c.loss[keep], n=c.n,
                  window=c.window[keep], parent=c.parent, branch_step=c.branch_step)
-    return part, ~keep
+    return part, c.steps > cut
 
 
 def last_third_backtest(curves: dict[str, Curve], *, fraction: float = FIT_FRACTION,
+                        from_fraction: float = FROM_FRACTION, lam: float = CURVE_LAMBDA,
                         max_points: int = 60) -> tuple[list[float], str]:
-    """(relative errors, why not): the LR-annealing law (Tissue et al. 2024 eq. 1) fitted
-    jointly on every curve up to ``fraction`` of its last step, predicting each curve's later
-    losses from its own learning-rate schedule; errors are (predicted − measured) / measured
-    at every later loss the law describes (after the warm-up, within the logged schedule)."""
+    """(relative errors, why not): the leave-last-third-of-steps-out backtest of the
+    LR-annealing law (Tissue et al. 2024 eq. 1, annealing momentum ``lam``), fitted jointly on
+    every curve's losses between ``from_fraction`` and ``fraction`` of its family's last step
+    (a cool-down branch belongs to its parent's family, so the branches that cool down before
+    the cut are fitted whole: without a cool-down in the fit, the stable phase of an rsqrt
+    schedule cannot tell the annealing term from the power law), predicting every loss after
+    the cut from the curve's own learning-rate schedule; errors are (predicted − measured) /
+    measured at every later loss the law describes (after the warm-up, within the logged
+    schedule)."""
     parts, rest = {}, {}
     for run, c in curves.items():
-        if c.steps.size < 6:
+        last = _family_last_step(c, curves)
+        if last is None:
             continue
-        parts[run], rest[run] = _truncated(c, fraction)
-    if not parts:
-        return [], "no curve with 6 or more losses"
+        part, later = _split_at(c, fraction * last, from_fraction * last)
+        if part.steps.size >= 3:
+            parts[run] = part
+        if later.any():
+            rest[run] = later
+    if len(parts) == 0 or sum(p.steps.size for p in parts.values()) < 6:
+        return [], "fewer than 6 losses before the cut"
     try:
-        fit = fit_annealing_law(parts, max_points=max_points)
+        fit = fit_annealing_law(parts, lam=lam, max_points=max_points)
     except FitError as e:
         return [], str(e)
     errors: list[float] = []
-    for run, c in curves.items():
-        if run not in rest:
-            continue
-        mask = rest[run] & c.fit_steps(0.0)
+    for run, later in rest.items():
+        c = curves[run]
+        mask = later & c.fit_steps(0.0)
         if not mask.any():
             continue
         n = c.n if fit.size_terms else None
@@ -184,8 +210,8 @@ def last_third_backtest(curves: dict[str, Curve], *, fraction: float = FIT_FRACT
 
 def _longer_run_rows(view: StudyView) -> list[dict[str, Any]]:
     rel, src = _sigma(view)
-    table = view.table_fit_runs
-    law = "LR-annealing law (Tissue et al. eq. 1)"
+    table = view.table_fit  # with its cool-down branches: each in its parent's family
+    law = f"LR-annealing law (Tissue et al. eq. 1, λ = {CURVE_LAMBDA:g})"
     rows = []
     for pair in view.points:
         try:
@@ -199,7 +225,8 @@ def _longer_run_rows(view: StudyView) -> list[dict[str, Any]]:
         except FitError as e:
             errors, why = [], str(e)
         rows.append(_row(LONGER_RUN, pair, law, errors, rel.get(pair), src, why,
-                         f"fitted up to {FIT_FRACTION:.0%} of each run's steps"))
+                         f"fitted on {FROM_FRACTION:.0%}–{FIT_FRACTION:.0%} of each run's steps, "
+                         "its branches that cool down before the cut included"))
     return rows
 
 

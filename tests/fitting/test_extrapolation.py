@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from fitting.laws.curves.annealing import AnnealingLawFit
-from fitting.laws.curves.runs import curves_from_table
-from fitting.laws.curves.schedule import DEFAULT_LAMBDA
+from fitting.laws.curves.runs import Curve, curves_from_table
 from fitting.report.extrapolation import (
+    CURVE_LAMBDA,
     FAILS,
     HOLDS,
     LARGER_SIZE,
@@ -105,7 +105,8 @@ def test_cooled_law_backtest_is_judged_against_the_seed_noise_not_its_own():
 
 # -- the longer-run backtest (last_third_backtest) on an exact LR-annealing law -----------------
 
-ANNEAL_TRUTH = AnnealingLawFit(law="lr_annealing", lam=DEFAULT_LAMBDA,
+# the truth has the annealing momentum the backtest assumes (CURVE_LAMBDA)
+ANNEAL_TRUTH = AnnealingLawFit(law="lr_annealing", lam=CURVE_LAMBDA,
                                params={"L0": 1.2, "A": 1.5, "alpha": 0.6, "C": 0.05})
 #: (run, last step, cool-down share of the run): one cool-down starts before 2/3 of the run
 SCHEDULES = (("wsd20", 1000, 0.2), ("wsd50", 1000, 0.5))
@@ -161,3 +162,33 @@ def test_longer_run_row_holds_within_the_seed_noise_and_fails_five_percent_off()
     assert exact["n_points"] == 28 and exact["worst"] < 1e-3 and exact["verdict"] == HOLDS
     off = _longer(_annealing_table(off=0.05, seeds=seeds))
     assert off["rmse"] == pytest.approx(0.05 / 1.05, rel=0.05) and off["verdict"] == FAILS
+
+
+def _family(end: int = 1000, branch_at: int = 450, branch_len: int = 100) -> dict[str, Curve]:
+    """A parent cooling down over its last 20 % (after the 2/3 cut) and one branch leaving it at
+    ``branch_at`` that cools down over ``branch_len`` steps (before the cut), both exact."""
+    def rate(s: np.ndarray, start: float, length: float) -> np.ndarray:
+        base = 0.2 * np.minimum(s / 100, 1.0) / np.sqrt(np.maximum(s, 100))
+        return base * np.clip((start + length - s) / length, 0.0, 1.0)
+
+    lr_p = np.arange(0, end + 1, 10.0)
+    eta_p = rate(lr_p, 0.8 * end, 0.2 * end)
+    lr_b = np.arange(0, branch_at + branch_len + 1, 10.0)
+    eta_b = rate(lr_b, branch_at, branch_len)
+    ev_p, ev_b = np.arange(50, end + 1, 50.0), np.arange(branch_at + 25, branch_at + branch_len + 1, 25.0)
+    return {"p": Curve("p", lr_p, eta_p, ev_p, ANNEAL_TRUTH.predict(ev_p, lr_p, eta_p)),
+            "p_cd": Curve("p_cd", lr_b, eta_b, ev_b, ANNEAL_TRUTH.predict(ev_b, lr_b, eta_b),
+                          parent="p", branch_step=float(branch_at))}
+
+
+def test_a_branch_that_cools_down_before_the_cut_is_fitted_in_its_parents_family():
+    """Before (df83649) the backtest fitted each run without its cool-down branches, cut at 2/3
+    of its own steps: on an rsqrt schedule the fitted part holds no cool-down, so the annealing
+    term is not identified and the parent's cool-down (after the cut) is mispredicted. The
+    branch that cools down before the cut is now fitted whole, as part of its parent's family."""
+    family = _family()
+    errors, why = last_third_backtest(family)
+    assert not why and len(errors) == 7  # the parent's evaluations after step 667
+    assert max(abs(e) for e in errors) < 1e-3
+    alone, _ = last_third_backtest({"p": family["p"]})
+    assert max(abs(e) for e in alone) > 10 * max(abs(e) for e in errors)
