@@ -103,6 +103,9 @@ def test_report_html_shows_every_image_in_headless_chromium(ci_study, tmp_path, 
                                 "mobile": False})
         driver.get(html.as_uri())  # returns once the page and its images have loaded
         assert driver.title == "Study cpu-ci"
+        # the first figure scrolled to the top of the viewport: the report's text and tables
+        # before it (the extrapolation section leads) may be longer than one screen
+        driver.execute_script("document.images[0].scrollIntoView({block: 'start'})")
         images = driver.execute_script(
             "return Array.from(document.images).map(i => ({src: i.getAttribute('src'), "
             "complete: i.complete, width: i.naturalWidth, height: i.naturalHeight, "
@@ -124,8 +127,8 @@ def test_report_html_shows_every_image_in_headless_chromium(ci_study, tmp_path, 
     screenshot = _pixels(shot)
     assert screenshot.size == WINDOW
     assert len(screenshot.getcolors(maxcolors=1 << 24)) > 64, "the screenshot is (nearly) blank"
-    # the first figure sits in the screenshot (report text and tables come before it) and is
-    # drawn there: its box holds the plot's many colours, not the page's background
+    # the first figure, scrolled into view, sits in the screenshot and is drawn there: its box
+    # holds the plot's many colours, not the page's background
     rect = images[0]["rect"]
     assert rect["bottom"] <= WINDOW[1], f"first figure below the screenshot: {rect}"
     box = screenshot.crop((int(rect["left"]), int(rect["top"]), int(rect["right"]),
