@@ -307,8 +307,9 @@ def extrapolation_section(doc: Document, rep: Report, view: StudyView,
           "leave-largest-size-out backtest of the law the report leads with. Held-out run: "
           "runs trained and never fitted; no choice saw them (every fit, and the form and "
           "budget selection of L(N, D), uses the fitted runs only). Longer run: the "
-          "LR-annealing curve law fitted on each run's first 2/3 of steps predicts the rest "
-          "from the run's learning-rate schedule. Later cool-down (with cool-down branches): "
+          "LR-annealing curve law fitted on the evaluation losses between 40 % and 2/3 of each "
+          "run's steps (with the cool-down branches that end before the cut) predicts the "
+          "rest from the run's learning-rate schedule. Later cool-down (with cool-down branches): "
           "the same law, fitted on each parent's stable phase and one of its branches, "
           "predicts the cooled-down ends of its other branches and its own (section Training "
           "curves and curve-law continuations).")
