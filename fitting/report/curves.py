@@ -37,13 +37,12 @@ import os
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from fitting import plots
 from fitting.core.base import FitError
 from fitting.laws.curves.branches import BranchPredictions, branch_families, predict_branch_ends
 from fitting.laws.curves.learning_curve import cooldown_start
-from fitting.laws.curves.runs import TIDY_LOSS_METRIC, TIDY_LR_METRIC, Curve, curves_from_table
+from fitting.laws.curves.runs import TIDY_LR_METRIC, Curve, pair_training_curves
 from fitting.report.chinchilla import largest_size_seed_noise
 from fitting.report.extrapolation import CURVE_LAMBDA, FROM_FRACTION, NOISE_MULTIPLE, judge
 from fitting.report.markdown import Document
@@ -64,17 +63,6 @@ MAX_POINTS = 60
 FIGURE_FAMILIES = 2
 _KEY = "curve-law continuations"
 _LOSS = "training loss of the pair, read at its logged step"
-
-
-def _pair_curves(table: pd.DataFrame, pair: str) -> dict[str, Curve]:
-    """{run: curve} of the runs with ``train_loss`` rows of ``pair`` (the runs that train it)."""
-    rows = table[(table["metric"] == TIDY_LOSS_METRIC) & (table["pair"].astype(str) == pair)]
-    if rows.empty:
-        raise FitError(f"no {TIDY_LOSS_METRIC!r} rows of the pair (schema revision 1.3 logs "
-                       "the training loss per pair)", column="metric")
-    runs = set(rows["run_id"].astype(str))
-    sub = table[table["run_id"].astype(str).isin(runs)]
-    return curves_from_table(sub, source="report", pair=pair, loss_window=0)
 
 
 def _spread(parents: list[str], curves: dict[str, Curve], k: int) -> list[str]:
@@ -124,7 +112,7 @@ def _continuation(res: BranchPredictions, curves: dict[str, Curve], parent: str,
 
 def _pair(view: StudyView, pair: str, lam: float) -> tuple[dict[str, Any], dict[str, list]]:
     """``fits.json["curves"]["pairs"][pair]`` and the figure's panels {title: runs}."""
-    curves = _pair_curves(view.table_fit, pair)
+    curves = pair_training_curves(view.table_fit, pair)
     fams = {p: [b for b in bs if curves[b].steps.size]
             for p, bs in branch_families(curves).items()}
     fams = {p: bs for p, bs in fams.items() if bs}

@@ -43,14 +43,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from fitting.core.base import FitError
 from fitting.laws.budget.chinchilla_joint import JointChinchillaFit
 from fitting.laws.curves.annealing import fit_annealing_law
-from fitting.laws.curves.runs import Curve, curves_from_table
+from fitting.laws.curves.runs import Curve, curves_from_table, pair_training_curves
 from fitting.report.chinchilla import COOLED_LAW, largest_size_seed_noise
 from fitting.report.markdown import Document
 from fitting.report.sections import Report
+from fitting.report.seeds import run_mixtures
 from fitting.report.view import StudyView
 
 __all__ = ["LARGER_SIZE", "HELDOUT_RUN", "LONGER_RUN", "LATER_COOLDOWN", "NOISE_MULTIPLE",
@@ -208,25 +210,62 @@ def last_third_backtest(curves: dict[str, Curve], *, fraction: float = FIT_FRACT
     return errors, "" if errors else "no loss after 2/3 of a run's steps"
 
 
+def _experiment_of_runs(table: pd.DataFrame) -> dict[str, tuple[str, str]]:
+    """{run_id: (size, whole mixture)}: the runs of one experiment — its seeds and the
+    cool-down branches of each — share one curve law (:func:`fitting.report.seeds.run_mixtures`
+    names the mixture; runs of other sizes or mixtures do not share L0, A, C)."""
+    frame = pd.DataFrame({"run": table["run_id"].astype(str), "mixture": run_mixtures(table),
+                          "n": table["n"] if "n" in table.columns else np.nan})
+    first = frame.groupby("run", sort=False).first()
+    return {str(r): (f"{float(v.n):.6g}", str(v.mixture)) for r, v in first.iterrows()}
+
+
+def _pair_curves_for_backtest(view: StudyView, pair: str) -> tuple[dict[str, Curve], str]:
+    """The pair's curves and what they are: its training loss where the table logs it per pair
+    (every log step: dense enough for a cut at 2/3), else its evaluation loss, trained runs
+    only (weight 0 is evaluated, not learnt)."""
+    table = view.table_fit  # with its cool-down branches
+    try:
+        return pair_training_curves(table, pair), "training loss of the pair"
+    except FitError:
+        pass
+    curves = curves_from_table(table, loss_metric=view.metric, pair=pair,
+                               eval_set=view.eval_set, loss_window=0)
+    if "weight" in table.columns:
+        w = table[(table["pair"].astype(str) == pair)].groupby(
+            table["run_id"].astype(str))["weight"].first()
+        curves = {r: c for r, c in curves.items() if not (w.get(r, 1.0) <= 0)}
+    return curves, f"{view.eval_set} {view.metric}"
+
+
 def _longer_run_rows(view: StudyView) -> list[dict[str, Any]]:
+    """Per pair, :func:`last_third_backtest` of each experiment (its seeds and branches fitted
+    together, one fit per experiment), the errors pooled."""
     rel, src = _sigma(view)
-    table = view.table_fit  # with its cool-down branches: each in its parent's family
     law = f"LR-annealing law (Tissue et al. eq. 1, λ = {CURVE_LAMBDA:g})"
+    experiment = _experiment_of_runs(view.table_fit)
     rows = []
     for pair in view.points:
+        errors: list[float] = []
+        why, loss = "", ""
         try:
-            curves = curves_from_table(table, loss_metric=view.metric, pair=pair,
-                                       eval_set=view.eval_set, loss_window=0)
-            if "weight" in table.columns:  # trained runs only: weight 0 is evaluated, not learnt
-                w = table[(table["pair"].astype(str) == pair)].groupby(
-                    table["run_id"].astype(str))["weight"].first()
-                curves = {r: c for r, c in curves.items() if not (w.get(r, 1.0) <= 0)}
-            errors, why = last_third_backtest(curves)
+            curves, loss = _pair_curves_for_backtest(view, pair)
+            groups: dict[tuple[str, str], dict[str, Curve]] = {}
+            for run, c in curves.items():
+                root = c.parent or run
+                groups.setdefault(experiment.get(root, ("", root)), {})[run] = c
+            whys = []
+            for group in groups.values():
+                e, w = last_third_backtest(group)
+                errors += e
+                whys += [w] if w else []
+            why = "" if errors else (whys[0] if whys else "no curve")
         except FitError as e:
-            errors, why = [], str(e)
+            why = str(e)
         rows.append(_row(LONGER_RUN, pair, law, errors, rel.get(pair), src, why,
-                         f"fitted on {FROM_FRACTION:.0%}–{FIT_FRACTION:.0%} of each run's steps, "
-                         "its branches that cool down before the cut included"))
+                         f"{loss or 'loss'}, fitted per experiment on {FROM_FRACTION:.0%}–"
+                         f"{FIT_FRACTION:.0%} of each run's steps, its branches that cool "
+                         "down before the cut included"))
     return rows
 
 
@@ -307,8 +346,9 @@ def extrapolation_section(doc: Document, rep: Report, view: StudyView,
           "leave-largest-size-out backtest of the law the report leads with. Held-out run: "
           "runs trained and never fitted; no choice saw them (every fit, and the form and "
           "budget selection of L(N, D), uses the fitted runs only). Longer run: the "
-          "LR-annealing curve law fitted on the evaluation losses between 40 % and 2/3 of each "
-          "run's steps (with the cool-down branches that end before the cut) predicts the "
+          "LR-annealing curve law, fitted per experiment (its seeds and branches) on the "
+          "pair's training loss (else its evaluation loss) between 40 % and 2/3 of each "
+          "run's steps, with the cool-down branches that end before the cut, predicts the "
           "rest from the run's learning-rate schedule. Later cool-down (with cool-down branches): "
           "the same law, fitted on each parent's stable phase and one of its branches, "
           "predicts the cooled-down ends of its other branches and its own (section Training "

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from fitting.laws.curves.annealing import AnnealingLawFit
-from fitting.laws.curves.runs import Curve, curves_from_table
+from fitting.laws.curves.runs import Curve, curves_from_table, pair_training_curves
 from fitting.report.extrapolation import (
     CURVE_LAMBDA,
     FAILS,
@@ -192,3 +192,35 @@ def test_a_branch_that_cools_down_before_the_cut_is_fitted_in_its_parents_family
     assert max(abs(e) for e in errors) < 1e-3
     alone, _ = last_third_backtest({"p": family["p"]})
     assert max(abs(e) for e in alone) > 10 * max(abs(e) for e in errors)
+
+
+def test_longer_run_row_fits_each_experiment_on_the_pairs_training_loss():
+    """Two sizes whose exact curves differ (L0 1.2 and 0.9), logged as the pair's training loss
+    every 10 steps (evaluations every 250 would leave one loss between 40 % and 2/3 of a run):
+    fitted per experiment, the last third holds. Before (4b4ce8c) the row read the evaluation
+    loss only and fitted one law across every run: with no evaluation rows it was not computed,
+    and one law across the two sizes misses."""
+    truths = {1e5: ANNEAL_TRUTH, 4e5: AnnealingLawFit(
+        law="lr_annealing", lam=CURVE_LAMBDA, params={"L0": 0.9, "A": 1.1, "alpha": 0.6, "C": 0.04})}
+    rows = []
+    for n, truth in truths.items():
+        for run, end, share in SCHEDULES:
+            lr_steps = np.arange(0, end + 1, 10.0)
+            eta = _rate(lr_steps, end, share)
+            loss = truth.predict(lr_steps[1:], lr_steps, eta)
+            for k, d in enumerate((5e-4, -5e-4)):
+                base = {"run_id": f"{run}_n{n:g}_s{k}", "seed": k, "n": n, "size": f"{n:g}"}
+                rows += [{**base, "pair": "all", "weight": np.nan, "eval_set": "train",
+                          "metric": "learning_rate", "step": s, "value": v}
+                         for s, v in zip(lr_steps, eta, strict=True)]
+                rows += [{**base, "pair": "en-de", "weight": 1.0, "eval_set": "train",
+                          "metric": "train_loss", "step": s, "value": v * (1 + d)}
+                         for s, v in zip(lr_steps[1:], loss, strict=True)]
+                rows += [{**base, "pair": "en-de", "weight": 1.0, "eval_set": "validation",
+                          "metric": "loss", "step": float(end), "value": loss[-1] * (1 + d)}]
+    table = pd.DataFrame(rows)
+    row = _longer(table)
+    assert row["verdict"] == HOLDS and row["worst"] < 2e-3 and row["n_points"] > 100
+    assert "training loss" in row["detail"]
+    together, _ = last_third_backtest(pair_training_curves(table, "en-de"))  # one law for both
+    assert max(abs(e) for e in together) > 10 * row["worst"]

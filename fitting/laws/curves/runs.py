@@ -39,7 +39,8 @@ from fitting.core.base import FitError
 from fitting.data.tables import check_numeric, require_columns
 from fitting.laws.curves.schedule import dense_lr, warmup_end
 
-__all__ = ["Curve", "curves_from_table", "check_runs", "TIDY_LOSS_METRIC", "TIDY_LR_METRIC"]
+__all__ = ["Curve", "curves_from_table", "pair_training_curves", "check_runs",
+           "TIDY_LOSS_METRIC", "TIDY_LR_METRIC"]
 
 TIDY_LOSS_METRIC = "train_loss"
 TIDY_LR_METRIC = "learning_rate"
@@ -280,3 +281,17 @@ def check_runs(curves: dict[str, Curve], runs: list[str] | tuple[str, ...],
             raise FitError(f"{what} {r!r} is not a run of the table{hint} Known runs: {shown}",
                            column="run")
     return list(dict.fromkeys(runs))
+
+
+def pair_training_curves(table: pd.DataFrame, pair: str) -> dict[str, Curve]:
+    """{run: curve} of one pair's training loss (:data:`TIDY_LOSS_METRIC` rows of ``pair``, each
+    read at its logged step) for the runs that train it, cool-down branches with their parents'
+    rates; FitError when the table has none (schema revision 1.3 logs the training loss per
+    pair)."""
+    rows = table[(table["metric"] == TIDY_LOSS_METRIC) & (table["pair"].astype(str) == pair)]
+    if rows.empty:
+        raise FitError(f"no {TIDY_LOSS_METRIC!r} rows of the pair {pair!r} (schema revision 1.3 "
+                       "logs the training loss per pair)", column="metric")
+    runs = set(rows["run_id"].astype(str))
+    sub = table[table["run_id"].astype(str).isin(runs)]
+    return curves_from_table(sub, source="report", pair=pair, loss_window=0)
