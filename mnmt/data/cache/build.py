@@ -176,6 +176,19 @@ def _install(tmp: str, final: str) -> None:
 
 
 
+def remove_unfinished_build(tmp: str, wait_s: float = 10.0) -> None:
+    """Remove a failed build's temporary directory. When one Beam worker fails, the others may
+    still be writing shards into it: a file created while ``rmtree`` walks the directory keeps
+    the directory alive, so it is removed again until it is gone (at most ``wait_s`` seconds;
+    a worker opening a file after that finds no directory and fails, creating nothing)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not os.path.lexists(tmp) or time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
+
+
 def build_cache(
     task_name: str,
     cache_dir: str,
@@ -255,7 +268,7 @@ def build_cache(
             f.write(index.build["created"] + "\n")
         _install(tmp, final)
     except BaseException as err:
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_unfinished_build(tmp)
         raise build_failure(err, task_name, tmp, log_path) from None
     seconds = index.build["seconds"]
     say(f"cache: {task_name}: {index.examples:,} examples, "
