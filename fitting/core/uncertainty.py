@@ -37,6 +37,7 @@ __all__ = [
     "percentile_range",
     "beyond_sd",
     "pair_samples",
+    "pair_band",
 ]
 
 Refit = Callable[[np.ndarray], Mapping[str, float]]
@@ -192,3 +193,13 @@ def band_from_samples(
     with np.errstate(all="ignore"):
         at_estimate = predict(estimate)
     return percentile_range(arr, level, estimate=at_estimate)
+
+
+def pair_band(predict: Callable[[Mapping[str, float]], np.ndarray],
+              samples: Mapping[str, Sequence[float]] | None, pair: str, level: float = 0.95,
+              estimate: Mapping[str, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`band_from_samples` of a law fitted per pair, over ``pair``'s own samples
+    (:func:`pair_samples`); FitError when the fit has no uncertainty samples."""
+    if not samples:
+        raise FitError("this fit has no uncertainty samples")
+    return band_from_samples(predict, pair_samples(samples, pair), level, estimate=estimate)

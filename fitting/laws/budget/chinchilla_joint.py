@@ -52,8 +52,7 @@ from scipy.optimize import OptimizeResult
 from fitting.core.base import FitError, FitResult, fitted_pair, register_law
 from fitting.core.engine import converged, convergence_warning, goodness_of_fit, varpro_fit
 from fitting.core.uncertainty import (
-    band_from_samples,
-    pair_samples,
+    pair_band,
     perturbation_samples,
     summarize_samples,
 )
@@ -175,10 +174,8 @@ class JointChinchillaFit(FitResult):
         """Percentile band of :meth:`predict` over ``pair``'s own perturbation refits
         (:func:`fitting.core.uncertainty.pair_samples`: pairs lose different numbers of refits)."""
         pair = self._pair(pair)
-        if not self.samples:
-            raise FitError("this fit has no uncertainty samples")
-        return band_from_samples(lambda q: self._predict(q, n, d, p, pair),
-                                 pair_samples(self.samples, pair), level, estimate=self.params)
+        return pair_band(lambda q: self._predict(q, n, d, p, pair), self.samples, pair, level,
+                         estimate=self.params)
 
     def _pair(self, pair: str | None) -> str:
         return fitted_pair(self.pairs, pair)

@@ -30,8 +30,8 @@ from numpy.typing import ArrayLike
 from fitting.core.base import FitError, FitResult, fitted_pair, register_law
 from fitting.core.engine import convergence_warning, goodness_of_fit, varpro_fit
 from fitting.core.uncertainty import (
-    band_from_samples,
     bootstrap_samples,
+    pair_band,
     pair_samples,
     perturbation_samples,
     summarize_samples,
@@ -154,10 +154,8 @@ class MultilingualLawFit(FitResult):
         """Percentile band of :meth:`predict` over the uncertainty samples, widened to contain
         the prediction itself (:mod:`fitting.core.uncertainty`)."""
         pair = self._pair(pair)
-        if not self.samples:
-            raise FitError("this fit has no uncertainty samples")
-        return band_from_samples(lambda q: self._predict(q, n, p, pair),
-                                 pair_samples(self.samples, pair), level, estimate=self.params)
+        return pair_band(lambda q: self._predict(q, n, p, pair), self.samples, pair, level,
+                         estimate=self.params)
 
     def predict_samples(self, n: ArrayLike, p: ArrayLike, pair: str | None = None) -> np.ndarray:
         """Predictions on every uncertainty sample (rows), for custom bands."""
