@@ -59,6 +59,7 @@ import sys
 
 from fitting.laws.size.power import ALPHA_BOUNDS  # the fit bounds of α
 from fitting.report.chinchilla import COOLED_LAW  # the law of check 1 with branches (check 5)
+from fitting.report.heldout import NOISE_TOLERANCE  # check 4's multiple of the seed sd
 from fitting.report.regime import METHOD_BRANCHES  # the regime method of check 5
 
 #: check 1's tolerance on the fitted L∞ against the exact one
@@ -174,6 +175,9 @@ def _l_inf(regime: dict, pair: str) -> dict:
                                   + (d.get("l_inf_missing") or f"the fitted L∞ is {law}'s"))
     elif bound:
         status, reason = "FAIL", "a bound (E at the lowest loss measured or at 0), not an estimate"
+    elif fit is None:
+        status, reason = "FAIL", (f"the law asked for ({asked}) gave no finite positive L∞ "
+                                  "(fits.json has no l_inf_fit)")
     elif not true:
         status, reason = "information", "no exact L∞ in fits.json: nothing to judge against"
     elif abs(err) > L_INF_TOLERANCE:
@@ -269,7 +273,9 @@ def _print(result: dict) -> None:
     print(f"4. rule: {rules[4]}")
     for h in result["heldout"]["entries"]:
         noise = ("no seed noise: 2 % clause only" if h.get("noise") is None else
-                 f"3x seed sd {h['noise']:.4f}, {h.get('noise_source')}, {h.get('noise_dof')} dof")
+                 f"seed sd {h['noise']:.4f} ({NOISE_TOLERANCE:g}x = "
+                 f"{NOISE_TOLERANCE * h['noise']:.4f}), {h.get('noise_source')}, "
+                 f"{h.get('noise_dof')} dof")
         print(f"4. held out {h['run']} {h['pair']}: predicted {h['predicted']:.4f}, measured "
               f"{h['measured']:.4f} (mean of {h.get('seeds', 1)} seeds; "
               f"{100 * h['error']:+.2f} %; {noise}) {'ok' if h['within_tolerance'] else 'FAIL'}"

@@ -1,0 +1,43 @@
+"""benchmarks/check_main_job.py on fits.json values that the rules of 0183a09 mishandled: a pair
+whose law gave no finite L∞, check 4's printed noise, and a backtest without seed noise."""
+
+from __future__ import annotations
+
+from fitting.report.chinchilla import COOLED_LAW
+
+
+def _no_fitted_value() -> dict:
+    """en-de's regime entry as fitting.report.regime writes it when the law asked for fitted the
+    pair but its E was not finite and positive: the law named, no ``l_inf_fit``."""
+    pair = {"l_inf_true": 0.100, "l_inf_law": COOLED_LAW, "l_inf_is_bound": False,
+            "l_inf_budget": 0.12}
+    return {"regime": {"pairs": {"en-de": pair}, "l_inf_law": COOLED_LAW}}
+
+
+def test_check1_fails_a_pair_whose_law_gave_no_finite_l_inf(benchmark_script):
+    """0183a09 reached ``abs(err)`` with err None and raised TypeError: the script died before
+    printing any check instead of failing check 1."""
+    job = benchmark_script("check_main_job")
+    result = job.check(_no_fitted_value())
+    d = result["l_inf"]["en-de"]
+    assert d["status"] == "FAIL" and not d["ok"] and d["fit"] is None
+    assert "no finite positive L∞" in d["reason"]
+    assert result["checks"][1]["status"] == "FAIL" and not result["all_ok"]
+
+
+def _heldout(noise: float | None) -> dict:
+    entry = {"run": "mini-3_p0.60_s0", "pair": "en-de", "predicted": 0.1040, "measured": 0.1000,
+             "seeds": 2, "error": 0.04, "noise": noise, "noise_source": "heldout seeds (n=2)",
+             "noise_dof": 1, "within_rel": False, "law": COOLED_LAW, "primary": True,
+             "within_tolerance": noise is not None and 0.004 <= 3 * noise}
+    return {"heldout": [entry]}
+
+
+def test_check4_prints_the_seed_sd_as_such_and_its_multiple(benchmark_script, capsys):
+    """0183a09 printed the seed sd (1σ) after the words "3x seed sd": a reader took σ = 0.0010
+    for the tolerance 3σ and read |Δ| = 0.004 as four times it, where it is 1.3 times."""
+    job = benchmark_script("check_main_job")
+    job._print(job.check(_heldout(0.0010)))
+    out = capsys.readouterr().out
+    assert "seed sd 0.0010 (3x = 0.0030), heldout seeds (n=2), 1 dof" in out
+    assert "3x seed sd 0.0010" not in out
