@@ -15,7 +15,11 @@ residuals nor the wobble of a curve's last evaluations:
   (its own seeds, else the study's seed noise, :func:`fitting.report.heldout.heldout_noise`).
   The held-out runs are seen by no choice: every fit, the form and budget selection of L(N, D)
   (:func:`fitting.laws.budget.chinchilla_joint.select_form`) included, is made on the fitted
-  runs (:attr:`fitting.report.view.StudyView.table_fit`).
+  runs (:attr:`fitting.report.view.StudyView.table_fit`). In a study of 3 pairs or more the
+  held-out mixtures instead, as the section "Mixture laws for K pairs" predicts them with the
+  law it chose (from every pair's weight): per pair, one row over the entries at sizes where
+  that section measured the pooled seed noise, judged against it, and one row of information
+  over the others.
 * ``longer run`` (:data:`LONGER_RUN`): the leave-last-third-of-steps-out backtest of the
   schedule-aware curve law (Tissue et al. 2024 eq. 1, :func:`fitting.laws.curves.annealing.
   fit_annealing_law`): fitted on every fitted run's ``metric`` curve on ``eval_set`` per pair
@@ -29,7 +33,9 @@ residuals nor the wobble of a curve's last evaluations:
 
 Per row: ``rmse`` and ``worst`` |relative error| over the predicted points, σ_seed relative to
 the loss (``sigma``, :func:`fitting.report.chinchilla.largest_size_seed_noise`: the pair's
-seed sd at the largest size repeated, relative to its mean), and the verdict: ``holds`` when the
+seed sd at the largest size repeated, relative to its mean; where the design repeats no run,
+the seed noise of the verification runs, pooled over their mixtures — the K-pair sections'),
+and the verdict: ``holds`` when the
 RMSE is within 3σ_seed (:data:`NOISE_MULTIPLE`), ``does not hold`` otherwise; where no seed
 noise was measured the verdict is information (:data:`NO_NOISE`): a rule that cannot fail is no
 check (:func:`judge`, the one rule, which the curve section applies too). One sentence per kind
@@ -53,6 +59,7 @@ from fitting.report.chinchilla import COOLED_LAW, largest_size_seed_noise
 from fitting.report.markdown import Document
 from fitting.report.sections import Report
 from fitting.report.seeds import run_mixtures
+from fitting.report.verification import verification_seed_noise
 from fitting.report.view import StudyView
 
 __all__ = ["LARGER_SIZE", "HELDOUT_RUN", "LONGER_RUN", "LATER_COOLDOWN", "NOISE_MULTIPLE",
@@ -107,36 +114,74 @@ def _row(kind: str, pair: str, law: str, errors: list[float] | None, sigma: floa
             **judge(errors, sigma, why)}
 
 
-def _sigma(view: StudyView) -> tuple[dict[str, float], str]:
+def _sigma(view: StudyView) -> dict[str, tuple[float, str]]:
+    """{pair: (σ_seed relative to the loss, where it was measured)}: the pair's seed sd at the
+    largest size the study repeated (:func:`fitting.report.chinchilla.largest_size_seed_noise`);
+    for a pair without repeated design runs, the seed noise its verification runs measured
+    (:func:`fitting.report.verification.verification_seed_noise`, pooled over the mixtures
+    trained with the same seeds at one size — the σ of the section Mixture laws for K pairs),
+    at the largest size it covers. Pairs with neither are absent (not judged)."""
+    out: dict[str, tuple[float, str]] = {}
+    pooled = verification_seed_noise(view.verify_rows, view.verification,
+                                     eval_set=view.eval_set, metric=view.metric,
+                                     final=view.verify_final)
+    for (pair, n), v in sorted(pooled.items(), key=lambda kv: kv[0][1]):  # largest N last
+        out[pair] = (float(v["relative_sd"]), f"pooled seed sd of the verification runs at "
+                     f"N = {n:.3g} ({v['mixtures']} mixtures, {v['dof']} dof)")
     rel, n_at = largest_size_seed_noise(view.seeds)
-    return rel, ("" if n_at is None else f"seed sd at N = {n_at:.3g}")
+    out.update({pair: (sd, f"seed sd at N = {n_at:.3g}") for pair, sd in rel.items()})
+    return out
 
 
-def _larger_size_rows(rep: Report, view: StudyView, cooled: JointChinchillaFit | None
-                      ) -> list[dict[str, Any]]:
-    rel, src = _sigma(view)
+def _judged_row(kind: str, pair: str, law: str, errors: list[float] | None,
+                sigma: dict[str, tuple[float, str]], why: str = "", detail: str = ""
+                ) -> dict[str, Any]:
+    """:func:`_row` with the pair's σ_seed of :func:`_sigma` (None where none was measured)."""
+    sd, src = sigma.get(pair, (None, ""))
+    return _row(kind, pair, law, errors, sd, src, why, detail)
+
+
+def _no_size_backtest(rep: Report, view: StudyView) -> str:
+    """Why the joint law (eq. 7) has no leave-largest-size-out backtest: too few sizes (named),
+    else the reason the law was skipped."""
+    sizes = view.sizes
+    if len(sizes) < 3:
+        return (f"{len(sizes)} model size(s) (N = {', '.join(f'{n:.3g}' for n in sizes)}); "
+                "a leave-largest-size-out backtest needs at least 3 — two to fit, the largest "
+                "to predict")
+    skipped = rep.skipped.get("joint law (eq. 7)")
+    return ("the joint law (eq. 7) has no backtest for this pair"
+            + (f" ({skipped})" if skipped else " (not fitted for it)"))
+
+
+def _larger_size_rows(rep: Report, view: StudyView, cooled: JointChinchillaFit | None,
+                      sigma: dict[str, tuple[float, str]]) -> list[dict[str, Any]]:
     rows = []
     for pair in view.points:
-        sigma = rel.get(pair)
         bt = (cooled.backtest or {}).get(pair) if cooled is not None else None
         if cooled is not None and pair in (cooled.pairs or []):
             why = (cooled.meta.get("backtest_failed") or {}).get(pair, "no backtest")
             errs = None if not bt else [e["error"] for e in bt["errors"]]
-            rows.append(_row(LARGER_SIZE, pair, COOLED_LAW, errs, sigma, src,
-                             "" if bt else why,
-                             "" if not bt else f"without N = {bt['held_out_n']:.3g}"))
+            rows.append(_judged_row(LARGER_SIZE, pair, COOLED_LAW, errs, sigma,
+                                    "" if bt else why,
+                                    "" if not bt else f"without N = {bt['held_out_n']:.3g}"))
             continue
         jbt = (rep.joint.backtest or {}).get(pair) if rep.joint is not None else None
-        why = ("" if jbt else "the joint law (eq. 7) has no backtest for this pair (fewer "
-               "than 3 sizes, or not fitted)")
-        rows.append(_row(LARGER_SIZE, pair, "joint law (eq. 7)",
-                         [jbt["rel_error"]] if jbt else None, sigma, src, why,
-                         "" if not jbt else f"without N = {jbt['held_out_x']:.3g}, worst weight"))
+        rows.append(_judged_row(LARGER_SIZE, pair, "joint law (eq. 7)",
+                                [jbt["rel_error"]] if jbt else None, sigma,
+                                "" if jbt else _no_size_backtest(rep, view),
+                                "" if not jbt else f"without N = {jbt['held_out_x']:.3g}, "
+                                "worst weight"))
     return rows
 
 
-def _heldout_rows(rep: Report, view: StudyView) -> list[dict[str, Any]]:
-    rows = []
+def _heldout_rows(rep: Report, view: StudyView, mixture: dict[str, Any] | None
+                  ) -> list[dict[str, Any]]:
+    """The held-out mixtures' rows (:func:`_mixture_heldout_rows`) where the K-pair section
+    predicted them, else one row per pair of the primary law's held-out entries."""
+    rows = _mixture_heldout_rows(mixture)
+    if rows:
+        return rows
     entries = [e for e in rep.heldout if e.get("primary")]
     for pair in sorted({e["pair"] for e in entries}):
         es = [e for e in entries if e["pair"] == pair]
@@ -147,8 +192,49 @@ def _heldout_rows(rep: Report, view: StudyView) -> list[dict[str, Any]]:
         rows.append(_row(HELDOUT_RUN, pair, es[0]["law"], [e["error"] for e in es], sigma, src,
                          detail=", ".join(", ".join(e["runs"]) for e in es)))
     if not rows and view.held_ids:
+        why = (mixture or {}).get("skipped")
         rows.append(_row(HELDOUT_RUN, "–", "–", None, None, "", "no held-out run was "
-                         "predicted (see the section Held-out runs)"))
+                         "predicted (see the section Held-out runs"
+                         + (f"; the mixture laws were skipped: {why})" if why else ")")))
+    return rows
+
+
+def _sizes_text(entries: list[dict[str, Any]]) -> str:
+    """"N = a, b" of the entries' sizes."""
+    return "N = " + ", ".join(f"{n:.3g}" for n in sorted({float(e["n"]) for e in entries}))
+
+
+def _mixture_heldout_rows(mixture: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Per pair, the errors of the held-out mixtures that no fit saw, predicted by the chosen
+    mixture law (``fits.json["mixture"]["heldout"]``, :func:`fitting.laws.mixture.transfer.
+    heldout_with_seed_noise`): one row judged against the pair's pooled seed noise — the σ
+    that section gives each entry at its size (the median where sizes differ) — over the
+    entries at sizes where it was measured, and one row of information over the others
+    (their only noise is the curve's, not the seed noise). A non-finite prediction is no point
+    predicted (counted in the detail)."""
+    held = (mixture or {}).get("heldout") or {}
+    law = f"{mixture.get('chosen')} mixture law" if mixture else ""
+    by_pair: dict[str, list[dict[str, Any]]] = {}
+    for run, per_pair in held.items():
+        for pair, e in per_pair.items():
+            if "relative_error" in e:
+                by_pair.setdefault(pair, []).append({**e, "run": run})
+    rows = []
+    for pair, es in by_pair.items():
+        noised = [e for e in es if e.get("noise_source") == "pooled seed sd"]
+        for part, sigma in ((noised, float(np.median([e["noise"] / e["measured"]
+                                                      for e in noised])) if noised else None),
+                            ([e for e in es if e not in noised], None)):
+            if not part:
+                continue
+            errors = [float(e["relative_error"]) for e in part
+                      if math.isfinite(float(e["relative_error"]))]
+            missed = len(part) - len(errors)
+            rows.append(_row(HELDOUT_RUN, pair, law, errors, sigma,
+                             "pooled seed sd (section Mixture laws for K pairs)" if sigma
+                             else "", detail=f"{len(part)} held-out run(s) at {_sizes_text(part)}"
+                             + ("" if sigma else ", where no seed noise was measured")
+                             + (f"; {missed} not predicted" if missed else "")))
     return rows
 
 
@@ -238,10 +324,10 @@ def _pair_curves_for_backtest(view: StudyView, pair: str) -> tuple[dict[str, Cur
     return curves, f"{view.eval_set} {view.metric}"
 
 
-def _longer_run_rows(view: StudyView) -> list[dict[str, Any]]:
+def _longer_run_rows(view: StudyView, sigma: dict[str, tuple[float, str]]
+                     ) -> list[dict[str, Any]]:
     """Per pair, :func:`last_third_backtest` of each experiment (its seeds and branches fitted
     together, one fit per experiment), the errors pooled."""
-    rel, src = _sigma(view)
     law = f"LR-annealing law (Tissue et al. eq. 1, λ = {CURVE_LAMBDA:g})"
     experiment = _experiment_of_runs(view.table_fit)
     rows = []
@@ -262,20 +348,19 @@ def _longer_run_rows(view: StudyView) -> list[dict[str, Any]]:
             why = "" if errors else (whys[0] if whys else "no curve")
         except FitError as e:
             why = str(e)
-        rows.append(_row(LONGER_RUN, pair, law, errors, rel.get(pair), src, why,
-                         f"{loss or 'loss'}, fitted per experiment on {FROM_FRACTION:.0%}–"
-                         f"{FIT_FRACTION:.0%} of each run's steps, its branches that cool "
-                         "down before the cut included"))
+        rows.append(_judged_row(LONGER_RUN, pair, law, errors, sigma, why,
+                                f"{loss or 'loss'}, fitted per experiment on "
+                                f"{FROM_FRACTION:.0%}–{FIT_FRACTION:.0%} of each run's steps, "
+                                "its branches that cool down before the cut included"))
     return rows
 
 
-def _later_cooldown_rows(view: StudyView, curves: dict[str, Any] | None
-                         ) -> list[dict[str, Any]]:
+def _later_cooldown_rows(view: StudyView, curves: dict[str, Any] | None,
+                         sigma: dict[str, tuple[float, str]]) -> list[dict[str, Any]]:
     """One row per pair of the curve section's tested cooled-down ends (none without
     branches); the section's reason where it computed none."""
     if not view.branches:
         return []
-    rel, src = _sigma(view)
     curves = curves or {}
     pairs = curves.get("pairs") or {}
     skipped = curves.get("skipped") or {}
@@ -286,19 +371,22 @@ def _later_cooldown_rows(view: StudyView, curves: dict[str, Any] | None
         got = pairs.get(pair)
         why = "" if got else (skipped.get(pair)
                               or "the curve section was not computed (see Skipped)")
-        rows.append(_row(LATER_COOLDOWN, pair, law, got["errors"] if got else None,
-                         rel.get(pair), src, why,
-                         "" if not got else f"{got['n_families']} parents, each fitted on its "
-                         "stable phase and one branch"))
+        rows.append(_judged_row(LATER_COOLDOWN, pair, law, got["errors"] if got else None,
+                                sigma, why, "" if not got else f"{got['n_families']} "
+                                "parents, each fitted on its stable phase and one branch"))
     return rows
 
 
 def extrapolation_rows(rep: Report, view: StudyView, cooled: JointChinchillaFit | None,
-                       curves: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+                       curves: dict[str, Any] | None = None,
+                       mixture: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every row of the section (module docstring), larger size first; ``curves``: the curve
-    section's result (``fits.json["curves"]``, :func:`fitting.report.curves.curves_section`)."""
-    return (_larger_size_rows(rep, view, cooled) + _heldout_rows(rep, view)
-            + _longer_run_rows(view) + _later_cooldown_rows(view, curves))
+    section's result (``fits.json["curves"]``, :func:`fitting.report.curves.curves_section`);
+    ``mixture``: the K-pair section's (``fits.json["mixture"]``,
+    :func:`fitting.report.mixture.mixture_section`), whose held-out mixtures it judges."""
+    sigma = _sigma(view)
+    return (_larger_size_rows(rep, view, cooled, sigma) + _heldout_rows(rep, view, mixture)
+            + _longer_run_rows(view, sigma) + _later_cooldown_rows(view, curves, sigma))
 
 
 def _pct(x: float | None) -> str:
@@ -318,7 +406,7 @@ def _statement(kind: str, rows: list[dict[str, Any]]) -> str:
     if judged and len(judged) == len(rows):
         return f"{what}: trustworthy within the seed noise ({vs})."
     if judged:
-        return (f"{what}: within the seed noise where judged ({vs}); the other pairs are "
+        return (f"{what}: within the seed noise where judged ({vs}); the other rows are "
                 "not judged (see the table).")
     info = [r for r in rows if r["verdict"] == NO_NOISE]
     if info:
@@ -330,22 +418,26 @@ def _statement(kind: str, rows: list[dict[str, Any]]) -> str:
 
 def extrapolation_section(doc: Document, rep: Report, view: StudyView,
                           cooled: JointChinchillaFit | None,
-                          curves: dict[str, Any] | None = None) -> dict[str, Any]:
+                          curves: dict[str, Any] | None = None,
+                          mixture: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write the section into ``doc`` and return ``fits.json["extrapolation"]``: ``rows``
     (:func:`extrapolation_rows`), ``statements`` {kind: sentence} and ``noise_multiple``."""
-    rows = extrapolation_rows(rep, view, cooled, curves)
+    rows = extrapolation_rows(rep, view, cooled, curves, mixture)
     kinds = [k for k in (LARGER_SIZE, HELDOUT_RUN, LONGER_RUN, LATER_COOLDOWN)
              if any(r["kind"] == k for r in rows)]
     statements = {k: _statement(k, [r for r in rows if r["kind"] == k]) for k in kinds}
     doc.h(2, "How far the predictions can be trusted")
     doc.p("Each row predicts points that no fit saw and compares the relative error (RMSE and "
           "worst over the predicted points) with the measured seed noise σ_seed — the "
-          "seed-to-seed sd of the same experiment relative to its loss, never a fit's "
-          f"residuals. Verdict: holds when the RMSE is within {NOISE_MULTIPLE:g}σ_seed; without "
-          "measured seed noise the error is information, not a check. Larger size: the "
+          "seed-to-seed sd of the same experiment relative to its loss (where no design run "
+          "is repeated, that of the verification runs, pooled over their mixtures), never a "
+          f"fit's residuals. Verdict: holds when the RMSE is within {NOISE_MULTIPLE:g}σ_seed; "
+          "without measured seed noise the error is information, not a check. Larger size: the "
           "leave-largest-size-out backtest of the law the report leads with. Held-out run: "
           "runs trained and never fitted; no choice saw them (every fit, and the form and "
-          "budget selection of L(N, D), uses the fitted runs only). Longer run: the "
+          "budget selection of L(N, D), uses the fitted runs only); with 3 pairs or more, "
+          "the held-out mixtures as the chosen mixture law predicts them, judged at the sizes "
+          "where the pooled seed noise was measured. Longer run: the "
           "LR-annealing curve law, fitted per experiment (its seeds and branches) on the "
           "pair's training loss (else its evaluation loss) between 40 % and 2/3 of each "
           "run's steps, with the cool-down branches that end before the cut, predicts the "

@@ -159,7 +159,7 @@ def write_report(
         rep.skipped["section curve-law continuations"] = f"{type(e).__name__}: {e}"
     ext = Document()
     try:
-        rep.extrapolation = extrapolation_section(ext, rep, view, cooled, curves)
+        rep.extrapolation = extrapolation_section(ext, rep, view, cooled, curves, mixture)
     except Exception as e:  # the section states its own rows' reasons; anything else, said here
         rep.skipped["section extrapolation"] = f"{type(e).__name__}: {e}"
     doc.blocks[first:first] = ext.blocks

@@ -1,0 +1,138 @@
+"""The report's first section on a K-pair (many-pairs) study: the held-out mixtures judged
+against the pooled seed noise of the verification runs, on tables whose truth is known.
+
+Before (0183a09) every row of a K-pair study read "not computed": the held-out rows read only
+the two-pair held-out section (whose eq. 11 law needs 3 sizes), and the other rows' σ_seed only
+the design's seed repeats, which a K-pair study measures with its verification runs instead."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fitting.data.sampling import dirichlet_mixtures
+from fitting.laws.mixture.compare import compare_mixture_laws
+from fitting.laws.mixture.laws import MixtureLawFit
+from fitting.laws.mixture.runs import MixtureRuns, mixture_runs
+from fitting.report.extrapolation import (
+    FAILS,
+    HELDOUT_RUN,
+    HOLDS,
+    LARGER_SIZE,
+    NO_NOISE,
+    extrapolation_rows,
+    extrapolation_section,
+)
+from fitting.report.markdown import Document
+from fitting.report.mixture import mixture_payload
+from fitting.report.sections import Report
+from fitting.report.verification import verification_seed_noise
+from fitting.report.view import prepare_view
+
+PAIRS = ["en-da", "en-es", "en-fi"]
+SIZES = [1e7, 4e7]
+#: the verification runs' relative offsets per seed: pooled relative seed sd = D exactly
+D = 0.004
+
+
+def _truth() -> MixtureLawFit:
+    """Fernandes eq. 11 with a transfer matrix, known parameters."""
+    tau = np.array([[1, 0.5, 0], [0.5, 1, 0], [0, 0, 1.0]])
+    sol = {p: {"theta": [0.3] + list(tau[i, [j for j in range(3) if j != i]]),
+               "coef": [0.8, 1.0 + 0.2 * i], "f_scale": 0.01} for i, p in enumerate(PAIRS)}
+    return MixtureLawFit(law="mixture", params={}, form="transfer", pairs=PAIRS, sizes=SIZES,
+                         n_ref=2e7, solutions=sol)
+
+
+def _tidy(truth: MixtureLawFit, ids: list[str], n: np.ndarray, W: np.ndarray,
+          factor: np.ndarray | float = 1.0) -> pd.DataFrame:
+    Y = truth.predict(n, W) * factor
+    runs = MixtureRuns(PAIRS, ids, n, W, Y, np.full(Y.shape, np.nan), np.zeros(len(n), bool))
+    return runs.to_tidy()
+
+
+def _study(largest_off: float = 1.0) -> tuple[pd.DataFrame, list[str], dict]:
+    """(table, held-out run ids, verification plan): six design mixtures at both sizes, two
+    held-out mixtures at each size and two verification mixtures × 3 seeds (±D) at the larger,
+    all exact; the held-out runs at the larger size × ``largest_off`` (the law misses them)."""
+    truth = _truth()
+    Wd = np.vstack([np.full((1, 3), 1 / 3), dirichlet_mixtures(3, 5, seed=2, concentration=3.0)])
+    Wh = np.array([[0.5, 0.2, 0.3], [0.2, 0.3, 0.5]])
+    design = _tidy(truth, [f"d{j}_n{n:g}" for n in SIZES for j in range(len(Wd))],
+                   np.repeat(SIZES, len(Wd)), np.tile(Wd, (2, 1)))
+    held_ids = [f"hold{j}_n{n:g}" for n in SIZES for j in range(2)]
+    held = _tidy(truth, held_ids, np.repeat(SIZES, 2), np.tile(Wh, (2, 1)),
+                 np.array([[1.0], [1.0], [largest_off], [largest_off]]))
+    Wv = {"uniform": [1 / 3] * 3, "rec": [0.4, 0.4, 0.2]}
+    ids = [f"verify-{m}_s{s}" for m in Wv for s in range(3)]
+    verify = _tidy(truth, ids, np.full(6, SIZES[-1]), np.repeat(list(Wv.values()), 3, axis=0),
+                   np.tile([[1 + D], [1.0], [1 - D]], (2, 1)))
+    plan = {"size": "n4e7", "seeds": [0, 1, 2],
+            "mixtures": {m: dict(zip(PAIRS, w, strict=True)) for m, w in Wv.items()},
+            "runs": {rid: rid.split("-")[1].split("_")[0] for rid in ids}}
+    return pd.concat([design, held, verify], ignore_index=True), held_ids, plan
+
+
+def _section(largest_off: float = 1.0) -> tuple[list[dict], dict]:
+    """The section's rows and ``fits.json["extrapolation"]`` of :func:`_study`, the mixture
+    payload made as the report makes it (one law, no bootstrap: the test's time)."""
+    table, held_ids, plan = _study(largest_off)
+    view = prepare_view(table, heldout_runs=held_ids, verification=plan)
+    cmp = compare_mixture_laws(mixture_runs(view.table, heldout_runs=view.held_ids),
+                               forms=("transfer",), n_boot=0)
+    noise = verification_seed_noise(view.verify_rows, plan, final=view.verify_final)
+    mixture = mixture_payload(cmp, None, noise)
+    rep = Report(out_dir="", markdown_path="", html_path="", json_path="")
+    return (extrapolation_rows(rep, view, None, None, mixture),
+            extrapolation_section(Document(), rep, view, None, None, mixture))
+
+
+@pytest.fixture(scope="module")
+def exact():
+    return _section()
+
+
+def _heldout(rows: list[dict]) -> dict[tuple[str, bool], dict]:
+    """{(pair, judged): row} of the held-out rows."""
+    return {(r["pair"], r["sigma"] is not None): r for r in rows if r["kind"] == HELDOUT_RUN}
+
+
+def test_heldout_mixtures_of_an_exact_law_hold_against_the_pooled_seed_noise(exact):
+    rows = _heldout(exact[0])
+    assert set(rows) == {(p, j) for p in PAIRS for j in (True, False)}
+    for pair in PAIRS:
+        judged = rows[(pair, True)]
+        assert judged["sigma"] == pytest.approx(D, rel=1e-6)  # the verification runs' σ
+        assert judged["n_points"] == 2 and "N = 4e+07" in judged["detail"]
+        assert judged["law"] == "transfer mixture law"
+        assert judged["rmse"] < 3 * D and judged["verdict"] == HOLDS
+        small = rows[(pair, False)]  # no seed noise at the smaller size: information
+        assert small["n_points"] == 2 and small["verdict"] == NO_NOISE
+        assert "N = 1e+07" in small["detail"]
+
+
+def test_heldout_mixtures_five_percent_off_the_law_do_not_hold(exact):
+    rows = _heldout(_section(largest_off=1.05)[0])
+    for pair in PAIRS:
+        judged = rows[(pair, True)]
+        assert judged["rmse"] == pytest.approx(0.05 / 1.05, rel=0.1)
+        assert judged["verdict"] == FAILS
+        # the smaller size's entries are the exact law's, as before
+        assert rows[(pair, False)]["rmse"] == pytest.approx(
+            _heldout(exact[0])[(pair, False)]["rmse"], abs=1e-9)
+
+
+def test_two_sizes_say_why_no_larger_size_is_backtested(exact):
+    rows = [r for r in exact[0] if r["kind"] == LARGER_SIZE]
+    assert [r["pair"] for r in rows] == PAIRS
+    for r in rows:
+        assert r["n_points"] == 0 and r["sigma"] == pytest.approx(D, rel=1e-6)
+        assert r["verdict"].startswith("not computed: 2 model size(s) (N = 1e+07, 4e+07)")
+        assert "needs at least 3" in r["verdict"]
+
+
+def test_statement_counts_the_judged_rows(exact):
+    statement = exact[1]["statements"][HELDOUT_RUN]
+    assert statement.startswith("Predictions of unseen runs (size and weight): within the seed "
+                                "noise where judged")
