@@ -36,7 +36,7 @@ Reads OUT/report/fits.json (and OUT/study.json, for the wall time of the run whe
     python benchmarks/check_main_job.py mnmt_study_out [--json]
 
 The backtest of the leading L(N, D) law (refitted without the largest size, against 3× the seed
-noise where the study repeated seeds, else against its residual sd) is printed for information,
+noise where the study repeated seeds, else not judged) is printed for information,
 and so are the report's curve-law continuations (fits.json ``curves``, fitting.report.curves):
 per pair, the cooled-down ends of the branches and parents no fit saw, predicted by the
 LR-annealing law fitted on each parent's stable phase and one branch — median, worst and RMSE
@@ -244,7 +244,9 @@ def _num(value) -> str:
     return "?" if value is None else f"{value:.4g}"
 
 
-def _print(result: dict) -> None:
+def print_result(result: dict) -> None:
+    """Print every check of :func:`check`'s ``result``: its rule, then per item ok / FAIL /
+    information, and the information lines (backtest, cool-down ends)."""
     rules = result.get("rules", RULES)
     print(f"1. rule: {rules[1]}")
     for pair, d in result["l_inf"].items():
@@ -294,10 +296,11 @@ def _print(result: dict) -> None:
           f"{r['n_curves']} curves converged, median drop "
           f"{'?' if med is None else f'{100 * med:.2f} %'} per doubling of D")
     for pair, bt in result["backtest"].items():
+        judged = ("not judged: no seed noise measured" if bt.get("noise_rel") is None else
+                  f"{bt['tolerance']:g}x noise {100 * bt['noise_rel']:.2f} % "
+                  f"({bt['noise_source']}): {'within' if bt['within'] else 'beyond'}")
         print(f"   backtest {pair} (information): without N = {bt['held_out_n']:.4g}, RMSE "
-              f"{100 * bt['rmse_rel']:.2f} % (mean {100 * bt['mean_rel']:+.2f} %) vs "
-              f"{bt['tolerance']:g}x noise {100 * bt['noise_rel']:.2f} % ({bt['noise_source']}): "
-              f"{'within' if bt['within'] else 'beyond'}")
+              f"{100 * bt['rmse_rel']:.2f} % (mean {100 * bt['mean_rel']:+.2f} %) vs {judged}")
     curves = result.get("curves") or {"pairs": {}, "skipped": {}}
     for pair, c in curves["pairs"].items():
         print(f"   cool-down ends {pair} (information): {c['n_points']} predicted from "
@@ -325,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result, default=float))
     else:
-        _print(result)
+        print_result(result)
     return 0 if result["all_ok"] else 1
 
 

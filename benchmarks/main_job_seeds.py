@@ -98,6 +98,8 @@ def table(rows: list[dict]) -> str:
         for p in pairs:
             b = r.get("backtest", {}).get(p)
             cells.append("–" if not b or b["rmse_rel"] is None else
+                         f"{100 * b['rmse_rel']:.2f} % (no seed noise: not judged)"
+                         if b["noise_rel"] is None else
                          f"{100 * b['rmse_rel']:.2f} % vs {100 * b['tolerance'] * b['noise_rel']:.2f} %"
                          f" ({'within' if b['within'] else 'beyond'})")
         cells.append("ok" if r["check1_ok"] and r["check4_ok"] else "FAIL")

@@ -349,6 +349,9 @@ def _backtest_text(pair: str, bt: dict) -> str:
             f"{len(bt['errors'])} cooled-down losses with RMSE {bt['rmse_rel']:.2%} (mean "
             f"{bt['mean_rel']:+.2%}, largest {bt['max_abs_rel']:.2%}; L∞ of the refit "
             f"{bt['l_inf']:.4g})")
+    if bt.get("noise_rel") is None:
+        return (f"{pair}: {miss}; not judged: no seed noise measured (repeat a run with "
+                "another seed; the fit's residual sd includes the misfit the backtest exposes).")
     noise = f"{bt['tolerance']:g}× the noise {bt['noise_rel']:.2%} ({bt['noise_source']})"
     if bt["within"]:
         return f"{pair}: {miss}, within {noise}."

@@ -422,10 +422,10 @@ def test_check_main_job_check5_reads_the_regime_on_cooled_down_budgets(benchmark
     # the old slope verdict, even "near convergence", does not pass: no cool-down branches
     slope = job.check(_fits("slope before the cool-down", "near convergence", []))
     assert slope["regime"]["status"] == "FAIL" and not slope["all_ok"]
-    job._print(slope)
+    job.print_result(slope)
     assert "5. regime (slope before the cool-down): 0 cooled-down curves (en-de 0) FAIL: the " \
         "study has no cool-down branches" in capsys.readouterr().out
-    job._print(ok)
+    job.print_result(ok)
     out = capsys.readouterr().out
     assert f"5. rule: {job.RULES[5]}" in out
     assert "5. regime (cooled-down branches): 3 cooled-down curves (en-de 3) ok" in out
@@ -447,7 +447,7 @@ def test_check_main_job_reads_the_cooled_law_and_the_seed_table(branch_reports, 
         assert d["budget"] == fits["plain"]["regime"]["pairs"][pair]["l_inf_fit"]
     assert [h["law"].startswith(COOLED_LAW) for h in result["heldout"]["entries"]] == [True] * 2
     assert set(result["backtest"]) == {"en-de", "en-zh"}
-    job._print(result)
+    job.print_result(result)
     out = capsys.readouterr().out
     assert "this budget's (eq. 7)" in out and "backtest en-de (information)" in out
     assert ("(within 2 %)" in out) == any(h["within_rel"] for h in result["heldout"]["entries"])
@@ -461,7 +461,13 @@ def test_check_main_job_reads_the_cooled_law_and_the_seed_table(branch_reports, 
     text = seeds.table([row, {"seed": 4, "wall_s": None, "rc": 1, "error": "no report"}])
     assert text.splitlines()[2].startswith("| 3 | 12 | ") and "| 4 | – | no report |" in text
     assert "backtest en-de vs 3× seed noise" in text.splitlines()[0]
-    assert ("(within)" in text or "(beyond)" in text)
+    # no seed was repeated: not judged (0183a09 printed within/beyond against the fit's
+    # residual sd under the header "vs 3× seed noise")
+    assert "(no seed noise: not judged)" in text
+    assert "(within)" not in text and "(beyond)" not in text
+    reps, _, _ = branch_reports
+    assert "en-de: refitted without N = " in reps["branches"].markdown
+    assert "not judged: no seed noise measured" in reps["branches"].markdown
 
 
 # -- the learning-curve figure ------------------------------------------------------------------
@@ -516,7 +522,7 @@ def test_check_main_job_check1_fails_an_l_inf_that_is_only_a_bound(benchmark_scr
     assert good["status"] == "ok" and good["ok"] and good["error"] == pytest.approx(0.04)
     far = job.check(_check1_fits(COOLED_LAW, true=0.098))["l_inf"]["en-de"]
     assert far["status"] == "FAIL" and "more than 5%" in far["reason"]
-    job._print(job.check(_check1_fits(COOLED_LAW, bound=True)))
+    job.print_result(job.check(_check1_fits(COOLED_LAW, bound=True)))
     out = capsys.readouterr().out
     assert f"1. rule: {job.RULES[1]}" in out
     assert "1. L_inf en-de: fitted 0.104 vs exact 0.1 (+4.0 %) FAIL: a bound" in out
@@ -537,7 +543,7 @@ def test_check_main_job_check1_never_judges_another_law_in_place_of_the_one_aske
     missing = job.check(_check1_fits("", missing=why))
     d = missing["l_inf"]["en-de"]
     assert d["status"] == "FAIL" and d["fit"] is None and why in d["reason"]
-    job._print(missing)
+    job.print_result(missing)
     assert why in capsys.readouterr().out
     # without branches eq. 7 is the law asked for
     plain = job.check(_check1_fits("joint law (eq. 7)", asked="joint law (eq. 7)"))
@@ -621,7 +627,7 @@ def test_check_main_job_checks_with_nothing_to_judge_fail(benchmark_script, caps
         for k in (1, 2, 3):
             assert "no pair in fits.json's regime" in result["checks"][k]["reason"]
         assert "no held-out run" in result["checks"][4]["reason"]
-    job._print(result)
+    job.print_result(result)
     out = capsys.readouterr().out
     assert "2. alpha: no pair in fits.json's regime (the main job always has pairs) FAIL" in out
     assert "3. f(p): no pair in fits.json's regime (the main job always has pairs) FAIL" in out
@@ -649,6 +655,6 @@ def test_check_main_job_check2_needs_two_per_weight_alphas_to_compare(benchmark_
     assert apart["per_weight_agree"] is False and not apart["ok"]
     result = job.check(fits({"0.5": 0.3}))
     assert result["checks"][2] == {"status": "FAIL", "reason": "a pair fails"}
-    job._print(result)
+    job.print_result(result)
     assert "per weight agree not judged (fewer than 2 per-weight α with an sd) FAIL" in \
         capsys.readouterr().out

@@ -37,7 +37,30 @@ def test_check4_prints_the_seed_sd_as_such_and_its_multiple(benchmark_script, ca
     """0183a09 printed the seed sd (1σ) after the words "3x seed sd": a reader took σ = 0.0010
     for the tolerance 3σ and read |Δ| = 0.004 as four times it, where it is 1.3 times."""
     job = benchmark_script("check_main_job")
-    job._print(job.check(_heldout(0.0010)))
+    job.print_result(job.check(_heldout(0.0010)))
     out = capsys.readouterr().out
     assert "seed sd 0.0010 (3x = 0.0030), heldout seeds (n=2), 1 dof" in out
     assert "3x seed sd 0.0010" not in out
+
+
+def test_a_backtest_without_seed_noise_is_printed_as_not_judged(benchmark_script, capsys):
+    """A study without repeated seeds: the backtest has no noise (``noise_rel`` None); the
+    script prints it as not judged, and main_job_seeds' table too (0183a09's formatted
+    ``100 * None``)."""
+    from fitting.laws.budget.chinchilla_joint import NO_NOISE_GIVEN
+
+    bt = {"held_out_n": 1.5e5, "rmse_rel": 0.05, "mean_rel": -0.04, "max_abs_rel": 0.07,
+          "l_inf": 0.9, "errors": [{"d": 1.0, "p": 1.0, "error": -0.05}], "noise_rel": None,
+          "tolerance": 3.0, "within": None, "noise_source": NO_NOISE_GIVEN, "budgets": None}
+    job = benchmark_script("check_main_job")
+    fits = {**_no_fitted_value(), "chinchilla": {"joint": {"backtest": {"en-de": bt}}}}
+    job.print_result(job.check(fits))
+    assert "RMSE 5.00 % (mean -4.00 %) vs not judged: no seed noise measured" in \
+        capsys.readouterr().out
+    seeds = benchmark_script("main_job_seeds")
+    row = {"seed": 0, "wall_s": 1.0, "heldout": {}, "check1_ok": False,
+           "l_inf": {"en-de": {"fit": None, "true": 0.1, "error": None, "ok": False}},
+           "check4_ok": False, "all_ok": False,
+           "backtest": {"en-de": {k: bt[k] for k in ("rmse_rel", "noise_rel", "tolerance",
+                                                      "within")}}}
+    assert "5.00 % (no seed noise: not judged)" in seeds.table([row])

@@ -9,6 +9,8 @@ import pytest
 
 from fitting.core.base import FitError, FitResult
 from fitting.laws.budget.chinchilla_joint import (
+    NO_NOISE_GIVEN,
+    NOISE_GIVEN,
     JointChinchillaFit,
     fit_joint_chinchilla,
     leave_largest_out,
@@ -85,13 +87,25 @@ def test_backtest_judges_the_largest_size_against_the_noise_given():
     fit = fit_joint_chinchilla(t, uncertainty=None, noise_rel={"en-de": 1e-6})
     de, zh = fit.backtest["en-de"], fit.backtest["en-zh"]
     assert de["held_out_n"] == max(SIZES) and len(de["errors"]) == 4 * len(BUDGETS)
-    assert de["within"] is False and de["noise_source"] == "given (seed noise)"
-    assert zh["noise_source"] == "the fit's relative residual sd"
+    assert de["within"] is False and de["noise_source"] == NOISE_GIVEN
+    # no seed noise for en-zh: not judged (0183a09 judged it against the fit's residual sd)
+    assert zh["noise_source"] == NO_NOISE_GIVEN and zh["noise_rel"] is None
+    assert zh["within"] is None
     # a law refitted on data the form cannot follow misses the largest size
     bent = t.assign(value=np.where(t["n"] == max(SIZES), t["value"] * 1.05, t["value"]))
     sub = bent[bent["pair"] == "en-de"]
     bt = leave_largest_out(sub["n"], sub["tokens"], sub["weight"], sub["value"], noise_rel=0.005)
     assert bt["mean_rel"] == pytest.approx(-0.05 / 1.05, abs=0.01) and bt["within"] is False
+
+
+def test_a_seed_noise_of_zero_is_the_noise_given_not_the_fits_residuals():
+    """0183a09 read ``float(given) if given else residual_sd``: two seeds with the same loss
+    (σ = 0, falsy) judged the backtest against the fit's relative residual sd instead — the
+    noise that grows with the misfit the backtest is there to expose."""
+    bt = fit_joint_chinchilla(_table(noise=0.002, seed=1), uncertainty=None,
+                              noise_rel={"en-de": 0.0}).backtest["en-de"]
+    assert bt["noise_source"] == NOISE_GIVEN and bt["noise_rel"] == 0.0
+    assert bt["rmse_rel"] > 0 and bt["within"] is False
 
 
 def test_what_the_law_needs_is_said():

@@ -237,11 +237,11 @@ def test_check_main_job_prints_the_branch_ends_as_information(report, benchmark_
     assert (c["n_points"], c["median"], c["worst"], c["verdict"]) == (
         d["n_points"], d["median"], d["worst"], HOLDS)
     assert set(result["checks"]) == {1, 2, 3, 4, 5}  # no check of its own
-    job._print(result)
+    job.print_result(result)
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if "cool-down ends en-de" in x)
     assert line.strip().startswith("cool-down ends en-de (information): 12 predicted from 4 "
                                    "parents, median ")
     assert line.endswith(f"vs 3x seed noise {100 * d['three_sigma']:.2f} %: holds")
-    job._print(job.check({**fits, "curves": None}))
+    job.print_result(job.check({**fits, "curves": None}))
     assert "no curve-law section in fits.json" in capsys.readouterr().out

@@ -60,7 +60,8 @@ from fitting.data.tables import check_finite_positive, check_weights, require_co
 from fitting.laws.budget.kaplan_nd import KAPLAN_EXPONENT_BOUNDS, fit_pair_kaplan, predict_kaplan
 
 __all__ = ["JointChinchillaFit", "fit_joint_chinchilla", "leave_largest_out", "coef_key",
-           "select_form", "e_bound", "EXPONENT_BOUNDS", "FORMS", "MIN_SELECTION_BUDGETS"]
+           "select_form", "e_bound", "EXPONENT_BOUNDS", "FORMS", "MIN_SELECTION_BUDGETS",
+           "NOISE_GIVEN", "NO_NOISE_GIVEN"]
 
 #: the forms of L(N, D): "additive" (this module's docstring) and "kaplan"
 #: (:mod:`fitting.laws.budget.kaplan_nd`: E + [(A/N)^(α/β) + B/D]^β)
@@ -504,25 +505,30 @@ def _fit_one(pair: str, sub: pd.DataFrame, o: dict[str, Any]) -> dict[str, Any]:
     if o["backtest"] and np.unique(n).size >= 4:
         bt_points, bt_form = (all_points, "auto") if o["form"] == "auto" else ((n, d, p, y),
                                                                                form)
-        out["backtest"] = _pair_backtest(pair, bt_points, o, good[f"rmse_rel[{pair}]"],
-                                         bt_form)
+        out["backtest"] = _pair_backtest(pair, bt_points, o, bt_form)
     return out
 
 
-def _pair_backtest(pair: str, points, o: dict[str, Any], residual_sd: float,
-                   form: str) -> dict[str, Any]:
-    """:func:`leave_largest_out` of one pair, judged against the given noise (else the fit's
-    residual sd); with ``form="auto"`` on all the pair's points, so that the backtest chooses
-    its form and budgets without the held-out size. A backtest that cannot be fitted returns
+#: ``backtest[pair]["noise_source"]`` with the noise given / without
+NOISE_GIVEN = "given (seed noise)"
+NO_NOISE_GIVEN = "none: no seed noise given, not judged"
+
+
+def _pair_backtest(pair: str, points, o: dict[str, Any], form: str) -> dict[str, Any]:
+    """:func:`leave_largest_out` of one pair, judged against the noise given for it (a seed sd
+    of 0 included); without one, not judged (``within`` None): never against the fit's
+    residual sd, which grows with the law's misfit and would pass the law that misses most.
+    With ``form="auto"`` on all the pair's points, so that the backtest chooses its form and
+    budgets without the held-out size. A backtest that cannot be fitted returns
     ``{"error": …}``."""
     given = (o["noise_rel"] or {}).get(pair)
-    noise = float(given) if given else residual_sd
+    noise = None if given is None else float(given)
     try:
         bt = leave_largest_out(*points, loss=o["robust_loss"], f_scale=o["f_scale"],
                                noise_rel=noise, tolerance=o["backtest_tolerance"], form=form)
     except FitError as e:
         return {"error": str(e)}
-    bt["noise_source"] = "given (seed noise)" if given else "the fit's relative residual sd"
+    bt["noise_source"] = NO_NOISE_GIVEN if noise is None else NOISE_GIVEN
     return bt
 
 
@@ -554,7 +560,8 @@ def fit_joint_chinchilla(
     Rows with weight 0 (zero-shot) are left out (``meta["excluded_zero_weight"]``). Each pair
     needs ≥ 3 model sizes and ≥ 2 distinct D at every weight. ``noise_rel[pair]``: the relative
     noise the backtest is judged against (e.g. the seed sd of the largest size over its loss);
-    without it, the fit's relative residual sd (``backtest[pair]["noise_source"]`` says which).
+    without it the backtest is not judged (``within`` None, ``noise_source``
+    :data:`NO_NOISE_GIVEN`): the fit's residual sd includes the misfit the backtest exposes.
 
     ``meta["E_is_bound"][pair]``: whether E is a bound, not an estimate (:func:`e_bound`, either
     form); the pairs of an upper bound are listed in ``meta["e_at_lowest_loss"]``, those of a lower
