@@ -8,8 +8,10 @@ residuals nor the wobble of a curve's last evaluations:
   report leads with — with cool-down branches, L(N, D) across weights on cooled-down budgets
   (:func:`fitting.report.chinchilla.fit_cooled_law`, its ``backtest[pair]``: every cooled-down
   budget of the largest size, predicted by a refit on the smaller sizes whose form and budgets
-  were chosen on those sizes only); else the joint law (Fernandes eq. 7, its ``backtest[pair]``:
-  the worst weight's mean loss at the largest size).
+  were chosen on those sizes only); else, in a study of 3 pairs or more, the chosen mixture law
+  (:func:`fitting.laws.mixture.compare.size_backtest`: every design mixture at the largest
+  size, predicted by a refit on the smaller sizes); else the joint law (Fernandes eq. 7, its
+  ``backtest[pair]``: the worst weight's mean loss at the largest size).
 * ``held-out run`` (:data:`HELDOUT_RUN`): the held-out runs' final losses
   (:mod:`fitting.report.heldout`, the primary law's entries), each judged against its own noise
   (its own seeds, else the study's seed noise, :func:`fitting.report.heldout.heldout_noise`).
@@ -154,8 +156,45 @@ def _no_size_backtest(rep: Report, view: StudyView) -> str:
             + (f" ({skipped})" if skipped else " (not fitted for it)"))
 
 
+def _mixture_size_row(pair: str, mixture: dict[str, Any], sigma: dict[str, tuple[float, str]],
+                      largest: float) -> dict[str, Any]:
+    """The pair's row of the chosen mixture law's leave-largest-size-out backtest
+    (``fits.json["mixture"]["size_backtest"]``, :func:`fitting.laws.mixture.compare.
+    size_backtest`). Where none can be made, the held-out runs above ``largest`` (the largest
+    fitted size) are the study's larger-size predictions: their errors, judged where the
+    pooled seed noise was measured at their size, else information."""
+    bt = mixture["size_backtest"]
+    law = f"{mixture.get('chosen')} mixture law"
+    if "why" in bt:
+        above = [e for per_pair in (mixture.get("heldout") or {}).values()
+                 for p, e in per_pair.items() if p == pair and "relative_error" in e
+                 and float(e["n"]) > largest * (1 + 1e-6)]
+        if not above:
+            return _judged_row(LARGER_SIZE, pair, law, None, sigma, bt["why"])
+        noised = all(e.get("noise_source") == "pooled seed sd" for e in above)
+        errors = [float(e["relative_error"]) for e in above
+                  if math.isfinite(float(e["relative_error"]))]
+        return _row(LARGER_SIZE, pair, law, errors,
+                    float(np.median([e["noise"] / e["measured"] for e in above]))
+                    if noised else None, "pooled seed sd" if noised else "",
+                    detail=f"{len(above)} held-out run(s) at {_sizes_text(above)}, above every "
+                    f"fitted size (no leave-largest-size-out backtest: {bt['why']})")
+    errors = bt["errors"].get(pair) or []
+    missed = bt["not_predicted"].get(pair, 0)
+    why = "" if errors else ("its refit without the largest size failed"
+                             if pair in bt["failed"] else "no run of the pair at the largest "
+                             "size in the law's domain")
+    return _judged_row(LARGER_SIZE, pair, law, errors, sigma, why,
+                       f"without N = {bt['held_out_n']:.3g} (fitted on N = "
+                       + ", ".join(f"{v:.3g}" for v in bt["sizes"]) + "), every mixture there"
+                       + (f"; {missed} not predicted" if missed else ""))
+
+
 def _larger_size_rows(rep: Report, view: StudyView, cooled: JointChinchillaFit | None,
-                      sigma: dict[str, tuple[float, str]]) -> list[dict[str, Any]]:
+                      sigma: dict[str, tuple[float, str]], mixture: dict[str, Any] | None
+                      ) -> list[dict[str, Any]]:
+    """Per pair: the cooled-down L(N, D) backtest where that law is fitted for the pair, else
+    the chosen mixture law's in a study of 3 pairs or more, else the joint law's (eq. 7)."""
     rows = []
     for pair in view.points:
         bt = (cooled.backtest or {}).get(pair) if cooled is not None else None
@@ -165,6 +204,9 @@ def _larger_size_rows(rep: Report, view: StudyView, cooled: JointChinchillaFit |
             rows.append(_judged_row(LARGER_SIZE, pair, COOLED_LAW, errs, sigma,
                                     "" if bt else why,
                                     "" if not bt else f"without N = {bt['held_out_n']:.3g}"))
+            continue
+        if (mixture or {}).get("size_backtest"):
+            rows.append(_mixture_size_row(pair, mixture, sigma, max(view.sizes)))
             continue
         jbt = (rep.joint.backtest or {}).get(pair) if rep.joint is not None else None
         rows.append(_judged_row(LARGER_SIZE, pair, "joint law (eq. 7)",
@@ -385,7 +427,8 @@ def extrapolation_rows(rep: Report, view: StudyView, cooled: JointChinchillaFit 
     ``mixture``: the K-pair section's (``fits.json["mixture"]``,
     :func:`fitting.report.mixture.mixture_section`), whose held-out mixtures it judges."""
     sigma = _sigma(view)
-    return (_larger_size_rows(rep, view, cooled, sigma) + _heldout_rows(rep, view, mixture)
+    return (_larger_size_rows(rep, view, cooled, sigma, mixture)
+            + _heldout_rows(rep, view, mixture)
             + _longer_run_rows(view, sigma) + _later_cooldown_rows(view, curves, sigma))
 
 

@@ -94,7 +94,7 @@ def mixture_payload(cmp: MixtureComparison, recommendation: dict | None,
     out: dict = {"pairs": cmp.runs.pairs, "laws": laws, "skipped_laws": cmp.skipped,
                  "chosen": cmp.chosen, "chosen_because": cmp.chosen_because,
                  "transfer": None, "heldout": cmp.heldout, "recommendation": recommendation,
-                 "outside_domain": cmp.outside}
+                 "outside_domain": cmp.outside, "size_backtest": cmp.size_backtest}
     if "transfer" in cmp.laws:
         tau, sd = transfer_matrix(cmp.laws["transfer"])
         out["transfer"] = {"pairs": cmp.runs.pairs, "matrix": tau.tolist(), "sd": sd.tolist()}

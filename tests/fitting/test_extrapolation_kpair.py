@@ -1,9 +1,11 @@
-"""The report's first section on a K-pair (many-pairs) study: the held-out mixtures judged
-against the pooled seed noise of the verification runs, on tables whose truth is known.
+"""The report's first section on a K-pair (many-pairs) study, on tables whose truth is known:
+the held-out mixtures and the chosen mixture law's leave-largest-size-out backtest judged
+against the pooled seed noise of the verification runs.
 
 Before (0183a09) every row of a K-pair study read "not computed": the held-out rows read only
-the two-pair held-out section (whose eq. 11 law needs 3 sizes), and the other rows' σ_seed only
-the design's seed repeats, which a K-pair study measures with its verification runs instead."""
+the two-pair held-out section (whose eq. 11 law needs 3 sizes), the larger-size rows only the
+joint law (eq. 7, not fitted on K-pair mixtures), and every row's σ_seed only the design's seed
+repeats, which a K-pair study measures with its verification runs instead."""
 
 from __future__ import annotations
 
@@ -36,12 +38,12 @@ SIZES = [1e7, 4e7]
 D = 0.004
 
 
-def _truth() -> MixtureLawFit:
+def _truth(sizes: list[float] = SIZES) -> MixtureLawFit:
     """Fernandes eq. 11 with a transfer matrix, known parameters."""
     tau = np.array([[1, 0.5, 0], [0.5, 1, 0], [0, 0, 1.0]])
     sol = {p: {"theta": [0.3] + list(tau[i, [j for j in range(3) if j != i]]),
                "coef": [0.8, 1.0 + 0.2 * i], "f_scale": 0.01} for i, p in enumerate(PAIRS)}
-    return MixtureLawFit(law="mixture", params={}, form="transfer", pairs=PAIRS, sizes=SIZES,
+    return MixtureLawFit(law="mixture", params={}, form="transfer", pairs=PAIRS, sizes=sizes,
                          n_ref=2e7, solutions=sol)
 
 
@@ -52,21 +54,30 @@ def _tidy(truth: MixtureLawFit, ids: list[str], n: np.ndarray, W: np.ndarray,
     return runs.to_tidy()
 
 
-def _study(largest_off: float = 1.0) -> tuple[pd.DataFrame, list[str], dict]:
-    """(table, held-out run ids, verification plan): six design mixtures at both sizes, two
-    held-out mixtures at each size and two verification mixtures × 3 seeds (±D) at the larger,
-    all exact; the held-out runs at the larger size × ``largest_off`` (the law misses them)."""
-    truth = _truth()
+def _study(largest_off: float = 1.0, sizes: list[float] = SIZES, design_off: float = 1.0,
+           above: float | None = None) -> tuple[pd.DataFrame, list[str], dict]:
+    """(table, held-out run ids, verification plan): six design mixtures at every size, two
+    held-out mixtures at the smallest and largest size and two verification mixtures × 3 seeds
+    (±D) at the largest, all exact; the held-out runs at the largest size × ``largest_off`` and
+    the design runs there × ``design_off`` (the law misses them); with ``above``, one more
+    held-out run at that size (above every fitted one), × ``largest_off`` too."""
+    truth = _truth(sizes)
     Wd = np.vstack([np.full((1, 3), 1 / 3), dirichlet_mixtures(3, 5, seed=2, concentration=3.0)])
     Wh = np.array([[0.5, 0.2, 0.3], [0.2, 0.3, 0.5]])
-    design = _tidy(truth, [f"d{j}_n{n:g}" for n in SIZES for j in range(len(Wd))],
-                   np.repeat(SIZES, len(Wd)), np.tile(Wd, (2, 1)))
-    held_ids = [f"hold{j}_n{n:g}" for n in SIZES for j in range(2)]
-    held = _tidy(truth, held_ids, np.repeat(SIZES, 2), np.tile(Wh, (2, 1)),
+    off = np.where(np.repeat(sizes, len(Wd)) == sizes[-1], design_off, 1.0)[:, None]
+    design = _tidy(truth, [f"d{j}_n{n:g}" for n in sizes for j in range(len(Wd))],
+                   np.repeat(sizes, len(Wd)), np.tile(Wd, (len(sizes), 1)), off)
+    ends = [sizes[0], sizes[-1]]
+    held_ids = [f"hold{j}_n{n:g}" for n in ends for j in range(2)]
+    held = _tidy(truth, held_ids, np.repeat(ends, 2), np.tile(Wh, (2, 1)),
                  np.array([[1.0], [1.0], [largest_off], [largest_off]]))
+    if above:
+        held_ids.append(f"hold_n{above:g}")
+        held = pd.concat([held, _tidy(truth, held_ids[-1:], np.array([above]),
+                                      np.array([[0.3, 0.3, 0.4]]), largest_off)])
     Wv = {"uniform": [1 / 3] * 3, "rec": [0.4, 0.4, 0.2]}
     ids = [f"verify-{m}_s{s}" for m in Wv for s in range(3)]
-    verify = _tidy(truth, ids, np.full(6, SIZES[-1]), np.repeat(list(Wv.values()), 3, axis=0),
+    verify = _tidy(truth, ids, np.full(6, sizes[-1]), np.repeat(list(Wv.values()), 3, axis=0),
                    np.tile([[1 + D], [1.0], [1 - D]], (2, 1)))
     plan = {"size": "n4e7", "seeds": [0, 1, 2],
             "mixtures": {m: dict(zip(PAIRS, w, strict=True)) for m, w in Wv.items()},
@@ -74,10 +85,10 @@ def _study(largest_off: float = 1.0) -> tuple[pd.DataFrame, list[str], dict]:
     return pd.concat([design, held, verify], ignore_index=True), held_ids, plan
 
 
-def _section(largest_off: float = 1.0) -> tuple[list[dict], dict]:
+def _section(largest_off: float = 1.0, **study) -> tuple[list[dict], dict]:
     """The section's rows and ``fits.json["extrapolation"]`` of :func:`_study`, the mixture
     payload made as the report makes it (one law, no bootstrap: the test's time)."""
-    table, held_ids, plan = _study(largest_off)
+    table, held_ids, plan = _study(largest_off, **study)
     view = prepare_view(table, heldout_runs=held_ids, verification=plan)
     cmp = compare_mixture_laws(mixture_runs(view.table, heldout_runs=view.held_ids),
                                forms=("transfer",), n_boot=0)
@@ -128,11 +139,44 @@ def test_two_sizes_say_why_no_larger_size_is_backtested(exact):
     assert [r["pair"] for r in rows] == PAIRS
     for r in rows:
         assert r["n_points"] == 0 and r["sigma"] == pytest.approx(D, rel=1e-6)
-        assert r["verdict"].startswith("not computed: 2 model size(s) (N = 1e+07, 4e+07)")
+        assert r["law"] == "transfer mixture law"
+        assert r["verdict"].startswith("not computed: 2 fitted model size(s) (N = 1e+07, 4e+07)")
         assert "needs at least 3" in r["verdict"]
+
+
+def test_three_sizes_backtest_the_mixture_law_at_the_largest():
+    """With a third size the chosen mixture law, refitted on the two smaller, predicts every
+    design mixture at the largest: exact, it holds against the pooled seed noise; with the
+    largest size's losses 5 % above the law, it does not."""
+    three = [1e7, 2e7, 4e7]
+    for off, verdict in ((1.0, HOLDS), (1.05, FAILS)):
+        rows = {r["pair"]: r for r in _section(sizes=three, design_off=off)[0]
+                if r["kind"] == LARGER_SIZE}
+        assert list(rows) == PAIRS
+        for r in rows.values():
+            assert r["n_points"] == 6 and r["sigma"] == pytest.approx(D, rel=1e-6)
+            assert "without N = 4e+07" in r["detail"] and r["verdict"] == verdict
+            if off == 1.0:
+                assert r["rmse"] < 1e-3
+            else:
+                assert r["rmse"] > 0.03
 
 
 def test_statement_counts_the_judged_rows(exact):
     statement = exact[1]["statements"][HELDOUT_RUN]
     assert statement.startswith("Predictions of unseen runs (size and weight): within the seed "
                                 "noise where judged")
+
+
+def test_with_two_sizes_a_heldout_run_above_them_is_the_larger_size_prediction():
+    """No backtest with 2 sizes, but a held-out run at 2× the largest fitted size is a
+    prediction at a larger size: its error is the row's, information without seed noise there
+    (the verification runs measured it at 4e7 only); 5 % off the law, the error says so."""
+    for off in (1.0, 1.05):
+        rows = {r["pair"]: r for r in _section(largest_off=off, above=8e7)[0]
+                if r["kind"] == LARGER_SIZE}
+        for r in rows.values():
+            assert r["n_points"] == 1 and r["verdict"] == NO_NOISE
+            assert "N = 8e+07, above every fitted size" in r["detail"]
+            assert "needs at least 3" in r["detail"]
+            assert r["rmse"] == pytest.approx(0.0 if off == 1.0 else 0.05 / 1.05, abs=2e-3)

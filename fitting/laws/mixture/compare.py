@@ -8,6 +8,8 @@ mixtures, scored on the held-out runs, one chosen; and the transfer matrix of th
   held-out runs; the chosen law has the lowest CV mean absolute error, all laws compared on
   one point set (:func:`rank_laws`, the one rule by which laws are ranked; held-out runs never
   choose).
+* :func:`size_backtest` — the chosen law's leave-largest-size-out backtest: refitted without
+  the largest size, it predicts the seed means there.
 * :func:`transfer_matrix` — τ (K×K, diagonal 1) of the ``transfer`` law with bootstrap sd.
 """
 
@@ -41,7 +43,7 @@ from fitting.laws.mixture.laws import (
 from fitting.laws.mixture.runs import MixtureRuns
 
 __all__ = ["MixtureComparison", "compare_mixture_laws", "cv_folds", "choose_law", "rank_laws",
-           "transfer_matrix"]
+           "transfer_matrix", "size_backtest"]
 
 
 @dataclass
@@ -50,7 +52,8 @@ class MixtureComparison:
     ``outside``: {reason: number of (run, pair) losses outside the laws' domain}
     (:func:`outside_domain`), never fitted nor scored. ``cv_predictions[form]``: the law's CV
     predictions of ``cv_targets`` (the seed means fitted; NaN where a fold failed), which
-    :func:`rank_laws` reads to rank any subset of the laws."""
+    :func:`rank_laws` reads to rank any subset of the laws. ``size_backtest``: the chosen law's
+    (:func:`size_backtest`), None without a chosen law."""
 
     runs: MixtureRuns
     laws: dict[str, MixtureLawFit]
@@ -62,6 +65,7 @@ class MixtureComparison:
     outside: dict[str, int] = field(default_factory=dict)
     cv_predictions: dict[str, np.ndarray] = field(default_factory=dict)
     cv_targets: np.ndarray | None = None
+    size_backtest: dict | None = None
 
 
 def _seed_means(runs: MixtureRuns, rows: np.ndarray):
@@ -265,7 +269,43 @@ def compare_mixture_laws(runs: MixtureRuns, *, forms: tuple[str, ...] = FORMS, n
                         n, W, Y, g, d, n_boot, seed, errors)
     heldout = _heldout_table(runs, laws.get(chosen) if chosen else None, chosen)
     return MixtureComparison(all_runs, laws, errors, skipped, chosen, because, heldout, outside,
-                             cv_predictions=preds, cv_targets=Y)
+                             cv_predictions=preds, cv_targets=Y,
+                             size_backtest=size_backtest(laws[chosen], n, W, Y, d)
+                             if chosen else None)
+
+
+def size_backtest(fit: MixtureLawFit, n: np.ndarray, W: np.ndarray, Y: np.ndarray,
+                  d: np.ndarray | None = None) -> dict:
+    """The leave-largest-size-out backtest of ``fit``'s law (Fernandes et al. 2023 predict
+    their largest sizes from the smaller ones): refitted from its start grids, as a CV fold
+    (:func:`_fold_fit`), on the runs ``n``, ``W``, ``Y`` (the seed means it was fitted on, NaN
+    outside its domain) below the largest size, it predicts the runs at the largest size.
+
+    Returns ``held_out_n``, ``sizes`` (those fitted), ``errors`` {pair: [(predicted −
+    measured) / measured per run at the largest size]}, ``not_predicted`` {pair: count} (a
+    failed refit or a non-finite prediction) and ``failed`` (targets whose refit failed); or
+    ``{"why": …}`` where no backtest can be made: fewer than 3 sizes (two to fit, the largest
+    to predict), or a law fitted per size (``datamixing``), which predicts no other size."""
+    n = np.asarray(n, dtype=np.float64)
+    sizes = sorted(float(v) for v in np.unique(n))
+    if len(sizes) < 3:
+        return {"why": f"{len(sizes)} fitted model size(s) (N = "
+                       + ", ".join(f"{v:.3g}" for v in sizes) + "); a leave-largest-size-out "
+                       "backtest needs at least 3 — two to fit, the largest to predict"}
+    if fit.form == "datamixing":
+        return {"why": "the datamixing law is fitted per size: it predicts no other size"}
+    test = np.isclose(n, sizes[-1], rtol=1e-6)
+    pred, failed = _fold_fit(fit, n, W, Y, d, ~test)
+    errors: dict[str, list[float]] = {}
+    missed: dict[str, int] = {}
+    for i, pair in enumerate(fit.pairs or []):
+        y, p = Y[test, i], pred[test, i]
+        ok = np.isfinite(y) & (y > 0)
+        good = ok & np.isfinite(p)
+        errors[pair] = [float(v) for v in (p[good] - y[good]) / y[good]]
+        missed[pair] = int((ok & ~good).sum())
+    return {"held_out_n": sizes[-1], "sizes": sizes[:-1], "errors": errors,
+            "not_predicted": missed, "failed": failed}
 
 
 def _law_errors(fit: MixtureLawFit, runs: MixtureRuns, Y, cv_pred, cv_kind: str, folds: int,
