@@ -48,7 +48,8 @@ from fitting.report.seeds import seed_means
 from fitting.report.view import StudyView
 
 __all__ = ["D_AXIS_BRANCHES", "D_AXIS_EVALUATIONS", "COOLED_LAW", "chinchilla_points",
-           "compute_budgets", "chinchilla_section", "largest_size_seed_noise", "fit_cooled_law",
+           "compute_budgets", "chinchilla_section", "trained_seed_groups",
+           "largest_size_seed_noise", "fit_cooled_law",
            "cooled_law_section"]
 
 #: the section's D axis with cool-down branches in the table, and without
@@ -273,11 +274,21 @@ def _panel(fit: ChinchillaFit, g: pd.DataFrame, budgets: list[dict]) -> dict:
             "frontier": frontier, "budgets": (bn, bd) if budgets else None}
 
 
+def trained_seed_groups(spread: dict) -> list[dict]:
+    """The repeated experiments of :func:`fitting.report.seeds.seed_spread` whose seed noise
+    is that of a trained loss: a finite size, a positive mean, and the pair trained (weight
+    > 0, or no weight column). A pair at weight 0 is evaluated zero-shot and varies with the
+    seed far more: never the noise a trained loss is judged against (as
+    :func:`fitting.report.verification.verification_seed_noise` keeps it apart)."""
+    return [g for g in spread.get("groups") or []
+            if np.isfinite(g["n"]) and g["mean"] > 0 and not g.get("weight", np.nan) <= 0]
+
+
 def largest_size_seed_noise(spread: dict) -> tuple[dict[str, float], float | None]:
     """``({pair: relative seed sd at the largest repeated size}, that size)`` from
-    :func:`fitting.report.seeds.seed_spread` (the median over the weights repeated there);
-    empty when no experiment was repeated."""
-    groups = [g for g in spread.get("groups") or [] if np.isfinite(g["n"]) and g["mean"] > 0]
+    :func:`fitting.report.seeds.seed_spread` (the median over the weights repeated there), over
+    :func:`trained_seed_groups` only; empty when no trained experiment was repeated."""
+    groups = trained_seed_groups(spread)
     if not groups:
         return {}, None
     n_max = max(g["n"] for g in groups)

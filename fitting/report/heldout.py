@@ -55,7 +55,7 @@ import pandas as pd
 from fitting.core.base import FitError
 from fitting.data.tables import last_evaluations_sd
 from fitting.laws.budget.chinchilla_joint import JointChinchillaFit
-from fitting.report.chinchilla import COOLED_LAW, largest_size_seed_noise
+from fitting.report.chinchilla import COOLED_LAW, largest_size_seed_noise, trained_seed_groups
 from fitting.report.markdown import Document, format_number
 from fitting.report.sections import Report
 from fitting.report.seeds import experiment_groups
@@ -116,7 +116,7 @@ def heldout_noise(exp: dict[str, Any], spread: dict) -> dict[str, Any]:
     rel, n_at = largest_size_seed_noise(spread)
     pair = exp["pair"]
     if pair in rel:
-        dof = sum(g["seeds"] - 1 for g in spread.get("groups") or []
+        dof = sum(g["seeds"] - 1 for g in trained_seed_groups(spread)
                   if g["pair"] == pair and g["n"] == n_at)
         return {"noise": rel[pair] * exp["measured"], "noise_source": STUDY_NOISE,
                 "noise_dof": int(dof),

@@ -64,3 +64,30 @@ def test_a_backtest_without_seed_noise_is_printed_as_not_judged(benchmark_script
            "backtest": {"en-de": {k: bt[k] for k in ("rmse_rel", "noise_rel", "tolerance",
                                                       "within")}}}
     assert "5.00 % (no seed noise: not judged)" in seeds.table([row])
+
+
+def _group(pair: str, n: float, weight: float, mean: float, sd: float) -> dict:
+    return {"pair": pair, "n": n, "weight": weight, "mixture": "", "weights": "", "seeds": 2,
+            "mean": mean, "sd": sd}
+
+
+def test_zero_shot_repeats_are_not_the_seed_noise_of_a_trained_loss():
+    """The study's seed noise (the σ of every backtest, of the extrapolation rows and of a
+    single-seed held-out run) reads trained pairs only. 0183a09 took the median over every
+    repeated group at the largest repeated size, zero-shot ones (weight 0, ten times noisier)
+    included: en-zh's σ rose from 1 % to 5.5 %; and a zero-shot repeat at a larger size than
+    any trained one moved the size there and left the trained pairs without a σ."""
+    from fitting.report.chinchilla import largest_size_seed_noise
+    from fitting.report.heldout import heldout_noise
+
+    groups = [_group("en-de", 1e6, 0.5, 1.0, 0.01), _group("en-zh", 1e6, 0.5, 1.5, 0.015),
+              _group("en-zh", 1e6, 0.0, 6.0, 0.6)]
+    rel, n_at = largest_size_seed_noise({"groups": groups})
+    assert n_at == 1e6 and rel == {"en-de": 0.01, "en-zh": 0.01}
+    noise = heldout_noise({"seeds": 1, "pair": "en-zh", "measured": 2.0}, {"groups": groups})
+    assert noise["noise"] == 0.02 and noise["noise_dof"] == 1
+    larger = {"groups": [*groups, _group("en-de", 4e6, 0.0, 7.0, 0.7)]}
+    assert largest_size_seed_noise(larger) == ({"en-de": 0.01, "en-zh": 0.01}, 1e6)
+    # a table without weights (NaN): every repeat is a trained one
+    unweighted = [{**g, "weight": float("nan")} for g in groups[:2]]
+    assert largest_size_seed_noise({"groups": unweighted})[0] == {"en-de": 0.01, "en-zh": 0.01}
