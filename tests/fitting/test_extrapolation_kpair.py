@@ -14,14 +14,17 @@ import pandas as pd
 import pytest
 
 from fitting.data.sampling import dirichlet_mixtures
+from fitting.laws.curves.annealing import AnnealingLawFit
 from fitting.laws.mixture.compare import compare_mixture_laws
 from fitting.laws.mixture.laws import MixtureLawFit
 from fitting.laws.mixture.runs import MixtureRuns, mixture_runs
 from fitting.report.extrapolation import (
+    CURVE_LAMBDA,
     FAILS,
     HELDOUT_RUN,
     HOLDS,
     LARGER_SIZE,
+    LONGER_RUN,
     NO_NOISE,
     extrapolation_rows,
     extrapolation_section,
@@ -180,3 +183,63 @@ def test_with_two_sizes_a_heldout_run_above_them_is_the_larger_size_prediction()
             assert "N = 8e+07, above every fitted size" in r["detail"]
             assert "needs at least 3" in r["detail"]
             assert r["rmse"] == pytest.approx(0.0 if off == 1.0 else 0.05 / 1.05, abs=2e-3)
+
+
+# -- the longer-run rows from per-pair training losses of a K-pair table ------------------------
+
+#: per pair, an exact LR-annealing law (Tissue et al. eq. 1) at the backtest's λ
+PAIR_TRUTH = {p: AnnealingLawFit(law="lr_annealing", lam=CURVE_LAMBDA,
+                                 params={"L0": 1.0 + 0.1 * i, "A": 1.5, "alpha": 0.6, "C": 0.05})
+              for i, p in enumerate(PAIRS)}
+
+
+def _rate(s: np.ndarray, end: int, share: float) -> np.ndarray:
+    """A 100-step warm-up, rsqrt decay, a linear cool-down to 0 over ``share`` of the run."""
+    base = 0.2 * np.minimum(s / 100, 1.0) / np.sqrt(np.maximum(s, 100))
+    return base * np.clip((end - s) / (share * end), 0.0, 1.0)
+
+
+def _curves_study(off: float = 0.0) -> tuple[pd.DataFrame, dict]:
+    """Three mixtures of one seed (no design repeat: no σ_seed of the design), each cooling
+    down over the last 50 % or 40 % of 1,000 steps (begun before the cut at 2/3), logging every
+    pair's training loss and the rate every 10 steps (the pair's exact law, × (1 + off) after
+    2/3 of the run); verification runs (two mixtures × 3 seeds at ±D) for σ_seed."""
+    rows = []
+    mixtures = (([0.5, 0.3, 0.2], 0.5), ([0.2, 0.3, 0.5], 0.4), ([0.3, 0.4, 0.3], 0.5))
+    for m, (w, share) in enumerate(mixtures):
+        steps = np.arange(0, 1001, 10.0)
+        eta = _rate(steps, 1000, share)
+        base = {"run_id": f"m{m}", "n": SIZES[-1], "seed": 0}
+        rows += [{**base, "pair": "all", "weight": np.nan, "eval_set": "train",
+                  "metric": "learning_rate", "step": s, "value": v}
+                 for s, v in zip(steps, eta, strict=True)]
+        for p, wp in zip(PAIRS, w, strict=True):
+            loss = PAIR_TRUTH[p].predict(steps[1:], steps, eta)
+            loss = np.where(steps[1:] > 2000 / 3, loss * (1 + off), loss)
+            rows += [{**base, "pair": p, "weight": wp, "eval_set": "train",
+                      "metric": "train_loss", "step": s, "value": v}
+                     for s, v in zip(steps[1:], loss, strict=True)]
+            rows.append({**base, "pair": p, "weight": wp, "eval_set": "validation",
+                         "metric": "loss", "step": 1000.0, "value": loss[-1], "final": True})
+    table = pd.DataFrame(rows).fillna({"final": False})
+    study, _, plan = _study()
+    verify = study[study["run_id"].isin(plan["runs"])]
+    return pd.concat([table, verify], ignore_index=True), plan
+
+
+def test_longer_run_rows_of_a_kpair_table_are_judged_against_the_verification_noise():
+    """Every pair's training loss after 2/3 of each run, predicted by the law fitted per
+    mixture before the cut: exact, it holds against the verification runs' pooled σ (the
+    design repeats no run); 5 % off in the last third, it does not."""
+    for off, verdict in ((0.0, HOLDS), (0.05, FAILS)):
+        table, plan = _curves_study(off)
+        rows = {r["pair"]: r for r in extrapolation_rows(
+            Report(out_dir="", markdown_path="", html_path="", json_path=""),
+            prepare_view(table, verification=plan), None) if r["kind"] == LONGER_RUN}
+        assert list(rows) == PAIRS
+        for r in rows.values():
+            assert r["sigma"] == pytest.approx(D, rel=1e-6) and "verification" in r[
+                "sigma_source"]
+            assert r["n_points"] == 3 * 34 and "training loss" in r["detail"]  # steps 670–1000
+            assert r["verdict"] == verdict
+            assert (r["worst"] < 2e-3) if off == 0.0 else (r["rmse"] > 0.04)
