@@ -178,7 +178,7 @@ def _mixture_size_row(pair: str, mixture: dict[str, Any], sigma: dict[str, tuple
                     float(np.median([e["noise"] / e["measured"] for e in above]))
                     if noised else None, "pooled seed sd" if noised else "",
                     detail=f"{len(above)} held-out run(s) at {_sizes_text(above)}, above every "
-                    f"fitted size (no leave-largest-size-out backtest: {bt['why']})")
+                    f"fitted size; no backtest: {bt['why']}")
     errors = bt["errors"].get(pair) or []
     missed = bt["not_predicted"].get(pair, 0)
     why = "" if errors else ("its refit without the largest size failed"
