@@ -19,9 +19,9 @@ residuals nor the wobble of a curve's last evaluations:
   (:func:`fitting.laws.budget.chinchilla_joint.select_form`) included, is made on the fitted
   runs (:attr:`fitting.report.view.StudyView.table_fit`). In a study of 3 pairs or more the
   held-out mixtures instead, as the section "Mixture laws for K pairs" predicts them with the
-  law it chose (from every pair's weight): per pair, one row over the entries at sizes where
-  that section measured the pooled seed noise, judged against it, and one row of information
-  over the others.
+  law it chose (from every pair's weight): per pair, one row over the entries with a seed
+  noise (the pooled one at their size, else their own seeds' spread), judged against it, and
+  one row of information over the others.
 * ``longer run`` (:data:`LONGER_RUN`): the leave-last-third-of-steps-out backtest of the
   schedule-aware curve law (Tissue et al. 2024 eq. 1, :func:`fitting.laws.curves.annealing.
   fit_annealing_law`): fitted on every fitted run's ``metric`` curve on ``eval_set`` per pair
@@ -66,7 +66,7 @@ from fitting.report.view import StudyView
 
 __all__ = ["LARGER_SIZE", "HELDOUT_RUN", "LONGER_RUN", "LATER_COOLDOWN", "NOISE_MULTIPLE",
            "HOLDS", "FAILS", "NO_NOISE", "FIT_FRACTION", "FROM_FRACTION", "CURVE_LAMBDA", "judge",
-           "last_third_backtest",
+           "last_third_backtest", "SEED_NOISE_SOURCES",
            "extrapolation_rows", "extrapolation_section"]
 
 LARGER_SIZE = "larger size"
@@ -77,6 +77,9 @@ LATER_COOLDOWN = "later cool-down"
 NOISE_MULTIPLE = 3.0
 HOLDS, FAILS = "holds", "does not hold"
 NO_NOISE = "information: no seed noise measured"
+#: the ``noise_source`` of a held-out mixture entry (``fits.json["mixture"]["heldout"]``) whose
+#: ``noise`` is a seed noise: the study's pooled one at its size, or its own seeds' spread
+SEED_NOISE_SOURCES = ("pooled seed sd", "seed spread")
 #: the share of each run's steps the curve law is fitted on (the rest is predicted)
 FIT_FRACTION = 2.0 / 3.0
 #: λ of the annealing momentum (Tissue et al. eq. 1's S2): 0.8 predicts the main job's
@@ -171,12 +174,13 @@ def _mixture_size_row(pair: str, mixture: dict[str, Any], sigma: dict[str, tuple
                  and float(e["n"]) > largest * (1 + 1e-6)]
         if not above:
             return _judged_row(LARGER_SIZE, pair, law, None, sigma, bt["why"])
-        noised = all(e.get("noise_source") == "pooled seed sd" for e in above)
+        noised = all(e.get("noise_source") in SEED_NOISE_SOURCES for e in above)
         errors = [float(e["relative_error"]) for e in above
                   if math.isfinite(float(e["relative_error"]))]
         return _row(LARGER_SIZE, pair, law, errors,
                     float(np.median([e["noise"] / e["measured"] for e in above]))
-                    if noised else None, "pooled seed sd" if noised else "",
+                    if noised else None,
+                    "; ".join(sorted({str(e["noise_source"]) for e in above})) if noised else "",
                     detail=f"{len(above)} held-out run(s) at {_sizes_text(above)}, above every "
                     f"fitted size; no backtest: {bt['why']}")
     errors = bt["errors"].get(pair) or []
@@ -249,11 +253,12 @@ def _sizes_text(entries: list[dict[str, Any]]) -> str:
 def _mixture_heldout_rows(mixture: dict[str, Any] | None) -> list[dict[str, Any]]:
     """Per pair, the errors of the held-out mixtures that no fit saw, predicted by the chosen
     mixture law (``fits.json["mixture"]["heldout"]``, :func:`fitting.laws.mixture.transfer.
-    heldout_with_seed_noise`): one row judged against the pair's pooled seed noise — the σ
-    that section gives each entry at its size (the median where sizes differ) — over the
-    entries at sizes where it was measured, and one row of information over the others
-    (their only noise is the curve's, not the seed noise). A non-finite prediction is no point
-    predicted (counted in the detail)."""
+    heldout_with_seed_noise`): one row judged against the pair's seed noise — the σ that
+    section gives each entry (:data:`SEED_NOISE_SOURCES`: the pooled seed noise at its size,
+    else the sd over the held-out run's own seeds; the median where entries differ) — over the
+    entries with one, and one row of information over the others (their only noise is the
+    curve's, not the seed noise). A non-finite prediction is no point predicted (counted in the
+    detail)."""
     held = (mixture or {}).get("heldout") or {}
     law = f"{mixture.get('chosen')} mixture law" if mixture else ""
     by_pair: dict[str, list[dict[str, Any]]] = {}
@@ -263,7 +268,7 @@ def _mixture_heldout_rows(mixture: dict[str, Any] | None) -> list[dict[str, Any]
                 by_pair.setdefault(pair, []).append({**e, "run": run})
     rows = []
     for pair, es in by_pair.items():
-        noised = [e for e in es if e.get("noise_source") == "pooled seed sd"]
+        noised = [e for e in es if e.get("noise_source") in SEED_NOISE_SOURCES]
         for part, sigma in ((noised, float(np.median([e["noise"] / e["measured"]
                                                       for e in noised])) if noised else None),
                             ([e for e in es if e not in noised], None)):
@@ -272,8 +277,9 @@ def _mixture_heldout_rows(mixture: dict[str, Any] | None) -> list[dict[str, Any]
             errors = [float(e["relative_error"]) for e in part
                       if math.isfinite(float(e["relative_error"]))]
             missed = len(part) - len(errors)
+            source = "; ".join(sorted({str(e["noise_source"]) for e in part}))
             rows.append(_row(HELDOUT_RUN, pair, law, errors, sigma,
-                             "pooled seed sd (section Mixture laws for K pairs)" if sigma
+                             f"{source} (section Mixture laws for K pairs)" if sigma
                              else "", detail=f"{len(part)} held-out run(s) at {_sizes_text(part)}"
                              + ("" if sigma else ", where no seed noise was measured")
                              + (f"; {missed} not predicted" if missed else "")))
@@ -479,8 +485,8 @@ def extrapolation_section(doc: Document, rep: Report, view: StudyView,
           "leave-largest-size-out backtest of the law the report leads with. Held-out run: "
           "runs trained and never fitted; no choice saw them (every fit, and the form and "
           "budget selection of L(N, D), uses the fitted runs only); with 3 pairs or more, "
-          "the held-out mixtures as the chosen mixture law predicts them, judged at the sizes "
-          "where the pooled seed noise was measured. Longer run: the "
+          "the held-out mixtures as the chosen mixture law predicts them, judged where a seed "
+          "noise was measured (pooled at their size, or their own seeds'). Longer run: the "
           "LR-annealing curve law, fitted per experiment (its seeds and branches) on the "
           "pair's training loss (else its evaluation loss) between 40 % and 2/3 of each "
           "run's steps, with the cool-down branches that end before the cut, predicts the "

@@ -58,12 +58,14 @@ def _tidy(truth: MixtureLawFit, ids: list[str], n: np.ndarray, W: np.ndarray,
 
 
 def _study(largest_off: float = 1.0, sizes: list[float] = SIZES, design_off: float = 1.0,
-           above: float | None = None) -> tuple[pd.DataFrame, list[str], dict]:
+           above: float | None = None, small_seeds: float | None = None
+           ) -> tuple[pd.DataFrame, list[str], dict]:
     """(table, held-out run ids, verification plan): six design mixtures at every size, two
     held-out mixtures at the smallest and largest size and two verification mixtures × 3 seeds
     (±D) at the largest, all exact; the held-out runs at the largest size × ``largest_off`` and
     the design runs there × ``design_off`` (the law misses them); with ``above``, one more
-    held-out run at that size (above every fitted one), × ``largest_off`` too."""
+    held-out run at that size (above every fitted one), × ``largest_off`` too; with
+    ``small_seeds`` = e, the held-out runs at the smallest size trained twice, × (1 ± e)."""
     truth = _truth(sizes)
     Wd = np.vstack([np.full((1, 3), 1 / 3), dirichlet_mixtures(3, 5, seed=2, concentration=3.0)])
     Wh = np.array([[0.5, 0.2, 0.3], [0.2, 0.3, 0.5]])
@@ -74,6 +76,11 @@ def _study(largest_off: float = 1.0, sizes: list[float] = SIZES, design_off: flo
     held_ids = [f"hold{j}_n{n:g}" for n in ends for j in range(2)]
     held = _tidy(truth, held_ids, np.repeat(ends, 2), np.tile(Wh, (2, 1)),
                  np.array([[1.0], [1.0], [largest_off], [largest_off]]))
+    if small_seeds:
+        seeds = [_tidy(truth, [f"{r}_s{k}" for r in held_ids[:2]], np.repeat(ends[:1], 2), Wh,
+                       1 + sign * small_seeds) for k, sign in enumerate((1, -1))]
+        held = pd.concat([*seeds, held[~held["run_id"].isin(held_ids[:2])]])
+        held_ids = sorted(set(held["run_id"]))
     if above:
         held_ids.append(f"hold_n{above:g}")
         held = pd.concat([held, _tidy(truth, held_ids[-1:], np.array([above]),
@@ -243,3 +250,19 @@ def test_longer_run_rows_of_a_kpair_table_are_judged_against_the_verification_no
             assert r["n_points"] == 3 * 34 and "training loss" in r["detail"]  # steps 670–1000
             assert r["verdict"] == verdict
             assert (r["worst"] < 2e-3) if off == 0.0 else (r["rmse"] > 0.04)
+
+
+def test_heldout_mixtures_with_their_own_seeds_are_judged_against_their_spread():
+    """Held-out mixtures trained with two seeds at a size the verification runs did not measure
+    are judged against their own seeds' spread (the mixture section's ``seed spread``), beside
+    the entries judged against the pooled noise: one judged row per pair, no information row."""
+    e = D / np.sqrt(2)  # their spread: sd of y(1 ± e) = √2 e y ≈ D y
+    rows = _heldout(_section(small_seeds=e)[0])
+    assert set(rows) == {(p, True) for p in PAIRS}
+    for pair in PAIRS:
+        r = rows[(pair, True)]
+        assert r["n_points"] == 6 and "N = 1e+07, 4e+07" in r["detail"]
+        assert r["sigma_source"] == "pooled seed sd; seed spread (section Mixture laws for K pairs)"
+        assert r["sigma"] == pytest.approx(D, rel=0.02)
+        assert r["rmse"] == pytest.approx(e * np.sqrt(4 / 6), rel=0.05)  # 4 of 6 off by ±e
+        assert r["verdict"] == HOLDS
