@@ -1,4 +1,4 @@
-"""Does a study's report recover the known truth? The main job's five checks from fits.json.
+"""Does a study's report recover the known truth? The main job's six checks from fits.json.
 
 Reads OUT/report/fits.json (and OUT/study.json, for the wall time of the run when given with
 --wall-s) of a synthetic study — whose exact irreducible loss is known — and checks:
@@ -31,7 +31,13 @@ Reads OUT/report/fits.json (and OUT/study.json, for the wall time of the run whe
    — "near convergence" when more than half of the curves fall by less than 1 % per doubling of
    the token budget D between the run's last two budgets, else "compute-limited" — is a finding
    about the study, not a pass or a failure of the pipeline: it is printed as "information",
-   with the number of converged curves and the median drop per doubling.
+   with the number of converged curves and the median drop per doubling;
+6. the report's first section ("How far the predictions can be trusted", fits.json
+   ``extrapolation``) was written and computed a larger-size row for every pair: a report whose
+   section failed (listed under fits.json ``skipped``) or left a pair's larger-size row "not
+   computed" fails — the writer keeps a section's failure to one line, so without this check a
+   broken first section would pass every other check. Its rows' verdicts (holds / does not hold
+   against 3× the measured seed noise) are findings about the study, printed as information.
 
     python benchmarks/check_main_job.py mnmt_study_out [--json]
 
@@ -45,7 +51,7 @@ relative error against 3× the seed noise, with the report's verdict.
 Every check prints the rule it applied (``RULES``), then per item "ok", "FAIL" or
 "information" (what it cannot judge, or a finding that no rule turns into a pass or a failure).
 A check with nothing to judge is never "ok": the main job always has pairs and held-out runs,
-so a fits.json without them fails checks 1–5 with a message (``checks[k]``: each check's
+so a fits.json without them fails checks 1–6 with a message (``checks[k]``: each check's
 status and reason). Exit status 0 when no check fails, 1 otherwise (2: no report).
 """
 
@@ -77,7 +83,13 @@ RULES = {
     5: f"regime read on cooled-down branches, ≥ {MIN_CURVES_PER_PAIR} cooled-down curves per "
        "pair, every pair's fitted L∞ the limit N, D → ∞ of the cooled-down law; the verdict is "
        "information",
+    6: "the report's first section (extrapolation) written, a larger-size row computed for "
+       "every pair; each row's verdict is information",
 }
+#: fits.json ``skipped`` key of a failed extrapolation section (fitting.report.writer)
+EXTRAPOLATION_SKIPPED = "section extrapolation"
+#: the row kind check 6 requires per pair (fitting.report.extrapolation)
+LARGER_SIZE = "larger size"
 #: what check 1 says of a fits.json written before the fields it reads existed
 OLD_FITS = ("fits.json has no regime.l_inf_law / regime.pairs[pair].l_inf_is_bound (written "
             "before they existed): cannot tell which law gave the fitted L∞ nor an estimate "
@@ -131,6 +143,7 @@ def check(fits: dict) -> dict:
     out["regime"] = _regime(fits.get("regime", {}))
     out["backtest"] = ((fits.get("chinchilla") or {}).get("joint") or {}).get("backtest") or {}
     out["curves"] = _curves(fits.get("curves"))
+    out["extrapolation"] = _extrapolation(fits, pairs)
     out["rules"] = RULES
     out["checks"] = _checks(out, pairs)
     out["all_ok"] = all(c["status"] != "FAIL" for c in out["checks"].values())
@@ -157,7 +170,8 @@ def _checks(out: dict, pairs: list[str]) -> dict[int, dict]:
         c4 = ("ok", "") if held["ok"] else ("FAIL", "a run fails")
     checks = (c1, per_pair([d["ok"] for d in out["alpha"].values()]),
               per_pair([d["ok"] for d in out["fraction"].values()]), c4,
-              (out["regime"]["status"], out["regime"]["reason"]))
+              (out["regime"]["status"], out["regime"]["reason"]),
+              (out["extrapolation"]["status"], out["extrapolation"]["reason"]))
     return {k: {"status": st, "reason": why} for k, (st, why) in enumerate(checks, 1)}
 
 
@@ -223,6 +237,28 @@ def _regime(regime: dict) -> dict:
             "n_converged": sum(bool(c["converged"]) for _, c in curves),
             "median_drop_per_doubling": median, "status": "FAIL" if reason else "ok",
             "reason": reason, "verdict_status": "information", "ok": not reason}
+
+
+def _extrapolation(fits: dict, pairs: list[str]) -> dict:
+    """Check 6 (module docstring): ``status`` "ok" or "FAIL" with ``reason``; ``rows`` the
+    section's rows (their verdicts are information)."""
+    section = fits.get("extrapolation") or {}
+    rows = list(section.get("rows") or [])
+    computed = {r.get("pair") for r in rows if r.get("kind") == LARGER_SIZE
+                and not str(r.get("verdict", "")).startswith("not computed")}
+    skipped = (fits.get("skipped") or {}).get(EXTRAPOLATION_SKIPPED)
+    if skipped:
+        reason = f"the section failed: {skipped}"
+    elif not rows:
+        reason = "fits.json has no extrapolation rows (a report written before the section?)"
+    elif not pairs:
+        reason = "no pair in fits.json's regime"
+    elif missing := [p for p in pairs if p not in computed]:
+        reason = "no larger-size row computed for " + ", ".join(missing)
+    else:
+        reason = ""
+    return {"rows": rows, "status": "FAIL" if reason else "ok", "reason": reason,
+            "ok": not reason}
 
 
 def _curves(curves: dict | None) -> dict:
@@ -311,6 +347,14 @@ def print_result(result: dict) -> None:
     if not curves["pairs"] and not curves["skipped"]:
         print("   cool-down ends (information): no curve-law section in fits.json (no cool-down "
               "branches with learning rates)")
+    ext = result.get("extrapolation") or {"rows": [], "status": "FAIL", "reason": "absent"}
+    print(f"6. rule: {rules.get(6, RULES[6])}")
+    print(f"6. extrapolation section {ext['status']}" + (f": {ext['reason']}" if ext["reason"]
+                                                       else f" ({len(ext['rows'])} rows)"))
+    for r in ext["rows"]:
+        print(f"   {r.get('kind')} {r.get('pair')} (information): RMSE {_pct(r.get('rmse'))}, "
+              f"worst {_pct(r.get('worst'))} vs 3x seed noise {_pct(r.get('three_sigma'))}: "
+              f"{r.get('verdict')}")
     print("all checks pass" if result["all_ok"] else "some checks fail")
 
 

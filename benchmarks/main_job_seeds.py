@@ -7,7 +7,7 @@ OUT/seed<K>, then `benchmarks/check_main_job.py` on each, and prints one Markdow
 seed, the wall time, check 1 (fitted L∞ against the exact one, per pair) and check 4 (the
 held-out run's error, per pair, and whether it is within 2 % without the noise clause), the
 leave-largest-size-out backtest of the leading L(N, D) law against 3× the measured seed noise,
-per pair, and whether all five checks pass (checks 1 and 4 as `check_main_job` judges them). A seed whose output already holds a report is not re-run
+per pair, and whether all six checks pass (checks 1 and 4 as `check_main_job` judges them). A seed whose output already holds a report is not re-run
 (`mnmt-study run` resumes; pass --fresh to start over).
 
     flock /tmp/cpu.lock python benchmarks/main_job_seeds.py --out /tmp/seeds --seeds 0 1 2

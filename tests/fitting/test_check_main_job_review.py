@@ -91,3 +91,36 @@ def test_zero_shot_repeats_are_not_the_seed_noise_of_a_trained_loss():
     # a table without weights (NaN): every repeat is a trained one
     unweighted = [{**g, "weight": float("nan")} for g in groups[:2]]
     assert largest_size_seed_noise({"groups": unweighted})[0] == {"en-de": 0.01, "en-zh": 0.01}
+
+
+def _with_extrapolation(rows: list[dict] | None, skipped: str | None = None) -> dict:
+    fits = _no_fitted_value()
+    if rows is not None:
+        fits["extrapolation"] = {"rows": rows}
+    if skipped:
+        fits["skipped"] = {"section extrapolation": skipped}
+    return fits
+
+
+def _larger(pair: str, verdict: str) -> dict:
+    return {"kind": "larger size", "pair": pair, "rmse": 0.05, "worst": 0.07,
+            "three_sigma": 0.03, "verdict": verdict}
+
+
+def test_check6_fails_a_report_whose_first_section_failed_or_computed_no_larger_size_row(
+        benchmark_script, capsys):
+    """0183a09's checks never read fits.json's extrapolation section: the writer reduces a
+    section's exception to one "Skipped" line, so a report whose first section crashed passed
+    checks 1–5. Check 6 fails it, and a pair whose larger-size row was not computed; a computed
+    row that does not hold is information (a finding, not a broken pipeline)."""
+    job = benchmark_script("check_main_job")
+    crashed = job.check(_with_extrapolation(None, skipped="TypeError: boom"))
+    assert crashed["checks"][6]["status"] == "FAIL" and "boom" in crashed["checks"][6]["reason"]
+    absent = job.check(_with_extrapolation(None))
+    assert absent["checks"][6]["status"] == "FAIL"
+    missing = job.check(_with_extrapolation([_larger("en-de", "not computed: fewer sizes")]))
+    assert missing["checks"][6]["status"] == "FAIL" and "en-de" in missing["checks"][6]["reason"]
+    fine = job.check(_with_extrapolation([_larger("en-de", "does not hold")]))
+    assert fine["checks"][6]["status"] == "ok"
+    job.print_result(fine)
+    assert "larger size en-de (information): RMSE 5.00 %" in capsys.readouterr().out
