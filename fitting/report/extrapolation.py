@@ -58,6 +58,8 @@ from fitting.laws.budget.chinchilla_joint import JointChinchillaFit
 from fitting.laws.curves.annealing import fit_annealing_law
 from fitting.laws.curves.runs import Curve, curves_from_table, pair_training_curves
 from fitting.report.chinchilla import COOLED_LAW, largest_size_seed_noise
+from fitting.report.heldout import NOISE_TOLERANCE as HELDOUT_NOISE_TOLERANCE
+from fitting.report.heldout import REL_TOLERANCE
 from fitting.report.markdown import Document
 from fitting.report.sections import Report
 from fitting.report.seeds import run_mixtures
@@ -235,8 +237,12 @@ def _heldout_rows(rep: Report, view: StudyView, mixture: dict[str, Any] | None
         sigma = (float(np.median([e["noise"] / e["measured"] for e in noised]))
                  if len(noised) == len(es) else None)
         src = "; ".join(sorted({e["noise_source"] for e in es}))
-        rows.append(_row(HELDOUT_RUN, pair, es[0]["law"], [e["error"] for e in es], sigma, src,
-                         detail=", ".join(", ".join(e["runs"]) for e in es)))
+        row = _row(HELDOUT_RUN, pair, es[0]["law"], [e["error"] for e in es], sigma, src,
+                   detail=", ".join(", ".join(e["runs"]) for e in es))
+        # one rule for a held-out run: the held-out section's (and check 4's) — each run within
+        # REL_TOLERANCE or NOISE_TOLERANCE × its seed sd (fitting.report.heldout)
+        row["verdict"] = HOLDS if all(e["within_tolerance"] for e in es) else FAILS
+        rows.append(row)
     if not rows and view.held_ids:
         why = (mixture or {}).get("skipped")
         rows.append(_row(HELDOUT_RUN, "–", "–", None, None, "", "no held-out run was "
@@ -484,7 +490,9 @@ def extrapolation_section(doc: Document, rep: Report, view: StudyView,
           "without measured seed noise the error is information, not a check. Larger size: the "
           "leave-largest-size-out backtest of the law the report leads with. Held-out run: "
           "runs trained and never fitted; no choice saw them (every fit, and the form and "
-          "budget selection of L(N, D), uses the fitted runs only); with 3 pairs or more, "
+          "budget selection of L(N, D), uses the fitted runs only), judged by the held-out "
+          f"runs' rule: each within {REL_TOLERANCE:.0%} or {HELDOUT_NOISE_TOLERANCE:g}× its "
+          "seed sd (section Held-out runs); with 3 pairs or more, "
           "the held-out mixtures as the chosen mixture law predicts them, judged where a seed "
           "noise was measured (pooled at their size, or their own seeds'). Longer run: the "
           "LR-annealing curve law, fitted per experiment (its seeds and branches) on the "

@@ -224,3 +224,32 @@ def test_longer_run_row_fits_each_experiment_on_the_pairs_training_loss():
     assert "training loss" in row["detail"]
     together, _ = last_third_backtest(pair_training_curves(table, "en-de"))  # one law for both
     assert max(abs(e) for e in together) > 10 * row["worst"]
+
+
+def _heldout_entry(error: float, sd_rel: float | None) -> dict:
+    """A primary held-out entry as fitting.report.heldout writes it (measured 0.1)."""
+    from fitting.report.heldout import NOISE_TOLERANCE, REL_TOLERANCE
+    sd = None if sd_rel is None else sd_rel * 0.1
+    within = abs(error) <= REL_TOLERANCE or (sd is not None
+                                             and abs(error) * 0.1 <= NOISE_TOLERANCE * sd)
+    return {"pair": "en-de", "primary": True, "law": "eq. 11", "runs": ["big_p0.60_s0"],
+            "error": error, "measured": 0.1, "noise": sd, "noise_source": "heldout seeds (n=2)",
+            "within_tolerance": within}
+
+
+@pytest.mark.parametrize("error, sd_rel, verdict", [
+    (0.015, 0.001, HOLDS),    # within 2 %, far beyond 3σ: the held-out section says "yes"
+    (0.025, 0.010, HOLDS),    # beyond 2 %, within 3σ
+    (0.025, 0.001, FAILS),    # beyond both
+    (0.025, None, FAILS),     # beyond 2 %, no seed noise
+])
+def test_a_held_out_run_is_judged_by_the_held_out_sections_rule(error, sd_rel, verdict):
+    """One rule for a held-out run in the whole report: within 2 % or 3× its seed sd
+    (fitting.report.heldout, check 4). 0183a09's first section judged it by RMSE ≤ 3σ alone, so
+    a run 1.5 % off with σ 0.1 % read "yes (≤ 2 %)" under Held-out runs and "does not hold" in
+    the section above it."""
+    rep = Report(out_dir="", markdown_path="", html_path="", json_path="")
+    rep.heldout = [_heldout_entry(error, sd_rel)]
+    rows = [r for r in extrapolation_rows(rep, prepare_view(_seeded()), None)
+            if r["kind"] == "held-out run"]
+    assert [r["verdict"] for r in rows] == [verdict]
