@@ -235,3 +235,73 @@ def test_cli_curves_size_column_predicts_a_larger_size(tmp_path, capsys):
     d = json.loads(capsys.readouterr().out)
     assert d["fit"]["size_terms"] and d["fit"]["limits"]["L_inf"] == pytest.approx(1.5, rel=1e-3)
     assert max(e["worst"] for e in d["heldout"].values()) < 1e-3
+
+
+# -- the relative form: L = (L0 + A·S1^−α)·exp(−C·S2) ----------------------------------------
+
+
+def rsqrt_cooled(total, cool, warm=100):
+    """η = min(s/w, 1)/√max(s, w) (T5X's rsqrt with a linear warm-up), cooled down linearly to
+    0 over the last ``cool`` share of ``total`` steps: the main job's schedule."""
+    s = np.arange(0, total + 1, 10.0)
+    lr = np.minimum(s / warm, 1.0) / np.sqrt(np.maximum(s, warm))
+    start = total * (1 - cool)
+    return s, np.where(s > start, lr * (total - s) / (total - start), lr)
+
+
+def rsqrt_family(truth):
+    """A 1,000-step parent (cooled over its last 20 %) and branches at 450, 600, 750 (each
+    cooled over its last 10 %), with the parent's rates up to the branch step."""
+    from fitting.laws.curves.runs import Curve as C
+    out = {"p": make(truth, "p", rsqrt_cooled(1000, 0.2), every=10)}
+    for b, end in ((450, 500), (600, 667), (750, 833)):
+        s, lr = rsqrt_cooled(end, 0.1)
+        c = make(truth, f"p_cd{b}", (s, lr), every=10)
+        out[c.run] = C(c.run, s, lr, c.steps, c.loss, parent="p", branch_step=float(b))
+    return out
+
+
+def test_relative_form_predicts_cooled_ends_where_eq1_cannot():
+    """Curves whose cool-down gain is a share of the loss (the relative form): fitted on the
+    parent's stable phase and the middle branch, the relative form recovers its parameters and
+    predicts the other ends; Tissue et al.'s eq. 1 (the only form at 0183a09) misses them by
+    percents — a fixed gain C·S2 cannot follow gains that shrink with the loss."""
+    from fitting.laws.curves.branches import predict_branch_ends
+
+    truth = AnnealingLawFit(law="lr_annealing", lam=0.8, form="relative",
+                            params={"L0": 0.2, "A": 20.0, "alpha": 0.7, "C": 2.0})
+    fam = rsqrt_family(truth)
+    kw = dict(stable_until=800, fit_branches="middle", from_step=400, lam=0.8)
+    rel = predict_branch_ends(fam, form="relative", **kw)
+    for k, v in truth.params.items():
+        assert rel.fits["p"].params[k] == pytest.approx(v, rel=1e-3), k
+    assert rel.summary()["n"] == 3 and rel.summary()["worst_abs"] < 1e-4
+    old = predict_branch_ends(fam, **kw)  # eq. 1 (form="additive")
+    assert old.summary()["worst_abs"] > 0.01
+    back = FitResult.from_json(json.loads(json.dumps(rel.fits["p"].to_json())))
+    assert isinstance(back, AnnealingLawFit) and back.form == "relative"
+    s, lr = rsqrt_cooled(1000, 0.2)
+    assert np.allclose(back.predict([900, 1000], s, lr), truth.predict([900, 1000], s, lr))
+
+
+def test_relative_form_windowed_losses_and_bad_form():
+    """A windowed training loss (the mean over the updates since the previous row) of the
+    relative form is fitted to its truth: the window averages g·(L0 + A·S1^−α), not the
+    product of the averages; an unknown form is an error naming it."""
+    truth = AnnealingLawFit(law="lr_annealing", lam=0.8, form="relative",
+                            params={"L0": 0.2, "A": 20.0, "alpha": 0.7, "C": 2.0})
+    s, lr = rsqrt_cooled(1000, 0.2)
+    steps = np.arange(150, 1001, 10.0)
+    win = np.full(steps.size, 10.0)
+    loss = truth.predict(steps, s, lr, window=win)
+    point = truth.predict(steps, s, lr)
+    assert np.max(np.abs(loss / point - 1)) > 1e-3  # the window matters in the cool-down
+    b_s, b_lr = rsqrt_cooled(667, 0.1)
+    b_steps = np.arange(610, 668, 10.0)
+    curves = [Curve("p", s, lr, steps, loss, window=win),
+              Curve("b", b_s, b_lr, b_steps, truth.predict(b_steps, b_s, b_lr, window=10.0),
+                    window=np.full(b_steps.size, 10.0))]
+    fit = fit_annealing_law(curves, lam=0.8, form="relative")
+    assert fit.params["C"] == pytest.approx(2.0, rel=1e-3)
+    with pytest.raises(FitError, match="form must be one of"):
+        fit_annealing_law(curves, form="multiplicative")

@@ -3,11 +3,12 @@ parameters, optional size terms, relative residuals, perturbation uncertainty, h
 
 A law (:class:`CurveLaw`) writes the loss of a run at step t as
 
-    L(t) = L0 + Σ_j c_j · X_j(t; θ)
+    L(t) = g(t; θ) · (L0 + Σ_j c_j · X_j(t; θ))
 
-with linear coefficients c (≥ 0) and a few nonlinear parameters θ: the annealing law
-(:mod:`.annealing`, X = [S1^−α, −S2], θ = α) and the Multi-Power Law (:mod:`.multipower`,
-X = [S1^−α, −Σ d_k G(·)], θ = (α, C, β, γ)). With size terms the constant becomes
+with linear coefficients c (≥ 0), a few nonlinear parameters θ and a factor g (1 for most
+laws, :meth:`CurveLaw.scale`): the annealing law (:mod:`.annealing`, X = [S1^−α, −S2],
+θ = α; its relative form X = [S1^−α], g = exp(−C·S2), θ = (α, C)) and the Multi-Power Law
+(:mod:`.multipower`, X = [S1^−α, −Σ d_k G(·)], θ = (α, C, β, γ)). With size terms the constant becomes
 L0(N) = E + A_N·N^−a (θ gains a), so one fit across sizes predicts another size; E = L∞ is the
 loss of an infinitely large model trained for ever without annealing, L0(N) that of size N.
 
@@ -61,6 +62,11 @@ class CurveLaw:
         """X (len(steps) × len(coef_names)) at θ."""
         raise NotImplementedError
 
+    def scale(self, theta: np.ndarray, feats: Any) -> np.ndarray | None:
+        """The factor g(t; θ) multiplying the whole law, constant included (len(steps));
+        None = 1 (an additive law)."""
+        return None
+
     def named(self, theta: np.ndarray) -> dict[str, float]:
         """θ as reported parameters (a law searching log10 C reports C)."""
         return dict(zip(self.theta_names, map(float, theta), strict=True))
@@ -107,10 +113,14 @@ def curve_features(law: CurveLaw, curve: Curve, steps: np.ndarray,
 
 
 def law_columns(law: CurveLaw, theta: np.ndarray, feats: Any) -> np.ndarray:
-    """X at θ of :func:`curve_features`' result: each window's mean of the law's columns."""
-    if isinstance(feats, WindowFeatures):
-        return feats.mean @ law.columns(theta, feats.inner)
-    return law.columns(theta, feats)
+    """[g, g·X] at θ of :func:`curve_features`' result (g = :meth:`CurveLaw.scale`, 1 when
+    None): the columns of L0 and of the linear coefficients, each window's mean of them."""
+    inner = feats.inner if isinstance(feats, WindowFeatures) else feats
+    x = law.columns(theta, inner)
+    g = law.scale(theta, inner)
+    g = np.ones(x.shape[0]) if g is None else np.asarray(g, dtype=np.float64)
+    cols = np.column_stack([g, g[:, None] * x])
+    return feats.mean @ cols if isinstance(feats, WindowFeatures) else cols
 
 
 def _size_names(size_terms: bool) -> tuple[str, ...]:
@@ -121,10 +131,10 @@ def _design(law: CurveLaw, feats: list, sizes: np.ndarray | None, theta: np.ndar
             ) -> np.ndarray:
     p = len(law.theta_names)
     x = np.vstack([law_columns(law, theta[:p], f) for f in feats])
-    base = [np.ones(x.shape[0])]
+    base = [x[:, 0]]                      # L0 (or E) times g
     if sizes is not None:
-        base.append(np.power(sizes, -theta[p]))
-    return np.column_stack(base + [x])
+        base.append(x[:, 0] * np.power(sizes, -theta[p]))
+    return np.column_stack(base + [x[:, 1:]])
 
 
 @dataclass
@@ -167,7 +177,7 @@ class ScheduleLawFit(FitResult):
         coef = np.array([self.params[k] for k in law.coef_names])
         w = None if window is None else np.broadcast_to(np.asarray(window, float), st.shape)
         x = law_columns(law, theta, curve_features(law, curve, st, w))
-        return self.converged_loss(n) + x @ coef
+        return self.converged_loss(n) * x[:, 0] + x[:, 1:] @ coef
 
 
 def _thin(mask: np.ndarray, max_points: int) -> np.ndarray:
