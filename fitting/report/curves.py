@@ -4,20 +4,26 @@ For a table with ``learning_rate`` rows and cool-down branches (schema revision 
 al. 2024), per pair and per fitted parent run that trains it (a family: the parent and its
 branches; held-out and verification runs left out, :attr:`fitting.report.view.StudyView.
 table_fit`),
-the LR-annealing law (Tissue et al. 2024, eq. 1)
+the LR-annealing law (Tissue et al. 2024, eq. 1) in the form :data:`CURVE_FORM`, by default
+the relative one (:mod:`fitting.laws.curves.annealing`)
 
-    L(s) = L0 + A·S1(s)^−α − C·S2(s),  S2 with momentum λ = :data:`CURVE_LAMBDA`
+    L(s) = (L0 + A·S1(s)^−α)·exp(−C·S2(s)),  S2 with momentum λ = :data:`CURVE_LAMBDA`
 
 is fitted on the parent's training loss of the pair up to the start of its own cool-down
 (:func:`fitting.laws.curves.learning_curve.cooldown_start`) and on one of its branches (the
 middle one by branch step), from :data:`FROM_FRACTION` of the parent's steps on; it predicts the
 cooled-down end of every other branch and the parent's own end from their learning-rate
-schedules (:func:`fitting.laws.curves.branches.predict_branch_ends`). Why a branch in the fit:
+schedules (:func:`fitting.laws.curves.branches.predict_branch_ends`), and each end is judged
+against the run's evaluation loss there (the report's ``metric`` on its ``eval_set``, of the
+pair): the quantity whose seed noise the verdict uses. A training-loss row is the mean over one
+log interval's batches and scatters by ≈ 6 % (relative sd about a smooth curve on the main job),
+more than 3σ_seed: judged against it no law could hold. Why a branch in the fit:
 along an rsqrt schedule η ∝ 1/S1, so the stable phase alone cannot tell the annealing term from
 A·S1^−α (:mod:`fitting.laws.curves.branches`). The settings are the best of those measured on
-the main job's own runs (``benchmarks/curve_laws_main_job.py``, variant ``middle-l0.8-nowin``):
-λ = 0.8 rather than Tissue et al.'s 0.999 for cool-downs of 50–80 steps, the training loss of
-the pair read at its logged step (``loss_window=0``).
+the main job's own runs (``benchmarks/curve_laws_main_job.py``, variant
+``middle-rel-l0.8-nowin>val``): λ = 0.8 rather than Tissue et al.'s 0.999 for cool-downs of
+50–80 steps, the relative form (its gain shrinks with the loss; eq. 1's is fixed), the
+training loss of the pair read at its logged step (``loss_window=0``).
 
 Per pair the tested ends' relative errors (predicted − trained) / trained are judged by the
 report's one rule (:func:`fitting.report.extrapolation.judge`: RMSE within 3σ_seed, σ_seed the
@@ -42,9 +48,15 @@ from fitting import plots
 from fitting.core.base import FitError
 from fitting.laws.curves.branches import BranchPredictions, branch_families, predict_branch_ends
 from fitting.laws.curves.learning_curve import cooldown_start
-from fitting.laws.curves.runs import TIDY_LR_METRIC, Curve, pair_training_curves
+from fitting.laws.curves.runs import TIDY_LR_METRIC, Curve, curves_from_table, pair_training_curves
 from fitting.report.chinchilla import largest_size_seed_noise
-from fitting.report.extrapolation import CURVE_LAMBDA, FROM_FRACTION, NOISE_MULTIPLE, judge
+from fitting.report.extrapolation import (
+    CURVE_FORM,
+    CURVE_LAMBDA,
+    FROM_FRACTION,
+    NOISE_MULTIPLE,
+    judge,
+)
 from fitting.report.markdown import Document
 from fitting.report.sections import Report
 from fitting.report.view import StudyView
@@ -73,22 +85,39 @@ def _spread(parents: list[str], curves: dict[str, Curve], k: int) -> list[str]:
     return [ranked[i] for i in np.unique(np.round(np.linspace(0, len(ranked) - 1, k)).astype(int))]
 
 
-def _family(curves: dict[str, Curve], parent: str, branches: list[str], lam: float
+def _family(curves: dict[str, Curve], parent: str, branches: list[str], lam: float,
+            targets: dict[str, Curve] | None = None
             ) -> tuple[BranchPredictions, float | None, float]:
     """The fit and predictions of one family: the parent up to its cool-down and the middle
-    branch, from :data:`FROM_FRACTION` of the parent's steps on."""
+    branch, from :data:`FROM_FRACTION` of the parent's steps on; ``targets`` the losses its ends
+    are judged on (None: the fitted curves')."""
     par = curves[parent]
     if not par.steps.size:
         raise FitError(f"parent {parent!r} has no training loss", column="loss")
     stable = cooldown_start(par.lr_steps, par.lr)
     start = FROM_FRACTION * float(par.steps.max())
     fam = {r: curves[r] for r in [parent, *branches]}
+    tg = None if targets is None else {r: targets[r] for r in fam if r in targets}
     res = predict_branch_ends(fam, law="lr_annealing", stable_until=stable,
                               fit_branches=FIT_BRANCHES, from_step=start, lam=lam,
-                              max_points=MAX_POINTS)
+                              form=CURVE_FORM, max_points=MAX_POINTS, targets=tg)
     if parent in res.failed:
         raise FitError(res.failed[parent], column="loss")
     return res, stable, start
+
+
+def _evaluated_ends(view: StudyView, pair: str, curves: dict[str, Curve]) -> dict[str, Curve]:
+    """{run: its evaluation loss of ``pair``} (the report's metric on its eval set) for the runs
+    of ``curves`` evaluated at their last training step: the ends the section judges."""
+    table = view.table_fit
+    rows = table[table["run_id"].astype(str).isin(curves)]
+    try:
+        ev = curves_from_table(rows, loss_metric=view.metric, pair=pair, eval_set=view.eval_set,
+                               loss_window=0, source="report")
+    except FitError:
+        return {}
+    return {r: c for r, c in ev.items() if r in curves and c.steps.size and curves[r].steps.size
+            and c.steps[-1] >= curves[r].steps[-1]}
 
 
 def _continuation(res: BranchPredictions, curves: dict[str, Curve], parent: str,
@@ -113,7 +142,8 @@ def _continuation(res: BranchPredictions, curves: dict[str, Curve], parent: str,
 def _pair(view: StudyView, pair: str, lam: float) -> tuple[dict[str, Any], dict[str, list]]:
     """``fits.json["curves"]["pairs"][pair]`` and the figure's panels {title: runs}."""
     curves = pair_training_curves(view.table_fit, pair)
-    fams = {p: [b for b in bs if curves[b].steps.size]
+    targets = _evaluated_ends(view, pair, curves) or None  # None: judged on the training loss
+    fams = {p: [b for b in bs if curves[b].steps.size and (targets is None or b in targets)]
             for p, bs in branch_families(curves).items()}
     fams = {p: bs for p, bs in fams.items() if bs}
     if not fams:
@@ -124,7 +154,7 @@ def _pair(view: StudyView, pair: str, lam: float) -> tuple[dict[str, Any], dict[
     shown = set(_spread(chosen, curves, FIGURE_FAMILIES))
     for parent in chosen:
         try:
-            res, stable, start = _family(curves, parent, fams[parent], lam)
+            res, stable, start = _family(curves, parent, fams[parent], lam, targets)
         except FitError as e:
             failed[parent] = str(e)
             continue
@@ -142,7 +172,9 @@ def _pair(view: StudyView, pair: str, lam: float) -> tuple[dict[str, Any], dict[
             f"{p}: {w}" for p, w in failed.items()), column="loss")
     errors = [e["error"] for e in ends if not e["fitted"]]
     rel, n_at = largest_size_seed_noise(view.seeds)
+    judged = _LOSS if targets is None else f"{view.eval_set} {view.metric} of the pair"
     return ({"n_families": len(families), "n_families_total": len(fams), "families": families,
+             "judged_on": judged,
              "failed": failed, "ends": ends, "errors": errors,
              "sigma_source": "" if n_at is None else f"seed sd at N = {n_at:.3g}",
              **judge(errors, rel.get(pair), "" if errors else "every end was in a fit")},
@@ -157,7 +189,7 @@ def curve_continuations(view: StudyView, *, lam: float = CURVE_LAMBDA
     if not view.branches or "metric" not in table.columns or not (
             table["metric"] == TIDY_LR_METRIC).any():
         return None, {}
-    out: dict[str, Any] = {"law": "lr_annealing", "lam": float(lam),
+    out: dict[str, Any] = {"law": "lr_annealing", "form": CURVE_FORM, "lam": float(lam),
                            "fit_branches": FIT_BRANCHES, "loss": _LOSS,
                            "from_fraction": FROM_FRACTION, "max_families": MAX_FAMILIES,
                            "max_points": MAX_POINTS, "noise_multiple": NOISE_MULTIPLE,
@@ -191,12 +223,17 @@ def curves_section(doc: Document, rep: Report, view: StudyView, out_dir: str, *,
     if not out["pairs"]:
         return out
     doc.h(2, "Training curves and curve-law continuations")
-    doc.p(f"Per pair and parent run, the LR-annealing law L(s) = L0 + A·S1^−α − C·S2 (Tissue et "
-          f"al. 2024, eq. 1; annealing momentum λ = {lam:g}) is fitted on the {_LOSS} — the "
+    form = ("(L0 + A·S1^−α)·exp(−C·S2) (the relative form of Tissue et al. 2024, eq. 1: the "
+            "gain of a cool-down is a share of the loss)" if CURVE_FORM == "relative" else
+            "L0 + A·S1^−α − C·S2 (Tissue et al. 2024, eq. 1)")
+    judged = sorted({d["judged_on"] for d in out["pairs"].values()})
+    doc.p(f"Per pair and parent run, the LR-annealing law L(s) = {form}, annealing momentum "
+          f"λ = {lam:g}, is fitted on the {_LOSS} — the "
           "parent's up to the start of its own cool-down and its middle cool-down branch's, "
           f"from {FROM_FRACTION:.0%} of the parent's steps on — and predicts, from their "
           "learning-rate schedules, the cooled-down ends of the other branches and of the "
-          "parent (Hägele et al. 2024): can a cool-down at another step be predicted instead of "
+          "parent (Hägele et al. 2024), each judged against the " + " / ".join(judged) + " at "
+          "its end: can a cool-down at another step be predicted instead of "
           f"trained? Verdict: the report's rule (RMSE within {NOISE_MULTIPLE:g}σ_seed, the "
           "relative seed sd at the largest size repeated; information without repeats). At "
           f"most {MAX_FAMILIES} parents per pair are fitted, spread over the sizes.")
@@ -217,7 +254,8 @@ def curves_section(doc: Document, rep: Report, view: StudyView, out_dir: str, *,
         doc.img("figures/curve_continuations.png", "Training loss of each parent and its "
                 "cool-down branches (solid), the fitted law's continuation from each branch "
                 "step and from the parent's cool-down (dashed; the fitted branch dotted), "
-                "trained ends (triangles) and predicted ends (crosses).")
+                "trained ends (triangles: the loss each end is judged on) and predicted ends "
+                "(crosses).")
     except Exception as e:
         rep.skipped["figures (curve-law continuations)"] = f"{type(e).__name__}: {e}"
     return out

@@ -67,7 +67,8 @@ from fitting.report.verification import verification_seed_noise
 from fitting.report.view import StudyView
 
 __all__ = ["LARGER_SIZE", "HELDOUT_RUN", "LONGER_RUN", "LATER_COOLDOWN", "NOISE_MULTIPLE",
-           "HOLDS", "FAILS", "NO_NOISE", "FIT_FRACTION", "FROM_FRACTION", "CURVE_LAMBDA", "judge",
+           "HOLDS", "FAILS", "NO_NOISE", "FIT_FRACTION", "FROM_FRACTION", "CURVE_LAMBDA", "CURVE_FORM",
+           "judge",
            "last_third_backtest", "SEED_NOISE_SOURCES",
            "extrapolation_rows", "extrapolation_section"]
 
@@ -87,6 +88,10 @@ FIT_FRACTION = 2.0 / 3.0
 #: λ of the annealing momentum (Tissue et al. eq. 1's S2): 0.8 predicts the main job's
 #: 50–80-step cool-downs far better than their 0.999 (benchmarks/curve_laws_main_job.py)
 CURVE_LAMBDA = 0.8
+#: the form of the LR-annealing law (:data:`fitting.laws.curves.annealing.ANNEALING_FORMS`):
+#: "relative", (L0 + A·S1^−α)·exp(−C·S2), follows the main job's cool-down gains, which shrink
+#: with the loss, where eq. 1's fixed gain C·S2 does not (benchmarks/curve_laws_main_job.py)
+CURVE_FORM = "relative"
 #: the first step fitted, as a share of the parent's last loss step: the first steps after the
 #: warm-up fall faster than the law
 FROM_FRACTION = 0.4
@@ -335,7 +340,7 @@ def last_third_backtest(curves: dict[str, Curve], *, fraction: float = FIT_FRACT
     if len(parts) == 0 or sum(p.steps.size for p in parts.values()) < 6:
         return [], "fewer than 6 losses before the cut"
     try:
-        fit = fit_annealing_law(parts, lam=lam, max_points=max_points)
+        fit = fit_annealing_law(parts, lam=lam, form=CURVE_FORM, max_points=max_points)
     except FitError as e:
         return [], str(e)
     errors: list[float] = []
@@ -382,7 +387,7 @@ def _longer_run_rows(view: StudyView, sigma: dict[str, tuple[float, str]]
                      ) -> list[dict[str, Any]]:
     """Per pair, :func:`last_third_backtest` of each experiment (its seeds and branches fitted
     together, one fit per experiment), the errors pooled."""
-    law = f"LR-annealing law (Tissue et al. eq. 1, λ = {CURVE_LAMBDA:g})"
+    law = f"LR-annealing law (Tissue et al. eq. 1, {CURVE_FORM} form, λ = {CURVE_LAMBDA:g})"
     experiment = _experiment_of_runs(view.table_fit)
     rows = []
     for pair in view.points:
@@ -418,8 +423,9 @@ def _later_cooldown_rows(view: StudyView, curves: dict[str, Any] | None,
     curves = curves or {}
     pairs = curves.get("pairs") or {}
     skipped = curves.get("skipped") or {}
-    law = "LR-annealing law (Tissue et al. eq. 1)" + (f", λ = {curves['lam']:g}"
-                                                      if "lam" in curves else "")
+    law = "LR-annealing law (Tissue et al. eq. 1" + (f", {curves['form']} form" if "form" in
+                                                     curves else "") + ")" + (
+        f", λ = {curves['lam']:g}" if "lam" in curves else "")
     rows = []
     for pair in view.points:
         got = pairs.get(pair)

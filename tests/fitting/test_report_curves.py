@@ -1,12 +1,15 @@
 """The report's section "Training curves and curve-law continuations" (fitting.report.curves)
 and the first section's row "later cool-down", on studies whose training losses come from an
-exact LR-annealing law (Tissue et al. 2024 eq. 1, λ = the section's CURVE_LAMBDA).
+exact LR-annealing law (Tissue et al. 2024 eq. 1 in the section's form CURVE_FORM, λ = its
+CURVE_LAMBDA).
 
 Runs shaped like the main job's: rsqrt after a 100-step warm-up, a linear cool-down over the
 last 20 % of 1,000 steps; cool-down branches at 450, 600 and 750 cooling down over 10 % of
 their length. Each run trains one pair (en-de or en-zh); its per-pair training loss is the law
-at the logged step (the section reads it so: ``loss_window=0``), its validation loss the law +
-0.02 (+ a seed offset of ±D at the largest size, repeated with two seeds: σ_seed = √2·D)."""
+at the logged step (the section reads it so: ``loss_window=0``) plus ``scatter`` (the sd of a
+training-loss row about the curve), its validation loss the law (× a seed offset of 1 ± D at the
+largest size, repeated with two seeds: σ_seed = √2·D). The section judges each end on the
+validation loss there."""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import pytest
 from fitting.laws.curves.annealing import AnnealingLawFit
 from fitting.report import curves as report_curves
 from fitting.report.curves import (
+    CURVE_FORM,
     CURVE_LAMBDA,
     FIGURE_FAMILIES,
     curve_continuations,
@@ -37,6 +41,7 @@ T, WARMUP, COOL = 1000, 100, 200
 BRANCHES = {450: 500, 600: 667, 750: 833}
 SIZES = (1e5, 3e5, 1e6)
 D = 0.001
+C_TRUE = 1.0
 
 
 def rate(s: np.ndarray, end: int, cooldown: int) -> np.ndarray:
@@ -51,15 +56,18 @@ def every_10(first: int, end: int) -> np.ndarray:
 
 
 def _law(n: float) -> AnnealingLawFit:
-    return AnnealingLawFit(law="lr_annealing", lam=CURVE_LAMBDA,
+    return AnnealingLawFit(law="lr_annealing", lam=CURVE_LAMBDA, form=CURVE_FORM,
                            params={"L0": 0.1 + 30.0 * n ** -0.4, "A": 1.5, "alpha": 0.7,
-                                   "C": 0.06})
+                                   "C": C_TRUE})
 
 
-def _family_rows(parent: str, n: float, de: bool, seed: int) -> list[dict]:
-    """The tidy rows of one parent and its three branches."""
+def _family_rows(parent: str, n: float, de: bool, seed: int, scatter: float = 0.0
+                 ) -> list[dict]:
+    """The tidy rows of one parent and its three branches; each training-loss row × (1 +
+    scatter·ε), ε standard normal."""
     trained, other = ("en-de", "en-zh") if de else ("en-zh", "en-de")
     law, rows = _law(n), []
+    rng = np.random.default_rng(abs(hash((parent, seed))) % 2**32)
     parent_rates = every_10(0, T)
     for run, b, first, end, cd in [(parent, np.nan, 0, T, COOL)] + [
             (f"{parent}_cd{b}", b, b, e, round(0.1 * e)) for b, e in BRANCHES.items()]:
@@ -70,7 +78,7 @@ def _family_rows(parent: str, n: float, de: bool, seed: int) -> list[dict]:
             before = parent_rates[parent_rates <= b]
             lr_steps = np.concatenate([before, own])
             eta = np.concatenate([rate(before, T, COOL), rate(own, end, cd)])
-        loss = law.predict(own, lr_steps, eta)
+        loss = law.predict(own, lr_steps, eta) * (1 + scatter * rng.standard_normal(own.size))
         base = {"run_id": run, "parent_run": "" if np.isnan(b) else parent, "branch_step": b,
                 "n": n, "seed": seed, "study": "t", "family": "mini", "size": f"{n:g}"}
         mine = lr_steps > first if not np.isnan(b) else np.ones(lr_steps.size, bool)
@@ -82,7 +90,7 @@ def _family_rows(parent: str, n: float, de: bool, seed: int) -> list[dict]:
                  for p in ("all", trained) for s, v in zip(own, loss, strict=True)]
         evals = np.unique(np.append(np.arange(first + 100, end + 1, 100), end))
         evals = evals[evals > first]
-        val = law.predict(evals, lr_steps, eta) + 0.02
+        val = law.predict(evals, lr_steps, eta)
         shift = (1 + D * (1 if seed == 0 else -1)) if n == max(SIZES) else 1.0
         rows += [{**base, "pair": trained, "eval_set": "validation", "metric": "loss",
                   "step": s, "tokens": 512 * s, "value": v * shift, "weight": 1.0}
@@ -93,17 +101,18 @@ def _family_rows(parent: str, n: float, de: bool, seed: int) -> list[dict]:
     return rows
 
 
-def study(seeds: int = 2, off: float = 0.0) -> pd.DataFrame:
+def study(seeds: int = 2, off: float = 0.0, scatter: float = 0.0) -> pd.DataFrame:
     """Three sizes × (en-de only, en-zh only); the largest size at ``seeds`` seeds. ``off``:
-    every 450-branch's last training loss × (1 + off) (a branch the law does not reach)."""
+    every 450-branch's last validation loss × (1 + off) (a branch the law does not reach)."""
     rows = []
     for j, n in enumerate(SIZES):
         for de in (True, False):
             for s in range(seeds if n == max(SIZES) else 1):
-                rows += _family_rows(f"s{j}_p{1.0 if de else 0.0:.2f}_s{s}", n, de, s)
+                rows += _family_rows(f"s{j}_p{1.0 if de else 0.0:.2f}_s{s}", n, de, s, scatter)
     df = pd.DataFrame(rows)
     if off:
-        last = df[(df["run_id"].str.endswith("_cd450")) & (df["metric"] == "train_loss")]
+        last = df[(df["run_id"].str.endswith("_cd450")) & (df["metric"] == "loss")
+                  & (df["weight"] > 0)]
         last = last[last["step"] == BRANCHES[450]].index
         df.loc[last, "value"] *= 1 + off
     return df
@@ -117,9 +126,10 @@ def exact():
 
 def test_exact_law_predicts_every_cooled_end_and_holds(exact):
     """Each parent fitted on its stable phase and its middle branch predicts the other
-    branches' ends and its own to 0.1 %: within 3σ_seed (σ_seed = √2·D = 0.14 %)."""
+    branches' ends and its own to their validation loss's seed offset (D = 0.1 % at the largest
+    size, else exact): within 3σ_seed (σ_seed = √2·D = 0.14 %)."""
     _, out, _ = exact
-    assert out["lam"] == CURVE_LAMBDA and out["skipped"] == {}
+    assert out["lam"] == CURVE_LAMBDA and out["form"] == CURVE_FORM and out["skipped"] == {}
     for pair in ("en-de", "en-zh"):
         d = out["pairs"][pair]
         assert d["n_families"] == d["n_families_total"] == 4 and not d["failed"]
@@ -127,15 +137,16 @@ def test_exact_law_predicts_every_cooled_end_and_holds(exact):
         fitted = {e["run"] for e in d["ends"] if e["fitted"]}
         assert all(r.endswith("_cd600") for r in fitted) and len(fitted) == 4
         assert len(tested) == 12 and d["n_points"] == 12  # 2 branches and the parent, each
-        assert max(abs(e["error"]) for e in tested) < 1e-3
+        assert max(abs(e["error"]) for e in tested) < 1.01 * D
         assert d["errors"] == [e["error"] for e in tested]
         for e in tested:
             assert e["error"] == pytest.approx((e["predicted"] - e["measured"]) / e["measured"])
         assert d["sigma"] == pytest.approx(np.sqrt(2) * D, rel=1e-6)
-        assert d["verdict"] == HOLDS and d["worst"] < 1e-3
+        assert d["verdict"] == HOLDS and d["worst"] < 1.01 * D
         fam = d["families"]["s2_p" + ("1.00" if pair == "en-de" else "0.00") + "_s0"]
         assert fam["stable_until"] == 800 and fam["from_step"] == pytest.approx(400)
-        assert fam["params"]["C"] == pytest.approx(0.06, rel=0.02)
+        assert fam["params"]["C"] == pytest.approx(C_TRUE, rel=0.02)
+        assert d["judged_on"] == "validation loss of the pair"
 
 
 def test_a_branch_end_off_the_law_does_not_hold():
@@ -146,6 +157,27 @@ def test_a_branch_end_off_the_law_does_not_hold():
     off = [e["error"] for e in d["ends"] if e["run"].endswith("_cd450")]
     assert off == pytest.approx([-0.05 / 1.05] * 4, abs=2e-3)
     assert d["verdict"] == FAILS and d["rmse"] > 3 * d["sigma"]
+
+
+def test_ends_are_judged_on_the_evaluated_loss_not_the_last_training_row():
+    """Every run's last training-loss row 5 % above the law (a training-loss row is the mean
+    over one log interval's batches: on the main job they scatter by ≈ 6 % about a smooth
+    curve), its validation loss on it: judged on the validation loss at each end the section
+    holds; the rule of 0183a09 judged the last training row and would not."""
+    df = study()
+    rows = df[df["metric"] == "train_loss"]
+    last = rows.loc[rows.groupby(["run_id", "pair"])["step"].idxmax()].index
+    df.loc[last, "value"] *= 1.05
+    view = prepare_view(df)
+    out, _ = curve_continuations(view)
+    for pair, d in out["pairs"].items():
+        assert d["judged_on"] == "validation loss of the pair"
+        assert d["verdict"] == HOLDS and d["worst"] < 3 * d["sigma"]
+        tested = [e for e in d["ends"] if not e["fitted"]]
+        train_last = df.loc[last].set_index(["run_id", "pair"])["value"]
+        old = [(e["predicted"] - train_last[(e["run"], pair)]) / train_last[(e["run"], pair)]
+               for e in tested]
+        assert np.sqrt(np.mean(np.square(old))) > 3 * d["sigma"]
 
 
 def test_without_seed_repeats_the_errors_are_information():
@@ -236,7 +268,9 @@ def test_check_main_job_prints_the_branch_ends_as_information(report, benchmark_
     d = fits["curves"]["pairs"]["en-de"]
     assert (c["n_points"], c["median"], c["worst"], c["verdict"]) == (
         d["n_points"], d["median"], d["worst"], HOLDS)
-    assert set(result["checks"]) == {1, 2, 3, 4, 5}  # no check of its own
+    # no check of its own: the same checks as without the section
+    assert set(result["checks"]) == set(job.check(
+        {k: v for k, v in fits.items() if k != "curves"})["checks"])
     job.print_result(result)
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if "cool-down ends en-de" in x)
