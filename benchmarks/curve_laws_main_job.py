@@ -11,7 +11,10 @@ ends, median and worst |relative error|, mean signed error):
   cool-down included); ``middle`` = stable + the middle branch;
 * loss: ``train`` the training loss of the pair (each row the mean over its window,
   ``Curve.window``), ``train-nowin`` the same read as the loss at its step, ``val`` the
-  validation loss, ``train>val`` fitted on training, judged on validation with the offset;
+  validation loss, ``train>val`` fitted on training, judged on validation with the offset,
+  ``nowin>val`` fitted on ``train-nowin``, judged on validation (``+offset``: with it);
+* form: variants named ``*-rel-*`` fit the relative form of the annealing law,
+  (L0 + A·S1^−α)·exp(−C·S2) (:mod:`fitting.laws.curves.annealing`; the report's default);
 * λ of the annealing area; the first step fitted.
 
 The seed noise of the cooled ends (runs repeated with another seed: relative sd of their
@@ -57,6 +60,10 @@ VARIANTS = [
     ("middle-l0.8-nowin", "lr_annealing", "middle", "train-nowin", 0.8, 400),
     ("middle-l0.8-val", "lr_annealing", "middle", "val", 0.8, 400),
     ("middle-l0.8-train>val", "lr_annealing", "middle", "train>val", 0.8, 400),
+    ("middle-rel-l0.8-nowin", "lr_annealing", "middle", "train-nowin", 0.8, 400),
+    ("middle-rel-l0.8-nowin>val", "lr_annealing", "middle", "nowin>val", 0.8, 400),
+    ("middle-rel-l0.8-nowin>val-offset", "lr_annealing", "middle", "nowin>val+offset", 0.8,
+     400),
     ("mpl-parent", "multi_power", "parent", "train", None, 400),
     ("mpl-middle", "multi_power", "middle", "train", None, 400),
     ("mpl-middle-train>val", "multi_power", "middle", "train>val", None, 400),
@@ -93,22 +100,26 @@ def complete(curves: dict[str, Curve], n_branches: int) -> dict[str, Curve]:
 
 def run_variant(sets: dict, variant: tuple, stable_until: float) -> list[BranchPredictions]:
     _, law, fit_set, loss, lam, start = variant
-    src = {"train": "train", "train-nowin": "nowin", "val": "val", "train>val": "train"}[loss]
+    src = {"train": "train", "train-nowin": "nowin", "val": "val", "train>val": "train",
+           "nowin>val": "nowin", "nowin>val+offset": "nowin"}[loss]
     kw = {"lam": lam} if lam is not None else {}
+    if "-rel-" in variant[0]:  # the relative form of the annealing law
+        kw["form"] = "relative"
     res = []
     for pair in sets["train"]:
         res.append(predict_branch_ends(
             sets[src][pair], law=law, from_step=start,
             stable_until=None if fit_set == "parent" else stable_until,
             fit_branches="middle" if fit_set == "middle" else (),
-            targets=sets["val"][pair] if loss == "train>val" else None,
-            offset=loss == "train>val", **kw))
+            targets=sets["val"][pair] if ">val" in loss else None,
+            offset=loss in ("train>val", "nowin>val+offset"), **kw))
     return res
 
 
 def summary(results: list[BranchPredictions]) -> dict:
     e = np.array([x.error for r in results for x in r.tested()])
-    return {"n": int(e.size), "median_abs": float(np.median(np.abs(e))),
+    return {"n": int(e.size), "rmse": float(np.sqrt(np.mean(e ** 2))),
+            "median_abs": float(np.median(np.abs(e))),
             "worst_abs": float(np.max(np.abs(e))), "mean": float(np.mean(e)),
             "failed": sum(len(r.failed) for r in results)}
 
@@ -165,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         report["variants"][v[0]] = s
         if v[0] == args.details:
             details = res
-        print(f"{v[0]:24s} n={s['n']:3d}  median {100 * s['median_abs']:6.2f} %  worst "
+        print(f"{v[0]:24s} n={s['n']:3d}  rmse {100 * s['rmse']:6.2f} %  median {100 * s['median_abs']:6.2f} %  worst "
               f"{100 * s['worst_abs']:6.2f} %  mean {100 * s['mean']:+6.2f} %  "
               f"({time.perf_counter() - t0:.0f} s)", flush=True)
     if details is not None:
