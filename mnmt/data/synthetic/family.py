@@ -33,6 +33,7 @@ from mnmt.data.synthetic.grammar import (
     stable_seed,
 )
 from mnmt.data.synthetic.languages import Language, LanguageSpec, build_language
+from mnmt.data.text_encoding import text_encoder
 
 __all__ = [
     "SyntheticExample",
@@ -347,22 +348,16 @@ def irreducible_loss(
 
 
 def _encoder(vocab: Any):
-    """Texts → ids for counting target tokens: SentencePiece's ``encode`` of each whole text,
-    the rule of :func:`mnmt.data.vocab.text_encoder` (not imported: ``mnmt.data.vocab`` imports
-    this package)."""
+    """Texts → ids for counting target tokens, by the one rule
+    (:func:`mnmt.data.text_encoding.text_encoder`); ``vocab`` a SentencePiece model path, a
+    ``seqio.SentencePieceVocabulary`` or a SentencePiece processor."""
     if isinstance(vocab, str):
         import sentencepiece as spm
 
-        sp = spm.SentencePieceProcessor(model_file=vocab)
-        return lambda texts: sp.encode(list(texts))
-    tok = getattr(vocab, "tokenizer", None)  # seqio.SentencePieceVocabulary
-    if tok is not None:
-        return lambda texts: tok.encode(list(texts))
-    if hasattr(vocab, "encode"):
-        try:
-            return lambda texts: vocab.encode(list(texts))
-        except TypeError:  # pragma: no cover - exotic vocabularies
-            pass
+        vocab = spm.SentencePieceProcessor(model_file=vocab)
+    if hasattr(vocab, "tokenizer") or hasattr(vocab, "Encode"):
+        enc = text_encoder(vocab)
+        return lambda texts: [enc(t) for t in texts]
     raise TypeError(f"cannot tokenize with {type(vocab).__name__}: expected a vocabulary")
 
 
