@@ -123,6 +123,7 @@ def check(fits: dict) -> dict:
         rel = None if a is None or sd is None else sd / a
         alpha[pair] = {"alpha": a, "sd": sd, "rel_sd": rel, "at_bound": at_bound,
                        "per_weight": per_weight, "per_weight_agree": agree,
+                       "per_weight_compared": len(items),
                        "ok": a is not None and not at_bound and rel is not None and rel < 0.15
                        and bool(agree)}
     out["alpha"] = alpha
@@ -299,6 +300,8 @@ def print_result(result: dict) -> None:
               f"at bound {d['at_bound']}, per weight agree "
               + ("not judged (fewer than 2 per-weight α with an sd)"
                  if d["per_weight_agree"] is None else str(d["per_weight_agree"]))
+              + f" ({d.get('per_weight_compared', '?')} of {len(d['per_weight'])} weights "
+                "compared: those with a finite sd)"
               + f" {'ok' if d['ok'] else 'FAIL'}")
     if not result["alpha"]:
         print(f"2. alpha: {result['checks'][2]['reason']} FAIL")

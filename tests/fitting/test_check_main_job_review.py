@@ -124,3 +124,17 @@ def test_check6_fails_a_report_whose_first_section_failed_or_computed_no_larger_
     assert fine["checks"][6]["status"] == "ok"
     job.print_result(fine)
     assert "larger size en-de (information): RMSE 5.00 %" in capsys.readouterr().out
+
+
+def test_check2_says_how_many_per_weight_alphas_it_compared(benchmark_script, capsys):
+    """Per-weight α without a finite sd leave the agreement test; 0183a09 printed "per weight
+    agree True" when 2 of 3 weights were compared, saying nothing of the third."""
+    job = benchmark_script("check_main_job")
+    power = {"en-de": {w: {"params": {"alpha": 0.5}, "stderr": {"alpha": s}}
+                       for w, s in (("0.3", 0.01), ("0.5", 0.01), ("1", float("nan")))}}
+    fits = {**_no_fitted_value(), "power": power,
+            "joint": {"params": {"alpha[en-de]": 0.5}, "stderr": {"alpha[en-de]": 0.01}}}
+    result = job.check(fits)
+    assert result["alpha"]["en-de"]["per_weight_compared"] == 2
+    job.print_result(result)
+    assert "(2 of 3 weights compared" in capsys.readouterr().out
