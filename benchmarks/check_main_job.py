@@ -336,8 +336,9 @@ def print_result(result: dict) -> None:
           f"{'?' if med is None else f'{100 * med:.2f} %'} per doubling of D")
     for pair, bt in result["backtest"].items():
         judged = ("not judged: no seed noise measured" if bt.get("noise_rel") is None else
-                  f"{bt['tolerance']:g}x noise {100 * bt['noise_rel']:.2f} % "
-                  f"({bt['noise_source']}): {'within' if bt['within'] else 'beyond'}")
+                  f"seed sd {100 * bt['noise_rel']:.2f} % ({bt['tolerance']:g}x = "
+                  f"{100 * bt['tolerance'] * bt['noise_rel']:.2f} %; {bt['noise_source']}): "
+                  f"{'within' if bt['within'] else 'beyond'}")
         print(f"   backtest {pair} (information): without N = {bt['held_out_n']:.4g}, RMSE "
               f"{100 * bt['rmse_rel']:.2f} % (mean {100 * bt['mean_rel']:+.2f} %) vs {judged}")
     curves = result.get("curves") or {"pairs": {}, "skipped": {}}

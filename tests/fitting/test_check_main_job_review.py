@@ -138,3 +138,16 @@ def test_check2_says_how_many_per_weight_alphas_it_compared(benchmark_script, ca
     assert result["alpha"]["en-de"]["per_weight_compared"] == 2
     job.print_result(result)
     assert "(2 of 3 weights compared" in capsys.readouterr().out
+
+
+def test_the_backtest_line_names_the_seed_sd_and_its_multiple(benchmark_script, capsys):
+    """0183a09 printed "3x noise 4.72 %" where 4.72 % was σ (3σ = 14.16 %): a reader took the
+    RMSE 10.4 % for beyond 3σ while the line said within."""
+    bt = {"held_out_n": 5.8e4, "rmse_rel": 0.104, "mean_rel": -0.10, "noise_rel": 0.0472,
+          "tolerance": 3.0, "within": True, "noise_source": "given (seed noise)"}
+    job = benchmark_script("check_main_job")
+    job.print_result(job.check({**_no_fitted_value(),
+                                "chinchilla": {"joint": {"backtest": {"en-de": bt}}}}))
+    out = capsys.readouterr().out
+    assert "seed sd 4.72 % (3x = 14.16 %; given (seed noise)): within" in out
+    assert "3x noise 4.72" not in out
