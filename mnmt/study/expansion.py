@@ -118,8 +118,9 @@ def expand(spec: StudySpec) -> list[RunSpec]:
 
 
 def branch_runs(spec: StudySpec, run: RunSpec) -> list[RunSpec]:
-    """The cool-down branches of `run` (`StudySpec.cooldown_branches`), by step."""
-    if run.parent:
+    """The cool-down branches of `run` (`StudySpec.cooldown_branches`), by step; none for a
+    held-out run when `StudySpec.heldout_branches` is False."""
+    if run.parent or (run.heldout and not spec.heldout_branches):
         return []
     share = branches.resolve_cooldown_share(spec.steps_for(run.size), spec.cooldown_for(run.size),
                                             spec.branch_cooldown_fraction or None,

@@ -56,7 +56,7 @@ _FIELD_KINDS: dict[str, str] = {
     "mixture_preferences": "seq",
     "gradient_accumulation_steps": "int", "loss_tiles": "int", "verify": "bool",
     "verify_size": "str", "verify_seeds": "int", "vocab_seed": "int", "seed_repeats": "seq",
-    "heldout_seeds": "int",
+    "heldout_seeds": "int", "heldout_branches": "bool",
 }
 _KIND_TEXT = {
     "str": "a string", "strs": "a tuple of strings", "seq": "a tuple", "numbers":
