@@ -299,9 +299,9 @@ def print_result(result: dict) -> None:
         print(f"2. alpha {pair}: {_num(d['alpha'])} ± {_num(d['sd'])} (sd {rel}), "
               f"at bound {d['at_bound']}, per weight agree "
               + ("not judged (fewer than 2 per-weight α with an sd)"
-                 if d["per_weight_agree"] is None else str(d["per_weight_agree"]))
-              + f" ({d.get('per_weight_compared', '?')} of {len(d['per_weight'])} weights "
-                "compared: those with a finite sd)"
+                 if d["per_weight_agree"] is None else
+                 f"{d['per_weight_agree']} ({d.get('per_weight_compared', '?')} of "
+                 f"{len(d['per_weight'])} weights compared: those with a finite sd)")
               + f" {'ok' if d['ok'] else 'FAIL'}")
     if not result["alpha"]:
         print(f"2. alpha: {result['checks'][2]['reason']} FAIL")
