@@ -182,12 +182,9 @@ def _mixture_size_row(pair: str, mixture: dict[str, Any], sigma: dict[str, tuple
         if not above:
             return _judged_row(LARGER_SIZE, pair, law, None, sigma, bt["why"])
         noised = all(e.get("noise_source") in SEED_NOISE_SOURCES for e in above)
-        errors = [float(e["relative_error"]) for e in above
-                  if math.isfinite(float(e["relative_error"]))]
-        return _row(LARGER_SIZE, pair, law, errors,
-                    float(np.median([e["noise"] / e["measured"] for e in above]))
-                    if noised else None,
-                    "; ".join(sorted({str(e["noise_source"]) for e in above})) if noised else "",
+        return _row(LARGER_SIZE, pair, law, _finite_errors(above),
+                    _relative_noise(above) if noised else None,
+                    _noise_sources(above) if noised else "",
                     detail=f"{len(above)} held-out run(s) at {_sizes_text(above)}, above every "
                     f"fitted size; no backtest: {bt['why']}")
     errors = bt["errors"].get(pair) or []
@@ -239,9 +236,8 @@ def _heldout_rows(rep: Report, view: StudyView, mixture: dict[str, Any] | None
     for pair in sorted({e["pair"] for e in entries}):
         es = [e for e in entries if e["pair"] == pair]
         noised = [e for e in es if e.get("noise") is not None]
-        sigma = (float(np.median([e["noise"] / e["measured"] for e in noised]))
-                 if len(noised) == len(es) else None)
-        src = "; ".join(sorted({e["noise_source"] for e in es}))
+        sigma = _relative_noise(noised) if len(noised) == len(es) else None
+        src = _noise_sources(es)
         row = _row(HELDOUT_RUN, pair, es[0]["law"], [e["error"] for e in es], sigma, src,
                    detail=", ".join(", ".join(e["runs"]) for e in es))
         # one rule for a held-out run: the held-out section's (and check 4's) — each run within
@@ -254,6 +250,23 @@ def _heldout_rows(rep: Report, view: StudyView, mixture: dict[str, Any] | None
                          "predicted (see the section Held-out runs"
                          + (f"; the mixture laws were skipped: {why})" if why else ")")))
     return rows
+
+
+def _relative_noise(entries: list[dict[str, Any]]) -> float:
+    """The median seed sd relative to the measured loss over held-out ``entries`` (each with
+    ``noise`` and ``measured``): one σ_seed for a row that pools several runs."""
+    return float(np.median([e["noise"] / e["measured"] for e in entries]))
+
+
+def _finite_errors(entries: list[dict[str, Any]]) -> list[float]:
+    """The entries' finite ``relative_error`` values (a non-finite one is no point predicted)."""
+    return [float(e["relative_error"]) for e in entries
+            if math.isfinite(float(e["relative_error"]))]
+
+
+def _noise_sources(entries: list[dict[str, Any]]) -> str:
+    """The entries' distinct ``noise_source`` texts, joined."""
+    return "; ".join(sorted({str(e["noise_source"]) for e in entries}))
 
 
 def _sizes_text(entries: list[dict[str, Any]]) -> str:
@@ -280,15 +293,13 @@ def _mixture_heldout_rows(mixture: dict[str, Any] | None) -> list[dict[str, Any]
     rows = []
     for pair, es in by_pair.items():
         noised = [e for e in es if e.get("noise_source") in SEED_NOISE_SOURCES]
-        for part, sigma in ((noised, float(np.median([e["noise"] / e["measured"]
-                                                      for e in noised])) if noised else None),
+        for part, sigma in ((noised, _relative_noise(noised) if noised else None),
                             ([e for e in es if e not in noised], None)):
             if not part:
                 continue
-            errors = [float(e["relative_error"]) for e in part
-                      if math.isfinite(float(e["relative_error"]))]
+            errors = _finite_errors(part)
             missed = len(part) - len(errors)
-            source = "; ".join(sorted({str(e["noise_source"]) for e in part}))
+            source = _noise_sources(part)
             rows.append(_row(HELDOUT_RUN, pair, law, errors, sigma,
                              f"{source} (section Mixture laws for K pairs)" if sigma
                              else "", detail=f"{len(part)} held-out run(s) at {_sizes_text(part)}"
