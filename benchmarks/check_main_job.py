@@ -65,8 +65,10 @@ import sys
 
 from fitting.laws.size.power import ALPHA_BOUNDS  # the fit bounds of α
 from fitting.report.chinchilla import COOLED_LAW  # the law of check 1 with branches (check 5)
+from fitting.report.extrapolation import LARGER_SIZE  # the row kind check 6 requires per pair
 from fitting.report.heldout import NOISE_TOLERANCE  # check 4's multiple of the seed sd
 from fitting.report.regime import METHOD_BRANCHES  # the regime method of check 5
+from fitting.report.writer import EXTRAPOLATION_SKIPPED  # the skipped key of a failed section
 
 #: check 1's tolerance on the fitted L∞ against the exact one
 L_INF_TOLERANCE = 0.05
@@ -86,10 +88,6 @@ RULES = {
     6: "the report's first section (extrapolation) written, a larger-size row computed for "
        "every pair; each row's verdict is information",
 }
-#: fits.json ``skipped`` key of a failed extrapolation section (fitting.report.writer)
-EXTRAPOLATION_SKIPPED = "section extrapolation"
-#: the row kind check 6 requires per pair (fitting.report.extrapolation)
-LARGER_SIZE = "larger size"
 #: what check 1 says of a fits.json written before the fields it reads existed
 OLD_FITS = ("fits.json has no regime.l_inf_law / regime.pairs[pair].l_inf_is_bound (written "
             "before they existed): cannot tell which law gave the fitted L∞ nor an estimate "

@@ -63,7 +63,10 @@ from fitting.report.size_laws import fit_size_laws, joint_section, power_section
 from fitting.report.verification import verification_section, verification_seed_noise
 from fitting.report.view import StudyView, prepare_view
 
-__all__ = ["Report", "write_report"]
+__all__ = ["Report", "write_report", "EXTRAPOLATION_SKIPPED"]
+
+#: the ``skipped`` key (fits.json) of a first section that failed
+EXTRAPOLATION_SKIPPED = "section extrapolation"
 
 
 def write_report(
@@ -161,7 +164,7 @@ def write_report(
     try:
         rep.extrapolation = extrapolation_section(ext, rep, view, cooled, curves, mixture)
     except Exception as e:  # the section states its own rows' reasons; anything else, said here
-        rep.skipped["section extrapolation"] = f"{type(e).__name__}: {e}"
+        rep.skipped[EXTRAPOLATION_SKIPPED] = f"{type(e).__name__}: {e}"
     doc.blocks[first:first] = ext.blocks
     if rep.skipped:
         doc.h(2, "Skipped")
