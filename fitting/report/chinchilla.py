@@ -37,6 +37,7 @@ import pandas as pd
 
 from fitting import plots
 from fitting.core.base import FitError
+from fitting.core.seed_noise import SeedNoise, pooled_sd
 from fitting.data.tables import has_branches, with_optional_columns
 from fitting.laws.budget.chinchilla import ChinchillaFit, fit_chinchilla
 from fitting.laws.budget.chinchilla_joint import JointChinchillaFit, coef_key, fit_joint_chinchilla
@@ -49,7 +50,7 @@ from fitting.report.view import StudyView
 
 __all__ = ["D_AXIS_BRANCHES", "D_AXIS_EVALUATIONS", "COOLED_LAW", "chinchilla_points",
            "compute_budgets", "chinchilla_section", "trained_seed_groups",
-           "largest_size_seed_noise", "fit_cooled_law",
+           "largest_size_seed_noise", "largest_size_seed_noises", "fit_cooled_law",
            "cooled_law_section"]
 
 #: the section's D axis with cool-down branches in the table, and without
@@ -284,19 +285,28 @@ def trained_seed_groups(spread: dict) -> list[dict]:
             if np.isfinite(g["n"]) and g["mean"] > 0 and not g.get("weight", np.nan) <= 0]
 
 
-def largest_size_seed_noise(spread: dict) -> tuple[dict[str, float], float | None]:
+def largest_size_seed_noises(spread: dict) -> tuple[dict[str, SeedNoise], float | None]:
     """``({pair: relative seed sd at the largest repeated size}, that size)`` from
-    :func:`fitting.report.seeds.seed_spread` (the median over the weights repeated there), over
-    :func:`trained_seed_groups` only; empty when no trained experiment was repeated."""
+    :func:`fitting.report.seeds.seed_spread`, over :func:`trained_seed_groups` only: per pair,
+    the relative sds (sd / mean) of the experiments repeated there pooled by the pooled
+    variance rule (:func:`fitting.core.seed_noise.pooled_sd`: their seeds and dof summed);
+    empty when no trained experiment was repeated."""
     groups = trained_seed_groups(spread)
     if not groups:
         return {}, None
     n_max = max(g["n"] for g in groups)
-    out: dict[str, list[float]] = {}
+    by_pair: dict[str, list[tuple[float, int]]] = {}
     for g in groups:
         if g["n"] == n_max:
-            out.setdefault(g["pair"], []).append(g["sd"] / g["mean"])
-    return {p: float(np.median(v)) for p, v in out.items()}, float(n_max)
+            by_pair.setdefault(g["pair"], []).append((g["sd"] / g["mean"], int(g["seeds"])))
+    out = {p: pooled_sd(v, f"seed sd at N = {n_max:.3g}") for p, v in by_pair.items()}
+    return {p: v for p, v in out.items() if v is not None}, float(n_max)
+
+
+def largest_size_seed_noise(spread: dict) -> tuple[dict[str, float], float | None]:
+    """The σ values of :func:`largest_size_seed_noises`: ``({pair: relative seed sd}, size)``."""
+    noise, n_at = largest_size_seed_noises(spread)
+    return {p: v.sigma for p, v in noise.items()}, n_at
 
 
 def fit_cooled_law(view: StudyView, *, uncertainty: str | None = "perturbation",
