@@ -1,4 +1,4 @@
-"""Named model sizes: mini-1…8, fernandes-1…8, Ghorbani's depth family, Caillaut's decoder-only.
+"""Named model sizes: mini-1…8, ladder-1…8, fernandes-1…8, Ghorbani's depth family, Caillaut's decoder-only.
 
 - fernandes-k: Fernandes et al. 2023 App. A (T5.1.1, vocab 128,000); counts equal the table.
 - mini-k: the same kind of progression (alternating width and depth steps, MLP = 4·emb,
@@ -21,6 +21,11 @@
   3/6/6, hidden 512/512/1024, FFN 2048/2048/4096, ungated ReLU, 64K vocabulary) built as T5.1.1
   stacks here (RMSNorm, relative positions, no biases), so their counts are near, not equal to,
   the table's 64M/102M/317M.
+- ladder-k: one shape rule for CPU studies, the papers' kind of ladder (Kaplan et al. 2020,
+  Hoffmann et al. 2022 grow depth and width together at a fixed head size): width
+  w_k = 8·(k + 1), layers per stack round(w_k / 16) (halves up), heads of 8 dimensions
+  (w_k / 8 of them), gated-GELU MLP 4·w_k — the aspect ratio w/L stays within 12–16. Eight
+  sizes, ≈9.4K to ≈0.9M non-embedding parameters; ladder-1 is micro-1's shape.
 - mini-ed-E-D: a CPU analogue of Ghorbani's depth family at micro-1's width (emb 16, 2 heads × 8,
   gated-GELU MLP 64), E encoder and D decoder layers (1-16): ≈4.1K non-embedding parameters per
   encoder layer and ≈5.2K per decoder layer, so E, D ∈ 1…6 span ≈9K-56K.
@@ -79,6 +84,23 @@ NANO = [
     (1, 12, 2, 6, 48),
 ]
 
+# ladder-k (k = 1 … LADDER_SIZES): the one shape rule of ladder_shape()
+LADDER_SIZES = 8
+LADDER_HEAD_DIM = 8
+LADDER_MLP_RATIO = 4
+LADDER_ASPECT = 16  # width per layer the depth follows
+
+
+def ladder_shape(k: int) -> tuple[int, int, int, int, int]:
+    """(layers per stack, emb, heads, head_dim, mlp) of ladder-k: width 8·(k + 1), depth
+    round(width / 16) with halves rounded up, heads of LADDER_HEAD_DIM, MLP 4·width."""
+    if not 1 <= k <= LADDER_SIZES:
+        raise ValueError(f"unknown size 'ladder-{k}'; expected ladder-1 … ladder-{LADDER_SIZES}")
+    width = LADDER_HEAD_DIM * (k + 1)
+    layers = max(1, (2 * width + LADDER_ASPECT) // (2 * LADDER_ASPECT))
+    return (layers, width, width // LADDER_HEAD_DIM, LADDER_HEAD_DIM, LADDER_MLP_RATIO * width)
+
+
 GHORBANI_VOCAB = 32_000
 # depth pairs of Ghorbani App. A Tables 1-3 (encoder scaling, decoder scaling, symmetric)
 _G_DEPTHS = [2, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 48, 56, 64]
@@ -107,7 +129,7 @@ MINI_ED_MAX_DEPTH = 16
 MINI_ED_TABLE_DEPTHS = sorted({(e, 2) for e in range(1, 7)} | {(2, d) for d in range(1, 7)}
                               | {(n, n) for n in range(1, 7)})
 
-FAMILIES = ("mini", "micro", "nano", "fernandes", "ghorbani", "caillaut", "mini-dec", "mini-ed",
+FAMILIES = ("mini", "micro", "nano", "ladder", "fernandes", "ghorbani", "caillaut", "mini-dec", "mini-ed",
             "chen")
 
 
@@ -122,6 +144,8 @@ def sizes(family: str) -> list[str]:
         return [f"micro-{i + 1}" for i in range(len(MICRO))]
     if family == "nano":
         return [f"nano-{i + 1}" for i in range(len(NANO))]
+    if family == "ladder":
+        return [f"ladder-{k}" for k in range(1, LADDER_SIZES + 1)]
     if family == "fernandes":
         return [f"fernandes-{i + 1}" for i in range(len(FERNANDES))]
     if family == "ghorbani":
@@ -173,6 +197,14 @@ def get_config(size: str, vocab_size: int | None = None, **overrides) -> T5Confi
         n, d, h, k, m = _indexed(size, "nano", NANO)
         cfg = T5Config(vocab_size=MINI_VOCAB, emb_dim=d, num_heads=h, head_dim=k, mlp_dim=m,
                        num_encoder_layers=n, num_decoder_layers=n, dropout_rate=0.0, family="nano")
+    elif size.startswith("ladder-"):
+        m_k = re.fullmatch(r"ladder-(\d+)", size)
+        if not m_k:
+            raise ValueError(f"unknown size {size!r}; expected ladder-1 … ladder-{LADDER_SIZES}")
+        n, d, h, k, m = ladder_shape(int(m_k.group(1)))
+        cfg = T5Config(vocab_size=MINI_VOCAB, emb_dim=d, num_heads=h, head_dim=k, mlp_dim=m,
+                       num_encoder_layers=n, num_decoder_layers=n, dropout_rate=0.0,
+                       family="ladder")
     elif size.startswith("fernandes-"):
         n, d, h, k, m = _indexed(size, "fernandes", FERNANDES)
         vocab = FERNANDES_VOCAB_OVERRIDE.get(int(size.split("-")[1]), FERNANDES_VOCAB)
@@ -207,7 +239,7 @@ def get_config(size: str, vocab_size: int | None = None, **overrides) -> T5Confi
                        family="caillaut")
     else:
         raise ValueError(f"unknown size {size!r}; families: {', '.join(FAMILIES)} "
-                         "(e.g. mini-3, fernandes-1, ghorbani-6-6, caillaut-70m, mini-dec-2, mini-ed-2-4)")
+                         "(e.g. mini-3, ladder-4, fernandes-1, ghorbani-6-6, caillaut-70m, mini-dec-2, mini-ed-2-4)")
     cfg = cfg.replace(name=size)
     if vocab_size is not None:
         cfg = cfg.replace(vocab_size=int(vocab_size))
@@ -264,7 +296,7 @@ def gin_text(size: str) -> str:
     return "\n".join(lines)
 
 
-GIN_SIZES = (sizes("nano") + sizes("micro") + sizes("mini") + sizes("fernandes") + sizes("caillaut") + sizes("mini-dec")
+GIN_SIZES = (sizes("nano") + sizes("micro") + sizes("ladder") + sizes("mini") + sizes("fernandes") + sizes("caillaut") + sizes("mini-dec")
              + ["ghorbani-6-6", "ghorbani-2-2", "ghorbani-64-64", "ghorbani-2-6",
                 "ghorbani-64-6", "ghorbani-6-2", "ghorbani-6-64"])
 
