@@ -23,9 +23,10 @@
   the table's 64M/102M/317M.
 - ladder-k: one shape rule for CPU studies, the papers' kind of ladder (Kaplan et al. 2020,
   Hoffmann et al. 2022 grow depth and width together at a fixed head size): width
-  w_k = 8·(k + 1), layers per stack round(w_k / 16) (halves up), heads of 8 dimensions
-  (w_k / 8 of them), gated-GELU MLP 4·w_k — the aspect ratio w/L stays within 12–16. Eight
-  sizes, ≈9.4K to ≈0.9M non-embedding parameters; ladder-1 is micro-1's shape.
+  w_k = 8·(k + 1) at every step, one more layer per stack every second step (ceil(k / 2)
+  layers), heads of 8 dimensions (w_k / 8 of them), gated-GELU MLP 4·w_k — the aspect ratio
+  w/L stays within 16–24. Eight sizes, ≈9.4K to ≈0.75M non-embedding parameters; ladder-1 is
+  micro-1's shape.
 - mini-ed-E-D: a CPU analogue of Ghorbani's depth family at micro-1's width (emb 16, 2 heads × 8,
   gated-GELU MLP 64), E encoder and D decoder layers (1-16): ≈4.1K non-embedding parameters per
   encoder layer and ≈5.2K per decoder layer, so E, D ∈ 1…6 span ≈9K-56K.
@@ -88,16 +89,15 @@ NANO = [
 LADDER_SIZES = 8
 LADDER_HEAD_DIM = 8
 LADDER_MLP_RATIO = 4
-LADDER_ASPECT = 16  # width per layer the depth follows
 
 
 def ladder_shape(k: int) -> tuple[int, int, int, int, int]:
     """(layers per stack, emb, heads, head_dim, mlp) of ladder-k: width 8·(k + 1), depth
-    round(width / 16) with halves rounded up, heads of LADDER_HEAD_DIM, MLP 4·width."""
+    ceil(k / 2), heads of LADDER_HEAD_DIM dimensions, MLP 4·width."""
     if not 1 <= k <= LADDER_SIZES:
         raise ValueError(f"unknown size 'ladder-{k}'; expected ladder-1 … ladder-{LADDER_SIZES}")
     width = LADDER_HEAD_DIM * (k + 1)
-    layers = max(1, (2 * width + LADDER_ASPECT) // (2 * LADDER_ASPECT))
+    layers = (k + 1) // 2
     return (layers, width, width // LADDER_HEAD_DIM, LADDER_HEAD_DIM, LADDER_MLP_RATIO * width)
 
 

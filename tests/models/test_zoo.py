@@ -127,8 +127,8 @@ def test_flops_match_compiled_dot_count(benchmark_script):
 
 
 def test_ladder_is_one_shape_rule():
-    """ladder-k: width 8·(k + 1), depth round(width / 16) (halves up), 8-dimensional heads, MLP
-    4·width, for every size; ≥ 6 sizes spanning ≥ 30× in non-embedding parameters, each larger
+    """ladder-k: width 8·(k + 1), depth ceil(k / 2), 8-dimensional heads, MLP 4·width, for every
+    size; ≥ 6 sizes spanning ≥ 30× in non-embedding parameters, each larger
     than the last; ladder-1 has micro-1's shape (a study may mix them)."""
     names = zoo.sizes("ladder")
     assert names == [f"ladder-{k}" for k in range(1, 9)]
@@ -137,8 +137,8 @@ def test_ladder_is_one_shape_rule():
         c = zoo.get_config(name)
         width = 8 * (k + 1)
         assert (c.emb_dim, c.head_dim, c.num_heads, c.mlp_dim) == (width, 8, width // 8, 4 * width)
-        assert c.num_encoder_layers == c.num_decoder_layers == int(width / 16 + 0.5)
-        assert 12 <= c.emb_dim / c.num_encoder_layers <= 16
+        assert c.num_encoder_layers == c.num_decoder_layers == (k + 1) // 2
+        assert 16 <= c.emb_dim / c.num_encoder_layers <= 24
         counts.append(accounting.param_counts(c).non_embedding)
     assert all(b > a for a, b in zip(counts[:-1], counts[1:], strict=True))
     assert counts[5] / counts[0] >= 30
