@@ -161,7 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
                                       "held-out runs at every step")
     p.add_argument("table", metavar="TABLE",
                    help="tidy metrics table (learning_rate and train_loss rows) or a table with "
-                        "columns run, step, lr, loss (optional n), CSV/Parquet")
+                        "columns run, step, lr (or learning_rate), loss (or train_loss), "
+                        "optional n; CSV/Parquet/JSONL")
     p.add_argument("--holdout", action="append", metavar="RUN", required=True,
                    help="a run never fitted, predicted (repeatable)")
     p.add_argument("--law", choices=["annealing", "multipower"], default="annealing",
@@ -171,7 +172,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from-step", type=float, default=0.0,
                    help="fit and predict losses from this step on (always after the warm-up)")
     p.add_argument("--size-terms", choices=["auto", "on", "off"], default="auto",
-                   help="L0(N) = E + A_N·N^−a (auto: with ≥ 3 distinct sizes n)")
+                   help="L0(N) = E + A_N·N^−a (auto: with ≥ 3 distinct sizes n, or with "
+                        "--fixed-e / --size-exponent)")
+    p.add_argument("--fixed-e", type=float, metavar="VALUE",
+                   help="size terms with E fixed at VALUE (0: L0 = A_N·N^−a), A_N and a fitted: "
+                        "an assumption that lets two sizes predict a third")
+    p.add_argument("--size-exponent", type=float, metavar="VALUE",
+                   help="size terms with the exponent a fixed at VALUE, E and A_N fitted: an "
+                        "assumption that lets two sizes predict a third")
     p.add_argument("--uncertainty", choices=["perturbation", "none"], default="perturbation")
     p.add_argument("--n-refits", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)

@@ -3,8 +3,14 @@ held-out runs at every logged step (Tissue et al. 2024 eq. 1, ``--law annealing`
 2025's Multi-Power Law, ``--law multipower``).
 
 The table is the tidy metrics table (``learning_rate`` and ``train_loss`` rows, or ``--metric``)
-or a wide table with columns run, step, lr, loss (optional n), renamed with ``--columns``
-(:mod:`fitting.laws.curves.runs`).
+or a wide table with columns run, step, lr (or ``learning_rate``), loss (or a column named as
+``--metric``; optional n), other names mapped with ``--columns`` (:mod:`fitting.laws.curves.runs`).
+
+Across sizes: runs of ≥ 3 distinct sizes n fit L0(N) = E + A_N·N^−a (three free size
+parameters). Two sizes identify it only under a stated assumption (``--fixed-e VALUE``: E given,
+0 for a pure power law; ``--size-exponent VALUE``: a given; :mod:`fitting.laws.curves.joint_fit`);
+without one, fitted runs of two sizes are an error that names both flags (or ``--size-terms off``
+for one L0 shared by both sizes). The result states the assumption (``"size_terms"``).
 """
 
 from __future__ import annotations
@@ -12,14 +18,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+import numpy as np
+
 from fitting.core.base import FitError
 from fitting.data.tables import read_table
 from fitting.laws.curves.annealing import fit_annealing_law
-from fitting.laws.curves.joint_fit import heldout_errors
+from fitting.laws.curves.joint_fit import heldout_errors, size_constraints
 from fitting.laws.curves.multipower import fit_multipower_law
 from fitting.laws.curves.runs import check_runs, curves_from_table
 
-__all__ = ["curves_command", "curves_text", "CURVE_LAWS"]
+__all__ = ["curves_command", "curves_text", "size_terms_statement", "CURVE_LAWS"]
 
 #: ``--law`` → the fit function
 CURVE_LAWS = {"annealing": fit_annealing_law, "multipower": fit_multipower_law}
@@ -44,21 +52,45 @@ def curves_command(args: argparse.Namespace) -> dict[str, Any]:
         raise FitError(f"curves: every run of {src} is held out or has no rates from step 0; "
                        "nothing left to fit", column="run")
     size_terms = {"auto": None, "on": True, "off": False}[args.size_terms]
+    fixed_e, exponent = getattr(args, "fixed_e", None), getattr(args, "size_exponent", None)
+    fixed = size_constraints(fixed_e, exponent)
+    if fixed and size_terms is False:
+        raise FitError("curves: --fixed-e / --size-exponent constrain the size terms; drop "
+                       "--size-terms off", column="n")
+    sizes = sorted({c.n for c in fitted.values() if np.isfinite(c.n)})
+    if size_terms is None and not fixed and len(sizes) == 2:
+        raise FitError(
+            f"curves: the fitted runs have 2 distinct sizes ({sizes[0]:g}, {sizes[1]:g}); the "
+            "size terms L0(N) = E + A_N·N^−a have 3 free parameters and need 3 sizes. Add "
+            "--fixed-e VALUE (E given; --fixed-e 0: L0 = A_N·N^−a) or --size-exponent VALUE "
+            "(a given) to fit across the two sizes under that assumption, or --size-terms off "
+            "for one L0 shared by both sizes", column="n")
     unc = None if args.uncertainty == "none" else args.uncertainty
-    fit = CURVE_LAWS[args.law](fitted, size_terms=size_terms, from_step=args.from_step,
+    fit = CURVE_LAWS[args.law](fitted, size_terms=size_terms, fixed_e=fixed_e,
+                               size_exponent=exponent, from_step=args.from_step,
                                uncertainty=unc, n_refits=args.n_refits, seed=args.seed)
     if late:
         fit.warnings.append(f"{len(late)} run(s) left out of the fit: their learning rate is "
                             f"logged from late in the run on (e.g. {late[0]!r}; a branch without "
                             "its parent's rates)")
-    return {"law": fit.law, "fit": fit.to_json(),
-            "heldout": {r: heldout_errors(fit, curves[r]) for r in held}}
+    return {"law": fit.law, "size_terms": size_terms_statement(fit.meta, fit.size_terms),
+            "fit": fit.to_json(), "heldout": {r: heldout_errors(fit, curves[r]) for r in held}}
+
+
+def size_terms_statement(meta: dict[str, Any], on: bool) -> dict[str, Any]:
+    """What the fit assumed across sizes: {"on": False} without size terms, else the form, the
+    fixed and free size parameters, the number of sizes and the one-line ``assumption``."""
+    if not on:
+        return {"on": False, "assumption": "one L0 for every fitted run (no size terms)"}
+    return {"on": True, **meta["size_terms"]}
 
 
 def curves_text(res: dict[str, Any]) -> str:
     """The fit's parameters and one line per held-out run: mean, worst and last-step error."""
     fit = res["fit"]
     lines = [f"law: {res['law']}   fitted runs: {len(fit['runs'])}   losses: {fit['n_points']}"]
+    if "size_terms" in res:
+        lines.append(f"size terms: {res['size_terms']['assumption']}")
     for k, v in fit["params"].items():
         sd = (fit.get("stderr") or {}).get(k)
         lines.append(f"  {k:>8s} = {v:.6g}" + (f" ± {sd:.3g}" if sd is not None else ""))

@@ -82,6 +82,11 @@ class AnnealingLaw(CurveLaw):
             return None
         return np.exp(-theta[1] * feats["s2"])
 
+    @property
+    def additive(self) -> bool:
+        """Eq. 1 is additive; the relative form scales the constant by exp(−C·S2)."""
+        return self.form != "relative"
+
 
 @register_law("lr_annealing")
 @dataclass
@@ -108,6 +113,6 @@ def fit_annealing_law(curves: dict[str, Curve] | list[Curve], *, lam: float = DE
     """Fit Tissue et al.'s eq. 1 (``form="additive"``) or its relative form
     (``form="relative"``, module docstring) jointly to ``curves`` ({run: Curve} or a list);
     keyword options as :func:`fitting.laws.curves.joint_fit.fit_curve_law` (``size_terms``,
-    ``from_step``, ``max_points``, ``f_scale``, ``uncertainty``, ``n_refits``, ``seed``)."""
+    ``fixed_e`` (eq. 1 only), ``size_exponent``, ``from_step``, ``max_points``, ``f_scale``, ``uncertainty``, ``n_refits``, ``seed``)."""
     out = fit_curve_law(AnnealingLaw(lam, form), curves, **kwargs)
     return AnnealingLawFit(law="lr_annealing", lam=float(lam), form=form, **out)

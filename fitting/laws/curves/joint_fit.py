@@ -12,6 +12,15 @@ laws, :meth:`CurveLaw.scale`): the annealing law (:mod:`.annealing`, X = [S1^−
 L0(N) = E + A_N·N^−a (θ gains a), so one fit across sizes predicts another size; E = L∞ is the
 loss of an infinitely large model trained for ever without annealing, L0(N) that of size N.
 
+**Size terms from two sizes.** The free form has three size parameters (E, A_N, a) and needs
+runs of at least 3 distinct sizes. Two sizes identify L0(N) only under an assumption that
+leaves at most two of them free (:data:`SIZE_ASSUMPTIONS`): ``fixed_e`` (E given, e.g. 0 for a
+pure power law L0 = A_N·N^−a: A_N and a fitted; additive laws only, the fixed E·g moves to the
+left-hand side) and/or ``size_exponent`` (a given, e.g. a published exponent: E and A_N are
+linear coefficients). With both, one size suffices. The assumption is stated in the result
+(:attr:`ScheduleLawFit.size_fixed`, ``meta["size_terms"]``); without one, fewer than 3 sizes is
+an error naming the options (``mnmt-fit curves --fixed-e`` / ``--size-exponent``).
+
 The fit is :func:`fitting.core.engine.varpro_fit` (soft_l1, a θ grid as multi-start, the linear
 coefficients solved exactly for each θ, then a joint robust polish), with every residual divided
 by its measured loss (``sigma = loss``): relative errors, so that curves of different scales weigh
@@ -34,7 +43,8 @@ from fitting.core.uncertainty import perturbation_samples, summarize_samples
 from fitting.laws.curves.runs import Curve
 
 __all__ = ["CurveLaw", "ScheduleLawFit", "fit_curve_law", "heldout_errors", "CURVE_F_SCALES",
-           "WindowFeatures", "curve_features", "law_columns", "WINDOW_SAMPLES"]
+           "WindowFeatures", "curve_features", "law_columns", "WINDOW_SAMPLES",
+           "SIZE_ASSUMPTIONS", "size_constraints", "size_assumption_text", "sizes_needed"]
 
 #: soft_l1 f_scale candidates (relative residuals): five values over Ghorbani App. E's range
 CURVE_F_SCALES: np.ndarray = np.geomspace(F_SCALE_GRID[0], F_SCALE_GRID[-1], 5)
@@ -42,6 +52,48 @@ CURVE_F_SCALES: np.ndarray = np.geomspace(F_SCALE_GRID[0], F_SCALE_GRID[-1], 5)
 #: size-term exponent a: bounds and starting values
 SIZE_BOUNDS = (0.01, 2.0)
 SIZE_GRID = (0.2, 0.5, 1.0)
+
+#: the size parameter each constraint fixes → the option that fixes it (library, CLI)
+SIZE_ASSUMPTIONS = {"E": ("fixed_e", "--fixed-e VALUE"), "a": ("size_exponent",
+                                                               "--size-exponent VALUE")}
+#: the size terms' form, as stated in results
+SIZE_FORM = "L0(N) = E + A_N·N^−a"
+
+
+def size_constraints(fixed_e: float | None = None, size_exponent: float | None = None
+                     ) -> dict[str, float]:
+    """{"E": fixed_e, "a": size_exponent} of the given ones, checked (E finite ≥ 0, a finite
+    > 0); FitError naming the bad one otherwise."""
+    out: dict[str, float] = {}
+    if fixed_e is not None:
+        e = float(fixed_e)
+        if not np.isfinite(e) or e < 0:
+            raise FitError(f"fixed E must be a finite loss ≥ 0, got {fixed_e!r}", column="E")
+        out["E"] = e
+    if size_exponent is not None:
+        a = float(size_exponent)
+        if not np.isfinite(a) or a <= 0:
+            raise FitError(f"the size exponent a must be finite and > 0, got {size_exponent!r}",
+                           column="a")
+        out["a"] = a
+    return out
+
+
+def sizes_needed(fixed: dict[str, float]) -> int:
+    """Distinct sizes that identify L0(N) = E + A_N·N^−a with ``fixed`` given: one per free
+    size parameter (3 free, 2 with E or a fixed, 1 with both)."""
+    return 3 - len(fixed)
+
+
+def size_assumption_text(fixed: dict[str, float], n_sizes: int) -> str:
+    """One line stating the size terms' assumption, e.g. "L0(N) = E + A_N·N^−a with E fixed
+    at 0 (given, not fitted); A_N, a fitted from 2 sizes"."""
+    if not fixed:
+        return f"{SIZE_FORM}, E, A_N, a fitted from {n_sizes} sizes (no assumption)"
+    given = " and ".join(f"{k} fixed at {v:g}" for k, v in fixed.items())
+    free = ", ".join(k for k in ("E", "A_N", "a") if k not in fixed)
+    return (f"{SIZE_FORM} with {given} (an assumption: given, not fitted); {free} fitted from "
+            f"{n_sizes} size{'s' if n_sizes != 1 else ''}")
 
 
 class CurveLaw:
@@ -66,6 +118,12 @@ class CurveLaw:
         """The factor g(t; θ) multiplying the whole law, constant included (len(steps));
         None = 1 (an additive law)."""
         return None
+
+    @property
+    def additive(self) -> bool:
+        """True when :meth:`scale` is always None (g = 1): a fixed constant can then be taken
+        off the losses (``fixed_e``)."""
+        return True
 
     def named(self, theta: np.ndarray) -> dict[str, float]:
         """θ as reported parameters (a law searching log10 C reports C)."""
@@ -123,17 +181,22 @@ def law_columns(law: CurveLaw, theta: np.ndarray, feats: Any) -> np.ndarray:
     return feats.mean @ cols if isinstance(feats, WindowFeatures) else cols
 
 
-def _size_names(size_terms: bool) -> tuple[str, ...]:
-    return ("E", "A_N") if size_terms else ("L0",)
+def _size_names(size_terms: bool, fixed: dict[str, float]) -> tuple[str, ...]:
+    """The linear coefficients of the constant: L0, or E (unless fixed) and A_N."""
+    if not size_terms:
+        return ("L0",)
+    return ("A_N",) if "E" in fixed else ("E", "A_N")
 
 
-def _design(law: CurveLaw, feats: list, sizes: np.ndarray | None, theta: np.ndarray
-            ) -> np.ndarray:
+def _design(law: CurveLaw, feats: list, sizes: np.ndarray | None, theta: np.ndarray,
+            fixed: dict[str, float]) -> np.ndarray:
     p = len(law.theta_names)
     x = np.vstack([law_columns(law, theta[:p], f) for f in feats])
-    base = [x[:, 0]]                      # L0 (or E) times g
-    if sizes is not None:
-        base.append(x[:, 0] * np.power(sizes, -theta[p]))
+    if sizes is None:
+        base = [x[:, 0]]                  # L0 times g
+    else:                                 # [E·g unless fixed, A_N·N^−a·g]
+        a = fixed["a"] if "a" in fixed else theta[p]
+        base = ([] if "E" in fixed else [x[:, 0]]) + [x[:, 0] * np.power(sizes, -a)]
     return np.column_stack(base + [x[:, 1:]])
 
 
@@ -142,11 +205,14 @@ class ScheduleLawFit(FitResult):
     """A schedule-aware curve law fitted jointly to several runs (module docstring).
 
     Fields besides FitResult's: ``runs`` the fitted runs; ``size_terms`` whether L0(N) =
-    E + A_N·N^−a (else one L0); ``from_step`` the first step fitted; ``limits``: ``L_inf`` = E
-    (= L0 without size terms) and ``L0(N=…)`` per fitted size."""
+    E + A_N·N^−a (else one L0); ``size_fixed`` the size parameters given, not fitted ({"E": …}
+    and/or {"a": …}; {} = the free form; module docstring); ``from_step`` the first step
+    fitted; ``limits``: ``L_inf`` = E (= L0 without size terms) and ``L0(N=…)`` per fitted
+    size."""
 
     runs: list[str] = field(default_factory=list)
     size_terms: bool = False
+    size_fixed: dict[str, float] = field(default_factory=dict)
     from_step: float = 0.0
     limits: dict[str, float] = field(default_factory=dict)
 
@@ -187,11 +253,28 @@ def _thin(mask: np.ndarray, max_points: int) -> np.ndarray:
     return idx
 
 
+def _sizes_error(n_sizes: int, fixed: dict[str, float]) -> FitError:
+    """Too few distinct sizes for the size terms: what to add (module docstring)."""
+    free = [k for k in ("E", "a") if k not in fixed]
+    if n_sizes == 2 and free:
+        add = " or ".join(f"{SIZE_ASSUMPTIONS[k][1]} ({SIZE_ASSUMPTIONS[k][0]}=)" for k in free)
+        how = (f"add {add} — two sizes identify L0(N) only with E or the exponent a given "
+               "(e.g. --fixed-e 0: L0 = A_N·N^−a)")
+    else:
+        add = " and ".join(f"{SIZE_ASSUMPTIONS[k][1]} ({SIZE_ASSUMPTIONS[k][0]}=)" for k in free)
+        how = f"add {add}" if n_sizes >= 1 else "give every run its size n"
+    return FitError(f"size terms {SIZE_FORM} with {3 - len(fixed)} free size parameter(s) need "
+                    f"at least {sizes_needed(fixed)} distinct sizes; the runs have {n_sizes}: "
+                    f"{how}, or fit runs of more sizes", column="n")
+
+
 def fit_curve_law(
     law: CurveLaw,
     curves: dict[str, Curve] | list[Curve],
     *,
     size_terms: bool | None = None,
+    fixed_e: float | None = None,
+    size_exponent: float | None = None,
     from_step: float = 0.0,
     max_points: int = 200,
     f_scale: float | str = "auto",
@@ -202,19 +285,35 @@ def fit_curve_law(
 ) -> dict[str, Any]:
     """Fit ``law`` jointly to ``curves``; the pieces each law's result is built from.
 
-    ``size_terms``: None = on when the runs have at least 3 distinct sizes N (every run needs
-    its N then). ``uncertainty``: None or ``"perturbation"``. Returns params, stderr,
-    intervals, goodness, n_points, warnings, meta, limits."""
+    ``size_terms``: None = on when the runs have at least 3 distinct sizes N, or when
+    ``fixed_e`` or ``size_exponent`` is given (every run needs its N then). ``fixed_e`` /
+    ``size_exponent``: E / a of L0(N) = E + A_N·N^−a given, not fitted, so that fewer sizes
+    identify it (module docstring); ``fixed_e`` needs an additive law (g = 1).
+    ``uncertainty``: None or ``"perturbation"``. Returns params (fixed ones included),
+    stderr, intervals (fitted ones only), goodness, n_points, warnings, meta, limits,
+    size_fixed."""
     cs = list(curves.values()) if isinstance(curves, dict) else list(curves)
     if not cs:
         raise FitError("no curves to fit", column="run")
+    fixed = size_constraints(fixed_e, size_exponent)
+    if "E" in fixed and not law.additive:
+        raise FitError(f"{law.name}: a fixed E needs an additive law (this form multiplies the "
+                       "constant by exp(−C·S2)); give the size exponent instead "
+                       "(size_exponent=, --size-exponent VALUE)", column="E")
     sizes_all = np.array([c.n for c in cs], dtype=np.float64)
     distinct = np.unique(sizes_all[np.isfinite(sizes_all)])
+    if fixed and size_terms is False:
+        raise FitError(f"{' and '.join(SIZE_ASSUMPTIONS[k][0] for k in fixed)} constrain the "
+                       "size terms; they were turned off (size_terms=False)", column="n")
     if size_terms is None:
-        size_terms = distinct.size >= 3 and bool(np.all(np.isfinite(sizes_all)))
-    if size_terms and (distinct.size < 3 or not np.all(np.isfinite(sizes_all) & (sizes_all > 0))):
-        raise FitError("size terms L0(N) = E + A_N·N^−a need a positive size n for every run and "
-                       f"at least 3 distinct sizes; got {distinct.size}", column="n")
+        size_terms = bool(fixed) or (distinct.size >= 3 and bool(np.all(np.isfinite(sizes_all))))
+    if size_terms and not np.all(np.isfinite(sizes_all) & (sizes_all > 0)):
+        raise FitError(f"size terms {SIZE_FORM} need a positive size n for every run",
+                       column="n")
+    if size_terms and distinct.size < sizes_needed(fixed):
+        raise _sizes_error(int(distinct.size), fixed)
+    if not size_terms:
+        fixed = {}
     feats, ys, row_sizes = [], [], []
     for c in cs:
         idx = _thin(c.fit_steps(from_step), max_points)
@@ -225,40 +324,54 @@ def fit_curve_law(
         ys.append(c.loss[idx])
         row_sizes.append(np.full(idx.size, c.n))
     y = np.concatenate(ys)
+    # a fixed E of an additive law (g = 1) is taken off the losses; residuals stay relative to y
+    offset = fixed.get("E", 0.0)
     sizes = np.concatenate(row_sizes) if size_terms else None
+    free_a = size_terms and "a" not in fixed
     p = len(law.theta_names)
-    lo = list(law.theta_bounds[0]) + ([SIZE_BOUNDS[0]] if size_terms else [])
-    hi = list(law.theta_bounds[1]) + ([SIZE_BOUNDS[1]] if size_terms else [])
-    grid = list(law.theta_grid) + ([SIZE_GRID] if size_terms else [])
-    k = len(_size_names(size_terms)) + len(law.coef_names)
-    if y.size <= p + k:
-        raise FitError(f"{law.name}: {y.size} losses for {p + k} parameters", column="loss")
+    lo = list(law.theta_bounds[0]) + ([SIZE_BOUNDS[0]] if free_a else [])
+    hi = list(law.theta_bounds[1]) + ([SIZE_BOUNDS[1]] if free_a else [])
+    grid = list(law.theta_grid) + ([SIZE_GRID] if free_a else [])
+    k = len(_size_names(size_terms, fixed)) + len(law.coef_names)
+    n_free = len(lo) + k
+    if y.size <= n_free:
+        raise FitError(f"{law.name}: {y.size} losses for {n_free} parameters", column="loss")
 
     def design(theta: np.ndarray) -> np.ndarray:
-        return _design(law, feats, sizes, theta)
+        return _design(law, feats, sizes, theta, fixed)
 
     fs_grid = CURVE_F_SCALES if f_scale == "auto" else None
     with np.errstate(all="ignore"):
-        res = varpro_fit(design, y, theta_grid=grid, theta_bounds=(lo, hi), sigma=y,
+        res = varpro_fit(design, y - offset, theta_grid=grid, theta_bounds=(lo, hi), sigma=y,
                          f_scale=f_scale, f_scale_grid=fs_grid, n_refine=n_refine)
 
     def params_of(theta: np.ndarray, coef: np.ndarray) -> dict[str, float]:
-        names = _size_names(size_terms) + law.coef_names
-        out = dict(zip(names, map(float, coef), strict=True))
+        names = _size_names(size_terms, fixed) + law.coef_names
+        fitted = dict(zip(names, map(float, coef), strict=True))
+        out = {"E": fixed["E"]} if "E" in fixed else {}
+        out.update(fitted)
         if size_terms:
-            out["a"] = float(theta[p])
+            out["a"] = fixed["a"] if "a" in fixed else float(theta[p])
         out.update(law.named(theta[:p]))
         return out
 
     params = params_of(res.theta, res.coef)
     pred = y - res.residuals
-    goodness = goodness_of_fit(y, pred, p + k + (1 if size_terms else 0))
+    goodness = goodness_of_fit(y, pred, n_free)
     rel = np.abs(res.residuals) / y
     goodness.update(mean_rel_err=float(rel.mean()), worst_rel_err=float(rel.max()))
     meta: dict[str, Any] = {"f_scale": res.f_scale, "residuals": "relative: (loss − fit) / loss",
                             "max_points_per_run": int(max_points), "converged": res.success}
     warnings: list[str] = []
-    names = list(law.theta_names) + (["a"] if size_terms else [])
+    if size_terms:
+        meta["size_terms"] = {"form": SIZE_FORM, "fixed": dict(fixed),
+                              "free": [n for n in ("E", "A_N", "a") if n not in fixed],
+                              "n_sizes": int(distinct.size),
+                              "assumption": size_assumption_text(fixed, int(distinct.size))}
+        if "E" in fixed and fixed["E"] >= float(y.min()):
+            warnings.append(f"the fixed E = {fixed['E']:g} is not below the lowest fitted loss "
+                            f"{float(y.min()):.4g}: L0(N) = E + A_N·N^−a cannot fit these runs")
+    names = list(law.theta_names) + (["a"] if free_a else [])
     for name, v, b_lo, b_hi in zip(names, res.theta, lo, hi, strict=True):
         if min(v - b_lo, b_hi - v) <= 1e-6 * max(1.0, b_hi - b_lo):
             warnings.append(f"{name} = {v:.4g} is at its bound [{b_lo:g}, {b_hi:g}]: the curves "
@@ -269,9 +382,10 @@ def fit_curve_law(
     if uncertainty == "perturbation" and n_refits > 0:
         def refit(y_new: np.ndarray) -> dict[str, float]:
             with np.errstate(all="ignore"):
-                r = varpro_fit(design, y_new, theta_grid=grid, theta_bounds=(lo, hi),
+                r = varpro_fit(design, y_new - offset, theta_grid=grid, theta_bounds=(lo, hi),
                                sigma=y_new, f_scale=res.f_scale, theta0=res.theta)
-            return params_of(r.theta, r.coef)
+            out = params_of(r.theta, r.coef)
+            return {n: v for n, v in out.items() if n not in fixed}
 
         samples, failed = perturbation_samples(refit, y, n_refits=n_refits, seed=seed)
         stderr, intervals = summarize_samples(samples, estimate=params)
@@ -289,7 +403,7 @@ def fit_curve_law(
     return {"params": params, "stderr": stderr, "intervals": intervals, "goodness": goodness,
             "n_points": int(y.size), "warnings": warnings, "meta": meta, "limits": limits,
             "runs": [c.run for c in cs], "size_terms": bool(size_terms),
-            "from_step": float(from_step)}
+            "size_fixed": dict(fixed), "from_step": float(from_step)}
 
 
 def heldout_errors(fit: ScheduleLawFit, curve: Curve, from_step: float | None = None

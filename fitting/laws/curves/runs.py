@@ -7,9 +7,15 @@ Two layouts (after ``--columns``' renaming, :func:`fitting.data.tables.read_tabl
   the table has per-pair rows too) the loss; ``run_id``, ``step``, ``value``, optional ``n``. A
   cool-down branch (``parent_run``, ``branch_step``) gets its parent's rates up to the branch step
   in front of its own: its schedule areas start at step 0 like the parent's.
-* a wide table of another stack: one row per logged step, columns ``run`` (or ``run_id``),
-  ``step``, ``lr`` and ``loss``, optional ``n``; a row may carry the rate without a loss (or the
-  loss without a rate: a validation loss logged between rate logs) — empty cells are left out.
+* a wide table of another stack (or ours pivoted): one row per logged step, columns ``run`` (or
+  ``run_id``), ``step``, ``lr`` (or ``learning_rate``, our metric's name) and ``loss`` (or a
+  column named as ``loss_metric``, default ``train_loss``), optional ``n``; a row may carry the
+  rate without a loss (or the loss without a rate: a validation loss logged between rate logs)
+  — empty cells are left out. Losses read from a ``train_loss`` column (our metric) without a
+  ``window`` column get the tidy table's windows (below); any other loss column is read at its
+  step (window 0) unless the table has ``window``.
+
+The tidy table's pair column is ``pair`` (the tidy table's) or ``task`` (``metrics.jsonl``'s).
 
 Which losses: ``loss_metric`` (default ``train_loss``), ``pair`` (default ``all`` where the table
 has per-pair rows; name a pair for its own curve, e.g. the validation ``loss`` of the pair a
@@ -40,7 +46,7 @@ from fitting.data.tables import check_numeric, require_columns
 from fitting.laws.curves.schedule import dense_lr, warmup_end
 
 __all__ = ["Curve", "curves_from_table", "pair_training_curves", "check_runs",
-           "TIDY_LOSS_METRIC", "TIDY_LR_METRIC"]
+           "wide_column_names", "TIDY_LOSS_METRIC", "TIDY_LR_METRIC"]
 
 TIDY_LOSS_METRIC = "train_loss"
 TIDY_LR_METRIC = "learning_rate"
@@ -128,6 +134,8 @@ class Curve:
 
 def _tidy_curves(df: pd.DataFrame, source: str, loss_metric: str, pair: str | None,
                  eval_set: str | None, loss_window: str | int) -> dict[str, Curve]:
+    if "pair" not in df.columns and "task" in df.columns:  # a run's metrics.jsonl
+        df = df.rename(columns={"task": "pair"})
     require_columns(df, ["run_id", "metric", "step", "value"], source)
     lr_rows = df[df["metric"] == TIDY_LR_METRIC]
     loss_rows = df[df["metric"] == loss_metric]
@@ -261,10 +269,45 @@ def curves_from_table(df: pd.DataFrame, *, source: str = "table",
     FitError naming the missing column (and the columns the table has) otherwise."""
     if {"metric", "value"} <= set(df.columns):
         return _tidy_curves(df, source, loss_metric, pair, eval_set, loss_window)
-    if "run" not in df.columns and "run_id" in df.columns:
-        df = df.rename(columns={"run_id": "run"})
-    require_columns(df, ["run", "step", "lr", "loss"], source)
-    return _wide_curves(df, source)
+    renamed = wide_column_names(df, loss_metric)
+    require_columns(renamed, ["run", "step", "lr", "loss"], source)
+    if "window" not in renamed.columns and "loss" not in df.columns \
+            and loss_window != 0 and (loss_metric == TIDY_LOSS_METRIC or loss_window == "gaps"):
+        renamed = _with_gap_windows(renamed, source)
+    return _wide_curves(renamed, source)
+
+
+def _with_gap_windows(df: pd.DataFrame, source: str) -> pd.DataFrame:
+    """A wide table whose losses are our ``train_loss`` (a column of that name, no ``window``):
+    each loss's window is the gap to the run's previous loss (the tidy table's rule)."""
+    loss = check_numeric(df, "loss", source)
+    has = np.isfinite(loss)
+    rows = pd.DataFrame({"run": df["run"].astype(str).to_numpy()[has],
+                         "step": check_numeric(df, "step", source)[has]})
+    first = df.drop_duplicates("run").set_index(df.drop_duplicates("run")["run"].astype(str))
+    branch = (pd.to_numeric(first["branch_step"], errors="coerce").astype(np.float64)
+              if "branch_step" in df.columns else pd.Series(dtype=np.float64))
+    window = np.full(len(df), np.nan)
+    window[has] = _loss_windows(rows, branch, "gaps")
+    return df.assign(window=window)
+
+
+def wide_column_names(df: pd.DataFrame, loss_metric: str = TIDY_LOSS_METRIC) -> pd.DataFrame:
+    """A wide table's columns under the names :func:`curves_from_table` reads: ``run_id`` →
+    ``run``, ``learning_rate`` (:data:`TIDY_LR_METRIC`) → ``lr``, each where the table lacks the
+    shorter name; the column ``loss_metric`` → ``loss`` where there is no ``loss`` column, or
+    where ``loss_metric`` is not the default (a loss named on purpose)."""
+    cols = set(df.columns)
+    rename: dict[str, str] = {}
+    if "run" not in cols and "run_id" in cols:
+        rename["run_id"] = "run"
+    if "lr" not in cols and TIDY_LR_METRIC in cols:
+        rename[TIDY_LR_METRIC] = "lr"
+    if loss_metric != "loss" and loss_metric in cols and (
+            "loss" not in cols or loss_metric != TIDY_LOSS_METRIC):
+        df = df.drop(columns=["loss"]) if "loss" in cols else df
+        rename[loss_metric] = "loss"
+    return df.rename(columns=rename) if rename else df
 
 
 def check_runs(curves: dict[str, Curve], runs: list[str] | tuple[str, ...],
