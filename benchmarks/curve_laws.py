@@ -20,9 +20,16 @@ Splits (each law: ``lr_annealing``, Tissue et al. 2024 eq. 1; ``multi_power``, L
   branches up to 93M, cosine at 3 horizons from 124M), L0(N) = E + A_N·N^−a; predict the 208M
   cosine runs. One peak rate: the forward area S1 does not carry over between the peak rates
   chosen per size (fitting the runs at each size's own rates leaves 1.2–1.5 % in-sample).
+* ``two_sizes`` (report key ``cross_size_pairs``): the same peak-1e-3 slimpajama runs, sizes
+  33M, 53M, 60M, 93M, 124M, 152M, 208M; each consecutive pair of sizes fitted alone (two sizes:
+  L0(N) = E + A_N·N^−a under a stated assumption, :mod:`fitting.laws.curves.joint_fit`),
+  predicting every run of the next size up. Assumptions: ``a=0.34`` (the exponent fixed at
+  Hoffmann et al. 2022's fitted parameter exponent α = 0.34, eq. 10 as usually cited — not
+  checked against the paper's text here, and for another data set and tokenizer) and ``E=0``
+  (a pure power law L0 = A_N·N^−a). Nothing of the predicted size enters the fit.
 
 Usage (from the repository root):
-    nice python benchmarks/curve_laws.py [--json] [--laws lr_annealing,multi_power]
+    nice python benchmarks/curve_laws.py [--json] [--laws lr_annealing,multi_power] [--no-pairs]
 """
 
 from __future__ import annotations
@@ -153,10 +160,52 @@ def splits(curves: dict[str, Curve], info: pd.DataFrame) -> dict[str, dict]:
     return out
 
 
-def evaluate(split: dict, law: str, curves: dict[str, Curve], from_step: float) -> dict:
+#: two-size assumptions: name → fit keywords (module docstring)
+TWO_SIZE_ASSUMPTIONS = {"a=0.34": {"size_exponent": 0.34}, "E=0": {"fixed_e": 0.0}}
+
+
+def size_pairs(split: dict, curves: dict[str, Curve]) -> list[dict]:
+    """The ``sizes`` split's runs (fitted and held out) by size: each consecutive pair of sizes
+    fitted, every run of the next size held out."""
+    runs = [c.run for c in split["fit"]] + list(split["heldout"])
+    by_size: dict[float, list[str]] = {}
+    for r in runs:
+        by_size.setdefault(curves[r].n, []).append(r)
+    sizes = sorted(by_size)
+    return [{"sizes": (sizes[i], sizes[i + 1]), "target": sizes[i + 2],
+             "fit": [curves[r] for r in by_size[sizes[i]] + by_size[sizes[i + 1]]],
+             "heldout": by_size[sizes[i + 2]], "metric": "mean"}
+            for i in range(len(sizes) - 2)]
+
+
+def cross_size(split: dict, law: str, curves: dict[str, Curve], from_step: float) -> dict:
+    """Every consecutive size pair → the next size, under each two-size assumption: per pair the
+    held-out runs' mean (and worst) relative error, and their mean over the pairs."""
+    out: dict = {}
+    for name, kw in TWO_SIZE_ASSUMPTIONS.items():
+        rows = []
+        for pair in size_pairs(split, curves):
+            r = evaluate({**pair, "size_terms": True}, law, curves, from_step, **kw)
+            rows.append({"fit_sizes_M": [round(n / 1e6) for n in pair["sizes"]],
+                         "predict_size_M": round(pair["target"] / 1e6),
+                         **{k: r[k] for k in ("n_heldout", "heldout_mean_rel_err",
+                                              "heldout_worst_rel_err",
+                                              "heldout_last_abs_rel_err_mean",
+                                              "fit_mean_rel_err", "fit_seconds", "warnings")},
+                         "params": {k: r["params"][k] for k in ("E", "A_N", "a")},
+                         "assumption": r["size_assumption"]})
+        out[name] = {"pairs": rows,
+                     "mean_rel_err_over_pairs": float(np.mean([x["heldout_mean_rel_err"]
+                                                               for x in rows]))}
+    return out
+
+
+def evaluate(split: dict, law: str, curves: dict[str, Curve], from_step: float,
+             **fit_kwargs: float) -> dict:
     """Fit ``law`` on the split's fitted curves, predict its held-out runs."""
     t0 = time.perf_counter()
-    fit = FITS[law](split["fit"], from_step=from_step, size_terms=split.get("size_terms", False))
+    fit = FITS[law](split["fit"], from_step=from_step, size_terms=split.get("size_terms", False),
+                    **fit_kwargs)
     secs = time.perf_counter() - t0
     errs = {r: heldout_errors(fit, curves[r]) for r in split["heldout"]}
     means = [e["mean"] for e in errs.values()]
@@ -168,7 +217,8 @@ def evaluate(split: dict, law: str, curves: dict[str, Curve], from_step: float) 
             "heldout_worst_rel_err": float(max(e["worst"] for e in errs.values())),
             "heldout_last_abs_rel_err_mean": float(np.mean(lasts)),
             "heldout_last_abs_rel_err_max": float(np.max(lasts)),
-            "per_run": {r: {k: e[k] for k in ("mean", "worst", "last")} for r, e in errs.items()}}
+            "per_run": {r: {k: e[k] for k in ("mean", "worst", "last")} for r, e in errs.items()},
+            "size_assumption": fit.meta.get("size_terms", {}).get("assumption")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="first step fitted and predicted (default 1000: after the warm-up's "
                          "transient)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--no-pairs", action="store_true",
+                    help="leave out the two-size fits (cross_size_pairs)")
     args = ap.parse_args(argv)
     if not args.data.exists():
         print(f"{args.data}: no such file (the public curves; see the module docstring)",
@@ -187,10 +239,15 @@ def main(argv: list[str] | None = None) -> int:
     curves, info = load(args.data)
     report: dict = {"machine": machine(), "data": str(args.data), "from_step": args.from_step,
                     "splits": {}}
-    for name, split in splits(curves, info).items():
+    all_splits = splits(curves, info)
+    for name, split in all_splits.items():
         report["splits"][name] = {law: {**evaluate(split, law, curves, args.from_step),
                                         "anchor": ANCHORS[name][law]}
                                   for law in args.laws.split(",")}
+    if not args.no_pairs:
+        report["cross_size_pairs"] = {law: cross_size(all_splits["sizes"], law, curves,
+                                                      args.from_step)
+                                      for law in args.laws.split(",")}
     if args.json:
         print(json.dumps(report, indent=1, default=float))
         return 0
@@ -201,6 +258,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:10s} {law:13s} {r['n_heldout']:8d} {r['heldout_mean_rel_err']:8.2%} "
                   f"{r['heldout_worst_rel_err']:8.2%} {r['heldout_last_abs_rel_err_mean']:8.2%}"
                   f"  {r['anchor']}")
+    for law, per in report.get("cross_size_pairs", {}).items():
+        for name, res in per.items():
+            for x in res["pairs"]:
+                fit = "+".join(f"{n}M" for n in x["fit_sizes_M"])
+                print(f"{fit + ' → ' + str(x['predict_size_M']) + 'M':18s} {law:13s} {name:7s} "
+                      f"{x['n_heldout']:3d} {x['heldout_mean_rel_err']:8.2%} "
+                      f"{x['heldout_worst_rel_err']:8.2%}")
+            print(f"{'two sizes, mean':18s} {law:13s} {name:7s}     "
+                  f"{res['mean_rel_err_over_pairs']:8.2%}")
     return 0
 
 
