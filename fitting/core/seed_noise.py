@@ -25,11 +25,13 @@ from typing import Any
 
 from scipy import stats
 
-__all__ = ["MIN_DOF", "CI_LEVEL", "SeedNoise", "sigma_ci90", "pooled_sd", "judges",
+__all__ = ["MIN_DOF", "FEW_SEEDS", "CI_LEVEL", "SeedNoise", "sigma_ci90", "pooled_sd", "judges",
            "few_seeds_verdict", "noise_fields"]
 
 #: the fewest degrees of freedom a σ_seed judges on (3 seeds of one experiment)
 MIN_DOF = 2
+#: how every verdict of :func:`few_seeds_verdict` begins
+FEW_SEEDS = "information: seed noise"
 #: the confidence level of :func:`sigma_ci90`
 CI_LEVEL = 0.90
 
@@ -55,10 +57,9 @@ def few_seeds_verdict(seeds: int | None, dof: int | None) -> str:
     """The verdict where σ_seed rests on too few seeds to judge: information, with its seeds
     and degrees of freedom."""
     if dof is None:
-        return "information: seed noise of unknown degrees of freedom"
+        return f"{FEW_SEEDS} of unknown degrees of freedom"
     runs = "?" if seeds is None else str(seeds)
-    return (f"information: seed noise from {runs} seeds ({dof} dof; at least {MIN_DOF} needed "
-            "to judge)")
+    return f"{FEW_SEEDS} from {runs} seeds ({dof} dof; at least {MIN_DOF} needed to judge)"
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,8 @@ training loss of the pair read at its logged step (``loss_window=0``).
 Per pair the tested ends' relative errors (predicted − trained) / trained are judged by the
 report's one rule (:func:`fitting.report.extrapolation.judge`: RMSE within 3σ_seed, σ_seed the
 relative seed sd at the largest size repeated, :func:`fitting.report.chinchilla.
-largest_size_seed_noise`; information without it); the median and worst error are shown with
-it. The first section's row "later cool-down" reads these errors.
+largest_size_seed_noises`, with its seeds, dof and 90 % interval; information without it, and
+where it rests on fewer than 3 seeds); the median and worst error are shown with it. The first section's row "later cool-down" reads these errors.
 
 Cost: one fit per family; at most :data:`MAX_FAMILIES` families per pair (spread over the
 sizes), at most :data:`MAX_POINTS` losses per curve. ``fits.json["curves"]``: the settings,
@@ -49,7 +49,7 @@ from fitting.core.base import FitError
 from fitting.laws.curves.branches import BranchPredictions, branch_families, predict_branch_ends
 from fitting.laws.curves.learning_curve import cooldown_start
 from fitting.laws.curves.runs import TIDY_LR_METRIC, Curve, curves_from_table, pair_training_curves
-from fitting.report.chinchilla import largest_size_seed_noise
+from fitting.report.chinchilla import largest_size_seed_noises
 from fitting.report.extrapolation import (
     CURVE_FORM,
     CURVE_LAMBDA,
@@ -171,13 +171,16 @@ def _pair(view: StudyView, pair: str, lam: float) -> tuple[dict[str, Any], dict[
         raise FitError("no family could be fitted: " + "; ".join(
             f"{p}: {w}" for p, w in failed.items()), column="loss")
     errors = [e["error"] for e in ends if not e["fitted"]]
-    rel, n_at = largest_size_seed_noise(view.seeds)
+    noise = largest_size_seed_noises(view.seeds)[0].get(pair)
     judged = _LOSS if targets is None else f"{view.eval_set} {view.metric} of the pair"
     return ({"n_families": len(families), "n_families_total": len(fams), "families": families,
              "judged_on": judged,
              "failed": failed, "ends": ends, "errors": errors,
-             "sigma_source": "" if n_at is None else f"seed sd at N = {n_at:.3g}",
-             **judge(errors, rel.get(pair), "" if errors else "every end was in a fit")},
+             "sigma_source": "" if noise is None else noise.source,
+             **judge(errors, None if noise is None else noise.sigma,
+                     "" if errors else "every end was in a fit",
+                     dof=None if noise is None else noise.dof,
+                     seeds=None if noise is None else noise.seeds)},
             panels)
 
 
@@ -235,12 +238,15 @@ def curves_section(doc: Document, rep: Report, view: StudyView, out_dir: str, *,
           "parent (Hägele et al. 2024), each judged against the " + " / ".join(judged) + " at "
           "its end: can a cool-down at another step be predicted instead of "
           f"trained? Verdict: the report's rule (RMSE within {NOISE_MULTIPLE:g}σ_seed, the "
-          "relative seed sd at the largest size repeated; information without repeats). At "
+          "relative seed sd at the largest size repeated; information without repeats, or "
+          "where it rests on fewer than 3 seeds). At "
           f"most {MAX_FAMILIES} parents per pair are fitted, spread over the sizes.")
     doc.table(["pair", "parents fitted", "ends predicted", "median |error|", "worst |error|",
                "RMSE", "σ_seed", "3σ_seed", "verdict"],
               [[pair, f"{d['n_families']} of {d['n_families_total']}", str(d["n_points"]),
-                _pct(d["median"]), _pct(d["worst"]), _pct(d["rmse"]), _pct(d["sigma"]),
+                _pct(d["median"]), _pct(d["worst"]), _pct(d["rmse"]),
+                _pct(d["sigma"]) + ("" if d.get("sigma_dof") is None else
+                                    f" ({d.get('sigma_seeds')} seeds, {d['sigma_dof']} dof)"),
                 _pct(d["three_sigma"]), d["verdict"]] for pair, d in out["pairs"].items()])
     failed = [f"{pair} {p}: {w}" for pair, d in out["pairs"].items()
               for p, w in d["failed"].items()]

@@ -37,10 +37,16 @@ Per row: ``rmse`` and ``worst`` |relative error| over the predicted points, σ_s
 the loss (``sigma``, :func:`fitting.report.chinchilla.largest_size_seed_noise`: the pair's
 seed sd at the largest size repeated, relative to its mean; where the design repeats no run,
 the seed noise of the verification runs, pooled over their mixtures — the K-pair sections'),
-and the verdict: ``holds`` when the
-RMSE is within 3σ_seed (:data:`NOISE_MULTIPLE`), ``does not hold`` otherwise; where no seed
-noise was measured the verdict is information (:data:`NO_NOISE`): a rule that cannot fail is no
-check (:func:`judge`, the one rule, which the curve section applies too). One sentence per kind
+σ's seeds, degrees of freedom and χ² 90 % interval (``sigma_seeds``, ``sigma_dof``,
+``sigma_ci90``: :mod:`fitting.core.seed_noise`; a pooled σ sums the dof of the groups pooled;
+a row over several held-out entries takes the fewest of any entry), and the verdict: ``holds``
+when the RMSE is within 3σ_seed (:data:`NOISE_MULTIPLE`), ``does not hold`` otherwise; where no
+seed noise was measured the verdict is information (:data:`NO_NOISE`), and so it is where σ
+rests on fewer than 3 seeds (dof < 2, :data:`FEW_SEEDS`: "information: seed noise from 2 seeds
+(1 dof …)" — from 2 seeds σ's 90 % interval is [0.51σ, 15.9σ], so 3σ may be 15 times too wide):
+a rule that cannot fail is no check (:func:`judge`, the one rule, which the curve section
+applies too). The held-out run rows keep the held-out rule, whose 2 % clause judges however
+few the seeds. One sentence per kind
 says what the user may therefore do.
 """
 
@@ -54,10 +60,18 @@ import numpy as np
 import pandas as pd
 
 from fitting.core.base import FitError
+from fitting.core.seed_noise import (
+    FEW_SEEDS,
+    MIN_DOF,
+    SeedNoise,
+    few_seeds_verdict,
+    judges,
+    noise_fields,
+)
 from fitting.laws.budget.chinchilla_joint import JointChinchillaFit
 from fitting.laws.curves.annealing import fit_annealing_law
 from fitting.laws.curves.runs import Curve, curves_from_table, pair_training_curves
-from fitting.report.chinchilla import COOLED_LAW, largest_size_seed_noise
+from fitting.report.chinchilla import COOLED_LAW, largest_size_seed_noises
 from fitting.report.heldout import NOISE_TOLERANCE as HELDOUT_NOISE_TOLERANCE
 from fitting.report.heldout import REL_TOLERANCE
 from fitting.report.markdown import Document
@@ -67,7 +81,7 @@ from fitting.report.verification import verification_seed_noise
 from fitting.report.view import StudyView
 
 __all__ = ["LARGER_SIZE", "HELDOUT_RUN", "LONGER_RUN", "LATER_COOLDOWN", "NOISE_MULTIPLE",
-           "HOLDS", "FAILS", "NO_NOISE", "FIT_FRACTION", "FROM_FRACTION", "CURVE_LAMBDA", "CURVE_FORM",
+           "HOLDS", "FAILS", "NO_NOISE", "FEW_SEEDS", "FIT_FRACTION", "FROM_FRACTION", "CURVE_LAMBDA", "CURVE_FORM",
            "judge",
            "last_third_backtest", "SEED_NOISE_SOURCES",
            "extrapolation_rows", "extrapolation_section"]
@@ -100,57 +114,68 @@ _WHAT = {LARGER_SIZE: "Predictions at larger sizes", HELDOUT_RUN: "Predictions o
          LATER_COOLDOWN: "Predictions of cool-downs at other steps"}
 
 
-def judge(errors: Sequence[float] | None, sigma: float | None, why: str = ""
-          ) -> dict[str, Any]:
+def judge(errors: Sequence[float] | None, sigma: float | None, why: str = "", *,
+          dof: int | None = None, seeds: int | None = None) -> dict[str, Any]:
     """The report's one rule for a prediction of unseen points against the seed noise:
     ``rmse``, ``worst`` and ``median`` |relative error| of ``errors`` ((predicted − measured) /
-    measured), ``n_points``, ``three_sigma`` and the ``verdict`` — :data:`HOLDS` when the RMSE
-    is within :data:`NOISE_MULTIPLE` × ``sigma`` (the relative seed sd), :data:`FAILS`
-    otherwise, :data:`NO_NOISE` without ``sigma``; "not computed: ``why``" without errors."""
+    measured), ``n_points``, ``three_sigma``, σ's ``sigma_seeds``, ``sigma_dof`` and
+    ``sigma_ci90`` (:func:`fitting.core.seed_noise.noise_fields`) and the ``verdict`` —
+    :data:`HOLDS` when the RMSE is within :data:`NOISE_MULTIPLE` × ``sigma`` (the relative seed
+    sd, measured on ``seeds`` runs with ``dof`` degrees of freedom), :data:`FAILS` otherwise;
+    information where ``sigma`` rests on fewer than 3 seeds (``dof`` < :data:`fitting.core.
+    seed_noise.MIN_DOF`, or not given: :func:`fitting.core.seed_noise.few_seeds_verdict`) and
+    :data:`NO_NOISE` without ``sigma``; "not computed: ``why``" without errors."""
     out: dict[str, Any] = {"sigma": sigma,
-                           "three_sigma": None if sigma is None else NOISE_MULTIPLE * sigma}
+                           "three_sigma": None if sigma is None else NOISE_MULTIPLE * sigma,
+                           **noise_fields(seeds, dof, sigma)}
     if why or errors is None or not len(errors):
         return {**out, "rmse": None, "worst": None, "median": None, "n_points": 0,
                 "verdict": f"not computed: {why or 'no point predicted'}"}
     e = np.abs(np.asarray(errors, dtype=float))
     rmse = float(np.sqrt(np.mean(e ** 2)))
-    verdict = NO_NOISE if sigma is None else (HOLDS if rmse <= NOISE_MULTIPLE * sigma else FAILS)
+    verdict = (NO_NOISE if sigma is None else few_seeds_verdict(seeds, dof) if not judges(dof)
+               else HOLDS if rmse <= NOISE_MULTIPLE * sigma else FAILS)
     return {**out, "rmse": rmse, "worst": float(e.max()), "median": float(np.median(e)),
             "n_points": int(e.size), "verdict": verdict}
 
 
-def _row(kind: str, pair: str, law: str, errors: list[float] | None, sigma: float | None,
-         source: str, why: str = "", detail: str = "") -> dict[str, Any]:
-    """One row: errors are relative, (predicted − measured) / measured; ``why``: not computed."""
-    return {"kind": kind, "pair": pair, "law": law, "detail": detail, "sigma_source": source,
-            **judge(errors, sigma, why)}
+def _row(kind: str, pair: str, law: str, errors: list[float] | None, noise: SeedNoise | None,
+         why: str = "", detail: str = "") -> dict[str, Any]:
+    """One row: errors are relative, (predicted − measured) / measured, judged against
+    ``noise`` (relative σ_seed, its seeds, dof and source); ``why``: not computed."""
+    if noise is None:
+        return {"kind": kind, "pair": pair, "law": law, "detail": detail, "sigma_source": "",
+                **judge(errors, None, why)}
+    return {"kind": kind, "pair": pair, "law": law, "detail": detail,
+            "sigma_source": noise.source,
+            **judge(errors, noise.sigma, why, dof=noise.dof, seeds=noise.seeds)}
 
 
-def _sigma(view: StudyView) -> dict[str, tuple[float, str]]:
+def _sigma(view: StudyView) -> dict[str, SeedNoise]:
     """{pair: (σ_seed relative to the loss, where it was measured)}: the pair's seed sd at the
     largest size the study repeated (:func:`fitting.report.chinchilla.largest_size_seed_noise`);
     for a pair without repeated design runs, the seed noise its verification runs measured
     (:func:`fitting.report.verification.verification_seed_noise`, pooled over the mixtures
     trained with the same seeds at one size — the σ of the section Mixture laws for K pairs),
-    at the largest size it covers. Pairs with neither are absent (not judged)."""
-    out: dict[str, tuple[float, str]] = {}
+    at the largest size it covers. Pairs with neither are absent (not judged). Each σ carries
+    its seeds and dof (pooled: summed over the groups pooled)."""
+    out: dict[str, SeedNoise] = {}
     pooled = verification_seed_noise(view.verify_rows, view.verification,
                                      eval_set=view.eval_set, metric=view.metric,
                                      final=view.verify_final)
     for (pair, n), v in sorted(pooled.items(), key=lambda kv: kv[0][1]):  # largest N last
-        out[pair] = (float(v["relative_sd"]), f"pooled seed sd of the verification runs at "
-                     f"N = {n:.3g} ({v['mixtures']} mixtures, {v['dof']} dof)")
-    rel, n_at = largest_size_seed_noise(view.seeds)
-    out.update({pair: (sd, f"seed sd at N = {n_at:.3g}") for pair, sd in rel.items()})
+        out[pair] = SeedNoise(float(v["relative_sd"]), int(v["dof"]) + int(v["mixtures"]),
+                              int(v["dof"]), f"pooled seed sd of the verification runs at "
+                              f"N = {n:.3g} ({v['mixtures']} mixtures, {v['dof']} dof)")
+    out.update(largest_size_seed_noises(view.seeds)[0])
     return out
 
 
 def _judged_row(kind: str, pair: str, law: str, errors: list[float] | None,
-                sigma: dict[str, tuple[float, str]], why: str = "", detail: str = ""
+                sigma: dict[str, SeedNoise], why: str = "", detail: str = ""
                 ) -> dict[str, Any]:
     """:func:`_row` with the pair's σ_seed of :func:`_sigma` (None where none was measured)."""
-    sd, src = sigma.get(pair, (None, ""))
-    return _row(kind, pair, law, errors, sd, src, why, detail)
+    return _row(kind, pair, law, errors, sigma.get(pair), why, detail)
 
 
 def _no_size_backtest(rep: Report, view: StudyView) -> str:
@@ -166,7 +191,7 @@ def _no_size_backtest(rep: Report, view: StudyView) -> str:
             + (f" ({skipped})" if skipped else " (not fitted for it)"))
 
 
-def _mixture_size_row(pair: str, mixture: dict[str, Any], sigma: dict[str, tuple[float, str]],
+def _mixture_size_row(pair: str, mixture: dict[str, Any], sigma: dict[str, SeedNoise],
                       largest: float) -> dict[str, Any]:
     """The pair's row of the chosen mixture law's leave-largest-size-out backtest
     (``fits.json["mixture"]["size_backtest"]``, :func:`fitting.laws.mixture.compare.
@@ -183,8 +208,7 @@ def _mixture_size_row(pair: str, mixture: dict[str, Any], sigma: dict[str, tuple
             return _judged_row(LARGER_SIZE, pair, law, None, sigma, bt["why"])
         noised = all(e.get("noise_source") in SEED_NOISE_SOURCES for e in above)
         return _row(LARGER_SIZE, pair, law, _finite_errors(above),
-                    _relative_noise(above) if noised else None,
-                    _noise_sources(above) if noised else "",
+                    _entries_noise(above) if noised else None,
                     detail=f"{len(above)} held-out run(s) at {_sizes_text(above)}, above every "
                     f"fitted size; no backtest: {bt['why']}")
     errors = bt["errors"].get(pair) or []
@@ -199,7 +223,7 @@ def _mixture_size_row(pair: str, mixture: dict[str, Any], sigma: dict[str, tuple
 
 
 def _larger_size_rows(rep: Report, view: StudyView, cooled: JointChinchillaFit | None,
-                      sigma: dict[str, tuple[float, str]], mixture: dict[str, Any] | None
+                      sigma: dict[str, SeedNoise], mixture: dict[str, Any] | None
                       ) -> list[dict[str, Any]]:
     """Per pair: the cooled-down L(N, D) backtest where that law is fitted for the pair, else
     the chosen mixture law's in a study of 3 pairs or more, else the joint law's (eq. 7)."""
@@ -236,26 +260,31 @@ def _heldout_rows(rep: Report, view: StudyView, mixture: dict[str, Any] | None
     for pair in sorted({e["pair"] for e in entries}):
         es = [e for e in entries if e["pair"] == pair]
         noised = [e for e in es if e.get("noise") is not None]
-        sigma = _relative_noise(noised) if len(noised) == len(es) else None
-        src = _noise_sources(es)
-        row = _row(HELDOUT_RUN, pair, es[0]["law"], [e["error"] for e in es], sigma, src,
+        noise = _entries_noise(es) if len(noised) == len(es) else None
+        row = _row(HELDOUT_RUN, pair, es[0]["law"], [e["error"] for e in es], noise,
                    detail=", ".join(", ".join(e["runs"]) for e in es))
         # one rule for a held-out run: the held-out section's (and check 4's) — each run within
-        # REL_TOLERANCE or NOISE_TOLERANCE × its seed sd (fitting.report.heldout)
+        # REL_TOLERANCE or NOISE_TOLERANCE × its seed sd (fitting.report.heldout), the noise
+        # clause only where σ rests on 3 seeds or more: the 2 % clause judges in any case
         row["verdict"] = HOLDS if all(e["within_tolerance"] for e in es) else FAILS
         rows.append(row)
     if not rows and view.held_ids:
         why = (mixture or {}).get("skipped")
-        rows.append(_row(HELDOUT_RUN, "–", "–", None, None, "", "no held-out run was "
+        rows.append(_row(HELDOUT_RUN, "–", "–", None, None, "no held-out run was "
                          "predicted (see the section Held-out runs"
                          + (f"; the mixture laws were skipped: {why})" if why else ")")))
     return rows
 
 
-def _relative_noise(entries: list[dict[str, Any]]) -> float:
-    """The median seed sd relative to the measured loss over held-out ``entries`` (each with
-    ``noise`` and ``measured``): one σ_seed for a row that pools several runs."""
-    return float(np.median([e["noise"] / e["measured"] for e in entries]))
+def _entries_noise(entries: list[dict[str, Any]]) -> SeedNoise:
+    """One σ_seed for a row over several held-out ``entries`` (each with ``noise``,
+    ``measured`` and, where known, ``noise_seeds`` and ``noise_dof``): the median seed sd
+    relative to the measured loss, on the fewest seeds and dof of any entry (an entry without
+    them: 0 seeds, 0 dof — not judged); its source the entries' distinct sources."""
+    seeds = min(int(e.get("noise_seeds") or 0) for e in entries)
+    dof = min(int(e.get("noise_dof") or 0) for e in entries)
+    return SeedNoise(float(np.median([e["noise"] / e["measured"] for e in entries])), seeds,
+                     dof, _noise_sources(entries))
 
 
 def _finite_errors(entries: list[dict[str, Any]]) -> list[float]:
@@ -293,17 +322,18 @@ def _mixture_heldout_rows(mixture: dict[str, Any] | None) -> list[dict[str, Any]
     rows = []
     for pair, es in by_pair.items():
         noised = [e for e in es if e.get("noise_source") in SEED_NOISE_SOURCES]
-        for part, sigma in ((noised, _relative_noise(noised) if noised else None),
+        for part, noise in ((noised, _entries_noise(noised) if noised else None),
                             ([e for e in es if e not in noised], None)):
             if not part:
                 continue
             errors = _finite_errors(part)
             missed = len(part) - len(errors)
-            source = _noise_sources(part)
-            rows.append(_row(HELDOUT_RUN, pair, law, errors, sigma,
-                             f"{source} (section Mixture laws for K pairs)" if sigma
-                             else "", detail=f"{len(part)} held-out run(s) at {_sizes_text(part)}"
-                             + ("" if sigma else ", where no seed noise was measured")
+            if noise is not None:
+                noise = SeedNoise(noise.sigma, noise.seeds, noise.dof,
+                                  f"{noise.source} (section Mixture laws for K pairs)")
+            rows.append(_row(HELDOUT_RUN, pair, law, errors, noise,
+                             detail=f"{len(part)} held-out run(s) at {_sizes_text(part)}"
+                             + ("" if noise else ", where no seed noise was measured")
                              + (f"; {missed} not predicted" if missed else "")))
     return rows
 
@@ -394,7 +424,7 @@ def _pair_curves_for_backtest(view: StudyView, pair: str) -> tuple[dict[str, Cur
     return curves, f"{view.eval_set} {view.metric}"
 
 
-def _longer_run_rows(view: StudyView, sigma: dict[str, tuple[float, str]]
+def _longer_run_rows(view: StudyView, sigma: dict[str, SeedNoise]
                      ) -> list[dict[str, Any]]:
     """Per pair, :func:`last_third_backtest` of each experiment (its seeds and branches fitted
     together, one fit per experiment), the errors pooled."""
@@ -426,7 +456,7 @@ def _longer_run_rows(view: StudyView, sigma: dict[str, tuple[float, str]]
 
 
 def _later_cooldown_rows(view: StudyView, curves: dict[str, Any] | None,
-                         sigma: dict[str, tuple[float, str]]) -> list[dict[str, Any]]:
+                         sigma: dict[str, SeedNoise]) -> list[dict[str, Any]]:
     """One row per pair of the curve section's tested cooled-down ends (none without
     branches); the section's reason where it computed none."""
     if not view.branches:
@@ -465,6 +495,18 @@ def _pct(x: float | None) -> str:
     return "–" if x is None or not math.isfinite(x) else f"{x:.2%}"
 
 
+def _ci(ci: Sequence[float] | None) -> str:
+    """σ's 90 % interval as "a–b" (percent)."""
+    return "–" if not ci else f"{ci[0]:.2%}–{ci[1]:.2%}"
+
+
+def _seeds_text(r: dict[str, Any]) -> str:
+    """"k seeds, d dof" of a row's σ ("–" without one)."""
+    if r.get("sigma_dof") is None:
+        return "–"
+    return f"{r.get('sigma_seeds')} seeds, {r['sigma_dof']} dof"
+
+
 def _statement(kind: str, rows: list[dict[str, Any]]) -> str:
     """What the user may do with predictions of this kind."""
     what = _WHAT[kind]
@@ -480,6 +522,14 @@ def _statement(kind: str, rows: list[dict[str, Any]]) -> str:
     if judged:
         return (f"{what}: within the seed noise where judged ({vs}); the other rows are "
                 "not judged (see the table).")
+    few = [r for r in rows if str(r["verdict"]).startswith(FEW_SEEDS)]
+    if few:
+        errors = "; ".join(f"{r['pair']}: {_pct(r['rmse'])} vs 3σ {_pct(r['three_sigma'])} "
+                           f"({_seeds_text(r)}, σ's 90 % CI {_ci(r['sigma_ci90'])})"
+                           for r in few)
+        return (f"{what}: not judged — the seed noise rests on fewer than {MIN_DOF + 1} seeds, "
+                f"too few to judge against, so the errors ({errors}) are information, not a "
+                "check; train a third seed to judge them.")
     info = [r for r in rows if r["verdict"] == NO_NOISE]
     if info:
         errors = "; ".join(f"{r['pair']}: {_pct(r['rmse'])}" for r in info)
@@ -504,12 +554,17 @@ def extrapolation_section(doc: Document, rep: Report, view: StudyView,
           "seed-to-seed sd of the same experiment relative to its loss (where no design run "
           "is repeated, that of the verification runs, pooled over their mixtures), never a "
           f"fit's residuals. Verdict: holds when the RMSE is within {NOISE_MULTIPLE:g}σ_seed; "
-          "without measured seed noise the error is information, not a check. Larger size: the "
+          "without measured seed noise the error is information, not a check, and so it is "
+          f"where σ_seed rests on fewer than {MIN_DOF + 1} seeds (fewer than {MIN_DOF} degrees "
+          "of freedom; pooled estimates: the dof summed over the experiments pooled): from 2 "
+          "seeds σ's 90 % interval spans [0.51σ, 15.9σ], a 3σ that almost cannot fail. Each "
+          "row gives σ_seed's seeds, dof and 90 % interval (χ²). Larger size: the "
           "leave-largest-size-out backtest of the law the report leads with. Held-out run: "
           "runs trained and never fitted; no choice saw them (every fit, and the form and "
           "budget selection of L(N, D), uses the fitted runs only), judged by the held-out "
           f"runs' rule: each within {REL_TOLERANCE:.0%} or {HELDOUT_NOISE_TOLERANCE:g}× its "
-          "seed sd (section Held-out runs); with 3 pairs or more, "
+          f"seed sd (section Held-out runs; the noise clause where that sd rests on {MIN_DOF + 1} "
+          "seeds or more); with 3 pairs or more, "
           "the held-out mixtures as the chosen mixture law predicts them, judged where a seed "
           "noise was measured (pooled at their size, or their own seeds'). Longer run: the "
           "LR-annealing curve law, fitted per experiment (its seeds and branches) on the "
@@ -519,10 +574,11 @@ def extrapolation_section(doc: Document, rep: Report, view: StudyView,
           "the same law, fitted on each parent's stable phase and one of its branches, "
           "predicts the cooled-down ends of its other branches and its own (section Training "
           "curves and curve-law continuations).")
-    doc.table(["extrapolation", "pair", "law", "points", "RMSE", "worst", "σ_seed", "3σ_seed",
-               "verdict", "detail"],
+    doc.table(["extrapolation", "pair", "law", "points", "RMSE", "worst", "σ_seed",
+               "σ_seed seeds (dof)", "σ_seed 90 % CI", "3σ_seed", "verdict", "detail"],
               [[r["kind"], r["pair"], r["law"], str(r["n_points"]), _pct(r["rmse"]),
-                _pct(r["worst"]), _pct(r["sigma"]), _pct(r["three_sigma"]),
+                _pct(r["worst"]), _pct(r["sigma"]), _seeds_text(r), _ci(r["sigma_ci90"]),
+                _pct(r["three_sigma"]),
                 f"**{r['verdict']}**" if r["verdict"] == FAILS else r["verdict"],
                 r["detail"] or "–"] for r in rows])
     doc.ul(list(statements.values()))

@@ -26,18 +26,21 @@ experiment, predicted once per (pair, law): ``measured`` is the mean of its seed
 (``measured_runs`` each one), ``run`` its first run id and ``runs`` all of them.
 
 Each entry: ``error = (predicted − measured) / measured``; ``within_tolerance = |error| ≤ 2 % or
-|predicted − measured| ≤ 3·σ_seed`` (``within_rel``, ``within_noise``: each clause alone), where
-σ_seed (``noise``, nats) is measured seed noise, never a fit's residuals (which grow with the
-law's misfit, and would loosen the check as the fit worsens):
+(|predicted − measured| ≤ 3·σ_seed and σ_seed judges)`` (``within_rel``, ``within_noise``: each
+clause alone), where σ_seed (``noise``, nats) is measured seed noise, never a fit's residuals
+(which grow with the law's misfit, and would loosen the check as the fit worsens), with
+``noise_seeds`` (the runs it was measured on), ``noise_dof``, ``noise_ci90`` (its χ² 90 %
+interval in nats, :func:`fitting.core.seed_noise.sigma_ci90`) and ``noise_judges``: a σ from
+fewer than 3 seeds (dof < 2: from 2 seeds the 90 % interval is [0.51 s, 15.9 s]) does not
+judge — its clause is information (``within_noise`` still says whether it would hold) and the
+2 % clause alone judges:
 
 * ``noise_source = "heldout seeds (n=k)"``: the seed-to-seed sd (ddof = 1) of the experiment's own
-  k ≥ 2 seeds, with ``noise_dof = k − 1`` (a pair of seeds gives one degree of freedom: the
-  estimate s lies between 0.06 σ and 1.96 σ with 90 % probability, s²/σ² ~ χ²₁ — rough, and a
-  pair of close seeds makes the clause strict);
+  k ≥ 2 seeds, with ``noise_dof = k − 1``;
 * else ``"study seed noise"``: the study's relative seed sd for that pair at the largest size it
-  repeated (:func:`fitting.report.chinchilla.largest_size_seed_noise`, the noise the backtests are
-  judged against) times the measured loss; ``noise_dof`` the degrees of freedom of the repeats
-  it comes from;
+  repeated (:func:`fitting.report.chinchilla.largest_size_seed_noises`: the weights repeated
+  there pooled, their seeds and dof summed; the noise the backtests are judged against) times
+  the measured loss;
 * else ``"none"``: no seed noise was measured, ``noise`` is null and only the 2 % clause judges.
 
 ``curve_sd`` (the largest over the experiment's runs of the sd of a run's last 3 evaluated
@@ -53,9 +56,10 @@ import numpy as np
 import pandas as pd
 
 from fitting.core.base import FitError
+from fitting.core.seed_noise import MIN_DOF, SeedNoise, noise_fields
 from fitting.data.tables import last_evaluations_sd
 from fitting.laws.budget.chinchilla_joint import JointChinchillaFit
-from fitting.report.chinchilla import COOLED_LAW, largest_size_seed_noise, trained_seed_groups
+from fitting.report.chinchilla import COOLED_LAW, largest_size_seed_noises
 from fitting.report.markdown import Document, format_number
 from fitting.report.sections import Report
 from fitting.report.seeds import experiment_groups
@@ -105,25 +109,33 @@ def heldout_experiments(held: pd.DataFrame, curve_sd: dict[tuple[str, str], floa
 
 def heldout_noise(exp: dict[str, Any], spread: dict) -> dict[str, Any]:
     """σ_seed of a held-out experiment from :func:`heldout_experiments`: ``{"noise",
-    "noise_source", "noise_dof", "noise_detail"}`` — its own seeds' sd, else the study's seed
-    noise for the pair (``spread``: :func:`fitting.report.seeds.seed_spread` of the fitted runs),
-    else none (the module docstring)."""
+    "noise_source", "noise_seeds", "noise_dof", "noise_ci90", "noise_judges",
+    "noise_detail"}`` — its own seeds' sd, else the study's seed noise for the pair
+    (``spread``: :func:`fitting.report.seeds.seed_spread` of the fitted runs), else none (the
+    module docstring); ``noise_ci90`` its χ² 90 % interval in nats and ``noise_judges``
+    whether it rests on enough seeds to judge (:func:`fitting.core.seed_noise.judges`)."""
     k = exp["seeds"]
     if k >= 2:
-        return {"noise": exp["seed_sd"], "noise_source": f"heldout seeds (n={k})",
-                "noise_dof": k - 1,
-                "noise_detail": f"sd of the held-out run's {k} seeds ({k - 1} dof)"}
-    rel, n_at = largest_size_seed_noise(spread)
+        own = SeedNoise(exp["seed_sd"], k, k - 1, f"heldout seeds (n={k})")
+        return _noise_entry(own, f"sd of the held-out run's {k} seeds ({k - 1} dof)")
+    rel, n_at = largest_size_seed_noises(spread)
     pair = exp["pair"]
     if pair in rel:
-        dof = sum(g["seeds"] - 1 for g in trained_seed_groups(spread)
-                  if g["pair"] == pair and g["n"] == n_at)
-        return {"noise": rel[pair] * exp["measured"], "noise_source": STUDY_NOISE,
-                "noise_dof": int(dof),
-                "noise_detail": (f"the study's relative seed sd {rel[pair]:.2%} for {pair} at "
-                                 f"N = {n_at:.3g} ({dof} dof) × the measured loss")}
-    return {"noise": None, "noise_source": NO_NOISE, "noise_dof": None,
+        r = rel[pair]
+        return _noise_entry(r.scaled(exp["measured"], STUDY_NOISE),
+                            f"the study's relative seed sd {r.sigma:.2%} for {pair} at "
+                            f"N = {n_at:.3g} ({r.seeds} seeds, {r.dof} dof) × the measured loss")
+    return {"noise": None, "noise_source": NO_NOISE,
+            **noise_fields(None, None, None, prefix="noise"), "noise_judges": False,
             "noise_detail": "no seed noise measured: the 2 % clause alone"}
+
+
+def _noise_entry(noise: SeedNoise, detail: str) -> dict[str, Any]:
+    return {"noise": noise.sigma, "noise_source": noise.source,
+            **noise_fields(noise.seeds, noise.dof, noise.sigma, prefix="noise"),
+            "noise_judges": noise.judges,
+            "noise_detail": detail + ("" if noise.judges else
+                                      f"; fewer than {MIN_DOF + 1} seeds: information only")}
 
 
 def _entry(base: dict, law: str, predicted: float, primary: bool,
@@ -134,8 +146,10 @@ def _entry(base: dict, law: str, predicted: float, primary: bool,
     within_rel = bool(finite and abs(err) <= REL_TOLERANCE)
     within_noise = None if sd is None else bool(
         finite and abs(predicted - measured) <= NOISE_TOLERANCE * sd)
+    # a σ from fewer than 3 seeds is information: its clause does not judge
+    judged_noise = bool(within_noise) and bool(base.get("noise_judges"))
     out = {**base, "law": law, "primary": primary, "predicted": float(predicted),
-           "error": float(err), "within_tolerance": within_rel or bool(within_noise),
+           "error": float(err), "within_tolerance": within_rel or judged_noise,
            "within_rel": within_rel, "within_noise": within_noise}
     if interval is not None:
         out["interval"] = [float(interval[0]), float(interval[1])]
@@ -232,18 +246,29 @@ def _grouped_reasons(skipped: dict[str, str]) -> str:
 
 
 def _judged(e: dict[str, Any]) -> str:
-    """The table's "within tolerance" cell: which clause holds."""
+    """The table's "within tolerance" cell: which clause holds (the noise clause of a σ from
+    fewer than 3 seeds is information)."""
     if e["within_rel"]:
         return f"yes (≤ {REL_TOLERANCE:.0%})"
-    if e["within_noise"]:
+    if e["within_noise"] and e.get("noise_judges"):
         return f"yes (≤ {NOISE_TOLERANCE:g}× seed sd)"
+    if e["within_noise"]:
+        return (f"**no** (≤ {NOISE_TOLERANCE:g}× seed sd only: information, "
+                f"{e.get('noise_seeds')} seeds)")
     return "**no**"
+
+
+def _ci(ci: list[float] | None) -> str:
+    return "–" if not ci else f"{format_number(ci[0], digits=2)}–{format_number(ci[1], digits=2)}"
 
 
 def _warning(e: dict[str, Any]) -> str:
     seeds = f" (mean of {e['seeds']} seeds)" if e["seeds"] > 1 else ""
     noise = (f"|Δ| = {abs(e['predicted'] - e['measured']):.3g} > {NOISE_TOLERANCE:g}× seed sd "
              f"{e['noise']:.3g} ({e['noise_source']}, {e['noise_dof']} dof)"
+             if e["noise"] is not None and e.get("noise_judges") else
+             f"seed sd {e['noise']:.3g} from {e.get('noise_seeds')} seeds ({e['noise_dof']} "
+             "dof): information, the 2 % clause alone judges"
              if e["noise"] is not None else "no seed noise measured: the 2 % clause alone")
     return (f"held-out {e['run']} {e['pair']}: {e['law']} predicts {e['predicted']:.4g}, "
             f"measured {e['measured']:.4g}{seeds}: error {e['error']:+.2%} beyond "
@@ -272,7 +297,9 @@ def heldout_section(doc: Document, rep: Report, view: StudyView) -> None:
           f"|error| ≤ {REL_TOLERANCE:.0%} or |predicted − measured| ≤ {NOISE_TOLERANCE:g}× the "
           "measured seed sd — of the held-out run's own seeds where it has several, else the "
           "study's seed noise for the pair at its largest repeated size, else none (the "
-          f"{REL_TOLERANCE:.0%} clause alone); never a fit's residuals. "
+          f"{REL_TOLERANCE:.0%} clause alone); never a fit's residuals. A seed sd from fewer "
+          f"than {MIN_DOF + 1} seeds (its 90 % interval spans a factor of 30 from 2 seeds) is "
+          f"information: the {REL_TOLERANCE:.0%} clause alone judges. "
           "Curve sd: sd of the run's last 3 evaluated losses.")
     missing = [r for r in run_ids if r not in set(held["run_id"].astype(str))] if len(held) else \
         list(run_ids)
@@ -296,7 +323,8 @@ def heldout_section(doc: Document, rep: Report, view: StudyView) -> None:
                          f" [{iv[0]:.4g}, {iv[1]:.4g}]" if iv else ""),
                      format_number(e["measured"]), f"{e['error']:+.2%}",
                      "–" if e["noise"] is None else
-                     f"{format_number(e['noise'], digits=2)} ({e['noise_dof']} dof)",
+                     f"{format_number(e['noise'], digits=2)} ({e['noise_seeds']} seeds, "
+                     f"{e['noise_dof']} dof; 90 % CI {_ci(e.get('noise_ci90'))})",
                      e["noise_source"], format_number(e["curve_sd"], digits=2), _judged(e)])
         if not e["within_tolerance"]:
             rep.warnings.append(_warning(e))

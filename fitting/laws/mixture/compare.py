@@ -105,16 +105,18 @@ def _errors(y: np.ndarray, pred: np.ndarray) -> dict:
             "points": int(good.sum()), "not_predicted": int((ok & ~good).sum())}
 
 
-def _noise(runs: MixtureRuns, r: int, i: int, keys: np.ndarray) -> tuple[float, str]:
-    """Seed spread of run r's mixture at its size, else the sd of its last 3 evaluations
-    (``keys``: ``runs.mixture_keys``)."""
+def _noise(runs: MixtureRuns, r: int, i: int, keys: np.ndarray
+           ) -> tuple[float, str, int | None]:
+    """Seed spread of run r's mixture at its size and its number of seeds, else the sd of its
+    last 3 evaluations (no seeds: None) (``keys``: ``runs.mixture_keys``)."""
     same = (keys == keys[r]) & np.isclose(runs.n, runs.n[r])
     v = runs.Y[same, i]
     v = v[np.isfinite(v)]
     if len(v) >= 2:
-        return float(np.std(v, ddof=1)), "seed spread"
+        return float(np.std(v, ddof=1)), "seed spread", len(v)
     sd = runs.curve_sd[r, i]
-    return (float(sd), "last 3 evaluations") if np.isfinite(sd) else (float("nan"), "none")
+    return (float(sd), "last 3 evaluations", None) if np.isfinite(sd) else (
+        float("nan"), "none", None)
 
 
 def cv_folds(groups: np.ndarray, max_folds: int = 10, seed: int = 0) -> np.ndarray:
@@ -346,7 +348,8 @@ def _tokens(runs: MixtureRuns, rows: np.ndarray) -> np.ndarray | None:
 
 
 def _heldout_table(runs: MixtureRuns, fit: MixtureLawFit | None, chosen: str | None) -> dict:
-    """Per held-out run and pair: predicted (by the chosen law), measured, error, noise."""
+    """Per held-out run and pair: predicted (by the chosen law), measured, error, noise (with
+    ``noise_seeds`` and ``noise_dof`` where it is a seed spread)."""
     heldout: dict[str, dict] = {}
     held = np.flatnonzero(runs.heldout)
     keys = runs.mixture_keys
@@ -359,10 +362,12 @@ def _heldout_table(runs: MixtureRuns, fit: MixtureLawFit | None, chosen: str | N
             if not np.isfinite(runs.Y[r, i]):
                 continue
             pv = float(pred[h, i]) if pred is not None else float("nan")
-            noise, src = _noise(runs, r, i, keys)
+            noise, src, seeds = _noise(runs, r, i, keys)
             heldout[rid][p] = {"predicted": pv, "measured": float(runs.Y[r, i]),
                                "error": pv - float(runs.Y[r, i]), "noise": noise,
-                               "noise_source": src, "weight": float(runs.W[r, i]),
+                               "noise_source": src, "noise_seeds": seeds,
+                               "noise_dof": None if seeds is None else seeds - 1,
+                               "weight": float(runs.W[r, i]),
                                "n": float(runs.n[r]), "law": chosen}
     return heldout
 

@@ -77,6 +77,15 @@ def _noise_at(noise: SeedNoise | None, pair: str, n: float) -> float | None:
     return None
 
 
+def _pooled_at(seed_noise: Mapping[tuple[str, float], dict] | None, pair: str, n: float
+               ) -> dict:
+    """The :func:`pooled_seed_noise` entry of ``pair`` at ``n`` ({} where none)."""
+    for (p, size), v in (seed_noise or {}).items():
+        if p == pair and np.isclose(size, n, rtol=1e-6):
+            return v
+    return {}
+
+
 def _mean_sd(runs: MixtureRuns, rows: np.ndarray, i: int, noise: SeedNoise | None = None
              ) -> tuple[float, float, str, int]:
     """Mean of pair i's loss over ``rows`` (seeds of one mixture and size), the sd of that mean
@@ -216,7 +225,8 @@ def heldout_with_seed_noise(heldout: Mapping[str, Mapping[str, dict]],
 
     Entry fields added: ``relative_error`` = (predicted − measured) / measured; ``within_rel`` =
     |relative_error| ≤ ``tolerance``; where the seed noise is known: ``noise`` = σ · measured
-    (``noise_source`` "pooled seed sd") and ``p_within_exact`` = erf(tolerance / (σ √2)); else
+    (``noise_source`` "pooled seed sd", with ``noise_seeds`` = the seeds pooled and
+    ``noise_dof`` = their summed degrees of freedom) and ``p_within_exact`` = erf(tolerance / (σ √2)); else
     the entry's own noise stays, its source marked as not the seed noise.
     Summary: ``entries`` (every entry with a measured loss; a non-finite prediction counts as a
     miss), ``within`` (|relative error| ≤ tolerance), and over the
@@ -242,8 +252,10 @@ def heldout_with_seed_noise(heldout: Mapping[str, Mapping[str, dict]],
             sigma = _noise_at(noise, pair, float(e["n"]))
             if sigma is not None and sigma > 0:
                 p_exact = math.erf(tolerance / (sigma * math.sqrt(2.0)))
+                pooled = _pooled_at(seed_noise, pair, float(e["n"]))
                 e.update(noise=sigma * meas, noise_source="pooled seed sd",
-                         p_within_exact=p_exact)
+                         noise_seeds=pooled["dof"] + pooled["mixtures"],
+                         noise_dof=pooled["dof"], p_within_exact=p_exact)
                 summary["with_seed_noise"] += 1
                 summary["within_with_seed_noise"] += int(e["within_rel"])
                 summary["expected_exact"] += p_exact
