@@ -60,6 +60,7 @@ from fitting.core.seed_noise import MIN_DOF, SeedNoise, noise_fields
 from fitting.data.tables import last_evaluations_sd
 from fitting.laws.budget.chinchilla_joint import JointChinchillaFit
 from fitting.report.chinchilla import COOLED_LAW, largest_size_seed_noises
+from fitting.report.intervals import heldout_predictive
 from fitting.report.markdown import Document, format_number
 from fitting.report.sections import Report
 from fitting.report.seeds import experiment_groups
@@ -308,6 +309,9 @@ def heldout_section(doc: Document, rep: Report, view: StudyView) -> None:
     entries, skipped = predict_heldout(rep, held, table, eval_set, metric)
     rep.skipped.update(skipped)
     rep.heldout = entries
+    cooled = rep.chinchilla.get("joint")
+    cover = heldout_predictive(entries, JointChinchillaFit.from_json(cooled) if cooled else None,
+                               view.table_fit, eval_set, metric, rep.seeds or {})
     if not entries:
         doc.p("No prediction could be made: " + (_grouped_reasons(skipped) or "no held-out rows")
               + ".")
@@ -331,5 +335,35 @@ def heldout_section(doc: Document, rep: Report, view: StudyView) -> None:
     doc.table(["run (seeds)", "pair", "size", "N", "p", "law", "predicted [95% band]",
                "measured (seed mean)", "error", "seed sd", "noise source", "curve sd",
                "within tolerance"], rows)
+    if cover is not None:
+        _predictive_paragraph(doc, entries, cover)
     if skipped:
         doc.ul([f"{k}: {v}" for k, v in skipped.items()])
+
+
+def _predictive_paragraph(doc: Document, entries: list[dict[str, Any]], cover: dict) -> None:
+    """The predictive intervals of the leading law's entries (:mod:`fitting.report.intervals`)
+    and how many held the measured loss."""
+    doc.p("Predictive intervals of the law the report leads with (fitting.report.intervals): "
+          "s² = s_resample² (refits on runs resampled within each size) + s_extrapolation² "
+          "(the leave-largest-size-out backtest's error, grown linearly with log N beyond the "
+          "largest fitted size) + σ_seed² (the study's seed sd at its largest repeated size, "
+          "/√seeds) — built from the fitted runs only, before any held-out loss is read.")
+    items = []
+    for e in entries:
+        iv = e.get("predictive")
+        if not iv:
+            continue
+        items.append(
+            f"{', '.join(e['runs'])} {e['pair']}: predicted {iv['estimate']:.4g}, 80 % "
+            f"[{iv['lo80']:.4g}, {iv['hi80']:.4g}], 95 % [{iv['lo95']:.4g}, {iv['hi95']:.4g}] "
+            f"(s = {iv['sd_total']:.2%}: resample {iv['sd_resample']:.2%}, extrapolation "
+            f"{iv['sd_extrapolation']:.2%}, seed {iv['sigma_seed']:.2%}); measured "
+            f"{e['measured']:.4g}: {'inside' if e['inside95'] else 'outside'} the 95 %, "
+            f"{'inside' if e['inside80'] else 'outside'} the 80 %"
+            + (f" — {e['predictive_note']}" if e.get("predictive_note") else ""))
+    doc.ul(items)
+    c80, c95 = cover["0.80"], cover["0.95"]
+    doc.p(f"Inside: {c80['inside']} of {c80['n']} at 80 %, {c95['inside']} of {c95['n']} at "
+          "95 % (too few to measure coverage in one study; benchmarks/main_job_seeds.py pools "
+          "them over vocabulary seeds).")

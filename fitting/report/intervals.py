@@ -1,0 +1,111 @@
+"""Predictive intervals of the held-out runs' losses predicted by L(N, D) across weights
+(:mod:`fitting.core.predictive`), built from the fitted runs alone.
+
+For each held-out entry of the law the report leads with (``COOLED_LAW``), s² adds:
+
+* ``s_resample``: refits of the pair's L(N, D) (its chosen form, no uncertainty, no backtest)
+  on the cooled-down points of runs resampled with replacement within each size
+  (:data:`RESAMPLES` refits; failed ones counted, ``n_failed``);
+* ``s_extrapolation``: the leave-largest-size-out backtest's RMS relative error (the fitted
+  largest size predicted from the smaller ones: one step of log(N_max / N_next)) grown linearly
+  to the held-out run's distance log(N / N_max), never below one step
+  (:func:`fitting.core.predictive.extrapolation_sd`);
+* ``σ_seed``: the study's relative seed sd at its largest repeated size (fitted runs only)
+  divided by √k for a held-out mean over k seeds.
+
+The rule is fixed before any held-out loss is read: no width depends on the held-out runs'
+values or their spread. Each entry gains ``predictive`` (the interval's fields),
+``inside80`` and ``inside95`` (the measured seed mean inside each), ``calibrated`` (False where
+the backtest could not be computed: the interval then lacks its extrapolation term and is too
+narrow, said in ``predictive_note``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fitting.core.base import FitError
+from fitting.core.predictive import (
+    coverage,
+    extrapolation_sd,
+    predictive_interval,
+    resampled_predictions,
+    stratified_resamples,
+)
+from fitting.laws.budget.chinchilla_joint import JointChinchillaFit, fit_joint_chinchilla
+from fitting.report.chinchilla import COOLED_LAW, chinchilla_points, largest_size_seed_noises
+
+__all__ = ["RESAMPLES", "heldout_predictive"]
+
+#: refits on resampled runs per held-out pair
+RESAMPLES = 20
+
+
+def _step(points: pd.DataFrame) -> tuple[float, float]:
+    """(N_max, log(N_max / N_next)) of the fitted sizes."""
+    sizes = np.unique(points["n"].to_numpy(float))
+    return float(sizes[-1]), (math.log(sizes[-1] / sizes[-2]) if len(sizes) >= 2 else math.nan)
+
+
+def _resampled(points: pd.DataFrame, form: str, targets: list[tuple[float, float, float]],
+               pair: str, seed: int) -> tuple[np.ndarray, int]:
+    runs = points[["weight", "n"]].drop_duplicates().reset_index(drop=True)
+
+    def refit(idx: np.ndarray) -> list[float]:
+        parts = [points[(points["weight"] == runs.at[i, "weight"])
+                        & (points["n"] == runs.at[i, "n"])] for i in idx]
+        fit = fit_joint_chinchilla(pd.concat(parts, ignore_index=True), uncertainty=None,
+                                   backtest=False, form=form)
+        return [float(fit.predict(n, d, w, pair).ravel()[0]) for n, d, w in targets]
+
+    return resampled_predictions(refit, stratified_resamples(runs["n"].to_numpy(), RESAMPLES,
+                                                             seed))
+
+
+def heldout_predictive(entries: list[dict[str, Any]], cooled: JointChinchillaFit | None,
+                       table: pd.DataFrame, eval_set: str, metric: str, spread: dict,
+                       seed: int = 0) -> dict[str, Any] | None:
+    """Add the predictive interval to every primary L(N, D) entry of ``entries`` (module
+    docstring) and return their :func:`fitting.core.predictive.coverage` (None when no entry
+    has one)."""
+    lead = [e for e in entries if e.get("primary") and e["law"].startswith(COOLED_LAW)
+            and cooled is not None and e["pair"] in (cooled.pairs or [])]
+    if not lead:
+        return None
+    points, _, why = chinchilla_points(table, eval_set, metric)
+    if why:
+        return None
+    noise, _ = largest_size_seed_noises(spread)
+    records = []
+    for pair in dict.fromkeys(e["pair"] for e in lead):
+        mine = [e for e in lead if e["pair"] == pair]
+        pts = points[points["pair"] == pair]
+        n_max, step = _step(pts)
+        targets = [(e["n"], e["tokens"], e["weight"]) for e in mine]
+        try:
+            boot, failed = _resampled(pts, cooled.form(pair), targets, pair, seed)
+        except FitError:
+            boot, failed = np.empty((0, 0)), RESAMPLES
+        bt = (cooled.backtest or {}).get(pair) or {}
+        step_error = float(bt.get("rmse_rel", math.nan))
+        for j, e in enumerate(mine):
+            s_ext = extrapolation_sd(step_error, step, math.log(e["n"] / n_max))
+            calibrated = math.isfinite(s_ext)
+            rel = noise.get(pair)
+            sigma = None if rel is None else rel.sigma / math.sqrt(max(1, int(e["seeds"])))
+            iv = predictive_interval(e["predicted"], resampled=boot[:, j] if boot.size else (),
+                                     sd_extrapolation=s_ext if calibrated else 0.0,
+                                     sigma_seed=sigma, n_failed=failed)
+            e["predictive"] = iv.to_dict()
+            e["inside80"], e["inside95"] = (iv.contains(e["measured"], 0.80),
+                                            iv.contains(e["measured"], 0.95))
+            e["calibrated"] = calibrated
+            e["predictive_note"] = ("" if calibrated else "no leave-largest-size-out backtest "
+                                    "(≥ 4 sizes): no extrapolation term, the interval is too "
+                                    "narrow")
+            records.append((iv, e["measured"]))
+    return coverage(records)
