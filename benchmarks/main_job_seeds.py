@@ -59,7 +59,8 @@ def seed_row(out: str, seed: int, run: dict, check) -> dict:
     if not os.path.exists(path):
         return {"seed": seed, **run, "error": f"no report ({path})"}
     with open(path, encoding="utf-8") as f:
-        result = check.check(json.load(f))
+        fits = json.load(f)
+    result = check.check(fits)
     l_inf = {p: {"fit": d["fit"], "true": d["true"], "error": d["error"], "ok": d["ok"]}
              for p, d in result["l_inf"].items()}
     held = {h["pair"]: {"predicted": h["predicted"], "measured": h["measured"],
@@ -68,6 +69,12 @@ def seed_row(out: str, seed: int, run: dict, check) -> dict:
     backtest = {p: {"rmse_rel": bt["rmse_rel"], "noise_rel": bt["noise_rel"],
                     "tolerance": bt["tolerance"], "within": bt["within"]}
                 for p, bt in result["backtest"].items()}
+    for e in fits.get("heldout") or []:   # predictive intervals (fitting.report.intervals)
+        if e.get("primary") and e.get("predictive") and e["pair"] in held:
+            iv = e["predictive"]
+            held[e["pair"]].update(lo95=iv["lo95"], hi95=iv["hi95"], lo80=iv["lo80"],
+                                   hi80=iv["hi80"], sd_total=iv["sd_total"],
+                                   inside80=e["inside80"], inside95=e["inside95"])
     # the checks' own verdicts (check_main_job.checks): an empty list never passes here
     return {"seed": seed, **run, "l_inf": l_inf, "heldout": held, "backtest": backtest,
             "check1_ok": result["checks"][1]["status"] == "ok",
@@ -94,7 +101,10 @@ def table(rows: list[dict]) -> str:
         for p in pairs:
             h = r["heldout"].get(p)
             cells.append("–" if not h else f"{100 * h['error']:+.2f} %"
-                         + ("" if h["within_rel"] else " (> 2 %)"))
+                         + ("" if h["within_rel"] else " (> 2 %)")
+                         + ("" if "inside95" not in h else
+                            f"; 95 % [{h['lo95']:.4f}, {h['hi95']:.4f}] "
+                            f"{'inside' if h['inside95'] else 'OUTSIDE'}"))
         for p in pairs:
             b = r.get("backtest", {}).get(p)
             cells.append("–" if not b or b["rmse_rel"] is None else
@@ -108,6 +118,27 @@ def table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def pooled_coverage(rows: list[dict]) -> dict[str, dict[str, int]]:
+    """Held-out entries inside their 80 % / 95 % predictive intervals, pooled over seeds."""
+    entries = [h for r in rows for h in (r.get("heldout") or {}).values() if "inside95" in h]
+    return {lvl: {"inside": sum(bool(h[f"inside{lvl}"]) for h in entries), "n": len(entries)}
+            for lvl in ("80", "95")}
+
+
+def rereport(out: str, extra_gin: list[str]) -> None:
+    """Write the study's report again with this checkout's fitting code (training skipped:
+    `mnmt-study run` resumes a finished study)."""
+    shutil.rmtree(os.path.join(out, "report"), ignore_errors=True)
+    with open(os.path.join(out, "study.json"), encoding="utf-8") as f:
+        seed = json.load(f).get("vocab_seed", 0)
+    study = os.path.join(os.path.dirname(sys.executable), "mnmt-study")
+    with open(out + ".rereport.log", "w", encoding="utf-8") as log:
+        cmd = [study, "run", "--out", out, "--gin", f"StudySpec.vocab_seed={seed}"]
+        for g in extra_gin:
+            cmd += ["--gin", g]
+        subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="directory holding one study per seed")
@@ -117,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per study")
     ap.add_argument("--fresh", action="store_true", help="delete each seed's output first")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON as well")
+    ap.add_argument("--rereport", action="store_true",
+                    help="write each finished seed's report again (fitting code changed)")
     args = ap.parse_args(argv)
     check = _check_module()
     os.makedirs(args.out, exist_ok=True)
@@ -125,10 +158,15 @@ def main(argv: list[str] | None = None) -> int:
         out = os.path.join(args.out, f"seed{seed}")
         if args.fresh and os.path.exists(out):
             shutil.rmtree(out)
+        if args.rereport and os.path.exists(os.path.join(out, "study.json")):
+            rereport(out, args.gin)
         run = run_seed(out, seed, args.gin, args.timeout)
         rows.append(seed_row(out, seed, run, check))
         print(f"vocab seed {seed}: done ({run})", file=sys.stderr)
     print(table(rows))
+    cov = pooled_coverage(rows)
+    print(f"held-out runs inside their predictive intervals, pooled: 80 % {cov['80']['inside']}"
+          f" of {cov['80']['n']}, 95 % {cov['95']['inside']} of {cov['95']['n']}")
     if args.json:
         print(json.dumps(rows, default=float))
     return 0 if all(r.get("check1_ok") and r.get("check4_ok") for r in rows) else 1

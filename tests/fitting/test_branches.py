@@ -465,9 +465,39 @@ def test_check_main_job_reads_the_cooled_law_and_the_seed_table(branch_reports, 
     # residual sd under the header "vs 3× seed noise")
     assert "(no seed noise: not judged)" in text
     assert "(within)" not in text and "(beyond)" not in text
+    # held-out entries carry their predictive intervals, pooled over seeds by the table
+    assert all("inside95" in h for h in row["heldout"].values())
+    assert seeds.pooled_coverage([row, row])["95"]["n"] == 2 * len(row["heldout"])
+    assert "95 % [" in text
     reps, _, _ = branch_reports
     assert "en-de: refitted without N = " in reps["branches"].markdown
     assert "not judged: no seed noise measured" in reps["branches"].markdown
+
+
+def test_heldout_predictive_interval_is_fixed_before_the_heldout_loss_is_read(branch_reports):
+    """The leading law's held-out entries carry a predictive interval with every component
+    (resampled refits, the backtest's extrapolation term), and its width does not depend on the
+    held-out loss: the same entries with another measured value get the same interval, and only
+    inside/outside changes."""
+    from fitting.laws.budget.chinchilla_joint import JointChinchillaFit
+    from fitting.report.intervals import heldout_predictive
+
+    _, fits, table = branch_reports
+    entries = [e for e in fits["branches"]["heldout"] if e.get("predictive")]
+    assert len(entries) == 2 and all(e["calibrated"] for e in entries)
+    for e in entries:
+        iv = e["predictive"]
+        assert iv["lo95"] < iv["lo80"] < iv["estimate"] < iv["hi80"] < iv["hi95"]
+        assert iv["sd_extrapolation"] > 0 and iv["n_resamples"] > 0 and iv["sd_resample"] > 0
+        assert e["inside95"] == (iv["lo95"] <= e["measured"] <= iv["hi95"])
+    moved = [{**e, "measured": e["measured"] * 3.0} for e in entries]
+    fit_rows = table[~table["run_id"].astype(str).str.startswith("s2_p0.50")]
+    cover = heldout_predictive(moved, JointChinchillaFit.from_json(
+        fits["branches"]["chinchilla"]["joint"]), fit_rows, "validation", "loss", {})
+    for old, new in zip(entries, moved, strict=True):
+        assert new["predictive"] == pytest.approx(old["predictive"])
+        assert not new["inside95"]
+    assert cover["0.95"] == {**cover["0.95"], "inside": 0, "n": 2}
 
 
 # -- the learning-curve figure ------------------------------------------------------------------
