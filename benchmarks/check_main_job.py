@@ -314,7 +314,9 @@ def print_result(result: dict) -> None:
         noise = ("no seed noise: 2 % clause only" if h.get("noise") is None else
                  f"seed sd {h['noise']:.4f} ({NOISE_TOLERANCE:g}x = "
                  f"{NOISE_TOLERANCE * h['noise']:.4f}), {h.get('noise_source')}, "
-                 f"{h.get('noise_dof')} dof")
+                 f"{h.get('noise_seeds', '?')} seeds, {h.get('noise_dof')} dof"
+                 + ("" if h.get("noise_judges", True) else
+                    ": information, the 2 % clause alone judges"))
         print(f"4. held out {h['run']} {h['pair']}: predicted {h['predicted']:.4f}, measured "
               f"{h['measured']:.4f} (mean of {h.get('seeds', 1)} seeds; "
               f"{100 * h['error']:+.2f} %; {noise}) {'ok' if h['within_tolerance'] else 'FAIL'}"
@@ -332,11 +334,17 @@ def print_result(result: dict) -> None:
     print(f"5. regime verdict (information): {r['verdict']}, {r['n_converged']} of "
           f"{r['n_curves']} curves converged, median drop "
           f"{'?' if med is None else f'{100 * med:.2f} %'} per doubling of D")
+    larger = {r.get("pair"): r for r in (result.get("extrapolation") or {}).get("rows", [])
+              if r.get("kind") == LARGER_SIZE}
     for pair, bt in result["backtest"].items():
+        row = larger.get(pair) or {}
+        seeds = ("" if row.get("sigma_dof") is None else
+                 f", σ from {row.get('sigma_seeds')} seeds, {row['sigma_dof']} dof, first "
+                 f"section: {row.get('verdict')}")
         judged = ("not judged: no seed noise measured" if bt.get("noise_rel") is None else
                   f"seed sd {100 * bt['noise_rel']:.2f} % ({bt['tolerance']:g}x = "
                   f"{100 * bt['tolerance'] * bt['noise_rel']:.2f} %; {bt['noise_source']}): "
-                  f"{'within' if bt['within'] else 'beyond'}")
+                  f"{'within' if bt['within'] else 'beyond'}{seeds}")
         print(f"   backtest {pair} (information): without N = {bt['held_out_n']:.4g}, RMSE "
               f"{100 * bt['rmse_rel']:.2f} % (mean {100 * bt['mean_rel']:+.2f} %) vs {judged}")
     curves = result.get("curves") or {"pairs": {}, "skipped": {}}
@@ -355,7 +363,8 @@ def print_result(result: dict) -> None:
                                                        else f" ({len(ext['rows'])} rows)"))
     for r in ext["rows"]:
         print(f"   {r.get('kind')} {r.get('pair')} (information): RMSE {_pct(r.get('rmse'))}, "
-              f"worst {_pct(r.get('worst'))} vs 3x seed noise {_pct(r.get('three_sigma'))}: "
+              f"worst {_pct(r.get('worst'))} vs 3x seed noise {_pct(r.get('three_sigma'))} "
+              f"(σ from {r.get('sigma_seeds', '?')} seeds, {r.get('sigma_dof', '?')} dof): "
               f"{r.get('verdict')}")
     print("all checks pass" if result["all_ok"] else "some checks fail")
 

@@ -66,8 +66,12 @@ def seed_row(out: str, seed: int, run: dict, check) -> dict:
     held = {h["pair"]: {"predicted": h["predicted"], "measured": h["measured"],
                         "error": h["error"], "within_rel": bool(h.get("within_rel")),
                         "law": h["law"]} for h in result["heldout"]["entries"]}
+    larger = {r.get("pair"): r for r in result["extrapolation"]["rows"]
+              if r.get("kind") == check.LARGER_SIZE}
     backtest = {p: {"rmse_rel": bt["rmse_rel"], "noise_rel": bt["noise_rel"],
-                    "tolerance": bt["tolerance"], "within": bt["within"]}
+                    "tolerance": bt["tolerance"], "within": bt["within"],
+                    "sigma_seeds": (larger.get(p) or {}).get("sigma_seeds"),
+                    "sigma_dof": (larger.get(p) or {}).get("sigma_dof")}
                 for p, bt in result["backtest"].items()}
     for e in fits.get("heldout") or []:   # predictive intervals (fitting.report.intervals)
         if e.get("primary") and e.get("predictive") and e["pair"] in held:
@@ -111,7 +115,11 @@ def table(rows: list[dict]) -> str:
                          f"{100 * b['rmse_rel']:.2f} % (no seed noise: not judged)"
                          if b["noise_rel"] is None else
                          f"{100 * b['rmse_rel']:.2f} % vs {100 * b['tolerance'] * b['noise_rel']:.2f} %"
-                         f" ({'within' if b['within'] else 'beyond'})")
+                         f" ({'within' if b['within'] else 'beyond'}; "
+                         + ("seeds ?" if b.get("sigma_dof") is None else
+                            f"{b['sigma_seeds']} seeds, {b['sigma_dof']} dof"
+                            + ("" if b["sigma_dof"] >= 2 else ": information"))
+                         + ")")
         cells.append("ok" if r["check1_ok"] and r["check4_ok"] else "FAIL")
         cells.append("pass" if r["all_ok"] else "fail")
         out.append("| " + " | ".join(cells) + " |")
