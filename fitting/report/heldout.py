@@ -311,7 +311,8 @@ def heldout_section(doc: Document, rep: Report, view: StudyView) -> None:
     rep.heldout = entries
     cooled = rep.chinchilla.get("joint")
     cover = heldout_predictive(entries, JointChinchillaFit.from_json(cooled) if cooled else None,
-                               view.table_fit, eval_set, metric, rep.seeds or {})
+                               view.table_fit, eval_set, metric, rep.seeds or {},
+                               budgets=view.budgets_fit)
     if not entries:
         doc.p("No prediction could be made: " + (_grouped_reasons(skipped) or "no held-out rows")
               + ".")

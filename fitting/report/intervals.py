@@ -68,15 +68,17 @@ def _resampled(points: pd.DataFrame, form: str, targets: list[tuple[float, float
 
 def heldout_predictive(entries: list[dict[str, Any]], cooled: JointChinchillaFit | None,
                        table: pd.DataFrame, eval_set: str, metric: str, spread: dict,
-                       seed: int = 0) -> dict[str, Any] | None:
+                       seed: int = 0, budgets: pd.DataFrame | None = None
+                       ) -> dict[str, Any] | None:
     """Add the predictive interval to every primary L(N, D) entry of ``entries`` (module
     docstring) and return their :func:`fitting.core.predictive.coverage` (None when no entry
-    has one)."""
+    has one). ``table``: the fitted runs; ``budgets``: their cooled-down budgets where already
+    derived (:attr:`fitting.report.view.StudyView.budgets_fit`)."""
     lead = [e for e in entries if e.get("primary") and e["law"].startswith(COOLED_LAW)
             and cooled is not None and e["pair"] in (cooled.pairs or [])]
     if not lead:
         return None
-    points, _, why = chinchilla_points(table, eval_set, metric)
+    points, _, why = chinchilla_points(table, eval_set, metric, budgets)
     if why:
         return None
     noise, _ = largest_size_seed_noises(spread)

@@ -28,7 +28,7 @@ def test_check1_fails_a_pair_whose_law_gave_no_finite_l_inf(benchmark_script):
 def _heldout(noise: float | None) -> dict:
     entry = {"run": "mini-3_p0.60_s0", "pair": "en-de", "predicted": 0.1040, "measured": 0.1000,
              "seeds": 2, "error": 0.04, "noise": noise, "noise_source": "heldout seeds (n=2)",
-             "noise_dof": 1, "within_rel": False, "law": COOLED_LAW, "primary": True,
+             "noise_seeds": 2, "noise_dof": 1, "within_rel": False, "law": COOLED_LAW, "primary": True,
              "within_tolerance": noise is not None and 0.004 <= 3 * noise}
     return {"heldout": [entry]}
 
@@ -39,7 +39,7 @@ def test_check4_prints_the_seed_sd_as_such_and_its_multiple(benchmark_script, ca
     job = benchmark_script("check_main_job")
     job.print_result(job.check(_heldout(0.0010)))
     out = capsys.readouterr().out
-    assert "seed sd 0.0010 (3x = 0.0030), heldout seeds (n=2), 1 dof" in out
+    assert "seed sd 0.0010 (3x = 0.0030), heldout seeds (n=2), 2 seeds, 1 dof" in out
     assert "3x seed sd 0.0010" not in out
 
 
