@@ -43,6 +43,7 @@ from fitting.laws.budget.chinchilla import ChinchillaFit, fit_chinchilla
 from fitting.laws.budget.chinchilla_joint import JointChinchillaFit, coef_key, fit_joint_chinchilla
 from fitting.laws.curves.learning_curve import cooldown_budgets, cooldown_start
 from fitting.plots.laws import plot_chinchilla_contours
+from fitting.report.law_intervals import cooled_law_intervals
 from fitting.report.markdown import Document, format_number
 from fitting.report.sections import Report
 from fitting.report.seeds import seed_means
@@ -336,6 +337,11 @@ def fit_cooled_law(view: StudyView, *, uncertainty: str | None = "perturbation",
                                    noise_rel=noise_rel, form="auto", skip_failed_pairs=True)
     except FitError as e:
         return None, "", str(e)
+    if uncertainty not in (None, "none"):
+        try:
+            cooled_law_intervals(fit, pts, noise_rel, seed)
+        except (FitError, ValueError) as e:  # the intervals never cost the fit
+            fit.meta["predictive_failed"] = f"{type(e).__name__}: {e}"
     return fit, note, ""
 
 
@@ -379,6 +385,29 @@ def _backtest_text(pair: str, bt: dict) -> str:
     return (f"{pair}: {miss}, beyond {noise}: the size law cannot be extrapolated here by one "
             f"size step; its prediction at the next size misses by about "
             f"{bt['rmse_rel'] / max(bt['noise_rel'], 1e-12):.1f}× the noise.")
+
+
+def _interval_texts(fit: JointChinchillaFit) -> list[str]:
+    """Per pair: how many backtest points the predictive intervals held, and E's interval."""
+    out = []
+    for pair in fit.pairs or []:
+        parts = []
+        bt = (fit.backtest or {}).get(pair) or {}
+        cov = bt.get("coverage")
+        if cov and cov["0.80"]["n"]:
+            parts.append(f"the backtest's {cov['0.80']['n']} points inside the 80 % interval "
+                         f"{cov['0.80']['inside']}, inside the 95 % {cov['0.95']['inside']}"
+                         + ("" if (bt.get("predictive") or {}).get("calibrated") else
+                            " (not calibrated: too few sizes for the inner backtest, too "
+                            "narrow)"))
+        e = (fit.meta.get("E_predictive") or {}).get(pair) or {}
+        if "lo80" in e:
+            parts.append(f"E {e['estimate']:.4g}, 80 % [{e['lo80']:.4g}, {e['hi80']:.4g}], "
+                         f"95 % [{e['lo95']:.4g}, {e['hi95']:.4g}] (resampled runs and forms "
+                         "only: E is never measured)")
+        if parts:
+            out.append(f"{pair}: " + "; ".join(parts) + ".")
+    return out
 
 
 def cooled_law_section(doc: Document, rep: Report, fit: JointChinchillaFit | None, note: str,
@@ -432,6 +461,12 @@ def cooled_law_section(doc: Document, rep: Report, fit: JointChinchillaFit | Non
               for pair, why in (fit.meta.get("backtest_failed") or {}).items()]
     if texts:
         doc.p("Backtest (Caillaut §4.1), leave the largest size out: " + " ".join(texts))
+    intervals = _interval_texts(fit)
+    if intervals:
+        doc.p("Predictive intervals (fitting.report.law_intervals: refits on the smaller sizes' "
+              "runs resampled within each size, the other form's prediction, the inner "
+              "backtest's error grown with log N, the seed noise; fixed before the held-out "
+              "size is read): " + " ".join(intervals))
     rep.warnings += [f"{COOLED_LAW}: {m}" for m in fit.warnings]
     rep.warnings += [f"{COOLED_LAW} backtest {p}: outside {bt['tolerance']:g}× the noise"
                      for p, bt in (fit.backtest or {}).items() if bt["within"] is False]

@@ -1,0 +1,223 @@
+"""Predictive intervals on the report's L(N, D) across weights (the law it leads with): the
+leave-largest-size-out backtest's predicted points and E (L∞), by the rule of
+:mod:`fitting.core.predictive` (s² = s_resample² + s_forms² + s_extrapolation² + σ_seed², in
+log space; normal quantiles).
+
+L_i(N, D; p) = E_i + A_{p,i} N^−α_i + B_{p,i} D^−β_i (Caillaut et al. 2024 eq. 2 with Fernandes
+et al. 2023 eq. 7's sharing; or Kaplan's form, :mod:`fitting.laws.budget.kaplan_nd`).
+
+Backtest (``fit.backtest[pair]``, :func:`fitting.laws.budget.chinchilla_joint.leave_largest_out`:
+the law refitted on the sizes below the largest, in the form and budgets chosen there, predicts
+the largest size's cooled-down losses). Each predicted point gets, from the smaller sizes only:
+
+* ``s_resample``: refits of that form on the smaller sizes' runs (a run: one weight at one size,
+  all its cooled-down budgets) resampled with replacement within each size
+  (:data:`RESAMPLES` refits; failed ones counted in ``n_failed``);
+* ``s_forms``: the other form of :data:`fitting.laws.budget.chinchilla_joint.FORMS` fitted on the
+  same points: the RMS log deviation of the forms' predictions about the chosen one (the chosen
+  one at 0; with two forms |log ratio|/√2);
+* ``s_extrapolation``: the inner backtest — the smaller sizes' own largest size predicted from
+  the sizes below it (:func:`leave_largest_out`, form chosen there) — its RMS relative error
+  grown linearly with the distance in log N (:func:`fitting.core.predictive.extrapolation_sd`);
+  it needs ≥ 4 smaller sizes, else the point is marked ``calibrated: False`` (too narrow);
+* ``σ_seed``: the pair's relative seed sd at the largest repeated size (``noise_rel``, the one
+  the backtest is judged against), divided by √(seeds averaged into the measured point).
+
+Every refit fixes the main fit's f_scale of the pair (``fit.meta["f_scale"]``) instead of
+searching the grid again (Ghorbani App. E), which keeps the 20 refits to seconds. Nothing of
+the held-out size enters a width. Each ``errors`` entry of the backtest gains
+``measured``, ``predicted``, ``lo80``, ``hi80``, ``lo95``, ``hi95``, ``inside80``, ``inside95``;
+the backtest gains ``predictive`` (the components per point and the rule) and ``coverage``
+(:func:`fitting.core.predictive.coverage` over its points).
+
+E (``fit.meta["E_predictive"][pair]``): refits of the chosen form and budgets on all the fitted
+runs resampled within each size, and the other form's E on the same points; no extrapolation
+term and no seed noise (E is never measured, so no backtest calibrates it: ``calibrated``
+False). An E that is a bound (:func:`fitting.laws.budget.chinchilla_joint.e_bound`) gets no
+interval, its reason instead.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fitting.core.base import FitError
+from fitting.core.predictive import (
+    coverage,
+    extrapolation_sd,
+    predictive_interval,
+    resampled_predictions,
+    stratified_resamples,
+)
+from fitting.laws.budget.chinchilla_joint import (
+    FORMS,
+    JointChinchillaFit,
+    fit_joint_chinchilla,
+    leave_largest_out,
+)
+
+__all__ = ["RESAMPLES", "cooled_law_intervals", "backtest_intervals", "e_interval",
+           "budget_rank"]
+
+#: refits on resampled runs per pair, for the backtest and for E (as
+#: :data:`fitting.report.intervals.RESAMPLES` for the held-out runs)
+RESAMPLES = 20
+_SAME = 1e-9
+
+
+def budget_rank(points: pd.DataFrame) -> np.ndarray:
+    """Each point's cooled-down budget counted from its run's last (0 = the largest D of that
+    weight and size, 1 the one before, …)."""
+    rank = np.zeros(len(points), dtype=np.int64)
+    d = points["tokens"].to_numpy(float)
+    keys = list(zip(points["weight"].to_numpy(float), points["n"].to_numpy(float), strict=True))
+    for key in set(keys):
+        m = np.array([k == key for k in keys])
+        ds = np.unique(d[m])[::-1]
+        rank[m] = np.searchsorted(-ds, -d[m])
+    return rank
+
+
+def _refit(points: pd.DataFrame, form: str, f_scale: float | str) -> JointChinchillaFit:
+    return fit_joint_chinchilla(points, uncertainty=None, backtest=False, form=form,
+                                f_scale=f_scale)
+
+
+def _resampled(points: pd.DataFrame, form: str, predict, seed: int, f_scale: float | str
+               ) -> tuple[np.ndarray, int]:
+    """Predictions of refits on runs resampled within each size (failed ones counted)."""
+    runs = points[["weight", "n"]].drop_duplicates().reset_index(drop=True)
+    member = {(float(w), float(n)): points[(points["weight"] == w) & (points["n"] == n)]
+              for w, n in runs.itertuples(index=False)}
+
+    def refit(idx: np.ndarray) -> list[float]:
+        parts = [member[(float(runs.at[i, "weight"]), float(runs.at[i, "n"]))] for i in idx]
+        return predict(_refit(pd.concat(parts, ignore_index=True), form, f_scale))
+
+    return resampled_predictions(refit, stratified_resamples(runs["n"].to_numpy(), RESAMPLES,
+                                                             seed))
+
+
+def _other_forms(points: pd.DataFrame, form: str, predict, f_scale: float | str
+                 ) -> tuple[list[np.ndarray], list[str]]:
+    """The other forms' predictions on the same points, and the notes of those that failed."""
+    out, notes = [], []
+    for other in FORMS:
+        if other == form:
+            continue
+        try:
+            out.append(np.asarray(predict(_refit(points, other, f_scale)), dtype=float))
+        except FitError as e:
+            notes.append(f"{other} form not fitted: {e}")
+    return out, notes
+
+
+def backtest_intervals(pair: str, bt: dict[str, Any], points: pd.DataFrame,
+                       noise_rel: float | None, seed: int = 0,
+                       f_scale: float | str = "auto") -> None:
+    """Add the predictive intervals of the backtest ``bt`` of ``pair`` (module docstring) to
+    its ``errors`` entries, with ``predictive`` and ``coverage``; ``points``: the pair's fitted
+    cooled-down points (columns weight, n, tokens, value; n_seeds where seeds were averaged)."""
+    held_n = float(bt["held_out_n"])
+    small = points[points["n"] < held_n * (1 - _SAME)]
+    if bt.get("budgets") is not None:
+        small = small[budget_rank(small) < int(bt["budgets"])]
+    held = points[np.isclose(points["n"], held_n, rtol=1e-9)]
+    targets, measured, seeds = [], [], []
+    for e in bt["errors"]:
+        m = held[np.isclose(held["tokens"], e["d"], rtol=1e-9)
+                 & np.isclose(held["weight"], e["p"], rtol=1e-9)]
+        y = float(m["value"].iloc[0]) if len(m) else math.nan
+        targets.append((held_n, float(e["d"]), float(e["p"])))
+        measured.append(y)
+        seeds.append(int(m["n_seeds"].iloc[0]) if len(m) and "n_seeds" in m else 1)
+
+    def predict(fit: JointChinchillaFit) -> list[float]:
+        return [float(fit.predict(n, d, p, pair).ravel()[0]) for n, d, p in targets]
+
+    form = str(bt["form"])
+    boot, failed = _resampled(small, form, predict, seed, f_scale)
+    others, notes = _other_forms(small, form, predict, f_scale)
+    sizes = np.unique(small["n"].to_numpy(float))
+    step_error = math.nan
+    if sizes.size >= 4:
+        try:
+            sm = small
+            inner = leave_largest_out(sm["n"], sm["tokens"], sm["weight"], sm["value"],
+                                      form="auto", f_scale=f_scale)
+            step_error = float(inner["rmse_rel"])
+        except FitError as e:
+            notes.append(f"inner backtest failed: {e}")
+    else:
+        notes.append(f"{sizes.size} sizes below the held-out one: the inner backtest needs ≥ 4, "
+                     "so no extrapolation term (the intervals are too narrow)")
+    step = math.log(sizes[-1] / sizes[-2]) if sizes.size >= 2 else math.nan
+    s_ext = extrapolation_sd(step_error, step, math.log(held_n / sizes[-1]))
+    calibrated = math.isfinite(s_ext)
+    records, per_point = [], []
+    for j, (e, y) in enumerate(zip(bt["errors"], measured, strict=True)):
+        pred = y * (1.0 + float(e["error"])) if math.isfinite(y) else math.nan
+        sigma = None if noise_rel is None else float(noise_rel) / math.sqrt(max(1, seeds[j]))
+        try:
+            iv = predictive_interval(pred, resampled=boot[:, j] if boot.size else (),
+                                     form_estimates=[o[j] for o in others],
+                                     sd_extrapolation=s_ext if calibrated else 0.0,
+                                     sigma_seed=sigma, n_failed=failed)
+        except FitError as err:
+            e["predictive_error"] = str(err)
+            continue
+        e.update(measured=y, predicted=pred, lo80=iv.lo80, hi80=iv.hi80, lo95=iv.lo95,
+                 hi95=iv.hi95, inside80=iv.contains(y, 0.80), inside95=iv.contains(y, 0.95))
+        per_point.append(iv.to_dict())
+        records.append((iv, y))
+    bt["predictive"] = {"points": per_point, "calibrated": calibrated,
+                        "step_error": step_error if math.isfinite(step_error) else None,
+                        "n_resamples": int(boot.shape[0]) if boot.size else 0,
+                        "n_failed": int(failed), "forms": [f for f in FORMS if f != form],
+                        "notes": notes}
+    bt["coverage"] = coverage(records)
+
+
+def e_interval(pair: str, fit: JointChinchillaFit, points: pd.DataFrame, seed: int = 0
+               ) -> dict[str, Any]:
+    """E's interval (module docstring): :meth:`PredictiveInterval.to_dict` fields with
+    ``calibrated`` False and ``note``, or ``{"error": reason}``."""
+    if fit.e_is_bound(pair):
+        return {"error": "E is a bound, not an estimate: no interval"}
+    sel = (fit.meta.get("selection") or {}).get(pair)
+    pts = points if not sel else points[budget_rank(points) < int(sel["budgets"])]
+    form = fit.form(pair)
+
+    def predict(f: JointChinchillaFit) -> list[float]:
+        return [f.l_inf(pair)]
+
+    fs = (fit.meta.get("f_scale") or {}).get(pair, "auto")
+    boot, failed = _resampled(pts, form, predict, seed, fs)
+    others, notes = _other_forms(pts, form, predict, fs)
+    try:
+        iv = predictive_interval(fit.l_inf(pair), resampled=boot[:, 0] if boot.size else (),
+                                 form_estimates=[o[0] for o in others], n_failed=failed)
+    except FitError as e:
+        return {"error": str(e)}
+    return {**iv.to_dict(), "calibrated": False,
+            "note": "E is never measured: no backtest calibrates its interval (resampled runs "
+                    "and the other form only)" + ("; " + "; ".join(notes) if notes else "")}
+
+
+def cooled_law_intervals(fit: JointChinchillaFit, points: pd.DataFrame,
+                         noise_rel: dict[str, float] | None = None, seed: int = 0) -> None:
+    """Add the predictive intervals (module docstring) to ``fit``'s backtests and
+    ``meta["E_predictive"]``, per pair; ``points``: the cooled-down points the fit was given
+    (:func:`fitting.report.chinchilla.chinchilla_points`)."""
+    for pair in fit.pairs or []:
+        sub = points[(points["pair"].astype(str) == pair)
+                     & ~(pd.to_numeric(points["weight"], errors="coerce") <= 0)]
+        bt = (fit.backtest or {}).get(pair)
+        if bt:
+            backtest_intervals(pair, bt, sub, (noise_rel or {}).get(pair), seed,
+                               (fit.meta.get("f_scale") or {}).get(pair, "auto"))
+        fit.meta.setdefault("E_predictive", {})[pair] = e_interval(pair, fit, sub, seed)

@@ -1,0 +1,88 @@
+"""fitting.report.law_intervals: predictive intervals on the report's L(N, D) backtest and E."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fitting.laws.budget.chinchilla_joint import fit_joint_chinchilla
+from fitting.report.law_intervals import backtest_intervals, budget_rank, cooled_law_intervals
+
+SIZES = (1e5, 3e5, 1e6, 3e6, 1e7)
+
+
+def _points(noise: float = 0.01, seed: int = 3) -> pd.DataFrame:
+    """Known truth: L = 1.2 + 40·N^−0.35 + 300·D^−0.4 (Caillaut eq. 2) at two weights (the
+    smaller weight's terms 1.5× larger), three cooled-down budgets per run, 1 % noise."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for n in SIZES:
+        for w, k in ((0.5, 1.5), (1.0, 1.0)):
+            for d in (2e6, 4e6, 8e6):
+                loss = 1.2 + k * (40 * n ** -0.35 + 300 * d ** -0.4)
+                rows.append({"pair": "en-de", "weight": w, "n": n, "tokens": d,
+                             "value": loss * (1 + noise * rng.standard_normal())})
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    pts = _points()
+    fit = fit_joint_chinchilla(pts, uncertainty=None, form="additive", noise_rel={"en-de": 0.01})
+    cooled_law_intervals(fit, pts, {"en-de": 0.01})
+    return fit, pts
+
+
+def test_budget_rank_counts_from_each_runs_last_budget():
+    pts = _points()
+    rank = budget_rank(pts)
+    assert set(rank[pts["tokens"] == 8e6]) == {0} and set(rank[pts["tokens"] == 2e6]) == {2}
+
+
+def test_every_backtest_point_gets_an_interval_and_its_coverage_counts_them(fitted):
+    fit, _ = fitted
+    bt = fit.backtest["en-de"]
+    assert bt["predictive"]["calibrated"] and bt["predictive"]["n_resamples"] > 10
+    assert len(bt["errors"]) == 6
+    for e in bt["errors"]:
+        assert e["lo95"] < e["lo80"] < e["predicted"] < e["hi80"] < e["hi95"]
+        assert e["predicted"] == pytest.approx(e["measured"] * (1 + e["error"]))
+        assert e["inside95"] == (e["lo95"] <= e["measured"] <= e["hi95"])
+    for p in bt["predictive"]["points"]:   # every component present, the forms' spread too
+        assert p["sd_resample"] > 0 and p["sd_forms"] > 0 and p["sd_extrapolation"] > 0
+        assert p["sigma_seed"] == pytest.approx(0.01)
+    cov = bt["coverage"]
+    assert cov["0.95"]["n"] == 6
+    assert cov["0.95"]["inside"] == sum(e["inside95"] for e in bt["errors"])
+    assert cov["0.80"]["inside"] == sum(e["inside80"] for e in bt["errors"])
+    e = fit.meta["E_predictive"]["en-de"]
+    assert e["lo95"] < e["lo80"] < e["estimate"] < e["hi80"] < e["hi95"]
+    assert e["calibrated"] is False and e["sd_extrapolation"] == 0
+
+
+def test_the_interval_is_fixed_before_the_held_out_size_is_read(fitted):
+    """The held-out size's losses moved 3× (the backtest's errors recomputed so that the
+    prediction is the same): every interval is the same, and no point is inside any more."""
+    fit, pts = fitted
+    bt = copy.deepcopy(fit.backtest["en-de"])
+    held = pts["n"] == max(SIZES)
+    moved = pts.assign(value=np.where(held, pts["value"] * 3.0, pts["value"]))
+    for e in bt["errors"]:
+        e["error"] = (1 + e["error"]) / 3.0 - 1.0
+    backtest_intervals("en-de", bt, moved, 0.01, f_scale=fit.meta["f_scale"]["en-de"])
+    for old, new in zip(fit.backtest["en-de"]["errors"], bt["errors"], strict=True):
+        for k in ("predicted", "lo80", "hi80", "lo95", "hi95"):
+            assert new[k] == pytest.approx(old[k], rel=1e-9)
+        assert not new["inside80"] and not new["inside95"]
+    assert bt["coverage"]["0.95"]["inside"] == 0
+
+
+def test_an_e_at_its_bound_gets_no_interval(fitted):
+    fit, pts = fitted
+    bound = copy.deepcopy(fit)
+    bound.meta["E_is_bound"], bound.backtest = {"en-de": True}, None
+    cooled_law_intervals(bound, pts.iloc[:0], {})  # no points needed: E is refused first
+    assert "bound" in bound.meta["E_predictive"]["en-de"]["error"]
