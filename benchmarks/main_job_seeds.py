@@ -79,6 +79,11 @@ def seed_row(out: str, seed: int, run: dict, check) -> dict:
             held[e["pair"]].update(lo95=iv["lo95"], hi95=iv["hi95"], lo80=iv["lo80"],
                                    hi80=iv["hi80"], sd_total=iv["sd_total"],
                                    inside80=e["inside80"], inside95=e["inside95"])
+    joint_bt = (((fits.get("chinchilla") or {}).get("joint") or {}).get("backtest") or {})
+    for p, bt in joint_bt.items():   # the backtest points' predictive intervals
+        if p in backtest and isinstance(bt, dict) and bt.get("coverage"):
+            backtest[p]["coverage"] = bt["coverage"]
+            backtest[p]["calibrated"] = (bt.get("predictive") or {}).get("calibrated")
     # the checks' own verdicts (check_main_job.checks): an empty list never passes here
     return {"seed": seed, **run, "l_inf": l_inf, "heldout": held, "backtest": backtest,
             "check1_ok": result["checks"][1]["status"] == "ok",
@@ -127,10 +132,17 @@ def table(rows: list[dict]) -> str:
 
 
 def pooled_coverage(rows: list[dict]) -> dict[str, dict[str, int]]:
-    """Held-out entries inside their 80 % / 95 % predictive intervals, pooled over seeds."""
+    """Held-out entries inside their 80 % / 95 % predictive intervals, pooled over seeds, and
+    (``backtest80`` / ``backtest95``) the larger-size backtest points inside theirs."""
     entries = [h for r in rows for h in (r.get("heldout") or {}).values() if "inside95" in h]
-    return {lvl: {"inside": sum(bool(h[f"inside{lvl}"]) for h in entries), "n": len(entries)}
-            for lvl in ("80", "95")}
+    out = {lvl: {"inside": sum(bool(h[f"inside{lvl}"]) for h in entries), "n": len(entries)}
+           for lvl in ("80", "95")}
+    covs = [b["coverage"] for r in rows for b in (r.get("backtest") or {}).values()
+            if b.get("coverage")]
+    for lvl in ("80", "95"):
+        out[f"backtest{lvl}"] = {"inside": sum(c[f"0.{lvl}"]["inside"] for c in covs),
+                                 "n": sum(c[f"0.{lvl}"]["n"] for c in covs)}
+    return out
 
 
 def rereport(out: str, extra_gin: list[str]) -> None:
@@ -174,7 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows))
     cov = pooled_coverage(rows)
     print(f"held-out runs inside their predictive intervals, pooled: 80 % {cov['80']['inside']}"
-          f" of {cov['80']['n']}, 95 % {cov['95']['inside']} of {cov['95']['n']}")
+          f" of {cov['80']['n']}, 95 % {cov['95']['inside']} of {cov['95']['n']}; larger-size "
+          f"backtest points: 80 % {cov['backtest80']['inside']} of {cov['backtest80']['n']}, "
+          f"95 % {cov['backtest95']['inside']} of {cov['backtest95']['n']}")
     if args.json:
         print(json.dumps(rows, default=float))
     return 0 if all(r.get("check1_ok") and r.get("check4_ok") for r in rows) else 1

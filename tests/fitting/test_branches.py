@@ -467,7 +467,10 @@ def test_check_main_job_reads_the_cooled_law_and_the_seed_table(branch_reports, 
     assert "(within)" not in text and "(beyond)" not in text
     # held-out entries carry their predictive intervals, pooled over seeds by the table
     assert all("inside95" in h for h in row["heldout"].values())
-    assert seeds.pooled_coverage([row, row])["95"]["n"] == 2 * len(row["heldout"])
+    pooled = seeds.pooled_coverage([row, row])
+    assert pooled["95"]["n"] == 2 * len(row["heldout"])
+    assert pooled["backtest95"]["n"] == 2 * sum(
+        b["coverage"]["0.95"]["n"] for b in row["backtest"].values() if b.get("coverage"))
     assert "95 % [" in text
     reps, _, _ = branch_reports
     assert "en-de: refitted without N = " in reps["branches"].markdown
