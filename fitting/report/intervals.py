@@ -5,7 +5,8 @@ For each held-out entry of the law the report leads with (``COOLED_LAW``), s² a
 
 * ``s_resample``: refits of the pair's L(N, D) (its chosen form, no uncertainty, no backtest)
   on the cooled-down points of runs resampled with replacement within each size
-  (:data:`RESAMPLES` refits; failed ones counted, ``n_failed``);
+  (:func:`fitting.report.law_intervals.resampled_run_refits`; failed ones counted,
+  ``n_failed``);
 * ``s_extrapolation``: the leave-largest-size-out backtest's RMS relative error (the fitted
   largest size predicted from the smaller ones: one step of log(N_max / N_next)) grown linearly
   to the held-out run's distance log(N / N_max), never below one step
@@ -29,41 +30,18 @@ import numpy as np
 import pandas as pd
 
 from fitting.core.base import FitError
-from fitting.core.predictive import (
-    coverage,
-    extrapolation_sd,
-    predictive_interval,
-    resampled_predictions,
-    stratified_resamples,
-)
-from fitting.laws.budget.chinchilla_joint import JointChinchillaFit, fit_joint_chinchilla
+from fitting.core.predictive import coverage, extrapolation_sd, predictive_interval
+from fitting.laws.budget.chinchilla_joint import JointChinchillaFit
 from fitting.report.chinchilla import COOLED_LAW, chinchilla_points, largest_size_seed_noises
+from fitting.report.law_intervals import RESAMPLES, resampled_run_refits
 
-__all__ = ["RESAMPLES", "heldout_predictive"]
-
-#: refits on resampled runs per held-out pair
-RESAMPLES = 20
+__all__ = ["heldout_predictive"]
 
 
 def _step(points: pd.DataFrame) -> tuple[float, float]:
     """(N_max, log(N_max / N_next)) of the fitted sizes."""
     sizes = np.unique(points["n"].to_numpy(float))
     return float(sizes[-1]), (math.log(sizes[-1] / sizes[-2]) if len(sizes) >= 2 else math.nan)
-
-
-def _resampled(points: pd.DataFrame, form: str, targets: list[tuple[float, float, float]],
-               pair: str, seed: int) -> tuple[np.ndarray, int]:
-    runs = points[["weight", "n"]].drop_duplicates().reset_index(drop=True)
-
-    def refit(idx: np.ndarray) -> list[float]:
-        parts = [points[(points["weight"] == runs.at[i, "weight"])
-                        & (points["n"] == runs.at[i, "n"])] for i in idx]
-        fit = fit_joint_chinchilla(pd.concat(parts, ignore_index=True), uncertainty=None,
-                                   backtest=False, form=form)
-        return [float(fit.predict(n, d, w, pair).ravel()[0]) for n, d, w in targets]
-
-    return resampled_predictions(refit, stratified_resamples(runs["n"].to_numpy(), RESAMPLES,
-                                                             seed))
 
 
 def heldout_predictive(entries: list[dict[str, Any]], cooled: JointChinchillaFit | None,
@@ -88,8 +66,13 @@ def heldout_predictive(entries: list[dict[str, Any]], cooled: JointChinchillaFit
         pts = points[points["pair"] == pair]
         n_max, step = _step(pts)
         targets = [(e["n"], e["tokens"], e["weight"]) for e in mine]
+
+        def predict(fit: JointChinchillaFit, pair: str = pair, targets: list = targets
+                    ) -> list[float]:
+            return [float(fit.predict(n, d, w, pair).ravel()[0]) for n, d, w in targets]
+
         try:
-            boot, failed = _resampled(pts, cooled.form(pair), targets, pair, seed)
+            boot, failed = resampled_run_refits(pts, cooled.form(pair), predict, seed)
         except FitError:
             boot, failed = np.empty((0, 0)), RESAMPLES
         bt = (cooled.backtest or {}).get(pair) or {}

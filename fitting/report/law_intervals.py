@@ -61,10 +61,10 @@ from fitting.laws.budget.chinchilla_joint import (
 )
 
 __all__ = ["RESAMPLES", "cooled_law_intervals", "backtest_intervals", "e_interval",
-           "budget_rank"]
+           "budget_rank", "resampled_run_refits"]
 
 #: refits on resampled runs per pair, for the backtest and for E (as
-#: :data:`fitting.report.intervals.RESAMPLES` for the held-out runs)
+#: for the held-out runs' intervals, :mod:`fitting.report.intervals`)
 RESAMPLES = 20
 _SAME = 1e-9
 
@@ -87,9 +87,12 @@ def _refit(points: pd.DataFrame, form: str, f_scale: float | str) -> JointChinch
                                 f_scale=f_scale)
 
 
-def _resampled(points: pd.DataFrame, form: str, predict, seed: int, f_scale: float | str
-               ) -> tuple[np.ndarray, int]:
-    """Predictions of refits on runs resampled within each size (failed ones counted)."""
+def resampled_run_refits(points: pd.DataFrame, form: str, predict, seed: int,
+                         f_scale: float | str = "auto") -> tuple[np.ndarray, int]:
+    """``predict(refit)`` of :data:`RESAMPLES` refits of L(N, D) in ``form`` (no uncertainty,
+    no backtest) on the runs of ``points`` (a run: one weight at one size, all its cooled-down
+    budgets) resampled with replacement within each size: the (R, P) predictions and the
+    number of failed refits (counted, never replaced)."""
     runs = points[["weight", "n"]].drop_duplicates().reset_index(drop=True)
     member = {(float(w), float(n)): points[(points["weight"] == w) & (points["n"] == n)]
               for w, n in runs.itertuples(index=False)}
@@ -140,7 +143,7 @@ def backtest_intervals(pair: str, bt: dict[str, Any], points: pd.DataFrame,
         return [float(fit.predict(n, d, p, pair).ravel()[0]) for n, d, p in targets]
 
     form = str(bt["form"])
-    boot, failed = _resampled(small, form, predict, seed, f_scale)
+    boot, failed = resampled_run_refits(small, form, predict, seed, f_scale)
     others, notes = _other_forms(small, form, predict, f_scale)
     sizes = np.unique(small["n"].to_numpy(float))
     step_error = math.nan
@@ -196,7 +199,7 @@ def e_interval(pair: str, fit: JointChinchillaFit, points: pd.DataFrame, seed: i
         return [f.l_inf(pair)]
 
     fs = (fit.meta.get("f_scale") or {}).get(pair, "auto")
-    boot, failed = _resampled(pts, form, predict, seed, fs)
+    boot, failed = resampled_run_refits(pts, form, predict, seed, fs)
     others, notes = _other_forms(pts, form, predict, fs)
     try:
         iv = predictive_interval(fit.l_inf(pair), resampled=boot[:, 0] if boot.size else (),
