@@ -31,6 +31,7 @@ from fitting.laws.mixture.runs import MixtureRuns, mixture_runs, read_wide_runs
 from fitting.laws.mixture.transfer import direct_transfer, heldout_with_seed_noise
 from fitting.report.heldout import REL_TOLERANCE, check_heldout_runs
 from fitting.report.markdown import Document, format_number
+from fitting.report.mixture_intervals import heldout_objective_error, objective_interval
 
 __all__ = ["mixture_section", "mixture_payload", "who_helps_whom", "target_for",
            "load_mixture_runs", "mixture_run_table", "mixture_text"]
@@ -120,6 +121,12 @@ def _recommend(cmp: MixtureComparison, target_sizes, constraints: dict, seed: in
                             epoch_cap=constraints.get("epoch_cap"),
                             min_weights=support_bounds(cmp.runs, **_domain(constraints)),
                             seed=seed)
+    law, pi = cmp.laws[form], rec["constraints"]["preferences"]
+    calibration = heldout_objective_error(law, cmp.heldout, pi, max_n=n)
+    iv = objective_interval(law, cmp.laws, n, rec["weights"], pi, calibration)
+    rec["objective_interval"] = None if iv is None else {
+        **iv.to_dict(), "calibration_runs": calibration["runs"],
+        "calibrated": bool(np.isfinite(calibration["rms_log"]))}
     if form != cmp.chosen:
         rec["law_note"] = (f"the chosen law ({cmp.chosen}) cannot predict at N = {n:g}; the best "
                            f"by CV error that can ({form}) is used")
@@ -221,6 +228,7 @@ def _markdown(doc: Document, rep, cmp: MixtureComparison, payload: dict, out_dir
         doc.p(f"Recommended weights at N = {rec['target_size']:.3g} ({rec['law']} law"
               + (f"; {rec['law_note']}" if rec.get("law_note") else "")
               + f"), preference-weighted mean loss {rec['objective']:.4g}"
+              + _objective_interval_text(rec.get("objective_interval"))
               + ("" if rec["feasible"] else " — the constraints could not all be met") + ":")
         band = rec.get("band") or {}
         doc.table(["pair", "weight", "max weight", "predicted loss", "95% band", "max loss"],
@@ -235,6 +243,15 @@ def _markdown(doc: Document, rep, cmp: MixtureComparison, payload: dict, out_dir
                    for name, b in rec["baselines"].items()]
                   + [[name, "–", f"skipped: {why}"]
                      for name, why in rec["baselines_skipped"].items()])
+
+
+def _objective_interval_text(iv: dict | None) -> str:
+    if not iv:
+        return ""
+    calib = ("" if iv["calibrated"] else
+             "; no held-out mixtures to calibrate it: too narrow by what the law misses")
+    return (f" (95 % predictive interval [{iv['lo95']:.4g}, {iv['hi95']:.4g}]: refits, forms "
+            f"and {iv['calibration_runs']} held-out mixtures' error{calib})")
 
 
 def _heldout_markdown(doc: Document, heldout: dict, summary: dict, chosen: str | None) -> None:

@@ -46,16 +46,22 @@ import pandas as pd
 from scipy import stats
 
 from fitting.core.base import FitError
+from fitting.core.predictive import LEVELS, PredictiveInterval, coverage
 from fitting.core.uncertainty import beyond_sd, percentile_range
 from fitting.data.schema import RECOMMENDED
 from fitting.data.tables import final_losses
 from fitting.laws.mixture.transfer import pooled_seed_noise
 from fitting.report.markdown import Document, format_number
+from fitting.report.mixture_intervals import (
+    heldout_objective_error,
+    objective_interval,
+    objective_samples,
+)
 from fitting.report.view import split_verification
 
 __all__ = ["RECOMMENDED", "SD_MULTIPLE", "ALPHA", "split_verification", "compare_paired",
            "holm", "run_seed", "predict_mixtures", "verification_payload",
-           "verification_section", "verification_seed_noise"]
+           "verification_section", "verification_seed_noise", "predictive_checks"]
 
 #: the recommendation beats a baseline by more than this many paired sd (sd of d_s)
 SD_MULTIPLE = 2.0
@@ -149,22 +155,22 @@ def predict_mixtures(law, n: float, mixtures: Mapping[str, Mapping[str, float]],
     """The law's predictions at size ``n`` for each mixture: {name: {objective, band, losses,
     bands}} (bands None without bootstrap refits). NaN where the law cannot predict: at a size
     it cannot reach, and for a pair at weight 0 (untrained: a zero-shot loss, outside every
-    mixture law's domain); J counts the pairs with π_i > 0 only."""
+    mixture law's domain); J counts the pairs with π_i > 0 only
+    (:func:`~fitting.report.mixture_intervals.objective_samples`)."""
     pairs = list(law.pairs or [])
     names = list(mixtures)
     W = np.array([[float(mixtures[m].get(p, 0.0)) for p in pairs] for m in names])
     N = np.full(len(names), float(n))
     pred = np.where(W > 0, law.predict(N, W), np.nan)
     piv = np.array([float(pi.get(p, 0.0)) for p in pairs])
-    used = piv > 0
-    obj = pred[:, used] @ piv[used]
+    obj, obj_samples = objective_samples(law, n, W, piv)
     lo = hi = olo = ohi = None
-    if getattr(law, "boot", None):
+    if obj_samples is not None:
         samples = np.where(W > 0, law.predict_samples(N, W), np.nan)  # (refits, mixtures, pairs)
         with warnings.catch_warnings():  # an untrained pair: an all-NaN column, NaN band
             warnings.simplefilter("ignore", RuntimeWarning)
             lo, hi = percentile_range(samples, level, estimate=pred)
-            olo, ohi = percentile_range(samples[..., used] @ piv[used], level, estimate=obj)
+            olo, ohi = percentile_range(obj_samples, level, estimate=obj)
     out = {}
     for m, name in enumerate(names):
         out[name] = {
@@ -353,7 +359,18 @@ def verification_section(doc: Document, rep, table: pd.DataFrame, mixture: dict 
     predicted = None
     if law is not None and n is not None:
         predicted = predict_mixtures(law, n, plan["mixtures"], rec["constraints"]["preferences"])
+    intervals, calibration = {}, None
+    if predicted is not None:
+        pi = rec["constraints"]["preferences"]
+        calibration = heldout_objective_error(law, (mixture or {}).get("heldout"), pi, max_n=n)
+        for name, weights in plan["mixtures"].items():
+            iv = objective_interval(law, laws, n, weights, pi, calibration)
+            if iv is not None:
+                intervals[name] = iv
+                predicted[name]["interval"] = iv.to_dict()
     payload = verification_payload(plan, rec, measured, predicted, n=n)
+    if calibration is not None:
+        payload["predictive"] = predictive_checks(payload, intervals, calibration)
     target = rec.get("target_size")
     if n is not None and target is not None and not math.isclose(n, float(target), rel_tol=1e-6):
         payload["notes"].append(f"trained at N = {n:.6g}, but the recommendation is for N = "
@@ -367,8 +384,54 @@ def verification_section(doc: Document, rep, table: pd.DataFrame, mixture: dict 
     return payload
 
 
+def predictive_checks(payload: Mapping, intervals: Mapping[str, PredictiveInterval],
+                      calibration: Mapping) -> dict:
+    """Whether each mixture's measured mean J lies inside its predictive interval
+    (:func:`~fitting.report.mixture_intervals.objective_interval`): {calibration, inside
+    {mixture: {"0.80": bool, "0.95": bool}}, coverage (:func:`fitting.core.predictive.coverage`
+    over the mixtures), calibrated (whether the held-out term entered)}; the marks are also set
+    on ``payload["mixtures"][name]`` as ``inside80`` / ``inside95``."""
+    records, inside = [], {}
+    for name, iv in intervals.items():
+        m = payload["mixtures"][name]
+        j = float(m["measured"]["objective"])
+        if not math.isfinite(j):
+            continue
+        records.append((iv, j))
+        inside[name] = {f"{q:.2f}": iv.contains(j, q) for q in LEVELS}
+        m["inside80"], m["inside95"] = inside[name]["0.80"], inside[name]["0.95"]
+    return {"calibration": dict(calibration), "inside": inside, "coverage": coverage(records),
+            "calibrated": bool(math.isfinite(float(calibration.get("rms_log", float("nan")))))}
+
+
 def _band(b) -> str:
     return "–" if not b else f"[{b[0]:.4g}, {b[1]:.4g}]"
+
+
+def _interval(iv: Mapping | None) -> str:
+    return "–" if not iv else f"[{iv['lo95']:.4g}, {iv['hi95']:.4g}] (s {100 * iv['sd_total']:.2g} %)"
+
+
+def _inside(m: Mapping) -> str:
+    if "inside80" not in m:
+        return "–"
+    return " / ".join("yes" if m[k] else "no" for k in ("inside80", "inside95"))
+
+
+def _predictive_text(pv: Mapping) -> str:
+    """How the predictive intervals were built and how often they held."""
+    cal = pv["calibration"]
+    cov = pv["coverage"]
+    held = ", ".join(f"{q}: {c['inside']} of {c['n']}" for q, c in cov.items())
+    calib = (f"the held-out mixtures' RMS log error of J, {100 * cal['rms_log']:.2g} % over "
+             f"{cal['runs']} runs at sizes up to this one" if pv["calibrated"] else
+             f"no calibration term ({cal['runs']} held-out mixtures at sizes up to this one; "
+             "at least 2 needed): the interval is too narrow by what the law misses")
+    return ("Predictive interval of J (fitting.report.mixture_intervals): in log space, the "
+            "spread of J over the law's bootstrap refits, over the other mixture-law forms, and "
+            f"{calib}, fixed before any verification run was read. Measured mean J inside: "
+            f"{held}. The recommendation is the law's own optimum, where the law's error is not "
+            "a random draw: read its row with that in mind.")
 
 
 def _noise_text(entries: list[dict]) -> str:
@@ -388,13 +451,17 @@ def _markdown(doc: Document, v: dict, rec: Mapping) -> None:
     mixes = v["mixtures"]
     pairs = list(next(iter(mixes.values()))["weights"])
     doc.table(["mixture", f"weights ({' '.join(pairs)})", "predicted J", "95% band",
-               "measured J", "seed sd", "runs", "diverged"],
+               "95% predictive interval", "measured J", "inside 80 / 95 %", "seed sd", "runs",
+               "diverged"],
               [[name, " ".join(f"{w:.3f}" for w in m["weights"].values()),
                 format_number((m["predicted"] or {}).get("objective")),
                 _band((m["predicted"] or {}).get("band")),
-                format_number(m["measured"]["objective"]),
+                _interval((m["predicted"] or {}).get("interval")),
+                format_number(m["measured"]["objective"]), _inside(m),
                 format_number(m["sd"]["objective"], digits=2),
                 str(len(m["runs"])), str(len(m["diverged"]))] for name, m in mixes.items()])
+    if v.get("predictive"):
+        doc.p(_predictive_text(v["predictive"]))
     rows = []
     for name, m in mixes.items():
         pred = m["predicted"] or {}
