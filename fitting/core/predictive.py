@@ -42,7 +42,8 @@ from scipy import stats
 from fitting.core.base import FitError
 
 __all__ = ["LEVELS", "PredictiveInterval", "predictive_interval", "extrapolation_sd",
-           "stratified_resamples", "resampled_predictions", "coverage"]
+           "stratified_resamples", "resampled_predictions", "coverage",
+           "coverage_of_marks"]
 
 #: the nominal levels every interval is given at
 LEVELS = (0.80, 0.95)
@@ -154,10 +155,16 @@ def coverage(records: Iterable[tuple[PredictiveInterval, float]]) -> dict[str, A
     ``inside`` (count), ``n``, ``fraction`` and ``ci90`` (Clopper–Pearson 90 % interval of the
     fraction); ``n`` = 0 gives fraction None."""
     pairs = [(iv, float(y)) for iv, y in records if math.isfinite(float(y))]
+    return coverage_of_marks({level: [iv.contains(y, level) for iv, y in pairs]
+                              for level in LEVELS})
+
+
+def coverage_of_marks(marks: dict[float, Sequence[bool]]) -> dict[str, Any]:
+    """:func:`coverage` from inside/outside marks already made, {level: [inside?, ...]}."""
     out: dict[str, Any] = {}
     for level in LEVELS:
-        k = sum(iv.contains(y, level) for iv, y in pairs)
-        n = len(pairs)
+        hits = [bool(h) for h in marks.get(level, ())]
+        k, n = sum(hits), len(hits)
         if n == 0:
             out[f"{level:.2f}"] = {"inside": 0, "n": 0, "fraction": None, "ci90": None}
             continue

@@ -45,7 +45,9 @@ seed noise was measured the verdict is information (:data:`NO_NOISE`), and so it
 rests on fewer than 3 seeds (dof < 2, :data:`FEW_SEEDS`: "information: seed noise from 2 seeds
 (1 dof …)" — from 2 seeds σ's 90 % interval is [0.51σ, 15.9σ], so 3σ may be 15 times too wide):
 a rule that cannot fail is no check (:func:`judge`, the one rule, which the curve section
-applies too). The held-out run rows keep the held-out rule, whose 2 % clause judges however
+applies too). ``coverage`` (larger size with L(N, D), held-out runs): how many of the row's
+points fell inside their nominal 80 % and 95 % predictive intervals
+(:func:`fitting.core.predictive.coverage_of_marks`; None where no interval was built). The held-out run rows keep the held-out rule, whose 2 % clause judges however
 few the seeds. One sentence per kind
 says what the user may therefore do.
 """
@@ -60,6 +62,7 @@ import numpy as np
 import pandas as pd
 
 from fitting.core.base import FitError
+from fitting.core.predictive import coverage_of_marks
 from fitting.core.seed_noise import (
     FEW_SEEDS,
     MIN_DOF,
@@ -236,6 +239,7 @@ def _larger_size_rows(rep: Report, view: StudyView, cooled: JointChinchillaFit |
             rows.append(_judged_row(LARGER_SIZE, pair, COOLED_LAW, errs, sigma,
                                     "" if bt else why,
                                     "" if not bt else f"without N = {bt['held_out_n']:.3g}"))
+            rows[-1]["coverage"] = (bt or {}).get("coverage")
             continue
         if (mixture or {}).get("size_backtest"):
             rows.append(_mixture_size_row(pair, mixture, sigma, max(view.sizes)))
@@ -267,6 +271,9 @@ def _heldout_rows(rep: Report, view: StudyView, mixture: dict[str, Any] | None
         # REL_TOLERANCE or NOISE_TOLERANCE × its seed sd (fitting.report.heldout), the noise
         # clause only where σ rests on 3 seeds or more: the 2 % clause judges in any case
         row["verdict"] = HOLDS if all(e["within_tolerance"] for e in es) else FAILS
+        marked = [e for e in es if "inside80" in e]
+        row["coverage"] = None if not marked else coverage_of_marks(
+            {0.80: [e["inside80"] for e in marked], 0.95: [e["inside95"] for e in marked]})
         rows.append(row)
     if not rows and view.held_ids:
         why = (mixture or {}).get("skipped")
@@ -491,6 +498,13 @@ def extrapolation_rows(rep: Report, view: StudyView, cooled: JointChinchillaFit 
             + _longer_run_rows(view, sigma) + _later_cooldown_rows(view, curves, sigma))
 
 
+def _coverage_text(cov: dict[str, Any] | None) -> str:
+    """"k/n · k/n" of a row's predictive-interval coverage at 80 and 95 % ("–" without)."""
+    if not cov or not cov.get("0.80", {}).get("n"):
+        return "–"
+    return " · ".join(f"{cov[q]['inside']}/{cov[q]['n']}" for q in ("0.80", "0.95"))
+
+
 def _pct(x: float | None) -> str:
     return "–" if x is None or not math.isfinite(x) else f"{x:.2%}"
 
@@ -575,11 +589,17 @@ def extrapolation_section(doc: Document, rep: Report, view: StudyView,
           "predicts the cooled-down ends of its other branches and its own (section Training "
           "curves and curve-law continuations).")
     doc.table(["extrapolation", "pair", "law", "points", "RMSE", "worst", "σ_seed",
-               "σ_seed seeds (dof)", "σ_seed 90 % CI", "3σ_seed", "verdict", "detail"],
+               "σ_seed seeds (dof)", "σ_seed 90 % CI", "3σ_seed", "verdict",
+               "inside 80 · 95 % predictive interval", "detail"],
               [[r["kind"], r["pair"], r["law"], str(r["n_points"]), _pct(r["rmse"]),
                 _pct(r["worst"]), _pct(r["sigma"]), _seeds_text(r), _ci(r["sigma_ci90"]),
                 _pct(r["three_sigma"]),
                 f"**{r['verdict']}**" if r["verdict"] == FAILS else r["verdict"],
-                r["detail"] or "–"] for r in rows])
+                _coverage_text(r.get("coverage")), r["detail"] or "–"] for r in rows])
+    doc.p("Inside 80 · 95 % predictive interval: how many of the row's points fell inside "
+          "their nominal 80 % and 95 % predictive intervals (fitting.core.predictive: refits "
+          "on resampled runs, the other forms, a calibration term fixed before the point was "
+          "read, and the seed noise); an interval that holds far less often than it says is "
+          "too narrow, one that always holds may be too wide to use.")
     doc.ul(list(statements.values()))
     return {"rows": rows, "statements": statements, "noise_multiple": NOISE_MULTIPLE}

@@ -21,8 +21,10 @@ from fitting.report.extrapolation import (
     LONGER_RUN,
     NO_NOISE,
     extrapolation_rows,
+    extrapolation_section,
     last_third_backtest,
 )
+from fitting.report.markdown import Document
 from fitting.report.sections import Report
 from fitting.report.view import prepare_view
 from fitting.report.writer import write_report
@@ -253,3 +255,29 @@ def test_a_held_out_run_is_judged_by_the_held_out_sections_rule(error, sd_rel, v
     rows = [r for r in extrapolation_rows(rep, prepare_view(_seeded()), None)
             if r["kind"] == "held-out run"]
     assert [r["verdict"] for r in rows] == [verdict]
+
+
+def test_rows_count_their_points_inside_the_predictive_intervals():
+    """The first section says how often the intervals held: the L(N, D) backtest's coverage
+    (built by fitting.report.law_intervals) on the larger-size row, and the held-out runs'
+    inside80/95 marks counted on theirs; the table shows "k/n · k/n"."""
+    view = prepare_view(_seeded())
+    cov = {"0.80": {"inside": 3, "n": 4, "fraction": 0.75, "ci90": [0.3, 0.98]},
+           "0.95": {"inside": 4, "n": 4, "fraction": 1.0, "ci90": [0.47, 1.0]}}
+    bt = {"errors": [{"d": 1.0, "p": 0.5, "error": 0.01}], "held_out_n": 1e7, "coverage": cov}
+    cooled = SimpleNamespace(pairs=["en-de"], backtest={"en-de": bt},
+                             meta={"backtest_failed": {}})
+    rep = Report(out_dir="", markdown_path="", html_path="", json_path="")
+    inside, outside = _heldout_entry(0.01, 0.01), _heldout_entry(0.03, 0.01)
+    inside.update(inside80=True, inside95=True)
+    outside.update(inside80=False, inside95=True, runs=["big_p0.30_s0"])
+    rep.heldout = [inside, outside]
+    rows = extrapolation_rows(rep, view, cooled)
+    larger = next(r for r in rows if r["kind"] == LARGER_SIZE and r["pair"] == "en-de")
+    assert larger["coverage"] == cov
+    held = next(r for r in rows if r["kind"] == "held-out run")
+    assert held["coverage"]["0.80"]["inside"] == 1 and held["coverage"]["0.80"]["n"] == 2
+    assert held["coverage"]["0.95"]["inside"] == 2
+    doc = Document()
+    extrapolation_section(doc, rep, view, cooled)
+    assert "3/4 · 4/4" in doc.markdown() and "1/2 · 2/2" in doc.markdown()
