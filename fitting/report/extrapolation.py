@@ -271,9 +271,7 @@ def _heldout_rows(rep: Report, view: StudyView, mixture: dict[str, Any] | None
         # REL_TOLERANCE or NOISE_TOLERANCE × its seed sd (fitting.report.heldout), the noise
         # clause only where σ rests on 3 seeds or more: the 2 % clause judges in any case
         row["verdict"] = HOLDS if all(e["within_tolerance"] for e in es) else FAILS
-        marked = [e for e in es if "inside80" in e]
-        row["coverage"] = None if not marked else coverage_of_marks(
-            {0.80: [e["inside80"] for e in marked], 0.95: [e["inside95"] for e in marked]})
+        row["coverage"] = _marks_coverage(es)
         rows.append(row)
     if not rows and view.held_ids:
         why = (mixture or {}).get("skipped")
@@ -281,6 +279,13 @@ def _heldout_rows(rep: Report, view: StudyView, mixture: dict[str, Any] | None
                          "predicted (see the section Held-out runs"
                          + (f"; the mixture laws were skipped: {why})" if why else ")")))
     return rows
+
+
+def _marks_coverage(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The coverage of the entries' ``inside80`` / ``inside95`` marks (None: none marked)."""
+    marked = [e for e in entries if "inside80" in e]
+    return None if not marked else coverage_of_marks(
+        {0.80: [e["inside80"] for e in marked], 0.95: [e["inside95"] for e in marked]})
 
 
 def _entries_noise(entries: list[dict[str, Any]]) -> SeedNoise:
@@ -342,6 +347,7 @@ def _mixture_heldout_rows(mixture: dict[str, Any] | None) -> list[dict[str, Any]
                              detail=f"{len(part)} held-out run(s) at {_sizes_text(part)}"
                              + ("" if noise else ", where no seed noise was measured")
                              + (f"; {missed} not predicted" if missed else "")))
+            rows[-1]["coverage"] = _marks_coverage(part)
     return rows
 
 

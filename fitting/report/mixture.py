@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from fitting.core.base import FitError, json_safe
+from fitting.core.predictive import coverage
 from fitting.data.tables import read_table
 from fitting.laws.mixture.compare import (
     MixtureComparison,
@@ -31,7 +32,11 @@ from fitting.laws.mixture.runs import MixtureRuns, mixture_runs, read_wide_runs
 from fitting.laws.mixture.transfer import direct_transfer, heldout_with_seed_noise
 from fitting.report.heldout import REL_TOLERANCE, check_heldout_runs
 from fitting.report.markdown import Document, format_number
-from fitting.report.mixture_intervals import heldout_objective_error, objective_interval
+from fitting.report.mixture_intervals import (
+    heldout_mixture_intervals,
+    heldout_objective_error,
+    objective_interval,
+)
 
 __all__ = ["mixture_section", "mixture_payload", "who_helps_whom", "target_for",
            "load_mixture_runs", "mixture_run_table", "mixture_text"]
@@ -102,7 +107,23 @@ def mixture_payload(cmp: MixtureComparison, recommendation: dict | None,
     out["transfer_direct"] = direct_transfer(cmp.runs, seed_noise)
     out["heldout"], out["heldout_summary"] = heldout_with_seed_noise(cmp.heldout, seed_noise,
                                                                        REL_TOLERANCE)
+    _mark_intervals(cmp, out["heldout"], out["heldout_summary"])
     return out
+
+
+def _mark_intervals(cmp: MixtureComparison, heldout: dict, summary: dict) -> None:
+    """Each held-out entry's predictive interval (:func:`~fitting.report.mixture_intervals.
+    heldout_mixture_intervals`: ``predictive``, ``inside80``, ``inside95``, ``calibrated``)
+    and their coverage in ``summary["coverage"]``."""
+    records = []
+    for rid, per_pair in heldout_mixture_intervals(cmp, heldout).items():
+        for pair, (iv, calibrated) in per_pair.items():
+            e = heldout[rid][pair]
+            e["predictive"], e["calibrated"] = iv.to_dict(), calibrated
+            e["inside80"], e["inside95"] = (iv.contains(e["measured"], 0.80),
+                                            iv.contains(e["measured"], 0.95))
+            records.append((iv, e["measured"]))
+    summary["coverage"] = coverage(records)
 
 
 def _domain(constraints: dict) -> dict:
@@ -245,6 +266,15 @@ def _markdown(doc: Document, rep, cmp: MixtureComparison, payload: dict, out_dir
                      for name, why in rec["baselines_skipped"].items()])
 
 
+def _interval_cell(e: dict) -> str:
+    iv = e.get("predictive")
+    if not iv:
+        return "–"
+    marks = " · ".join("yes" if e[k] else "no" for k in ("inside80", "inside95"))
+    return (f"[{iv['lo95']:.4g}, {iv['hi95']:.4g}] ({marks})"
+            + ("" if e.get("calibrated") else " uncalibrated"))
+
+
 def _objective_interval_text(iv: dict | None) -> str:
     if not iv:
         return ""
@@ -261,11 +291,18 @@ def _heldout_markdown(doc: Document, heldout: dict, summary: dict, chosen: str |
     rows = [[rid, p, format_number(v["measured"]), format_number(v["predicted"]),
              format_number(v["error"], digits=2),
              "–" if "relative_error" not in v else f"{100 * v['relative_error']:+.1f} %",
-             format_number(v["noise"], digits=2), v["noise_source"]]
+             format_number(v["noise"], digits=2), v["noise_source"], _interval_cell(v)]
             for rid, d in heldout.items() for p, v in d.items()]
     doc.p(f"Held-out runs (never fitted), predicted by {chosen}:")
     doc.table(["run", "pair", "measured", "predicted", "error", "relative", "noise",
-               "noise from"], rows)
+               "noise from", "95 % predictive interval (inside 80 · 95 %)"], rows)
+    cov = summary.get("coverage") or {}
+    if cov.get("0.80", {}).get("n"):
+        doc.p("Predictive intervals (fitting.report.mixture_intervals): the law's bootstrap "
+              "refits, the other forms, the chosen law's leave-one-mixture-out CV error of the "
+              "pair (and, above the fitted sizes, the size backtest's error grown with log N), "
+              "the entry's seed noise; measured inside: "
+              + ", ".join(f"{q}: {c['inside']} of {c['n']}" for q, c in cov.items()) + ".")
     tol = f"{100 * summary['tolerance']:g} %"
     text = (f"{summary['within']} of {summary['entries']} held-out entries within {tol} of the "
             "measured loss.")

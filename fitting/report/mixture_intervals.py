@@ -18,6 +18,12 @@ interval here is :func:`fitting.core.predictive.predictive_interval` of J, in lo
   verification never reads, before any verification run is; it holds one seed's noise, so no
   separate σ_seed enters (a mean over seeds is then covered conservatively).
 
+Held-out mixtures (:func:`heldout_mixture_intervals`) get one per pair the same way, with the
+chosen law's leave-one-mixture-out CV error of the pair as calibration (:func:`cv_log_error`,
+fixed by the fitted runs), plus — for a run above the largest fitted size — the size
+backtest's error grown with log N (:func:`size_step_error`,
+:func:`fitting.core.predictive.extrapolation_sd`), and the entry's seed noise where measured.
+
 What it cannot hold: the recommendation is the law's own optimum, so the law's error there is
 not a random draw (an optimiser seeks where the law is too optimistic); the verification's
 measured coverage says whether that matters. Pure numpy/scipy.
@@ -30,9 +36,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from fitting.core.predictive import PredictiveInterval, predictive_interval
+from fitting.core.predictive import PredictiveInterval, extrapolation_sd, predictive_interval
 
-__all__ = ["objective_samples", "heldout_objective_error", "objective_interval"]
+__all__ = ["objective_samples", "heldout_objective_error", "objective_interval", "cv_log_error",
+           "size_step_error", "heldout_mixture_intervals"]
 
 #: fewer held-out mixtures than this give no calibration term (an RMS of one error is no spread)
 MIN_HELDOUT = 2
@@ -107,3 +114,82 @@ def objective_interval(law, other_laws: Mapping[str, object], n: float,
     return predictive_interval(float(j[0]), resampled=resampled, form_estimates=forms,
                                sd_extrapolation=rms if math.isfinite(rms) else 0.0,
                                n_failed=failed)
+
+
+def cv_log_error(cmp) -> dict[str, float]:
+    """The calibration term of a held-out mixture's loss, per pair: the root mean square of
+    log(CV prediction / target) of the chosen law over the design mixtures
+    (``cmp.cv_predictions[cmp.chosen]`` against ``cmp.cv_targets``: each mixture predicted by a
+    refit without it, :func:`fitting.laws.mixture.compare.compare_mixture_laws`) — fixed by
+    the fitted runs before any held-out run is read. NaN for a pair with fewer than
+    :data:`MIN_HELDOUT` CV points."""
+    pred = np.asarray(cmp.cv_predictions.get(cmp.chosen, np.empty((0, 0))), dtype=float)
+    y = np.asarray(cmp.cv_targets if cmp.cv_targets is not None else np.empty((0, 0)), float)
+    out = {}
+    for i, pair in enumerate(cmp.runs.pairs):
+        if pred.size == 0:
+            out[pair] = float("nan")
+            continue
+        ok = np.isfinite(pred[:, i]) & np.isfinite(y[:, i]) & (pred[:, i] > 0) & (y[:, i] > 0)
+        e = np.log(pred[ok, i] / y[ok, i])
+        out[pair] = float(np.sqrt(np.mean(e ** 2))) if len(e) >= MIN_HELDOUT else float("nan")
+    return out
+
+
+def size_step_error(cmp) -> tuple[float, float]:
+    """(RMS log error of the chosen law's leave-largest-size-out backtest over every pair, the
+    step it extrapolated in log N); (NaN, NaN) where the study has no such backtest."""
+    bt = cmp.size_backtest or {}
+    errs = [e for v in (bt.get("errors") or {}).values() for e in v if e > -1]
+    if not errs or not bt.get("sizes"):
+        return float("nan"), float("nan")
+    logs = np.log1p(np.asarray(errs, dtype=float))
+    return (float(np.sqrt(np.mean(logs ** 2))),
+            float(np.log(bt["held_out_n"] / max(bt["sizes"]))))
+
+
+def heldout_mixture_intervals(cmp, heldout: Mapping[str, Mapping[str, Mapping]] | None = None
+                              ) -> dict[str, dict[str, tuple[PredictiveInterval, bool]]]:
+    """{run: {pair: (interval, calibrated)}} for the held-out mixtures the chosen law predicts
+    (``heldout``, default ``cmp.heldout``; the report passes its entries with the pooled seed
+    noise): s_resample from its bootstrap refits at the run, s_forms from the other
+    forms' predictions, the calibration :func:`cv_log_error` of the pair, and for a run above
+    the largest fitted size the size backtest's error grown with log N
+    (:func:`fitting.core.predictive.extrapolation_sd`; none without a size backtest — that
+    interval is then too narrow by the size extrapolation, and ``calibrated`` says so); σ_seed
+    the entry's seed noise where measured (``noise_source`` a seed spread)."""
+    law = cmp.laws.get(cmp.chosen) if cmp.chosen else None
+    if law is None:
+        return {}
+    pairs = list(cmp.runs.pairs)
+    cv = cv_log_error(cmp)
+    step_err, step = size_step_error(cmp)
+    fitted_max = float(np.max(cmp.runs.n[~cmp.runs.heldout]))
+    out: dict[str, dict[str, tuple[PredictiveInterval, bool]]] = {}
+    for rid, entries in (cmp.heldout if heldout is None else heldout).items():
+        r = int(np.flatnonzero(np.asarray(cmp.runs.run_ids) == rid)[0])
+        n, W = cmp.runs.n[r:r + 1], cmp.runs.W[r:r + 1]
+        tok = None if cmp.runs.tokens is None else cmp.runs.tokens[r:r + 1]
+        samples = law.predict_samples(n, W, tok)[:, 0, :] if law.boot else None
+        others = [o.predict(n, W, tok)[0] for f, o in cmp.laws.items()
+                  if o is not law and o.can_predict(float(n[0]))]
+        beyond = math.log(float(n[0]) / fitted_max) if n[0] > fitted_max * (1 + 1e-6) else 0.0
+        size_sd = extrapolation_sd(step_err, step, beyond) if beyond > 0 else 0.0
+        sized = beyond == 0 or math.isfinite(size_sd)
+        out[rid] = {}
+        for pair, e in entries.items():
+            i = pairs.index(pair)
+            est = float(e["predicted"])
+            if not (math.isfinite(est) and est > 0):
+                continue
+            calib = [v for v in (cv[pair], size_sd) if math.isfinite(v)]
+            seed = (float(e["noise"]) / float(e["measured"])
+                    if e.get("noise_source") in ("pooled seed sd", "seed spread")
+                    and e.get("noise") and float(e["measured"]) > 0 else None)
+            iv = predictive_interval(
+                est, resampled=[] if samples is None else samples[:, i],
+                form_estimates=[float(o[i]) for o in others],
+                sd_extrapolation=math.sqrt(sum(v * v for v in calib)), sigma_seed=seed,
+                n_failed=0 if samples is None else int(np.sum(~np.isfinite(samples[:, i]))))
+            out[rid][pair] = (iv, bool(math.isfinite(cv[pair]) and sized))
+    return out

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from fitting.report.mixture_intervals import (
+    heldout_mixture_intervals,
     heldout_objective_error,
     objective_interval,
     objective_samples,
@@ -136,3 +137,59 @@ def test_predictive_checks_mark_each_mixture_and_count_coverage():
     assert out["inside"]["uniform"] == {"0.80": False, "0.95": False}
     assert out["coverage"]["0.95"]["inside"] == 1 and out["coverage"]["0.95"]["n"] == 2
     assert payload["mixtures"]["uniform"]["inside95"] is False and out["calibrated"]
+
+
+class _SizedLaw(_Law):
+    """_Law with the size-aware predict signature of MixtureLawFit (n, W, d)."""
+
+    def predict(self, n, W, d=None):
+        return self._at(W, 1.0)
+
+    def predict_samples(self, n, W, d=None):
+        return np.stack([self._at(W, f) for f in self.boot])
+
+
+def _comparison(size_backtest=None):
+    """A comparison whose chosen law's CV errors are known: pair a off by exp(±0.1), b by
+    exp(±0.2); two held-out runs, at a fitted size and 4× above the largest."""
+    from types import SimpleNamespace
+    law = _SizedLaw(boot=[0.98, 1.02])
+    y = np.ones((4, 3))
+    cv = np.column_stack([np.exp([0.1, -0.1, 0.1, -0.1]), np.exp([0.2, -0.2, 0.2, -0.2]),
+                          np.full(4, np.nan)])
+    runs = SimpleNamespace(pairs=PAIRS, run_ids=np.array(["d1", "d2", "h_small", "h_big"]),
+                           n=np.array([1e5, 2e5, 2e5, 8e5]),
+                           W=np.array([[0.3, 0.3, 0.4]] * 3 + [[0.2, 0.5, 0.3]]),
+                           heldout=np.array([False, False, True, True]), tokens=None)
+    pred = law.predict(None, runs.W)
+    heldout = {rid: {p: {"predicted": float(pred[r, i]), "measured": float(pred[r, i]),
+                         "noise": 0.05 * float(pred[r, i]), "noise_source": src}
+                     for i, p in enumerate(PAIRS[:2])}
+               for r, rid, src in ((2, "h_small", "pooled seed sd"),
+                                   (3, "h_big", "last 3 evaluations"))}
+    return SimpleNamespace(laws={"chosen": law, "other": _SizedLaw(scale=1.05)},
+                           chosen="chosen", runs=runs, cv_predictions={"chosen": cv},
+                           cv_targets=y, heldout=heldout, size_backtest=size_backtest)
+
+
+def test_heldout_mixture_intervals_use_the_cv_error_and_the_size_backtest_beyond():
+    cmp = _comparison({"errors": {"a": [0.1, -0.1], "b": [0.1]}, "sizes": [1e5],
+                       "held_out_n": 2e5})
+    ivs = heldout_mixture_intervals(cmp)
+    small_a, cal_a = ivs["h_small"]["a"]
+    assert cal_a and small_a.sd_extrapolation == pytest.approx(0.1)   # the CV error alone
+    assert ivs["h_small"]["b"][0].sd_extrapolation == pytest.approx(0.2)
+    assert small_a.sd_forms == pytest.approx(math.log(1.05))
+    assert small_a.sigma_seed == pytest.approx(0.05)                  # a pooled seed sd
+    big_a, cal_big = ivs["h_big"]["a"]
+    step = math.sqrt(np.mean(np.log1p([0.1, -0.1, 0.1]) ** 2))        # one step: ×2 in N
+    grown = step * math.log(4) / math.log(2)                           # 4× above the largest
+    assert cal_big and big_a.sd_extrapolation == pytest.approx(math.hypot(0.1, grown))
+    assert big_a.sigma_seed == 0.0                                    # not a seed noise
+    assert "c" not in ivs["h_small"]                                  # no entry, no interval
+
+
+def test_above_the_fitted_sizes_without_a_size_backtest_the_interval_says_uncalibrated():
+    ivs = heldout_mixture_intervals(_comparison({"why": "2 fitted model size(s)"}))
+    assert ivs["h_small"]["a"][1] and not ivs["h_big"]["a"][1]
+    assert ivs["h_big"]["a"][0].sd_extrapolation == pytest.approx(0.1)
