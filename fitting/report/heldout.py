@@ -59,7 +59,8 @@ from fitting.core.base import FitError
 from fitting.core.seed_noise import MIN_DOF, SeedNoise, noise_fields
 from fitting.data.tables import last_evaluations_sd
 from fitting.laws.budget.chinchilla_joint import JointChinchillaFit
-from fitting.report.chinchilla import COOLED_LAW, largest_size_seed_noises
+from fitting.report.chinchilla import COOLED_LAW, largest_size_seed_noise, largest_size_seed_noises
+from fitting.report.eq11_intervals import mark_eq11_heldout
 from fitting.report.intervals import heldout_predictive
 from fitting.report.markdown import Document, format_number
 from fitting.report.sections import Report
@@ -313,6 +314,8 @@ def heldout_section(doc: Document, rep: Report, view: StudyView) -> None:
     cover = heldout_predictive(entries, JointChinchillaFit.from_json(cooled) if cooled else None,
                                view.table_fit, eval_set, metric, rep.seeds or {},
                                budgets=view.budgets_fit)
+    seed_sd = largest_size_seed_noise(rep.seeds or {})[0]
+    eq11_cover = mark_eq11_heldout(entries, rep.effective, view.sizes, seed_sd)
     if not entries:
         doc.p("No prediction could be made: " + (_grouped_reasons(skipped) or "no held-out rows")
               + ".")
@@ -336,27 +339,31 @@ def heldout_section(doc: Document, rep: Report, view: StudyView) -> None:
     doc.table(["run (seeds)", "pair", "size", "N", "p", "law", "predicted [95% band]",
                "measured (seed mean)", "error", "seed sd", "noise source", "curve sd",
                "within tolerance"], rows)
-    if cover is not None:
-        _predictive_paragraph(doc, entries, cover)
+    if cover is not None or eq11_cover is not None:
+        _predictive_paragraph(doc, entries, cover, eq11_cover)
     if skipped:
         doc.ul([f"{k}: {v}" for k, v in skipped.items()])
 
 
-def _predictive_paragraph(doc: Document, entries: list[dict[str, Any]], cover: dict) -> None:
+def _predictive_paragraph(doc: Document, entries: list[dict[str, Any]], cover: dict | None,
+                          eq11_cover: dict | None = None) -> None:
     """The predictive intervals of the leading law's entries (:mod:`fitting.report.intervals`)
-    and how many held the measured loss."""
-    doc.p("Predictive intervals of the law the report leads with (fitting.report.intervals): "
-          "s² = s_resample² (refits on runs resampled within each size) + s_extrapolation² "
-          "(the leave-largest-size-out backtest's error, grown linearly with log N beyond the "
-          "largest fitted size) + σ_seed² (the study's seed sd at its largest repeated size, "
-          "/√seeds) — built from the fitted runs only, before any held-out loss is read.")
+    and of eq. 11's (:mod:`fitting.report.eq11_intervals`, the frontier's law), and how many
+    held the measured loss."""
+    doc.p("Predictive intervals (fitting.report.intervals for L(N, D), fitting.report."
+          "eq11_intervals for eq. 11, the frontier's law): s² = s_resample² (refits: on runs "
+          "resampled within each size for L(N, D), the law's own refits for eq. 11) + "
+          "s_extrapolation² (the leave-largest-size-out backtest's error, grown linearly with "
+          "log N beyond the largest fitted size) + σ_seed² (the study's seed sd at its largest "
+          "repeated size, /√seeds) — built from the fitted runs only, before any held-out loss "
+          "is read.")
     items = []
     for e in entries:
         iv = e.get("predictive")
         if not iv:
             continue
         items.append(
-            f"{', '.join(e['runs'])} {e['pair']}: predicted {iv['estimate']:.4g}, 80 % "
+            f"{', '.join(e['runs'])} {e['pair']}, {e['law']}: predicted {iv['estimate']:.4g}, 80 % "
             f"[{iv['lo80']:.4g}, {iv['hi80']:.4g}], 95 % [{iv['lo95']:.4g}, {iv['hi95']:.4g}] "
             f"(s = {iv['sd_total']:.2%}: resample {iv['sd_resample']:.2%}, extrapolation "
             f"{iv['sd_extrapolation']:.2%}, seed {iv['sigma_seed']:.2%}); measured "
@@ -364,7 +371,11 @@ def _predictive_paragraph(doc: Document, entries: list[dict[str, Any]], cover: d
             f"{'inside' if e['inside80'] else 'outside'} the 80 %"
             + (f" — {e['predictive_note']}" if e.get("predictive_note") else ""))
     doc.ul(items)
-    c80, c95 = cover["0.80"], cover["0.95"]
-    doc.p(f"Inside: {c80['inside']} of {c80['n']} at 80 %, {c95['inside']} of {c95['n']} at "
-          "95 % (too few to measure coverage in one study; benchmarks/main_job_seeds.py pools "
-          "them over vocabulary seeds).")
+    said = []
+    for name, cov in (("the leading law", cover), ("eq. 11", eq11_cover)):
+        if cov is not None:
+            c80, c95 = cov["0.80"], cov["0.95"]
+            said.append(f"{name}: {c80['inside']} of {c80['n']} at 80 %, {c95['inside']} of "
+                        f"{c95['n']} at 95 %")
+    doc.p("Inside: " + "; ".join(said) + " (too few to measure coverage in one study; "
+          "benchmarks/main_job_seeds.py pools them over vocabulary seeds).")

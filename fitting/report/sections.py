@@ -31,6 +31,7 @@ from fitting.laws.size.effective import MultilingualLawFit, fit_multilingual_law
 from fitting.laws.size.frontier import Recommendation, frontier_2pair, frontier_kpair, recommend
 from fitting.laws.size.joint import JointLawFit
 from fitting.laws.size.power import PowerLawFit
+from fitting.report.eq11_intervals import frontier_intervals
 from fitting.report.markdown import Document, format_number
 from fitting.report.view import StudyView
 
@@ -188,12 +189,29 @@ def _recommendation_text(rc: Recommendation, v: Mapping[str, Any],
             f"{uniform}. No weights are recommended.")
 
 
+def _frontier_interval_text(predictive: dict) -> str:
+    """The frontier's predictive intervals at each target size, in one sentence."""
+    parts = []
+    for n, per in predictive.items():
+        for pair, v in per.items():
+            sd = np.asarray(v["sd_total"])
+            parts.append(f"N = {float(n):.3g} {pair}: s {np.min(sd):.1%}–{np.max(sd):.1%}"
+                         + ("" if v["calibrated"] else " (not calibrated: no backtest)"))
+    return ("Predictive intervals of the frontier at the target sizes "
+            "(fitting.report.eq11_intervals; fits.json frontier.predictive): the law's "
+            "refits, its leave-largest-size-out backtest grown with log N beyond the largest "
+            "fitted size, and the seed noise — " + "; ".join(parts) + ".") if parts else ""
+
+
 def frontier_section(doc: Document, rep: Report, view: StudyView,
                      target_sizes: Sequence[float] | None,
                      preferences: Mapping[str, float] | None, out_dir: str,
-                     uncertainty: str | None, n_refits: int, seed: int) -> None:
+                     uncertainty: str | None, n_refits: int, seed: int,
+                     seed_sd: Mapping[str, float] | None = None) -> None:
     """Fit eq. 11 (eq. 12 f̂, falling back to eq. 13) on the fitted runs' seed means
-    (``view.final``), draw the frontier, recommend weights."""
+    (``view.final``), draw the frontier with its predictive intervals at the target sizes
+    (``seed_sd``: each pair's relative seed sd, :mod:`fitting.report.eq11_intervals`),
+    recommend weights."""
     fin = view.final
     doc.h(2, "Unseen weights and sizes: eq. 11 law, frontier, recommendation")
     sub = fin[fin["weight"].notna()] if "weight" in fin.columns else None
@@ -265,6 +283,8 @@ def frontier_section(doc: Document, rep: Report, view: StudyView,
         try:
             fr = frontier_2pair(law, show, pairs=pairs)
             rep.frontier = fr
+            fr.predictive = frontier_intervals(law, fr, targets, sizes, seed_sd or {})
+            doc.p(_frontier_interval_text(fr.predictive))
             curves = {n: (v[:, 0], v[:, 1]) for n, v in fr.values.items()}
             bands = {n: ((fr.lower[n][:, 0], fr.upper[n][:, 0]), (fr.lower[n][:, 1],
                                                                   fr.upper[n][:, 1]))

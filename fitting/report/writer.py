@@ -139,8 +139,9 @@ def write_report(
     cooled_law_section(doc, rep, cooled, cooled_note, cooled_why, ground_truth)
     power_section(doc, rep, view, out_dir)
     joint_section(doc, rep, view, ground_truth, out_dir)
+    seed_sd = largest_size_seed_noise(rep.seeds)[0]
     frontier_section(doc, rep, view, target_sizes, preferences, out_dir, uncertainty, n_refits,
-                     seed)
+                     seed, seed_sd)
     heldout_section(doc, rep, view)
     mixture = _mixture_sections(doc, rep, view, out_dir, target_sizes, mixture_constraints,
                                 n_refits, seed)

@@ -38,6 +38,9 @@ class Frontier:
     upper: dict[float, np.ndarray] = field(default_factory=dict)
     metric: str = "loss"
     pareto: dict[float, np.ndarray] = field(default_factory=dict)
+    #: predictive intervals at the target sizes, set by the report
+    #: (:func:`fitting.report.eq11_intervals.frontier_intervals`); {} where none were built
+    predictive: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         """JSON-safe dict (sizes as string keys)."""
@@ -46,6 +49,7 @@ class Frontier:
             "values": {f"{n:g}": v for n, v in self.values.items()},
             "lower": {f"{n:g}": v for n, v in self.lower.items()},
             "upper": {f"{n:g}": v for n, v in self.upper.items()},
+            "predictive": self.predictive,
         })
 
 
