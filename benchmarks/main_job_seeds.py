@@ -79,6 +79,11 @@ def seed_row(out: str, seed: int, run: dict, check) -> dict:
             held[e["pair"]].update(lo95=iv["lo95"], hi95=iv["hi95"], lo80=iv["lo80"],
                                    hi80=iv["hi80"], sd_total=iv["sd_total"],
                                    inside80=e["inside80"], inside95=e["inside95"])
+    eq11 = {e["pair"]: {"error": e["error"], "inside80": e["inside80"],
+                        "inside95": e["inside95"], "sd_total": e["predictive"]["sd_total"],
+                        "calibrated": e.get("calibrated")}
+            for e in fits.get("heldout") or []   # the frontier's law (eq11_intervals)
+            if str(e.get("law", "")).startswith("eq. 11") and e.get("predictive")}
     joint_bt = (((fits.get("chinchilla") or {}).get("joint") or {}).get("backtest") or {})
     for p, bt in joint_bt.items():   # the backtest points' predictive intervals
         if p in backtest and isinstance(bt, dict) and bt.get("coverage"):
@@ -86,6 +91,7 @@ def seed_row(out: str, seed: int, run: dict, check) -> dict:
             backtest[p]["calibrated"] = (bt.get("predictive") or {}).get("calibrated")
     # the checks' own verdicts (check_main_job.checks): an empty list never passes here
     return {"seed": seed, **run, "l_inf": l_inf, "heldout": held, "backtest": backtest,
+            "eq11_heldout": eq11,
             "check1_ok": result["checks"][1]["status"] == "ok",
             "check4_ok": result["checks"][4]["status"] == "ok",
             "all_ok": result["all_ok"], "regime": result["regime"]}
@@ -132,16 +138,20 @@ def table(rows: list[dict]) -> str:
 
 
 def pooled_coverage(rows: list[dict]) -> dict[str, dict[str, int]]:
-    """Held-out entries inside their 80 % / 95 % predictive intervals, pooled over seeds, and
-    (``backtest80`` / ``backtest95``) the larger-size backtest points inside theirs."""
+    """Held-out entries inside their 80 % / 95 % predictive intervals, pooled over seeds,
+    (``backtest80`` / ``backtest95``) the larger-size backtest points inside theirs, and
+    (``eq11_80`` / ``eq11_95``) the held-out runs inside eq. 11's (the frontier's law)."""
     entries = [h for r in rows for h in (r.get("heldout") or {}).values() if "inside95" in h]
     out = {lvl: {"inside": sum(bool(h[f"inside{lvl}"]) for h in entries), "n": len(entries)}
            for lvl in ("80", "95")}
     covs = [b["coverage"] for r in rows for b in (r.get("backtest") or {}).values()
             if b.get("coverage")]
+    eq11 = [h for r in rows for h in (r.get("eq11_heldout") or {}).values()]
     for lvl in ("80", "95"):
         out[f"backtest{lvl}"] = {"inside": sum(c[f"0.{lvl}"]["inside"] for c in covs),
                                  "n": sum(c[f"0.{lvl}"]["n"] for c in covs)}
+        out[f"eq11_{lvl}"] = {"inside": sum(bool(h[f"inside{lvl}"]) for h in eq11),
+                              "n": len(eq11)}
     return out
 
 
@@ -188,7 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"held-out runs inside their predictive intervals, pooled: 80 % {cov['80']['inside']}"
           f" of {cov['80']['n']}, 95 % {cov['95']['inside']} of {cov['95']['n']}; larger-size "
           f"backtest points: 80 % {cov['backtest80']['inside']} of {cov['backtest80']['n']}, "
-          f"95 % {cov['backtest95']['inside']} of {cov['backtest95']['n']}")
+          f"95 % {cov['backtest95']['inside']} of {cov['backtest95']['n']}; held-out runs by "
+          f"eq. 11 (the frontier's law): 80 % {cov['eq11_80']['inside']} of "
+          f"{cov['eq11_80']['n']}, 95 % {cov['eq11_95']['inside']} of {cov['eq11_95']['n']}")
     if args.json:
         print(json.dumps(rows, default=float))
     return 0 if all(r.get("check1_ok") and r.get("check4_ok") for r in rows) else 1
