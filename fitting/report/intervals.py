@@ -7,6 +7,8 @@ For each held-out entry of the law the report leads with (``COOLED_LAW``), s² a
   on the cooled-down points of runs resampled with replacement within each size
   (:func:`fitting.report.law_intervals.resampled_run_refits`; failed ones counted,
   ``n_failed``);
+* ``s_forms``: the other form of L(N, D) fitted on the same points
+  (:func:`fitting.report.law_intervals.other_form_predictions`), as the backtest points' have;
 * ``s_extrapolation``: the leave-largest-size-out backtest's RMS relative error (the fitted
   largest size predicted from the smaller ones: one step of log(N_max / N_next)) grown linearly
   to the held-out run's distance log(N / N_max), never below one step
@@ -33,7 +35,7 @@ from fitting.core.base import FitError
 from fitting.core.predictive import coverage, extrapolation_sd, predictive_interval
 from fitting.laws.budget.chinchilla_joint import JointChinchillaFit
 from fitting.report.chinchilla import COOLED_LAW, chinchilla_points, largest_size_seed_noises
-from fitting.report.law_intervals import RESAMPLES, resampled_run_refits
+from fitting.report.law_intervals import RESAMPLES, other_form_predictions, resampled_run_refits
 
 __all__ = ["heldout_predictive"]
 
@@ -75,6 +77,7 @@ def heldout_predictive(entries: list[dict[str, Any]], cooled: JointChinchillaFit
             boot, failed = resampled_run_refits(pts, cooled.form(pair), predict, seed)
         except FitError:
             boot, failed = np.empty((0, 0)), RESAMPLES
+        others, _ = other_form_predictions(pts, cooled.form(pair), predict)
         bt = (cooled.backtest or {}).get(pair) or {}
         step_error = float(bt.get("rmse_rel", math.nan))
         for j, e in enumerate(mine):
@@ -83,6 +86,7 @@ def heldout_predictive(entries: list[dict[str, Any]], cooled: JointChinchillaFit
             rel = noise.get(pair)
             sigma = None if rel is None else rel.sigma / math.sqrt(max(1, int(e["seeds"])))
             iv = predictive_interval(e["predicted"], resampled=boot[:, j] if boot.size else (),
+                                     form_estimates=[o[j] for o in others],
                                      sd_extrapolation=s_ext if calibrated else 0.0,
                                      sigma_seed=sigma, n_failed=failed)
             e["predictive"] = iv.to_dict()

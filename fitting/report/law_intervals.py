@@ -61,7 +61,7 @@ from fitting.laws.budget.chinchilla_joint import (
 )
 
 __all__ = ["RESAMPLES", "cooled_law_intervals", "backtest_intervals", "e_interval",
-           "budget_rank", "resampled_run_refits"]
+           "budget_rank", "resampled_run_refits", "other_form_predictions"]
 
 #: refits on resampled runs per pair, for the backtest and for E (as
 #: for the held-out runs' intervals, :mod:`fitting.report.intervals`)
@@ -105,9 +105,11 @@ def resampled_run_refits(points: pd.DataFrame, form: str, predict, seed: int,
                                                              seed))
 
 
-def _other_forms(points: pd.DataFrame, form: str, predict, f_scale: float | str
-                 ) -> tuple[list[np.ndarray], list[str]]:
-    """The other forms' predictions on the same points, and the notes of those that failed."""
+def other_form_predictions(points: pd.DataFrame, form: str, predict,
+                           f_scale: float | str = "auto"
+                           ) -> tuple[list[np.ndarray], list[str]]:
+    """``predict(fit)`` of each other form of L(N, D) fitted on the same points (s_forms), and
+    the notes of those that failed."""
     out, notes = [], []
     for other in FORMS:
         if other == form:
@@ -144,7 +146,7 @@ def backtest_intervals(pair: str, bt: dict[str, Any], points: pd.DataFrame,
 
     form = str(bt["form"])
     boot, failed = resampled_run_refits(small, form, predict, seed, f_scale)
-    others, notes = _other_forms(small, form, predict, f_scale)
+    others, notes = other_form_predictions(small, form, predict, f_scale)
     sizes = np.unique(small["n"].to_numpy(float))
     step_error = math.nan
     if sizes.size >= 4:
@@ -200,7 +202,7 @@ def e_interval(pair: str, fit: JointChinchillaFit, points: pd.DataFrame, seed: i
 
     fs = (fit.meta.get("f_scale") or {}).get(pair, "auto")
     boot, failed = resampled_run_refits(pts, form, predict, seed, fs)
-    others, notes = _other_forms(pts, form, predict, fs)
+    others, notes = other_form_predictions(pts, form, predict, fs)
     try:
         iv = predictive_interval(fit.l_inf(pair), resampled=boot[:, 0] if boot.size else (),
                                  form_estimates=[o[0] for o in others], n_failed=failed)

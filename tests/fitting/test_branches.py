@@ -479,19 +479,22 @@ def test_check_main_job_reads_the_cooled_law_and_the_seed_table(branch_reports, 
 
 def test_heldout_predictive_interval_is_fixed_before_the_heldout_loss_is_read(branch_reports):
     """The leading law's held-out entries carry a predictive interval with every component
-    (resampled refits, the backtest's extrapolation term), and its width does not depend on the
-    held-out loss: the same entries with another measured value get the same interval, and only
-    inside/outside changes."""
+    (resampled refits, the other form, the backtest's extrapolation term), and its width does
+    not depend on the held-out loss: the same entries with another measured value get the same
+    interval, and only inside/outside changes."""
     from fitting.laws.budget.chinchilla_joint import JointChinchillaFit
     from fitting.report.intervals import heldout_predictive
 
     _, fits, table = branch_reports
-    entries = [e for e in fits["branches"]["heldout"] if e.get("predictive")]
+    entries = [e for e in fits["branches"]["heldout"] if e.get("predictive") and e["primary"]]
     assert len(entries) == 2 and all(e["calibrated"] for e in entries)
+    eq11 = [e for e in fits["branches"]["heldout"] if e["law"].startswith("eq. 11")]
+    assert eq11 and all("inside95" in e for e in eq11)  # the frontier's law, marked too
     for e in entries:
         iv = e["predictive"]
         assert iv["lo95"] < iv["lo80"] < iv["estimate"] < iv["hi80"] < iv["hi95"]
         assert iv["sd_extrapolation"] > 0 and iv["n_resamples"] > 0 and iv["sd_resample"] > 0
+        assert iv["sd_forms"] > 0  # the other form of L(N, D), as the backtest points have
         assert e["inside95"] == (iv["lo95"] <= e["measured"] <= iv["hi95"])
     moved = [{**e, "measured": e["measured"] * 3.0} for e in entries]
     fit_rows = table[~table["run_id"].astype(str).str.startswith("s2_p0.50")]
