@@ -89,17 +89,24 @@ class PredictiveInterval:
 
 def predictive_interval(estimate: float, *, resampled: Sequence[float] = (),
                         form_estimates: Sequence[float] = (), sd_extrapolation: float = 0.0,
-                        sigma_seed: float | None = None, n_failed: int = 0
-                        ) -> PredictiveInterval:
+                        sigma_seed: float | None = None, n_failed: int = 0,
+                        form_weights: Sequence[float] | None = None) -> PredictiveInterval:
     """The predictive interval of ``estimate`` from its resampled refits' predictions, the
-    other forms' predictions, the calibration term and the point's relative seed sd. Raises
-    FitError for a non-positive or non-finite estimate (the interval is built in log space)."""
+    other forms' predictions, the calibration term and the point's relative seed sd. s_forms is
+    the root mean square of log(ŷ_form / ŷ) over the other forms, weighted by
+    ``form_weights`` where given (default equal; a weight 0 leaves a form out). Raises FitError
+    for a non-positive or non-finite estimate (the interval is built in log space)."""
     if not (math.isfinite(estimate) and estimate > 0):
         raise FitError(f"a predictive interval needs a positive finite estimate, got {estimate}")
     res = np.asarray([v for v in resampled if math.isfinite(v) and v > 0], dtype=float)
     s_res = float(np.std(np.log(res), ddof=1)) if len(res) >= 2 else 0.0
-    forms = np.asarray([v for v in form_estimates if math.isfinite(v) and v > 0], dtype=float)
-    s_forms = (float(np.sqrt(np.mean(np.log(forms / estimate) ** 2))) if len(forms) else 0.0)
+    weights = [1.0] * len(form_estimates) if form_weights is None else list(form_weights)
+    kept = [(float(v), float(w)) for v, w in zip(form_estimates, weights, strict=True)
+            if math.isfinite(v) and v > 0 and math.isfinite(w) and w > 0]
+    forms = np.asarray([v for v, _ in kept], dtype=float)
+    wts = np.asarray([w for _, w in kept], dtype=float)
+    s_forms = (float(np.sqrt(np.sum(wts * np.log(forms / estimate) ** 2) / np.sum(wts)))
+               if len(forms) else 0.0)
     seed = float(sigma_seed) if sigma_seed is not None and math.isfinite(sigma_seed) else 0.0
     total = math.sqrt(s_res ** 2 + s_forms ** 2 + float(sd_extrapolation) ** 2 + seed ** 2)
     z80, z95 = (float(stats.norm.ppf(0.5 + q / 2)) for q in LEVELS)

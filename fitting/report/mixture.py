@@ -33,6 +33,7 @@ from fitting.laws.mixture.transfer import direct_transfer, heldout_with_seed_noi
 from fitting.report.heldout import REL_TOLERANCE, check_heldout_runs
 from fitting.report.markdown import Document, format_number
 from fitting.report.mixture_intervals import (
+    cv_form_weights,
     heldout_mixture_intervals,
     heldout_objective_error,
     objective_interval,
@@ -144,7 +145,9 @@ def _recommend(cmp: MixtureComparison, target_sizes, constraints: dict, seed: in
                             seed=seed)
     law, pi = cmp.laws[form], rec["constraints"]["preferences"]
     calibration = heldout_objective_error(law, cmp.heldout, pi, max_n=n)
-    iv = objective_interval(law, cmp.laws, n, rec["weights"], pi, calibration)
+    iv = objective_interval(law, cmp.laws, n, rec["weights"], pi, calibration,
+                            cv_form_weights({f: e.get("cv_mae") for f, e in cmp.errors.items()},
+                                            form))
     rec["objective_interval"] = None if iv is None else {
         **iv.to_dict(), "calibration_runs": calibration["runs"],
         "calibrated": bool(np.isfinite(calibration["rms_log"]))}

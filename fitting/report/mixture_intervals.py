@@ -10,8 +10,12 @@ interval here is :func:`fitting.core.predictive.predictive_interval` of J, in lo
 * ``s_resample``: the sd of log J over the law's bootstrap refits (runs resampled with
   replacement, :func:`fitting.laws.mixture.compare.compare_mixture_laws`);
 * ``s_forms``: the root mean square of log(J_form / J) over the other mixture-law forms the
-  study fitted and compared that can predict at N (model uncertainty as the spread of the
-  candidates, the chosen one at the centre);
+  study fitted and compared that can predict at N, each weighted by how well it
+  cross-validated against the law used (:func:`cv_form_weights`: (CV MAE of the law / CV MAE
+  of the form)², the inverse-MSE weight relative to it), so that a form the selection ranked
+  far behind (CV error several times larger) barely widens the interval; a form without a CV
+  error is left out. Model uncertainty as the spread of the credible candidates, the law
+  used at the centre;
 * ``s_heldout`` (:func:`heldout_objective_error`, the calibration term): the root mean square of
   log(J_predicted / J_measured) over the study's held-out mixtures — trained, never fitted —
   at sizes no larger than the N predicted, each J from one seed. It is fixed by runs the
@@ -39,10 +43,27 @@ import numpy as np
 from fitting.core.predictive import PredictiveInterval, extrapolation_sd, predictive_interval
 
 __all__ = ["objective_samples", "heldout_objective_error", "objective_interval", "cv_log_error",
+           "cv_form_weights",
            "size_step_error", "heldout_mixture_intervals"]
 
 #: fewer held-out mixtures than this give no calibration term (an RMS of one error is no spread)
 MIN_HELDOUT = 2
+
+
+def cv_form_weights(cv_mae: Mapping[str, float | None], used: str) -> dict[str, float]:
+    """{form: (CV MAE of ``used`` / CV MAE of the form)²} over the forms of ``cv_mae`` other
+    than ``used`` (:func:`fitting.laws.mixture.compare.compare_mixture_laws`' ``cv_mae``,
+    fixed by the fitted runs); 0 for a form without a finite positive CV error, and every
+    weight 1 where ``used`` has none (nothing to compare against)."""
+    ref = cv_mae.get(used)
+    ok = ref is not None and math.isfinite(float(ref)) and float(ref) > 0
+    out = {}
+    for form, mae in cv_mae.items():
+        if form == used:
+            continue
+        good = mae is not None and math.isfinite(float(mae)) and float(mae) > 0
+        out[form] = 1.0 if not ok else (float(ref) / float(mae)) ** 2 if good else 0.0
+    return out
 
 
 def objective_samples(law, n: float, W: np.ndarray, pi: np.ndarray
@@ -94,24 +115,28 @@ def heldout_objective_error(law, heldout: Mapping[str, Mapping[str, Mapping]] | 
 
 def objective_interval(law, other_laws: Mapping[str, object], n: float,
                        weights: Mapping[str, float], pi: Mapping[str, float],
-                       calibration: Mapping) -> PredictiveInterval | None:
+                       calibration: Mapping, form_weights: Mapping[str, float] | None = None
+                       ) -> PredictiveInterval | None:
     """The predictive interval of J at size ``n`` for ``weights`` (the module docstring):
     ``law`` predicts, ``other_laws`` (forms by name; ``law`` itself among them is skipped) give
-    s_forms where they can predict at ``n``, ``calibration`` is
-    :func:`heldout_objective_error`'s result (NaN rms: no calibration term). None when ``law``
-    predicts no positive finite J there."""
+    s_forms where they can predict at ``n``, weighted by ``form_weights`` (:func:`cv_form_weights`;
+    None: equal), ``calibration`` is :func:`heldout_objective_error`'s result (NaN rms: no
+    calibration term). None when ``law`` predicts no positive finite J there."""
     pairs = list(law.pairs or [])
     W = np.array([[float(weights.get(p, 0.0)) for p in pairs]])
     piv = np.array([float(pi.get(p, 0.0)) for p in pairs])
     j, samples = objective_samples(law, n, W, piv)
     if not (math.isfinite(j[0]) and j[0] > 0):
         return None
-    forms = [float(objective_samples(other, n, W, piv)[0][0]) for other in other_laws.values()
-             if other is not law and other.can_predict(n) and list(other.pairs or []) == pairs]
+    others = {name: other for name, other in other_laws.items()
+              if other is not law and other.can_predict(n) and list(other.pairs or []) == pairs}
+    forms = [float(objective_samples(other, n, W, piv)[0][0]) for other in others.values()]
     resampled = [] if samples is None else samples[:, 0]
     failed = 0 if samples is None else int(np.sum(~np.isfinite(samples[:, 0])))
     rms = float(calibration.get("rms_log", float("nan")))
     return predictive_interval(float(j[0]), resampled=resampled, form_estimates=forms,
+                               form_weights=None if form_weights is None else
+                               [form_weights.get(name, 0.0) for name in others],
                                sd_extrapolation=rms if math.isfinite(rms) else 0.0,
                                n_failed=failed)
 
@@ -171,8 +196,10 @@ def heldout_mixture_intervals(cmp, heldout: Mapping[str, Mapping[str, Mapping]] 
         n, W = cmp.runs.n[r:r + 1], cmp.runs.W[r:r + 1]
         tok = None if cmp.runs.tokens is None else cmp.runs.tokens[r:r + 1]
         samples = law.predict_samples(n, W, tok)[:, 0, :] if law.boot else None
-        others = [o.predict(n, W, tok)[0] for f, o in cmp.laws.items()
-                  if o is not law and o.can_predict(float(n[0]))]
+        others = {f: o.predict(n, W, tok)[0] for f, o in cmp.laws.items()
+                  if o is not law and o.can_predict(float(n[0]))}
+        fw = cv_form_weights({f: cmp.errors.get(f, {}).get("cv_mae") for f in cmp.laws},
+                             cmp.chosen)
         beyond = math.log(float(n[0]) / fitted_max) if n[0] > fitted_max * (1 + 1e-6) else 0.0
         size_sd = extrapolation_sd(step_err, step, beyond) if beyond > 0 else 0.0
         sized = beyond == 0 or math.isfinite(size_sd)
@@ -188,7 +215,8 @@ def heldout_mixture_intervals(cmp, heldout: Mapping[str, Mapping[str, Mapping]] 
                     and e.get("noise") and float(e["measured"]) > 0 else None)
             iv = predictive_interval(
                 est, resampled=[] if samples is None else samples[:, i],
-                form_estimates=[float(o[i]) for o in others],
+                form_estimates=[float(o[i]) for o in others.values()],
+                form_weights=[fw.get(f, 0.0) for f in others],
                 sd_extrapolation=math.sqrt(sum(v * v for v in calib)), sigma_seed=seed,
                 n_failed=0 if samples is None else int(np.sum(~np.isfinite(samples[:, i]))))
             out[rid][pair] = (iv, bool(math.isfinite(cv[pair]) and sized))

@@ -53,6 +53,7 @@ from fitting.data.tables import final_losses
 from fitting.laws.mixture.transfer import pooled_seed_noise
 from fitting.report.markdown import Document, format_number
 from fitting.report.mixture_intervals import (
+    cv_form_weights,
     heldout_objective_error,
     objective_interval,
     objective_samples,
@@ -363,8 +364,10 @@ def verification_section(doc: Document, rep, table: pd.DataFrame, mixture: dict 
     if predicted is not None:
         pi = rec["constraints"]["preferences"]
         calibration = heldout_objective_error(law, (mixture or {}).get("heldout"), pi, max_n=n)
+        cv = ((mixture or {}).get("laws") or {})
+        fw = cv_form_weights({f: (cv.get(f) or {}).get("cv_mae") for f in laws}, rec.get("law"))
         for name, weights in plan["mixtures"].items():
-            iv = objective_interval(law, laws, n, weights, pi, calibration)
+            iv = objective_interval(law, laws, n, weights, pi, calibration, fw)
             if iv is not None:
                 intervals[name] = iv
                 predicted[name]["interval"] = iv.to_dict()

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from fitting.report.mixture_intervals import (
+    cv_form_weights,
     heldout_mixture_intervals,
     heldout_objective_error,
     objective_interval,
@@ -167,7 +168,10 @@ def _comparison(size_backtest=None):
                      for i, p in enumerate(PAIRS[:2])}
                for r, rid, src in ((2, "h_small", "pooled seed sd"),
                                    (3, "h_big", "last 3 evaluations"))}
-    return SimpleNamespace(laws={"chosen": law, "other": _SizedLaw(scale=1.05)},
+    return SimpleNamespace(laws={"chosen": law, "other": _SizedLaw(scale=1.05),
+                                 "poor": _SizedLaw(scale=3.0)},
+                           errors={"chosen": {"cv_mae": 0.1}, "other": {"cv_mae": 0.1},
+                                   "poor": {"cv_mae": 1.0}},
                            chosen="chosen", runs=runs, cv_predictions={"chosen": cv},
                            cv_targets=y, heldout=heldout, size_backtest=size_backtest)
 
@@ -179,7 +183,9 @@ def test_heldout_mixture_intervals_use_the_cv_error_and_the_size_backtest_beyond
     small_a, cal_a = ivs["h_small"]["a"]
     assert cal_a and small_a.sd_extrapolation == pytest.approx(0.1)   # the CV error alone
     assert ivs["h_small"]["b"][0].sd_extrapolation == pytest.approx(0.2)
-    assert small_a.sd_forms == pytest.approx(math.log(1.05))
+    # the poor form (CV error 10× the chosen's) enters with weight 1/100
+    assert small_a.sd_forms == pytest.approx(math.sqrt(
+        (math.log(1.05) ** 2 + 0.01 * math.log(3.0) ** 2) / 1.01))
     assert small_a.sigma_seed == pytest.approx(0.05)                  # a pooled seed sd
     big_a, cal_big = ivs["h_big"]["a"]
     step = math.sqrt(np.mean(np.log1p([0.1, -0.1, 0.1]) ** 2))        # one step: ×2 in N
@@ -193,3 +199,14 @@ def test_above_the_fitted_sizes_without_a_size_backtest_the_interval_says_uncali
     ivs = heldout_mixture_intervals(_comparison({"why": "2 fitted model size(s)"}))
     assert ivs["h_small"]["a"][1] and not ivs["h_big"]["a"][1]
     assert ivs["h_big"]["a"][0].sd_extrapolation == pytest.approx(0.1)
+
+
+def test_cv_form_weights_follow_the_inverse_cv_mse_relative_to_the_law_used():
+    w = cv_form_weights({"a": 0.05, "b": 0.10, "c": None, "d": 0.05}, "a")
+    assert w == {"b": pytest.approx(0.25), "c": 0.0, "d": pytest.approx(1.0)}
+    assert cv_form_weights({"a": None, "b": 0.1}, "a") == {"b": 1.0}   # nothing to compare
+    law = _Law()
+    iv = objective_interval(law, {"a": law, "b": _Law(scale=2.0), "c": _Law(scale=9.0)}, 1e5,
+                            {"a": 0.5, "b": 0.5}, PI, {"rms_log": math.nan},
+                            {"b": 0.25, "c": 0.0})
+    assert iv.sd_forms == pytest.approx(math.log(2.0))   # c left out, b alone
