@@ -24,8 +24,9 @@ PAPERS = {
                   "ghorbani-depths"], ["cpu-ghorbani-depths"]),
     "caillaut": (["caillaut-decoder-only"], ["cpu-caillaut-decoder-only"]),
 }
-# Studies beyond the papers: K-pair mixture designs on the synthetic family and on gettext catalogs.
-BEYOND = ["cpu-many-pairs", "cpu-gettext"]
+# Studies beyond the papers: K-pair mixture designs on the synthetic family and on gettext
+# catalogs, and a size ladder on gettext (real text).
+BEYOND = ["cpu-many-pairs", "cpu-gettext", "cpu-gettext-sizes"]
 
 
 def test_every_paper_experiment_has_its_files():
