@@ -160,11 +160,14 @@ def branch_configs(config: TrainConfig) -> list[TrainConfig]:
 
     A branch is `config` with its own directory and run id, D_b = b + c_b steps of which the
     last c_b cool down, no branches of its own, the parent's decode steps after b only, and
-    `branches.parent_dir` / `parent_step` naming where it starts."""
+    `branches.parent_dir` / `parent_step` naming where it starts. A run stopped early
+    (`TrainConfig.stop_step`) has no branch after its stop (its checkpoint never exists)."""
     from mnmt.training.config import BranchConfig  # noqa: PLC0415 (jax, optax)
 
     out = []
     for step in branch_steps(config):
+        if 0 < config.stop_step < step:  # no checkpoint to leave from: the run stops before
+            continue
         cooldown = branch_cooldown(config, step)
         out.append(dataclasses.replace(
             config,
@@ -172,6 +175,7 @@ def branch_configs(config: TrainConfig) -> list[TrainConfig]:
             run_id=branch_run_id(config.run_id, step) if config.run_id else "",
             train_steps=step + cooldown,
             cooldown_steps=cooldown,
+            stop_step=0,
             # every field given: gin bindings of BranchConfig must not reach a branch
             branches=BranchConfig(points=(), cooldown_fraction=None, parent_dir=config.model_dir,
                                   parent_step=step),

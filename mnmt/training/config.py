@@ -310,6 +310,11 @@ class TrainConfig:
     cooldown_shape: str = "linear"
     # Cool-down branches of this run (none by default).
     branches: BranchConfig = dataclasses.field(default_factory=BranchConfig)
+    # Stop early at this step (0, or ≥ train_steps: train to the end) with the schedule of the
+    # full train_steps: the stopped run is a prefix of the full run (evaluated and checkpointed
+    # at the stop, run.json status "stopped", the planned rates of the remaining steps logged as
+    # `planned_learning_rate` rows), and the same config without stop_step resumes it to the end.
+    stop_step: int = 0
     label_smoothing: float = 0.0
     z_loss: float = 1e-4
     dropout_rate: float = 0.0

@@ -40,7 +40,13 @@ from mnmt.training.step_functions import (
 
 log = logging.getLogger("mnmt.training.train")
 
-__all__ = ["GroupLoop", "TrainSummary", "checkpoint_dir"]
+__all__ = ["GroupLoop", "TrainSummary", "checkpoint_dir", "stop_at", "COMPLETE_STATUSES",
+           "PLANNED_LR_METRIC"]
+
+#: a run that reached the step it was asked to train to: its end, or its early stop
+COMPLETE_STATUSES = ("finished", "stopped")
+#: metrics.jsonl rows of a stopped run: the learning rate each remaining log step will have
+PLANNED_LR_METRIC = "planned_learning_rate"
 
 
 @dataclasses.dataclass
@@ -49,7 +55,7 @@ class TrainSummary:
 
     run_id: str
     model_dir: str
-    status: str                        # finished | preempted | diverged
+    status: str                        # finished | stopped (early) | preempted | diverged
     final_step: int
     final_eval: dict[str, float]       # pair -> loss on the first eval set at the final step
     wall_s: float
@@ -63,6 +69,12 @@ class TrainSummary:
 def checkpoint_dir(model_dir: str) -> str:
     """Where the checkpoints of the run in `model_dir` are kept."""
     return run_files.join(model_dir, "checkpoints")
+
+
+def stop_at(config: TrainConfig) -> int:
+    """The last step this config trains: `stop_step` when 0 < stop_step < train_steps, else
+    `train_steps` (the schedule is that of `train_steps` either way)."""
+    return config.stop_step if 0 < config.stop_step < config.train_steps else config.train_steps
 
 
 def _kept_steps(config: TrainConfig) -> tuple[int, ...]:
@@ -359,6 +371,7 @@ class GroupLoop:
         fns = self._build_functions()
         state, step = self._restore_or_init(fns)
         total = c.train_steps
+        end = stop_at(c)  # the early stop (TrainConfig.stop_step), else total
         k = len(self.members)
         peak = c.peak_flops or measure_matmul_peak()
         meter = RateMeter(step, self._tokens(), total, s.flops_per_step * k, peak)
@@ -367,8 +380,8 @@ class GroupLoop:
         nan_at, nan_runs = nan_injection()
         with checkpoints.PreemptionGuard() as guard:
             input_states = [m.inputs.get_state() for m in self.members]  # after `step` batches
-            batches = [next(m.inputs) for m in self.members] if step < total else None
-            while step < total:
+            batches = [next(m.inputs) for m in self.members] if step < end else None
+            while step < end:
                 if step + 1 == nan_at:  # test-only: see NAN_AT_STEP_ENV
                     state = self._poison(state, nan_runs)
                 batch = _stack_batches(batches) if self.grouped else batches[0]
@@ -377,7 +390,7 @@ class GroupLoop:
                     batch, fns.batch_sharding, s.global_rows, group_size=fns.group_size))
                 step += 1
                 next_states = [m.inputs.get_state() for m in self.members]
-                batches = [next(m.inputs) for m in self.members] if step < total else None
+                batches = [next(m.inputs) for m in self.members] if step < end else None
                 metrics = jax.device_get(metrics)  # overlapped with the next batch above
                 self.profiler.after_step(step, state)
                 if self._diverged(metrics, step):
@@ -393,19 +406,19 @@ class GroupLoop:
                     rates = meter.report(step, self._tokens())
                     for i, m in enumerate(self.members):
                         self._log_train(m, step, self._of_member(metrics, i), rates)
-                is_eval = step % c.eval.period == 0 or step == total
+                is_eval = step % c.eval.period == 0 or step in (total, end)
                 if is_eval:
                     self._eval_rows(state, step)
                 if step in c.decode.steps or (step == total and c.decode.at_end):
                     for i, m in enumerate(self.members):
                         self._decode_rows(m, self._of_member(state, i)["params"], step)
                 stop = _any_process(guard.requested)
-                if (step % c.checkpoint.period == 0 or step == total or stop
+                if (step % c.checkpoint.period == 0 or step in (total, end) or stop
                         or step in self.kept_steps):
                     self._save(state, step, input_states)
                 if is_eval:
                     meter.restart_window()
-                if stop and step < total:
+                if stop and step < end:
                     signal_received = guard.signal_received
                     for m in self.members:
                         m.status = "preempted"
@@ -422,14 +435,21 @@ class GroupLoop:
                         self._decode_rows(m, self._of_member(state, i)["params"], step)
                     if self.primary:
                         m.finals = final_losses(m.config.model_dir, m.setup.first_eval_set)
+            elif step >= end and all(m.status == "finished" for m in self.members):
+                self._eval_rows(state, step)  # a resume after the stop's checkpoint
+                for m in self.members:
+                    self._planned_rows(m, step)
+                    m.status = "stopped"
         return [self._finish(m, step, signal_received) for m in self.members]
 
     def _finish(self, m: _Member, step: int, signal_received) -> TrainSummary:
         m.tb.flush()
         m.wandb.finish(m.status)
-        if m.status == "finished":
-            self._status_json(m, "finished", step, m.finals)
-            self.progress(self._event(m, step, kind="done", message="finished"))
+        if m.status in COMPLETE_STATUSES:
+            self._status_json(m, m.status, step, m.finals)
+            self.progress(self._event(m, step, kind="done", message=m.status if m.status ==
+                                      "finished" else f"stopped early at step {step} of "
+                                      f"{m.config.train_steps}"))
         elif m.status == "diverged":
             self._status_json(m, "diverged", step, {}, m.message)
         return TrainSummary(
@@ -437,6 +457,18 @@ class GroupLoop:
             time.perf_counter() - self.t_start, tokens=m.tokens, message=m.message,
             final_metrics=final_metrics(m.config.model_dir) if self.primary else {},
             stop_signal=signal_received if m.status == "preempted" else None)
+
+    def _planned_rows(self, m: _Member, step: int) -> None:
+        """`PLANNED_LR_METRIC` rows of a run stopped at `step`: the rate the `learning_rate` row
+        of each later log step (and of the last) would carry — schedule(s − 1), as logged —
+        so that a curve law can predict the rest of the run (tokens: those trained so far)."""
+        c = m.config
+        steps = [s for s in range(step + 1, c.train_steps + 1)
+                 if s % c.log_every == 0 or s == c.train_steps]
+        rates = np.asarray(jax.device_get(self.schedule(np.asarray(steps) - 1)), dtype=float)
+        m.metrics.write([dict(step=s, tokens=m.tokens, task="all", eval_set="train",
+                              metric=PLANNED_LR_METRIC, value=float(v))
+                         for s, v in zip(steps, rates, strict=True)])
 
     def _poison(self, state, runs: set[str] | None):
         """`state` with the parameters of `runs` (None: every member) multiplied by NaN."""

@@ -83,6 +83,9 @@ def _validate(config: TrainConfig) -> None:
     for name, v in positive.items():
         if not isinstance(v, int) or v < 1:
             problems.append(f"{name} must be a positive int, got {v!r}")
+    if not isinstance(config.stop_step, int) or config.stop_step < 0:
+        problems.append(f"stop_step must be an int ≥ 0 (0: train to train_steps), got "
+                        f"{config.stop_step!r}")
     n = config.decode.num_examples
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         problems.append(f"decode.num_examples must be an int ≥ 0 (0: the whole eval split), "
@@ -207,6 +210,7 @@ def build_run_json(config: TrainConfig, run_id: str, model_config: Any, vocab_si
         },
         "training": {
             "steps": int(config.train_steps),
+            "stop_step": int(config.stop_step),
             "batch_size": batch_size,
             "batch_tokens": batch_size * int(config.inputs.feature_lengths["targets"]),
             "feature_lengths": {k: int(v) for k, v in config.inputs.feature_lengths.items()},

@@ -10,7 +10,7 @@ this module adds what `TrackingConfig` (mnmt.training.config) turns on, nothing 
   `eval/<set>/<pair>/loss`, `eval/<set>/<pair>/bleu`, …) at their step, for the steps whose
   rows are new in `metrics.jsonl` (a resumed run does not log the steps it trains again). The W&B
   run id is kept in `MODEL_DIR/wandb_run.json`, so a resumed run continues the same W&B run; the
-  run is finished with the exit status of `mnmt-train` (0 finished, 143 preempted, 3 diverged;
+  run is finished with the exit status of `mnmt-train` (0 finished or stopped early, 143 preempted, 3 diverged;
   1 when the trainer stopped on an error). Only process 0 of a multi-host job logs.
 - **Profiles** (`TrackingConfig.profile_steps = (A, B)`): `jax.profiler` traces steps A to B
   (both included) into `MODEL_DIR/events/plugins/profile/<time>/<host>.xplane.pb`, where
@@ -38,7 +38,7 @@ __all__ = ["TrackingError", "EXIT_CODES", "WANDB_RUN_FILE", "INSTALL_HINT", "WAN
            "check_tracking", "parse_profile_steps", "WandbRun", "start_wandb", "Profiler"]
 
 # The exit status each end of a run is marked with in W&B (mnmt-train's exit statuses).
-EXIT_CODES = {"finished": 0, "preempted": 143, "diverged": 3}
+EXIT_CODES = {"finished": 0, "stopped": 0, "preempted": 143, "diverged": 3}
 EXIT_ERROR = 1  # the trainer stopped on an exception
 # The W&B run id of a run directory, read back when the run resumes.
 WANDB_RUN_FILE = "wandb_run.json"

@@ -31,12 +31,12 @@ import jax
 from mnmt.tensorflow_setup import start_tensorflow
 from mnmt.training import branches, checkpoints, distributed, run_files, tracking
 from mnmt.training.config import TrainConfig
-from mnmt.training.loop import GroupLoop, TrainSummary, checkpoint_dir
+from mnmt.training.loop import COMPLETE_STATUSES, GroupLoop, TrainSummary, checkpoint_dir, stop_at
 from mnmt.training.progress import ProgressEvent, print_progress
 from mnmt.training.run_setup import build_setup, final_losses, final_metrics
 
 __all__ = ["TrainSummary", "train", "train_group", "train_with_branches", "check_groupable",
-           "GROUP_FIELDS"]
+           "GROUP_FIELDS", "reached"]
 
 # What may differ between the runs of one group; everything else must be equal.
 GROUP_FIELDS = ("model_dir", "run_id", "seed", "study", "mixture_weights", "mixture_caps",
@@ -62,7 +62,7 @@ def train_with_branches(configs: list[TrainConfig], *,
     Branches start only when every run finished; after a branch group that stops unfinished,
     the later ones are reported "preempted", not started."""
     summaries = train_group(configs, progress=progress)
-    stopped = next((s for s in summaries if s.status != "finished"), None)
+    stopped = next((s for s in summaries if s.status not in COMPLETE_STATUSES), None)
     by_step: dict[int, list[TrainConfig]] = {}
     for config in configs:
         for branch in branches.branch_configs(config):
@@ -76,8 +76,20 @@ def train_with_branches(configs: list[TrainConfig], *,
             continue
         done = train_group(group, progress=progress)
         summaries += done
-        stopped = next((s for s in done if s.status != "finished"), None)
+        stopped = next((s for s in done if s.status not in COMPLETE_STATUSES), None)
     return summaries
+
+
+def reached(existing: dict[str, Any] | None, config: TrainConfig) -> str:
+    """"finished" or "stopped" when a run's run.json (`existing`) says it already trained as far
+    as `config` asks (its end; or, stopped early, at least to `config`'s stop step), else ""."""
+    status = (existing or {}).get("status")
+    if status == "finished":
+        return "finished"
+    if status == "stopped" and stop_at(config) < config.train_steps and \
+            int(existing.get("final_step", 0)) >= stop_at(config):
+        return "stopped"
+    return ""
 
 
 def check_groupable(configs: list[TrainConfig]) -> None:
@@ -122,13 +134,14 @@ def train_group(configs: list[TrainConfig], *,
     summaries: list[TrainSummary | None] = [None] * len(configs)
     by_step: dict[int, list[int]] = {}
     for i, (config, setup) in enumerate(zip(configs, setups, strict=True)):
-        if setup.existing is not None and setup.existing.get("status") == "finished":
+        done = reached(setup.existing, config)
+        if done:
             summaries[i] = TrainSummary(
-                setup.run_id, config.model_dir, "finished",
+                setup.run_id, config.model_dir, done,
                 int(setup.existing.get("final_step", config.train_steps)),
                 final_losses(config.model_dir, setup.first_eval_set),
                 time.perf_counter() - t_start,
-                tokens=int(setup.existing.get("final_tokens", 0)), message="already finished",
+                tokens=int(setup.existing.get("final_tokens", 0)), message=f"already {done}",
                 final_metrics=final_metrics(config.model_dir))
             continue
         latest = checkpoints.Checkpointer.latest_in(checkpoint_dir(config.model_dir))
@@ -154,6 +167,6 @@ def train_group(configs: list[TrainConfig], *,
             loop.close()
         for i, summary in zip(members, results, strict=True):
             summaries[i] = summary
-            if summary.status != "finished" and not stopped:
+            if summary.status not in COMPLETE_STATUSES and not stopped:
                 stopped = f"run {summary.run_id} {summary.status}"
     return summaries  # type: ignore[return-value]
