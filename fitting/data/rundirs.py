@@ -6,7 +6,8 @@ table.
 * :func:`final_losses_from_rows`: pair -> value at the last step of one (eval set, metric) series,
   the rule of the tidy table's ``final`` column, applied to rows;
 * :func:`read_branch`: ``(parent_run, branch_step)`` of a cool-down branch's ``run.json``;
-* :func:`read_run_dir`, :func:`collect_runs`: run directories -> the tidy table.
+* :func:`read_run_dir`, :func:`collect_runs`: run directories -> the tidy table (a run stopped
+  early, ``run.json`` status :data:`STOPPED`, has no ``final`` row: its last step is not its end).
 
 Paths are local or remote (:mod:`fitting.data.io`). Errors are :class:`fitting.core.base.FitError` naming
 the file, the line and the field: ``"PATH: line N: …"``.
@@ -35,7 +36,12 @@ __all__ = [
     "read_branch",
     "read_run_dir",
     "collect_runs",
+    "STOPPED",
 ]
+
+#: run.json ``status`` of a run stopped early at a share of its steps (its rows are a prefix of
+#: the full run's; ``planned_learning_rate`` rows carry the rates of the steps not trained)
+STOPPED = "stopped"
 
 _KEY = ("step", "task", "eval_set", "metric")
 
@@ -320,7 +326,8 @@ def read_run_dir(run_dir: str | os.PathLike) -> pd.DataFrame:
         # "final": rows at the run's last evaluated step of that (pair, eval_set, metric) series
         # among evaluation metrics; train-only rows get their own last step.
         last = df.groupby(["eval_set", "metric"])["step"].transform("max")
-        df["final"] = df["step"] == last
+        # a run stopped early (run.json status "stopped") has not reached its end: no final row
+        df["final"] = (df["step"] == last) & (meta.get("status") != STOPPED)
     else:
         df["final"] = pd.Series(dtype=bool)
     return df

@@ -135,6 +135,17 @@ def test_null_branch_is_an_ordinary_run(tmp_path):
     assert (tab["parent_run"] == "").all() and tab["branch_step"].isna().all()
 
 
+def test_a_run_stopped_early_has_no_final_row(tmp_path):
+    fin = make_final_table(sizes=[1e5, 1e6], weights=(0.5,))
+    dirs = write_run_dirs(fin, str(tmp_path))
+    _edit_run_json(dirs[0], lambda m: m.update(status="stopped"))
+    tab = collect_runs(dirs)
+    stopped = tab["run_id"] == os.path.basename(dirs[0])
+    assert not tab.loc[stopped, "final"].any()
+    assert tab.loc[~stopped & (tab["step"] == 1000), "final"].all()
+    assert os.path.basename(dirs[0]) not in set(final_losses(tab)[0]["run_id"])
+
+
 # -- synthetic studies with cool-down branches ----------------------------------------------------
 
 
