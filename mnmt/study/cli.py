@@ -41,7 +41,7 @@ from pathlib import Path
 
 from mnmt.study import lock, mesh_plan, mixture_design, train_options, verify
 from mnmt.study.progress import StudyProgress
-from mnmt.study.runner import RunStopped, run_all, run_status
+from mnmt.study.runner import RunStopped, run_all, run_complete
 from mnmt.study.spec import (
     PRESET_SUMMARIES,
     PRESETS,
@@ -51,6 +51,9 @@ from mnmt.study.spec import (
     group_runs,
     mixture_count,
     progress_entries,
+    stop_check_runs,
+    stop_savings,
+    stopped_runs,
     training_groups,
     with_branches,
 )
@@ -91,15 +94,40 @@ def cmd_run(args: argparse.Namespace) -> int:
         + ")" + (f" + {n_branches} cool-down branches" if n_branches else "")
         + f" on {spec.pairs} -> {out}"
         + (f"; {workers} worker processes" if workers > 1 else ""))
+    if spec.stop_fraction < 1.0:
+        log(f"early stop at {spec.stop_fraction:.0%} of each run's steps: "
+            f"{len(stopped_runs(spec))} runs stopped, {len(stop_check_runs(spec))} checks "
+            "trained to the end (StudySpec.stop_checks)")
     data = prepare_data(spec, out, log)
     run_dirs = _train(spec, runs, data, out, progress, workers, flops)
     report = export_and_report(spec, run_dirs, data, out, log)
     log(_summary(report, {pair: sets[spec.eval_sets[0]] for pair, sets in data.irreducible_loss.items()}))
+    if spec.stop_fraction < 1.0:
+        log(compute_saved(spec, runs, progress))
     if spec.verify:
         report = _verify(spec, out, data, run_dirs, args.workers, log)
     log(f"study {spec.name}: finished in {time.monotonic() - start:.0f} s; report: "
         f"{getattr(report, 'markdown_path', out / 'report')}")
     return 0
+
+
+def compute_saved(spec, runs, progress: StudyProgress) -> str:
+    """One line: the run-steps an early stop left untrained (`spec.stop_savings`) of the full
+    plan's, and the wall time they would have cost at this invocation's measured cost per
+    run-step of each size (`StudyProgress.cost_per_run_step`; not measured: not estimated)."""
+    savings = stop_savings(spec, runs)
+    saved = sum(v[0] for v in savings.values())
+    total = sum(v[1] for v in savings.values())
+    costs = {size: progress.cost_per_run_step(size) for size in savings}
+    wall = sum(v[0] * (costs[size] or 0.0) for size, v in savings.items())
+    unmeasured = sorted(size for size, v in savings.items() if v[0] and not costs[size])
+    text = (f"compute saved by the early stop: {saved:,} of {total:,} run-steps not trained "
+            f"({saved / max(total, 1):.0%})")
+    if wall:
+        text += f", ≈ {wall / 60:.1f} min of wall at this run's measured cost per run-step"
+    if unmeasured:
+        text += f" (sizes {', '.join(unmeasured)} not timed in this invocation: left out)"
+    return text + "; report: section Early stop"
 
 
 def _training_progress(spec, runs, workers_arg) -> tuple[StudyProgress, int, dict]:
@@ -153,7 +181,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     spec = verify.recorded_spec(out)
     prepare_out_dir(out, spec, command="verify")
     runs = with_branches(spec, expand(spec))
-    unfinished = [r.run_id for r in runs if run_status(out / "runs" / r.run_id) != "finished"]
+    unfinished = [r.run_id for r in runs if not run_complete(spec, r, out / "runs")]
     if unfinished:
         raise UsageError(f"{out}: {len(unfinished)} of the study's runs are not finished (e.g. "
                          f"{unfinished[0]}); finish them with `mnmt-study run` first")
@@ -273,10 +301,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(json.dumps(_plan_json(spec, runs), indent=1))
         return 0
     trained = {"runs": 0, "branches": 0}
+    stopped = stopped_runs(spec)
     for run in with_branches(spec, runs):
         first, last = spec.run_steps(run)
         trained["branches" if run.parent else "runs"] += last - first
-        print(_plan_line(run, first, last))
+        print(_plan_line(run, first, last) + _stop_note(spec, run, stopped))
     n_branches = sum(len(branch_runs(spec, run)) for run in runs)
     cost = f"# {len(runs)} runs, {trained['runs']:,} steps"
     if n_branches:
@@ -285,6 +314,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     roles = Counter(mixture_design.role(run) for run in runs)
     cost += "; " + ", ".join(f"{roles[r]} {r}" for r in _ROLES if roles[r])
     print(cost, file=sys.stderr)
+    if stopped:
+        print(f"# early stop at {spec.stop_fraction:.0%}: {len(stopped)} runs stopped, "
+              f"{len(stop_check_runs(spec))} checks; "
+              + compute_saved(spec, runs, StudyProgress([])).split("; report")[0],
+              file=sys.stderr)
     if spec.train_overrides:
         print(f"# training options beyond the defaults: "
               f"{train_options.describe(spec.train_overrides)}", file=sys.stderr)
@@ -306,6 +340,15 @@ def _plan_json(spec, runs) -> dict:
 
 
 _ROLES = (mixture_design.ROLE_DESIGN, mixture_design.ROLE_BASELINE, mixture_design.ROLE_HELDOUT)
+
+
+def _stop_note(spec, run, stopped) -> str:
+    """`plan`'s note on a run under an early stop: stopped (of how many steps) or a check."""
+    if spec.stop_fraction >= 1.0 or run.parent or run.heldout:
+        return ""
+    if run.run_id in stopped:
+        return f"\tstopped early (of {spec.steps_for(run.size)} steps; end predicted)"
+    return "\tcheck (trained to the end)"
 
 
 def _plan_line(run, first: int, last: int) -> str:

@@ -117,18 +117,72 @@ def expand(spec: StudySpec) -> list[RunSpec]:
     return runs
 
 
+def _experiments(runs: list[RunSpec]) -> dict[tuple, list[RunSpec]]:
+    """The design runs (not held out, not branches) by experiment: size, weights and tag; the
+    seeds of one experiment together, in `expand` order."""
+    out: dict[tuple, list[RunSpec]] = {}
+    for run in runs:
+        if not run.heldout and not run.parent:
+            key = (run.size, tuple(sorted(run.weights.items())), run.mixture)
+            out.setdefault(key, []).append(run)
+    return out
+
+
+def stop_check_runs(spec: StudySpec) -> list[str]:
+    """The design runs trained to the end when the others stop early (`StudySpec.stop_checks`):
+    by default one experiment per size with all its seeds — the middle of the size's
+    seed-repeated experiments where it has any (they measure σ_seed, which needs their ends),
+    else its middle mixture; ("all",) every design run; else the run ids given, each checked."""
+    experiments = _experiments(expand(spec))
+    design = [r.run_id for runs in experiments.values() for r in runs]
+    if spec.stop_checks == ("all",):
+        return design
+    if spec.stop_checks:
+        unknown = [r for r in spec.stop_checks if r not in design]
+        if unknown:
+            raise StudyError(f"StudySpec.stop_checks: {unknown[0]!r} is not a design run of the "
+                             f"study (held-out runs always train to the end); design runs: "
+                             f"{', '.join(design[:12])}{', …' if len(design) > 12 else ''}")
+        return list(dict.fromkeys(spec.stop_checks))
+    out = []
+    for size in dict.fromkeys(key[0] for key in experiments):
+        mine = [runs for key, runs in experiments.items() if key[0] == size]
+        repeated = [runs for runs in mine if len(runs) > 1] or mine
+        out += [r.run_id for r in repeated[len(repeated) // 2]]
+    return out
+
+
+_STOPPED: list[tuple[StudySpec, frozenset[str]]] = []  # the last spec asked: one expansion
+
+
+def stopped_runs(spec: StudySpec) -> frozenset[str]:
+    """The run ids that stop early at `StudySpec.stop_fraction` (none when it is 1): every design
+    run but the checks (`stop_check_runs`)."""
+    if spec.stop_fraction >= 1.0:
+        return frozenset()
+    if _STOPPED and _STOPPED[0][0] is spec:
+        return _STOPPED[0][1]
+    checks = set(stop_check_runs(spec))
+    out = frozenset(r.run_id for runs in _experiments(expand(spec)).values() for r in runs
+                    if r.run_id not in checks)
+    _STOPPED[:] = [(spec, out)]
+    return out
+
+
 def branch_runs(spec: StudySpec, run: RunSpec) -> list[RunSpec]:
     """The cool-down branches of `run` (`StudySpec.cooldown_branches`), by step; none for a
-    held-out run when `StudySpec.heldout_branches` is False."""
+    held-out run when `StudySpec.heldout_branches` is False, and none after the stop of a run
+    stopped early (`StudySpec.stop_fraction`: no checkpoint to leave from)."""
     if run.parent or (run.heldout and not spec.heldout_branches):
         return []
+    stop = spec.stop_step_for(run)
     share = branches.resolve_cooldown_share(spec.steps_for(run.size), spec.cooldown_for(run.size),
                                             spec.branch_cooldown_fraction or None,
                                             BRANCH_FIELDS) if spec.cooldown_branches else 0.0
     return [dataclasses.replace(run, run_id=branches.branch_run_id(run.run_id, step),
                                 parent=run.run_id, branch_step=step,
                                 cooldown_steps=branches.cooldown_steps_at(step, share))
-            for step in spec.branch_steps_for(run.size)]
+            for step in spec.branch_steps_for(run.size) if step <= stop]
 
 
 def with_branches(spec: StudySpec, runs: list[RunSpec]) -> list[RunSpec]:
@@ -155,6 +209,21 @@ def progress_entries(spec: StudySpec, runs: list[RunSpec]) -> list[tuple[str, st
     return out
 
 
+def stop_savings(spec: StudySpec, runs: list[RunSpec]) -> dict[str, tuple[int, int]]:
+    """{size: (run-steps not trained, run-steps of the full plan)} of `runs` and their branches
+    under `StudySpec.stop_fraction`: each stopped run's steps after its stop and the cool-down
+    steps of its branches after it, against every run and branch trained to its end."""
+    full = dataclasses.replace(spec, stop_fraction=1.0)
+    out: dict[str, tuple[int, int]] = {}
+    kept = {r.run_id: spec.run_steps(r) for r in with_branches(spec, runs)}
+    for run in with_branches(full, runs):
+        first, last = full.run_steps(run)
+        trained = kept[run.run_id][1] - kept[run.run_id][0] if run.run_id in kept else 0
+        saved, total = out.get(run.size, (0, 0))
+        out[run.size] = (saved + (last - first) - trained, total + (last - first))
+    return out
+
+
 def training_groups(spec: StudySpec, groups: list[list[RunSpec]]) -> list[list[str]]:
     """The run ids trained together, in order: each group, then its branch groups."""
     return [[r.run_id for r in g] for group in groups
@@ -162,10 +231,12 @@ def training_groups(spec: StudySpec, groups: list[list[RunSpec]]) -> list[list[s
 
 
 def group_runs(spec: StudySpec, runs: list[RunSpec]) -> list[list[RunSpec]]:
-    """Runs that train together (`StudySpec.max_group`): same size and steps, grid order."""
-    by_size: dict[tuple[str, int], list[RunSpec]] = {}
+    """Runs that train together (`StudySpec.max_group`): same size, steps and stop, grid
+    order."""
+    by_size: dict[tuple[str, int, int], list[RunSpec]] = {}
     for run in runs:
-        by_size.setdefault((run.size, spec.steps_for(run.size)), []).append(run)
+        key = (run.size, spec.steps_for(run.size), spec.stop_step_for(run))
+        by_size.setdefault(key, []).append(run)
     step = max(1, spec.max_group)
     return [members[i:i + step] for members in by_size.values()
             for i in range(0, len(members), step)]

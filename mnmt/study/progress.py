@@ -141,6 +141,11 @@ class StudyProgress:
         parts.append(f"study ETA {format_duration(self.eta_s())}")
         self._emit(" | ".join(parts))
 
+    def cost_per_run_step(self, size: str) -> float | None:
+        """Wall seconds one run-step of `size` cost in this study so far (the ETA's estimate,
+        class docstring; None before any measurement)."""
+        return self._cost_per_step(size)
+
     def _ratio(self) -> float:
         return sorted(self._ratios)[len(self._ratios) // 2] if self._ratios else 1.0
 

@@ -59,6 +59,23 @@ def run_status(run_dir: Path) -> str | None:
         return "running"  # a run.json being rewritten; the trainer decides whether it can resume
 
 
+def run_complete(spec: StudySpec, run: RunSpec, runs_dir: Path) -> bool:
+    """Whether `run` has trained as far as `spec` asks: finished, or stopped early at (or
+    after) its stop step (`StudySpec.stop_fraction`; a stopped run is not complete once the
+    study asks for its end, and resumes from its checkpoint)."""
+    run_dir = runs_dir / run.run_id
+    status = run_status(run_dir)
+    if status == "finished":
+        return True
+    stop = spec.stop_step_for(run)
+    if status != "stopped" or run.parent or stop >= spec.steps_for(run.size):
+        return False
+    try:
+        return int(json.loads((run_dir / "run.json").read_text()).get("final_step", 0)) >= stop
+    except (OSError, ValueError):
+        return False
+
+
 def register_run_mixture(spec: StudySpec, run: RunSpec, data: StudyData) -> str:
     """Register (idempotently) the SeqIO mixture of one run's weights and return its name."""
     from mnmt.data import mixtures
@@ -93,6 +110,8 @@ def make_train_config(spec: StudySpec, run: RunSpec, data: StudyData, run_dir: P
         model_size=run.size,
         vocabulary_path=data.vocabulary_path,
         train_steps=spec.steps_for(run.size),
+        stop_step=0 if run.parent or spec.stop_step_for(run) >= spec.steps_for(run.size)
+        else spec.stop_step_for(run),
         inputs=InputConfig(
             mixture_or_task_name=mixture_name or register_run_mixture(spec, run, data),
             feature_lengths=spec.lengths,
@@ -162,7 +181,7 @@ def run_all(
         for members in [group, *branch_groups(spec, group)]:
             pending = []
             for run in members:
-                if run_status(runs_dir / run.run_id) == "finished":
+                if run_complete(spec, run, runs_dir):
                     progress.skip_run(run.run_id)
                 else:
                     pending.append(run)
@@ -190,7 +209,7 @@ def _train_group(spec: StudySpec, pending: list[RunSpec], data: StudyData, runs_
         message = str(err).strip().splitlines()[0]
         named = [run for run in pending if str(runs_dir / run.run_id) in message]
         raise RunStopped((named or pending)[0].run_id, "unreadable", message) from err
-    unfinished = [s for s in summaries if s.status != "finished"]
+    unfinished = [s for s in summaries if s.status not in ("finished", "stopped")]
     if unfinished:  # preempted (checkpointed) or diverged: the diverged one is named first
         first = sorted(unfinished, key=lambda s: s.status != "diverged")[0]
         raise RunStopped(first.run_id, first.status, first.message, first.stop_signal)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 
 import gin
 
@@ -29,6 +30,9 @@ from mnmt.study.expansion import (
     progress_entries,
     run_id,
     size_weights,
+    stop_check_runs,
+    stop_savings,
+    stopped_runs,
     training_groups,
     with_branches,
 )
@@ -38,8 +42,8 @@ from mnmt.training import branches  # light: configuration only
 __all__ = [
     "FERNANDES_TWO_PAIR_GRID", "PRESETS", "PRESET_SUMMARIES", "RunSpec", "StudyError", "StudySpec",
     "branch_groups", "branch_runs", "expand", "group_runs", "mixture_count", "mixture_weights",
-    "progress_entries", "run_id", "simplex_grid", "size_weights", "training_groups", "validate",
-    "with_branches",
+    "progress_entries", "run_id", "simplex_grid", "size_weights", "stop_check_runs", "stop_savings",
+    "stopped_runs", "training_groups", "validate", "with_branches",
 ]
 
 # Fernandes et al. 2023 §3.2: weights of the first pair in two-pair mixtures.
@@ -151,6 +155,18 @@ class StudySpec:
     # Share of each branch's steps its cool-down takes (0 = cooldown_fraction: a branch is then
     # exactly the run trained for D_b steps).
     branch_cooldown_fraction: float = 0.0
+    # Early stop: each design run that is not a check (below) stops at ⌈stop_fraction · its
+    # steps⌉ with the schedule of all its steps, so it is a prefix of the full run (the same study
+    # with stop_fraction=1 later resumes it to the end), and the report predicts its cooled-down
+    # end from its curve with an interval (fitting.report.early_stop). 1 = off. Held-out runs are
+    # never stopped; branches that would leave a stopped run after its stop are not trained
+    # (their ends are predicted), and L(N, D) reads trained cooled-down ends only.
+    stop_fraction: float = 1.0
+    # The design runs still trained to the end, whose trained ends check the predictions: () =
+    # one experiment per size with all its seeds (the size's seed-repeated experiment where it
+    # has one, else its middle mixture); ("all",) = every design run (nothing saved: a benchmark
+    # of the predictions); else run ids (`mnmt-study plan` lists them).
+    stop_checks: tuple[str, ...] = ()
     dropout_rate: float = 0.0
     # Activation/matmul dtype of every run (TrainConfig.activation_dtype): "float32", or
     # "bfloat16" (mixed precision; parameters, optimizer state and loss stay float32).
@@ -233,10 +249,21 @@ class StudySpec:
             self.branch_cooldown_fraction or None, BRANCH_FIELDS, decay=self.decay)
 
     def run_steps(self, run: RunSpec) -> tuple[int, int]:
-        """(first, last) step a run trains: (0, T) for a run, (b, b + c_b) for a branch."""
+        """(first, last) step a run trains: (0, T) for a run ((0, S) when it stops early at S,
+        `stop_step_for`), (b, b + c_b) for a branch."""
         if run.parent:
             return run.branch_step, run.branch_step + run.cooldown_steps
-        return 0, self.steps_for(run.size)
+        return 0, self.stop_step_for(run)
+
+    def stop_step_for(self, run: RunSpec) -> int:
+        """The step `run` trains to: ⌈stop_fraction · T⌉ for a stopped run
+        (`expansion.stopped_runs`), else its steps T (a branch: its budget)."""
+        if run.parent:
+            return run.branch_step + run.cooldown_steps
+        steps = self.steps_for(run.size)
+        if self.stop_fraction >= 1.0 or run.run_id not in stopped_runs(self):
+            return steps
+        return min(steps, math.ceil(self.stop_fraction * steps - 1e-9))
 
 
 def simplex_grid(num_pairs: int, resolution: int) -> list[tuple[float, ...]]:

@@ -186,6 +186,7 @@ def validate(spec: StudySpec) -> None:
         raise StudyError(f"StudySpec.cooldown_fraction: expected a share in [0, 1], got "
                          f"{spec.cooldown_fraction!r}")
     _validate_branches(spec)
+    _validate_stop(spec)
     problem = train_options.overrides_error(spec.train_overrides,
                                             [f.name for f in dataclasses.fields(spec)])
     if problem is not None:
@@ -224,6 +225,21 @@ def _validate_branches(spec: StudySpec) -> None:
             spec.branch_steps_for(size)
         except branches.BranchError as err:
             raise StudyError(f"{err} (size {size}, {spec.steps_for(size)} steps)") from None
+
+
+def _validate_stop(spec: StudySpec) -> None:
+    """`stop_fraction` a share in (0, 1]; `stop_checks` strings, "all" alone (the run ids are
+    checked against the study's runs by `mnmt.study.expansion.stop_check_runs`)."""
+    f = spec.stop_fraction
+    if not isinstance(f, int | float) or isinstance(f, bool) or not 0.0 < float(f) <= 1.0:
+        raise StudyError(f"StudySpec.stop_fraction: expected a share in (0, 1] (1: no early "
+                         f"stop), got {f!r}")
+    checks = spec.stop_checks
+    if not isinstance(checks, tuple | list) or not all(isinstance(c, str) for c in checks):
+        raise StudyError(f"StudySpec.stop_checks: expected run ids (strings), () or ('all',), "
+                         f"got {checks!r}")
+    if "all" in checks and len(checks) > 1:
+        raise StudyError(f"StudySpec.stop_checks: 'all' stands alone, got {checks!r}")
 
 
 def _validate_caps(spec: StudySpec) -> None:

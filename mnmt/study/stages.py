@@ -37,7 +37,7 @@ from mnmt.study.loading import (
 from mnmt.study.spec import StudySpec, expand
 
 __all__ = [
-    "STUDY_FILE", "UsageError", "atomic_write", "check_train_options", "decoder_only_sizes",
+    "STOP_FIELDS", "STUDY_FILE", "UsageError", "atomic_write", "check_train_options", "decoder_only_sizes",
     "enable_compilation_cache", "export_and_report", "load_spec", "mixture_constraints",
     "needs_separator", "parse_bindings", "prepare_caches", "prepare_data", "prepare_out_dir",
     "preset_names", "repo_root", "spec_json", "study_domains", "study_files", "study_summary",
@@ -45,12 +45,15 @@ __all__ = [
 ]
 
 STUDY_FILE = "study.json"
+#: StudySpec fields that may change between invocations in one OUT: an early stop only decides
+#: how far each run trains (a stopped run is a prefix of the full run, and resumes to its end)
+STOP_FIELDS = ("stop_fraction", "stop_checks")
 
 
 def prepare_out_dir(out: Path, spec: StudySpec, *, command: str = "run",
                     shared: bool = False) -> None:
     """Create OUT (if needed), lock it, check it is writable, and refuse one that holds a
-    different study.
+    different study (`STOP_FIELDS` may differ: the record is rewritten).
 
     The lock (`mnmt.study.lock`, exclusive unless `shared`) is taken before anything is written
     in OUT and kept until the command ends; `lock.DirectoryInUse` when another process holds it.
@@ -79,12 +82,13 @@ def prepare_out_dir(out: Path, spec: StudySpec, *, command: str = "run",
         defaults = spec_json(StudySpec())
         differing = sorted(k for k in set(previous) | set(current)
                            if previous.get(k, defaults.get(k)) != current.get(k))
-        if differing:
+        if any(k not in STOP_FIELDS for k in differing):
             raise UsageError(
                 f"{out} holds a different study (fields differ: {', '.join(differing)}); "
                 "use another --out to keep both"
             )
-        return
+        if not differing:
+            return  # else: the same study, stopped at another point: recorded anew
     atomic_write(record, json.dumps(current, indent=2, sort_keys=True) + "\n")
 
 

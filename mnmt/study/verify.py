@@ -205,14 +205,14 @@ def check_trained_weights(runs: list[RunSpec], runs_dir: Path) -> None:
 
 
 def training_spec(spec: StudySpec) -> StudySpec:
-    """The spec the verification runs train under: the study's, without cool-down branches and
-    evaluated at the end only (a verification run is judged by its final loss alone; the
+    """The spec the verification runs train under: the study's, without cool-down branches or an
+    early stop, and evaluated at the end only (a verification run is judged by its final loss alone; the
     intermediate evaluations cost a group time and never change a final loss)."""
     last = max([spec.train_steps, *(steps for _, steps in spec.train_steps_by_size)])
-    if not spec.cooldown_branches and spec.eval_every >= last:
+    if not spec.cooldown_branches and spec.eval_every >= last and spec.stop_fraction >= 1.0:
         return spec
     return dataclasses.replace(spec, cooldown_branches=(), branch_cooldown_fraction=0.0,
-                               eval_every=last)
+                               eval_every=last, stop_fraction=1.0)
 
 
 def _tuples(value):

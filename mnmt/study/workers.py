@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from mnmt.study.progress import StudyProgress
-from mnmt.study.runner import RunStopped, run_all, run_status
+from mnmt.study.runner import RunStopped, run_all, run_complete
 from mnmt.study.spec import RunSpec, StudySpec, group_runs, with_branches
 
 __all__ = ["available_cores", "default_workers", "run_parallel", "worker_environment"]
@@ -95,10 +95,9 @@ def run_parallel(
     runs_dir = out / "runs"
     everything = [runs_dir / run.run_id for run in with_branches(spec, runs)]
     pending = [g for g in queue_order(spec, runs, step_flops or {})
-               if not all(run_status(runs_dir / r.run_id) == "finished"
-                          for r in with_branches(spec, g))]
+               if not all(run_complete(spec, r, runs_dir) for r in with_branches(spec, g))]
     for run in with_branches(spec, runs):
-        if run_status(runs_dir / run.run_id) == "finished":
+        if run_complete(spec, run, runs_dir):
             progress.skip_run(run.run_id)
     if not pending:
         return everything
