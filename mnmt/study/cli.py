@@ -111,21 +111,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def compute_saved(spec, runs, progress: StudyProgress) -> str:
+def compute_saved(spec, runs, progress: StudyProgress | None) -> str:
     """One line: the run-steps an early stop left untrained (`spec.stop_savings`) of the full
     plan's, and the wall time they would have cost at this invocation's measured cost per
-    run-step of each size (`StudyProgress.cost_per_run_step`; not measured: not estimated)."""
+    run-step of each size (`StudyProgress.cost_per_run_step`; not measured, or no `progress`:
+    not estimated)."""
     savings = stop_savings(spec, runs)
     saved = sum(v[0] for v in savings.values())
     total = sum(v[1] for v in savings.values())
-    costs = {size: progress.cost_per_run_step(size) for size in savings}
+    costs = {size: progress.cost_per_run_step(size) if progress else None for size in savings}
     wall = sum(v[0] * (costs[size] or 0.0) for size, v in savings.items())
     unmeasured = sorted(size for size, v in savings.items() if v[0] and not costs[size])
     text = (f"compute saved by the early stop: {saved:,} of {total:,} run-steps not trained "
             f"({saved / max(total, 1):.0%})")
     if wall:
         text += f", ≈ {wall / 60:.1f} min of wall at this run's measured cost per run-step"
-    if unmeasured:
+    if unmeasured and progress:
         text += f" (sizes {', '.join(unmeasured)} not timed in this invocation: left out)"
     return text + "; report: section Early stop"
 
@@ -317,7 +318,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if stopped:
         print(f"# early stop at {spec.stop_fraction:.0%}: {len(stopped)} runs stopped, "
               f"{len(stop_check_runs(spec))} checks; "
-              + compute_saved(spec, runs, StudyProgress([])).split("; report")[0],
+              + compute_saved(spec, runs, None).split("; report")[0],
               file=sys.stderr)
     if spec.train_overrides:
         print(f"# training options beyond the defaults: "
