@@ -52,6 +52,7 @@ from fitting.report.chinchilla import (
 )
 from fitting.report.curves import curves_section
 from fitting.report.dpl import dpl_section
+from fitting.report.early_stop import early_stop_section
 from fitting.report.extrapolation import extrapolation_section
 from fitting.report.heldout import heldout_section
 from fitting.report.markdown import Document
@@ -87,6 +88,7 @@ def write_report(
     heldout_runs: Sequence[str] = (),
     mixture_constraints: dict | None = None,
     verification: dict | None = None,
+    stop_fraction: float | None = None,
 ) -> Report:
     """Fit the laws to ``table``'s final losses and write the report into ``out_dir``.
 
@@ -112,6 +114,10 @@ def write_report(
         (:mod:`fitting.report.verification`: size, seeds, mixtures, runs): removed from the
         table before every fit, reported in the section "Verification"
         (``fits.json["mixture"]["verification"]``).
+      stop_fraction: the early stop's share of each run's steps (section "Early stop",
+        :mod:`fitting.report.early_stop`, ``fits.json["early_stop"]``); None: read from the
+        table's stopped runs (none: no section). Given for a table of full runs, each run is cut
+        at its stop as if stopped and every end checks its prediction.
     """
     if not isinstance(table, pd.DataFrame):
         table = read_table(table)
@@ -161,6 +167,11 @@ def write_report(
         curves = curves_section(doc, rep, view, out_dir)
     except Exception as e:  # the section skips its own failures; anything else, said here
         rep.skipped["section curve-law continuations"] = f"{type(e).__name__}: {e}"
+    early = None
+    try:
+        early = early_stop_section(doc, rep, view, stop_fraction)
+    except Exception as e:  # the section skips its own failures; anything else, said here
+        rep.skipped["section early stop"] = f"{type(e).__name__}: {e}"
     ext = Document()
     try:
         rep.extrapolation = extrapolation_section(ext, rep, view, cooled, curves, mixture)
@@ -176,6 +187,7 @@ def write_report(
     rep.markdown = doc.markdown()
     payload = _payload(rep, view, title, ground_truth, mixture)
     payload["curves"] = curves  # fitting.report.curves: branch ends predicted and trained
+    payload["early_stop"] = early  # fitting.report.early_stop: predicted ends of stopped runs
     # Temporary names, then renames: a failed write (a full disk: io.NoSpaceError naming the
     # file) leaves a previous report's three files as they were.
     io.write_files_atomic({rep.markdown_path: rep.markdown, rep.html_path: doc.html(title),

@@ -1,0 +1,182 @@
+"""A run stopped early: its cooled-down end predicted from its curve up to the stop, with a
+predictive interval calibrated on the runs trained to the end.
+
+A run of T steps stopped at S = ⌈f·T⌉ (``StudySpec.stop_fraction``; the training stack's
+``TrainConfig.stop_step``) has its losses up to S under the schedule of all T steps, and its
+learning rates after S as ``planned_learning_rate`` rows (:data:`PLANNED_LR_METRIC`,
+:func:`with_planned_rates`). A schedule-aware curve law (Tissue et al. 2024 eq. 1, in the form
+and annealing momentum the report's curve section uses, :mod:`fitting.laws.curves.annealing`)
+fitted on the run's losses from ``from_step`` to S and on its cool-down branches that left at or
+before S (those a stopped study trains; without a cool-down in the fit the rsqrt phase cannot
+tell the annealing term from A·S1^−α, :mod:`fitting.laws.curves.branches`) gives the loss at T
+from the run's full schedule (:func:`predict_stopped_end`). The law describes the loss it is
+fitted on (the pair's training loss); the loss judged (``targets``, e.g. the pair's validation
+loss) may sit apart from it, so the prediction adds the median gap target − law over the fitted
+runs' target points within their fitted steps (each branch's, and the parent's up to S; 0
+where there are none, stated in ``offset_points``).
+
+The interval (:func:`calibrated_intervals`) is :func:`fitting.core.predictive.
+predictive_interval` with one term, fixed before any check is read: the RMS log error of the
+same prediction made for the **check runs** (trained to T, cut at S), leaving out the run's own
+experiment (its seeds: their errors are alike) — leave-one-experiment-out for a check, all
+checks for a stopped run. The checks' errors already hold every source of error between a
+prediction and a trained end (the fit's sensitivity, the law's misfit, the end's own noise), so
+nothing is added to them; with fewer than :data:`MIN_CALIBRATION` such errors there is no
+interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fitting.core.base import FitError
+from fitting.core.predictive import PredictiveInterval, predictive_interval
+from fitting.laws.curves.annealing import fit_annealing_law
+from fitting.laws.curves.runs import Curve
+
+__all__ = ["PLANNED_LR_METRIC", "MIN_CALIBRATION", "StoppedEnd", "stop_step",
+           "with_planned_rates", "predict_stopped_end", "calibrated_intervals"]
+
+#: the metric of a stopped run's planned learning rates (docs/reference/metrics_schema.md)
+PLANNED_LR_METRIC = "planned_learning_rate"
+#: the fewest check errors (other experiments) an interval is calibrated on
+MIN_CALIBRATION = 2
+
+
+def stop_step(end: float, fraction: float) -> int:
+    """S = ⌈fraction · end⌉, the step a run of ``end`` steps stops at (as the study plans it)."""
+    if not 0.0 < fraction <= 1.0:
+        raise FitError(f"the stop fraction must lie in (0, 1], got {fraction!r}",
+                       column="stop_fraction")
+    return int(min(end, math.ceil(fraction * end - 1e-9)))
+
+
+def with_planned_rates(curves: dict[str, Curve], table: pd.DataFrame) -> dict[str, Curve]:
+    """``curves`` with each stopped run's :data:`PLANNED_LR_METRIC` rows after its last logged
+    rate appended to its rates (a run without them unchanged): the schedule of all its steps."""
+    if "metric" not in table.columns:
+        return curves
+    rows = table[table["metric"] == PLANNED_LR_METRIC]
+    if rows.empty:
+        return curves
+    out = dict(curves)
+    for run, g in rows.groupby(rows["run_id"].astype(str)):
+        c = curves.get(run)
+        if c is None:
+            continue
+        later = g["step"].to_numpy(float) > c.lr_steps.max()
+        if not later.any():
+            continue
+        out[run] = Curve(c.run, np.concatenate([c.lr_steps, g["step"].to_numpy(float)[later]]),
+                         np.concatenate([c.lr, g["value"].to_numpy(float)[later]]), c.steps,
+                         c.loss, c.n, window=c.window, parent=c.parent,
+                         branch_step=c.branch_step)
+    return out
+
+
+@dataclass
+class StoppedEnd:
+    """One run's predicted end: ``run``, ``pair``, ``n``, ``stop`` S and ``end`` T (steps),
+    ``predicted`` (the law at T plus ``offset``, which rests on ``offset_points`` target points),
+    the ``branches`` fitted with it, the fit's ``params`` and ``warnings``; once judged,
+    ``measured`` (the trained end; None for a run stopped) and ``interval``."""
+
+    run: str
+    pair: str
+    n: float
+    stop: int
+    end: int
+    predicted: float
+    offset: float
+    offset_points: int
+    branches: list[str] = field(default_factory=list)
+    params: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    measured: float | None = None
+    interval: PredictiveInterval | None = None
+
+    @property
+    def error(self) -> float | None:
+        """(predicted − measured) / measured, None without a trained end."""
+        return None if self.measured is None else (self.predicted - self.measured) / self.measured
+
+
+def _cut(c: Curve, last: float, first: float = 0.0) -> Curve:
+    keep = (c.steps <= last) & (c.steps >= first)
+    return Curve(c.run, c.lr_steps, c.lr, c.steps[keep], c.loss[keep], c.n,
+                 window=c.window[keep], parent=c.parent, branch_step=c.branch_step)
+
+
+def _offset(fit: Any, fitted: list[Curve], targets: dict[str, Curve], from_step: float
+            ) -> tuple[float, int]:
+    """(median of target − law, points) over each fitted run's target losses within its fitted
+    steps (from ``from_step`` to its last fitted loss); (0, 0) without any."""
+    gaps = []
+    for c in fitted:
+        t = targets.get(c.run)
+        if t is None or not t.steps.size or not c.steps.size:
+            continue
+        m = (t.steps >= max(from_step, c.steps.min())) & (t.steps <= c.steps.max())
+        if m.any():
+            gaps.append(t.loss[m] - fit.predict(t.steps[m], c.lr_steps, c.lr,
+                                                window=t.window[m]))
+    if not gaps:
+        return 0.0, 0
+    g = np.concatenate(gaps)
+    return float(np.median(g)), int(g.size)
+
+
+def predict_stopped_end(curves: dict[str, Curve], run: str, stop: int, *,
+                        targets: dict[str, Curve] | None = None, pair: str = "",
+                        from_step: float = 0.0, lam: float, form: str,
+                        max_points: int = 60) -> StoppedEnd:
+    """The loss of ``run`` at the last step T of its schedule predicted from its losses in
+    [``from_step``, ``stop``] and its branches that left at or before ``stop`` (module
+    docstring); ``targets`` the losses judged (None: ``curves``). FitError naming the run when
+    its rates do not reach past the stop or the fit fails."""
+    c = curves[run]
+    end = int(round(c.lr_steps.max()))
+    if end <= stop:
+        raise FitError(f"run {run!r}: its learning rates end at step {end}, not after the stop "
+                       f"{stop} (a stopped run logs its planned rates)", column="lr")
+    branches = sorted((r for r, b in curves.items() if b.parent == run and b.steps.size
+                       and b.branch_step <= stop), key=lambda r: curves[r].branch_step)
+    fitted = [_cut(c, stop, from_step)] + [curves[b] for b in branches]
+    fit = fit_annealing_law(fitted, lam=lam, form=form, from_step=from_step,
+                            max_points=max_points, size_terms=False)
+    gap, points = _offset(fit, fitted, curves if targets is None else targets, from_step)
+    pred = float(fit.predict([end], c.lr_steps, c.lr)[0]) + gap
+    if not (math.isfinite(pred) and pred > 0):
+        raise FitError(f"run {run!r}: the law predicts {pred} at step {end}", column="loss")
+    return StoppedEnd(run=run, pair=pair, n=float(c.n), stop=int(stop), end=end, predicted=pred,
+                      offset=gap, offset_points=points, branches=branches,
+                      params=dict(fit.params), warnings=list(fit.warnings))
+
+
+def calibrated_intervals(ends: Sequence[StoppedEnd], experiment: dict[str, Any]) -> str:
+    """Give each end its predictive interval (module docstring): the calibration sd of a check
+    (``measured`` set) is the RMS log error of the checks of other experiments
+    (``experiment[run]``), of a stopped run that of every check. Returns "" or why no end got
+    one (too few checks)."""
+    checks = [e for e in ends if e.measured is not None and e.measured > 0]
+    logs = {e.run: math.log(e.predicted / e.measured) for e in checks}
+    missing = 0
+    for e in ends:
+        own = experiment.get(e.run, e.run)
+        errs = [v for r, v in logs.items() if e.measured is None or
+                experiment.get(r, r) != own]
+        if len(errs) < MIN_CALIBRATION:
+            missing += 1
+            continue
+        sd = float(np.sqrt(np.mean(np.square(errs))))
+        e.interval = predictive_interval(e.predicted, sd_extrapolation=sd)
+    if not missing:
+        return ""
+    return (f"{missing} end(s) without an interval: fewer than {MIN_CALIBRATION} check errors "
+            "of other experiments to calibrate on (StudySpec.stop_checks)")
