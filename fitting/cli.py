@@ -112,6 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--heldout", action="append", metavar="RUN_ID",
                    help="a run trained but never fitted: left out of every fit and predicted "
                         "in the report (repeatable)")
+    p.add_argument("--stop-fraction", type=float, metavar="F",
+                   help="section Early stop: predict each run's cooled-down end from its curve "
+                        "up to F of its steps (default: a stopped study's own fraction; given "
+                        "for a table of full runs, every end checks its prediction)")
 
     p = sub.add_parser("compare", help="f(p) of several studies side by side (Fernandes Fig. 6)")
     p.add_argument("studies", nargs="+", metavar="TABLE_OR_DIR",

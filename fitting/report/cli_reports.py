@@ -42,7 +42,8 @@ def report_command(args: argparse.Namespace) -> dict:
                        n_refits=args.n_refits, seed=args.seed, drop_invalid=args.drop_invalid,
                        preferences=parse_values(args.preferences, "preferences"),
                        convergence_correction=args.convergence_correction,
-                       heldout_runs=args.heldout or ())
+                       heldout_runs=args.heldout or (),
+                       stop_fraction=getattr(args, "stop_fraction", None))
     return {"markdown": rep.markdown_path, "html": rep.html_path, "json": rep.json_path,
             "figures": rep.figures, "skipped": rep.skipped, "regime": rep.regime.get("verdict"),
             "heldout": [{k: e[k] for k in ("run", "pair", "law", "predicted", "measured",
