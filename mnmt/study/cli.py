@@ -113,9 +113,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def compute_saved(spec, runs, progress: StudyProgress | None) -> str:
     """One line: the run-steps an early stop left untrained (`spec.stop_savings`) of the full
-    plan's, and the wall time they would have cost at this invocation's measured cost per
-    run-step of each size (`StudyProgress.cost_per_run_step`; not measured, or no `progress`:
-    not estimated)."""
+    plan's, and the training-step time they would have cost at this invocation's measured step
+    time of each size (`StudyProgress.cost_per_run_step`, a lower bound of the wall; not
+    measured, or no `progress`: not estimated)."""
     savings = stop_savings(spec, runs)
     saved = sum(v[0] for v in savings.values())
     total = sum(v[1] for v in savings.values())
@@ -125,7 +125,8 @@ def compute_saved(spec, runs, progress: StudyProgress | None) -> str:
     text = (f"compute saved by the early stop: {saved:,} of {total:,} run-steps not trained "
             f"({saved / max(total, 1):.0%})")
     if wall:
-        text += f", ≈ {wall / 60:.1f} min of wall at this run's measured cost per run-step"
+        text += (f", ≥ {wall / 60:.1f} min of training-step time at this run's measured step "
+                 "time (evaluations and compilation not counted)")
     if unmeasured and progress:
         text += f" (sizes {', '.join(unmeasured)} not timed in this invocation: left out)"
     return text + "; report: section Early stop"

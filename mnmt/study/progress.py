@@ -142,9 +142,10 @@ class StudyProgress:
         self._emit(" | ".join(parts))
 
     def cost_per_run_step(self, size: str) -> float | None:
-        """Wall seconds one run-step of `size` cost in this study so far (the ETA's estimate,
-        class docstring; None before any measurement)."""
-        return self._cost_per_step(size)
+        """Seconds one training step of one run of `size` took in this study (the trainer's
+        measured step time of its last group over its runs; evaluations, compilation and
+        checkpoints excluded: a lower bound of the wall); None before any measurement."""
+        return self._train_per_step.get(size)
 
     def _ratio(self) -> float:
         return sorted(self._ratios)[len(self._ratios) // 2] if self._ratios else 1.0
