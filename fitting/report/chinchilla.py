@@ -49,7 +49,7 @@ from fitting.report.sections import Report
 from fitting.report.seeds import seed_means
 from fitting.report.view import StudyView
 
-__all__ = ["D_AXIS_BRANCHES", "D_AXIS_EVALUATIONS", "COOLED_LAW", "chinchilla_points",
+__all__ = ["D_AXIS_BRANCHES", "D_AXIS_EVALUATIONS", "COOLED_LAW", "PREDICTED", "chinchilla_points",
            "compute_budgets", "chinchilla_section", "trained_seed_groups",
            "largest_size_seed_noise", "largest_size_seed_noises", "fit_cooled_law",
            "cooled_law_section"]
@@ -63,22 +63,28 @@ _KEY = "L(N, D) (Caillaut eq. 2)"
 MIN_BUDGETS = 3
 #: the name of the law fitted by :func:`fit_cooled_law`, as the report and fits.json say it
 COOLED_LAW = "L(N, D) across weights on cooled-down budgets"
+#: the column of the points that marks a cooled-down budget predicted, not trained
+#: (:mod:`fitting.report.predicted_budgets`)
+PREDICTED = "predicted"
 _NEED = {"run_id", "pair", "n", "step", "tokens", "value", "eval_set", "metric"}
 
 
 def chinchilla_points(table: pd.DataFrame, eval_set: str = "validation",
-                      metric: str = "loss", budgets: pd.DataFrame | None = None
-                      ) -> tuple[pd.DataFrame, str, str]:
+                      metric: str = "loss", budgets: pd.DataFrame | None = None,
+                      predicted: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str, str]:
     """The (pair, weight, n, step, tokens, value) points the law is fitted on, a sentence on what
     was left out, and why the section does not apply ("" when it does). With cool-down branches
     in the table the points are the cooled-down budgets (:data:`D_AXIS_BRANCHES`), else every
     evaluation after the warm-up (:data:`D_AXIS_EVALUATIONS`). ``budgets``: ``table``'s
     cooled-down budgets where already derived (:attr:`fitting.report.view.StudyView.budgets_fit`),
-    else derived here."""
+    else derived here. ``predicted``: cooled-down budgets not trained, predicted from their
+    run's curve (:func:`fitting.report.predicted_budgets.predicted_budgets`), added to the
+    cooled-down budgets; every point says in ``predicted`` whether it was (a seed mean: whether
+    any of its seeds was)."""
     if not _NEED <= set(table.columns):
         return pd.DataFrame(), "", f"the table lacks {sorted(_NEED - set(table.columns))}"
     if has_branches(table):
-        return _branch_points(table, eval_set, metric, budgets)
+        return _branch_points(table, eval_set, metric, budgets, predicted)
     t = with_optional_columns(table)
     s = t[(t["eval_set"].astype(str) == eval_set) & (t["metric"].astype(str) == metric)].copy()
     for c in ("n", "step", "tokens", "value"):
@@ -131,11 +137,17 @@ def chinchilla_points(table: pd.DataFrame, eval_set: str = "validation",
 
 
 def _branch_points(table: pd.DataFrame, eval_set: str, metric: str,
-                   budgets: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str, str]:
+                   budgets: pd.DataFrame | None = None, predicted: pd.DataFrame | None = None
+                   ) -> tuple[pd.DataFrame, str, str]:
     """:func:`chinchilla_points` on the cooled-down budgets: each parent run's final point and
-    its branches' final points (Hägele et al. 2024); a run needs ≥ 2 of them."""
+    its branches' final points (Hägele et al. 2024), trained or ``predicted``; a run needs ≥ 2
+    of them."""
     b = (cooldown_budgets(with_optional_columns(table), eval_set=eval_set, metric=metric,
                           drop_invalid=True) if budgets is None else budgets.copy())
+    b = b.assign(**{PREDICTED: 0.0})
+    if predicted is not None and len(predicted):
+        extra = predicted[[c for c in predicted.columns if c in b.columns]]
+        b = pd.concat([b, extra.assign(**{PREDICTED: 1.0})], ignore_index=True)
     for c in ("n", "step", "tokens", "value"):
         b[c] = pd.to_numeric(b[c], errors="coerce").astype(float)
     ok = np.isfinite(b[["n", "step", "tokens", "value"]].to_numpy()).all(axis=1)
@@ -150,12 +162,16 @@ def _branch_points(table: pd.DataFrame, eval_set: str, metric: str,
             f"fewer than 3 model sizes ({kept['n'].nunique()}) with runs of ≥ 2 cooled-down "
             "budgets (the run's end and its cool-down branches' ends)")
     single = int((per_run < 2).sum())
+    n_pred = int(kept[PREDICTED].sum())
     note = (f"D axis: {D_AXIS_BRANCHES}: {len(kept)} cooled-down budgets of {len(many)} "
             "(run, pair) curves (each run's final loss and its branches' final losses)"
+            + (f", {n_pred} of them predicted from their run's curve (not trained; "
+               "fitting.report.predicted_budgets)" if n_pred else "")
             + (f"; {single} (run, pair) with one budget only left out" if single else ""))
     if "weight" not in kept.columns:
         kept = kept.assign(weight=np.nan)
-    kept = seed_means(kept, by=("step",), mean_columns=("value", "tokens"))
+    kept = seed_means(kept, by=("step",), mean_columns=("value", "tokens", PREDICTED))
+    kept[PREDICTED] = kept[PREDICTED].astype(float) > 0
     return kept, note, ""
 
 
@@ -311,7 +327,8 @@ def largest_size_seed_noise(spread: dict) -> tuple[dict[str, float], float | Non
 
 
 def fit_cooled_law(view: StudyView, *, uncertainty: str | None = "perturbation",
-                   n_refits: int = 100, seed: int = 0, noise_rel: dict[str, float] | None = None
+                   n_refits: int = 100, seed: int = 0, noise_rel: dict[str, float] | None = None,
+                   predicted: pd.DataFrame | None = None
                    ) -> tuple[JointChinchillaFit | None, str, str]:
     """(fit, note, why not): :func:`fitting.laws.budget.chinchilla_joint.fit_joint_chinchilla` on the
     cooled-down budgets of the fitted runs (``view.table_fit``, ``view.budgets_fit``;
@@ -319,18 +336,22 @@ def fit_cooled_law(view: StudyView, *, uncertainty: str | None = "perturbation",
     (None, "", reason) when the table has no branches, too few budgets or no pair could be
     fitted; a pair that cannot be fitted is left out with its reason (``meta["failed_pairs"]``),
     the others kept. ``noise_rel``: the relative seed noise per pair the backtest is judged
-    against."""
+    against. ``predicted``: cooled-down budgets not trained, predicted from their run's curve
+    (:func:`chinchilla_points`): fitted like the trained ones, never graded by the backtest;
+    ``meta["predicted_points"][pair]`` counts them."""
     table = view.table_fit
     if not has_branches(table):
         return None, "", ("no cool-down branches: the converged loss needs cooled-down losses at "
                           "several budgets D per run (StudySpec.cooldown_branches)")
-    pts, note, why = chinchilla_points(table, view.eval_set, view.metric, view.budgets_fit)
+    pts, note, why = chinchilla_points(table, view.eval_set, view.metric, view.budgets_fit,
+                                       predicted)
     if why:
         return None, "", why
     few = int(pts.groupby(["pair", "weight", "n"], dropna=False)["tokens"].nunique().min())
     if few < MIN_BUDGETS:
         return None, "", (f"a run with {few} cooled-down budgets: L(N, D) across weights needs "
-                          f"≥ {MIN_BUDGETS} per run (the run's end and ≥ 2 branches)")
+                          f"≥ {MIN_BUDGETS} per run (the run's end and ≥ 2 branches, trained "
+                          "or predicted)")
     try:
         fit = fit_joint_chinchilla(pts, uncertainty=None if uncertainty == "bootstrap"
                                    else uncertainty, n_refits=n_refits, seed=seed,
@@ -443,9 +464,16 @@ def cooled_law_section(doc: Document, rep: Report, fit: JointChinchillaFit | Non
                      format_number(fit.params[k["alpha"]], sd.get(k["alpha"])),
                      format_number(fit.params[k["beta"]], sd.get(k["beta"])),
                      f"{fit.goodness[f'rmse_rel[{pair}]']:.2%}",
-                     "–" if not bt else f"{bt['rmse_rel']:.2%}"])
+                     "–" if not bt else f"{bt['rmse_rel']:.2%}",
+                     str((fit.meta.get("predicted_points") or {}).get(pair, 0))])
     doc.table(["pair", "E (fitted L∞)", "true L∞", "E / true − 1", "α (N)", "β (D)",
-               "rmse (relative)", "backtest rmse"], rows)
+               "rmse (relative)", "backtest rmse", "points predicted"], rows)
+    if any((fit.meta.get("predicted_points") or {}).values()):
+        doc.p("Points predicted: cooled-down budgets not trained — branches a study left out "
+              "(StudySpec.branch_checks), after an early stop, or a stopped run's own end — "
+              "whose loss the LR-annealing law predicts from the run's curve "
+              "(fitting.report.predicted_budgets), fitted like the trained ones; the backtest "
+              "grades trained points only.")
     frows = []
     for pair in fit.pairs or []:
         for w in (fit.weights or {}).get(pair, []):

@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from fitting import plots
-from fitting.core.base import json_safe
+from fitting.core.base import FitError, json_safe
 from fitting.data import io
 from fitting.data.tables import is_branch, read_table, without_branches
 from fitting.report.bivariate import bivariate_section
@@ -52,11 +52,12 @@ from fitting.report.chinchilla import (
 )
 from fitting.report.curves import curves_section
 from fitting.report.dpl import dpl_section
-from fitting.report.early_stop import early_stop_section
+from fitting.report.early_stop import early_stop_section, table_stop_fraction
 from fitting.report.extrapolation import extrapolation_section
 from fitting.report.heldout import heldout_section
 from fitting.report.markdown import Document
 from fitting.report.mixture import mixture_section
+from fitting.report.predicted_budgets import BudgetPlan, predicted_budgets
 from fitting.report.regime import compute_regime, fitted_l_inf, regime_section, trained_rows
 from fitting.report.sections import Report, frontier_section, quality_section
 from fitting.report.seeds import seeds_section
@@ -89,6 +90,7 @@ def write_report(
     mixture_constraints: dict | None = None,
     verification: dict | None = None,
     stop_fraction: float | None = None,
+    branch_plan: BudgetPlan | None = None,
 ) -> Report:
     """Fit the laws to ``table``'s final losses and write the report into ``out_dir``.
 
@@ -139,8 +141,10 @@ def write_report(
     fit_size_laws(rep, view, **fit_kw)
     # the regime's fitted L∞: L(N, D)'s limit on cooled-down budgets where the table has them
     # (a pair it cannot fit has none: eq. 7's is this budget's, never in its place), else eq. 7's
+    predicted = _predicted_budgets(rep, view, branch_plan)
     cooled, cooled_note, cooled_why = fit_cooled_law(
-        view, **fit_kw, noise_rel=largest_size_seed_noise(rep.seeds)[0] or None)
+        view, **fit_kw, noise_rel=largest_size_seed_noise(rep.seeds)[0] or None,
+        predicted=predicted)
     _regime(doc, rep, view, cooled, cooled_why, ground_truth)
     cooled_law_section(doc, rep, cooled, cooled_note, cooled_why, ground_truth)
     power_section(doc, rep, view, out_dir)
@@ -193,6 +197,30 @@ def write_report(
     io.write_files_atomic({rep.markdown_path: rep.markdown, rep.html_path: doc.html(title),
                            rep.json_path: json.dumps(json_safe(payload), indent=1)})
     return rep
+
+
+def _predicted_budgets(rep: Report, view: StudyView, plan: BudgetPlan | None
+                       ) -> pd.DataFrame | None:
+    """The cooled-down budgets not trained, predicted (:mod:`fitting.report.predicted_budgets`)
+    where ``plan`` is given or the table has stopped runs; ``rep.chinchilla["predicted_budgets"]``
+    lists them and the runs that could not be predicted. None otherwise."""
+    if plan is None and table_stop_fraction(view.table_fit) is None:
+        return None
+    if not view.branches:
+        return None
+    try:
+        rows, failed = predicted_budgets(view, plan)
+    except FitError as e:  # the predictions never cost the report
+        rep.skipped["predicted cooled-down budgets"] = str(e)
+        return None
+    cols = [c for c in ("run_id", "parent", "pair", "n", "weight", "step", "tokens", "value")
+            if c in rows.columns]
+    rep.chinchilla["predicted_budgets"] = {
+        "rule": "LR-annealing law on the run's curve (fitting.report.predicted_budgets)",
+        "points": rows[cols].to_dict("records") if len(rows) else [], "failed": failed}
+    for key, why in failed.items():
+        rep.skipped[f"predicted budget {key}"] = why
+    return rows
 
 
 def _data_paragraphs(doc: Document, view: StudyView) -> None:

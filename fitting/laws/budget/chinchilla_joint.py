@@ -192,6 +192,8 @@ def _prepare(df: pd.DataFrame, source: str | None) -> pd.DataFrame:
     out["n"] = check_finite_positive(df, "n", source)
     out["d"] = check_finite_positive(df, d_col, source)
     out["loss"] = check_finite_positive(df, loss_col, source)
+    out["predicted"] = (df["predicted"].fillna(False).astype(bool) if "predicted" in df.columns
+                        else False)
     return out
 
 
@@ -272,7 +274,8 @@ def _predict_raw(raw: dict, n, d, p, form: str = "additive") -> np.ndarray:
 
 def leave_largest_out(n, d, p, y, *, loss: str = "soft_l1", f_scale: Any = "auto",
                       noise_rel: float | None = None, tolerance: float = 3.0,
-                      form: str = "additive") -> dict[str, Any]:
+                      form: str = "additive", graded: ArrayLike | None = None
+                      ) -> dict[str, Any]:
     """Refit one pair's law without its largest model size and predict that size's points
     (Caillaut et al. §4.1). With ``form="auto"`` the form and the budgets are chosen by
     :func:`select_form` on the smaller sizes only, so the held-out size never influences the
@@ -284,8 +287,12 @@ def leave_largest_out(n, d, p, y, *, loss: str = "soft_l1", f_scale: Any = "auto
     ``budgets`` of the refit (``budgets``: None unless chosen), ``noise_rel`` and ``within``
     (rmse_rel ≤ tolerance × noise_rel; None without a noise level). A refit that did not
     converge (:func:`fitting.core.engine.converged`; with ``form="auto"`` the chosen candidate's
-    fit) raises FitError: its last iterate is no prediction to grade."""
+    fit) raises FitError: its last iterate is no prediction to grade. ``graded`` (a mask,
+    default every point): the held-out size's points that may be graded — a predicted
+    cooled-down budget (:mod:`fitting.report.predicted_budgets`) is fitted like the others but
+    never graded; ``n_not_graded`` counts the held-out points it leaves out."""
     n, d, p, y = (np.asarray(x, dtype=np.float64) for x in (n, d, p, y))
+    graded = np.ones(n.shape, bool) if graded is None else np.asarray(graded, bool)
     held = n == n.max()
     if np.unique(n[~held]).size < 3:
         raise FitError("leave-largest-out needs ≥ 4 model sizes (3 left to fit)", column="n")
@@ -302,6 +309,11 @@ def leave_largest_out(n, d, p, y, *, loss: str = "soft_l1", f_scale: Any = "auto
     else:
         raw, _ = _fit_pair(n[rest], d[rest], p[rest], y[rest], loss=loss, f_scale=f_scale,
                            form=form, refit=True)
+    n_not_graded = int((held & ~graded).sum())
+    held = held & graded
+    if not held.any():
+        raise FitError("leave-largest-out: no trained point at the largest size to grade "
+                       "(every one predicted)", column="predicted")
     keep = np.isin(p[held], np.unique(p[rest]))
     err = _predict_raw(raw, n[held][keep], d[held][keep], p[held][keep], form) \
         / y[held][keep] - 1.0
@@ -309,7 +321,7 @@ def leave_largest_out(n, d, p, y, *, loss: str = "soft_l1", f_scale: Any = "auto
     out: dict[str, Any] = {
         "held_out_n": float(n.max()), "rmse_rel": rmse, "mean_rel": float(np.mean(err)),
         "max_abs_rel": float(np.max(np.abs(err))), "l_inf": raw["E"], "form": form,
-        "budgets": budgets,
+        "budgets": budgets, "n_not_graded": n_not_graded,
         "errors": [{"d": float(a), "p": float(b), "error": float(e)} for a, b, e in
                    zip(d[held][keep], p[held][keep], err, strict=True)],
         "noise_rel": noise_rel, "tolerance": tolerance,
@@ -467,8 +479,9 @@ def _fit_one(pair: str, sub: pd.DataFrame, o: dict[str, Any]) -> dict[str, Any]:
     goodness, warnings, meta entries, samples and backtest; FitError when it cannot be fitted."""
     n, d, p, y = (sub[c].to_numpy(np.float64) for c in ("n", "d", "weight", "loss"))
     _check_pair_points(pair, n, d, p, y)
-    all_points = (n, d, p, y)
-    out: dict[str, Any] = {"meta": {}}
+    is_pred = sub["predicted"].to_numpy(bool)
+    all_points = (n, d, p, y, is_pred)
+    out: dict[str, Any] = {"meta": {"predicted_points": int(is_pred.sum())}}
     if o["form"] == "auto":
         sel = select_form(n, d, p, y, loss=o["robust_loss"], f_scale=o["f_scale"])
         form, raw, fs = sel["form"], sel["raw"], sel["f_scale"]
@@ -503,8 +516,8 @@ def _fit_one(pair: str, sub: pd.DataFrame, o: dict[str, Any]) -> dict[str, Any]:
     elif o["uncertainty"] not in (None, "none"):
         raise FitError(f"uncertainty: expected 'perturbation' or None, got {o['uncertainty']!r}")
     if o["backtest"] and np.unique(n).size >= 4:
-        bt_points, bt_form = (all_points, "auto") if o["form"] == "auto" else ((n, d, p, y),
-                                                                               form)
+        bt_points, bt_form = (all_points, "auto") if o["form"] == "auto" else (
+            (n, d, p, y, is_pred), form)
         out["backtest"] = _pair_backtest(pair, bt_points, o, bt_form)
     return out
 
@@ -524,8 +537,9 @@ def _pair_backtest(pair: str, points, o: dict[str, Any], form: str) -> dict[str,
     given = (o["noise_rel"] or {}).get(pair)
     noise = None if given is None else float(given)
     try:
-        bt = leave_largest_out(*points, loss=o["robust_loss"], f_scale=o["f_scale"],
-                               noise_rel=noise, tolerance=o["backtest_tolerance"], form=form)
+        bt = leave_largest_out(*points[:4], loss=o["robust_loss"], f_scale=o["f_scale"],
+                               noise_rel=noise, tolerance=o["backtest_tolerance"], form=form,
+                               graded=~points[4])
     except FitError as e:
         return {"error": str(e)}
     bt["noise_source"] = NO_NOISE_GIVEN if noise is None else NOISE_GIVEN
@@ -556,6 +570,10 @@ def fit_joint_chinchilla(
     "auto": per pair, the form and the number of each run's last budgets that
     :func:`select_form` chooses by prediction of unseen points (``meta["form"]``,
     ``meta["selection"]``); the backtest then chooses again without the largest size.
+
+    An optional bool column ``predicted`` marks cooled-down budgets predicted, not trained
+    (:mod:`fitting.report.predicted_budgets`): fitted like the others, never graded by the
+    backtest; ``meta["predicted_points"][pair]`` counts them.
 
     Rows with weight 0 (zero-shot) are left out (``meta["excluded_zero_weight"]``). Each pair
     needs ≥ 3 model sizes and ≥ 2 distinct D at every weight. ``noise_rel[pair]``: the relative
