@@ -16,9 +16,9 @@ per fitted parent run that trains the pair (held-out and verification runs left 
   run's cool-down branches that left at or before S, plus the median gap between the report's
   ``metric`` on its ``eval_set`` and the law on those fitted steps
   (:func:`fitting.laws.curves.early_stop.predict_stopped_end`). Always marked **predicted**;
-  no other fit reads it: the tidy table gives a stopped run no ``final`` row, so L(N, D) and the
-  size laws read trained ends only (a stopped run's trained branches still give L(N, D) their
-  budgets; branches after the stop are neither trained nor predicted);
+  the tidy table gives a stopped run no ``final`` row, so the size laws read trained ends only;
+  L(N, D) across weights takes it, and the run's branches after the stop, by the same rule,
+  marked predicted (:mod:`fitting.report.predicted_budgets`);
 * its predictive interval (80 %, 95 %), calibrated on the checks — the runs trained to T —
   leaving out the run's own experiment (:func:`fitting.laws.curves.early_stop.
   calibrated_intervals`): the rule is fixed before any check is read;
@@ -256,8 +256,9 @@ def early_stop_section(doc: Document, rep: Report, view: StudyView,
           f"LR-annealing law, {CURVE_FORM} form, λ = {CURVE_LAMBDA:g}, fitted on the pair's "
           f"training loss from {FROM_FRACTION:.0%} of the steps to the stop and on the run's "
           "cool-down branches that left before it, plus the median gap to the judged loss on "
-          "those steps). No fit reads a predicted end: L(N, D) and the size laws read trained "
-          "ends only. The interval is calibrated on the runs trained to the end (the checks), "
+          "those steps). The size laws read trained ends only; L(N, D) across weights takes "
+          "a stopped run's end and its branches after the stop by the same rule, marked "
+          "predicted. The interval is calibrated on the runs trained to the end (the checks), "
           "each check's without its own experiment. Verdict: holds when at least "
           f"{REQUIRED_SHARE:.0%} of the checked ends lie within {NOISE_MULTIPLE:g}σ_seed of "
           "their trained ends (σ_seed the relative seed sd at the largest size repeated; "

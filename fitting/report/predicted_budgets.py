@@ -164,8 +164,8 @@ def predicted_budgets(view: StudyView, plan: BudgetPlan | None,
     plan = plan or infer_plan(table) or BudgetPlan((), 0.5)
     rows, failed = [], {}
     for pair in pairs or list(view.points):
-        curves = with_planned_rates(pair_training_curves(table, pair), table)
         try:
+            curves = with_planned_rates(pair_training_curves(table, pair), table)
             targets = curves_from_table(table[table["run_id"].astype(str).isin(curves)],
                                         loss_metric=view.metric, pair=pair,
                                         eval_set=view.eval_set, loss_window=0,

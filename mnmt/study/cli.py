@@ -46,6 +46,7 @@ from mnmt.study.spec import (
     PRESET_SUMMARIES,
     PRESETS,
     StudyError,
+    branch_check_runs,
     branch_runs,
     expand,
     group_runs,
@@ -102,7 +103,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     run_dirs = _train(spec, runs, data, out, progress, workers, flops)
     report = export_and_report(spec, run_dirs, data, out, log)
     log(_summary(report, {pair: sets[spec.eval_sets[0]] for pair, sets in data.irreducible_loss.items()}))
-    if spec.stop_fraction < 1.0:
+    if spec.stop_fraction < 1.0 or spec.branch_checks:
         log(compute_saved(spec, runs, progress))
     if spec.verify:
         report = _verify(spec, out, data, run_dirs, args.workers, log)
@@ -122,14 +123,19 @@ def compute_saved(spec, runs, progress: StudyProgress | None) -> str:
     costs = {size: progress.cost_per_run_step(size) if progress else None for size in savings}
     wall = sum(v[0] * (costs[size] or 0.0) for size, v in savings.items())
     unmeasured = sorted(size for size, v in savings.items() if v[0] and not costs[size])
-    text = (f"compute saved by the early stop: {saved:,} of {total:,} run-steps not trained "
+    how = " and ".join(w for w, on in (("the early stop", spec.stop_fraction < 1.0),
+                                          ("fewer branches", spec.branch_checks)) if on)
+    text = (f"compute saved by {how or 'nothing'}: {saved:,} of {total:,} run-steps not trained "
             f"({saved / max(total, 1):.0%})")
     if wall:
         text += (f", ≥ {wall / 60:.1f} min of training-step time at this run's measured step "
                  "time (evaluations and compilation not counted)")
     if unmeasured and progress:
         text += f" (sizes {', '.join(unmeasured)} not timed in this invocation: left out)"
-    return text + "; report: section Early stop"
+    sections = [s for s, on in (("Early stop", spec.stop_fraction < 1.0),
+                                ("L(N, D) across weights (points predicted)",
+                                 spec.branch_checks)) if on]
+    return text + "; report: " + ", ".join(sections)
 
 
 def _training_progress(spec, runs, workers_arg) -> tuple[StudyProgress, int, dict]:
@@ -321,6 +327,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
               f"{len(stop_check_runs(spec))} checks; "
               + compute_saved(spec, runs, None).split("; report")[0],
               file=sys.stderr)
+    if spec.branch_checks:
+        print(f"# fewer branches: {sum(len(branch_runs(spec, r)) for r in runs)} trained (the "
+              f"middle branch of {len(branch_check_runs(spec))} check runs), the other budgets "
+              "predicted from each run's curve; "
+              + compute_saved(spec, runs, None).split("; report")[0], file=sys.stderr)
     if spec.train_overrides:
         print(f"# training options beyond the defaults: "
               f"{train_options.describe(spec.train_overrides)}", file=sys.stderr)

@@ -144,11 +144,32 @@ def stop_check_runs(spec: StudySpec) -> list[str]:
                              f"study (held-out runs always train to the end); design runs: "
                              f"{', '.join(design[:12])}{', …' if len(design) > 12 else ''}")
         return list(dict.fromkeys(spec.stop_checks))
+    return _size_checks(experiments)
+
+
+def _size_checks(experiments: dict[tuple, list[RunSpec]]) -> list[str]:
+    """Per size, one experiment with all its seeds: the middle of the size's seed-repeated
+    experiments where it has any (they measure σ_seed), else its middle mixture."""
     out = []
     for size in dict.fromkeys(key[0] for key in experiments):
         mine = [runs for key, runs in experiments.items() if key[0] == size]
         repeated = [runs for runs in mine if len(runs) > 1] or mine
         out += [r.run_id for r in repeated[len(repeated) // 2]]
+    return out
+
+
+_BRANCH_CHECKS: list[tuple[StudySpec, frozenset[str]]] = []  # the last spec asked
+
+
+def branch_check_runs(spec: StudySpec) -> frozenset[str]:
+    """The design runs whose middle branch is trained under `StudySpec.branch_checks` (one
+    experiment per size with all its seeds, `_size_checks`); empty when it is False."""
+    if not spec.branch_checks:
+        return frozenset()
+    if _BRANCH_CHECKS and _BRANCH_CHECKS[0][0] is spec:
+        return _BRANCH_CHECKS[0][1]
+    out = frozenset(_size_checks(_experiments(expand(spec))))
+    _BRANCH_CHECKS[:] = [(spec, out)]
     return out
 
 
@@ -172,9 +193,14 @@ def stopped_runs(spec: StudySpec) -> frozenset[str]:
 def branch_runs(spec: StudySpec, run: RunSpec) -> list[RunSpec]:
     """The cool-down branches of `run` (`StudySpec.cooldown_branches`), by step; none for a
     held-out run when `StudySpec.heldout_branches` is False, and none after the stop of a run
-    stopped early (`StudySpec.stop_fraction`: no checkpoint to leave from)."""
+    stopped early (`StudySpec.stop_fraction`: no checkpoint to leave from); with
+    `StudySpec.branch_checks`, a design run's middle branch if it is a check
+    (`branch_check_runs`), else none."""
     if run.parent or (run.heldout and not spec.heldout_branches):
         return []
+    steps = spec.branch_steps_for(run.size)
+    if spec.branch_checks and not run.heldout:
+        steps = [steps[len(steps) // 2]] if run.run_id in branch_check_runs(spec) else []
     stop = spec.stop_step_for(run)
     share = branches.resolve_cooldown_share(spec.steps_for(run.size), spec.cooldown_for(run.size),
                                             spec.branch_cooldown_fraction or None,
@@ -182,7 +208,7 @@ def branch_runs(spec: StudySpec, run: RunSpec) -> list[RunSpec]:
     return [dataclasses.replace(run, run_id=branches.branch_run_id(run.run_id, step),
                                 parent=run.run_id, branch_step=step,
                                 cooldown_steps=branches.cooldown_steps_at(step, share))
-            for step in spec.branch_steps_for(run.size) if step <= stop]
+            for step in steps if step <= stop]
 
 
 def with_branches(spec: StudySpec, runs: list[RunSpec]) -> list[RunSpec]:
@@ -211,9 +237,10 @@ def progress_entries(spec: StudySpec, runs: list[RunSpec]) -> list[tuple[str, st
 
 def stop_savings(spec: StudySpec, runs: list[RunSpec]) -> dict[str, tuple[int, int]]:
     """{size: (run-steps not trained, run-steps of the full plan)} of `runs` and their branches
-    under `StudySpec.stop_fraction`: each stopped run's steps after its stop and the cool-down
-    steps of its branches after it, against every run and branch trained to its end."""
-    full = dataclasses.replace(spec, stop_fraction=1.0)
+    under `StudySpec.stop_fraction` and `StudySpec.branch_checks`: each stopped run's steps
+    after its stop and the cool-down steps of the branches not trained, against every run and
+    branch trained to its end."""
+    full = dataclasses.replace(spec, stop_fraction=1.0, branch_checks=False)
     out: dict[str, tuple[int, int]] = {}
     kept = {r.run_id: spec.run_steps(r) for r in with_branches(spec, runs)}
     for run in with_branches(full, runs):

@@ -22,6 +22,7 @@ import gin
 
 from mnmt.study.expansion import (
     RunSpec,
+    branch_check_runs,
     branch_groups,
     branch_runs,
     expand,
@@ -41,7 +42,7 @@ from mnmt.training import branches  # light: configuration only
 
 __all__ = [
     "FERNANDES_TWO_PAIR_GRID", "PRESETS", "PRESET_SUMMARIES", "RunSpec", "StudyError", "StudySpec",
-    "branch_groups", "branch_runs", "expand", "group_runs", "mixture_count", "mixture_weights",
+    "branch_check_runs", "branch_groups", "branch_runs", "expand", "group_runs", "mixture_count", "mixture_weights",
     "progress_entries", "run_id", "simplex_grid", "size_weights", "stop_check_runs", "stop_savings",
     "stopped_runs", "training_groups", "validate", "with_branches",
 ]
@@ -160,13 +161,20 @@ class StudySpec:
     # with stop_fraction=1 later resumes it to the end), and the report predicts its cooled-down
     # end from its curve with an interval (fitting.report.early_stop). 1 = off. Held-out runs are
     # never stopped; branches that would leave a stopped run after its stop are not trained
-    # (their ends are predicted), and L(N, D) reads trained cooled-down ends only.
+    # (their ends are predicted; L(N, D) takes them, and the stopped run's end, marked predicted).
     stop_fraction: float = 1.0
     # The design runs still trained to the end, whose trained ends check the predictions: () =
     # one experiment per size with all its seeds (the size's seed-repeated experiment where it
     # has one, else its middle mixture); ("all",) = every design run (nothing saved: a benchmark
     # of the predictions); else run ids (`mnmt-study plan` lists them).
     stop_checks: tuple[str, ...] = ()
+    # Fewer cool-down branches: True trains, of each size, only the middle branch (by step) of
+    # one experiment with all its seeds — the size's seed-repeated experiment where it has one,
+    # else its middle mixture (`expansion.branch_check_runs`) — as the check, and the report
+    # takes every other planned budget of L(N, D) from the run's curve, marked predicted
+    # (fitting.report.predicted_budgets; benchmarks/RESULTS.md §95). Held-out runs as
+    # `heldout_branches` says. False (the default) trains every branch.
+    branch_checks: bool = False
     dropout_rate: float = 0.0
     # Activation/matmul dtype of every run (TrainConfig.activation_dtype): "float32", or
     # "bfloat16" (mixed precision; parameters, optimizer state and loss stay float32).

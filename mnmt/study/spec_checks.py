@@ -240,6 +240,12 @@ def _validate_stop(spec: StudySpec) -> None:
                          f"got {checks!r}")
     if "all" in checks and len(checks) > 1:
         raise StudyError(f"StudySpec.stop_checks: 'all' stands alone, got {checks!r}")
+    if not isinstance(spec.branch_checks, bool):
+        raise StudyError(f"StudySpec.branch_checks: expected True or False, got "
+                         f"{spec.branch_checks!r}")
+    if spec.branch_checks and not spec.cooldown_branches:
+        raise StudyError("StudySpec.branch_checks: True needs cool-down branches to leave out "
+                         "(StudySpec.cooldown_branches is empty)")
 
 
 def _validate_caps(spec: StudySpec) -> None:

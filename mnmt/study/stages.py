@@ -46,8 +46,9 @@ __all__ = [
 
 STUDY_FILE = "study.json"
 #: StudySpec fields that may change between invocations in one OUT: an early stop only decides
-#: how far each run trains (a stopped run is a prefix of the full run, and resumes to its end)
-STOP_FIELDS = ("stop_fraction", "stop_checks")
+#: how far each run trains (a stopped run is a prefix of the full run, and resumes to its end),
+#: and fewer branches only which branches train (the others can be trained later)
+STOP_FIELDS = ("stop_fraction", "stop_checks", "branch_checks")
 
 
 def prepare_out_dir(out: Path, spec: StudySpec, *, command: str = "run",
@@ -103,6 +104,7 @@ def export_and_report(spec: StudySpec, run_dirs: list[Path], data, out: Path, lo
     the verification runs among `run_dirs` (`mnmt.study.verify.plan`), reported, never fitted."""
     from fitting.data.rundirs import collect_runs  # noqa: PLC0415
     from fitting.data.tables import write_table  # noqa: PLC0415
+    from fitting.report.predicted_budgets import BudgetPlan  # noqa: PLC0415
     from fitting.report.writer import write_report  # noqa: PLC0415  (matplotlib, only when reporting)
 
     table = collect_runs([str(d) for d in run_dirs])
@@ -122,6 +124,8 @@ def export_and_report(spec: StudySpec, run_dirs: list[Path], data, out: Path, lo
             heldout_runs=[run.run_id for run in expand(spec) if run.heldout],
             mixture_constraints=mixture_constraints(spec),
             verification=verification,
+            branch_plan=BudgetPlan(tuple(spec.cooldown_branches), spec.branch_cooldown_fraction
+                                   or spec.cooldown_fraction) if spec.branch_checks else None,
         )
     except io.NoSpaceError as err:
         raise UsageError(str(err)) from err
