@@ -190,3 +190,17 @@ def test_the_side_by_side_verdict_can_fail():
     assert verdict({"en-de": _row(0.0)}, {"en-de": SeedNoise(0.01, 2, 1)}).startswith(
         FEW_SEEDS)
     assert verdict({}, noise).startswith("not computed")
+
+
+@pytest.mark.slow  # a whole report (every section): ≈ 20 s of CPU
+def test_the_report_of_a_stopped_study_marks_and_counts_the_predicted_points(tmp_path):
+    import json  # noqa: PLC0415
+
+    from fitting.report.writer import write_report  # noqa: PLC0415
+
+    rep = write_report(table(lam=CURVE_LAMBDA, stopped=True), str(tmp_path), uncertainty=None)
+    fits = json.loads((tmp_path / "fits.json").read_text())
+    joint = fits["chinchilla"]["joint"]
+    assert joint["meta"]["predicted_points"] == {"en-de": 6}
+    assert len(fits["chinchilla"]["predicted_budgets"]["points"]) == 6
+    assert "points predicted" in rep.markdown and "Points predicted:" in rep.markdown
