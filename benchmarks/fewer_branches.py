@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         for pair, d in res["pairs"].items():
             errs = [abs(e["error"]) for e in d["budget_errors"]]
             print(f"| {out.name} | {pair} | {d['points_fewer']} ({d['predicted_points']}) | "
-                  f"{d['E_trained']:.4f} | {d['E_fewer']:.4f} | {_pct(d['e_change'], True)} | "
+                  f"{d['E_trained']:.4f} | {d['E_fewer']:.4f} | "
+                  f"{'both at a bound' if d['e_bound_both'] else _pct(d['e_change'], True)} | "
                   f"{_pct(d['backtest_trained'].get('rmse_rel'))} | "
                   f"{_pct(d['backtest_fewer'].get('rmse_rel'))} | "
                   f"{_held(d['heldout_trained'])} | {_held(d['heldout_fewer'])} | "

@@ -20,7 +20,9 @@ fit_cooled_law`) on both and sets side by side, per pair:
   their measured seed mean;
 * the predicted budgets against the trained ones they replace (error, within 3σ_seed).
 
-Verdict (:func:`verdict`): **holds** when, for every pair, |ΔE| / E_trained, the backtest RMSE's
+Verdict (:func:`verdict`): **holds** when, for every pair, |ΔE| / E_trained (not compared where
+both fits put E at a bound, :func:`fitting.laws.budget.chinchilla_joint.e_bound`: a bound is no
+estimate, and the ratio of two values at 0 says nothing), the backtest RMSE's
 increase and each held-out run's |error|'s increase lie within :data:`NOISE_MULTIPLE` σ_seed
 (σ_seed the relative seed sd at the largest size repeated, :func:`fitting.report.chinchilla.
 largest_size_seed_noises`) — "not worse than the trained branches by more than the seed noise";
@@ -150,7 +152,8 @@ def verdict(rows: dict[str, dict[str, Any]], noise: dict[str, SeedNoise]) -> str
             return few_seeds_verdict(nz.seeds, nz.dof)
         tol = NOISE_MULTIPLE * nz.sigma
         bt_f, bt_t = r["backtest_fewer"].get("rmse_rel"), r["backtest_trained"].get("rmse_rel")
-        ok.append(abs(r["e_change"]) <= tol)
+        if not r.get("e_bound_both"):
+            ok.append(abs(r["e_change"]) <= tol)
         if bt_t is not None:  # without a trained-branch backtest there is none to match
             ok.append(bt_f is not None and bt_f - bt_t <= tol)
         ok += [abs(f["error"]) - abs(t["error"]) <= tol
@@ -192,6 +195,7 @@ def compare(table: pd.DataFrame, *, heldout_runs: Sequence[str] = (),
         out["pairs"][pair] = {
             "E_trained": e_t, "E_fewer": e_f, "e_change": e_f / e_t - 1.0,
             "form_trained": fit_t.form(pair), "form_fewer": fit_f.form(pair),
+            "e_bound_both": bool(fit_t.e_is_bound(pair) and fit_f.e_is_bound(pair)),
             "points_trained": int((pts_t["pair"] == pair).sum()),
             "points_fewer": int((pts_f["pair"] == pair).sum()),
             "predicted_points": int(pts_f.loc[pts_f["pair"] == pair, PREDICTED].sum()),

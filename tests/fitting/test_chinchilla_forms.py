@@ -152,7 +152,7 @@ def test_e_bound_upper_lower_and_estimate():
 
     y = np.array([0.5, 0.4, 0.3])
     assert e_bound(0.3, y) == "upper" and e_bound(0.31, y) == "upper"
-    assert e_bound(0.0, y) == "lower"
+    assert e_bound(0.0, y) == "lower" and e_bound(3e-23, y) == "lower"
     assert e_bound(0.29, y) is None
 
 

@@ -185,6 +185,8 @@ def test_the_side_by_side_verdict_can_fail():
     noise = {"en-de": SeedNoise(0.01, 3, 2)}
     assert verdict({"en-de": _row(0.02)}, noise) == HOLDS
     assert verdict({"en-de": _row(0.04)}, noise) == FAILS  # E moved by 4σ_seed
+    # E at a bound in both fits (e.g. 0): no estimate to compare, the other criteria judge
+    assert verdict({"en-de": {**_row(1e6), "e_bound_both": True}}, noise) == HOLDS
     assert verdict({"en-de": _row(0.0, bt=0.06)}, noise) == FAILS  # backtest 4σ worse
     assert verdict({"en-de": _row(0.0, held=-0.05)}, noise) == FAILS  # held-out 4σ worse
     assert verdict({"en-de": _row(0.0)}, {"en-de": SeedNoise(0.01, 2, 1)}).startswith(

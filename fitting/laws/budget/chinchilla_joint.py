@@ -426,10 +426,12 @@ def e_bound(e: float, y: ArrayLike) -> str | None:
     """Whether a fitted E is a bound rather than an estimate: ``"upper"`` when it sits at or
     above the lowest loss fitted (the fitted budgets show no decrease left to extrapolate, in
     either form: Kaplan's bounds E there, the additive form can end there or above), ``"lower"``
-    when it sits at 0 (the non-negativity bound), else None."""
-    if e <= 0:
+    when it sits at 0 (the non-negativity bound; below 1e-9 of the lowest loss: a log-space fit
+    reaches 0 only as e^−50), else None."""
+    lowest = float(np.min(np.asarray(y, dtype=np.float64)))
+    if e <= 1e-9 * lowest:
         return "lower"
-    if e >= float(np.min(np.asarray(y, dtype=np.float64))) * (1 - 1e-4):
+    if e >= lowest * (1 - 1e-4):
         return "upper"
     return None
 
