@@ -172,7 +172,7 @@ class StudySpec:
     # one experiment with all its seeds — the size's seed-repeated experiment where it has one,
     # else its middle mixture (`expansion.branch_check_runs`) — as the check, and the report
     # takes every other planned budget of L(N, D) from the run's curve, marked predicted
-    # (fitting.report.predicted_budgets; benchmarks/RESULTS.md §95). Held-out runs as
+    # (fitting.report.predicted_budgets; benchmarks/RESULTS.md §96). Held-out runs as
     # `heldout_branches` says. False (the default) trains every branch.
     branch_checks: bool = False
     dropout_rate: float = 0.0
