@@ -164,15 +164,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("curves", help="schedule-aware loss-curve laws: fit runs, predict "
                                       "held-out runs at every step")
     p.add_argument("table", metavar="TABLE",
-                   help="tidy metrics table (learning_rate and train_loss rows) or a table with "
-                        "columns run, step, lr (or learning_rate), loss (or train_loss), "
+                   help="tidy metrics table (learning_rate and probe_loss or train_loss rows) "
+                        "or a table with columns run, step, lr (or learning_rate), loss (or "
+                        "probe_loss, or train_loss), "
                         "optional n; CSV/Parquet/JSONL")
     p.add_argument("--holdout", action="append", metavar="RUN", required=True,
                    help="a run never fitted, predicted (repeatable)")
     p.add_argument("--law", choices=["annealing", "multipower"], default="annealing",
                    help="annealing: Tissue et al. 2024 eq. 1; multipower: Luo et al. 2025")
     p.add_argument("--columns", help="map our column names to yours: run=name,lr=learning_rate")
-    p.add_argument("--metric", default="train_loss", help="tidy table: the loss metric")
+    p.add_argument("--metric", default=None,
+                   help="the loss metric (default: probe_loss where the table has probe rows "
+                        "of the pair, else train_loss)")
+    p.add_argument("--pair", default=None,
+                   help="tidy table: the pair whose curve is fitted (default: task 'all' of "
+                        "train_loss, or the one pair of the probe rows)")
     p.add_argument("--from-step", type=float, default=0.0,
                    help="fit and predict losses from this step on (always after the warm-up)")
     p.add_argument("--size-terms", choices=["auto", "on", "off"], default="auto",

@@ -2,9 +2,13 @@
 held-out runs at every logged step (Tissue et al. 2024 eq. 1, ``--law annealing``; Luo et al.
 2025's Multi-Power Law, ``--law multipower``).
 
-The table is the tidy metrics table (``learning_rate`` and ``train_loss`` rows, or ``--metric``)
-or a wide table with columns run, step, lr (or ``learning_rate``), loss (or a column named as
-``--metric``; optional n), other names mapped with ``--columns`` (:mod:`fitting.laws.curves.runs`).
+The table is the tidy metrics table (``learning_rate`` rows, and ``probe_loss`` rows where it
+has them — a pair's loss on the same examples at every probe step, schema revision 1.4 — else
+``train_loss`` rows; or ``--metric``; ``--pair`` picks the pair) or a wide table with columns
+run, step, lr (or ``learning_rate``), loss (or ``probe_loss``, or a column named as
+``--metric``; optional n), other names mapped with ``--columns``
+(:mod:`fitting.laws.curves.runs`, :func:`~fitting.laws.curves.runs.curve_loss_metric`). The
+result says which loss was fitted (``"loss"``).
 
 Across sizes: runs of ≥ 3 distinct sizes n fit L0(N) = E + A_N·N^−a (three free size
 parameters). Two sizes identify it only under a stated assumption (``--fixed-e VALUE``: E given,
@@ -25,7 +29,7 @@ from fitting.data.tables import read_table
 from fitting.laws.curves.annealing import fit_annealing_law
 from fitting.laws.curves.joint_fit import heldout_errors, size_constraints
 from fitting.laws.curves.multipower import fit_multipower_law
-from fitting.laws.curves.runs import check_runs, curves_from_table
+from fitting.laws.curves.runs import check_runs, curve_loss_metric, curves_from_table
 
 __all__ = ["curves_command", "curves_text", "size_terms_statement", "CURVE_LAWS"]
 
@@ -36,11 +40,14 @@ CURVE_LAWS = {"annealing": fit_annealing_law, "multipower": fit_multipower_law}
 def curves_command(args: argparse.Namespace) -> dict[str, Any]:
     """Fit ``--law`` on every run of ``TABLE`` but the ``--holdout`` ones; predict those.
 
-    Returns {"law", "fit": the fit's JSON, "heldout": {run: {mean, worst, last, steps,
-    predicted, measured}}} (:func:`fitting.laws.curves.joint_fit.heldout_errors`)."""
+    Returns {"law", "loss": {"metric", "pair"} fitted, "fit": the fit's JSON, "heldout": {run:
+    {mean, worst, last, steps, predicted, measured}}}
+    (:func:`fitting.laws.curves.joint_fit.heldout_errors`)."""
     src = str(args.table)
     df = read_table(args.table, args.columns)
-    curves = curves_from_table(df, source=src, loss_metric=args.metric)
+    pair = getattr(args, "pair", None)
+    metric = args.metric or curve_loss_metric(df, pair)
+    curves = curves_from_table(df, source=src, loss_metric=metric, pair=pair)
     held = check_runs(curves, args.holdout or [])
     if not held:
         raise FitError("curves: name at least one --holdout RUN to predict", column="run")
@@ -73,7 +80,8 @@ def curves_command(args: argparse.Namespace) -> dict[str, Any]:
         fit.warnings.append(f"{len(late)} run(s) left out of the fit: their learning rate is "
                             f"logged from late in the run on (e.g. {late[0]!r}; a branch without "
                             "its parent's rates)")
-    return {"law": fit.law, "size_terms": size_terms_statement(fit.meta, fit.size_terms),
+    return {"law": fit.law, "loss": {"metric": metric, "pair": pair},
+            "size_terms": size_terms_statement(fit.meta, fit.size_terms),
             "fit": fit.to_json(), "heldout": {r: heldout_errors(fit, curves[r]) for r in held}}
 
 
@@ -89,6 +97,9 @@ def curves_text(res: dict[str, Any]) -> str:
     """The fit's parameters and one line per held-out run: mean, worst and last-step error."""
     fit = res["fit"]
     lines = [f"law: {res['law']}   fitted runs: {len(fit['runs'])}   losses: {fit['n_points']}"]
+    if "loss" in res:
+        loss = res["loss"]
+        lines.append(f"loss: {loss['metric']}" + (f" of {loss['pair']}" if loss["pair"] else ""))
     if "size_terms" in res:
         lines.append(f"size terms: {res['size_terms']['assumption']}")
     for k, v in fit["params"].items():

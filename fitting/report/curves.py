@@ -9,15 +9,18 @@ the relative one (:mod:`fitting.laws.curves.annealing`)
 
     L(s) = (L0 + A·S1(s)^−α)·exp(−C·S2(s)),  S2 with momentum λ = :data:`CURVE_LAMBDA`
 
-is fitted on the parent's training loss of the pair up to the start of its own cool-down
+is fitted on the parent's curve of the pair up to the start of its own cool-down
 (:func:`fitting.laws.curves.learning_curve.cooldown_start`) and on one of its branches (the
 middle one by branch step), from :data:`FROM_FRACTION` of the parent's steps on; it predicts the
 cooled-down end of every other branch and the parent's own end from their learning-rate
-schedules (:func:`fitting.laws.curves.branches.predict_branch_ends`), and each end is judged
+schedules (:func:`fitting.laws.curves.branches.predict_branch_ends`). The curve is the pair's
+probe loss where the table has it (``probe_loss``, schema revision 1.4: the same examples at
+every probe step, so its points differ by the model only), and each end is judged against the
+probe loss at that end, the quantity fitted; else the pair's training loss, each end judged
 against the run's evaluation loss there (the report's ``metric`` on its ``eval_set``, of the
-pair): the quantity whose seed noise the verdict uses. A training-loss row is the mean over one
-log interval's batches and scatters by ≈ 6 % (relative sd about a smooth curve on the main job),
-more than 3σ_seed: judged against it no law could hold. Why a branch in the fit:
+pair): a training-loss row is the mean over one log interval's batches and scatters by ≈ 6 %
+(relative sd about a smooth curve on the main job), more than 3σ_seed: judged against it no law
+could hold. Either way the verdict uses the evaluation loss's seed noise. Why a branch in the fit:
 along an rsqrt schedule η ∝ 1/S1, so the stable phase alone cannot tell the annealing term from
 A·S1^−α (:mod:`fitting.laws.curves.branches`). The settings are the best of those measured on
 the main job's own runs (``benchmarks/curve_laws_main_job.py``, variant
@@ -48,7 +51,14 @@ from fitting import plots
 from fitting.core.base import FitError
 from fitting.laws.curves.branches import BranchPredictions, branch_families, predict_branch_ends
 from fitting.laws.curves.learning_curve import cooldown_start
-from fitting.laws.curves.runs import TIDY_LR_METRIC, Curve, curves_from_table, pair_training_curves
+from fitting.laws.curves.runs import (
+    PROBE_METRIC,
+    TIDY_LR_METRIC,
+    Curve,
+    curve_loss_metric,
+    curves_from_table,
+    pair_training_curves,
+)
 from fitting.report.chinchilla import largest_size_seed_noises
 from fitting.report.extrapolation import (
     CURVE_FORM,
@@ -62,7 +72,7 @@ from fitting.report.sections import Report
 from fitting.report.view import StudyView
 
 __all__ = ["FIT_BRANCHES", "MAX_FAMILIES", "MAX_POINTS",
-           "FIGURE_FAMILIES", "curve_continuations", "curves_section"]
+           "FIGURE_FAMILIES", "curve_continuations", "curves_section", "loss_description"]
 
 #: the branch of each family in the fit (``predict_branch_ends``' ``fit_branches``)
 FIT_BRANCHES = "middle"
@@ -75,6 +85,13 @@ MAX_POINTS = 60
 FIGURE_FAMILIES = 2
 _KEY = "curve-law continuations"
 _LOSS = "training loss of the pair, read at its logged step"
+_PROBE_LOSS = "probe loss of the pair (the same examples of its eval set at every probe step)"
+
+
+def loss_description(metric: str) -> str:
+    """What a curve of ``metric`` (:func:`fitting.laws.curves.runs.curve_loss_metric`) is, in
+    the report's words."""
+    return _PROBE_LOSS if metric == PROBE_METRIC else _LOSS
 
 
 def _spread(parents: list[str], curves: dict[str, Curve], k: int) -> list[str]:
@@ -93,7 +110,7 @@ def _family(curves: dict[str, Curve], parent: str, branches: list[str], lam: flo
     are judged on (None: the fitted curves')."""
     par = curves[parent]
     if not par.steps.size:
-        raise FitError(f"parent {parent!r} has no training loss", column="loss")
+        raise FitError(f"parent {parent!r} has no loss of the pair", column="loss")
     stable = cooldown_start(par.lr_steps, par.lr)
     start = FROM_FRACTION * float(par.steps.max())
     fam = {r: curves[r] for r in [parent, *branches]}
@@ -142,7 +159,10 @@ def _continuation(res: BranchPredictions, curves: dict[str, Curve], parent: str,
 def _pair(view: StudyView, pair: str, lam: float) -> tuple[dict[str, Any], dict[str, list]]:
     """``fits.json["curves"]["pairs"][pair]`` and the figure's panels {title: runs}."""
     curves = pair_training_curves(view.table_fit, pair)
-    targets = _evaluated_ends(view, pair, curves) or None  # None: judged on the training loss
+    metric = curve_loss_metric(view.table_fit, pair)
+    # None: judged on the fitted curve's own loss at each end (the probe loss, or, where the
+    # runs were not evaluated at their ends, the training loss)
+    targets = None if metric == PROBE_METRIC else _evaluated_ends(view, pair, curves) or None
     fams = {p: [b for b in bs if curves[b].steps.size and (targets is None or b in targets)]
             for p, bs in branch_families(curves).items()}
     fams = {p: bs for p, bs in fams.items() if bs}
@@ -172,9 +192,10 @@ def _pair(view: StudyView, pair: str, lam: float) -> tuple[dict[str, Any], dict[
             f"{p}: {w}" for p, w in failed.items()), column="loss")
     errors = [e["error"] for e in ends if not e["fitted"]]
     noise = largest_size_seed_noises(view.seeds)[0].get(pair)
-    judged = _LOSS if targets is None else f"{view.eval_set} {view.metric} of the pair"
+    judged = (loss_description(metric) if targets is None
+              else f"{view.eval_set} {view.metric} of the pair")
     return ({"n_families": len(families), "n_families_total": len(fams), "families": families,
-             "judged_on": judged,
+             "loss": loss_description(metric), "metric": metric, "judged_on": judged,
              "failed": failed, "ends": ends, "errors": errors,
              "sigma_source": "" if noise is None else noise.source,
              **judge(errors, None if noise is None else noise.sigma,
@@ -193,7 +214,7 @@ def curve_continuations(view: StudyView, *, lam: float = CURVE_LAMBDA
             table["metric"] == TIDY_LR_METRIC).any():
         return None, {}
     out: dict[str, Any] = {"law": "lr_annealing", "form": CURVE_FORM, "lam": float(lam),
-                           "fit_branches": FIT_BRANCHES, "loss": _LOSS,
+                           "fit_branches": FIT_BRANCHES, "loss": "",
                            "from_fraction": FROM_FRACTION, "max_families": MAX_FAMILIES,
                            "max_points": MAX_POINTS, "noise_multiple": NOISE_MULTIPLE,
                            "pairs": {}, "skipped": {}}
@@ -204,11 +225,18 @@ def curve_continuations(view: StudyView, *, lam: float = CURVE_LAMBDA
             panels.update(got)
         except FitError as e:
             out["skipped"][pair] = str(e)
+    out["loss"] = " / ".join(sorted({d["loss"] for d in out["pairs"].values()})) or _LOSS
     return out, panels
 
 
 def _pct(x: float | None) -> str:
     return "–" if x is None or not np.isfinite(x) else f"{x:.2%}"
+
+
+def _ylabel(out: dict[str, Any]) -> str:
+    """The figure's loss: "probe loss" when every pair's curve is its probe loss."""
+    metrics = {d["metric"] for d in out["pairs"].values()}
+    return "probe loss" if metrics == {PROBE_METRIC} else "training loss"
 
 
 def curves_section(doc: Document, rep: Report, view: StudyView, out_dir: str, *,
@@ -231,7 +259,7 @@ def curves_section(doc: Document, rep: Report, view: StudyView, out_dir: str, *,
             "L0 + A·S1^−α − C·S2 (Tissue et al. 2024, eq. 1)")
     judged = sorted({d["judged_on"] for d in out["pairs"].values()})
     doc.p(f"Per pair and parent run, the LR-annealing law L(s) = {form}, annealing momentum "
-          f"λ = {lam:g}, is fitted on the {_LOSS} — the "
+          f"λ = {lam:g}, is fitted on the {out['loss']} — the "
           "parent's up to the start of its own cool-down and its middle cool-down branch's, "
           f"from {FROM_FRACTION:.0%} of the parent's steps on — and predicts, from their "
           "learning-rate schedules, the cooled-down ends of the other branches and of the "
@@ -254,10 +282,11 @@ def curves_section(doc: Document, rep: Report, view: StudyView, out_dir: str, *,
         doc.p("Not fitted: " + "; ".join(failed) + ".")
     try:
         rep.figures["curve_continuations"] = plots.save(
-            plots.plot_curve_continuations(panels, ylabel="training loss",
+            plots.plot_curve_continuations(panels, ylabel=_ylabel(out),
                                            ncols=FIGURE_FAMILIES),
             os.path.join(out_dir, "figures", "curve_continuations.png"))
-        doc.img("figures/curve_continuations.png", "Training loss of each parent and its "
+        doc.img("figures/curve_continuations.png", f"{_ylabel(out).capitalize()} of each "
+                "parent and its "
                 "cool-down branches (solid), the fitted law's continuation from each branch "
                 "step and from the parent's cool-down (dashed; the fitted branch dotted), "
                 "trained ends (triangles: the loss each end is judged on) and predicted ends "

@@ -24,9 +24,11 @@ residuals nor the wobble of a curve's last evaluations:
   one row of information over the others.
 * ``longer run`` (:data:`LONGER_RUN`): the leave-last-third-of-steps-out backtest of the
   schedule-aware curve law (Tissue et al. 2024 eq. 1, :func:`fitting.laws.curves.annealing.
-  fit_annealing_law`): fitted on every fitted run's ``metric`` curve on ``eval_set`` per pair
-  up to 2/3 of its last step, it predicts the rest of each curve from the run's learning-rate
-  schedule (cool-down included). The evaluation loss is the one whose seed noise is measured.
+  fit_annealing_law`): fitted on every fitted run's curve of the pair up to 2/3 of its last
+  step — its probe loss where the table has it (schema revision 1.4), else its training loss,
+  else its ``metric`` on ``eval_set`` — it predicts the rest of each curve from the run's
+  learning-rate schedule (cool-down included); the row's detail names the loss. The
+  evaluation loss is the one whose seed noise is measured.
 * ``later cool-down`` (:data:`LATER_COOLDOWN`, tables with cool-down branches): the cooled-down
   ends of the branches (and of the parents) that no fit saw, predicted by the LR-annealing law
   fitted on each parent's stable phase and one of its branches — the errors of the section
@@ -73,7 +75,13 @@ from fitting.core.seed_noise import (
 )
 from fitting.laws.budget.chinchilla_joint import JointChinchillaFit
 from fitting.laws.curves.annealing import fit_annealing_law
-from fitting.laws.curves.runs import Curve, curves_from_table, pair_training_curves
+from fitting.laws.curves.runs import (
+    PROBE_METRIC,
+    Curve,
+    curve_loss_metric,
+    curves_from_table,
+    pair_training_curves,
+)
 from fitting.report.chinchilla import COOLED_LAW, largest_size_seed_noises
 from fitting.report.heldout import NOISE_TOLERANCE as HELDOUT_NOISE_TOLERANCE
 from fitting.report.heldout import REL_TOLERANCE
@@ -376,8 +384,9 @@ def last_third_backtest(curves: dict[str, Curve], *, fraction: float = FIT_FRACT
     LR-annealing law (Tissue et al. 2024 eq. 1, annealing momentum ``lam``), fitted jointly on
     every curve's losses between ``from_fraction`` and ``fraction`` of its family's last step
     (a cool-down branch belongs to its parent's family, so the branches that cool down before
-    the cut are fitted whole: without a cool-down in the fit, the stable phase of an rsqrt
-    schedule cannot tell the annealing term from the power law), predicting every loss after
+    the cut are fitted whole, from two losses on: without a cool-down in the fit, the stable
+    phase of an rsqrt schedule cannot tell the annealing term from the power law; a run's part
+    needs three), predicting every loss after
     the cut from the curve's own learning-rate schedule; errors are (predicted − measured) /
     measured at every later loss the law describes (after the warm-up, within the logged
     schedule)."""
@@ -387,7 +396,9 @@ def last_third_backtest(curves: dict[str, Curve], *, fraction: float = FIT_FRACT
         if last is None:
             continue
         part, later = _split_at(c, fraction * last, from_fraction * last)
-        if part.steps.size >= 3:
+        # a branch before the cut is all cool-down: two points of it inform the annealing term
+        # (a probe curve every 50 steps has two in a 100-step branch); a run needs three
+        if part.steps.size >= (2 if c.parent else 3):
             parts[run] = part
         if later.any():
             rest[run] = later
@@ -420,12 +431,15 @@ def _experiment_of_runs(table: pd.DataFrame) -> dict[str, tuple[str, str]]:
 
 
 def _pair_curves_for_backtest(view: StudyView, pair: str) -> tuple[dict[str, Curve], str]:
-    """The pair's curves and what they are: its training loss where the table logs it per pair
-    (every log step: dense enough for a cut at 2/3), else its evaluation loss, trained runs
+    """The pair's curves and what they are: its probe loss where the table has it (the same
+    examples at every probe step), else its training loss where the table logs it per pair
+    (every log step: dense enough for a cut at 2/3), else its evaluation loss; trained runs
     only (weight 0 is evaluated, not learnt)."""
     table = view.table_fit  # with its cool-down branches
     try:
-        return pair_training_curves(table, pair), "training loss of the pair"
+        curves = pair_training_curves(table, pair)
+        probe = curve_loss_metric(table, pair) == PROBE_METRIC
+        return curves, f"{'probe' if probe else 'training'} loss of the pair"
     except FitError:
         pass
     curves = curves_from_table(table, loss_metric=view.metric, pair=pair,
@@ -588,7 +602,8 @@ def extrapolation_section(doc: Document, rep: Report, view: StudyView,
           "the held-out mixtures as the chosen mixture law predicts them, judged where a seed "
           "noise was measured (pooled at their size, or their own seeds'). Longer run: the "
           "LR-annealing curve law, fitted per experiment (its seeds and branches) on the "
-          "pair's training loss (else its evaluation loss) between 40 % and 2/3 of each "
+          "pair's probe loss (the same examples at every probe step; else its training loss, "
+          "else its evaluation loss: the detail column says which) between 40 % and 2/3 of each "
           "run's steps, with the cool-down branches that end before the cut, predicts the "
           "rest from the run's learning-rate schedule. Later cool-down (with cool-down branches): "
           "the same law, fitted on each parent's stable phase and one of its branches, "

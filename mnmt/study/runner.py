@@ -123,6 +123,8 @@ def make_train_config(spec: StudySpec, run: RunSpec, data: StudyData, run_dir: P
             tasks={pair: data.tasks[pair] for pair in spec.pairs},
             sets=tuple(spec.eval_sets),
             period=spec.eval_every,
+            probe_every=spec.probe_every,
+            probe_examples=spec.probe_examples,
         ),
         decode=DecodeConfig(at_end=spec.decode_at_end, num_examples=spec.num_decode_examples),
         checkpoint=CheckpointConfig(period=spec.checkpoint_every),

@@ -132,6 +132,12 @@ class StudySpec:
     batch_tokens: int = 0
     feature_lengths: tuple[tuple[str, int], ...] = (("inputs", 32), ("targets", 32))
     eval_every: int = 100
+    # Probe evaluations (EvalConfig.probe_every, probe_examples): every `probe_every` steps (0 =
+    # off) each pair's loss on the same first `probe_examples` examples of its first eval set,
+    # written as `probe_loss` rows, a curve per pair whose points differ by the model only; the
+    # curve laws of the report fit it where present (docs/guides/training.md, "Probe curves").
+    probe_every: int = 0
+    probe_examples: int = 128
     checkpoint_every: int = 200
     # The rate after the warm-up: "rsqrt" (learning_rate · rsqrt(step), as Fernandes et al.),
     # "constant" (learning_rate until the cool-down; a converged run's curve is then flat) or
@@ -316,6 +322,8 @@ PRESETS: dict[str, StudySpec] = {
         # slope) and four in all (the convergence correction's fit); the laws read only
         # cooled-down ends, and an evaluation costs a group ~20 of its steps.
         eval_every=500,
+        # A probe curve per pair: 128 examples every 50 steps (the report's curve laws fit it).
+        probe_every=50,
         checkpoint_every=1000,
         cooldown_fraction=0.2,
         cooldown_branches=(0.45, 0.6, 0.75),

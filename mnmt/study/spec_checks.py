@@ -56,7 +56,8 @@ _FIELD_KINDS: dict[str, str] = {
     "mixture_preferences": "seq",
     "gradient_accumulation_steps": "int", "loss_tiles": "int", "verify": "bool",
     "verify_size": "str", "verify_seeds": "int", "vocab_seed": "int", "seed_repeats": "seq",
-    "heldout_seeds": "int", "heldout_branches": "bool",
+    "heldout_seeds": "int", "heldout_branches": "bool", "probe_every": "int",
+    "probe_examples": "int",
 }
 _KIND_TEXT = {
     "str": "a string", "strs": "a tuple of strings", "seq": "a tuple", "numbers":
@@ -102,7 +103,7 @@ def _validate_kinds(spec: StudySpec) -> None:
     if not 0.0 <= spec.dropout_rate < 1.0:
         raise StudyError(f"StudySpec.dropout_rate: expected a rate in [0, 1), got "
                          f"{spec.dropout_rate!r}")
-    for field in ("warmup_steps", "num_decode_examples", "cache_shards"):
+    for field in ("warmup_steps", "num_decode_examples", "cache_shards", "probe_every"):
         if getattr(spec, field) < 0:
             raise StudyError(f"StudySpec.{field}: expected a non-negative integer, got "
                              f"{getattr(spec, field)!r}")
@@ -143,7 +144,7 @@ def validate(spec: StudySpec) -> None:
         raise StudyError(f"StudySpec.verify: verifies a K-pair recommendation (3 pairs or more), "
                          f"got pairs {list(spec.pairs)}")
     for field in ("train_steps", "batch_size", "eval_every", "checkpoint_every", "vocab_size",
-                  "max_group"):
+                  "max_group", "probe_examples"):
         value = getattr(spec, field)
         if not isinstance(value, int) or value <= 0:
             raise StudyError(f"StudySpec.{field}: expected a positive integer, got {value!r}")

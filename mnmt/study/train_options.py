@@ -42,6 +42,8 @@ TRAIN_CONFIGURABLE = "TrainConfig"
 # TrainConfig paths whose StudySpec field has another name (same-name fields need no entry).
 STUDY_FIELDS: dict[str, str] = {
     "eval.period": "eval_every",
+    "eval.probe_every": "probe_every",
+    "eval.probe_examples": "probe_examples",
     "eval.sets": "eval_sets",
     "checkpoint.period": "checkpoint_every",
     "decode.at_end": "decode_at_end",

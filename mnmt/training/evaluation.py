@@ -106,6 +106,36 @@ def evaluate_group_loss(
     return np.asarray(total_nll) / tokens, int(tokens.flat[0])
 
 
+def probe_batches(batches: Iterable[Mapping[str, np.ndarray]], num_examples: int
+                  ) -> list[dict[str, np.ndarray]]:
+    """The fixed probe set of a pair: its first `num_examples` real examples (rows with a loss
+    weight) of `batches`, in their batches, every row after them zeroed (a padding row: zero
+    loss weight, as at the end of a split) and the batches after them left out; the whole
+    split when it has fewer. The batches keep their shape, so the eval scoring program scores
+    them as it is; `targets_text` is dropped (only `loss` is computed on a probe).
+
+    ValueError when `num_examples` < 1 or the batches hold no real example."""
+    if isinstance(num_examples, bool) or not isinstance(num_examples, int) or num_examples < 1:
+        raise ValueError(f"EvalConfig.probe_examples must be a positive int, got {num_examples!r}")
+    out: list[dict[str, np.ndarray]] = []
+    left = num_examples
+    for batch in batches:
+        if left <= 0:
+            break
+        arrays = {k: np.array(v) for k, v in batch.items() if k != "targets_text"}
+        real = np.asarray(arrays["decoder_loss_weights"]).sum(axis=1) > 0
+        keep = real & (np.cumsum(real) <= left)
+        left -= int(keep.sum())
+        if not keep.any():
+            continue
+        for v in arrays.values():
+            v[~keep] = 0
+        out.append(arrays)
+    if not out:
+        raise ValueError("the eval split has no example with target tokens to probe")
+    return out
+
+
 def _accumulate(out, total_nll, total_tokens):
     nll, ntok = out
     nll = np.asarray(jax.device_get(nll), np.float64)

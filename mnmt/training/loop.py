@@ -3,7 +3,8 @@
 `GroupLoop(configs, setups, progress, primary).run(t_start)` trains the runs of one group (one
 run, or several that differ only in their data mixture, seed and identity, as one compiled
 program with a leading run axis) from their latest common checkpoint step, or fresh, to
-`train_steps`: it evaluates, decodes, checkpoints (the branch points and `keep_steps` kept),
+`train_steps`: it evaluates (and probes: `probe_loss` on each pair's fixed probe set every
+`EvalConfig.probe_every` steps), decodes, checkpoints (the branch points and `keep_steps` kept),
 writes metrics.jsonl, TensorBoard and W&B, stops every member together on a preemption signal
 and marks the members whose loss went non-finite. Which runs form a group, run.json before the
 start and the cool-down branches after it are `mnmt.training.trainer`'s job.
@@ -22,6 +23,7 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from fitting.data.schema import PROBE_METRIC
 from mnmt.training import branches, checkpoints, evaluation, run_files, tracking
 from mnmt.training.config import TrainConfig
 from mnmt.training.fault_injection import nan_injection, poisoned
@@ -150,6 +152,7 @@ class GroupLoop:
         self.grouped = len(self.members) > 1
         self.schedule = schedule_for(self.config)
         self.tx = make_optimizer(self.schedule, self.config.optimizer)
+        self._probes: dict[str, list] | None = None  # pair -> its probe batches, on the mesh
 
     def close(self) -> None:
         self.profiler.close()
@@ -193,6 +196,41 @@ class GroupLoop:
             m.finals = first or m.finals
             self.progress(self._event(m, step, kind="eval", eval_losses={
                 f"{p}/{e}" if len(c.eval.sets) > 1 else p: v for (p, e), v in mine.items()}))
+
+    def _probe_due(self, step: int) -> bool:
+        """Whether `step` is a probe step: a multiple of `eval.probe_every` or the last step."""
+        every = self.config.eval.probe_every
+        return every > 0 and (step % every == 0 or step == self.config.train_steps)
+
+    def _probe_sets(self) -> dict[str, list]:
+        """pair -> its probe batches (`evaluation.probe_batches` of its first eval set), placed
+        on the mesh on first use and kept there for the rest of the run."""
+        if self._probes is None:
+            c, s = self.config, self.setup
+            self._probes = {
+                pair: [self.put_eval(b) for b in evaluation.probe_batches(
+                    s.eval_batches(task, s.first_eval_set), c.eval.probe_examples)]
+                for pair, task in c.eval.tasks.items()}
+        return self._probes
+
+    def _probe_rows(self, state, step: int) -> None:
+        """`probe_loss` rows (eval set: the first one) of every member still missing them at
+        `step`, and TensorBoard `eval` scalars `<set>/<pair>/probe_loss`: each pair's probe set
+        scored like an eval set, the group's members together on each batch."""
+        es = self.setup.first_eval_set
+        pairs = [p for p in self.config.eval.tasks
+                 if any(not m.metrics.has(step, p, es, PROBE_METRIC) for m in self.members)]
+        if not pairs:
+            return
+        probes = self._probe_sets()
+        losses = {p: np.atleast_1d(evaluation.evaluate_group_loss(
+            self.score_fn, state["params"], probes[p], lambda b: b)[0]) for p in pairs}
+        for i, m in enumerate(self.members):
+            mine = {p: float(v[i]) for p, v in losses.items()}
+            new = m.metrics.write([dict(step=step, tokens=m.tokens, task=p, eval_set=es,
+                                        metric=PROBE_METRIC, value=v) for p, v in mine.items()])
+            m.scalars("eval", step, {f"{es}/{p}/{PROBE_METRIC}": v for p, v in mine.items()},
+                      new_rows=new > 0)
 
     def _decode_rows(self, m: _Member, params, step: int) -> None:
         c, s = m.config, m.setup
@@ -409,6 +447,9 @@ class GroupLoop:
                 is_eval = step % c.eval.period == 0 or step in (total, end)
                 if is_eval:
                     self._eval_rows(state, step)
+                probed = self._probe_due(step)
+                if probed:
+                    self._probe_rows(state, step)
                 if step in c.decode.steps or (step == total and c.decode.at_end):
                     for i, m in enumerate(self.members):
                         self._decode_rows(m, self._of_member(state, i)["params"], step)
@@ -416,7 +457,7 @@ class GroupLoop:
                 if (step % c.checkpoint.period == 0 or step in (total, end) or stop
                         or step in self.kept_steps):
                     self._save(state, step, input_states)
-                if is_eval:
+                if is_eval or probed:
                     meter.restart_window()
                 if stop and step < end:
                     signal_received = guard.signal_received
@@ -430,6 +471,8 @@ class GroupLoop:
                 # Resumed after the last step was checkpointed but before all final rows
                 # were written: write whatever is missing (the writer skips existing rows).
                 self._eval_rows(state, step)
+                if self._probe_due(step):
+                    self._probe_rows(state, step)
                 for i, m in enumerate(self.members):
                     if c.decode.at_end:
                         self._decode_rows(m, self._of_member(state, i)["params"], step)

@@ -86,6 +86,7 @@ def _validate(config: TrainConfig) -> None:
     if not isinstance(config.stop_step, int) or config.stop_step < 0:
         problems.append(f"stop_step must be an int ≥ 0 (0: train to train_steps), got "
                         f"{config.stop_step!r}")
+    problems.extend(_probe_problems(config))
     n = config.decode.num_examples
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         problems.append(f"decode.num_examples must be an int ≥ 0 (0: the whole eval split), "
@@ -118,6 +119,17 @@ def _validate(config: TrainConfig) -> None:
         problems.append(f"vocabulary_path {config.vocabulary_path!r} does not exist")
     if problems:
         raise ValueError("invalid TrainConfig: " + "; ".join(problems))
+
+
+def _probe_problems(config: TrainConfig) -> list[str]:
+    """What is wrong with `eval.probe_every` (an int ≥ 0) and `eval.probe_examples` (≥ 1)."""
+    every, examples = config.eval.probe_every, config.eval.probe_examples
+    problems = []
+    if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+        problems.append(f"eval.probe_every must be an int ≥ 0 (0: no probe), got {every!r}")
+    if isinstance(examples, bool) or not isinstance(examples, int) or examples < 1:
+        problems.append(f"eval.probe_examples must be a positive int, got {examples!r}")
+    return problems
 
 
 def rules_problems(config: TrainConfig) -> list[str]:

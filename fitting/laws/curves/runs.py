@@ -3,8 +3,9 @@
 Two layouts (after ``--columns``' renaming, :func:`fitting.data.tables.read_table`):
 
 * the tidy metrics table (docs/reference/metrics_schema.md): rows with ``metric`` =
-  ``learning_rate`` carry the schedule, rows with ``metric`` = ``train_loss`` (task ``all`` where
-  the table has per-pair rows too) the loss; ``run_id``, ``step``, ``value``, optional ``n``. A
+  ``learning_rate`` carry the schedule, rows with ``metric`` = ``probe_loss`` where the table has
+  them (:func:`curve_loss_metric`), else ``train_loss`` (task ``all`` where the table has
+  per-pair rows too) the loss; ``run_id``, ``step``, ``value``, optional ``n``. A
   cool-down branch (``parent_run``, ``branch_step``) gets its parent's rates up to the branch step
   in front of its own: its schedule areas start at step 0 like the parent's.
 * a wide table of another stack (or ours pivoted): one row per logged step, columns ``run`` (or
@@ -17,9 +18,13 @@ Two layouts (after ``--columns``' renaming, :func:`fitting.data.tables.read_tabl
 
 The tidy table's pair column is ``pair`` (the tidy table's) or ``task`` (``metrics.jsonl``'s).
 
-Which losses: ``loss_metric`` (default ``train_loss``), ``pair`` (default ``all`` where the table
-has per-pair rows; name a pair for its own curve, e.g. the validation ``loss`` of the pair a
-single-pair run trains) and ``eval_set``. Each loss carries its **window** (``Curve.window``): a
+Which losses: ``loss_metric`` (default :func:`curve_loss_metric`: ``probe_loss`` where the table
+has probe rows of the pair, else ``train_loss``), ``pair`` (default ``all`` where the table has
+per-pair rows; name a pair for its own curve, e.g. the validation ``loss`` of the pair a
+single-pair run trains) and ``eval_set``. A ``probe_loss`` row (schema revision 1.4) is a pair's
+loss on the same fixed examples at every probe step: its points differ by the model only, where
+``train_loss`` rows scatter with their batches (≈ 6 % on the main job). Each loss carries its
+**window** (``Curve.window``): a
 tidy ``train_loss`` row at step s is the mean over the updates since the previous row (the
 training stack's loss window, each batch's loss measured before its update), i.e. over the
 models after s − w … s − 1 updates, w the gap to the previous row (to the branch step for a
@@ -42,11 +47,13 @@ import numpy as np
 import pandas as pd
 
 from fitting.core.base import FitError
+from fitting.data.schema import PROBE_METRIC
 from fitting.data.tables import check_numeric, require_columns
 from fitting.laws.curves.schedule import dense_lr, warmup_end
 
-__all__ = ["Curve", "curves_from_table", "pair_training_curves", "check_runs",
-           "wide_column_names", "TIDY_LOSS_METRIC", "TIDY_LR_METRIC"]
+__all__ = ["Curve", "curves_from_table", "pair_training_curves", "curve_loss_metric",
+           "check_runs", "wide_column_names", "TIDY_LOSS_METRIC", "TIDY_LR_METRIC",
+           "PROBE_METRIC"]
 
 TIDY_LOSS_METRIC = "train_loss"
 TIDY_LR_METRIC = "learning_rate"
@@ -254,19 +261,55 @@ def _wide_curves(df: pd.DataFrame, source: str) -> dict[str, Curve]:
     return out
 
 
+def _pair_column(df: pd.DataFrame) -> str | None:
+    """The tidy table's pair column: ``pair``, or ``task`` (a run's metrics.jsonl); None."""
+    return next((c for c in ("pair", "task") if c in df.columns), None)
+
+
+def _runs_with(df: pd.DataFrame, metric: str, pair: str | None, col: str | None) -> set[str]:
+    rows = df[df["metric"] == metric]
+    if pair is not None and col is not None:
+        rows = rows[rows[col].astype(str) == pair]
+    return set(rows["run_id"].astype(str)) if "run_id" in rows.columns else set()
+
+
+def curve_loss_metric(df: pd.DataFrame, pair: str | None = None) -> str:
+    """The loss the curve laws fit when none is named: :data:`PROBE_METRIC` where the table has
+    probe rows (of ``pair``; ``pair`` None: of one pair only) for every run that has
+    ``train_loss`` rows of it, else :data:`TIDY_LOSS_METRIC` (older tables, and tables whose
+    runs were probed only in part). A wide table: ``probe_loss`` where it has such a column."""
+    if "metric" not in df.columns:
+        return PROBE_METRIC if PROBE_METRIC in df.columns else TIDY_LOSS_METRIC
+    col = _pair_column(df)
+    probe = df[df["metric"] == PROBE_METRIC]
+    if probe.empty:
+        return TIDY_LOSS_METRIC
+    if pair is None and col is not None:
+        pairs = set(probe[col].astype(str))
+        if len(pairs) != 1:
+            return TIDY_LOSS_METRIC  # train_loss of `all`: no probe row covers every pair
+        pair = next(iter(pairs))
+    probed = _runs_with(df, PROBE_METRIC, pair, col)
+    trained = _runs_with(df, TIDY_LOSS_METRIC, pair, col)
+    return PROBE_METRIC if probed and trained <= probed else TIDY_LOSS_METRIC
+
+
 def curves_from_table(df: pd.DataFrame, *, source: str = "table",
-                      loss_metric: str = TIDY_LOSS_METRIC, pair: str | None = None,
+                      loss_metric: str | None = None, pair: str | None = None,
                       eval_set: str | None = None, loss_window: str | int = "auto"
                       ) -> dict[str, Curve]:
     """{run: :class:`Curve`} of a tidy metrics table or a wide table (module docstring).
 
-    Tidy table only: ``pair`` (None: ``all`` where present), ``eval_set`` (None: any) select the
+    ``loss_metric`` None: :func:`curve_loss_metric` (``probe_loss`` where the table has it, else
+    ``train_loss``). Tidy table only: ``pair`` (None: ``all`` where present), ``eval_set`` (None: any) select the
     loss rows; ``loss_window`` their windows: ``"auto"`` = the gap to the previous row for
     ``train_loss`` (the training stack's loss window) and 0 for any other metric, ``"gaps"``
     that rule for any metric, a number that window for every row. A wide table's windows are
     its ``window`` column (0 without one).
 
     FitError naming the missing column (and the columns the table has) otherwise."""
+    if loss_metric is None:
+        loss_metric = curve_loss_metric(df, pair)
     if {"metric", "value"} <= set(df.columns):
         return _tidy_curves(df, source, loss_metric, pair, eval_set, loss_window)
     renamed = wide_column_names(df, loss_metric)
@@ -327,14 +370,25 @@ def check_runs(curves: dict[str, Curve], runs: list[str] | tuple[str, ...],
 
 
 def pair_training_curves(table: pd.DataFrame, pair: str) -> dict[str, Curve]:
-    """{run: curve} of one pair's training loss (:data:`TIDY_LOSS_METRIC` rows of ``pair``, each
-    read at its logged step) for the runs that train it, cool-down branches with their parents'
-    rates; FitError when the table has none (schema revision 1.3 logs the training loss per
-    pair)."""
-    rows = table[(table["metric"] == TIDY_LOSS_METRIC) & (table["pair"].astype(str) == pair)]
+    """{run: curve} of one pair's training curve for the runs that train it, cool-down branches
+    with their parents' rates, each loss read at its step (window 0): its ``probe_loss`` rows
+    where :func:`curve_loss_metric` finds them (schema revision 1.4), else its
+    :data:`TIDY_LOSS_METRIC` rows; FitError when the table has neither (revision 1.3 logs the
+    training loss per pair). A run trains the pair when it has ``train_loss`` rows of it, or,
+    in a table of probe rows alone, when its ``weight`` of the pair is not 0."""
+    metric = curve_loss_metric(table, pair)
+    is_pair = table["pair"].astype(str) == pair
+    rows = table[(table["metric"] == metric) & is_pair]
+    if metric == PROBE_METRIC:
+        trained = _runs_with(table, TIDY_LOSS_METRIC, pair, "pair")
+        if trained:
+            rows = rows[rows["run_id"].astype(str).isin(trained)]
+        elif "weight" in rows.columns:
+            rows = rows[~(pd.to_numeric(rows["weight"], errors="coerce") <= 0)]
     if rows.empty:
-        raise FitError(f"no {TIDY_LOSS_METRIC!r} rows of the pair {pair!r} (schema revision 1.3 "
-                       "logs the training loss per pair)", column="metric")
+        raise FitError(f"no {TIDY_LOSS_METRIC!r} or {PROBE_METRIC!r} rows of the pair {pair!r} "
+                       "(schema revision 1.3 logs the training loss per pair)", column="metric")
     runs = set(rows["run_id"].astype(str))
     sub = table[table["run_id"].astype(str).isin(runs)]
-    return curves_from_table(sub, source="report", pair=pair, loss_window=0)
+    return curves_from_table(sub, source="report", loss_metric=metric, pair=pair,
+                             loss_window=0)
