@@ -33,8 +33,8 @@ fixed-E fits use the exact L∞ of a synthetic study: they are diagnostics, not 
 E-free fits are the package's own (``fit_joint_chinchilla``, reproducing ``fits.json``); the fixed-E fits
 are this script's (:func:`fit_fixed_e`: the same relative residuals, starts and soft_l1 rule).
 
-    nice -n 10 python benchmarks/heldout_bias.py --out /work/exp/judged --seeds 10 11 12 13 14 \\
-        --study /work/exp/B_seed4 [--json]
+    nice -n 10 python benchmarks/heldout_bias.py --out judged --seeds 10 11 12 13 14 \\
+        --study B_seed4 [--json]
 
 About 300 small least-squares fits: 15–20 s of CPU for six studies.
 """
