@@ -1,6 +1,6 @@
 """Early stop: how often a run's cooled-down end, predicted from its curve up to a share f of
 its steps, lies within 3σ_seed of its trained end — on finished studies, every run cut at its
-stop as if stopped (the stop is a prefix of the full run: tests/training/test_early_stop.py),
+stop as if stopped (the stop is a prefix of the full run: tests/training/test_stop_step.py),
 so every end is a check.
 
 For each study output directory (``OUT/metrics.csv`` and ``OUT/study.json``; its held-out runs
