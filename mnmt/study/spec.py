@@ -322,7 +322,8 @@ PRESETS: dict[str, StudySpec] = {
         # slope) and four in all (the convergence correction's fit); the laws read only
         # cooled-down ends, and an evaluation costs a group ~20 of its steps.
         eval_every=500,
-        # A probe curve per pair: 128 examples every 50 steps (the report's curve laws fit it).
+        # A probe curve per pair: 128 examples every 50 steps (the report's curve laws fit it;
+        # about 5 % of a run's training steps, benchmarks/RESULTS.md §98).
         probe_every=50,
         checkpoint_every=1000,
         cooldown_fraction=0.2,

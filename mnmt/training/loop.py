@@ -66,6 +66,7 @@ class TrainSummary:
     final_metrics: dict[str, float] = dataclasses.field(default_factory=dict)  # "pair/set/metric"
     stop_signal: int | None = None     # preempted: the signal received here (None: another host's)
     branches: list[TrainSummary] = dataclasses.field(default_factory=list)  # its cool-down branches
+    probe_s: float = 0.0               # seconds its group spent in probe evaluations (in wall_s)
 
 
 def checkpoint_dir(model_dir: str) -> str:
@@ -153,6 +154,7 @@ class GroupLoop:
         self.schedule = schedule_for(self.config)
         self.tx = make_optimizer(self.schedule, self.config.optimizer)
         self._probes: dict[str, list] | None = None  # pair -> its probe batches, on the mesh
+        self.probe_s = 0.0  # seconds spent in probe evaluations (set-up included)
 
     def close(self) -> None:
         self.profiler.close()
@@ -222,9 +224,11 @@ class GroupLoop:
                  if any(not m.metrics.has(step, p, es, PROBE_METRIC) for m in self.members)]
         if not pairs:
             return
+        start = time.perf_counter()
         probes = self._probe_sets()
         losses = {p: np.atleast_1d(evaluation.evaluate_group_loss(
             self.score_fn, state["params"], probes[p], lambda b: b)[0]) for p in pairs}
+        self.probe_s += time.perf_counter() - start
         for i, m in enumerate(self.members):
             mine = {p: float(v[i]) for p, v in losses.items()}
             new = m.metrics.write([dict(step=step, tokens=m.tokens, task=p, eval_set=es,
@@ -499,7 +503,8 @@ class GroupLoop:
             m.setup.run_id, m.config.model_dir, m.status, step, m.finals,
             time.perf_counter() - self.t_start, tokens=m.tokens, message=m.message,
             final_metrics=final_metrics(m.config.model_dir) if self.primary else {},
-            stop_signal=signal_received if m.status == "preempted" else None)
+            stop_signal=signal_received if m.status == "preempted" else None,
+            probe_s=self.probe_s)
 
     def _planned_rows(self, m: _Member, step: int) -> None:
         """`PLANNED_LR_METRIC` rows of a run stopped at `step`: the rate the `learning_rate` row

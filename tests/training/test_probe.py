@@ -50,7 +50,8 @@ def test_probe_rows_at_their_steps_equal_the_loss_of_their_examples(make_config,
     whole = make_config("whole", eval={"probe_every": 3, "probe_examples": 24})
     part = make_config("part", eval={"probe_every": 3, "probe_examples": 10})
     for config in (whole, part):
-        assert train(config, progress=lambda e: None).status == "finished"
+        summary = train(config, progress=lambda e: None)
+        assert summary.status == "finished" and 0 < summary.probe_s < summary.wall_s
     rows = rows_by_key(run_files.read_metrics(whole.model_dir))
     probes = _probe_rows(whole.model_dir)
     assert sorted(probes) == sorted((s, p, "validation", PROBE) for s in (3, 6, 9, 12)
@@ -123,3 +124,16 @@ def test_probe_settings_are_checked_naming_the_field(make_config):
     with pytest.raises(ValueError, match="eval.probe_examples"):
         train(make_config("bad_examples", eval={"probe_every": 2, "probe_examples": 0}),
               progress=lambda e: None)
+
+
+def test_probe_cost_benchmark_measures_a_known_scatter(benchmark_script):
+    """benchmarks/probe_cost.py's two scatter estimates recover a curve's known relative noise
+    (2 % on a power law), and read a noiseless curve as flat."""
+    bench = benchmark_script("probe_cost")
+    steps = np.arange(100.0, 2001.0, 10.0)
+    curve = 0.5 + 3.0 * steps ** -0.5
+    noisy = curve * np.exp(0.02 * np.random.default_rng(0).standard_normal(steps.size))
+    assert bench.smooth_scatter(steps, noisy) == pytest.approx(0.02, rel=0.15)
+    assert bench.second_difference_scatter(noisy) == pytest.approx(0.02, rel=0.15)
+    assert bench.smooth_scatter(steps, curve) < 1e-3
+    assert bench.second_difference_scatter(curve) < 1e-3
