@@ -13,6 +13,8 @@ ends, median and worst |relative error|, mean signed error):
   ``Curve.window``), ``train-nowin`` the same read as the loss at its step, ``val`` the
   validation loss, ``train>val`` fitted on training, judged on validation with the offset,
   ``nowin>val`` fitted on ``train-nowin``, judged on validation (``+offset``: with it);
+  ``probe`` the pair's probe loss (``probe_loss`` rows, where the study probed: the same
+  examples at every probe step), fitted and judged on it (the report's setting for such tables);
 * form: variants named ``*-rel-*`` fit the relative form of the annealing law,
   (L0 + A·S1^−α)·exp(−C·S2) (:mod:`fitting.laws.curves.annealing`; the report's default);
 * λ of the annealing area; the first step fitted.
@@ -64,6 +66,7 @@ VARIANTS = [
     ("middle-rel-l0.8-nowin>val", "lr_annealing", "middle", "nowin>val", 0.8, 400),
     ("middle-rel-l0.8-nowin>val-offset", "lr_annealing", "middle", "nowin>val+offset", 0.8,
      400),
+    ("middle-rel-l0.8-probe", "lr_annealing", "middle", "probe", 0.8, 400),
     ("mpl-parent", "multi_power", "parent", "train", None, 400),
     ("mpl-middle", "multi_power", "middle", "train", None, 400),
     ("mpl-middle-train>val", "multi_power", "middle", "train>val", None, 400),
@@ -101,7 +104,7 @@ def complete(curves: dict[str, Curve], n_branches: int) -> dict[str, Curve]:
 def run_variant(sets: dict, variant: tuple, stable_until: float) -> list[BranchPredictions]:
     _, law, fit_set, loss, lam, start = variant
     src = {"train": "train", "train-nowin": "nowin", "val": "val", "train>val": "train",
-           "nowin>val": "nowin", "nowin>val+offset": "nowin"}[loss]
+           "nowin>val": "nowin", "nowin>val+offset": "nowin", "probe": "probe"}[loss]
     kw = {"lam": lam} if lam is not None else {}
     if "-rel-" in variant[0]:  # the relative form of the annealing law
         kw["form"] = "relative"
@@ -151,8 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     stable_until = (1.0 - spec["cooldown_fraction"]) * spec["train_steps"]
     n_branches = len(spec["cooldown_branches"])
     df = load_table(out)
-    sets = {"train": pair_curves(df), "nowin": pair_curves(df, loss_window=0),
+    sets = {"train": pair_curves(df, loss_metric="train_loss"),
+            "nowin": pair_curves(df, loss_metric="train_loss", loss_window=0),
             "val": pair_curves(df, loss_metric="loss", eval_set=spec["eval_sets"][0])}
+    if (df["metric"] == "probe_loss").any():  # a study with probe evaluations
+        sets["probe"] = pair_curves(df, loss_metric="probe_loss")
     for k in sets:
         sets[k] = {p: complete(c, n_branches) for p, c in sets[k].items()}
     laws = set(args.laws.split(","))
@@ -168,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
               f"over {len(sn)} repeated ends")
     details = None
     for v in VARIANTS:
-        if v[1] not in laws:
+        if v[1] not in laws or (v[3] == "probe" and "probe" not in sets):
             continue
         t0 = time.perf_counter()
         res = run_variant(sets, v, stable_until)
