@@ -23,7 +23,21 @@ varies between the prediction and a new measurement:
   noise), 0 where none was measured.
 
 The interval is ŷ·exp(±z_q·s) with z the normal quantile (1.2816 for 80 %, 1.9600 for 95 %).
-Whether that is honest is measured, not assumed: :func:`coverage` counts the held-out points
+
+A second rule, ``rule="calibration"``, is for a calibration term that is itself the error of
+refits making the same kind of prediction (a leave-one-out cross-validation error, or the
+error of held-out runs predicted by the law fitted without them): such an error already
+contains the refits' spread and the law's misspecification, so adding s_resample and s_forms
+again counts them twice. There
+
+    s² = s_calibration² + σ_seed²
+
+(s_resample and s_forms are still computed and reported), and because s_calibration is a root
+mean square of k errors, z is Student's t quantile with the Welch–Satterthwaite degrees of
+freedom of the sum (:func:`satterthwaite_dof`; σ_seed counted as known) — the textbook
+prediction interval with an estimated sd.
+
+Whether either is honest is measured, not assumed: :func:`coverage` counts the held-out points
 inside each nominal level, with a Clopper–Pearson 90 % interval on the fraction.
 
 Pure numpy/scipy.
@@ -42,7 +56,7 @@ from scipy import stats
 from fitting.core.base import FitError
 
 __all__ = ["LEVELS", "PredictiveInterval", "predictive_interval", "extrapolation_sd",
-           "stratified_resamples", "resampled_predictions", "coverage",
+           "satterthwaite_dof", "stratified_resamples", "resampled_predictions", "coverage",
            "coverage_of_marks"]
 
 #: the nominal levels every interval is given at
@@ -54,10 +68,13 @@ class PredictiveInterval:
     """A prediction with its predictive interval (the module docstring).
 
     Fields: ``estimate`` ŷ; ``sd_resample``, ``sd_forms``, ``sd_extrapolation``, ``sigma_seed``
-    the components (sd of log ŷ, i.e. relative); ``sd_total`` = sqrt of their sum of squares;
-    ``lo80``/``hi80`` = ŷ·exp(∓1.2816·sd_total), ``lo95``/``hi95`` = ŷ·exp(∓1.9600·sd_total);
-    ``n_resamples`` refits that converged, ``n_failed`` those that did not (never replaced by
-    the estimate, out of ``sd_resample``)."""
+    the components (sd of log ŷ, i.e. relative); ``sd_total`` = sqrt of the sum of squares of
+    all four (``rule`` "sum") or of ``sd_extrapolation`` and ``sigma_seed`` only (``rule``
+    "calibration": the calibration error already holds the refits and the forms);
+    ``lo80``/``hi80`` = ŷ·exp(∓q80·sd_total), ``lo95``/``hi95`` = ŷ·exp(∓q95·sd_total) with q
+    the normal quantile (1.2816, 1.9600) where ``dof`` is None, else Student's t quantile with
+    ``dof`` degrees of freedom; ``n_resamples`` refits that converged, ``n_failed`` those that
+    did not (never replaced by the estimate, out of ``sd_resample``)."""
 
     estimate: float
     sd_resample: float
@@ -71,6 +88,8 @@ class PredictiveInterval:
     hi95: float
     n_resamples: int = 0
     n_failed: int = 0
+    rule: str = "sum"
+    dof: float | None = None
 
     def bounds(self, level: float) -> tuple[float, float]:
         """(low, high) at a level of :data:`LEVELS`."""
@@ -90,14 +109,24 @@ class PredictiveInterval:
 def predictive_interval(estimate: float, *, resampled: Sequence[float] = (),
                         form_estimates: Sequence[float] = (), sd_extrapolation: float = 0.0,
                         sigma_seed: float | None = None, n_failed: int = 0,
-                        form_weights: Sequence[float] | None = None) -> PredictiveInterval:
+                        form_weights: Sequence[float] | None = None,
+                        calibration_dof: float | None = None,
+                        rule: str = "sum") -> PredictiveInterval:
     """The predictive interval of ``estimate`` from its resampled refits' predictions, the
     other forms' predictions, the calibration term and the point's relative seed sd. s_forms is
     the root mean square of log(ŷ_form / ŷ) over the other forms, weighted by
-    ``form_weights`` where given (default equal; a weight 0 leaves a form out). Raises FitError
-    for a non-positive or non-finite estimate (the interval is built in log space)."""
+    ``form_weights`` where given (default equal; a weight 0 leaves a form out).
+
+    ``rule`` "sum" adds all four in quadrature; "calibration" (the module docstring) keeps the
+    calibration term and the seed sd only, with t quantiles of the Welch–Satterthwaite dof from
+    ``calibration_dof`` (the number of errors the calibration's RMS averaged; None: normal
+    quantiles) — it falls back to "sum" where the calibration term is not a positive finite
+    number. Raises FitError for a non-positive or non-finite estimate (the interval is built in
+    log space) and ValueError for an unknown rule."""
     if not (math.isfinite(estimate) and estimate > 0):
         raise FitError(f"a predictive interval needs a positive finite estimate, got {estimate}")
+    if rule not in ("sum", "calibration"):
+        raise ValueError(f"rule must be 'sum' or 'calibration', got {rule!r}")
     res = np.asarray([v for v in resampled if math.isfinite(v) and v > 0], dtype=float)
     s_res = float(np.std(np.log(res), ddof=1)) if len(res) >= 2 else 0.0
     weights = [1.0] * len(form_estimates) if form_weights is None else list(form_weights)
@@ -108,14 +137,34 @@ def predictive_interval(estimate: float, *, resampled: Sequence[float] = (),
     s_forms = (float(np.sqrt(np.sum(wts * np.log(forms / estimate) ** 2) / np.sum(wts)))
                if len(forms) else 0.0)
     seed = float(sigma_seed) if sigma_seed is not None and math.isfinite(sigma_seed) else 0.0
-    total = math.sqrt(s_res ** 2 + s_forms ** 2 + float(sd_extrapolation) ** 2 + seed ** 2)
-    z80, z95 = (float(stats.norm.ppf(0.5 + q / 2)) for q in LEVELS)
+    cal = float(sd_extrapolation)
+    if rule == "calibration" and not (math.isfinite(cal) and cal > 0):
+        rule = "sum"
+    dof = None
+    if rule == "calibration":
+        total = math.sqrt(cal ** 2 + seed ** 2)
+        if calibration_dof is not None:
+            dof = satterthwaite_dof([(cal, float(calibration_dof)), (seed, math.inf)])
+    else:
+        total = math.sqrt(s_res ** 2 + s_forms ** 2 + cal ** 2 + seed ** 2)
+    q80, q95 = (float(stats.norm.ppf(0.5 + q / 2)) if dof is None or not math.isfinite(dof)
+                else float(stats.t.ppf(0.5 + q / 2, dof)) for q in LEVELS)
     return PredictiveInterval(
         estimate=float(estimate), sd_resample=s_res, sd_forms=s_forms,
-        sd_extrapolation=float(sd_extrapolation), sigma_seed=seed, sd_total=total,
-        lo80=estimate * math.exp(-z80 * total), hi80=estimate * math.exp(z80 * total),
-        lo95=estimate * math.exp(-z95 * total), hi95=estimate * math.exp(z95 * total),
-        n_resamples=int(len(res)), n_failed=int(n_failed))
+        sd_extrapolation=cal, sigma_seed=seed, sd_total=total,
+        lo80=estimate * math.exp(-q80 * total), hi80=estimate * math.exp(q80 * total),
+        lo95=estimate * math.exp(-q95 * total), hi95=estimate * math.exp(q95 * total),
+        n_resamples=int(len(res)), n_failed=int(n_failed), rule=rule, dof=dof)
+
+
+def satterthwaite_dof(components: Iterable[tuple[float, float]]) -> float:
+    """Welch–Satterthwaite degrees of freedom of a sum of variance estimates: for components
+    (s_i, ν_i), ν = (Σ s_i²)² / Σ (s_i⁴ / ν_i); a component with ν_i = ∞ is a known variance
+    (adds to the numerator only). ∞ where every component is known or all are zero."""
+    parts = [(float(s) ** 2, float(v)) for s, v in components if math.isfinite(float(s))]
+    num = sum(var for var, _ in parts) ** 2
+    den = sum(var * var / v for var, v in parts if math.isfinite(v) and v > 0)
+    return math.inf if den == 0 or num == 0 else num / den
 
 
 def extrapolation_sd(step_error: float, step_distance: float, distance: float) -> float:

@@ -12,6 +12,7 @@ skipped. Fields of ``fits.json["mixture"]``: docs/guides/fitting.md.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable, Sequence
 
@@ -281,10 +282,16 @@ def _interval_cell(e: dict) -> str:
 def _objective_interval_text(iv: dict | None) -> str:
     if not iv:
         return ""
-    calib = ("" if iv["calibrated"] else
-             "; no held-out mixtures to calibrate it: too narrow by what the law misses")
-    return (f" (95 % predictive interval [{iv['lo95']:.4g}, {iv['hi95']:.4g}]: refits, forms "
-            f"and {iv['calibration_runs']} held-out mixtures' error{calib})")
+    if not iv["calibrated"]:
+        return (f" (95 % predictive interval [{iv['lo95']:.4g}, {iv['hi95']:.4g}] from refits "
+                "and forms; no held-out mixtures to calibrate it: too narrow by what the law "
+                "misses)")
+    dof = iv.get("dof")
+    quantile = f"t, {dof:.3g} dof" if dof is not None and math.isfinite(dof) else "normal"
+    return (f" (95 % predictive interval [{iv['lo95']:.4g}, {iv['hi95']:.4g}]: the RMS log "
+            f"error {iv['sd_extrapolation']:.2%} of {iv['calibration_runs']} held-out mixtures, "
+            f"{quantile} quantiles; the refits' {iv['sd_resample']:.2%} and the forms' "
+            f"{iv['sd_forms']:.2%} are inside that error, not added)")
 
 
 def _heldout_markdown(doc: Document, heldout: dict, summary: dict, chosen: str | None) -> None:

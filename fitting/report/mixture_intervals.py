@@ -20,13 +20,17 @@ interval here is :func:`fitting.core.predictive.predictive_interval` of J, in lo
   log(J_predicted / J_measured) over the study's held-out mixtures — trained, never fitted —
   at sizes no larger than the N predicted, each J from one seed. It is fixed by runs the
   verification never reads, before any verification run is; it holds one seed's noise, so no
-  separate σ_seed enters (a mean over seeds is then covered conservatively).
+  separate σ_seed enters (a mean over seeds is then covered conservatively). Its degrees of
+  freedom are the number of runs it averaged. Without a calibration (fewer than
+  :data:`MIN_HELDOUT` runs) the interval falls back to the sum of s_resample and s_forms and
+  says it is uncalibrated.
 
 Held-out mixtures (:func:`heldout_mixture_intervals`) get one per pair the same way, with the
 chosen law's leave-one-mixture-out CV error of the pair as calibration (:func:`cv_log_error`,
 fixed by the fitted runs), plus — for a run above the largest fitted size — the size
 backtest's error grown with log N (:func:`size_step_error`,
-:func:`fitting.core.predictive.extrapolation_sd`), and the entry's seed noise where measured.
+:func:`fitting.core.predictive.extrapolation_sd`), and the entry's seed noise where measured;
+the degrees of freedom of the two calibration terms together by Welch–Satterthwaite.
 
 What it cannot hold: the recommendation is the law's own optimum, so the law's error there is
 not a random draw (an optimiser seeks where the law is too optimistic); the verification's
@@ -40,7 +44,12 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from fitting.core.predictive import PredictiveInterval, extrapolation_sd, predictive_interval
+from fitting.core.predictive import (
+    PredictiveInterval,
+    extrapolation_sd,
+    predictive_interval,
+    satterthwaite_dof,
+)
 
 __all__ = ["objective_samples", "heldout_objective_error", "objective_interval", "cv_log_error",
            "cv_form_weights",
@@ -138,47 +147,52 @@ def objective_interval(law, other_laws: Mapping[str, object], n: float,
                                form_weights=None if form_weights is None else
                                [form_weights.get(name, 0.0) for name in others],
                                sd_extrapolation=rms if math.isfinite(rms) else 0.0,
-                               n_failed=failed)
+                               n_failed=failed, rule="calibration",
+                               calibration_dof=calibration.get("runs"))
 
 
-def cv_log_error(cmp) -> dict[str, float]:
-    """The calibration term of a held-out mixture's loss, per pair: the root mean square of
-    log(CV prediction / target) of the chosen law over the design mixtures
-    (``cmp.cv_predictions[cmp.chosen]`` against ``cmp.cv_targets``: each mixture predicted by a
-    refit without it, :func:`fitting.laws.mixture.compare.compare_mixture_laws`) — fixed by
-    the fitted runs before any held-out run is read. NaN for a pair with fewer than
-    :data:`MIN_HELDOUT` CV points."""
+def cv_log_error(cmp) -> dict[str, dict[str, float]]:
+    """The calibration term of a held-out mixture's loss, per pair: {pair: {rms_log, points}},
+    the root mean square of log(CV prediction / target) of the chosen law over the design
+    mixtures (``cmp.cv_predictions[cmp.chosen]`` against ``cmp.cv_targets``: each mixture
+    predicted by a refit without it, :func:`fitting.laws.mixture.compare.compare_mixture_laws`)
+    and how many CV points it averaged — fixed by the fitted runs before any held-out run is
+    read. rms_log NaN for a pair with fewer than :data:`MIN_HELDOUT` CV points."""
     pred = np.asarray(cmp.cv_predictions.get(cmp.chosen, np.empty((0, 0))), dtype=float)
     y = np.asarray(cmp.cv_targets if cmp.cv_targets is not None else np.empty((0, 0)), float)
     out = {}
     for i, pair in enumerate(cmp.runs.pairs):
         if pred.size == 0:
-            out[pair] = float("nan")
+            out[pair] = {"rms_log": float("nan"), "points": 0}
             continue
         ok = np.isfinite(pred[:, i]) & np.isfinite(y[:, i]) & (pred[:, i] > 0) & (y[:, i] > 0)
         e = np.log(pred[ok, i] / y[ok, i])
-        out[pair] = float(np.sqrt(np.mean(e ** 2))) if len(e) >= MIN_HELDOUT else float("nan")
+        out[pair] = {"rms_log": float(np.sqrt(np.mean(e ** 2))) if len(e) >= MIN_HELDOUT
+                     else float("nan"), "points": int(len(e))}
     return out
 
 
-def size_step_error(cmp) -> tuple[float, float]:
+def size_step_error(cmp) -> tuple[float, float, int]:
     """(RMS log error of the chosen law's leave-largest-size-out backtest over every pair, the
-    step it extrapolated in log N); (NaN, NaN) where the study has no such backtest."""
+    step it extrapolated in log N, how many errors it averaged); (NaN, NaN, 0) where the study
+    has no such backtest."""
     bt = cmp.size_backtest or {}
     errs = [e for v in (bt.get("errors") or {}).values() for e in v if e > -1]
     if not errs or not bt.get("sizes"):
-        return float("nan"), float("nan")
+        return float("nan"), float("nan"), 0
     logs = np.log1p(np.asarray(errs, dtype=float))
     return (float(np.sqrt(np.mean(logs ** 2))),
-            float(np.log(bt["held_out_n"] / max(bt["sizes"]))))
+            float(np.log(bt["held_out_n"] / max(bt["sizes"]))), int(len(logs)))
 
 
 def heldout_mixture_intervals(cmp, heldout: Mapping[str, Mapping[str, Mapping]] | None = None
                               ) -> dict[str, dict[str, tuple[PredictiveInterval, bool]]]:
     """{run: {pair: (interval, calibrated)}} for the held-out mixtures the chosen law predicts
     (``heldout``, default ``cmp.heldout``; the report passes its entries with the pooled seed
-    noise): s_resample from its bootstrap refits at the run, s_forms from the other
-    forms' predictions, the calibration :func:`cv_log_error` of the pair, and for a run above
+    noise), under the ``"calibration"`` rule (the module docstring): s_resample from its
+    bootstrap refits at the run and s_forms from the other forms' predictions (reported; they
+    widen the interval only where no calibration exists), the calibration
+    :func:`cv_log_error` of the pair, and for a run above
     the largest fitted size the size backtest's error grown with log N
     (:func:`fitting.core.predictive.extrapolation_sd`; none without a size backtest — that
     interval is then too narrow by the size extrapolation, and ``calibrated`` says so); σ_seed
@@ -188,7 +202,7 @@ def heldout_mixture_intervals(cmp, heldout: Mapping[str, Mapping[str, Mapping]] 
         return {}
     pairs = list(cmp.runs.pairs)
     cv = cv_log_error(cmp)
-    step_err, step = size_step_error(cmp)
+    step_err, step, step_points = size_step_error(cmp)
     fitted_max = float(np.max(cmp.runs.n[~cmp.runs.heldout]))
     out: dict[str, dict[str, tuple[PredictiveInterval, bool]]] = {}
     for rid, entries in (cmp.heldout if heldout is None else heldout).items():
@@ -209,7 +223,8 @@ def heldout_mixture_intervals(cmp, heldout: Mapping[str, Mapping[str, Mapping]] 
             est = float(e["predicted"])
             if not (math.isfinite(est) and est > 0):
                 continue
-            calib = [v for v in (cv[pair], size_sd) if math.isfinite(v)]
+            calib = [(sd, k) for sd, k in ((cv[pair]["rms_log"], cv[pair]["points"]),
+                                            (size_sd, step_points)) if math.isfinite(sd)]
             seed = (float(e["noise"]) / float(e["measured"])
                     if e.get("noise_source") in ("pooled seed sd", "seed spread")
                     and e.get("noise") and float(e["measured"]) > 0 else None)
@@ -217,7 +232,8 @@ def heldout_mixture_intervals(cmp, heldout: Mapping[str, Mapping[str, Mapping]] 
                 est, resampled=[] if samples is None else samples[:, i],
                 form_estimates=[float(o[i]) for o in others.values()],
                 form_weights=[fw.get(f, 0.0) for f in others],
-                sd_extrapolation=math.sqrt(sum(v * v for v in calib)), sigma_seed=seed,
-                n_failed=0 if samples is None else int(np.sum(~np.isfinite(samples[:, i]))))
-            out[rid][pair] = (iv, bool(math.isfinite(cv[pair]) and sized))
+                sd_extrapolation=math.sqrt(sum(sd * sd for sd, _ in calib)), sigma_seed=seed,
+                n_failed=0 if samples is None else int(np.sum(~np.isfinite(samples[:, i]))),
+                rule="calibration", calibration_dof=satterthwaite_dof(calib) if calib else None)
+            out[rid][pair] = (iv, bool(math.isfinite(cv[pair]["rms_log"]) and sized))
     return out

@@ -76,19 +76,24 @@ def test_heldout_error_is_the_rms_log_error_of_the_runs_it_may_use():
     assert wider["runs"] == 3
 
 
-def test_the_interval_adds_refits_forms_and_calibration_in_log_space():
+def test_a_calibrated_interval_is_the_calibration_alone_with_t_quantiles():
+    """The held-out errors are errors of refits, so the refits' and forms' spread is reported
+    but not added again; 4 calibration runs give t quantiles with 4 dof. Without a calibration
+    the interval falls back to refits + forms."""
     law = _Law(boot=[0.95, 1.05])
     other = _Law(scale=1.1)
     iv = objective_interval(law, {"chosen": law, "other": other}, 1e5,
-                            {"a": 0.4, "b": 0.6, "c": 0.0}, PI, {"rms_log": 0.05})
+                            {"a": 0.4, "b": 0.6, "c": 0.0}, PI, {"rms_log": 0.05, "runs": 4})
     assert iv.estimate == pytest.approx(0.5 * 1.4 + 0.5 * 1.6)
     assert iv.sd_forms == pytest.approx(math.log(1.1))
     assert iv.sd_resample == pytest.approx(np.std(np.log([0.95, 1.05]), ddof=1))
-    assert iv.sd_extrapolation == 0.05
-    assert iv.sd_total == pytest.approx(math.sqrt(iv.sd_resample ** 2 + math.log(1.1) ** 2
-                                                  + 0.05 ** 2))
-    bare = objective_interval(_Law(), {}, 1e5, {"a": 0.4, "b": 0.6}, PI, {"rms_log": math.nan})
-    assert bare.sd_total == 0.0  # nothing known beyond the point: the caller says uncalibrated
+    assert iv.rule == "calibration" and iv.dof == pytest.approx(4)
+    assert iv.sd_total == pytest.approx(0.05)
+    assert iv.hi95 == pytest.approx(iv.estimate * math.exp(2.776445 * 0.05), rel=1e-6)
+    bare = objective_interval(law, {"chosen": law, "other": other}, 1e5,
+                              {"a": 0.4, "b": 0.6}, PI, {"rms_log": math.nan, "runs": 1})
+    assert bare.rule == "sum" and bare.dof is None
+    assert bare.sd_total == pytest.approx(math.hypot(iv.sd_resample, math.log(1.1)))
 
 
 def test_calibrated_intervals_cover_new_mixtures_at_about_the_nominal_rate():
@@ -182,6 +187,10 @@ def test_heldout_mixture_intervals_use_the_cv_error_and_the_size_backtest_beyond
     ivs = heldout_mixture_intervals(cmp)
     small_a, cal_a = ivs["h_small"]["a"]
     assert cal_a and small_a.sd_extrapolation == pytest.approx(0.1)   # the CV error alone
+    assert small_a.rule == "calibration"
+    assert small_a.sd_total == pytest.approx(math.hypot(0.1, 0.05))
+    # 4 CV points; the seed sd counted as known (Welch–Satterthwaite)
+    assert small_a.dof == pytest.approx((0.1 ** 2 + 0.05 ** 2) ** 2 / (0.1 ** 4 / 4))
     assert ivs["h_small"]["b"][0].sd_extrapolation == pytest.approx(0.2)
     # the poor form (CV error 10× the chosen's) enters with weight 1/100
     assert small_a.sd_forms == pytest.approx(math.sqrt(
@@ -191,6 +200,9 @@ def test_heldout_mixture_intervals_use_the_cv_error_and_the_size_backtest_beyond
     step = math.sqrt(np.mean(np.log1p([0.1, -0.1, 0.1]) ** 2))        # one step: ×2 in N
     grown = step * math.log(4) / math.log(2)                           # 4× above the largest
     assert cal_big and big_a.sd_extrapolation == pytest.approx(math.hypot(0.1, grown))
+    # Welch–Satterthwaite over the CV error (4 points) and the size term (3 errors)
+    assert big_a.dof == pytest.approx((0.1 ** 2 + grown ** 2) ** 2
+                                      / (0.1 ** 4 / 4 + grown ** 4 / 3))
     assert big_a.sigma_seed == 0.0                                    # not a seed noise
     assert "c" not in ivs["h_small"]                                  # no entry, no interval
 

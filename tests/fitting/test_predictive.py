@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from fitting.core.base import FitError
 from fitting.core.predictive import (
@@ -13,6 +14,7 @@ from fitting.core.predictive import (
     extrapolation_sd,
     predictive_interval,
     resampled_predictions,
+    satterthwaite_dof,
     stratified_resamples,
 )
 
@@ -48,6 +50,53 @@ def test_components_add_in_quadrature_in_log_space():
     assert iv.contains(1.05, 0.80) and not iv.contains(1.07, 0.80) and iv.contains(1.09, 0.95)
     with pytest.raises(FitError, match="positive finite"):
         predictive_interval(0.0)
+
+
+def test_the_calibration_rule_keeps_the_calibration_and_seed_and_uses_t_quantiles():
+    iv = predictive_interval(1.0, resampled=[0.9, 1.1], form_estimates=[1.2],
+                             sd_extrapolation=0.04, sigma_seed=0.03, calibration_dof=5,
+                             rule="calibration")
+    assert iv.sd_total == pytest.approx(0.05) and iv.rule == "calibration"
+    assert iv.sd_resample > 0.1 and iv.sd_forms == pytest.approx(math.log(1.2))  # reported
+    dof = 0.05 ** 4 / (0.04 ** 4 / 5)               # the seed sd counted as known
+    assert iv.dof == pytest.approx(dof)
+    assert iv.hi80 == pytest.approx(math.exp(stats.t.ppf(0.9, dof) * 0.05))
+    normal = predictive_interval(1.0, sd_extrapolation=0.04, rule="calibration")
+    assert normal.dof is None and normal.hi95 == pytest.approx(math.exp(1.959964 * 0.04))
+    # no calibration: back to the sum of every term
+    fallback = predictive_interval(1.0, form_estimates=[math.exp(0.03)], sd_extrapolation=0.0,
+                                   sigma_seed=0.04, rule="calibration", calibration_dof=3)
+    assert fallback.rule == "sum" and fallback.sd_total == pytest.approx(0.05)
+    with pytest.raises(ValueError, match="rule"):
+        predictive_interval(1.0, rule="envelope")
+
+
+def test_a_calibration_from_few_errors_covers_at_the_nominal_rate_only_with_t_quantiles():
+    """Known truth: errors ~ N(0, τ); the calibration is the RMS of 4 of them. A new error falls
+    inside the t interval (4 dof) at ≈ the nominal rate; normal quantiles cover too rarely."""
+    rng = np.random.default_rng(1)
+    hits_t, hits_z = {0.80: 0, 0.95: 0}, {0.80: 0, 0.95: 0}
+    trials = 4000
+    for _ in range(trials):
+        rms = float(np.sqrt(np.mean(rng.normal(0, 0.1, 4) ** 2)))
+        truth = math.exp(rng.normal(0, 0.1))
+        t_iv = predictive_interval(1.0, sd_extrapolation=rms, calibration_dof=4,
+                                   rule="calibration")
+        z_iv = predictive_interval(1.0, sd_extrapolation=rms, rule="calibration")
+        for q in hits_t:
+            hits_t[q] += t_iv.contains(truth, q)
+            hits_z[q] += z_iv.contains(truth, q)
+    assert hits_t[0.80] / trials == pytest.approx(0.80, abs=0.02)
+    assert hits_t[0.95] / trials == pytest.approx(0.95, abs=0.012)
+    assert hits_z[0.95] / trials < 0.925
+
+
+def test_satterthwaite_dof_of_known_sums():
+    assert satterthwaite_dof([(0.1, 7)]) == pytest.approx(7)
+    assert satterthwaite_dof([(0.1, 4), (0.1, 4)]) == pytest.approx(8)
+    assert satterthwaite_dof([(0.1, 4), (0.1, math.inf)]) == pytest.approx(16)
+    assert satterthwaite_dof([(0.1, math.inf)]) == math.inf
+    assert satterthwaite_dof([(0.0, 3), (float("nan"), 2)]) == math.inf
 
 
 def test_extrapolation_term_grows_with_log_distance_and_never_below_one_step():
