@@ -327,7 +327,8 @@ def largest_size_seed_noise(spread: dict) -> tuple[dict[str, float], float | Non
 
 
 def fit_cooled_law(view: StudyView, *, uncertainty: str | None = "perturbation",
-                   n_refits: int = 100, seed: int = 0, noise_rel: dict[str, float] | None = None,
+                   n_refits: int = 100, seed: int = 0,
+                   noise_rel: dict[str, SeedNoise] | None = None,
                    predicted: pd.DataFrame | None = None
                    ) -> tuple[JointChinchillaFit | None, str, str]:
     """(fit, note, why not): :func:`fitting.laws.budget.chinchilla_joint.fit_joint_chinchilla` on the
@@ -336,7 +337,7 @@ def fit_cooled_law(view: StudyView, *, uncertainty: str | None = "perturbation",
     (None, "", reason) when the table has no branches, too few budgets or no pair could be
     fitted; a pair that cannot be fitted is left out with its reason (``meta["failed_pairs"]``),
     the others kept. ``noise_rel``: the relative seed noise per pair the backtest is judged
-    against. ``predicted``: cooled-down budgets not trained, predicted from their run's curve
+    against (:func:`largest_size_seed_noises`; on too few dof the backtest is information). ``predicted``: cooled-down budgets not trained, predicted from their run's curve
     (:func:`chinchilla_points`): fitted like the trained ones, never graded by the backtest;
     ``meta["predicted_points"][pair]`` counts them."""
     table = view.table_fit
@@ -360,7 +361,8 @@ def fit_cooled_law(view: StudyView, *, uncertainty: str | None = "perturbation",
         return None, "", str(e)
     if uncertainty not in (None, "none"):
         try:
-            cooled_law_intervals(fit, pts, noise_rel, seed)
+            cooled_law_intervals(fit, pts, {p: v.sigma for p, v in (noise_rel or {}).items()},
+                                 seed)
         except (FitError, ValueError) as e:  # the intervals never cost the fit
             fit.meta["predictive_failed"] = f"{type(e).__name__}: {e}"
     return fit, note, ""
@@ -401,6 +403,8 @@ def _backtest_text(pair: str, bt: dict) -> str:
         return (f"{pair}: {miss}; not judged: no seed noise measured (repeat a run with "
                 "another seed; the fit's residual sd includes the misfit the backtest exposes).")
     noise = f"{bt['tolerance']:g}× the noise {bt['noise_rel']:.2%} ({bt['noise_source']})"
+    if bt["within"] is None:
+        return f"{pair}: {miss}; against {noise}."
     if bt["within"]:
         return f"{pair}: {miss}, within {noise}."
     return (f"{pair}: {miss}, beyond {noise}: the size law cannot be extrapolated here by one "

@@ -173,7 +173,7 @@ def compare(table: pd.DataFrame, *, heldout_runs: Sequence[str] = (),
     fewer = prepare_view(without_branches_except(table, keep), eval_set=eval_set,
                          metric=metric, heldout_runs=heldout_runs)
     noise = largest_size_seed_noises(full.seeds)[0]
-    noise_rel = {p: v.sigma for p, v in noise.items()} or None
+    noise_rel = noise or None
     pred, failed = predicted_budgets(fewer, plan)
     fit_t, _, why_t = fit_cooled_law(full, uncertainty=None, noise_rel=noise_rel)
     fit_f, _, why_f = fit_cooled_law(fewer, uncertainty=None, noise_rel=noise_rel,

@@ -48,7 +48,7 @@ from fitting.report.chinchilla import (
     chinchilla_section,
     cooled_law_section,
     fit_cooled_law,
-    largest_size_seed_noise,
+    largest_size_seed_noises,
 )
 from fitting.report.curves import curves_section
 from fitting.report.dpl import dpl_section
@@ -142,14 +142,14 @@ def write_report(
     # the regime's fitted L∞: L(N, D)'s limit on cooled-down budgets where the table has them
     # (a pair it cannot fit has none: eq. 7's is this budget's, never in its place), else eq. 7's
     predicted = _predicted_budgets(rep, view, branch_plan)
+    seed_noise = largest_size_seed_noises(rep.seeds)[0]
     cooled, cooled_note, cooled_why = fit_cooled_law(
-        view, **fit_kw, noise_rel=largest_size_seed_noise(rep.seeds)[0] or None,
-        predicted=predicted)
+        view, **fit_kw, noise_rel=seed_noise or None, predicted=predicted)
     _regime(doc, rep, view, cooled, cooled_why, ground_truth)
     cooled_law_section(doc, rep, cooled, cooled_note, cooled_why, ground_truth)
     power_section(doc, rep, view, out_dir)
     joint_section(doc, rep, view, ground_truth, out_dir)
-    seed_sd = largest_size_seed_noise(rep.seeds)[0]
+    seed_sd = {pair: noise.sigma for pair, noise in seed_noise.items()}
     frontier_section(doc, rep, view, target_sizes, preferences, out_dir, uncertainty, n_refits,
                      seed, seed_sd)
     heldout_section(doc, rep, view)

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from fitting.core.base import FitError, FitResult
+from fitting.core.seed_noise import SeedNoise
 from fitting.laws.budget.chinchilla_joint import (
     NO_NOISE_GIVEN,
     NOISE_GIVEN,
@@ -106,6 +107,19 @@ def test_a_seed_noise_of_zero_is_the_noise_given_not_the_fits_residuals():
                               noise_rel={"en-de": 0.0}).backtest["en-de"]
     assert bt["noise_source"] == NOISE_GIVEN and bt["noise_rel"] == 0.0
     assert bt["rmse_rel"] > 0 and bt["within"] is False
+
+
+def test_a_seed_noise_on_one_dof_does_not_judge_the_backtest():
+    """A σ from 2 seeds (1 dof; its 90 % interval spans 0.51–15.9× the estimate) is
+    information; the same σ from 3 seeds judges."""
+    t = _table(noise=0.002, seed=1)
+    few = fit_joint_chinchilla(t, uncertainty=None,
+                               noise_rel={"en-de": SeedNoise(1e-6, 2, 1)}).backtest["en-de"]
+    assert few["within"] is None and few["noise_rel"] == 1e-6
+    assert "information" in few["noise_source"] and few["noise_dof"] == 1
+    enough = fit_joint_chinchilla(t, uncertainty=None,
+                                  noise_rel={"en-de": SeedNoise(1e-6, 3, 2)}).backtest["en-de"]
+    assert enough["within"] is False and enough["noise_seeds"] == 3
 
 
 def test_what_the_law_needs_is_said():

@@ -51,6 +51,7 @@ from scipy.optimize import OptimizeResult
 
 from fitting.core.base import FitError, FitResult, fitted_pair, register_law
 from fitting.core.engine import converged, convergence_warning, goodness_of_fit, varpro_fit
+from fitting.core.seed_noise import SeedNoise, few_seeds_verdict
 from fitting.core.uncertainty import (
     pair_band,
     perturbation_samples,
@@ -533,11 +534,14 @@ def _pair_backtest(pair: str, points, o: dict[str, Any], form: str) -> dict[str,
     """:func:`leave_largest_out` of one pair, judged against the noise given for it (a seed sd
     of 0 included); without one, not judged (``within`` None): never against the fit's
     residual sd, which grows with the law's misfit and would pass the law that misses most.
+    A :class:`~fitting.core.seed_noise.SeedNoise` given carries its seeds and dof
+    (``noise_seeds``, ``noise_dof``); one on too few dof to judge leaves ``within`` None, its
+    ``noise_source`` the verdict of information.
     With ``form="auto"`` on all the pair's points, so that the backtest chooses its form and
     budgets without the held-out size. A backtest that cannot be fitted returns
     ``{"error": …}``."""
     given = (o["noise_rel"] or {}).get(pair)
-    noise = None if given is None else float(given)
+    noise = None if given is None else float(getattr(given, "sigma", given))
     try:
         bt = leave_largest_out(*points[:4], loss=o["robust_loss"], f_scale=o["f_scale"],
                                noise_rel=noise, tolerance=o["backtest_tolerance"], form=form,
@@ -545,6 +549,11 @@ def _pair_backtest(pair: str, points, o: dict[str, Any], form: str) -> dict[str,
     except FitError as e:
         return {"error": str(e)}
     bt["noise_source"] = NO_NOISE_GIVEN if noise is None else NOISE_GIVEN
+    if isinstance(given, SeedNoise):
+        bt["noise_seeds"], bt["noise_dof"] = given.seeds, given.dof
+        if not given.judges:
+            bt["within"] = None
+            bt["noise_source"] = few_seeds_verdict(given.seeds, given.dof)
     return bt
 
 
@@ -559,7 +568,7 @@ def fit_joint_chinchilla(
     level: float = 0.95,
     seed: int = 0,
     backtest: bool = True,
-    noise_rel: Mapping[str, float] | None = None,
+    noise_rel: Mapping[str, float | SeedNoise] | None = None,
     backtest_tolerance: float = 3.0,
     form: str = "additive",
     skip_failed_pairs: bool = False,
@@ -579,7 +588,8 @@ def fit_joint_chinchilla(
 
     Rows with weight 0 (zero-shot) are left out (``meta["excluded_zero_weight"]``). Each pair
     needs ≥ 3 model sizes and ≥ 2 distinct D at every weight. ``noise_rel[pair]``: the relative
-    noise the backtest is judged against (e.g. the seed sd of the largest size over its loss);
+    noise the backtest is judged against (e.g. the seed sd of the largest size over its loss;
+    a :class:`~fitting.core.seed_noise.SeedNoise` judges only on enough dof);
     without it the backtest is not judged (``within`` None, ``noise_source``
     :data:`NO_NOISE_GIVEN`): the fit's residual sd includes the misfit the backtest exposes.
 
