@@ -60,11 +60,11 @@ from fitting.data.tables import read_table  # noqa: E402
 from fitting.laws.budget.chinchilla_joint import (  # noqa: E402
     EXPONENT_BOUNDS,
     JointChinchillaFit,
+    budget_rank,  # noqa: E402
     fit_joint_chinchilla,
 )
 from fitting.laws.budget.kaplan_nd import KAPLAN_EXPONENT_BOUNDS  # noqa: E402
 from fitting.report.chinchilla import chinchilla_points  # noqa: E402
-from fitting.report.law_intervals import budget_rank  # noqa: E402
 from fitting.report.view import prepare_view  # noqa: E402
 
 _STARTS = {"alpha": (0.5, 1.5), "beta": (0.7, 2.0, 4.0), "E": (0.5, 0.9)}
@@ -168,12 +168,6 @@ def fit(n, d, p, y, form: str, e: float | None = None) -> dict:
     return out
 
 
-def _budget_rank(d, p, n) -> np.ndarray:
-    """Each point's budget counted from its run's last (:func:`fitting.report.law_intervals.
-    budget_rank`)."""
-    return budget_rank(pd.DataFrame({"tokens": d, "weight": p, "n": n}))
-
-
 def as_law(raw: dict, form: str, pair: str) -> JointChinchillaFit:
     """A raw fit as the package's law object (its predict interpolates unfitted weights)."""
     params = {}
@@ -210,7 +204,7 @@ def analyse_pair(pr: dict, truth: float | None) -> dict:
     """Experiments 1–5 of the module docstring on one pair of one study."""
     n, d, p, y, h = pr["n"], pr["d"], pr["p"], pr["y"], pr["held"]
     form, k = pr["form"], pr["budgets"]
-    rank = _budget_rank(d, p, n)
+    rank = budget_rank(d, p, n)
     keep = rank < k
     big = n == n.max()
     res: dict = {"form": form, "budgets": k, "measured": h["y"], "held_sd_rel":

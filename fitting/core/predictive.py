@@ -56,7 +56,7 @@ from scipy import stats
 from fitting.core.base import FitError
 
 __all__ = ["LEVELS", "PredictiveInterval", "predictive_interval", "extrapolation_sd",
-           "satterthwaite_dof", "stratified_resamples", "resampled_predictions", "coverage",
+           "largest_size_step", "satterthwaite_dof", "stratified_resamples", "resampled_predictions", "coverage",
            "coverage_of_marks"]
 
 #: the nominal levels every interval is given at
@@ -175,6 +175,16 @@ def extrapolation_sd(step_error: float, step_distance: float, distance: float) -
     if not (math.isfinite(step_error) and math.isfinite(step_distance) and step_distance > 0):
         return float("nan")
     return float(step_error) * max(1.0, float(distance) / float(step_distance))
+
+
+def largest_size_step(sizes: Iterable[float]) -> tuple[float, float]:
+    """(N_max, log(N_max / N_next)) of the distinct fitted sizes: the step a leave-largest-out
+    backtest extrapolates, which :func:`extrapolation_sd` grows from; (N_max, NaN) with one
+    size, (NaN, NaN) with none."""
+    s = np.unique(np.asarray([float(v) for v in sizes], dtype=float))
+    if s.size == 0:
+        return float("nan"), float("nan")
+    return float(s[-1]), (math.log(s[-1] / s[-2]) if s.size >= 2 else float("nan"))
 
 
 def stratified_resamples(strata: Sequence[Any], n: int, seed: int = 0) -> list[np.ndarray]:

@@ -30,6 +30,7 @@ from fitting.core.predictive import (
     PredictiveInterval,
     coverage,
     extrapolation_sd,
+    largest_size_step,
     predictive_interval,
 )
 
@@ -40,10 +41,10 @@ def _step_error(law, pair: str, sizes: Sequence[float]) -> tuple[float, float]:
     """(|log(predicted / measured)| of the pair's backtest, log(N_max / N_next)); NaNs without
     a backtest or with fewer than 2 fitted sizes."""
     bt = (law.backtest or {}).get(pair)
-    s = sorted(set(float(v) for v in sizes))
-    if not bt or len(s) < 2 or not (bt["pred"] > 0 and bt["true"] > 0):
+    step = largest_size_step(sizes)[1]
+    if not bt or not math.isfinite(step) or not (bt["pred"] > 0 and bt["true"] > 0):
         return float("nan"), float("nan")
-    return abs(math.log(bt["pred"] / bt["true"])), math.log(s[-1] / s[-2])
+    return abs(math.log(bt["pred"] / bt["true"])), step
 
 
 def eq11_interval(law, n: float, w: float, pair: str, sizes: Sequence[float],

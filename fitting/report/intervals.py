@@ -32,18 +32,17 @@ import numpy as np
 import pandas as pd
 
 from fitting.core.base import FitError
-from fitting.core.predictive import coverage, extrapolation_sd, predictive_interval
+from fitting.core.predictive import (
+    coverage,
+    extrapolation_sd,
+    largest_size_step,
+    predictive_interval,
+)
 from fitting.laws.budget.chinchilla_joint import JointChinchillaFit
 from fitting.report.chinchilla import COOLED_LAW, chinchilla_points, largest_size_seed_noises
 from fitting.report.law_intervals import RESAMPLES, other_form_predictions, resampled_run_refits
 
 __all__ = ["heldout_predictive"]
-
-
-def _step(points: pd.DataFrame) -> tuple[float, float]:
-    """(N_max, log(N_max / N_next)) of the fitted sizes."""
-    sizes = np.unique(points["n"].to_numpy(float))
-    return float(sizes[-1]), (math.log(sizes[-1] / sizes[-2]) if len(sizes) >= 2 else math.nan)
 
 
 def heldout_predictive(entries: list[dict[str, Any]], cooled: JointChinchillaFit | None,
@@ -66,7 +65,7 @@ def heldout_predictive(entries: list[dict[str, Any]], cooled: JointChinchillaFit
     for pair in dict.fromkeys(e["pair"] for e in lead):
         mine = [e for e in lead if e["pair"] == pair]
         pts = points[points["pair"] == pair]
-        n_max, step = _step(pts)
+        n_max, step = largest_size_step(pts["n"])
         targets = [(e["n"], e["tokens"], e["weight"]) for e in mine]
 
         def predict(fit: JointChinchillaFit, pair: str = pair, targets: list = targets

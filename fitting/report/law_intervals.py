@@ -49,6 +49,7 @@ from fitting.core.base import FitError
 from fitting.core.predictive import (
     coverage,
     extrapolation_sd,
+    largest_size_step,
     predictive_interval,
     resampled_predictions,
     stratified_resamples,
@@ -56,30 +57,18 @@ from fitting.core.predictive import (
 from fitting.laws.budget.chinchilla_joint import (
     FORMS,
     JointChinchillaFit,
+    budget_rank,
     fit_joint_chinchilla,
     leave_largest_out,
 )
 
 __all__ = ["RESAMPLES", "cooled_law_intervals", "backtest_intervals", "e_interval",
-           "budget_rank", "resampled_run_refits", "other_form_predictions"]
+           "resampled_run_refits", "other_form_predictions"]
 
 #: refits on resampled runs per pair, for the backtest and for E (as
 #: for the held-out runs' intervals, :mod:`fitting.report.intervals`)
 RESAMPLES = 20
 _SAME = 1e-9
-
-
-def budget_rank(points: pd.DataFrame) -> np.ndarray:
-    """Each point's cooled-down budget counted from its run's last (0 = the largest D of that
-    weight and size, 1 the one before, …)."""
-    rank = np.zeros(len(points), dtype=np.int64)
-    d = points["tokens"].to_numpy(float)
-    keys = list(zip(points["weight"].to_numpy(float), points["n"].to_numpy(float), strict=True))
-    for key in set(keys):
-        m = np.array([k == key for k in keys])
-        ds = np.unique(d[m])[::-1]
-        rank[m] = np.searchsorted(-ds, -d[m])
-    return rank
 
 
 def _refit(points: pd.DataFrame, form: str, f_scale: float | str) -> JointChinchillaFit:
@@ -130,7 +119,8 @@ def backtest_intervals(pair: str, bt: dict[str, Any], points: pd.DataFrame,
     held_n = float(bt["held_out_n"])
     small = points[points["n"] < held_n * (1 - _SAME)]
     if bt.get("budgets") is not None:
-        small = small[budget_rank(small) < int(bt["budgets"])]
+        rank = budget_rank(small["tokens"], small["weight"], small["n"])
+        small = small[rank < int(bt["budgets"])]
     held = points[np.isclose(points["n"], held_n, rtol=1e-9)]
     targets, measured, seeds = [], [], []
     for e in bt["errors"]:
@@ -160,8 +150,8 @@ def backtest_intervals(pair: str, bt: dict[str, Any], points: pd.DataFrame,
     else:
         notes.append(f"{sizes.size} sizes below the held-out one: the inner backtest needs ≥ 4, "
                      "so no extrapolation term (the intervals are too narrow)")
-    step = math.log(sizes[-1] / sizes[-2]) if sizes.size >= 2 else math.nan
-    s_ext = extrapolation_sd(step_error, step, math.log(held_n / sizes[-1]))
+    n_max, step = largest_size_step(sizes)
+    s_ext = extrapolation_sd(step_error, step, math.log(held_n / n_max))
     calibrated = math.isfinite(s_ext)
     records, per_point = [], []
     for j, (e, y) in enumerate(zip(bt["errors"], measured, strict=True)):
@@ -194,7 +184,8 @@ def e_interval(pair: str, fit: JointChinchillaFit, points: pd.DataFrame, seed: i
     if fit.e_is_bound(pair):
         return {"error": "E is a bound, not an estimate: no interval"}
     sel = (fit.meta.get("selection") or {}).get(pair)
-    pts = points if not sel else points[budget_rank(points) < int(sel["budgets"])]
+    rank = budget_rank(points["tokens"], points["weight"], points["n"])
+    pts = points if not sel else points[rank < int(sel["budgets"])]
     form = fit.form(pair)
 
     def predict(f: JointChinchillaFit) -> list[float]:

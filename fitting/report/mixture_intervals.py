@@ -47,6 +47,7 @@ import numpy as np
 from fitting.core.predictive import (
     PredictiveInterval,
     extrapolation_sd,
+    largest_size_step,
     predictive_interval,
     satterthwaite_dof,
 )
@@ -181,8 +182,8 @@ def size_step_error(cmp) -> tuple[float, float, int]:
     if not errs or not bt.get("sizes"):
         return float("nan"), float("nan"), 0
     logs = np.log1p(np.asarray(errs, dtype=float))
-    return (float(np.sqrt(np.mean(logs ** 2))),
-            float(np.log(bt["held_out_n"] / max(bt["sizes"]))), int(len(logs)))
+    step = largest_size_step([*bt["sizes"], bt["held_out_n"]])[1]
+    return float(np.sqrt(np.mean(logs ** 2))), step, int(len(logs))
 
 
 def heldout_mixture_intervals(cmp, heldout: Mapping[str, Mapping[str, Mapping]] | None = None

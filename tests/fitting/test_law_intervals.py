@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fitting.laws.budget.chinchilla_joint import fit_joint_chinchilla
-from fitting.report.law_intervals import backtest_intervals, budget_rank, cooled_law_intervals
+from fitting.laws.budget.chinchilla_joint import budget_rank, fit_joint_chinchilla
+from fitting.report.law_intervals import backtest_intervals, cooled_law_intervals
 
 SIZES = (1e5, 3e5, 1e6, 3e6, 1e7)
 
@@ -38,7 +38,7 @@ def fitted():
 
 def test_budget_rank_counts_from_each_runs_last_budget():
     pts = _points()
-    rank = budget_rank(pts)
+    rank = budget_rank(pts["tokens"], pts["weight"], pts["n"])
     assert set(rank[pts["tokens"] == 8e6]) == {0} and set(rank[pts["tokens"] == 2e6]) == {2}
 
 

@@ -12,6 +12,7 @@ from fitting.core.base import FitError
 from fitting.core.predictive import (
     coverage,
     extrapolation_sd,
+    largest_size_step,
     predictive_interval,
     resampled_predictions,
     satterthwaite_dof,
@@ -103,6 +104,13 @@ def test_extrapolation_term_grows_with_log_distance_and_never_below_one_step():
     assert extrapolation_sd(0.02, math.log(2), math.log(8)) == pytest.approx(0.06)
     assert extrapolation_sd(0.02, math.log(2), math.log(1.2)) == pytest.approx(0.02)
     assert math.isnan(extrapolation_sd(float("nan"), 1.0, 1.0))
+
+
+def test_largest_size_step_is_the_last_step_of_the_distinct_sizes():
+    n_max, step = largest_size_step([1e5, 4e5, 1e5, 2e5, 4e5])
+    assert n_max == 4e5 and step == pytest.approx(math.log(2))
+    assert math.isnan(largest_size_step([3e5, 3e5])[1])
+    assert all(math.isnan(v) for v in largest_size_step([]))
 
 
 def test_resamples_keep_every_stratum_and_failed_refits_are_counted_not_replaced():

@@ -62,7 +62,7 @@ from fitting.laws.budget.kaplan_nd import KAPLAN_EXPONENT_BOUNDS, fit_pair_kapla
 
 __all__ = ["JointChinchillaFit", "fit_joint_chinchilla", "leave_largest_out", "coef_key",
            "select_form", "e_bound", "EXPONENT_BOUNDS", "FORMS", "MIN_SELECTION_BUDGETS",
-           "NOISE_GIVEN", "NO_NOISE_GIVEN"]
+           "NOISE_GIVEN", "NO_NOISE_GIVEN", "budget_rank"]
 
 #: the forms of L(N, D): "additive" (this module's docstring) and "kaplan"
 #: (:mod:`fitting.laws.budget.kaplan_nd`: E + [(A/N)^(α/β) + B/D]^β)
@@ -306,7 +306,7 @@ def leave_largest_out(n, d, p, y, *, loss: str = "soft_l1", f_scale: Any = "auto
             raise FitError(f"L(N, D) backtest refit ({form} form, {budgets} budgets, chosen "
                            "without the largest size) did not converge: "
                            + sel["candidates"][sel["chosen"]]["message"])
-        held = held & (_budget_rank(d, p, n) < budgets)
+        held = held & (budget_rank(d, p, n) < budgets)
     else:
         raw, _ = _fit_pair(n[rest], d[rest], p[rest], y[rest], loss=loss, f_scale=f_scale,
                            form=form, refit=True)
@@ -330,9 +330,10 @@ def leave_largest_out(n, d, p, y, *, loss: str = "soft_l1", f_scale: Any = "auto
     return out
 
 
-def _budget_rank(d: np.ndarray, p: np.ndarray, n: np.ndarray) -> np.ndarray:
+def budget_rank(d: ArrayLike, p: ArrayLike, n: ArrayLike) -> np.ndarray:
     """Each point's budget counted from its run's last (0 = the largest D of that weight and
-    size, 1 the one before, …)."""
+    size, 1 the one before, …), from the points' D, weight p and size N."""
+    d, p, n = (np.asarray(x, dtype=np.float64) for x in (d, p, n))
     rank = np.empty(d.size, dtype=np.int64)
     for key in set(zip(p.tolist(), n.tolist(), strict=True)):
         m = (p == key[0]) & (n == key[1])
@@ -371,7 +372,7 @@ def select_form(n, d, p, y, *, forms: tuple[str, ...] = FORMS, loss: str = "soft
     ``nfev`` and ``message``); ``converged``: whether the chosen candidate's fit converged
     (:func:`fitting.core.engine.converged`)."""
     n, d, p, y = (np.asarray(x, dtype=np.float64) for x in (n, d, p, y))
-    rank = _budget_rank(d, p, n)
+    rank = budget_rank(d, p, n)
     k_max = int(rank.max()) + 1
     if k_max < min_budgets:
         raise FitError(f"choosing the L(N, D) form needs ≥ {min_budgets} cooled-down budgets per "
