@@ -115,10 +115,11 @@ def _experiments(table: pd.DataFrame) -> dict[str, tuple[str, str]]:
     return {str(r): (f"{float(v.n):.6g}", str(v.mixture)) for r, v in first.iterrows()}
 
 
-def early_stop_ends(view: StudyView, pair: str, fraction: float
+def early_stop_ends(view: StudyView, pair: str, fraction: float, *, lam: float = CURVE_LAMBDA
                     ) -> tuple[list[StoppedEnd], dict[str, str], str]:
     """(every predicted end of ``pair`` with its interval and, for a check, its trained end;
-    {run: why not predicted}; why no interval, or "") — the module docstring's rule."""
+    {run: why not predicted}; why no interval, or "") — the module docstring's rule, the
+    annealing law's momentum ``lam``."""
     table = view.table_fit
     curves = with_planned_rates(pair_training_curves(table, pair), table)
     parents = [r for r, c in curves.items() if not c.parent and c.steps.size]
@@ -129,7 +130,7 @@ def early_stop_ends(view: StudyView, pair: str, fraction: float
         end = float(c.lr_steps.max())
         try:
             e = predict_stopped_end(curves, run, stop_step(end, fraction), targets=targets,
-                                    pair=pair, from_step=FROM_FRACTION * end, lam=CURVE_LAMBDA,
+                                    pair=pair, from_step=FROM_FRACTION * end, lam=lam,
                                     form=CURVE_FORM)
         except FitError as err:
             failed[run] = str(err)
@@ -172,9 +173,9 @@ def _entry(e: StoppedEnd, sigma: float | None) -> dict[str, Any]:
     return out
 
 
-def _pair(view: StudyView, pair: str, fraction: float) -> dict[str, Any]:
+def _pair(view: StudyView, pair: str, fraction: float, lam: float) -> dict[str, Any]:
     """``fits.json["early_stop"]["pairs"][pair]``."""
-    ends, failed, why = early_stop_ends(view, pair, fraction)
+    ends, failed, why = early_stop_ends(view, pair, fraction, lam=lam)
     if not ends:
         raise FitError("no run's end could be predicted: " + "; ".join(
             f"{r}: {w}" for r, w in list(failed.items())[:3]), column="loss")
@@ -212,11 +213,12 @@ def _not_trained(view: StudyView) -> tuple[int, int]:
     return len(stopped), int((stopped[PLANNED_LR_METRIC] - stopped["learning_rate"]).sum())
 
 
-def early_stop_payload(view: StudyView, fraction: float) -> dict[str, Any]:
-    """``fits.json["early_stop"]`` (module docstring)."""
+def early_stop_payload(view: StudyView, fraction: float, *, lam: float = CURVE_LAMBDA
+                       ) -> dict[str, Any]:
+    """``fits.json["early_stop"]`` (module docstring), the annealing law's momentum ``lam``."""
     n_stopped, saved = _not_trained(view)
     out: dict[str, Any] = {"stop_fraction": float(fraction), "law": "lr_annealing",
-                           "form": CURVE_FORM, "lam": CURVE_LAMBDA,
+                           "form": CURVE_FORM, "lam": float(lam),
                            "from_fraction": FROM_FRACTION, "required_share": REQUIRED_SHARE,
                            "noise_multiple": NOISE_MULTIPLE,
                            "calibration": "RMS log error of the checks' own predictions at "
@@ -225,7 +227,7 @@ def early_stop_payload(view: StudyView, fraction: float) -> dict[str, Any]:
                            "run_steps_not_trained": saved, "pairs": {}, "skipped": {}}
     for pair in view.points:
         try:
-            out["pairs"][pair] = _pair(view, pair, fraction)
+            out["pairs"][pair] = _pair(view, pair, fraction, lam)
         except FitError as e:
             out["skipped"][pair] = str(e)
     return out

@@ -93,6 +93,7 @@ from fitting.report.view import StudyView
 
 __all__ = ["LARGER_SIZE", "HELDOUT_RUN", "LONGER_RUN", "LATER_COOLDOWN", "NOISE_MULTIPLE",
            "HOLDS", "FAILS", "NO_NOISE", "FEW_SEEDS", "FIT_FRACTION", "FROM_FRACTION", "CURVE_LAMBDA", "CURVE_FORM",
+           "longer_run_errors",
            "judge",
            "last_third_backtest", "SEED_NOISE_SOURCES",
            "extrapolation_rows", "extrapolation_section"]
@@ -451,30 +452,38 @@ def _pair_curves_for_backtest(view: StudyView, pair: str) -> tuple[dict[str, Cur
     return curves, f"{view.eval_set} {view.metric}"
 
 
+def longer_run_errors(view: StudyView, pair: str, *, lam: float = CURVE_LAMBDA
+                      ) -> tuple[list[float], str, str]:
+    """(relative errors, why none, the loss fitted) of the pair's longer-run backtest:
+    :func:`last_third_backtest` of each experiment (its seeds and branches fitted together,
+    one fit per experiment), the errors pooled."""
+    experiment = _experiment_of_runs(view.table_fit)
+    try:
+        curves, loss = _pair_curves_for_backtest(view, pair)
+    except FitError as e:
+        return [], str(e), ""
+    groups: dict[tuple[str, str], dict[str, Curve]] = {}
+    for run, c in curves.items():
+        groups.setdefault(experiment.get(c.parent or run, ("", c.parent or run)), {})[run] = c
+    errors: list[float] = []
+    whys = []
+    for group in groups.values():
+        try:
+            e, w = last_third_backtest(group, lam=lam)
+        except FitError as err:
+            e, w = [], str(err)
+        errors += e
+        whys += [w] if w else []
+    return errors, "" if errors else (whys[0] if whys else "no curve"), loss
+
+
 def _longer_run_rows(view: StudyView, sigma: dict[str, SeedNoise]
                      ) -> list[dict[str, Any]]:
-    """Per pair, :func:`last_third_backtest` of each experiment (its seeds and branches fitted
-    together, one fit per experiment), the errors pooled."""
+    """One row per pair of :func:`longer_run_errors`."""
     law = f"LR-annealing law (Tissue et al. eq. 1, {CURVE_FORM} form, λ = {CURVE_LAMBDA:g})"
-    experiment = _experiment_of_runs(view.table_fit)
     rows = []
     for pair in view.points:
-        errors: list[float] = []
-        why, loss = "", ""
-        try:
-            curves, loss = _pair_curves_for_backtest(view, pair)
-            groups: dict[tuple[str, str], dict[str, Curve]] = {}
-            for run, c in curves.items():
-                root = c.parent or run
-                groups.setdefault(experiment.get(root, ("", root)), {})[run] = c
-            whys = []
-            for group in groups.values():
-                e, w = last_third_backtest(group)
-                errors += e
-                whys += [w] if w else []
-            why = "" if errors else (whys[0] if whys else "no curve")
-        except FitError as e:
-            why = str(e)
+        errors, why, loss = longer_run_errors(view, pair)
         rows.append(_judged_row(LONGER_RUN, pair, law, errors, sigma, why,
                                 f"{loss or 'loss'}, fitted per experiment on "
                                 f"{FROM_FRACTION:.0%}–{FIT_FRACTION:.0%} of each run's steps, "
