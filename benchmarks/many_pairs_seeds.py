@@ -9,7 +9,9 @@ one Markdown table: the recommendation's measured J (mean ± seed sd over the ve
 paired seeds) against its prediction and 95 % predictive interval
 (`fitting.report.mixture_intervals`), the baselines it beats (Holm p < 0.05 and a gap over 2
 paired sd), how many verification mixtures and held-out mixture losses fell inside their 80 /
-95 % intervals, and the held-out larger size's errors.
+95 % intervals — beside the same count under the sum rule that §93 used (every reported
+component added: refits, forms, calibration, seed; normal quantiles), recomputed from the
+components each interval reports — and the held-out larger size's errors.
 
     flock /tmp/cpu.lock python benchmarks/many_pairs_seeds.py --out /tmp/mp --seeds 1 2
     python benchmarks/many_pairs_seeds.py --out /tmp/mp --seeds 1 2 --rereport --json
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -50,6 +53,24 @@ def _inside(cov: dict | None) -> str:
     return " · ".join(f"{cov[q]['inside']}/{cov[q]['n']}" for q in ("0.80", "0.95"))
 
 
+def sum_rule_coverage(marked: list[tuple[dict, float]]) -> dict:
+    """{level: {inside, n}} of the intervals' points (interval dict, measured value) had each
+    interval added every component it reports in quadrature, with normal quantiles (the sum
+    rule of :func:`fitting.core.predictive.predictive_interval`)."""
+    z = {"0.80": 1.2815516, "0.95": 1.9599640}
+    out = {q: {"inside": 0, "n": 0} for q in z}
+    for iv, y in marked:
+        if not iv or not (y and y > 0):
+            continue
+        s = math.sqrt(sum(float(iv.get(k) or 0.0) ** 2 for k in
+                          ("sd_resample", "sd_forms", "sd_extrapolation", "sigma_seed")))
+        err = abs(math.log(float(iv["estimate"]) / float(y)))
+        for q, zq in z.items():
+            out[q]["n"] += 1
+            out[q]["inside"] += int(err <= zq * s)
+    return out
+
+
 def seed_row(out: str, seed: int, run: dict) -> dict:
     """The verification and interval figures of the study in ``out``."""
     path = os.path.join(out, "report", "fits.json")
@@ -63,6 +84,11 @@ def seed_row(out: str, seed: int, run: dict) -> dict:
     iv = pred.get("interval") or {}
     larger = {p: e["relative_error"] for rid, per in (mixture.get("heldout") or {}).items()
               if rid.startswith("mini-2") for p, e in per.items() if "relative_error" in e}
+    held = [(e.get("predictive"), e.get("measured")) for per in
+            (mixture.get("heldout") or {}).values() for e in per.values() if e.get("predictive")]
+    ver_marked = [((m.get("predicted") or {}).get("interval"),
+                   (m.get("measured") or {}).get("objective"))
+                  for m in (ver.get("mixtures") or {}).values()]
     return {"seed": seed, **run, "measured": rec.get("measured", {}).get("objective"),
             "sd": rec.get("sd", {}).get("objective"), "predicted": pred.get("objective"),
             "lo95": iv.get("lo95"), "hi95": iv.get("hi95"), "inside95": rec.get("inside95"),
@@ -70,13 +96,16 @@ def seed_row(out: str, seed: int, run: dict) -> dict:
             "holm_p": {b: c.get("p_holm") for b, c in (ver.get("comparisons") or {}).items()},
             "verification_coverage": (ver.get("predictive") or {}).get("coverage"),
             "heldout_coverage": (mixture.get("heldout_summary") or {}).get("coverage"),
+            "verification_sum_rule": sum_rule_coverage(ver_marked),
+            "heldout_sum_rule": sum_rule_coverage(held),
             "larger_size_errors": larger}
 
 
 def table(rows: list[dict]) -> str:
     head = ["design seed", "wall s", "recommended J measured (± seed sd)", "predicted [95 % PI]",
-            "inside", "beats (Holm p)", "verification mixtures inside 80 · 95 %",
-            "held-out mixture losses inside 80 · 95 %", "held-out larger size, errors"]
+            "inside", "beats (Holm p)", "verification mixtures inside 80 · 95 % (sum rule)",
+            "held-out mixture losses inside 80 · 95 % (sum rule)",
+            "held-out larger size, errors"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         if "error" in r:
@@ -88,8 +117,9 @@ def table(rows: list[dict]) -> str:
             str(r["seed"]), "–" if r["wall_s"] is None else f"{r['wall_s']:.0f}",
             f"{r['measured']:.4f} ± {r['sd']:.4f}",
             f"{r['predicted']:.4f} [{r['lo95']:.4f}, {r['hi95']:.4f}]",
-            "yes" if r["inside95"] else "NO", beats, _inside(r["verification_coverage"]),
-            _inside(r["heldout_coverage"]),
+            "yes" if r["inside95"] else "NO", beats,
+            f"{_inside(r['verification_coverage'])} ({_inside(r['verification_sum_rule'])})",
+            f"{_inside(r['heldout_coverage'])} ({_inside(r['heldout_sum_rule'])})",
             ", ".join(f"{p} {100 * e:+.1f} %" if e is not None else f"{p} not predicted"
                       for p, e in sorted(r["larger_size_errors"].items()))
         ]) + " |")
