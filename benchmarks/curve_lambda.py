@@ -14,6 +14,11 @@ latest branch).
 
 Choose λ on some studies, judge it on others: the table names the studies it read.
 
+``--forms`` instead compares the law's forms on the later-cool-down ends alone (every family
+of every pair, fitted on its stable phase and middle branch, judged on the evaluation loss as
+the report does): the annealing law's relative and additive forms at each λ of ``--lams``, and
+the Multi-Power Law (Luo et al. 2025), which needs no λ.
+
 Usage (from the repository root):
     nice python benchmarks/curve_lambda.py OUT [OUT …] [--lams 0.8 0.9 0.95 0.97 0.99]
         [--loss train] [--fraction 0.6] [--json FILE]
@@ -40,11 +45,17 @@ from _common import machine  # noqa: E402  (benchmarks/_common.py)
 from early_stop import heldout_ids  # noqa: E402  (benchmarks/early_stop.py)
 
 from fitting.data.tables import read_table  # noqa: E402
-from fitting.laws.curves.runs import PROBE_METRIC  # noqa: E402
+from fitting.laws.curves.branches import branch_families, predict_branch_ends  # noqa: E402
+from fitting.laws.curves.learning_curve import cooldown_start  # noqa: E402
+from fitting.laws.curves.runs import PROBE_METRIC, pair_training_curves  # noqa: E402
 from fitting.report.chinchilla import largest_size_seed_noises  # noqa: E402
-from fitting.report.curves import curve_continuations  # noqa: E402
+from fitting.report.curves import FIT_BRANCHES, curve_continuations, evaluated_ends  # noqa: E402
 from fitting.report.early_stop import early_stop_payload  # noqa: E402
-from fitting.report.extrapolation import NOISE_MULTIPLE, longer_run_errors  # noqa: E402
+from fitting.report.extrapolation import (  # noqa: E402
+    FROM_FRACTION,
+    NOISE_MULTIPLE,
+    longer_run_errors,
+)
 from fitting.report.view import prepare_view  # noqa: E402
 
 
@@ -73,11 +84,55 @@ def end_kinds(ends: list[dict]) -> dict[str, float]:
     return {k: float(np.mean(v)) if v else float("nan") for k, v in kinds.items()}
 
 
-def one_study(out: Path, lams: list[float], loss: str, fraction: float) -> dict:
+def load_view(out: Path, loss: str):
     table = read_table(str(out / "metrics.csv"))
     if loss == "train" and "metric" in table.columns:
         table = table[table["metric"] != PROBE_METRIC]
-    view = prepare_view(table, heldout_runs=heldout_ids(out, table))
+    return prepare_view(table, heldout_runs=heldout_ids(out, table))
+
+
+def form_variants(lams: list[float]) -> list[tuple[str, str, dict]]:
+    """(name, law, keywords) of ``--forms``."""
+    out = [(f"{form} λ {lam:g}", "lr_annealing", {"lam": lam, "form": form})
+           for form in ("relative", "additive") for lam in lams]
+    return out + [("multi-power", "multi_power", {})]
+
+
+def forms_study(out: Path, lams: list[float], loss: str) -> dict:
+    """{pair: {variant: {"errors": [...], "parent": [...], "earliest": [...]}}}: every family's
+    later-cool-down ends under each form (the report's fit set, window and targets)."""
+    view = load_view(out, loss)
+    result: dict = {}
+    for pair in view.points:
+        curves = pair_training_curves(view.table_fit, pair)
+        ends = evaluated_ends(view, pair, curves)
+        rows: dict = {name: {"errors": [], "parent": [], "earliest": []}
+                      for name, _, _ in form_variants(lams)}
+        for parent, branches in branch_families(curves).items():
+            fam = {r: curves[r] for r in [parent, *branches] if r in ends}
+            if parent not in fam or len(fam) < 3:
+                continue
+            par = curves[parent]
+            first = min(fam[b].branch_step for b in fam if b != parent)
+            for name, law, kw in form_variants(lams):
+                res = predict_branch_ends(
+                    fam, law=law, stable_until=cooldown_start(par.lr_steps, par.lr),
+                    fit_branches=FIT_BRANCHES, from_step=FROM_FRACTION * float(par.steps.max()),
+                    max_points=60, targets={r: ends[r] for r in fam}, **kw)
+                for e in res.ends:
+                    if e.fitted or e.error is None or not np.isfinite(e.error):
+                        continue
+                    rows[name]["errors"].append(float(e.error))
+                    if e.run == parent:
+                        rows[name]["parent"].append(float(e.error))
+                    elif e.branch_step == first:
+                        rows[name]["earliest"].append(float(e.error))
+        result[pair] = rows
+    return result
+
+
+def one_study(out: Path, lams: list[float], loss: str, fraction: float) -> dict:
+    view = load_view(out, loss)
     noise = largest_size_seed_noises(view.seeds)[0]
     result: dict = {"sigma": {p: v.sigma for p, v in noise.items()}, "lams": {}}
     for lam in lams:
@@ -106,8 +161,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="report: the curves the report fits (the probe where present)")
     parser.add_argument("--fraction", type=float, default=0.6,
                         help="early stop's share of the steps (1: skip the early stop)")
+    parser.add_argument("--forms", action="store_true",
+                        help="compare the law's forms on the later-cool-down ends instead")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
+    if args.forms:
+        return forms_main(args)
     print(f"machine: {machine()}; loss: {args.loss}; studies: "
           + ", ".join(o.name for o in args.outs))
     print("| study | pair | λ | longer run RMSE | later cool-down RMSE | 3σ_seed | both within "
@@ -128,6 +187,31 @@ def main(argv: list[str] | None = None) -> int:
                       f"{r['later_rmse']:.2%} | {'–' if lim is None else f'{lim:.2%}'} | "
                       f"{both} | {k['parent']:+.1%} / {k['earliest branch']:+.1%} / "
                       f"{k['latest branch']:+.1%} | {sw[0]}/{sw[1]} |")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1, default=str))
+    return 0
+
+
+def forms_main(args) -> int:
+    print(f"machine: {machine()}; loss: {args.loss}; studies: "
+          + ", ".join(o.name for o in args.outs))
+    print("| study | pair | form | ends | RMSE | 3σ_seed | parent end (mean signed) | "
+          "earliest branch (mean signed) |")
+    print("|---|---|---|---|---|---|---|---|")
+    results = {}
+    for out in args.outs:
+        sigma = {p: v.sigma for p, v in
+                 largest_size_seed_noises(load_view(out, args.loss).seeds)[0].items()}
+        res = results[str(out)] = forms_study(out, args.lams, args.loss)
+        for pair, rows in res.items():
+            lim = sigma.get(pair)
+            for name, r in rows.items():
+                mean = {k: float(np.mean(r[k])) if r[k] else float("nan")
+                        for k in ("parent", "earliest")}
+                print(f"| {out.name} | {pair} | {name} | {len(r['errors'])} | "
+                      f"{rmse(r['errors']):.2%} | "
+                      f"{'–' if lim is None else f'{NOISE_MULTIPLE * lim:.2%}'} | "
+                      f"{mean['parent']:+.1%} | {mean['earliest']:+.1%} |")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str))
     return 0

@@ -72,7 +72,8 @@ from fitting.report.sections import Report
 from fitting.report.view import StudyView
 
 __all__ = ["FIT_BRANCHES", "MAX_FAMILIES", "MAX_POINTS",
-           "FIGURE_FAMILIES", "curve_continuations", "curves_section", "loss_description"]
+           "FIGURE_FAMILIES", "curve_continuations", "curves_section", "evaluated_ends",
+           "loss_description"]
 
 #: the branch of each family in the fit (``predict_branch_ends``' ``fit_branches``)
 FIT_BRANCHES = "middle"
@@ -123,7 +124,7 @@ def _family(curves: dict[str, Curve], parent: str, branches: list[str], lam: flo
     return res, stable, start
 
 
-def _evaluated_ends(view: StudyView, pair: str, curves: dict[str, Curve]) -> dict[str, Curve]:
+def evaluated_ends(view: StudyView, pair: str, curves: dict[str, Curve]) -> dict[str, Curve]:
     """{run: its evaluation loss of ``pair``} (the report's metric on its eval set) for the runs
     of ``curves`` evaluated at their last training step: the ends the section judges."""
     table = view.table_fit
@@ -162,7 +163,7 @@ def _pair(view: StudyView, pair: str, lam: float) -> tuple[dict[str, Any], dict[
     metric = curve_loss_metric(view.table_fit, pair)
     # None: judged on the fitted curve's own loss at each end (the probe loss, or, where the
     # runs were not evaluated at their ends, the training loss)
-    targets = None if metric == PROBE_METRIC else _evaluated_ends(view, pair, curves) or None
+    targets = None if metric == PROBE_METRIC else evaluated_ends(view, pair, curves) or None
     fams = {p: [b for b in bs if curves[b].steps.size and (targets is None or b in targets)]
             for p, bs in branch_families(curves).items()}
     fams = {p: bs for p, bs in fams.items() if bs}
