@@ -167,11 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.forms:
         return forms_main(args)
-    print(f"machine: {machine()}; loss: {args.loss}; studies: "
-          + ", ".join(o.name for o in args.outs))
-    print("| study | pair | λ | longer run RMSE | later cool-down RMSE | 3σ_seed | both within "
-          "| parent end / earliest / latest branch (mean signed) | early stop within 3σ |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    header(args, ["study", "pair", "λ", "longer run RMSE", "later cool-down RMSE", "3σ_seed",
+                  "both within", "parent end / earliest / latest branch (mean signed)",
+                  "early stop within 3σ"])
     results = {}
     for out in args.outs:
         res = results[str(out)] = one_study(out, args.lams, args.loss, args.fraction)
@@ -192,12 +190,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def forms_main(args) -> int:
+def header(args, columns: list[str]) -> None:
+    """The machine, the loss and the studies read, then the table's head."""
     print(f"machine: {machine()}; loss: {args.loss}; studies: "
           + ", ".join(o.name for o in args.outs))
-    print("| study | pair | form | ends | RMSE | 3σ_seed | parent end (mean signed) | "
-          "earliest branch (mean signed) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+
+
+def forms_main(args) -> int:
+    header(args, ["study", "pair", "form", "ends", "RMSE", "3σ_seed",
+                  "parent end (mean signed)", "earliest branch (mean signed)"])
     results = {}
     for out in args.outs:
         sigma = {p: v.sigma for p, v in
