@@ -629,7 +629,9 @@ def extrapolation_section(doc: Document, rep: Report, view: StudyView,
     doc.p("Inside 80 · 95 % predictive interval: how many of the row's points fell inside "
           "their nominal 80 % and 95 % predictive intervals (fitting.core.predictive: refits "
           "on resampled runs, the other forms, a calibration term fixed before the point was "
-          "read, and the seed noise); an interval that holds far less often than it says is "
-          "too narrow, one that always holds may be too wide to use.")
+          "read, and the seed noise; a mixture law's intervals take the calibration — the "
+          "error of refits that left the point out — in place of the refits and forms it "
+          "already holds, with t quantiles); an interval that holds far less often than it "
+          "says is too narrow, one that always holds may be too wide to use.")
     doc.ul(list(statements.values()))
     return {"rows": rows, "statements": statements, "noise_multiple": NOISE_MULTIPLE}
