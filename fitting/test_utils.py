@@ -9,6 +9,8 @@ with a matplotlib figure that a reader would see: non-finite data, axes scaled f
 data, several labelled series without a legend. For the K-pair mixture laws,
 :func:`known_truth_mixture_runs` draws runs of five pairs from a law of known parameters
 (:func:`transfer_truth`: two related pairs, one interfering, an isolate; :func:`datamixing_truth`).
+For the curve laws, :func:`family_schedules` gives the learning-rate schedules of one run shaped
+like the main job's and of its cool-down branches (:data:`SCHEDULE_STEPS` …).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -39,6 +42,14 @@ __all__ = [
     "transfer_truth",
     "datamixing_truth",
     "known_truth_mixture_runs",
+    "SCHEDULE_STEPS",
+    "SCHEDULE_WARMUP",
+    "SCHEDULE_COOLDOWN",
+    "SCHEDULE_BRANCHES",
+    "schedule_rate",
+    "logged_steps",
+    "ScheduledRun",
+    "family_schedules",
 ]
 
 #: pair -> (alpha, beta_1, l_inf, (c1, c2, c3) of f̂ eq. 12)
@@ -429,3 +440,58 @@ def known_truth_mixture_runs(truth, noise: float = 0.002, n_mix: int = 9,
     held[-2:] = True
     return MixtureRuns(pairs, [f"r{j}" for j in range(len(n))], n, W, Y,
                        np.full(Y.shape, np.nan), held)
+
+
+# -- the main job's schedule in miniature, for the curve laws' tests --------------------------
+#: steps of a parent run; its warm-up; its linear cool-down (the last 20 %)
+SCHEDULE_STEPS, SCHEDULE_WARMUP, SCHEDULE_COOLDOWN = 1000, 100, 200
+#: cool-down branches: {branch step: last step}, each cooling down over 10 % of its length
+SCHEDULE_BRANCHES = {450: 500, 600: 667, 750: 833}
+
+
+def schedule_rate(s: ArrayLike, end: int, cooldown: int) -> np.ndarray:
+    """The training stack's rate of update s: rsqrt(max(s, w)) · min(s/w, 1) · the linear
+    cool-down ramp over the last ``cooldown`` steps before ``end``."""
+    s = np.asarray(s, dtype=np.float64)
+    return (np.minimum(s / SCHEDULE_WARMUP, 1.0) / np.sqrt(np.maximum(s, SCHEDULE_WARMUP))
+            * np.clip((end - (s - 1)) / cooldown, 0.0, 1.0))
+
+
+def logged_steps(first: float, end: float, every: int = 10) -> np.ndarray:
+    """The multiples of ``every`` after ``first`` up to ``end``, and ``end``."""
+    first = int(first)
+    return np.unique(np.append(np.arange(first + every - first % every, end + 1, every),
+                               end)).astype(np.float64)
+
+
+@dataclass(frozen=True)
+class ScheduledRun:
+    """One run of a family: ``steps`` its own logged steps (every 10), ``lr_steps``/``lr`` its
+    schedule from step 10 (a branch: the parent's rates up to its branch step, then its own),
+    ``parent`` "" for the parent, ``branch_step`` NaN for it; ``first``/``end`` where its own
+    steps start and stop."""
+
+    run: str
+    parent: str
+    branch_step: float
+    first: int
+    end: int
+    steps: np.ndarray
+    lr_steps: np.ndarray
+    lr: np.ndarray
+
+
+def family_schedules(parent: str) -> list[ScheduledRun]:
+    """The parent (:data:`SCHEDULE_STEPS` steps) and its branches ``{parent}_cd{b}`` of
+    :data:`SCHEDULE_BRANCHES`, parent first."""
+    parent_steps = logged_steps(0, SCHEDULE_STEPS)
+    out = [ScheduledRun(parent, "", float("nan"), 0, SCHEDULE_STEPS, parent_steps, parent_steps,
+                        schedule_rate(parent_steps, SCHEDULE_STEPS, SCHEDULE_COOLDOWN))]
+    for b, end in SCHEDULE_BRANCHES.items():
+        own = logged_steps(b, end)
+        before = parent_steps[parent_steps <= b]
+        lr = np.concatenate([schedule_rate(before, SCHEDULE_STEPS, SCHEDULE_COOLDOWN),
+                             schedule_rate(own, end, round(0.1 * end))])
+        out.append(ScheduledRun(f"{parent}_cd{b}", parent, float(b), b, end, own,
+                                np.concatenate([before, own]), lr))
+    return out

@@ -31,23 +31,13 @@ from fitting.report.curves import CURVE_FORM, CURVE_LAMBDA, curve_continuations
 from fitting.report.extrapolation import FAILS, HOLDS, LONGER_RUN, extrapolation_rows
 from fitting.report.sections import Report
 from fitting.report.view import prepare_view
+from fitting.test_utils import SCHEDULE_STEPS, ScheduledRun, family_schedules, logged_steps
 
-T, WARMUP, COOL = 1000, 100, 200
-BRANCHES = {450: 500, 600: 667, 750: 833}
+T = SCHEDULE_STEPS
 SIZES = (1e5, 3e5, 1e6)
 SCATTER = 0.057  # relative sd of a train_loss row about the curve on the main job
 PROBE_LEVEL = 1.01  # the probe subset's loss relative to the whole split's
 D = 0.001  # the validation loss's seed offset at the largest size
-
-
-def _rate(s: np.ndarray, end: int, cooldown: int) -> np.ndarray:
-    s = np.asarray(s, dtype=np.float64)
-    base = np.minimum(s / WARMUP, 1.0) / np.sqrt(np.maximum(s, WARMUP))
-    return base * np.clip((end - (s - 1)) / cooldown, 0.0, 1.0)
-
-
-def _every(k: int, first: int, end: int) -> np.ndarray:
-    return np.unique(np.append(np.arange(first + k - first % k, end + 1, k), end)).astype(float)
 
 
 def _law(n: float) -> AnnealingLawFit:
@@ -56,14 +46,11 @@ def _law(n: float) -> AnnealingLawFit:
                                    "C": 1.0})
 
 
-def _rows(run: str, parent: str, b: float, n: float, pair: str, seed: int, rng) -> list[dict]:
-    """One run's rows (a branch: b its branch step, parent its parent)."""
-    first, end = (0, T) if np.isnan(b) else (int(b), BRANCHES[int(b)])
-    cd = COOL if np.isnan(b) else round(0.1 * end)
-    own = _every(10, first, end)
-    lr_steps = own if np.isnan(b) else np.concatenate([_every(10, 0, int(b)), own])
-    eta = (_rate(own, end, cd) if np.isnan(b) else
-           np.concatenate([_rate(_every(10, 0, int(b)), T, COOL), _rate(own, end, cd)]))
+def _rows(sched: ScheduledRun, n: float, pair: str, seed: int, rng) -> list[dict]:
+    """One run's rows (:func:`fitting.test_utils.family_schedules`)."""
+    run, parent, b = sched.run, sched.parent, sched.branch_step
+    first, end = sched.first, sched.end
+    own, lr_steps, eta = sched.steps, sched.lr_steps, sched.lr
     law, other = _law(n), "en-zh" if pair == "en-de" else "en-de"
     base = {"run_id": run, "parent_run": parent, "branch_step": b, "n": n, "seed": seed,
             "study": "t", "family": "mini", "size": f"{n:g}"}
@@ -76,11 +63,11 @@ def _rows(run: str, parent: str, b: float, n: float, pair: str, seed: int, rng) 
     train = law.predict(own, lr_steps, eta) * (1 + SCATTER * rng.standard_normal(own.size))
     out += rows("all", "train", TIDY_LOSS_METRIC, own, train, np.nan)
     out += rows(pair, "train", TIDY_LOSS_METRIC, own, train, 1.0)
-    probe = _every(25, first, end)
+    probe = logged_steps(first, end, 25)
     out += rows(pair, "validation", PROBE_METRIC, probe,
                 law.predict(probe, lr_steps, eta) * PROBE_LEVEL, 1.0)
     out += rows(other, "validation", PROBE_METRIC, probe, np.full(probe.size, 6.0), 0.0)
-    evals = _every(100, first, end)
+    evals = logged_steps(first, end, 100)
     shift = 1 + D * (1, -1, 0)[seed] if n == max(SIZES) else 1.0
     out += rows(pair, "validation", "loss", evals, law.predict(evals, lr_steps, eta) * shift, 1.0)
     return out + rows(other, "validation", "loss", evals, np.full(evals.size, 6.0), 0.0)
@@ -93,10 +80,8 @@ def study(probes: bool = True) -> pd.DataFrame:
     for j, n in enumerate(SIZES):
         for pair in ("en-de", "en-zh"):
             for seed in range(3 if n == max(SIZES) else 1):
-                parent = f"s{j}_{pair}_s{seed}"
-                rows += _rows(parent, "", np.nan, n, pair, seed, rng)
-                for b in BRANCHES:
-                    rows += _rows(f"{parent}_cd{b}", parent, float(b), n, pair, seed, rng)
+                for sched in family_schedules(f"s{j}_{pair}_s{seed}"):
+                    rows += _rows(sched, n, pair, seed, rng)
     df = pd.DataFrame(rows)
     return df if probes else df[df["metric"] != PROBE_METRIC].reset_index(drop=True)
 
@@ -124,21 +109,21 @@ def test_pair_training_curves_read_probe_rows_at_their_steps_for_trained_runs(ta
     curves = pair_training_curves(table, "en-de")
     assert all("en-de" in r for r in curves)  # the runs at weight 0 for en-de are left out
     c = curves["s2_en-de_s1"]
-    assert c.steps.tolist() == _every(25, 0, T).tolist() and not c.window.any()
+    assert c.steps.tolist() == logged_steps(0, T, 25).tolist() and not c.window.any()
     law = _law(1e6)
     assert c.loss == pytest.approx(PROBE_LEVEL * law.predict(c.steps, c.lr_steps, c.lr))
     b = curves["s2_en-de_s1_cd600"]
     assert b.steps.tolist() == [625.0, 650.0, 667.0] and b.parent == "s2_en-de_s1"
     old = pair_training_curves(study(probes=False), "en-de")["s2_en-de_s1"]
-    assert old.steps.tolist() == _every(10, 0, T).tolist()
+    assert old.steps.tolist() == logged_steps(0, T).tolist()
 
 
 def test_curves_from_table_defaults_to_probe_rows_with_window_zero(table):
     single = table[table["pair"].isin(["all", "en-de"]) & table["run_id"].str.contains("en-de")]
     c = curves_from_table(single)["s0_en-de_s0"]
-    assert c.steps.tolist() == _every(25, 0, T).tolist() and not c.window.any()
+    assert c.steps.tolist() == logged_steps(0, T, 25).tolist() and not c.window.any()
     named = curves_from_table(single, loss_metric=TIDY_LOSS_METRIC)["s0_en-de_s0"]
-    assert named.steps.tolist() == _every(10, 0, T).tolist() and named.window[1] == 10
+    assert named.steps.tolist() == logged_steps(0, T).tolist() and named.window[1] == 10
 
 
 def test_report_curve_section_fits_probe_rows_and_judges_on_them(table):

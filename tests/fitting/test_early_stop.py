@@ -33,21 +33,16 @@ from fitting.report.extrapolation import CURVE_FORM, CURVE_LAMBDA, FAILS, HOLDS,
 from fitting.report.markdown import Document
 from fitting.report.sections import Report
 from fitting.report.view import prepare_view
+from fitting.test_utils import (
+    SCHEDULE_COOLDOWN,
+    SCHEDULE_STEPS,
+    family_schedules,
+    logged_steps,
+    schedule_rate,
+)
 
-T, WARMUP, COOL, STOP = 1000, 100, 200, 600
-BRANCHES = {450: 500, 600: 667, 750: 833}
+T, COOL, STOP = SCHEDULE_STEPS, SCHEDULE_COOLDOWN, 600
 D = 0.001  # the validation loss's seed offset at the largest size: σ_seed = 0.1 %
-
-
-def rate(s: np.ndarray, end: int, cooldown: int) -> np.ndarray:
-    """The rate of update s: rsqrt(max(s, w)) · min(s/w, 1) · the linear cool-down ramp."""
-    s = np.asarray(s, dtype=np.float64)
-    return (np.minimum(s / WARMUP, 1.0) / np.sqrt(np.maximum(s, WARMUP))
-            * np.clip((end - (s - 1)) / cooldown, 0.0, 1.0))
-
-
-def steps(first: int, end: int) -> np.ndarray:
-    return np.unique(np.append(np.arange(first + 10, end + 1, 10), end)).astype(np.float64)
 
 
 def law(l0: float) -> AnnealingLawFit:
@@ -60,23 +55,17 @@ def family(run: str, l0: float, scatter: float = 0.0, seed: int = 0) -> dict[str
     × (1 + scatter·ε)."""
     rng = np.random.default_rng(seed)
     out = {}
-    parent_lr = steps(0, T)
-    for name, b, end, cd in [(run, np.nan, T, COOL)] + [
-            (f"{run}_cd{b}", b, e, round(0.1 * e)) for b, e in BRANCHES.items()]:
-        first = 0 if np.isnan(b) else int(b)
-        own = steps(first, end)
-        before = parent_lr[parent_lr <= b] if not np.isnan(b) else np.zeros(0)
-        lr_steps = np.concatenate([before, own])
-        eta = np.concatenate([rate(before, T, COOL), rate(own, end, cd)])
-        loss = law(l0).predict(own, lr_steps, eta) * (1 + scatter * rng.standard_normal(own.size))
-        out[name] = Curve(name, lr_steps, eta, own, loss, 1e5, parent="" if np.isnan(b) else run,
-                          branch_step=b)
+    for r in family_schedules(run):
+        loss = (law(l0).predict(r.steps, r.lr_steps, r.lr)
+                * (1 + scatter * rng.standard_normal(r.steps.size)))
+        out[r.run] = Curve(r.run, r.lr_steps, r.lr, r.steps, loss, 1e5, parent=r.parent,
+                           branch_step=r.branch_step)
     return out
 
 
 def truth(l0: float) -> float:
-    lr = steps(0, T)
-    return float(law(l0).predict([T], lr, rate(lr, T, COOL))[0])
+    lr = logged_steps(0, T)
+    return float(law(l0).predict([T], lr, schedule_rate(lr, T, COOL))[0])
 
 
 def test_a_stopped_run_is_predicted_at_its_end_from_its_prefix_and_early_branches():

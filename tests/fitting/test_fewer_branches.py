@@ -31,22 +31,11 @@ from fitting.report.predicted_budgets import (
     predicted_budgets,
 )
 from fitting.report.view import prepare_view
+from fitting.test_utils import SCHEDULE_BRANCHES, SCHEDULE_STEPS, family_schedules
 
-T, WARMUP, COOL, STOP = 1000, 100, 200, 600
-BRANCHES = {450: 500, 600: 667, 750: 833}
+T, STOP = SCHEDULE_STEPS, 600
 SIZES = (1e5, 3e5, 1e6, 3e6)
 D = 0.002  # the validation loss's seed offset at the largest size: σ_seed = 0.2 %
-
-
-def rate(s: np.ndarray, end: int, cooldown: int) -> np.ndarray:
-    """rsqrt(max(s, w)) · min(s/w, 1) · the linear cool-down ramp over the last steps."""
-    s = np.asarray(s, dtype=np.float64)
-    return (np.minimum(s / WARMUP, 1.0) / np.sqrt(np.maximum(s, WARMUP))
-            * np.clip((end - (s - 1)) / cooldown, 0.0, 1.0))
-
-
-def steps(first: float, end: int) -> np.ndarray:
-    return np.unique(np.append(np.arange(first + 10, end + 1, 10), end)).astype(np.float64)
 
 
 def family(run: str, n: float, lam: float) -> dict[str, Curve]:
@@ -55,16 +44,9 @@ def family(run: str, n: float, lam: float) -> dict[str, Curve]:
     fit = AnnealingLawFit(law="lr_annealing", lam=lam, form=CURVE_FORM,
                           params={"L0": 1.0 + 30.0 * n ** -0.4, "A": 1.5, "alpha": 0.7,
                                   "C": 0.3})
-    parent_lr, out = steps(0, T), {}
-    for name, b, end, cd in [(run, np.nan, T, COOL)] + [
-            (f"{run}_cd{b}", b, e, round(0.1 * e)) for b, e in BRANCHES.items()]:
-        own = steps(0 if np.isnan(b) else b, end)
-        before = parent_lr[parent_lr <= b] if not np.isnan(b) else np.zeros(0)
-        lr_steps = np.concatenate([before, own])
-        eta = np.concatenate([rate(before, T, COOL), rate(own, end, cd)])
-        out[name] = Curve(name, lr_steps, eta, own, fit.predict(own, lr_steps, eta), n,
-                          parent="" if np.isnan(b) else run, branch_step=b)
-    return out
+    return {r.run: Curve(r.run, r.lr_steps, r.lr, r.steps, fit.predict(r.steps, r.lr_steps, r.lr),
+                         n, parent=r.parent, branch_step=r.branch_step)
+            for r in family_schedules(run)}
 
 
 def table(lam: float = WHOLE_RUN_LAMBDA, stopped: bool = False) -> pd.DataFrame:
@@ -109,7 +91,7 @@ def table(lam: float = WHOLE_RUN_LAMBDA, stopped: bool = False) -> pd.DataFrame:
 
 def test_a_planned_branch_has_the_schedule_of_the_trained_one():
     fam = family("r", 1e5, CURVE_LAMBDA)
-    for b, end in BRANCHES.items():
+    for b, end in SCHEDULE_BRANCHES.items():
         trained = fam[f"r_cd{b}"]
         planned = planned_branch_curve(fam["r"], b, end - b)
         assert planned.run == trained.run and planned.lr_steps.max() == end

@@ -36,24 +36,11 @@ from fitting.report.markdown import Document
 from fitting.report.sections import Report
 from fitting.report.view import prepare_view
 from fitting.report.writer import write_report
-from fitting.test_utils import check_figure
+from fitting.test_utils import SCHEDULE_BRANCHES, check_figure, family_schedules
 
-T, WARMUP, COOL = 1000, 100, 200
-BRANCHES = {450: 500, 600: 667, 750: 833}
 SIZES = (1e5, 3e5, 1e6)
 D = 0.001
 C_TRUE = 1.0
-
-
-def rate(s: np.ndarray, end: int, cooldown: int) -> np.ndarray:
-    """The training stack's rate of update s: rsqrt(max(s, w)) · min(s/w, 1) · cool-down ramp."""
-    s = np.asarray(s, dtype=np.float64)
-    base = np.minimum(s / WARMUP, 1.0) / np.sqrt(np.maximum(s, WARMUP))
-    return base * np.clip((end - (s - 1)) / cooldown, 0.0, 1.0)
-
-
-def every_10(first: int, end: int) -> np.ndarray:
-    return np.unique(np.append(np.arange(first + 10, end + 1, 10), end)).astype(np.float64)
 
 
 def _law(n: float) -> AnnealingLawFit:
@@ -69,16 +56,9 @@ def _family_rows(parent: str, n: float, de: bool, seed: int, scatter: float = 0.
     trained, other = ("en-de", "en-zh") if de else ("en-zh", "en-de")
     law, rows = _law(n), []
     rng = np.random.default_rng(abs(hash((parent, seed))) % 2**32)
-    parent_rates = every_10(0, T)
-    for run, b, first, end, cd in [(parent, np.nan, 0, T, COOL)] + [
-            (f"{parent}_cd{b}", b, b, e, round(0.1 * e)) for b, e in BRANCHES.items()]:
-        own = every_10(first, end)
-        if np.isnan(b):
-            lr_steps, eta = own, rate(own, end, cd)
-        else:  # the parent's rates up to the branch step, then its own cool-down
-            before = parent_rates[parent_rates <= b]
-            lr_steps = np.concatenate([before, own])
-            eta = np.concatenate([rate(before, T, COOL), rate(own, end, cd)])
+    for sched in family_schedules(parent):
+        run, b, first, end = sched.run, sched.branch_step, sched.first, sched.end
+        own, lr_steps, eta = sched.steps, sched.lr_steps, sched.lr
         loss = law.predict(own, lr_steps, eta) * (1 + scatter * rng.standard_normal(own.size))
         base = {"run_id": run, "parent_run": "" if np.isnan(b) else parent, "branch_step": b,
                 "n": n, "seed": seed, "study": "t", "family": "mini", "size": f"{n:g}"}
@@ -114,7 +94,7 @@ def study(seeds: int = 3, off: float = 0.0, scatter: float = 0.0) -> pd.DataFram
     if off:
         last = df[(df["run_id"].str.endswith("_cd450")) & (df["metric"] == "loss")
                   & (df["weight"] > 0)]
-        last = last[last["step"] == BRANCHES[450]].index
+        last = last[last["step"] == SCHEDULE_BRANCHES[450]].index
         df.loc[last, "value"] *= 1 + off
     return df
 
