@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 
@@ -89,3 +90,20 @@ def assert_same_metrics(a_dir, b_dir, rtol=1e-4):
     ta = {(r["step"], r["metric"]): r["tokens"] for r in a}
     tb = {(r["step"], r["metric"]): r["tokens"] for r in b}
     assert ta == tb
+
+
+def cut_back(model_dir: str, checkpoint: int, rows: int | None = None) -> None:
+    """As if killed after writing the rows of step ``rows`` (default ``checkpoint``), the last
+    checkpoint at step ``checkpoint``: later checkpoints and rows gone, the run unfinished."""
+    rows = checkpoint if rows is None else rows
+    ckpt = os.path.join(model_dir, "checkpoints")
+    for name in os.listdir(ckpt):
+        if name.startswith("step_") and int(name.split("_")[1]) > checkpoint:
+            shutil.rmtree(os.path.join(ckpt, name))
+    path = os.path.join(model_dir, "metrics.jsonl")
+    with open(path) as f:
+        kept = [line for line in f if json.loads(line)["step"] <= rows]
+    with open(path, "w") as f:
+        f.writelines(kept)
+    run = run_files.read_run_json(model_dir)
+    run_files.write_run_json(model_dir, {**run, "status": "running"})

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import shutil
 import signal
 
 import pytest
-from run_helpers import rows_by_key, run_child, write_child_spec
+from run_helpers import cut_back, rows_by_key, run_child, write_child_spec
 
 from mnmt.training import run_files
 
@@ -88,20 +86,6 @@ def test_runs_that_differ_in_more_than_data_and_seed_are_refused(make_config):
         train_group([make_config("x"), make_config("y", model_size="mini-2")])
 
 
-def _cut_back(model_dir: str, step: int) -> None:
-    """As if killed right after checkpoint `step`: later checkpoints and rows gone, unfinished."""
-    ckpt = os.path.join(model_dir, "checkpoints")
-    for name in os.listdir(ckpt):
-        if name.startswith("step_") and int(name.split("_")[1]) > step:
-            shutil.rmtree(os.path.join(ckpt, name))
-    path = os.path.join(model_dir, "metrics.jsonl")
-    rows = [line for line in open(path) if json.loads(line)["step"] <= step]
-    with open(path, "w") as f:
-        f.writelines(rows)
-    run = run_files.read_run_json(model_dir)
-    run_files.write_run_json(model_dir, {**run, "status": "running"})
-
-
 def test_a_group_resumes_members_checkpointed_at_different_steps(make_config, second_mixture):
     """A kill between two members' checkpoint writes leaves them at different steps: the
     group resumes as two groups and both end as the uninterrupted group did."""
@@ -115,8 +99,8 @@ def test_a_group_resumes_members_checkpointed_at_different_steps(make_config, se
     whole, parts = group("whole"), group("parts")
     train_group(whole, progress=lambda e: None)
     train_group(parts, progress=lambda e: None)
-    _cut_back(parts[0].model_dir, 8)
-    _cut_back(parts[1].model_dir, 4)
+    cut_back(parts[0].model_dir, 8)
+    cut_back(parts[1].model_dir, 4)
     events = []
     summaries = train_group(parts, progress=events.append)
     assert [s.status for s in summaries] == ["finished", "finished"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from run_helpers import LENGTHS, assert_same_metrics, rows_by_key
+from run_helpers import LENGTHS, assert_same_metrics, cut_back, rows_by_key
 
 from mnmt.training import run_files
 
@@ -89,31 +89,12 @@ def test_probe_rows_of_a_resumed_group_equal_the_uninterrupted_ones(make_config)
     for g in (whole, cut):
         assert [s.status for s in train_group(g, progress=lambda e: None)] == ["finished"] * 2
     for c in cut:
-        _cut_back(c.model_dir, checkpoint=8, rows=10)
+        cut_back(c.model_dir, checkpoint=8, rows=10)
     assert [s.status for s in train_group(cut, progress=lambda e: None)] == ["finished"] * 2
     for w, c in zip(whole, cut, strict=True):
         assert_same_metrics(w.model_dir, c.model_dir, rtol=1e-5)  # no duplicates, none lost
         assert sorted(k[0] for k in _probe_rows(c.model_dir) if k[1] == "en-de") == [
             2, 4, 6, 8, 10, 12]
-
-
-def _cut_back(model_dir: str, *, checkpoint: int, rows: int) -> None:
-    """As if killed after writing the rows of step `rows`, the last checkpoint at step
-    `checkpoint`: later checkpoints and rows gone, the run unfinished."""
-    import json
-    import os
-    import shutil
-
-    ckpt = os.path.join(model_dir, "checkpoints")
-    for name in os.listdir(ckpt):
-        if name.startswith("step_") and int(name.split("_")[1]) > checkpoint:
-            shutil.rmtree(os.path.join(ckpt, name))
-    path = os.path.join(model_dir, "metrics.jsonl")
-    kept = [line for line in open(path) if json.loads(line)["step"] <= rows]
-    with open(path, "w") as f:
-        f.writelines(kept)
-    run = run_files.read_run_json(model_dir)
-    run_files.write_run_json(model_dir, {**run, "status": "running"})
 
 
 def test_probe_settings_are_checked_naming_the_field(make_config):
