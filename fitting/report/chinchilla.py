@@ -337,7 +337,8 @@ def fit_cooled_law(view: StudyView, *, uncertainty: str | None = "perturbation",
     (None, "", reason) when the table has no branches, too few budgets or no pair could be
     fitted; a pair that cannot be fitted is left out with its reason (``meta["failed_pairs"]``),
     the others kept. ``noise_rel``: the relative seed noise per pair the backtest is judged
-    against (:func:`largest_size_seed_noises`; on too few dof the backtest is information). ``predicted``: cooled-down budgets not trained, predicted from their run's curve
+    against (:func:`largest_size_seed_noises`; on too few dof the backtest is information).
+    ``predicted``: cooled-down budgets not trained, predicted from their run's curve
     (:func:`chinchilla_points`): fitted like the trained ones, never graded by the backtest;
     ``meta["predicted_points"][pair]`` counts them."""
     table = view.table_fit

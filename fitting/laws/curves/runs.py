@@ -141,7 +141,7 @@ class Curve:
 
 def _tidy_curves(df: pd.DataFrame, source: str, loss_metric: str, pair: str | None,
                  eval_set: str | None, loss_window: str | int) -> dict[str, Curve]:
-    if "pair" not in df.columns and "task" in df.columns:  # a run's metrics.jsonl
+    if _pair_column(df) == "task":  # a run's metrics.jsonl
         df = df.rename(columns={"task": "pair"})
     require_columns(df, ["run_id", "metric", "step", "value"], source)
     lr_rows = df[df["metric"] == TIDY_LR_METRIC]
