@@ -7,7 +7,8 @@ OUT/seed<K>, then `benchmarks/check_main_job.py` on each, and prints one Markdow
 seed, the wall time, check 1 (fitted L∞ against the exact one, per pair) and check 4 (the
 held-out run's error, per pair, and whether it is within 2 % without the noise clause), the
 leave-largest-size-out backtest of the leading L(N, D) law against 3× the measured seed noise,
-per pair, and whether all six checks pass (checks 1 and 4 as `check_main_job` judges them). A seed whose output already holds a report is not re-run
+per pair, the report's two curve-law rows (longer run, later cool-down) against 3σ_seed per
+pair and whether both hold for both pairs, and whether all six checks pass (checks 1 and 4 as `check_main_job` judges them). A seed whose output already holds a report is not re-run
 (`mnmt-study run` resumes; pass --fresh to start over).
 
     flock /tmp/cpu.lock python benchmarks/main_job_seeds.py --out /tmp/seeds --seeds 0 1 2
@@ -27,7 +28,11 @@ import subprocess
 import sys
 import time
 
+from fitting.report.extrapolation import LATER_COOLDOWN, LONGER_RUN
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
+#: the report's curve-law rows
+CURVE_KINDS = (LONGER_RUN, LATER_COOLDOWN)
 
 
 def _check_module():
@@ -68,6 +73,7 @@ def seed_row(out: str, seed: int, run: dict, check) -> dict:
                         "law": h["law"]} for h in result["heldout"]["entries"]}
     larger = {r.get("pair"): r for r in result["extrapolation"]["rows"]
               if r.get("kind") == check.LARGER_SIZE}
+    curves = curve_rows((fits.get("extrapolation") or {}).get("rows") or [])
     backtest = {p: {"rmse_rel": bt["rmse_rel"], "noise_rel": bt["noise_rel"],
                     "tolerance": bt["tolerance"], "within": bt["within"],
                     "sigma_seeds": (larger.get(p) or {}).get("sigma_seeds"),
@@ -91,18 +97,45 @@ def seed_row(out: str, seed: int, run: dict, check) -> dict:
             backtest[p]["calibrated"] = (bt.get("predictive") or {}).get("calibrated")
     # the checks' own verdicts (check_main_job.checks): an empty list never passes here
     return {"seed": seed, **run, "l_inf": l_inf, "heldout": held, "backtest": backtest,
-            "eq11_heldout": eq11,
+            "eq11_heldout": eq11, "curves": curves,
             "check1_ok": result["checks"][1]["status"] == "ok",
             "check4_ok": result["checks"][4]["status"] == "ok",
             "all_ok": result["all_ok"], "regime": result["regime"]}
 
 
+def curve_rows(rows: list[dict]) -> dict[str, dict[str, dict]]:
+    """{pair: {kind: {rmse, three_sigma, verdict}}} of the report's two curve-law rows
+    (``longer run``, ``later cool-down``: issue 52's "within 3σ_seed for both pairs")."""
+    out: dict[str, dict[str, dict]] = {}
+    for r in rows:
+        if r.get("kind") in CURVE_KINDS and r.get("rmse") is not None:
+            out.setdefault(str(r.get("pair")), {})[r["kind"]] = {
+                k: r.get(k) for k in ("rmse", "three_sigma", "verdict")}
+    return out
+
+
+def curves_hold(r: dict) -> bool | None:
+    """Whether both curve rows hold for every pair of a seed's row (None without them)."""
+    cells = [c for p in (r.get("curves") or {}).values() for c in p.values()]
+    return None if not cells else all(c["verdict"] == "holds" for c in cells)
+
+
+def _curve_cell(c: dict | None) -> str:
+    if not c:
+        return "–"
+    if c["three_sigma"] is None:
+        return f"{100 * c['rmse']:.2f} % (not judged)"
+    return f"{100 * c['rmse']:.2f} vs {100 * c['three_sigma']:.2f} %"
+
+
 def table(rows: list[dict]) -> str:
     """The Markdown table of :func:`seed_row` results."""
-    pairs = sorted({p for r in rows for p in r.get("l_inf", {})})
+    pairs = sorted({p for r in rows for key in ("l_inf", "curves") for p in r.get(key) or {}})
     head = (["vocab seed", "wall s"] + [f"L∞ {p} fitted / exact" for p in pairs]
             + [f"held-out {p}" for p in pairs]
-            + [f"backtest {p} vs 3× seed noise" for p in pairs] + ["checks 1, 4", "all five"])
+            + [f"backtest {p} vs 3× seed noise" for p in pairs]
+            + [f"{k} {p} vs 3σ_seed" for p in pairs for k in CURVE_KINDS]
+            + ["curve rows hold", "checks 1, 4", "all five"])
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         if "error" in r:
@@ -131,6 +164,10 @@ def table(rows: list[dict]) -> str:
                             f"{b['sigma_seeds']} seeds, {b['sigma_dof']} dof"
                             + ("" if b["sigma_dof"] >= 2 else ": information"))
                          + ")")
+        for p in pairs:
+            cells += [_curve_cell((r.get("curves") or {}).get(p, {}).get(k)) for k in CURVE_KINDS]
+        hold = curves_hold(r)
+        cells.append("–" if hold is None else "yes" if hold else "no")
         cells.append("ok" if r["check1_ok"] and r["check4_ok"] else "FAIL")
         cells.append("pass" if r["all_ok"] else "fail")
         out.append("| " + " | ".join(cells) + " |")
@@ -201,6 +238,9 @@ def main(argv: list[str] | None = None) -> int:
           f"95 % {cov['backtest95']['inside']} of {cov['backtest95']['n']}; held-out runs by "
           f"eq. 11 (the frontier's law): 80 % {cov['eq11_80']['inside']} of "
           f"{cov['eq11_80']['n']}, 95 % {cov['eq11_95']['inside']} of {cov['eq11_95']['n']}")
+    held = [h for h in (curves_hold(r) for r in rows) if h is not None]
+    if held:
+        print(f"both curve rows hold for both pairs on {sum(held)} of {len(held)} seeds")
     if args.json:
         print(json.dumps(rows, default=float))
     return 0 if all(r.get("check1_ok") and r.get("check4_ok") for r in rows) else 1

@@ -1,0 +1,43 @@
+"""benchmarks/main_job_seeds.py's curve-law columns: the report's longer-run and later-cool-down
+rows per pair, and whether both hold for both pairs on a seed (issue 52's target)."""
+
+from __future__ import annotations
+
+from fitting.report.extrapolation import FAILS, HOLDS, LARGER_SIZE, LATER_COOLDOWN, LONGER_RUN
+
+
+def _row(kind: str, pair: str, rmse: float | None, three_sigma: float | None,
+         verdict: str) -> dict:
+    return {"kind": kind, "pair": pair, "rmse": rmse, "three_sigma": three_sigma,
+            "verdict": verdict}
+
+
+def _seed(curves: dict) -> dict:
+    return {"seed": 0, "wall_s": None, "heldout": {}, "backtest": {}, "check1_ok": True,
+            "check4_ok": True, "all_ok": True, "curves": curves,
+            "l_inf": {"en-de": {"fit": 0.1, "true": 0.1, "error": 0.0, "ok": True}}}
+
+
+def test_curve_rows_keep_the_two_curve_kinds_with_an_rmse(benchmark_script):
+    seeds = benchmark_script("main_job_seeds")
+    rows = [_row(LARGER_SIZE, "en-de", 0.02, 0.03, HOLDS),
+            _row(LONGER_RUN, "en-de", 0.07, 0.05, FAILS),
+            _row(LATER_COOLDOWN, "en-de", 0.04, 0.05, HOLDS),
+            _row(LONGER_RUN, "en-zh", None, 0.05, "not computed: no curve")]
+    curves = seeds.curve_rows(rows)
+    assert set(curves) == {"en-de"} and set(curves["en-de"]) == {LONGER_RUN, LATER_COOLDOWN}
+    assert curves["en-de"][LONGER_RUN] == {"rmse": 0.07, "three_sigma": 0.05, "verdict": FAILS}
+
+
+def test_a_seed_holds_only_when_every_curve_row_of_every_pair_holds(benchmark_script):
+    seeds = benchmark_script("main_job_seeds")
+    ok = {"rmse": 0.04, "three_sigma": 0.05, "verdict": HOLDS}
+    bad = {"rmse": 0.07, "three_sigma": 0.05, "verdict": FAILS}
+    both = {"en-de": {LONGER_RUN: ok, LATER_COOLDOWN: ok}, "en-zh": {LONGER_RUN: ok,
+                                                                     LATER_COOLDOWN: ok}}
+    assert seeds.curves_hold(_seed(both)) is True
+    one_fails = {**both, "en-zh": {LONGER_RUN: ok, LATER_COOLDOWN: bad}}
+    assert seeds.curves_hold(_seed(one_fails)) is False
+    assert seeds.curves_hold(_seed({})) is None
+    text = seeds.table([_seed(one_fails)])
+    assert "7.00 vs 5.00 %" in text and "| no |" in text
