@@ -50,6 +50,7 @@ from fitting.report.seeds import seed_means
 from fitting.report.view import StudyView
 
 __all__ = ["D_AXIS_BRANCHES", "D_AXIS_EVALUATIONS", "COOLED_LAW", "PREDICTED", "chinchilla_points",
+           "cooled_points",
            "compute_budgets", "chinchilla_section", "trained_seed_groups",
            "largest_size_seed_noise", "largest_size_seed_noises", "fit_cooled_law",
            "cooled_law_section"]
@@ -326,21 +327,12 @@ def largest_size_seed_noise(spread: dict) -> tuple[dict[str, float], float | Non
     return {p: v.sigma for p, v in noise.items()}, n_at
 
 
-def fit_cooled_law(view: StudyView, *, uncertainty: str | None = "perturbation",
-                   n_refits: int = 100, seed: int = 0,
-                   noise_rel: dict[str, SeedNoise] | None = None,
-                   predicted: pd.DataFrame | None = None
-                   ) -> tuple[JointChinchillaFit | None, str, str]:
-    """(fit, note, why not): :func:`fitting.laws.budget.chinchilla_joint.fit_joint_chinchilla` on the
-    cooled-down budgets of the fitted runs (``view.table_fit``, ``view.budgets_fit``;
-    :func:`chinchilla_points` with cool-down branches), or
-    (None, "", reason) when the table has no branches, too few budgets or no pair could be
-    fitted; a pair that cannot be fitted is left out with its reason (``meta["failed_pairs"]``),
-    the others kept. ``noise_rel``: the relative seed noise per pair the backtest is judged
-    against (:func:`largest_size_seed_noises`; on too few dof the backtest is information).
-    ``predicted``: cooled-down budgets not trained, predicted from their run's curve
-    (:func:`chinchilla_points`): fitted like the trained ones, never graded by the backtest;
-    ``meta["predicted_points"][pair]`` counts them."""
+def cooled_points(view: StudyView, predicted: pd.DataFrame | None = None
+                  ) -> tuple[pd.DataFrame | None, str, str]:
+    """(points, note, why not): the cooled-down budgets L(N, D) across weights is fitted on —
+    :func:`chinchilla_points` of the fitted runs (``view.table_fit``, ``view.budgets_fit``)
+    with the ``predicted`` budgets — or (None, "", reason) when the table has no cool-down
+    branches or a run keeps fewer than :data:`MIN_BUDGETS` budgets."""
     table = view.table_fit
     if not has_branches(table):
         return None, "", ("no cool-down branches: the converged loss needs cooled-down losses at "
@@ -354,6 +346,28 @@ def fit_cooled_law(view: StudyView, *, uncertainty: str | None = "perturbation",
         return None, "", (f"a run with {few} cooled-down budgets: L(N, D) across weights needs "
                           f"≥ {MIN_BUDGETS} per run (the run's end and ≥ 2 branches, trained "
                           "or predicted)")
+    return pts, note, ""
+
+
+def fit_cooled_law(view: StudyView, *, uncertainty: str | None = "perturbation",
+                   n_refits: int = 100, seed: int = 0,
+                   noise_rel: dict[str, SeedNoise] | None = None,
+                   predicted: pd.DataFrame | None = None,
+                   points: tuple[pd.DataFrame | None, str, str] | None = None
+                   ) -> tuple[JointChinchillaFit | None, str, str]:
+    """(fit, note, why not): :func:`fitting.laws.budget.chinchilla_joint.fit_joint_chinchilla` on the
+    cooled-down budgets of the fitted runs (``view.table_fit``, ``view.budgets_fit``;
+    :func:`chinchilla_points` with cool-down branches), or
+    (None, "", reason) when :func:`cooled_points` has none or no pair could be fitted; a pair that cannot be fitted is left out with its reason (``meta["failed_pairs"]``),
+    the others kept. ``noise_rel``: the relative seed noise per pair the backtest is judged
+    against (:func:`largest_size_seed_noises`; on too few dof the backtest is information).
+    ``predicted``: cooled-down budgets not trained, predicted from their run's curve
+    (:func:`chinchilla_points`): fitted like the trained ones, never graded by the backtest;
+    ``meta["predicted_points"][pair]`` counts them. ``points``: :func:`cooled_points`' result
+    for this view and ``predicted``, when the caller has it already."""
+    pts, note, why = cooled_points(view, predicted) if points is None else points
+    if why:
+        return None, "", why
     try:
         fit = fit_joint_chinchilla(pts, uncertainty=None if uncertainty == "bootstrap"
                                    else uncertainty, n_refits=n_refits, seed=seed,

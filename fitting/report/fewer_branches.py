@@ -42,7 +42,7 @@ from fitting.core.seed_noise import SeedNoise, few_seeds_verdict, judges
 from fitting.laws.budget.chinchilla_joint import coef_key, leave_largest_out
 from fitting.report.chinchilla import (
     PREDICTED,
-    chinchilla_points,
+    cooled_points,
     fit_cooled_law,
     largest_size_seed_noises,
 )
@@ -175,9 +175,11 @@ def compare(table: pd.DataFrame, *, heldout_runs: Sequence[str] = (),
     noise = largest_size_seed_noises(full.seeds)[0]
     noise_rel = noise or None
     pred, failed = predicted_budgets(fewer, plan)
-    fit_t, _, why_t = fit_cooled_law(full, uncertainty=None, noise_rel=noise_rel)
+    cooled_t, cooled_f = cooled_points(full), cooled_points(fewer, pred)
+    fit_t, _, why_t = fit_cooled_law(full, uncertainty=None, noise_rel=noise_rel,
+                                     points=cooled_t)
     fit_f, _, why_f = fit_cooled_law(fewer, uncertainty=None, noise_rel=noise_rel,
-                                     predicted=pred)
+                                     predicted=pred, points=cooled_f)
     out: dict[str, Any] = {"kept": keep, "plan": None if plan is None else {
         "points": list(plan.points), "cooldown_share": plan.cooldown_share},
         "n_predicted": len(pred), "failed": failed, "skipped": {}, "pairs": {}}
@@ -185,8 +187,7 @@ def compare(table: pd.DataFrame, *, heldout_runs: Sequence[str] = (),
         out["skipped"]["all"] = why_t or why_f
         out["verdict"] = "not computed: " + (why_t or why_f)
         return out
-    pts_t = chinchilla_points(full.table_fit, eval_set, metric, full.budgets_fit)[0]
-    pts_f = chinchilla_points(fewer.table_fit, eval_set, metric, fewer.budgets_fit, pred)[0]
+    pts_t, pts_f = cooled_t[0], cooled_f[0]
     errs = _prediction_errors(pred, full.budgets_fit)
     for pair in sorted(set(fit_t.pairs or []) & set(fit_f.pairs or [])):
         nz = noise.get(pair)
