@@ -105,7 +105,7 @@ def seed_row(out: str, seed: int, run: dict, check) -> dict:
 
 def curve_rows(rows: list[dict]) -> dict[str, dict[str, dict]]:
     """{pair: {kind: {rmse, three_sigma, verdict}}} of the report's two curve-law rows
-    (``longer run``, ``later cool-down``: issue 52's "within 3σ_seed for both pairs")."""
+    (``longer run``, ``later cool-down``: each judged against 3σ_seed)."""
     out: dict[str, dict[str, dict]] = {}
     for r in rows:
         if r.get("kind") in CURVE_KINDS and r.get("rmse") is not None:
