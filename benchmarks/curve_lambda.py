@@ -98,9 +98,15 @@ def form_variants(lams: list[float]) -> list[tuple[str, str, dict]]:
     return out + [("multi-power", "multi_power", {})]
 
 
+def seed_sigmas(view) -> dict[str, float]:
+    """{pair: σ_seed} the report judges against (the relative seed sd at the largest size)."""
+    return {p: v.sigma for p, v in largest_size_seed_noises(view.seeds)[0].items()}
+
+
 def forms_study(out: Path, lams: list[float], loss: str) -> dict:
-    """{pair: {variant: {"errors": [...], "parent": [...], "earliest": [...]}}}: every family's
-    later-cool-down ends under each form (the report's fit set, window and targets)."""
+    """{"sigma": {pair: σ_seed}, "pairs": {pair: {variant: {"errors": [...], "parent": [...],
+    "earliest": [...]}}}}: every family's later-cool-down ends under each form (the report's
+    fit set, window and targets)."""
     view = load_view(out, loss)
     result: dict = {}
     for pair in view.points:
@@ -128,13 +134,12 @@ def forms_study(out: Path, lams: list[float], loss: str) -> dict:
                     elif e.branch_step == first:
                         rows[name]["earliest"].append(float(e.error))
         result[pair] = rows
-    return result
+    return {"sigma": seed_sigmas(view), "pairs": result}
 
 
 def one_study(out: Path, lams: list[float], loss: str, fraction: float) -> dict:
     view = load_view(out, loss)
-    noise = largest_size_seed_noises(view.seeds)[0]
-    result: dict = {"sigma": {p: v.sigma for p, v in noise.items()}, "lams": {}}
+    result: dict = {"sigma": seed_sigmas(view), "lams": {}}
     for lam in lams:
         t0 = time.perf_counter()
         curves, _ = curve_continuations(view, lam=lam)
@@ -203,11 +208,9 @@ def forms_main(args) -> int:
                   "parent end (mean signed)", "earliest branch (mean signed)"])
     results = {}
     for out in args.outs:
-        sigma = {p: v.sigma for p, v in
-                 largest_size_seed_noises(load_view(out, args.loss).seeds)[0].items()}
         res = results[str(out)] = forms_study(out, args.lams, args.loss)
-        for pair, rows in res.items():
-            lim = sigma.get(pair)
+        for pair, rows in res["pairs"].items():
+            lim = res["sigma"].get(pair)
             for name, r in rows.items():
                 mean = {k: float(np.mean(r[k])) if r[k] else float("nan")
                         for k in ("parent", "earliest")}
