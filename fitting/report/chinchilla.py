@@ -364,7 +364,8 @@ def fit_cooled_law(view: StudyView, *, uncertainty: str | None = "perturbation",
     ``predicted``: cooled-down budgets not trained, predicted from their run's curve
     (:func:`chinchilla_points`): fitted like the trained ones, never graded by the backtest;
     ``meta["predicted_points"][pair]`` counts them. ``points``: :func:`cooled_points`' result
-    for this view and ``predicted``, when the caller has it already."""
+    for this view (with its ``predicted`` budgets), when the caller has it already; ``predicted``
+    is then not read."""
     pts, note, why = cooled_points(view, predicted) if points is None else points
     if why:
         return None, "", why

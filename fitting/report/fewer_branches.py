@@ -179,7 +179,7 @@ def compare(table: pd.DataFrame, *, heldout_runs: Sequence[str] = (),
     fit_t, _, why_t = fit_cooled_law(full, uncertainty=None, noise_rel=noise_rel,
                                      points=cooled_t)
     fit_f, _, why_f = fit_cooled_law(fewer, uncertainty=None, noise_rel=noise_rel,
-                                     predicted=pred, points=cooled_f)
+                                     points=cooled_f)
     out: dict[str, Any] = {"kept": keep, "plan": None if plan is None else {
         "points": list(plan.points), "cooldown_share": plan.cooldown_share},
         "n_predicted": len(pred), "failed": failed, "skipped": {}, "pairs": {}}
