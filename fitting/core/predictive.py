@@ -22,7 +22,13 @@ varies between the prediction and a new measurement:
 * ``σ_seed``: the relative seed sd of the point predicted (a new measurement has its own
   noise), 0 where none was measured.
 
-The interval is ŷ·exp(±z_q·s) with z the normal quantile (1.2816 for 80 %, 1.9600 for 95 %).
+The interval is ŷ·exp(±q·s). Every component enters with the degrees of freedom it has: the
+refits' and the forms' spreads as known, the calibration term with its count of errors
+(``calibration_dof``) and σ_seed with its seeds' dof (``seed_dof``, k − 1); where any of them is
+finite, q is Student's t quantile with the Welch–Satterthwaite dof of the sum
+(:func:`satterthwaite_dof`), else the normal quantile (1.2816 for 80 %, 1.9600 for 95 %). From
+three seeds (2 dof) a σ_seed counted as exact would leave an exact law outside "3σ" about one
+time in ten from σ's own uncertainty.
 
 A second rule, ``rule="calibration"``, is for a calibration term that is itself the error of
 refits making the same kind of prediction (a leave-one-out cross-validation error, or the
@@ -33,9 +39,13 @@ again counts them twice. There
     s² = s_calibration² + σ_seed²
 
 (s_resample and s_forms are still computed and reported), and because s_calibration is a root
-mean square of k errors, z is Student's t quantile with the Welch–Satterthwaite degrees of
-freedom of the sum (:func:`satterthwaite_dof`; σ_seed counted as known) — the textbook
+mean square of k errors, q is Student's t quantile with the Welch–Satterthwaite degrees of
+freedom of the sum (:func:`satterthwaite_dof`; σ_seed on its own dof) — the textbook
 prediction interval with an estimated sd.
+
+An interval is ``calibrated`` when it has a positive calibration term; one without
+(``calibrated`` False) says how wide the fit's own uncertainty is, and no coverage claim counts
+it.
 
 Whether either is honest is measured, not assumed: :func:`coverage` counts the held-out points
 inside each nominal level, with a Clopper–Pearson 90 % interval on the fraction.
@@ -55,9 +65,9 @@ from scipy import stats
 
 from fitting.core.base import FitError
 
-__all__ = ["LEVELS", "PredictiveInterval", "predictive_interval", "extrapolation_sd",
-           "largest_size_step", "satterthwaite_dof", "stratified_resamples", "resampled_predictions", "coverage",
-           "coverage_of_marks"]
+__all__ = ["LEVELS", "PredictiveInterval", "predictive_interval", "interval_dof", "quantile",
+           "extrapolation_sd", "largest_size_step", "satterthwaite_dof", "stratified_resamples",
+           "resampled_predictions", "coverage", "coverage_of_marks", "clopper_pearson"]
 
 #: the nominal levels every interval is given at
 LEVELS = (0.80, 0.95)
@@ -73,8 +83,11 @@ class PredictiveInterval:
     "calibration": the calibration error already holds the refits and the forms);
     ``lo80``/``hi80`` = ŷ·exp(∓q80·sd_total), ``lo95``/``hi95`` = ŷ·exp(∓q95·sd_total) with q
     the normal quantile (1.2816, 1.9600) where ``dof`` is None, else Student's t quantile with
-    ``dof`` degrees of freedom; ``n_resamples`` refits that converged, ``n_failed`` those that
-    did not (never replaced by the estimate, out of ``sd_resample``)."""
+    ``dof`` degrees of freedom (the Welch–Satterthwaite dof of the sum); ``n_resamples`` refits
+    that converged, ``n_failed`` those that did not (never replaced by the estimate, out of
+    ``sd_resample``); ``calibrated`` whether a positive calibration term is in the sum,
+    ``calibration_n`` the count of errors it averaged (None: not given), ``seed_dof`` σ_seed's
+    degrees of freedom (None: counted as known)."""
 
     estimate: float
     sd_resample: float
@@ -90,6 +103,9 @@ class PredictiveInterval:
     n_failed: int = 0
     rule: str = "sum"
     dof: float | None = None
+    calibrated: bool = False
+    calibration_n: float | None = None
+    seed_dof: float | None = None
 
     def bounds(self, level: float) -> tuple[float, float]:
         """(low, high) at a level of :data:`LEVELS`."""
@@ -111,6 +127,7 @@ def predictive_interval(estimate: float, *, resampled: Sequence[float] = (),
                         sigma_seed: float | None = None, n_failed: int = 0,
                         form_weights: Sequence[float] | None = None,
                         calibration_dof: float | None = None,
+                        seed_dof: float | None = None,
                         rule: str = "sum") -> PredictiveInterval:
     """The predictive interval of ``estimate`` from its resampled refits' predictions, the
     other forms' predictions, the calibration term and the point's relative seed sd. s_forms is
@@ -118,10 +135,11 @@ def predictive_interval(estimate: float, *, resampled: Sequence[float] = (),
     ``form_weights`` where given (default equal; a weight 0 leaves a form out).
 
     ``rule`` "sum" adds all four in quadrature; "calibration" (the module docstring) keeps the
-    calibration term and the seed sd only, with t quantiles of the Welch–Satterthwaite dof from
-    ``calibration_dof`` (the number of errors the calibration's RMS averaged; None: normal
-    quantiles) — it falls back to "sum" where the calibration term is not a positive finite
-    number. Raises FitError for a non-positive or non-finite estimate (the interval is built in
+    calibration term and the seed sd only — it falls back to "sum" where the calibration term
+    is not a positive finite number. Under either, the quantiles are Student's t with the
+    Welch–Satterthwaite dof of the terms kept (:func:`interval_dof`): ``calibration_dof`` the
+    number of errors the calibration's RMS averaged, ``seed_dof`` σ_seed's (k − 1 for k seeds);
+    None counts a term as known, and where every term is known the quantiles are normal. Raises FitError for a non-positive or non-finite estimate (the interval is built in
     log space) and ValueError for an unknown rule."""
     if not (math.isfinite(estimate) and estimate > 0):
         raise FitError(f"a predictive interval needs a positive finite estimate, got {estimate}")
@@ -140,21 +158,43 @@ def predictive_interval(estimate: float, *, resampled: Sequence[float] = (),
     cal = float(sd_extrapolation)
     if rule == "calibration" and not (math.isfinite(cal) and cal > 0):
         rule = "sum"
-    dof = None
+    calibrated = math.isfinite(cal) and cal > 0
     if rule == "calibration":
         total = math.sqrt(cal ** 2 + seed ** 2)
-        if calibration_dof is not None:
-            dof = satterthwaite_dof([(cal, float(calibration_dof)), (seed, math.inf)])
+        known = []
     else:
+        cal = cal if math.isfinite(cal) else 0.0
         total = math.sqrt(s_res ** 2 + s_forms ** 2 + cal ** 2 + seed ** 2)
-    q80, q95 = (float(stats.norm.ppf(0.5 + q / 2)) if dof is None or not math.isfinite(dof)
-                else float(stats.t.ppf(0.5 + q / 2, dof)) for q in LEVELS)
+        known = [s_res, s_forms]
+    dof = interval_dof(known, (cal, calibration_dof), (seed, seed_dof))
+    q80, q95 = (quantile(q, dof) for q in LEVELS)
     return PredictiveInterval(
         estimate=float(estimate), sd_resample=s_res, sd_forms=s_forms,
         sd_extrapolation=cal, sigma_seed=seed, sd_total=total,
         lo80=estimate * math.exp(-q80 * total), hi80=estimate * math.exp(q80 * total),
         lo95=estimate * math.exp(-q95 * total), hi95=estimate * math.exp(q95 * total),
-        n_resamples=int(len(res)), n_failed=int(n_failed), rule=rule, dof=dof)
+        n_resamples=int(len(res)), n_failed=int(n_failed), rule=rule, dof=dof,
+        calibrated=bool(calibrated),
+        calibration_n=None if calibration_dof is None else float(calibration_dof),
+        seed_dof=None if seed_dof is None else float(seed_dof))
+
+
+def interval_dof(known: Sequence[float], *estimated: tuple[float, float | None]
+                 ) -> float | None:
+    """The Welch–Satterthwaite dof (:func:`satterthwaite_dof`) of a sum of ``known`` sds and
+    ``estimated`` (sd, dof) terms, a dof of None counted as known; None where the sum is known
+    (normal quantiles)."""
+    parts = [(float(s), math.inf) for s in known]
+    parts += [(float(s), math.inf if v is None else float(v)) for s, v in estimated]
+    dof = satterthwaite_dof(parts)
+    return dof if math.isfinite(dof) else None
+
+
+def quantile(level: float, dof: float | None) -> float:
+    """The two-sided ``level`` quantile: Student's t on ``dof`` degrees of freedom, normal where
+    ``dof`` is None (a known sd)."""
+    p = 0.5 + level / 2
+    return float(stats.norm.ppf(p) if dof is None else stats.t.ppf(p, dof))
 
 
 def satterthwaite_dof(components: Iterable[tuple[float, float]]) -> float:
@@ -234,7 +274,18 @@ def coverage_of_marks(marks: dict[float, Sequence[bool]]) -> dict[str, Any]:
         if n == 0:
             out[f"{level:.2f}"] = {"inside": 0, "n": 0, "fraction": None, "ci90": None}
             continue
-        lo = 0.0 if k == 0 else float(stats.beta.ppf(0.05, k, n - k + 1))
-        hi = 1.0 if k == n else float(stats.beta.ppf(0.95, k + 1, n - k))
-        out[f"{level:.2f}"] = {"inside": int(k), "n": n, "fraction": k / n, "ci90": [lo, hi]}
+        out[f"{level:.2f}"] = {"inside": int(k), "n": n, "fraction": k / n,
+                               "ci90": list(clopper_pearson(k, n))}
     return out
+
+
+def clopper_pearson(k: int, n: int, level: float = 0.90) -> tuple[float, float]:
+    """The exact (Clopper–Pearson) two-sided ``level`` interval of a fraction ``k`` of ``n``:
+    the beta quantiles [B(α/2; k, n − k + 1), B(1 − α/2; k + 1, n − k)], 0 and 1 at the ends.
+    ValueError for n < 1 or k outside [0, n]."""
+    if n < 1 or not 0 <= k <= n:
+        raise ValueError(f"a fraction needs 0 ≤ k ≤ n and n ≥ 1, got k = {k}, n = {n}")
+    tail = (1.0 - level) / 2.0
+    lo = 0.0 if k == 0 else float(stats.beta.ppf(tail, k, n - k + 1))
+    hi = 1.0 if k == n else float(stats.beta.ppf(1.0 - tail, k + 1, n - k))
+    return lo, hi

@@ -11,11 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fitting.core.predictive import coverage
+from fitting.core.predictive import coverage, coverage_of_marks
 from fitting.core.seed_noise import FEW_SEEDS, SeedNoise
 from fitting.laws.curves.annealing import AnnealingLawFit
 from fitting.laws.curves.early_stop import (
     PLANNED_LR_METRIC,
+    StoppedEnd,
     calibrated_intervals,
     predict_stopped_end,
     stop_step,
@@ -207,3 +208,42 @@ def test_a_stopped_study_predicts_its_stopped_runs_and_checks_the_others(tmp_pat
     assert out["run_steps_not_trained"] == 2 * (T - STOP)
     text = doc.markdown()
     assert "Early stop" in text and "not trained" in text and "(predicted)" in text
+
+
+def _interval_marks(k: int, draws: int, rng: np.random.Generator, **kw) -> np.ndarray:
+    """(draws, 2) inside-80/95 marks of one check per draw, calibrated on ``k`` other checks'
+    errors, every log error ~ N(0, 0.02) (the law exact, the end noisy)."""
+    errs = rng.normal(0, 0.02, (draws, k + 1))
+    out = np.zeros((draws, 2), bool)
+    for d in range(draws):
+        ends = [StoppedEnd(run=f"r{i}", pair="p", n=1.0, stop=600, end=1000,
+                           predicted=float(np.exp(errs[d, i])), offset=0.0, offset_points=0,
+                           measured=1.0) for i in range(k + 1)]
+        assert calibrated_intervals(ends, {e.run: e.run for e in ends}) == ""
+        iv = ends[0].interval
+        out[d] = [iv.contains(1.0, 0.80), iv.contains(1.0, 0.95)]
+    return out
+
+
+@pytest.mark.parametrize("k", [2, 3, 5])
+def test_an_interval_on_k_check_errors_covers_at_its_nominal_rate(k):
+    """Known truth: every check's log error ~ N(0, τ); a check calibrated on k others' errors
+    (t quantiles on k dof) holds its trained end at the nominal rate over 600 draws: the
+    observed fraction's Clopper–Pearson band holds 80 % and 95 %."""
+    marks = _interval_marks(k, 600, np.random.default_rng(10 + k))
+    cov = coverage_of_marks({0.80: marks[:, 0].tolist(), 0.95: marks[:, 1].tolist()})
+    for q in (0.80, 0.95):
+        lo, hi = cov[f"{q:.2f}"]["ci90"]
+        assert lo <= q <= hi, (k, q, cov)
+
+
+def test_an_interval_on_two_check_errors_carries_its_count_and_dof():
+    rng = np.random.default_rng(2)
+    ends = [StoppedEnd(run=f"r{i}", pair="p", n=1.0, stop=600, end=1000,
+                       predicted=float(np.exp(rng.normal(0, 0.02))), offset=0.0,
+                       offset_points=0, measured=1.0) for i in range(3)]
+    calibrated_intervals(ends, {e.run: e.run for e in ends})
+    iv = ends[0].interval
+    assert iv.calibrated and iv.calibration_n == 2 and iv.dof == pytest.approx(2)
+    assert iv.hi95 / iv.estimate == pytest.approx(float(np.exp(4.302653 * iv.sd_total)),
+                                                  rel=1e-5)

@@ -10,10 +10,14 @@ from scipy import stats
 
 from fitting.core.base import FitError
 from fitting.core.predictive import (
+    clopper_pearson,
     coverage,
+    coverage_of_marks,
     extrapolation_sd,
+    interval_dof,
     largest_size_step,
     predictive_interval,
+    quantile,
     resampled_predictions,
     satterthwaite_dof,
     stratified_resamples,
@@ -136,3 +140,50 @@ def test_coverage_counts_and_bounds_the_fraction():
     lo, hi = cov["0.95"]["ci90"]
     assert 0 < lo < 2 / 3 < hi < 1
     assert coverage([])["0.80"]["fraction"] is None
+
+
+def test_a_seed_sd_from_three_seeds_enters_on_its_own_dof_and_covers_at_the_nominal_rate():
+    """Known truth: an exact law ŷ; a new measurement y = ŷ·exp(N(0, σ)); σ_seed estimated from 3
+    seeds (2 dof). On 2 dof the interval covers y at the nominal rate (log(y/ŷ)/s ~ t₂) over
+    4,000 draws — the observed fraction's Clopper–Pearson band holds the nominal level; counted
+    as known (normal quantiles) the 95 % interval covers too rarely."""
+    rng = np.random.default_rng(3)
+    trials, sigma = 4000, 0.02
+    s = sigma * np.sqrt(rng.chisquare(2, trials) / 2)         # the 3 seeds' sd
+    y = np.exp(rng.normal(0, sigma, trials))
+    marks = {q: [] for q in (0.80, 0.95)}
+    known = []
+    for sd, new in zip(s, y, strict=True):
+        iv = predictive_interval(1.0, sigma_seed=float(sd), seed_dof=2)
+        for q in marks:
+            marks[q].append(iv.contains(float(new), q))
+        known.append(predictive_interval(1.0, sigma_seed=float(sd)).contains(float(new), 0.95))
+    cov = coverage_of_marks(marks)
+    for q in (0.80, 0.95):
+        lo, hi = cov[f"{q:.2f}"]["ci90"]
+        assert lo <= q <= hi
+    assert np.mean(known) < 0.90
+    iv = predictive_interval(1.0, sigma_seed=0.02, seed_dof=2)
+    assert iv.dof == pytest.approx(2) and iv.seed_dof == 2 and not iv.calibrated
+
+
+def test_every_term_enters_the_satterthwaite_sum_on_its_own_dof():
+    iv = predictive_interval(1.0, resampled=[0.97, 1.03], sd_extrapolation=0.04,
+                             calibration_dof=4, sigma_seed=0.03, seed_dof=2)
+    parts = [(iv.sd_resample, math.inf), (0.04, 4), (0.03, 2)]
+    assert iv.rule == "sum" and iv.dof == pytest.approx(satterthwaite_dof(parts))
+    assert iv.calibrated and iv.calibration_n == 4
+    assert iv.hi95 == pytest.approx(math.exp(stats.t.ppf(0.975, iv.dof) * iv.sd_total))
+    cal = predictive_interval(1.0, sd_extrapolation=0.04, calibration_dof=4, sigma_seed=0.03,
+                              seed_dof=2, rule="calibration")
+    assert cal.dof == pytest.approx(satterthwaite_dof([(0.04, 4), (0.03, 2)]))
+    assert interval_dof([0.1]) is None and quantile(0.95, None) == pytest.approx(1.959964)
+
+
+def test_clopper_pearson_is_exact_at_the_ends_and_refuses_impossible_counts():
+    assert clopper_pearson(0, 10)[0] == 0.0 and clopper_pearson(10, 10)[1] == 1.0
+    lo, hi = clopper_pearson(8, 10)
+    assert stats.binom.sf(7, 10, lo) == pytest.approx(0.05)   # P(X ≥ 8 | lo) = 5 %
+    assert stats.binom.cdf(8, 10, hi) == pytest.approx(0.05)  # P(X ≤ 8 | hi) = 5 %
+    with pytest.raises(ValueError):
+        clopper_pearson(3, 2)

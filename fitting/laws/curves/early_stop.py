@@ -22,7 +22,9 @@ experiment (its seeds: their errors are alike) — leave-one-experiment-out for 
 checks for a stopped run. The checks' errors already hold every source of error between a
 prediction and a trained end (the fit's sensitivity, the law's misfit, the end's own noise), so
 nothing is added to them; with fewer than :data:`MIN_CALIBRATION` such errors there is no
-interval.
+interval. The RMS of k errors is an sd on k degrees of freedom, so the quantiles are Student's
+t on k (``rule="calibration"``): from 2, 3 or 5 errors normal quantiles would cover a nominal
+95 % only about 81, 86 or 89 % of the time.
 """
 
 from __future__ import annotations
@@ -258,7 +260,8 @@ def calibrated_intervals(ends: Sequence[StoppedEnd], experiment: dict[str, Any])
             missing += 1
             continue
         sd = float(np.sqrt(np.mean(np.square(errs))))
-        e.interval = predictive_interval(e.predicted, sd_extrapolation=sd)
+        e.interval = predictive_interval(e.predicted, sd_extrapolation=sd,
+                                         calibration_dof=len(errs), rule="calibration")
     if not missing:
         return ""
     return (f"{missing} end(s) without an interval: fewer than {MIN_CALIBRATION} check errors "
