@@ -50,7 +50,7 @@ setup(
         "bench": ["chinchilla>=0.2", "psutil>=5", "torch>=2.13", "transformers>=5"],
         "tpu": ["jax[tpu]"],
         # CUDA 12 jax (plugins pinned with jax in requirements/constraints.txt); the PyTorch
-        # baseline of benchmarks/accelerator_step.py is in "bench".
+        # baseline of benchmarks/speed/accelerator_step.py is in "bench".
         "gpu": ["jax[cuda12]"],
     },
     entry_points={

@@ -260,14 +260,15 @@ def hypothesis_files_in_the_session_tree(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def benchmark_script():
-    """`benchmark_script("train_step")`: a script of benchmarks/ imported as a module (they are
-    scripts run by path, not a package); each is loaded once per session."""
+    """`benchmark_script("train_step")`: a script of benchmarks/ (found in whichever room holds
+    it: speed/, validation/, studies/) imported as a module (they are scripts run by path);
+    each is loaded once per session."""
     loaded = {}
 
     def load(name: str):
         if name not in loaded:
-            spec = importlib.util.spec_from_file_location(f"benchmark_{name}",
-                                                          BENCHMARKS / f"{name}.py")
+            (path,) = BENCHMARKS.glob(f"*/{name}.py")
+            spec = importlib.util.spec_from_file_location(f"benchmark_{name}", path)
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
             loaded[name] = module

@@ -210,9 +210,26 @@ def test_no_private_name_is_imported_from_another_module():
 
 
 def test_benchmarks_do_not_reach_into_tests():
-    bad = [f"{p.relative_to(REPO)}" for p in sorted((REPO / "benchmarks").glob("*.py"))
+    bad = [f"{p.relative_to(REPO)}" for p in sorted((REPO / "benchmarks").rglob("*.py"))
            if '"tests"' in p.read_text() or "'tests'" in p.read_text()]
     assert not bad, f"benchmarks importing from tests/: {bad}"
+
+
+#: benchmarks/'s rooms by role; beside them only the shared module, the package index and the
+#: scale benchmark, whose path the issues name
+BENCHMARK_ROOMS = ("speed", "validation", "studies")
+BENCHMARK_TOP = {"__init__.py", "common.py", "scalebench.py"}
+
+
+def test_every_benchmark_lives_in_a_room():
+    top = {p.name for p in (REPO / "benchmarks").glob("*.py")}
+    assert top <= BENCHMARK_TOP, f"benchmark scripts outside a room: {sorted(top - BENCHMARK_TOP)}"
+    rooms = {p.name for p in (REPO / "benchmarks").iterdir()
+             if p.is_dir() and any(p.glob("*.py"))}
+    assert rooms == set(BENCHMARK_ROOMS)
+    names = [p.name for room in BENCHMARK_ROOMS for p in (REPO / "benchmarks" / room).glob("*.py")
+             if p.name != "__init__.py"]
+    assert len(names) == len(set(names)), "two benchmarks of one name (the tests load by name)"
 
 
 def test_every_module_is_on_the_design_map():

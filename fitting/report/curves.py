@@ -23,7 +23,7 @@ pair): a training-loss row is the mean over one log interval's batches and scatt
 could hold. Either way the verdict uses the evaluation loss's seed noise. Why a branch in the fit:
 along an rsqrt schedule η ∝ 1/S1, so the stable phase alone cannot tell the annealing term from
 A·S1^−α (:mod:`fitting.laws.curves.branches`). The settings are the best of those measured on
-the main job's own runs (``benchmarks/curve_laws_main_job.py``, variant
+the main job's own runs (``benchmarks/studies/curve_laws_main_job.py``, variant
 ``middle-rel-l0.8-nowin>val``): λ = 0.8 rather than Tissue et al.'s 0.999 for cool-downs of
 50–80 steps, the relative form (its gain shrinks with the loss; eq. 1's is fixed), the
 training loss of the pair read at its logged step (``loss_window=0``).

@@ -112,11 +112,11 @@ SEED_NOISE_SOURCES = ("pooled seed sd", "seed spread")
 #: the share of each run's steps the curve law is fitted on (the rest is predicted)
 FIT_FRACTION = 2.0 / 3.0
 #: λ of the annealing momentum (Tissue et al. eq. 1's S2): 0.8 predicts the main job's
-#: 50–80-step cool-downs far better than their 0.999 (benchmarks/curve_laws_main_job.py)
+#: 50–80-step cool-downs far better than their 0.999 (benchmarks/studies/curve_laws_main_job.py)
 CURVE_LAMBDA = 0.8
 #: the form of the LR-annealing law (:data:`fitting.laws.curves.annealing.ANNEALING_FORMS`):
 #: "relative", (L0 + A·S1^−α)·exp(−C·S2), follows the main job's cool-down gains, which shrink
-#: with the loss, where eq. 1's fixed gain C·S2 does not (benchmarks/curve_laws_main_job.py)
+#: with the loss, where eq. 1's fixed gain C·S2 does not (benchmarks/studies/curve_laws_main_job.py)
 CURVE_FORM = "relative"
 #: the first step fitted, as a share of the parent's last loss step: the first steps after the
 #: warm-up fall faster than the law

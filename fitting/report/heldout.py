@@ -380,4 +380,4 @@ def _predictive_paragraph(doc: Document, entries: list[dict[str, Any]], cover: d
             said.append(f"{name}: {c80['inside']} of {c80['n']} at 80 %, {c95['inside']} of "
                         f"{c95['n']} at 95 %")
     doc.p("Inside: " + "; ".join(said) + " (too few to measure coverage in one study; "
-          "benchmarks/main_job_seeds.py pools them over vocabulary seeds).")
+          "benchmarks/studies/main_job_seeds.py pools them over vocabulary seeds).")

@@ -1,4 +1,4 @@
-"""benchmarks/corpus_scale.py: the corpus it writes, and its one JSON object at a tiny size."""
+"""benchmarks/speed/corpus_scale.py: the corpus it writes, and its one JSON object at a tiny size."""
 
 import json
 import os

@@ -1,4 +1,4 @@
-"""benchmarks/input_pipeline.py: one JSON object with the required fields and a consistent ratio."""
+"""benchmarks/speed/input_pipeline.py: one JSON object with the required fields and a consistent ratio."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""benchmarks/check_main_job.py on fits.json values that the rules of 0183a09 mishandled: a pair
+"""benchmarks/studies/check_main_job.py on fits.json values that the rules of 0183a09 mishandled: a pair
 whose law gave no finite L∞, check 4's printed noise, and a backtest without seed noise."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""benchmarks/main_job_seeds.py's curve-law columns: the report's longer-run and later-cool-down
+"""benchmarks/studies/main_job_seeds.py's curve-law columns: the report's longer-run and later-cool-down
 rows per pair, and whether both hold for both pairs on a seed."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A report is a function of its table: two writes of the same table give the same fits.json,
-number for number, except the measured durations that benchmarks/faults.py leaves out of its
+number for number, except the measured durations that benchmarks/studies/faults.py leaves out of its
 kill-trial comparison. A new field that is not reproducible (a time, a count of something
 measured, an unseeded draw) fails here, in the fast suite, instead of in `-m faults`."""
 

@@ -1,4 +1,4 @@
-"""benchmarks/train_step.py: its list of the step's matmuls agrees with the FLOP accounting."""
+"""benchmarks/speed/train_step.py: its list of the step's matmuls agrees with the FLOP accounting."""
 
 import numpy as np
 import pytest

@@ -119,7 +119,7 @@ def test_flops_terms_scale_as_expected():
 
 def test_flops_match_compiled_dot_count(benchmark_script):
     """The analytic count equals XLA's matmul FLOPs of the compiled training step within 3%
-    (benchmarks/flops_check.py reports the same for more sizes)."""
+    (benchmarks/speed/flops_check.py reports the same for more sizes)."""
     r = benchmark_script("flops_check").check("mini-1", batch=2, input_len=16, target_len=12, vocab=64)
     assert abs(r["ratio_xla_dots_over_analytic"] - 1.0) < 0.03   # + relpos one-hot einsum
     assert 1.0 <= r["ratio_xla_over_analytic"] < 1.25

@@ -1,4 +1,4 @@
-"""benchmarks/faults.py: the comparison that decides a kill trial counts what it says (lost,
+"""benchmarks/studies/faults.py: the comparison that decides a kill trial counts what it says (lost,
 duplicated and changed rows, each largest difference named by its field; the fits' measured
 durations left out), and — under `-m faults` — one real trial of the ci study."""
 

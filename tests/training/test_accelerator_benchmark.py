@@ -1,4 +1,4 @@
-"""benchmarks/accelerator_step.py: its JSON on CPU (a tiny size), the batch search, the peaks."""
+"""benchmarks/speed/accelerator_step.py: its JSON on CPU (a tiny size), the batch search, the peaks."""
 
 import json
 

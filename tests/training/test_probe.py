@@ -108,7 +108,7 @@ def test_probe_settings_are_checked_naming_the_field(make_config):
 
 
 def test_probe_cost_benchmark_measures_a_known_scatter(benchmark_script):
-    """benchmarks/probe_cost.py's two scatter estimates recover a curve's known relative noise
+    """benchmarks/speed/probe_cost.py's two scatter estimates recover a curve's known relative noise
     (2 % on a power law), and read a noiseless curve as flat."""
     bench = benchmark_script("probe_cost")
     steps = np.arange(100.0, 2001.0, 10.0)

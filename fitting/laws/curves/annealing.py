@@ -17,7 +17,7 @@ the annealing gain is a share of the loss, not a fixed amount. Eq. 1 gives a coo
 S2 the same gain C·S2 wherever the run is; on the main job (Adafactor, rsqrt, runs still in
 their fast first phase, the loss halving between the branches at 45 % and 75 % of the steps)
 the measured gains shrink with the loss, so a C fitted on one branch over-predicts the later
-cool-downs' gains and under-predicts the earlier ones (benchmarks/curve_laws_main_job.py,
+cool-downs' gains and under-predicts the earlier ones (benchmarks/studies/curve_laws_main_job.py,
 variants ``*-rel``). For a small C·S2 the two agree to first order: exp(−C·S2) ≈ 1 − C·S2,
 i.e. eq. 1 with C_eq1 = C·(L0 + A·S1^−α).
 """

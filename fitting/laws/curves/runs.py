@@ -30,7 +30,7 @@ training stack's loss window, each batch's loss measured before its update), i.e
 models after s − w … s − 1 updates, w the gap to the previous row (to the branch step for a
 branch's first row, to 0 for a run's); an evaluation (any other metric) is the model after s
 updates (w = 0). In a cool-down the loss falls fastest at its end, so reading a windowed loss
-as the loss at s puts the predicted end ~w/2 steps too late (benchmarks/curve_laws_main_job.py).
+as the loss at s puts the predicted end ~w/2 steps too late (benchmarks/studies/curve_laws_main_job.py).
 
 A loss at step s is explained by the rates of steps 1…s, so every curve's rates must start near
 step 0 (within two logging intervals, or 100 steps): a table whose first *loss* comes long after

@@ -1,0 +1,2 @@
+"""Speed benchmarks: time, throughput and memory of the training step, the input pipeline,
+the token cache, the fitting engines and a study, each against a named competitor."""

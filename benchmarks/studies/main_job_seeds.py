@@ -1,0 +1,250 @@
+"""Is the main job's recovery of the truth robust to the vocabulary? Checks 1 and 4 on several
+vocabulary seeds.
+
+Runs the main job (`mnmt-study run`, the default preset) once per vocabulary seed
+(`StudySpec.vocab_seed`: another sentence sample, another 704-piece vocabulary), each into
+OUT/seed<K>, then `benchmarks/studies/check_main_job.py` on each, and prints one Markdown table: per
+seed, the wall time, check 1 (fitted L∞ against the exact one, per pair) and check 4 (the
+held-out run's error, per pair, and whether it is within 2 % without the noise clause), the
+leave-largest-size-out backtest of the leading L(N, D) law against 3× the measured seed noise,
+per pair, the report's two curve-law rows (longer run, later cool-down) against 3σ_seed per
+pair and whether both hold for both pairs, and whether all six checks pass (checks 1 and 4 as `check_main_job` judges them). A seed whose output already holds a report is not re-run
+(`mnmt-study run` resumes; pass --fresh to start over).
+
+    flock /tmp/cpu.lock python benchmarks/studies/main_job_seeds.py --out /tmp/seeds --seeds 0 1 2
+    python benchmarks/studies/main_job_seeds.py --out /tmp/seeds --seeds 0 1 2 --json
+
+Exit status 0 when checks 1 and 4 hold on every seed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from fitting.report.extrapolation import LATER_COOLDOWN, LONGER_RUN
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+#: the report's curve-law rows
+CURVE_KINDS = (LONGER_RUN, LATER_COOLDOWN)
+
+
+def _check_module():
+    spec = importlib.util.spec_from_file_location("check_main_job",
+                                                  os.path.join(_HERE, "check_main_job.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run_seed(out: str, seed: int, extra_gin: list[str], timeout: float) -> dict:
+    """Run the main job for vocabulary seed ``seed`` into ``out`` (if it has no report yet) and
+    return its wall time (None when it was not run here) and its return code."""
+    if os.path.exists(os.path.join(out, "report", "fits.json")):
+        return {"wall_s": None, "rc": 0}
+    study = os.path.join(os.path.dirname(sys.executable), "mnmt-study")
+    cmd = [study, "run", "--out", out, "--gin", f"StudySpec.vocab_seed={seed}"]
+    for g in extra_gin:
+        cmd += ["--gin", g]
+    t0 = time.perf_counter()
+    with open(out + ".log", "w", encoding="utf-8") as log:
+        rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout)
+    return {"wall_s": time.perf_counter() - t0, "rc": rc}
+
+
+def seed_row(out: str, seed: int, run: dict, check) -> dict:
+    """Checks 1 and 4 (and whether all five pass) of the study in ``out``."""
+    path = os.path.join(out, "report", "fits.json")
+    if not os.path.exists(path):
+        return {"seed": seed, **run, "error": f"no report ({path})"}
+    with open(path, encoding="utf-8") as f:
+        fits = json.load(f)
+    result = check.check(fits)
+    l_inf = {p: {"fit": d["fit"], "true": d["true"], "error": d["error"], "ok": d["ok"]}
+             for p, d in result["l_inf"].items()}
+    held = {h["pair"]: {"predicted": h["predicted"], "measured": h["measured"],
+                        "error": h["error"], "within_rel": bool(h.get("within_rel")),
+                        "law": h["law"]} for h in result["heldout"]["entries"]}
+    larger = {r.get("pair"): r for r in result["extrapolation"]["rows"]
+              if r.get("kind") == check.LARGER_SIZE}
+    curves = curve_rows((fits.get("extrapolation") or {}).get("rows") or [])
+    backtest = {p: {"rmse_rel": bt["rmse_rel"], "noise_rel": bt["noise_rel"],
+                    "tolerance": bt["tolerance"], "within": bt["within"],
+                    "sigma_seeds": (larger.get(p) or {}).get("sigma_seeds"),
+                    "sigma_dof": (larger.get(p) or {}).get("sigma_dof")}
+                for p, bt in result["backtest"].items()}
+    for e in fits.get("heldout") or []:   # predictive intervals (fitting.report.intervals)
+        if e.get("primary") and e.get("predictive") and e["pair"] in held:
+            iv = e["predictive"]
+            held[e["pair"]].update(lo95=iv["lo95"], hi95=iv["hi95"], lo80=iv["lo80"],
+                                   hi80=iv["hi80"], sd_total=iv["sd_total"],
+                                   inside80=e["inside80"], inside95=e["inside95"])
+    eq11 = {e["pair"]: {"error": e["error"], "inside80": e["inside80"],
+                        "inside95": e["inside95"], "sd_total": e["predictive"]["sd_total"],
+                        "calibrated": e.get("calibrated")}
+            for e in fits.get("heldout") or []   # the frontier's law (eq11_intervals)
+            if str(e.get("law", "")).startswith("eq. 11") and e.get("predictive")}
+    joint_bt = (((fits.get("chinchilla") or {}).get("joint") or {}).get("backtest") or {})
+    for p, bt in joint_bt.items():   # the backtest points' predictive intervals
+        if p in backtest and isinstance(bt, dict) and bt.get("coverage"):
+            backtest[p]["coverage"] = bt["coverage"]
+            backtest[p]["calibrated"] = (bt.get("predictive") or {}).get("calibrated")
+    # the checks' own verdicts (check_main_job.checks): an empty list never passes here
+    return {"seed": seed, **run, "l_inf": l_inf, "heldout": held, "backtest": backtest,
+            "eq11_heldout": eq11, "curves": curves,
+            "check1_ok": result["checks"][1]["status"] == "ok",
+            "check4_ok": result["checks"][4]["status"] == "ok",
+            "all_ok": result["all_ok"], "regime": result["regime"]}
+
+
+def curve_rows(rows: list[dict]) -> dict[str, dict[str, dict]]:
+    """{pair: {kind: {rmse, three_sigma, verdict}}} of the report's two curve-law rows
+    (``longer run``, ``later cool-down``: each judged against 3σ_seed)."""
+    out: dict[str, dict[str, dict]] = {}
+    for r in rows:
+        if r.get("kind") in CURVE_KINDS and r.get("rmse") is not None:
+            out.setdefault(str(r.get("pair")), {})[r["kind"]] = {
+                k: r.get(k) for k in ("rmse", "three_sigma", "verdict")}
+    return out
+
+
+def curves_hold(r: dict) -> bool | None:
+    """Whether both curve rows hold for every pair of a seed's row (None without them)."""
+    cells = [c for p in (r.get("curves") or {}).values() for c in p.values()]
+    return None if not cells else all(c["verdict"] == "holds" for c in cells)
+
+
+def _curve_cell(c: dict | None) -> str:
+    if not c:
+        return "–"
+    if c["three_sigma"] is None:
+        return f"{100 * c['rmse']:.2f} % (not judged)"
+    return f"{100 * c['rmse']:.2f} vs {100 * c['three_sigma']:.2f} %"
+
+
+def table(rows: list[dict]) -> str:
+    """The Markdown table of :func:`seed_row` results."""
+    pairs = sorted({p for r in rows for key in ("l_inf", "curves") for p in r.get(key) or {}})
+    head = (["vocab seed", "wall s"] + [f"L∞ {p} fitted / exact" for p in pairs]
+            + [f"held-out {p}" for p in pairs]
+            + [f"backtest {p} vs 3× seed noise" for p in pairs]
+            + [f"{k} {p} vs 3σ_seed" for p in pairs for k in CURVE_KINDS]
+            + ["curve rows hold", "checks 1, 4", "all five"])
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        if "error" in r:
+            out.append(f"| {r['seed']} | – | {r['error']} |")
+            continue
+        cells = [str(r["seed"]), "–" if r["wall_s"] is None else f"{r['wall_s']:.0f}"]
+        for p in pairs:
+            d = r["l_inf"].get(p)
+            cells.append("–" if not d or d["error"] is None else
+                         f"{d['fit']:.4f} / {d['true']:.4f} ({100 * d['error']:+.1f} %)")
+        for p in pairs:
+            h = r["heldout"].get(p)
+            cells.append("–" if not h else f"{100 * h['error']:+.2f} %"
+                         + ("" if h["within_rel"] else " (> 2 %)")
+                         + ("" if "inside95" not in h else
+                            f"; 95 % [{h['lo95']:.4f}, {h['hi95']:.4f}] "
+                            f"{'inside' if h['inside95'] else 'OUTSIDE'}"))
+        for p in pairs:
+            b = r.get("backtest", {}).get(p)
+            cells.append("–" if not b or b["rmse_rel"] is None else
+                         f"{100 * b['rmse_rel']:.2f} % (no seed noise: not judged)"
+                         if b["noise_rel"] is None else
+                         f"{100 * b['rmse_rel']:.2f} % vs {100 * b['tolerance'] * b['noise_rel']:.2f} %"
+                         f" ({'within' if b['within'] else 'beyond'}; "
+                         + ("seeds ?" if b.get("sigma_dof") is None else
+                            f"{b['sigma_seeds']} seeds, {b['sigma_dof']} dof"
+                            + ("" if b["sigma_dof"] >= 2 else ": information"))
+                         + ")")
+        for p in pairs:
+            cells += [_curve_cell((r.get("curves") or {}).get(p, {}).get(k)) for k in CURVE_KINDS]
+        hold = curves_hold(r)
+        cells.append("–" if hold is None else "yes" if hold else "no")
+        cells.append("ok" if r["check1_ok"] and r["check4_ok"] else "FAIL")
+        cells.append("pass" if r["all_ok"] else "fail")
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def pooled_coverage(rows: list[dict]) -> dict[str, dict[str, int]]:
+    """Held-out entries inside their 80 % / 95 % predictive intervals, pooled over seeds,
+    (``backtest80`` / ``backtest95``) the larger-size backtest points inside theirs, and
+    (``eq11_80`` / ``eq11_95``) the held-out runs inside eq. 11's (the frontier's law)."""
+    entries = [h for r in rows for h in (r.get("heldout") or {}).values() if "inside95" in h]
+    out = {lvl: {"inside": sum(bool(h[f"inside{lvl}"]) for h in entries), "n": len(entries)}
+           for lvl in ("80", "95")}
+    covs = [b["coverage"] for r in rows for b in (r.get("backtest") or {}).values()
+            if b.get("coverage")]
+    eq11 = [h for r in rows for h in (r.get("eq11_heldout") or {}).values()]
+    for lvl in ("80", "95"):
+        out[f"backtest{lvl}"] = {"inside": sum(c[f"0.{lvl}"]["inside"] for c in covs),
+                                 "n": sum(c[f"0.{lvl}"]["n"] for c in covs)}
+        out[f"eq11_{lvl}"] = {"inside": sum(bool(h[f"inside{lvl}"]) for h in eq11),
+                              "n": len(eq11)}
+    return out
+
+
+def rereport(out: str, extra_gin: list[str]) -> None:
+    """Write the study's report again with this checkout's fitting code (training skipped:
+    `mnmt-study run` resumes a finished study)."""
+    shutil.rmtree(os.path.join(out, "report"), ignore_errors=True)
+    with open(os.path.join(out, "study.json"), encoding="utf-8") as f:
+        seed = json.load(f).get("vocab_seed", 0)
+    study = os.path.join(os.path.dirname(sys.executable), "mnmt-study")
+    with open(out + ".rereport.log", "w", encoding="utf-8") as log:
+        cmd = [study, "run", "--out", out, "--gin", f"StudySpec.vocab_seed={seed}"]
+        for g in extra_gin:
+            cmd += ["--gin", g]
+        subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="directory holding one study per seed")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--gin", action="append", default=[], metavar="NAME=VALUE",
+                    help="further bindings for every study")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds per study")
+    ap.add_argument("--fresh", action="store_true", help="delete each seed's output first")
+    ap.add_argument("--json", action="store_true", help="print the rows as JSON as well")
+    ap.add_argument("--rereport", action="store_true",
+                    help="write each finished seed's report again (fitting code changed)")
+    args = ap.parse_args(argv)
+    check = _check_module()
+    os.makedirs(args.out, exist_ok=True)
+    rows = []
+    for seed in args.seeds:
+        out = os.path.join(args.out, f"seed{seed}")
+        if args.fresh and os.path.exists(out):
+            shutil.rmtree(out)
+        if args.rereport and os.path.exists(os.path.join(out, "study.json")):
+            rereport(out, args.gin)
+        run = run_seed(out, seed, args.gin, args.timeout)
+        rows.append(seed_row(out, seed, run, check))
+        print(f"vocab seed {seed}: done ({run})", file=sys.stderr)
+    print(table(rows))
+    cov = pooled_coverage(rows)
+    print(f"held-out runs inside their predictive intervals, pooled: 80 % {cov['80']['inside']}"
+          f" of {cov['80']['n']}, 95 % {cov['95']['inside']} of {cov['95']['n']}; larger-size "
+          f"backtest points: 80 % {cov['backtest80']['inside']} of {cov['backtest80']['n']}, "
+          f"95 % {cov['backtest95']['inside']} of {cov['backtest95']['n']}; held-out runs by "
+          f"eq. 11 (the frontier's law): 80 % {cov['eq11_80']['inside']} of "
+          f"{cov['eq11_80']['n']}, 95 % {cov['eq11_95']['inside']} of {cov['eq11_95']['n']}")
+    held = [h for h in (curves_hold(r) for r in rows) if h is not None]
+    if held:
+        print(f"both curve rows hold for both pairs on {sum(held)} of {len(held)} seeds")
+    if args.json:
+        print(json.dumps(rows, default=float))
+    return 0 if all(r.get("check1_ok") and r.get("check4_ok") for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""Does cpu-many-pairs' advice hold on design seeds nobody chose it on? Runs the preset once per
+design seed and tabulates the verification and the predictive intervals.
+
+`StudySpec.design_seed` draws the Dirichlet design mixtures and the held-out mixtures (the
+preset's settings were chosen on design seed 0). Per seed OUT/ds<K> gets `mnmt-study run
+--preset cpu-many-pairs --gin StudySpec.design_seed=K` (skipped where a report exists;
+`--rereport` writes the report again with this checkout's fitting code, training skipped), then
+one Markdown table: the recommendation's measured J (mean ± seed sd over the verification's
+paired seeds) against its prediction and 95 % predictive interval
+(`fitting.report.mixture_intervals`), the baselines it beats (Holm p < 0.05 and a gap over 2
+paired sd), how many verification mixtures and held-out mixture losses fell inside their 80 /
+95 % intervals — beside the same count under the sum rule that §93 used (every reported
+component added: refits, forms, calibration, seed; normal quantiles), recomputed from the
+components each interval reports — and the held-out larger size's errors.
+
+    flock /tmp/cpu.lock python benchmarks/studies/many_pairs_seeds.py --out /tmp/mp --seeds 1 2
+    python benchmarks/studies/many_pairs_seeds.py --out /tmp/mp --seeds 1 2 --rereport --json
+
+Exit status 0 when the recommendation beats every baseline on every seed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+
+def run_seed(out: str, seed: int, rereport: bool, timeout: float) -> dict:
+    """Train (or re-report) the preset for design seed ``seed`` into ``out``."""
+    done = os.path.exists(os.path.join(out, "report", "fits.json"))
+    if done and not rereport:
+        return {"wall_s": None, "rc": 0}
+    if rereport:
+        shutil.rmtree(os.path.join(out, "report"), ignore_errors=True)
+    study = os.path.join(os.path.dirname(sys.executable), "mnmt-study")
+    cmd = [study, "run", "--preset", "cpu-many-pairs", "--out", out,
+           "--gin", f"StudySpec.design_seed={seed}"]
+    t0 = time.perf_counter()
+    with open(out + (".rereport.log" if done else ".log"), "w", encoding="utf-8") as log:
+        rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout)
+    return {"wall_s": None if done else time.perf_counter() - t0, "rc": rc}
+
+
+def _inside(cov: dict | None) -> str:
+    if not cov or not (cov.get("0.80") or {}).get("n"):
+        return "–"
+    return " · ".join(f"{cov[q]['inside']}/{cov[q]['n']}" for q in ("0.80", "0.95"))
+
+
+def sum_rule_coverage(marked: list[tuple[dict, float]]) -> dict:
+    """{level: {inside, n}} of the intervals' points (interval dict, measured value) had each
+    interval added every component it reports in quadrature, with normal quantiles (the sum
+    rule of :func:`fitting.core.predictive.predictive_interval`)."""
+    z = {"0.80": 1.2815516, "0.95": 1.9599640}
+    out = {q: {"inside": 0, "n": 0} for q in z}
+    for iv, y in marked:
+        if not iv or not (y and y > 0):
+            continue
+        s = math.sqrt(sum(float(iv.get(k) or 0.0) ** 2 for k in
+                          ("sd_resample", "sd_forms", "sd_extrapolation", "sigma_seed")))
+        err = abs(math.log(float(iv["estimate"]) / float(y)))
+        for q, zq in z.items():
+            out[q]["n"] += 1
+            out[q]["inside"] += int(err <= zq * s)
+    return out
+
+
+def seed_row(out: str, seed: int, run: dict) -> dict:
+    """The verification and interval figures of the study in ``out``."""
+    path = os.path.join(out, "report", "fits.json")
+    if not os.path.exists(path):
+        return {"seed": seed, **run, "error": f"no report ({path})"}
+    with open(path, encoding="utf-8") as f:
+        mixture = json.load(f).get("mixture") or {}
+    ver = mixture.get("verification") or {}
+    rec = (ver.get("mixtures") or {}).get("recommended") or {}
+    pred = rec.get("predicted") or {}
+    iv = pred.get("interval") or {}
+    larger = {p: e["relative_error"] for rid, per in (mixture.get("heldout") or {}).items()
+              if rid.startswith("mini-2") for p, e in per.items() if "relative_error" in e}
+    held = [(e.get("predictive"), e.get("measured")) for per in
+            (mixture.get("heldout") or {}).values() for e in per.values() if e.get("predictive")]
+    ver_marked = [((m.get("predicted") or {}).get("interval"),
+                   (m.get("measured") or {}).get("objective"))
+                  for m in (ver.get("mixtures") or {}).values()]
+    return {"seed": seed, **run, "measured": rec.get("measured", {}).get("objective"),
+            "sd": rec.get("sd", {}).get("objective"), "predicted": pred.get("objective"),
+            "lo95": iv.get("lo95"), "hi95": iv.get("hi95"), "inside95": rec.get("inside95"),
+            "beats": ver.get("beats") or {},
+            "holm_p": {b: c.get("p_holm") for b, c in (ver.get("comparisons") or {}).items()},
+            "verification_coverage": (ver.get("predictive") or {}).get("coverage"),
+            "heldout_coverage": (mixture.get("heldout_summary") or {}).get("coverage"),
+            "verification_sum_rule": sum_rule_coverage(ver_marked),
+            "heldout_sum_rule": sum_rule_coverage(held),
+            "larger_size_errors": larger}
+
+
+def table(rows: list[dict]) -> str:
+    head = ["design seed", "wall s", "recommended J measured (± seed sd)", "predicted [95 % PI]",
+            "inside", "beats (Holm p)", "verification mixtures inside 80 · 95 % (sum rule)",
+            "held-out mixture losses inside 80 · 95 % (sum rule)",
+            "held-out larger size, errors"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        if "error" in r:
+            out.append(f"| {r['seed']} | – | {r['error']} |")
+            continue
+        beats = ", ".join(f"{b} {'yes' if ok else 'NO'} ({r['holm_p'].get(b, float('nan')):.2g})"
+                          for b, ok in r["beats"].items())
+        out.append("| " + " | ".join([
+            str(r["seed"]), "–" if r["wall_s"] is None else f"{r['wall_s']:.0f}",
+            f"{r['measured']:.4f} ± {r['sd']:.4f}",
+            f"{r['predicted']:.4f} [{r['lo95']:.4f}, {r['hi95']:.4f}]",
+            "yes" if r["inside95"] else "NO", beats,
+            f"{_inside(r['verification_coverage'])} ({_inside(r['verification_sum_rule'])})",
+            f"{_inside(r['heldout_coverage'])} ({_inside(r['heldout_sum_rule'])})",
+            ", ".join(f"{p} {100 * e:+.1f} %" if e is not None else f"{p} not predicted"
+                      for p, e in sorted(r["larger_size_errors"].items()))
+        ]) + " |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="directory holding one study per seed")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--timeout", type=float, default=3600, help="seconds per study")
+    ap.add_argument("--rereport", action="store_true",
+                    help="write each finished seed's report again (fitting code changed)")
+    ap.add_argument("--json", action="store_true", help="print the rows as JSON as well")
+    args = ap.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    rows = []
+    for seed in args.seeds:
+        out = os.path.join(args.out, f"ds{seed}")
+        run = run_seed(out, seed, args.rereport, args.timeout)
+        rows.append(seed_row(out, seed, run))
+        print(f"design seed {seed}: done ({run})", file=sys.stderr)
+    print(table(rows))
+    if args.json:
+        print(json.dumps(rows, default=float))
+    return 0 if all(r.get("beats") and all(r["beats"].values()) for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

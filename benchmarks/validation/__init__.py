@@ -1,0 +1,2 @@
+"""Validation benchmarks: `fitting` on data generated from known laws, and against published
+fits, tables and curves (benchmarks/data/ and ../shared/data)."""
