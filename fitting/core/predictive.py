@@ -256,13 +256,28 @@ def resampled_predictions(refit_predict: Callable[[np.ndarray], Sequence[float]]
     return (np.vstack(rows) if rows else np.empty((0, 0))), failed
 
 
-def coverage(records: Iterable[tuple[PredictiveInterval, float]]) -> dict[str, Any]:
+def coverage(records: Iterable[tuple], *, calibrated_only: bool = False) -> dict[str, Any]:
     """How often the intervals held the measured value: per level of :data:`LEVELS`,
     ``inside`` (count), ``n``, ``fraction`` and ``ci90`` (Clopper–Pearson 90 % interval of the
-    fraction); ``n`` = 0 gives fraction None."""
-    pairs = [(iv, float(y)) for iv, y in records if math.isfinite(float(y))]
-    return coverage_of_marks({level: [iv.contains(y, level) for iv, y in pairs]
-                              for level in LEVELS})
+    fraction); ``n`` = 0 gives fraction None. ``records``: (interval, measured) or (interval,
+    measured, calibrated) — the third overrides the interval's own ``calibrated``. With
+    ``calibrated_only`` (every coverage claim of the report) an uncalibrated interval is left
+    out, counted per level in ``left_out``: its width was never checked on data."""
+    kept, left = [], 0
+    for rec in records:
+        iv, y = rec[0], float(rec[1])
+        if not math.isfinite(y):
+            continue
+        if calibrated_only and not (rec[2] if len(rec) > 2 else iv.calibrated):
+            left += 1
+            continue
+        kept.append((iv, y))
+    out = coverage_of_marks({level: [iv.contains(y, level) for iv, y in kept]
+                             for level in LEVELS})
+    if calibrated_only:
+        for level in LEVELS:
+            out[f"{level:.2f}"]["left_out"] = left
+    return out
 
 
 def coverage_of_marks(marks: dict[float, Sequence[bool]]) -> dict[str, Any]:

@@ -303,13 +303,16 @@ def trained_seed_groups(spread: dict) -> list[dict]:
             if np.isfinite(g["n"]) and g["mean"] > 0 and not g.get("weight", np.nan) <= 0]
 
 
-def largest_size_seed_noises(spread: dict) -> tuple[dict[str, SeedNoise], float | None]:
+def largest_size_seed_noises(spread: dict, below: float | None = None
+                             ) -> tuple[dict[str, SeedNoise], float | None]:
     """``({pair: relative seed sd at the largest repeated size}, that size)`` from
     :func:`fitting.report.seeds.seed_spread`, over :func:`trained_seed_groups` only: per pair,
     the relative sds (sd / mean) of the experiments repeated there pooled by the pooled
     variance rule (:func:`fitting.core.seed_noise.pooled_sd`: their seeds and dof summed);
-    empty when no trained experiment was repeated."""
-    groups = trained_seed_groups(spread)
+    empty when no trained experiment was repeated. ``below``: only sizes under it (the noise a
+    prediction of that size may use without reading the size judged)."""
+    groups = [g for g in trained_seed_groups(spread)
+              if below is None or g["n"] < float(below) * (1 - 1e-9)]
     if not groups:
         return {}, None
     n_max = max(g["n"] for g in groups)
@@ -377,7 +380,9 @@ def fit_cooled_law(view: StudyView, *, uncertainty: str | None = "perturbation",
         return None, "", str(e)
     if uncertainty not in (None, "none"):
         try:
-            cooled_law_intervals(fit, pts, {p: v.sigma for p, v in (noise_rel or {}).items()},
+            below = {p: largest_size_seed_noises(view.seeds, bt["held_out_n"])[0].get(p)
+                     for p, bt in (fit.backtest or {}).items() if bt}
+            cooled_law_intervals(fit, pts, {p: v for p, v in below.items() if v is not None},
                                  seed)
         except (FitError, ValueError) as e:  # the intervals never cost the fit
             fit.meta["predictive_failed"] = f"{type(e).__name__}: {e}"

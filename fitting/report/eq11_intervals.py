@@ -106,5 +106,5 @@ def mark_eq11_heldout(entries: list[dict[str, Any]], law, sizes: Sequence[float]
         e["predictive"], e["calibrated"] = iv.to_dict(), calibrated
         e["inside80"], e["inside95"] = (iv.contains(e["measured"], 0.80),
                                         iv.contains(e["measured"], 0.95))
-        records.append((iv, e["measured"]))
-    return coverage(records) if records else None
+        records.append((iv, e["measured"], calibrated))
+    return coverage(records, calibrated_only=True) if records else None

@@ -14,13 +14,13 @@ For each held-out entry of the law the report leads with (``COOLED_LAW``), s² a
   to the held-out run's distance log(N / N_max), never below one step
   (:func:`fitting.core.predictive.extrapolation_sd`);
 * ``σ_seed``: the study's relative seed sd at its largest repeated size (fitted runs only)
-  divided by √k for a held-out mean over k seeds.
+  divided by √k for a held-out mean over k seeds, on its seeds' dof in the Satterthwaite sum.
 
 The rule is fixed before any held-out loss is read: no width depends on the held-out runs'
 values or their spread. Each entry gains ``predictive`` (the interval's fields),
 ``inside80`` and ``inside95`` (the measured seed mean inside each), ``calibrated`` (False where
 the backtest could not be computed: the interval then lacks its extrapolation term and is too
-narrow, said in ``predictive_note``).
+narrow, said in ``predictive_note``, and it is left out of the coverage returned).
 """
 
 from __future__ import annotations
@@ -87,7 +87,8 @@ def heldout_predictive(entries: list[dict[str, Any]], cooled: JointChinchillaFit
             iv = predictive_interval(e["predicted"], resampled=boot[:, j] if boot.size else (),
                                      form_estimates=[o[j] for o in others],
                                      sd_extrapolation=s_ext if calibrated else 0.0,
-                                     sigma_seed=sigma, n_failed=failed)
+                                     sigma_seed=sigma, n_failed=failed,
+                                     seed_dof=None if rel is None else rel.dof)
             e["predictive"] = iv.to_dict()
             e["inside80"], e["inside95"] = (iv.contains(e["measured"], 0.80),
                                             iv.contains(e["measured"], 0.95))
@@ -95,5 +96,5 @@ def heldout_predictive(entries: list[dict[str, Any]], cooled: JointChinchillaFit
             e["predictive_note"] = ("" if calibrated else "no leave-largest-size-out backtest "
                                     "(≥ 4 sizes): no extrapolation term, the interval is too "
                                     "narrow")
-            records.append((iv, e["measured"]))
-    return coverage(records)
+            records.append((iv, e["measured"], calibrated))
+    return coverage(records, calibrated_only=True)

@@ -1,7 +1,7 @@
 """Predictive intervals on the report's L(N, D) across weights (the law it leads with): the
 leave-largest-size-out backtest's predicted points and E (L∞), by the rule of
 :mod:`fitting.core.predictive` (s² = s_resample² + s_forms² + s_extrapolation² + σ_seed², in
-log space; normal quantiles).
+log space; each term on its own dof, :func:`fitting.core.predictive.interval_dof`).
 
 L_i(N, D; p) = E_i + A_{p,i} N^−α_i + B_{p,i} D^−β_i (Caillaut et al. 2024 eq. 2 with Fernandes
 et al. 2023 eq. 7's sharing; or Kaplan's form, :mod:`fitting.laws.budget.kaplan_nd`).
@@ -15,20 +15,23 @@ the largest size's cooled-down losses). Each predicted point gets, from the smal
   (:data:`RESAMPLES` refits; failed ones counted in ``n_failed``);
 * ``s_forms``: the other form of :data:`fitting.laws.budget.chinchilla_joint.FORMS` fitted on the
   same points: the RMS log deviation of the forms' predictions about the chosen one (the chosen
-  one at 0; with two forms |log ratio|/√2);
+  one at 0; with two forms, one other: |log ratio|);
 * ``s_extrapolation``: the inner backtest — the smaller sizes' own largest size predicted from
   the sizes below it (:func:`leave_largest_out`, form chosen there) — its RMS relative error
   grown linearly with the distance in log N (:func:`fitting.core.predictive.extrapolation_sd`);
   it needs ≥ 4 smaller sizes, else the point is marked ``calibrated: False`` (too narrow);
-* ``σ_seed``: the pair's relative seed sd at the largest repeated size (``noise_rel``, the one
-  the backtest is judged against), divided by √(seeds averaged into the measured point).
+* ``σ_seed``: the pair's relative seed sd at the largest size repeated *below* the held-out one
+  (``noise``: measured on sizes the refit had, never on the size judged; on its seeds' dof in
+  the Satterthwaite sum), divided by √(seeds averaged into the measured point); 0 where no
+  smaller size was repeated (stated in ``notes``).
 
 Every refit fixes the main fit's f_scale of the pair (``fit.meta["f_scale"]``) instead of
 searching the grid again (Ghorbani App. E), which keeps the 20 refits to seconds. Nothing of
 the held-out size enters a width. Each ``errors`` entry of the backtest gains
-``measured``, ``predicted``, ``lo80``, ``hi80``, ``lo95``, ``hi95``, ``inside80``, ``inside95``;
-the backtest gains ``predictive`` (the components per point and the rule) and ``coverage``
-(:func:`fitting.core.predictive.coverage` over its points).
+``measured``, ``predicted``, ``lo80``, ``hi80``, ``lo95``, ``hi95``, ``inside80``, ``inside95``
+and ``calibrated``; the backtest gains ``predictive`` (the components per point and the rule)
+and ``coverage`` (:func:`fitting.core.predictive.coverage` over its calibrated points only: an
+uncalibrated point is never counted in a coverage claim, ``left_out`` says how many).
 
 E (``fit.meta["E_predictive"][pair]``): refits of the chosen form and budgets on all the fitted
 runs resampled within each size, and the other form's E on the same points; no extrapolation
@@ -54,6 +57,7 @@ from fitting.core.predictive import (
     resampled_predictions,
     stratified_resamples,
 )
+from fitting.core.seed_noise import SeedNoise
 from fitting.laws.budget.chinchilla_joint import (
     FORMS,
     JointChinchillaFit,
@@ -111,7 +115,7 @@ def other_form_predictions(points: pd.DataFrame, form: str, predict,
 
 
 def backtest_intervals(pair: str, bt: dict[str, Any], points: pd.DataFrame,
-                       noise_rel: float | None, seed: int = 0,
+                       noise: SeedNoise | None, seed: int = 0,
                        f_scale: float | str = "auto") -> None:
     """Add the predictive intervals of the backtest ``bt`` of ``pair`` (module docstring) to
     its ``errors`` entries, with ``predictive`` and ``coverage``; ``points``: the pair's fitted
@@ -138,13 +142,16 @@ def backtest_intervals(pair: str, bt: dict[str, Any], points: pd.DataFrame,
     boot, failed = resampled_run_refits(small, form, predict, seed, f_scale)
     others, notes = other_form_predictions(small, form, predict, f_scale)
     sizes = np.unique(small["n"].to_numpy(float))
-    step_error = math.nan
+    step_error, inner_points = math.nan, 0
+    if noise is None:
+        notes.append("no seed noise measured below the held-out size: no σ_seed term")
     if sizes.size >= 4:
         try:
             sm = small
             inner = leave_largest_out(sm["n"], sm["tokens"], sm["weight"], sm["value"],
                                       form="auto", f_scale=f_scale)
             step_error = float(inner["rmse_rel"])
+            inner_points = len(inner.get("errors") or [])
         except FitError as e:
             notes.append(f"inner backtest failed: {e}")
     else:
@@ -156,25 +163,30 @@ def backtest_intervals(pair: str, bt: dict[str, Any], points: pd.DataFrame,
     records, per_point = [], []
     for j, (e, y) in enumerate(zip(bt["errors"], measured, strict=True)):
         pred = y * (1.0 + float(e["error"])) if math.isfinite(y) else math.nan
-        sigma = None if noise_rel is None else float(noise_rel) / math.sqrt(max(1, seeds[j]))
+        sigma = None if noise is None else noise.sigma / math.sqrt(max(1, seeds[j]))
         try:
             iv = predictive_interval(pred, resampled=boot[:, j] if boot.size else (),
                                      form_estimates=[o[j] for o in others],
                                      sd_extrapolation=s_ext if calibrated else 0.0,
-                                     sigma_seed=sigma, n_failed=failed)
+                                     sigma_seed=sigma, n_failed=failed,
+                                     calibration_dof=inner_points or None,
+                                     seed_dof=None if noise is None else noise.dof)
         except FitError as err:
             e["predictive_error"] = str(err)
             continue
         e.update(measured=y, predicted=pred, lo80=iv.lo80, hi80=iv.hi80, lo95=iv.lo95,
-                 hi95=iv.hi95, inside80=iv.contains(y, 0.80), inside95=iv.contains(y, 0.95))
+                 hi95=iv.hi95, inside80=iv.contains(y, 0.80), inside95=iv.contains(y, 0.95),
+                 calibrated=calibrated)
         per_point.append(iv.to_dict())
-        records.append((iv, y))
+        records.append((iv, y, calibrated))
     bt["predictive"] = {"points": per_point, "calibrated": calibrated,
                         "step_error": step_error if math.isfinite(step_error) else None,
                         "n_resamples": int(boot.shape[0]) if boot.size else 0,
                         "n_failed": int(failed), "forms": [f for f in FORMS if f != form],
-                        "notes": notes}
-    bt["coverage"] = coverage(records)
+                        "calibration_n": inner_points or None,
+                        "sigma_source": None if noise is None else noise.source,
+                        "sigma_dof": None if noise is None else noise.dof, "notes": notes}
+    bt["coverage"] = coverage(records, calibrated_only=True)
 
 
 def e_interval(pair: str, fit: JointChinchillaFit, points: pd.DataFrame, seed: int = 0
@@ -205,15 +217,16 @@ def e_interval(pair: str, fit: JointChinchillaFit, points: pd.DataFrame, seed: i
 
 
 def cooled_law_intervals(fit: JointChinchillaFit, points: pd.DataFrame,
-                         noise_rel: dict[str, float] | None = None, seed: int = 0) -> None:
+                         noise: dict[str, SeedNoise] | None = None, seed: int = 0) -> None:
     """Add the predictive intervals (module docstring) to ``fit``'s backtests and
     ``meta["E_predictive"]``, per pair; ``points``: the cooled-down points the fit was given
-    (:func:`fitting.report.chinchilla.chinchilla_points`)."""
+    (:func:`fitting.report.chinchilla.chinchilla_points`); ``noise``: each pair's relative seed
+    noise below its backtest's held-out size."""
     for pair in fit.pairs or []:
         sub = points[(points["pair"].astype(str) == pair)
                      & ~(pd.to_numeric(points["weight"], errors="coerce") <= 0)]
         bt = (fit.backtest or {}).get(pair)
         if bt:
-            backtest_intervals(pair, bt, sub, (noise_rel or {}).get(pair), seed,
+            backtest_intervals(pair, bt, sub, (noise or {}).get(pair), seed,
                                (fit.meta.get("f_scale") or {}).get(pair, "auto"))
         fit.meta.setdefault("E_predictive", {})[pair] = e_interval(pair, fit, sub, seed)

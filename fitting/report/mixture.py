@@ -124,8 +124,8 @@ def _mark_intervals(cmp: MixtureComparison, heldout: dict, summary: dict) -> Non
             e["predictive"], e["calibrated"] = iv.to_dict(), calibrated
             e["inside80"], e["inside95"] = (iv.contains(e["measured"], 0.80),
                                             iv.contains(e["measured"], 0.95))
-            records.append((iv, e["measured"]))
-    summary["coverage"] = coverage(records)
+            records.append((iv, e["measured"], calibrated))
+    summary["coverage"] = coverage(records, calibrated_only=True)
 
 
 def _domain(constraints: dict) -> dict:

@@ -8,10 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fitting.core.seed_noise import SeedNoise
 from fitting.laws.budget.chinchilla_joint import budget_rank, fit_joint_chinchilla
+from fitting.report.chinchilla import largest_size_seed_noises
 from fitting.report.law_intervals import backtest_intervals, cooled_law_intervals
 
 SIZES = (1e5, 3e5, 1e6, 3e6, 1e7)
+#: the seed noise measured below the held-out size, on 3 seeds
+NOISE = SeedNoise(0.01, 3, 2, "seed sd at N = 3e+06")
 
 
 def _points(noise: float = 0.01, seed: int = 3) -> pd.DataFrame:
@@ -32,7 +36,7 @@ def _points(noise: float = 0.01, seed: int = 3) -> pd.DataFrame:
 def fitted():
     pts = _points()
     fit = fit_joint_chinchilla(pts, uncertainty=None, form="additive", noise_rel={"en-de": 0.01})
-    cooled_law_intervals(fit, pts, {"en-de": 0.01})
+    cooled_law_intervals(fit, pts, {"en-de": NOISE})
     return fit, pts
 
 
@@ -53,7 +57,10 @@ def test_every_backtest_point_gets_an_interval_and_its_coverage_counts_them(fitt
         assert e["inside95"] == (e["lo95"] <= e["measured"] <= e["hi95"])
     for p in bt["predictive"]["points"]:   # every component present, the forms' spread too
         assert p["sd_resample"] > 0 and p["sd_forms"] > 0 and p["sd_extrapolation"] > 0
-        assert p["sigma_seed"] == pytest.approx(0.01)
+        assert p["sigma_seed"] == pytest.approx(0.01) and p["seed_dof"] == 2
+        assert p["calibrated"] and p["calibration_n"] == bt["predictive"]["calibration_n"] > 0
+        assert p["dof"] is not None and p["dof"] > 2      # the seed sd's 2 dof, diluted
+    assert bt["predictive"]["sigma_dof"] == 2 and "3e+06" in bt["predictive"]["sigma_source"]
     cov = bt["coverage"]
     assert cov["0.95"]["n"] == 6
     assert cov["0.95"]["inside"] == sum(e["inside95"] for e in bt["errors"])
@@ -72,7 +79,7 @@ def test_the_interval_is_fixed_before_the_held_out_size_is_read(fitted):
     moved = pts.assign(value=np.where(held, pts["value"] * 3.0, pts["value"]))
     for e in bt["errors"]:
         e["error"] = (1 + e["error"]) / 3.0 - 1.0
-    backtest_intervals("en-de", bt, moved, 0.01, f_scale=fit.meta["f_scale"]["en-de"])
+    backtest_intervals("en-de", bt, moved, NOISE, f_scale=fit.meta["f_scale"]["en-de"])
     for old, new in zip(fit.backtest["en-de"]["errors"], bt["errors"], strict=True):
         for k in ("predicted", "lo80", "hi80", "lo95", "hi95"):
             assert new[k] == pytest.approx(old[k], rel=1e-9)
@@ -86,3 +93,28 @@ def test_an_e_at_its_bound_gets_no_interval(fitted):
     bound.meta["E_is_bound"], bound.backtest = {"en-de": True}, None
     cooled_law_intervals(bound, pts.iloc[:0], {})  # no points needed: E is refused first
     assert "bound" in bound.meta["E_predictive"]["en-de"]["error"]
+
+
+def test_uncalibrated_backtest_points_are_never_counted_in_its_coverage():
+    """Four sizes: three below the held-out one, too few for the inner backtest. Every point
+    still gets its interval, marked ``calibrated`` False, and the coverage counts none of
+    them (``left_out`` says how many)."""
+    pts = _points()
+    pts = pts[pts["n"] > SIZES[0]]
+    fit = fit_joint_chinchilla(pts, uncertainty=None, form="additive", noise_rel={"en-de": 0.01})
+    cooled_law_intervals(fit, pts, {"en-de": NOISE})
+    bt = fit.backtest["en-de"]
+    assert not bt["predictive"]["calibrated"] and bt["predictive"]["calibration_n"] is None
+    assert all(e["calibrated"] is False and "lo95" in e for e in bt["errors"])
+    assert bt["coverage"]["0.95"]["n"] == 0 and bt["coverage"]["0.95"]["left_out"] == 6
+
+
+def test_the_backtests_seed_noise_is_measured_below_the_size_it_judges():
+    spread = {"groups": [
+        {"pair": "en-de", "n": 1e7, "mean": 2.0, "sd": 0.2, "seeds": 3, "weight": 0.5},
+        {"pair": "en-de", "n": 3e6, "mean": 2.0, "sd": 0.02, "seeds": 3, "weight": 0.5}]}
+    top, n_top = largest_size_seed_noises(spread)
+    below, n_below = largest_size_seed_noises(spread, below=1e7)
+    assert n_top == 1e7 and top["en-de"].sigma == pytest.approx(0.1)
+    assert n_below == 3e6 and below["en-de"].sigma == pytest.approx(0.01)
+    assert largest_size_seed_noises(spread, below=3e6) == ({}, None)
