@@ -200,9 +200,11 @@ class GroupLoop:
                 f"{p}/{e}" if len(c.eval.sets) > 1 else p: v for (p, e), v in mine.items()}))
 
     def _probe_due(self, step: int) -> bool:
-        """Whether `step` is a probe step: a multiple of `eval.probe_every` or the last step."""
+        """Whether `step` is a probe step: a multiple of `eval.probe_every`, the last step, or
+        the early stop (`stop_at`: a stopped run's curve ends with a probe, as its loss rows do)."""
         every = self.config.eval.probe_every
-        return every > 0 and (step % every == 0 or step == self.config.train_steps)
+        return every > 0 and (step % every == 0 or step in (self.config.train_steps,
+                                                             stop_at(self.config)))
 
     def _probe_sets(self) -> dict[str, list]:
         """pair -> its probe batches (`evaluation.probe_batches` of its first eval set), placed
@@ -484,6 +486,8 @@ class GroupLoop:
                         m.finals = final_losses(m.config.model_dir, m.setup.first_eval_set)
             elif step >= end and all(m.status == "finished" for m in self.members):
                 self._eval_rows(state, step)  # a resume after the stop's checkpoint
+                if self._probe_due(step):
+                    self._probe_rows(state, step)
                 for m in self.members:
                     self._planned_rows(m, step)
                     m.status = "stopped"

@@ -98,3 +98,16 @@ def test_shipped_default_study_gin_equals_the_default_preset():
     path = stages.repo_root() / "t5x_configs" / "studies" / "cpu_default.gin"
     from_gin = stages.load_spec(str(path), None, [])
     assert stages.spec_json(from_gin) == stages.spec_json(PRESETS["default"])
+
+
+@pytest.mark.parametrize("fraction", ["0", "-0.2", "1.5"])
+def test_a_stop_fraction_outside_its_share_is_a_one_line_error_before_any_run(
+        fraction, capsys, tmp_path):
+    """`StudySpec.stop_fraction` 0, negative or above 1 (1 is no early stop): exit status 2,
+    one line naming the field, no output directory written."""
+    out = tmp_path / "o"
+    code, err = run_cli(["run", "--out", str(out), "--gin",
+                         f"StudySpec.stop_fraction={fraction}"], capsys)
+    assert code == 2 and err.strip().count("\n") == 0
+    assert "StudySpec.stop_fraction: expected a share in (0, 1]" in err
+    assert not out.exists()

@@ -60,3 +60,22 @@ def test_a_stopped_run_has_no_branch_after_its_stop(make_config):
     assert [c.branches.parent_step for c in branches.branch_configs(config)] == [300]
     assert all(c.stop_step == 0 for c in branches.branch_configs(config))
     assert len(branches.branch_configs(config.updated(stop_step=600))) == 2
+
+
+def test_a_stopped_run_is_probed_at_its_stop_and_resumes_the_probe_curve(make_config):
+    """With probes on, a run stopped off the probe grid (step 7 of 12, probes every 3) ends its
+    probe curve at the stop, like its loss rows; resumed to the end it keeps that row and adds
+    the later ones."""
+    from mnmt.training.trainer import train
+
+    probes = {"probe_every": 3, "probe_examples": 8}
+    stopped = make_config("probed", cooldown_steps=4, stop_step=7, eval=probes)
+    assert train(stopped).status == "stopped"
+
+    def probe_steps():
+        return sorted({k[0] for k in _keys(run_files.read_metrics(stopped.model_dir),
+                                           "probe_loss")})
+
+    assert probe_steps() == [3, 6, 7]
+    assert train(make_config("probed", cooldown_steps=4, eval=probes)).status == "finished"
+    assert probe_steps() == [3, 6, 7, 9, 12]
