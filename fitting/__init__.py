@@ -13,7 +13,7 @@ from fitting.core.exports import lazy_exports
 __version__ = "0.1.0"
 
 # The package is in rooms by role: core (result, engine, uncertainty) ← data (schema, run
-# directories, tables) ← laws ← plots ← report; cli and test_utils sit on top.
+# directories, tables) ← laws ← intervals ← plots ← report ← cli; test_utils sits on top.
 _EXPORTS = {
     **dict.fromkeys(["FitResult", "FitError", "register_law"], "core.base"),
     **dict.fromkeys(["read_table", "write_table"], "data.tables"),

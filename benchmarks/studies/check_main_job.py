@@ -19,7 +19,7 @@ Reads OUT/report/fits.json (and OUT/study.json, for the wall time of the run whe
 3. f(p) (eq. 10) strictly between 0 and 1 at interior weights, with sd below 0.1;
 4. every held-out run (never fitted; its seeds' mean) predicted within 2 % or within 3× its
    measured seed sd — of its own seeds where it has several, else the study's seed noise, else
-   no noise clause (fitting.report.heldout) — by the law the report leads with (L(N, D) at the
+   no noise clause (fitting.report.sections.heldout) — by the law the report leads with (L(N, D) at the
    run's own N and D where there are branches, else eq. 11); the line says which clause holds
    and which noise;
 5. the regime is read where check 1's L∞ can be trusted whatever it says: ok when the report's
@@ -43,7 +43,7 @@ Reads OUT/report/fits.json (and OUT/study.json, for the wall time of the run whe
 
 The backtest of the leading L(N, D) law (refitted without the largest size, against 3× the seed
 noise where the study repeated seeds, else not judged) is printed for information,
-and so are the report's curve-law continuations (fits.json ``curves``, fitting.report.curves):
+and so are the report's curve-law continuations (fits.json ``curves``, fitting.report.sections.curves):
 per pair, the cooled-down ends of the branches and parents no fit saw, predicted by the
 LR-annealing law fitted on each parent's stable phase and one branch — median, worst and RMSE
 relative error against 3× the seed noise, with the report's verdict.
@@ -64,10 +64,10 @@ import os
 import sys
 
 from fitting.laws.size.power import ALPHA_BOUNDS  # the fit bounds of α
-from fitting.report.chinchilla import COOLED_LAW  # the law of check 1 with branches (check 5)
-from fitting.report.extrapolation import LARGER_SIZE  # the row kind check 6 requires per pair
-from fitting.report.heldout import NOISE_TOLERANCE  # check 4's multiple of the seed sd
-from fitting.report.regime import METHOD_BRANCHES  # the regime method of check 5
+from fitting.report.sections.chinchilla import COOLED_LAW  # check 1 with branches (check 5)
+from fitting.report.sections.extrapolation import LARGER_SIZE  # check 6: row kind per pair
+from fitting.report.sections.heldout import NOISE_TOLERANCE  # check 4's multiple of the seed sd
+from fitting.report.sections.regime import METHOD_BRANCHES  # the regime method of check 5
 from fitting.report.writer import EXTRAPOLATION_SKIPPED  # the skipped key of a failed section
 
 #: check 1's tolerance on the fitted L∞ against the exact one

@@ -4,7 +4,7 @@ stop as if stopped (the stop is a prefix of the full run: tests/training/test_st
 so every end is a check.
 
 For each study output directory (``OUT/metrics.csv`` and ``OUT/study.json``; its held-out runs
-left out as the report does) the report's section (:func:`fitting.report.early_stop.
+left out as the report does) the report's section (:func:`fitting.report.sections.early_stop.
 early_stop_payload`) is computed at ``--fraction``; per study and pair: ends predicted, checked,
 within 3σ_seed, inside the 80 / 95 % intervals, median and worst |error|, σ_seed and the
 verdict; then the share within 3σ_seed pooled over every (run, pair) of every study.
@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from fitting.data.tables import read_table
-from fitting.report.early_stop import early_stop_payload
+from fitting.report.sections.early_stop import early_stop_payload
 from fitting.report.view import prepare_view
 
 

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 
-from fitting.report.extrapolation import LATER_COOLDOWN, LONGER_RUN
+from fitting.report.sections.extrapolation import LATER_COOLDOWN, LONGER_RUN
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 #: the report's curve-law rows
@@ -79,7 +79,7 @@ def seed_row(out: str, seed: int, run: dict, check) -> dict:
                     "sigma_seeds": (larger.get(p) or {}).get("sigma_seeds"),
                     "sigma_dof": (larger.get(p) or {}).get("sigma_dof")}
                 for p, bt in result["backtest"].items()}
-    for e in fits.get("heldout") or []:   # predictive intervals (fitting.report.intervals)
+    for e in fits.get("heldout") or []:   # predictive intervals (fitting.intervals.heldout)
         if e.get("primary") and e.get("predictive") and e["pair"] in held:
             iv = e["predictive"]
             held[e["pair"]].update(lo95=iv["lo95"], hi95=iv["hi95"], lo80=iv["lo80"],

@@ -7,7 +7,7 @@ preset's settings were chosen on design seed 0). Per seed OUT/ds<K> gets `mnmt-s
 `--rereport` writes the report again with this checkout's fitting code, training skipped), then
 one Markdown table: the recommendation's measured J (mean ± seed sd over the verification's
 paired seeds) against its prediction and 95 % predictive interval
-(`fitting.report.mixture_intervals`), the baselines it beats (Holm p < 0.05 and a gap over 2
+(`fitting.intervals.mixture`), the baselines it beats (Holm p < 0.05 and a gap over 2
 paired sd), how many verification mixtures and held-out mixture losses fell inside their 80 /
 95 % intervals — beside the same count under the sum rule that §93 used (every reported
 component added: refits, forms, calibration, seed; normal quantiles), recomputed from the
@@ -56,7 +56,7 @@ def _inside(cov: dict | None) -> str:
 def sum_rule_coverage(marked: list[tuple[dict, float]]) -> dict:
     """{level: {inside, n}} of the intervals' points (interval dict, measured value) had each
     interval added every component it reports in quadrature, with normal quantiles (the sum
-    rule of :func:`fitting.core.predictive.predictive_interval`)."""
+    rule of :func:`fitting.intervals.predictive.predictive_interval`)."""
     z = {"0.80": 1.2815516, "0.95": 1.9599640}
     out = {q: {"inside": 0, "n": 0} for q in z}
     for iv, y in marked:

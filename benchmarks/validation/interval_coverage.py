@@ -10,7 +10,7 @@ predict), L(N, D) = E + A/N^α + B/D^β (Caillaut eq. 2; `fit_chinchilla`, varia
 starts) is fitted on the sizes below k and predicts every point of size k. Each prediction
 gets two intervals:
 
-* **after** (`fitting.core.predictive`): s² = s_resample² + s_extrapolation² — refits on the
+* **after** (`fitting.intervals.predictive`): s² = s_resample² + s_extrapolation² — refits on the
   runs resampled within each size (``--resamples``), and the calibration term: the RMS log
   error of the inner backtest (the sizes below k − 1 predicting size k − 1, data the fit had),
   grown linearly with the distance in log N. No seed noise is published for these tables (the
@@ -42,7 +42,7 @@ from benchmarks.common import SHARED_DATA as SHARED  # noqa: E402
 from benchmarks.common import machine  # noqa: E402
 from benchmarks.validation.validate_chinchilla import load_epoch  # noqa: E402
 from fitting.core.base import FitError  # noqa: E402
-from fitting.core.predictive import (  # noqa: E402
+from fitting.intervals.predictive import (  # noqa: E402
     PredictiveInterval,
     coverage,
     extrapolation_sd,

@@ -33,7 +33,7 @@ METRICS_JSONL = "metrics.jsonl"
 #: ``loss``, on fewer examples; the curve laws prefer it to ``train_loss`` where a table has it.
 PROBE_METRIC = "probe_loss"
 #: the name of the recommended mixture among a verification's mixtures: the plan that
-#: ``mnmt.study.verify`` makes and ``fitting.report.verification`` reads (its runs are tagged
+#: ``mnmt.study.verify`` makes and ``fitting.report.sections.verification`` reads (its runs are tagged
 #: ``verify-recommended``); here, not in the report, so that ``mnmt-study`` imports no pandas
 RECOMMENDED = "recommended"
 

@@ -1,5 +1,5 @@
 """Training curves with a curve law's continuations (the report's section "Training curves and
-curve-law continuations", :mod:`fitting.report.curves`).
+curve-law continuations", :mod:`fitting.report.sections.curves`).
 
 * :func:`plot_curve_continuations` one panel per parent run: its measured curve and its cool-down
   branches', the law's continuation of each, trained and predicted ends

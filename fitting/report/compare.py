@@ -34,7 +34,7 @@ from fitting.laws.size.effective import fit_multilingual_law
 from fitting.laws.size.joint import fit_joint_law
 from fitting.plots.laws import plot_fraction_panels
 from fitting.report.markdown import Document, format_number
-from fitting.report.seeds import seed_means
+from fitting.report.sections.seeds import seed_means
 
 __all__ = ["Comparison", "resolve_study", "study_fractions", "write_comparison"]
 

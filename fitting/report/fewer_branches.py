@@ -7,7 +7,7 @@ experiment — the one with most seeds (the seed-repeated experiment), ties by t
 and its middle branch by step (every seed's): the branch a study with
 ``StudySpec.branch_checks`` trains. :func:`without_branches_except` drops every other branch's
 rows, :func:`fitting.report.predicted_budgets.predicted_budgets` predicts them from their
-run's curve, and :func:`compare` refits L(N, D) (:func:`fitting.report.chinchilla.
+run's curve, and :func:`compare` refits L(N, D) (:func:`fitting.report.sections.chinchilla.
 fit_cooled_law`) on both and sets side by side, per pair:
 
 * L∞ = E of both fits, and |E_fewer / E_trained − 1|;
@@ -24,7 +24,7 @@ Verdict (:func:`verdict`): **holds** when, for every pair, |ΔE| / E_trained (no
 both fits put E at a bound, :func:`fitting.laws.budget.chinchilla_joint.e_bound`: a bound is no
 estimate, and the ratio of two values at 0 says nothing), the backtest RMSE's
 increase and each held-out run's |error|'s increase lie within :data:`NOISE_MULTIPLE` σ_seed
-(σ_seed the relative seed sd at the largest size repeated, :func:`fitting.report.chinchilla.
+(σ_seed the relative seed sd at the largest size repeated, :func:`fitting.report.sections.chinchilla.
 largest_size_seed_noises`) — "not worse than the trained branches by more than the seed noise";
 **does not hold** otherwise; information without a σ_seed from ≥ 3 seeds.
 """
@@ -40,15 +40,15 @@ import pandas as pd
 from fitting.core.base import FitError
 from fitting.core.seed_noise import SeedNoise, few_seeds_verdict, judges
 from fitting.laws.budget.chinchilla_joint import coef_key, leave_largest_out
-from fitting.report.chinchilla import (
+from fitting.report.predicted_budgets import BudgetPlan, infer_plan, predicted_budgets
+from fitting.report.sections.chinchilla import (
     PREDICTED,
     cooled_points,
     fit_cooled_law,
     largest_size_seed_noises,
 )
-from fitting.report.extrapolation import FAILS, HOLDS, NO_NOISE, NOISE_MULTIPLE
-from fitting.report.predicted_budgets import BudgetPlan, infer_plan, predicted_budgets
-from fitting.report.seeds import run_mixtures
+from fitting.report.sections.extrapolation import FAILS, HOLDS, NO_NOISE, NOISE_MULTIPLE
+from fitting.report.sections.seeds import run_mixtures
 from fitting.report.view import StudyView, prepare_view
 
 __all__ = ["check_branches", "without_branches_except", "compare", "verdict"]

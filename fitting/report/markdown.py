@@ -1,6 +1,6 @@
 """A small document model rendered to Markdown and HTML, and the number format of the reports.
 
-Used by :mod:`fitting.report.writer` and :mod:`fitting.report.sections`: a report is built block by
+Used by :mod:`fitting.report.writer` and :mod:`fitting.report.sections.frontier`: a report is built block by
 block (:class:`Document`), then written once as ``report.md`` and once as ``report.html``.
 Numbers in tables go through :func:`format_number` ("–" for missing or non-finite values, "± sd"
 when a standard deviation is known, "(undetermined: sd …)" when that sd exceeds ten times

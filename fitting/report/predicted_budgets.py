@@ -1,5 +1,5 @@
 """Cooled-down budgets not trained, predicted from their run's curve: L(N, D) across weights
-(:func:`fitting.report.chinchilla.fit_cooled_law`) on fewer trained cool-down branches.
+(:func:`fitting.report.sections.chinchilla.fit_cooled_law`) on fewer trained cool-down branches.
 
 A study plans, per run of T steps, its own end and a cool-down branch at each point b of
 :class:`BudgetPlan` (fractions of T or steps; c_b = max(1, round(b·f / (1 − f))) cool-down
@@ -8,9 +8,9 @@ Where a planned budget was not trained — a branch a study with ``StudySpec.bra
 leaves out, a branch after an early stop, a stopped run's own end (``StudySpec.stop_fraction``)
 — its cooled-down loss is **predicted** by the one rule of the early stop
 (:func:`fitting.laws.curves.early_stop.fit_run_curve`): the LR-annealing law (Tissue et al. 2024
-eq. 1, the curve section's form and λ, :data:`fitting.report.extrapolation.CURVE_FORM`,
-:data:`~fitting.report.extrapolation.CURVE_LAMBDA`) fitted on the pair's training loss of the
-run from :data:`~fitting.report.extrapolation.FROM_FRACTION` · T to its last trained step (its
+eq. 1, the curve section's form and λ, :data:`fitting.report.sections.extrapolation.CURVE_FORM`,
+:data:`~fitting.report.sections.extrapolation.CURVE_LAMBDA`) fitted on the pair's training loss of the
+run from :data:`~fitting.report.sections.extrapolation.FROM_FRACTION` · T to its last trained step (its
 own cool-down included where it was trained to the end) and on its trained branches, plus the
 median gap to the judged loss on those steps; the branch's schedule is the parent's rates up to
 b and a cool-down of the parent's shape
@@ -44,8 +44,8 @@ from fitting.laws.curves.early_stop import (
     with_planned_rates,
 )
 from fitting.laws.curves.runs import Curve, curves_from_table, pair_training_curves
-from fitting.report.chinchilla import PREDICTED
-from fitting.report.extrapolation import CURVE_FORM, CURVE_LAMBDA, FROM_FRACTION
+from fitting.report.sections.chinchilla import PREDICTED
+from fitting.report.sections.extrapolation import CURVE_FORM, CURVE_LAMBDA, FROM_FRACTION
 from fitting.report.view import StudyView
 
 #: λ of the law fitted on a run's whole curve (its own cool-down in the fit): chosen on design

@@ -10,9 +10,9 @@ sees the same rows.
 
 The rules are those of the report (module docstring of :mod:`fitting.report.writer`): weights
 rounded by :func:`fitting.data.tables.round_weights`; verification runs split off
-(:func:`fitting.report.verification.split_verification`) before anything else; held-out runs
-(:func:`fitting.report.heldout.check_heldout_runs`) and their cool-down branches out of every
-fit; repeated seeds fitted on their means (:mod:`fitting.report.seeds`).
+(:func:`fitting.report.sections.verification.split_verification`) before anything else; held-out runs
+(:func:`fitting.report.sections.heldout.check_heldout_runs`) and their cool-down branches out of every
+fit; repeated seeds fitted on their means (:mod:`fitting.report.sections.seeds`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from fitting.data.tables import (
     without_branches,
 )
 from fitting.laws.curves.learning_curve import cooldown_budgets, correct_final_losses
-from fitting.report.seeds import seed_means, seed_spread
+from fitting.report.sections.seeds import seed_means, seed_spread
 
 __all__ = ["StudyView", "prepare_view", "points_by_weight", "check_heldout_runs",
            "split_verification"]
@@ -60,7 +60,7 @@ class StudyView:
       final_all: final rows of every run with a final ``metric`` row on ``eval_set``, held-out
         runs included (branches left out; corrected when ``correction_step``): the regime's.
       final_seeds: final rows of the fitted runs, one per seed (the seed spread's).
-      final: the fitted runs' final rows as seed means (:func:`fitting.report.seeds.seed_means`):
+      final: the fitted runs' final rows as seed means (:func:`fitting.report.sections.seeds.seed_means`):
         what every size law is fitted on.
       held: final rows of the held-out runs (empty without any).
       table_fit: ``table`` without the held-out runs and their cool-down branches.
@@ -71,7 +71,7 @@ class StudyView:
         (:func:`fitting.laws.curves.learning_curve.cooldown_budgets`, invalid rows dropped), or
         None without branches or the columns they need (the regime then derives them itself).
       budgets_fit: ``budgets`` without the held-out runs (those of ``table_fit``), or None.
-      seeds: the fitted runs' seed spread (:func:`fitting.report.seeds.seed_spread`).
+      seeds: the fitted runs' seed spread (:func:`fitting.report.sections.seeds.seed_spread`).
       points: ``{pair: {weight: (n, loss)}}`` of ``final`` (:func:`points_by_weight`).
       shown: ``points`` without zero-shot weights (p = 0), as the figures show them.
       sizes: the fitted model sizes N, sorted.

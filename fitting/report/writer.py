@@ -6,13 +6,13 @@ temporary names, then renamed: a failed write, e.g. a full disk, leaves a previo
 files whole). It fits, on final losses,
 the power law (Fernandes eq. 6) per pair and weight, the joint law (eq. 7) with effective
 fractions (eq. 10), and the eq. 11 law with the predicted frontier and recommended weights at
-``target_sizes`` (sections of :mod:`fitting.report.sections`). It recognises the other papers'
+``target_sizes`` (sections of :mod:`fitting.report.sections.frontier`). It recognises the other papers'
 experiments in the table and fits their laws too: the Double Power Law of Chen et al. when pairs
-have different capped data sizes (:mod:`fitting.report.dpl`), L(N, D) of Caillaut et al. when
-runs were evaluated at several token counts (:mod:`fitting.report.chinchilla`), Ghorbani et al.'s
-encoder/decoder law when the decoder fraction varies (:mod:`fitting.report.bivariate`).
+have different capped data sizes (:mod:`fitting.report.sections.dpl`), L(N, D) of Caillaut et al. when
+runs were evaluated at several token counts (:mod:`fitting.report.sections.chinchilla`), Ghorbani et al.'s
+encoder/decoder law when the decoder fraction varies (:mod:`fitting.report.sections.bivariate`).
 Experiments repeated with several seeds are fitted on their seed means, and the seed spread is
-reported (:mod:`fitting.report.seeds`). Weights are told apart by one rule
+reported (:mod:`fitting.report.sections.seeds`). Weights are told apart by one rule
 (:func:`fitting.data.tables.round_weights`, 6 significant digits): a two-pair study's 1 − 0.7 and
 0.3 are one weight in every fit, key and table. Every section that cannot be computed (too few
 points, no p = 1 runs, …) is skipped with its reason stated; it never crashes on small studies.
@@ -20,13 +20,13 @@ points, no p = 1 runs, …) is skipped with its reason stated; it never crashes 
 Runs named in ``heldout_runs`` are trained but never fitted: their rows are removed before every
 fit (size laws, joint law, f(p), eq. 11–13, quality laws, backtests, frontier) and the section
 "Held-out runs (predicted, never fitted)" compares their final losses with the laws'
-predictions (:mod:`fitting.report.heldout`). They still count in the regime (learning curves, best loss)
+predictions (:mod:`fitting.report.sections.heldout`). They still count in the regime (learning curves, best loss)
 and appear in the learning-curve figure, which describe the trained runs, not a fit.
 
 Cool-down branches (schema revision 1.2; Hägele et al. 2024) never enter the size laws, seeds,
 held-out predictions or quality laws: those see the same numbers as the table without the
 branches. Their final losses are cooled-down token budgets of their parents, used by the regime
-(:mod:`fitting.report.regime`, which judges convergence) and by L(N, D). A held-out run's
+(:mod:`fitting.report.sections.regime`, which judges convergence) and by L(N, D). A held-out run's
 branches are held out with it.
 """
 
@@ -43,26 +43,32 @@ from fitting import plots
 from fitting.core.base import FitError, json_safe
 from fitting.data import io
 from fitting.data.tables import is_branch, read_table, without_branches
-from fitting.report.bivariate import bivariate_section
-from fitting.report.chinchilla import (
+from fitting.report.markdown import Document
+from fitting.report.predicted_budgets import BudgetPlan, predicted_budgets
+from fitting.report.record import Report
+from fitting.report.sections.bivariate import bivariate_section
+from fitting.report.sections.chinchilla import (
     chinchilla_section,
     cooled_law_section,
     fit_cooled_law,
     largest_size_seed_noises,
 )
-from fitting.report.curves import curves_section
-from fitting.report.dpl import dpl_section
-from fitting.report.early_stop import early_stop_section, table_stop_fraction
-from fitting.report.extrapolation import extrapolation_section
-from fitting.report.heldout import heldout_section
-from fitting.report.markdown import Document
-from fitting.report.mixture import mixture_section
-from fitting.report.predicted_budgets import BudgetPlan, predicted_budgets
-from fitting.report.regime import compute_regime, fitted_l_inf, regime_section, trained_rows
-from fitting.report.sections import Report, frontier_section, quality_section
-from fitting.report.seeds import seeds_section
-from fitting.report.size_laws import fit_size_laws, joint_section, power_section
-from fitting.report.verification import verification_section, verification_seed_noise
+from fitting.report.sections.curves import curves_section
+from fitting.report.sections.dpl import dpl_section
+from fitting.report.sections.early_stop import early_stop_section, table_stop_fraction
+from fitting.report.sections.extrapolation import extrapolation_section
+from fitting.report.sections.frontier import frontier_section, quality_section
+from fitting.report.sections.heldout import heldout_section
+from fitting.report.sections.mixture import mixture_section
+from fitting.report.sections.regime import (
+    compute_regime,
+    fitted_l_inf,
+    regime_section,
+    trained_rows,
+)
+from fitting.report.sections.seeds import seeds_section
+from fitting.report.sections.size_laws import fit_size_laws, joint_section, power_section
+from fitting.report.sections.verification import verification_section, verification_seed_noise
 from fitting.report.view import StudyView, prepare_view
 
 __all__ = ["Report", "write_report", "EXTRAPOLATION_SKIPPED"]
@@ -107,17 +113,17 @@ def write_report(
         replaced by their learning-curve extrapolation to that step (Fernandes App. G).
       heldout_runs: run ids trained but never fitted: excluded from every fit, predicted in the
         section "Held-out runs" (``rep.heldout``, ``fits.json["heldout"]``; see
-        :mod:`fitting.report.heldout`). An id that is not a run of the table raises FitError.
+        :mod:`fitting.report.sections.heldout`). An id that is not a run of the table raises FitError.
       mixture_constraints: for tables of 3 pairs or more, the constraints of the mixture-law
-        recommendation (:mod:`fitting.report.mixture`, ``fits.json["mixture"]``): keys
+        recommendation (:mod:`fitting.report.sections.mixture`, ``fits.json["mixture"]``): keys
         ``max_weights`` {pair: w}, ``max_loss`` {pair: L}, ``preferences`` {pair: x},
         ``budget_examples`` and ``epoch_cap`` (epoch-cap weights from each pair's data_size).
       verification: the runs that trained the mixture recommendation and its baselines
-        (:mod:`fitting.report.verification`: size, seeds, mixtures, runs): removed from the
+        (:mod:`fitting.report.sections.verification`: size, seeds, mixtures, runs): removed from the
         table before every fit, reported in the section "Verification"
         (``fits.json["mixture"]["verification"]``).
       stop_fraction: the early stop's share of each run's steps (section "Early stop",
-        :mod:`fitting.report.early_stop`, ``fits.json["early_stop"]``); None: read from the
+        :mod:`fitting.report.sections.early_stop`, ``fits.json["early_stop"]``); None: read from the
         table's stopped runs (none: no section). Given for a table of full runs, each run is cut
         at its stop as if stopped and every end checks its prediction.
     """
@@ -190,8 +196,8 @@ def write_report(
         doc.ul(rep.warnings)
     rep.markdown = doc.markdown()
     payload = _payload(rep, view, title, ground_truth, mixture)
-    payload["curves"] = curves  # fitting.report.curves: branch ends predicted and trained
-    payload["early_stop"] = early  # fitting.report.early_stop: predicted ends of stopped runs
+    payload["curves"] = curves  # fitting.report.sections.curves: branch ends predicted and trained
+    payload["early_stop"] = early  # fitting.report.sections.early_stop: predicted ends of stopped runs
     # Temporary names, then renames: a failed write (a full disk: io.NoSpaceError naming the
     # file) leaves a previous report's three files as they were.
     io.write_files_atomic({rep.markdown_path: rep.markdown, rep.html_path: doc.html(title),
@@ -245,8 +251,8 @@ def _data_paragraphs(doc: Document, view: StudyView) -> None:
 
 def _regime(doc: Document, rep: Report, view: StudyView, cooled, cooled_why: str,
             ground_truth: dict[str, float] | None) -> None:
-    """``rep.regime`` (:func:`fitting.report.regime.compute_regime` with the fitted L∞ of
-    :func:`fitting.report.regime.fitted_l_inf`) and its section."""
+    """``rep.regime`` (:func:`fitting.report.sections.regime.compute_regime` with the fitted L∞ of
+    :func:`fitting.report.sections.regime.fitted_l_inf`) and its section."""
     lf = fitted_l_inf(list(view.points), branches=view.branches, cooled=cooled,
                       cooled_why=cooled_why, joint=rep.joint, power_fits=rep.power_fits,
                       lowest={pair: float(min(np.min(y) for _, y in by_w.values()))
@@ -262,8 +268,8 @@ def _regime(doc: Document, rep: Report, view: StudyView, cooled, cooled_why: str
 
 def _mixture_sections(doc: Document, rep: Report, view: StudyView, out_dir: str,
                       target_sizes, constraints, n_refits: int, seed: int) -> dict | None:
-    """The K-pair mixture laws (:mod:`fitting.report.mixture`) and the verification of their
-    recommendation (:mod:`fitting.report.verification`): ``fits.json["mixture"]``, None for
+    """The K-pair mixture laws (:mod:`fitting.report.sections.mixture`) and the verification of their
+    recommendation (:mod:`fitting.report.sections.verification`): ``fits.json["mixture"]``, None for
     fewer than 3 pairs without verification."""
     mixture = None
     plan, kw = view.verification, {"eval_set": view.eval_set, "metric": view.metric}

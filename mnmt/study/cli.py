@@ -268,7 +268,7 @@ def _summary(report, ground_truth: dict[str, float] | None) -> str:
             gap = f" (true {truth:.3f}, {100 * (d['l_inf_fit'] / truth - 1):+.1f} %)" if truth else ""
             lines.append(f"  {pair}: L_inf {d['l_inf_fit']:.3f} from the "
                          f"{d.get('l_inf_source', 'fit')}{gap}")
-    from fitting.report.regime import CONVERGED_DROP, METHOD_BRANCHES  # noqa: PLC0415
+    from fitting.report.sections.regime import CONVERGED_DROP, METHOD_BRANCHES  # noqa: PLC0415
 
     regime = report.regime
     if regime.get("verdict") and regime.get("method") == METHOD_BRANCHES:

@@ -82,7 +82,7 @@ def heldout_seeds(spec: StudySpec) -> list[int]:
     """The seeds of each `StudySpec.heldout` run: `spec.heldout_seeds` of them, the study's
     `seeds` in order, then the integers after the largest (seeds (0,) and 2 held-out seeds: 0, 1).
     From the second on they are seed replicates of the same run: the report measures its
-    seed-to-seed sd from them (fitting.report.heldout)."""
+    seed-to-seed sd from them (fitting.report.sections.heldout)."""
     seeds = list(dict.fromkeys(spec.seeds))[:spec.heldout_seeds]
     top = max(spec.seeds)
     seeds += range(top + 1, top + 1 + spec.heldout_seeds - len(seeds))

@@ -165,7 +165,7 @@ class StudySpec:
     # Early stop: each design run that is not a check (below) stops at ⌈stop_fraction · its
     # steps⌉ with the schedule of all its steps, so it is a prefix of the full run (the same study
     # with stop_fraction=1 later resumes it to the end), and the report predicts its cooled-down
-    # end from its curve with an interval (fitting.report.early_stop). 1 = off. Held-out runs are
+    # end from its curve with an interval (fitting.report.sections.early_stop). 1 = off. Held-out runs are
     # never stopped; branches that would leave a stopped run after its stop are not trained
     # (their ends are predicted; L(N, D) takes them, and the stopped run's end, marked predicted).
     stop_fraction: float = 1.0
@@ -212,7 +212,7 @@ class StudySpec:
     heldout: tuple = ()
     # Seeds of each held-out run (>= 1): the first of `seeds` and, from 2 on, seed replicates
     # (the rest of `seeds`, then the integers after the largest), all held out. The report judges
-    # the prediction against the seed-to-seed sd they measure (fitting.report.heldout); with one
+    # the prediction against the seed-to-seed sd they measure (fitting.report.sections.heldout); with one
     # seed, against the study's seed noise (seed_repeats) or the 2 % clause alone.
     heldout_seeds: int = 1
     # Whether held-out runs get cool-down branches too (`cooldown_branches`): the report judges

@@ -24,7 +24,7 @@ run that exists with other weights than planned (the recommendation changed sinc
 naming it.
 
 The report is then written again with these runs in the table but out of every fit
-(:mod:`fitting.report.verification`: the section "Verification" and
+(:mod:`fitting.report.sections.verification`: the section "Verification" and
 ``fits.json["mixture"]["verification"]``). `mnmt-study verify OUT` runs the stage on demand;
 ``StudySpec.verify`` runs it at the end of `mnmt-study run`.
 """

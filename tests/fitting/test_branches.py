@@ -24,16 +24,16 @@ from fitting.data.tables import (
 )
 from fitting.laws.budget.chinchilla import fit_chinchilla
 from fitting.laws.curves.learning_curve import cooled_drop_per_doubling
-from fitting.report.chinchilla import (
+from fitting.report.markdown import Document
+from fitting.report.record import Report
+from fitting.report.sections.chinchilla import (
     COOLED_LAW,
     D_AXIS_BRANCHES,
     D_AXIS_EVALUATIONS,
     chinchilla_points,
     chinchilla_section,
 )
-from fitting.report.markdown import Document
-from fitting.report.regime import CONVERGED_DROP, compute_regime
-from fitting.report.sections import Report
+from fitting.report.sections.regime import CONVERGED_DROP, compute_regime
 from fitting.report.view import prepare_view
 from fitting.report.writer import write_report
 from fitting.test_utils import make_curves_table, make_final_table, write_run_dirs
@@ -493,8 +493,9 @@ def test_heldout_predictive_interval_is_fixed_before_the_heldout_loss_is_read(br
     (resampled refits, the other form, the backtest's extrapolation term), and its width does
     not depend on the held-out loss: the same entries with another measured value get the same
     interval, and only inside/outside changes."""
+    from fitting.intervals.heldout import heldout_predictive
     from fitting.laws.budget.chinchilla_joint import JointChinchillaFit
-    from fitting.report.intervals import heldout_predictive
+    from fitting.report.sections.chinchilla import chinchilla_points
 
     _, fits, table = branch_reports
     entries = [e for e in fits["branches"]["heldout"] if e.get("predictive") and e["primary"]]
@@ -509,8 +510,10 @@ def test_heldout_predictive_interval_is_fixed_before_the_heldout_loss_is_read(br
         assert e["inside95"] == (iv["lo95"] <= e["measured"] <= iv["hi95"])
     moved = [{**e, "measured": e["measured"] * 3.0} for e in entries]
     fit_rows = table[~table["run_id"].astype(str).str.startswith("s2_p0.50")]
+    points, _, why = chinchilla_points(fit_rows, "validation", "loss")
+    assert not why
     cover = heldout_predictive(moved, JointChinchillaFit.from_json(
-        fits["branches"]["chinchilla"]["joint"]), fit_rows, "validation", "loss", {})
+        fits["branches"]["chinchilla"]["joint"]), points, {})
     for old, new in zip(entries, moved, strict=True):
         assert new["predictive"] == pytest.approx(old["predictive"])
         assert not new["inside95"]
@@ -630,12 +633,12 @@ def test_a_cooled_down_law_that_cannot_be_fitted_leaves_no_fitted_l_inf(tmp_path
 
 
 def test_fitted_l_inf_names_its_law_and_its_bounds():
-    """fitting.report.regime.fitted_l_inf on stand-in fits: no substitution with branches, eq. 6's
+    """fitting.report.sections.regime.fitted_l_inf on stand-in fits: no substitution with branches, eq. 6's
     median named where eq. 7 is missing without them, eq. 7's L∞ at or above the lowest loss a
     bound."""
     from types import SimpleNamespace
 
-    from fitting.report.regime import LAW_JOINT, LAW_POWER, fitted_l_inf
+    from fitting.report.sections.regime import LAW_JOINT, LAW_POWER, fitted_l_inf
 
     joint = SimpleNamespace(params={"l_inf[en-de]": 1.1})
     power = {"en-de": {0.5: SimpleNamespace(params={"l_inf": 1.0})},

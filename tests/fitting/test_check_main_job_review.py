@@ -3,11 +3,11 @@ whose law gave no finite L∞, check 4's printed noise, and a backtest without s
 
 from __future__ import annotations
 
-from fitting.report.chinchilla import COOLED_LAW
+from fitting.report.sections.chinchilla import COOLED_LAW
 
 
 def _no_fitted_value() -> dict:
-    """en-de's regime entry as fitting.report.regime writes it when the law asked for fitted the
+    """en-de's regime entry as fitting.report.sections.regime writes it when the law asked for fitted the
     pair but its E was not finite and positive: the law named, no ``l_inf_fit``."""
     pair = {"l_inf_true": 0.100, "l_inf_law": COOLED_LAW, "l_inf_is_bound": False,
             "l_inf_budget": 0.12}
@@ -77,8 +77,8 @@ def test_zero_shot_repeats_are_not_the_seed_noise_of_a_trained_loss():
     repeated group at the largest repeated size, zero-shot ones (weight 0, ten times noisier)
     included: en-zh's σ rose from 1 % to 5.5 %; and a zero-shot repeat at a larger size than
     any trained one moved the size there and left the trained pairs without a σ."""
-    from fitting.report.chinchilla import largest_size_seed_noise
-    from fitting.report.heldout import heldout_noise
+    from fitting.report.sections.chinchilla import largest_size_seed_noise
+    from fitting.report.sections.heldout import heldout_noise
 
     groups = [_group("en-de", 1e6, 0.5, 1.0, 0.01), _group("en-zh", 1e6, 0.5, 1.5, 0.015),
               _group("en-zh", 1e6, 0.0, 6.0, 0.6)]

@@ -27,9 +27,9 @@ from fitting.laws.curves.runs import (
     curves_from_table,
     pair_training_curves,
 )
-from fitting.report.curves import CURVE_FORM, CURVE_LAMBDA, curve_continuations
-from fitting.report.extrapolation import FAILS, HOLDS, LONGER_RUN, extrapolation_rows
-from fitting.report.sections import Report
+from fitting.report.record import Report
+from fitting.report.sections.curves import CURVE_FORM, CURVE_LAMBDA, curve_continuations
+from fitting.report.sections.extrapolation import FAILS, HOLDS, LONGER_RUN, extrapolation_rows
 from fitting.report.view import prepare_view
 from fitting.test_utils import SCHEDULE_STEPS, ScheduledRun, family_schedules, logged_steps
 

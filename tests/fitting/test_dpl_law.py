@@ -197,7 +197,7 @@ def test_fit_from_table_group_by_experiment():
 
 def _one_capped_size_table() -> pd.DataFrame:
     """En→Fr at 10M examples next to En→De at 0.26M, explicit weights, from eq. 5 with
-    G(D_high) = 0 (the setting of fitting.report.dpl.fit_dpl_one_low_size)."""
+    G(D_high) = 0 (the setting of fitting.report.sections.dpl.fit_dpl_one_low_size)."""
     truth = DPLFit(law="dpl", params={**CHEN_EQ6_PARAMS, "b": -(10.0 ** CHEN_EQ6_PARAMS["gamma"])})
     rows = []
     for w in (0.1, 0.2, 0.3, 0.5, 0.7, 0.9):
@@ -216,9 +216,9 @@ def test_dpl_section_reports_a_polish_that_did_not_converge(tmp_path, monkeypatc
     ``dpl.converged`` false. The old rule (73f0f32) read no status: the same fit said nothing."""
     from scipy import optimize
 
-    import fitting.report.dpl as report_dpl
+    import fitting.report.sections.dpl as report_dpl
     from fitting.report.markdown import Document
-    from fitting.report.sections import Report
+    from fitting.report.record import Report
 
     def section():
         rep = Report(out_dir=str(tmp_path), markdown_path=str(tmp_path / "r.md"),

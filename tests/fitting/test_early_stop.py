@@ -1,4 +1,4 @@
-"""Early stop (fitting.laws.curves.early_stop, fitting.report.early_stop): a stopped run's
+"""Early stop (fitting.laws.curves.early_stop, fitting.report.sections.early_stop): a stopped run's
 cooled-down end predicted from its curve up to the stop, its calibrated interval, and the
 report section's verdict — on runs whose losses come from an exact LR-annealing law (Tissue et
 al. 2024 eq. 1 in the report's form and λ), rsqrt after a 100-step warm-up with a linear
@@ -11,28 +11,28 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fitting.core.predictive import coverage, coverage_of_marks
 from fitting.core.seed_noise import FEW_SEEDS, SeedNoise
+from fitting.intervals.early_stop import calibrated_intervals
+from fitting.intervals.predictive import coverage, coverage_of_marks
 from fitting.laws.curves.annealing import AnnealingLawFit
 from fitting.laws.curves.early_stop import (
     PLANNED_LR_METRIC,
     StoppedEnd,
-    calibrated_intervals,
     predict_stopped_end,
     stop_step,
     with_planned_rates,
 )
 from fitting.laws.curves.runs import Curve, pair_training_curves
-from fitting.report.early_stop import (
+from fitting.report.markdown import Document
+from fitting.report.record import Report
+from fitting.report.sections.early_stop import (
     REQUIRED_SHARE,
     early_stop_payload,
     early_stop_section,
     table_stop_fraction,
     verdict,
 )
-from fitting.report.extrapolation import CURVE_FORM, CURVE_LAMBDA, FAILS, HOLDS, NO_NOISE
-from fitting.report.markdown import Document
-from fitting.report.sections import Report
+from fitting.report.sections.extrapolation import CURVE_FORM, CURVE_LAMBDA, FAILS, HOLDS, NO_NOISE
 from fitting.report.view import prepare_view
 from fitting.test_utils import (
     SCHEDULE_COOLDOWN,

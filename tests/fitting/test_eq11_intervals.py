@@ -1,4 +1,4 @@
-"""Predictive intervals of the eq. 11 law (fitting.report.eq11_intervals): the extrapolation
+"""Predictive intervals of the eq. 11 law (fitting.intervals.eq11): the extrapolation
 term from its own backtest grown with log N, none (and marked) without a backtest, the
 frontier's intervals at the target sizes, and held-out eq. 11 entries marked — on tables with a
 known truth (fitting.test_utils.TRUTH)."""
@@ -10,9 +10,9 @@ import math
 import numpy as np
 import pytest
 
+from fitting.intervals.eq11 import eq11_interval, frontier_intervals, mark_eq11_heldout
 from fitting.laws.size.effective import fit_multilingual_law
 from fitting.laws.size.frontier import frontier_2pair
-from fitting.report.eq11_intervals import eq11_interval, frontier_intervals, mark_eq11_heldout
 from fitting.test_utils import make_final_table, true_loss
 
 SIZES = (2e5, 5e5, 1.25e6, 3.125e6)

@@ -1,4 +1,4 @@
-"""The report's first section (fitting.report.extrapolation): backtests judged against the
+"""The report's first section (fitting.report.sections.extrapolation): backtests judged against the
 measured seed noise, on studies whose truth is known."""
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ import pytest
 
 from fitting.laws.curves.annealing import AnnealingLawFit
 from fitting.laws.curves.runs import Curve, curves_from_table, pair_training_curves
-from fitting.report.extrapolation import (
+from fitting.report.markdown import Document
+from fitting.report.record import Report
+from fitting.report.sections.extrapolation import (
     CURVE_LAMBDA,
     FAILS,
     HOLDS,
@@ -24,8 +26,6 @@ from fitting.report.extrapolation import (
     extrapolation_section,
     last_third_backtest,
 )
-from fitting.report.markdown import Document
-from fitting.report.sections import Report
 from fitting.report.view import prepare_view
 from fitting.report.writer import write_report
 from fitting.test_utils import make_final_table
@@ -229,8 +229,8 @@ def test_longer_run_row_fits_each_experiment_on_the_pairs_training_loss():
 
 
 def _heldout_entry(error: float, sd_rel: float | None) -> dict:
-    """A primary held-out entry as fitting.report.heldout writes it (measured 0.1)."""
-    from fitting.report.heldout import NOISE_TOLERANCE, REL_TOLERANCE
+    """A primary held-out entry as fitting.report.sections.heldout writes it (measured 0.1)."""
+    from fitting.report.sections.heldout import NOISE_TOLERANCE, REL_TOLERANCE
     sd = None if sd_rel is None else sd_rel * 0.1
     within = abs(error) <= REL_TOLERANCE or (sd is not None
                                              and abs(error) * 0.1 <= NOISE_TOLERANCE * sd)
@@ -247,7 +247,7 @@ def _heldout_entry(error: float, sd_rel: float | None) -> dict:
 ])
 def test_a_held_out_run_is_judged_by_the_held_out_sections_rule(error, sd_rel, verdict):
     """One rule for a held-out run in the whole report: within 2 % or 3× its seed sd
-    (fitting.report.heldout, check 4). 0183a09's first section judged it by RMSE ≤ 3σ alone, so
+    (fitting.report.sections.heldout, check 4). 0183a09's first section judged it by RMSE ≤ 3σ alone, so
     a run 1.5 % off with σ 0.1 % read "yes (≤ 2 %)" under Held-out runs and "does not hold" in
     the section above it."""
     rep = Report(out_dir="", markdown_path="", html_path="", json_path="")
@@ -259,7 +259,7 @@ def test_a_held_out_run_is_judged_by_the_held_out_sections_rule(error, sd_rel, v
 
 def test_rows_count_their_points_inside_the_predictive_intervals():
     """The first section says how often the intervals held: the L(N, D) backtest's coverage
-    (built by fitting.report.law_intervals) on the larger-size row, and the held-out runs'
+    (built by fitting.intervals.cooled_law) on the larger-size row, and the held-out runs'
     inside80/95 marks counted on theirs; the table shows "k/n · k/n"."""
     view = prepare_view(_seeded())
     cov = {"0.80": {"inside": 3, "n": 4, "fraction": 0.75, "ci90": [0.3, 0.98]},

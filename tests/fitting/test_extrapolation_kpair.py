@@ -19,7 +19,9 @@ from fitting.laws.curves.annealing import AnnealingLawFit
 from fitting.laws.mixture.compare import compare_mixture_laws
 from fitting.laws.mixture.laws import MixtureLawFit
 from fitting.laws.mixture.runs import MixtureRuns, mixture_runs
-from fitting.report.extrapolation import (
+from fitting.report.markdown import Document
+from fitting.report.record import Report
+from fitting.report.sections.extrapolation import (
     CURVE_LAMBDA,
     FAILS,
     HELDOUT_RUN,
@@ -30,10 +32,8 @@ from fitting.report.extrapolation import (
     extrapolation_rows,
     extrapolation_section,
 )
-from fitting.report.markdown import Document
-from fitting.report.mixture import mixture_payload
-from fitting.report.sections import Report
-from fitting.report.verification import verification_seed_noise
+from fitting.report.sections.mixture import mixture_payload
+from fitting.report.sections.verification import verification_seed_noise
 from fitting.report.view import prepare_view
 
 PAIRS = ["en-da", "en-es", "en-fi"]

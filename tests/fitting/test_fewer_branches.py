@@ -16,8 +16,6 @@ from fitting.laws.budget.chinchilla_joint import coef_key
 from fitting.laws.curves.annealing import AnnealingLawFit
 from fitting.laws.curves.early_stop import PLANNED_LR_METRIC, planned_branch_curve
 from fitting.laws.curves.runs import Curve
-from fitting.report.chinchilla import PREDICTED, fit_cooled_law
-from fitting.report.extrapolation import CURVE_FORM, CURVE_LAMBDA, FAILS, HOLDS
 from fitting.report.fewer_branches import (
     check_branches,
     compare,
@@ -30,6 +28,8 @@ from fitting.report.predicted_budgets import (
     infer_plan,
     predicted_budgets,
 )
+from fitting.report.sections.chinchilla import PREDICTED, fit_cooled_law
+from fitting.report.sections.extrapolation import CURVE_FORM, CURVE_LAMBDA, FAILS, HOLDS
 from fitting.report.view import prepare_view
 from fitting.test_utils import SCHEDULE_BRANCHES, SCHEDULE_STEPS, family_schedules
 

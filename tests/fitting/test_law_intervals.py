@@ -1,4 +1,4 @@
-"""fitting.report.law_intervals: predictive intervals on the report's L(N, D) backtest and E."""
+"""fitting.intervals.cooled_law: predictive intervals on the report's L(N, D) backtest and E."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from fitting.core.seed_noise import SeedNoise
+from fitting.intervals.cooled_law import backtest_intervals, cooled_law_intervals
 from fitting.laws.budget.chinchilla_joint import budget_rank, fit_joint_chinchilla
-from fitting.report.chinchilla import largest_size_seed_noises
-from fitting.report.law_intervals import backtest_intervals, cooled_law_intervals
+from fitting.report.sections.chinchilla import largest_size_seed_noises
 
 SIZES = (1e5, 3e5, 1e6, 3e6, 1e7)
 #: the seed noise measured below the held-out size, on 3 seeds

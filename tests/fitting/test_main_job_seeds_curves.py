@@ -3,7 +3,13 @@ rows per pair, and whether both hold for both pairs on a seed."""
 
 from __future__ import annotations
 
-from fitting.report.extrapolation import FAILS, HOLDS, LARGER_SIZE, LATER_COOLDOWN, LONGER_RUN
+from fitting.report.sections.extrapolation import (
+    FAILS,
+    HOLDS,
+    LARGER_SIZE,
+    LATER_COOLDOWN,
+    LONGER_RUN,
+)
 
 
 def _row(kind: str, pair: str, rmse: float | None, three_sigma: float | None,

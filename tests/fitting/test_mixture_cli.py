@@ -15,7 +15,7 @@ from fitting.data.sampling import dirichlet_mixtures
 from fitting.laws.mixture.compare import compare_mixture_laws, transfer_matrix
 from fitting.laws.mixture.laws import MixtureLawFit
 from fitting.laws.mixture.runs import MixtureRuns
-from fitting.report.mixture import load_mixture_runs, mixture_text
+from fitting.report.sections.mixture import load_mixture_runs, mixture_text
 
 K = 3
 PAIRS = ["en-de", "en-fr", "en-zh"]

@@ -109,7 +109,7 @@ def test_the_sized_law_bootstrapped_beside_the_chosen_is_ranked_on_one_point_set
 def test_the_recommendation_law_is_ranked_on_one_point_set(monkeypatch):
     """Old rule (a8299e0): the report's target_for (which law recommends where the chosen one
     cannot predict) took the lowest CV MAE over each law's own points: "additive"."""
-    from fitting.report.mixture import target_for
+    from fitting.report.sections.mixture import target_for
 
     cmp, _ = _staged_cv(monkeypatch)
     # datamixing (one fit per size) cannot predict at 1e8; of those that can, joint
@@ -122,7 +122,7 @@ def test_the_recommendation_law_that_cannot_be_ranked_is_said(monkeypatch):
     """When the laws that predict at the target share no CV point, no law is taken (the old
     rule, a8299e0, took the lowest MAE over its own points)."""
     from fitting.core.base import FitError
-    from fitting.report.mixture import target_for
+    from fitting.report.sections.mixture import target_for
 
     cmp, _ = _staged_cv(monkeypatch)
     cmp.cv_predictions["joint"][1:] = np.nan  # joint: the first row alone

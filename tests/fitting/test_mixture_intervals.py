@@ -1,4 +1,4 @@
-"""Predictive intervals of a mixture's objective J (fitting.report.mixture_intervals) and the
+"""Predictive intervals of a mixture's objective J (fitting.intervals.mixture) and the
 verification's check of them: the held-out calibration from known errors, the runs it may and
 may not use, the forms' spread, and coverage at about the nominal rate on simulated studies."""
 
@@ -9,14 +9,18 @@ import math
 import numpy as np
 import pytest
 
-from fitting.report.mixture_intervals import (
+from fitting.intervals.mixture import (
     cv_form_weights,
     heldout_mixture_intervals,
     heldout_objective_error,
     objective_interval,
     objective_samples,
 )
-from fitting.report.verification import RECOMMENDED, predictive_checks, verification_payload
+from fitting.report.sections.verification import (
+    RECOMMENDED,
+    predictive_checks,
+    verification_payload,
+)
 
 PAIRS = ["a", "b", "c"]
 PI = {"a": 0.5, "b": 0.5, "c": 0.0}

@@ -1,5 +1,5 @@
 """What the report says about a recommendation's bounds and about transfer measured directly
-(fitting.report.mixture.mixture_text on a payload built without fitting any law)."""
+(fitting.report.sections.mixture.mixture_text on a payload built without fitting any law)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 from fitting.laws.mixture.recommend import recommend_mixture
 from fitting.laws.mixture.runs import MixtureRuns
 from fitting.laws.mixture.transfer import direct_transfer
-from fitting.report.mixture import mixture_text
+from fitting.report.sections.mixture import mixture_text
 from fitting.test_utils import MIXTURE_PAIRS as PAIRS
 from fitting.test_utils import transfer_truth
 

@@ -1,4 +1,4 @@
-"""fitting.core.predictive: predictive intervals whose coverage is measured."""
+"""fitting.intervals.predictive: predictive intervals whose coverage is measured."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from fitting.core.base import FitError
-from fitting.core.predictive import (
+from fitting.intervals.predictive import (
     clopper_pearson,
     coverage,
     coverage_of_marks,

@@ -1,4 +1,4 @@
-"""The report's section "Training curves and curve-law continuations" (fitting.report.curves)
+"""The report's section "Training curves and curve-law continuations" (fitting.report.sections.curves)
 and the first section's row "later cool-down", on studies whose training losses come from an
 exact LR-annealing law (Tissue et al. 2024 eq. 1 in the section's form CURVE_FORM, λ = its
 CURVE_LAMBDA).
@@ -23,17 +23,23 @@ import pytest
 
 from fitting.core.seed_noise import FEW_SEEDS
 from fitting.laws.curves.annealing import AnnealingLawFit
-from fitting.report import curves as report_curves
-from fitting.report.curves import (
+from fitting.report.markdown import Document
+from fitting.report.record import Report
+from fitting.report.sections import curves as report_curves
+from fitting.report.sections.curves import (
     CURVE_FORM,
     CURVE_LAMBDA,
     FIGURE_FAMILIES,
     curve_continuations,
     curves_section,
 )
-from fitting.report.extrapolation import FAILS, HOLDS, LATER_COOLDOWN, NO_NOISE, extrapolation_rows
-from fitting.report.markdown import Document
-from fitting.report.sections import Report
+from fitting.report.sections.extrapolation import (
+    FAILS,
+    HOLDS,
+    LATER_COOLDOWN,
+    NO_NOISE,
+    extrapolation_rows,
+)
 from fitting.report.view import prepare_view
 from fitting.report.writer import write_report
 from fitting.test_utils import SCHEDULE_BRANCHES, check_figure, family_schedules

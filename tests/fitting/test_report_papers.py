@@ -14,11 +14,11 @@ from fitting.data.sampling import temperature_weights
 from fitting.laws.budget.chinchilla import ChinchillaFit
 from fitting.laws.mixture.dpl import CHEN_EQ6_PARAMS, DPLFit, optimal_sampling_ratios
 from fitting.laws.size.bivariate import BivariateLawFit
-from fitting.report.bivariate import bivariate_section
-from fitting.report.chinchilla import chinchilla_section
-from fitting.report.dpl import dpl_section, fit_study_dpl
 from fitting.report.markdown import Document
-from fitting.report.sections import Report
+from fitting.report.record import Report
+from fitting.report.sections.bivariate import bivariate_section
+from fitting.report.sections.chinchilla import chinchilla_section
+from fitting.report.sections.dpl import dpl_section, fit_study_dpl
 from fitting.report.view import prepare_view
 from fitting.report.writer import write_report
 from fitting.test_utils import check_figure, make_curves_table, make_final_table

@@ -14,7 +14,7 @@ from fitting.data.schema import OPTIONAL_COLUMNS, TIDY_COLUMNS
 from fitting.data.tables import read_table, with_optional_columns, write_table
 from fitting.laws.size.joint import fit_joint_law
 from fitting.laws.size.power import fit_power_law
-from fitting.report.seeds import seed_means, seed_spread
+from fitting.report.sections.seeds import seed_means, seed_spread
 from fitting.report.writer import write_report
 from fitting.test_utils import TRUTH, make_final_table, write_run_dirs
 

@@ -1,4 +1,4 @@
-"""The verification section (fitting.report.verification): the paired verdict with Holm's
+"""The verification section (fitting.report.sections.verification): the paired verdict with Holm's
 correction, diverged seeds, the seed noise of trained pairs only, the payload from known numbers,
 and verification runs kept out of every fit."""
 
@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from fitting.report.markdown import Document
-from fitting.report.verification import (
+from fitting.report.sections.verification import (
     RECOMMENDED,
     compare_paired,
     holm,

@@ -96,7 +96,7 @@ def test_fernandes_3pair_predicts_held_out_three_pair_runs(tmp_path):
     """App. H: the laws fitted on one- and two-pair mixtures predict the three-pair runs
     (measured: |error| 1–10 %, median 7 %; the runs are compute-limited and their last
     evaluations still move by 3–6 %). One seed and no repeated run: no seed noise is measured,
-    so only the 2 % clause judges them (fitting.report.heldout; before commit 375b1e0 the fits'
+    so only the 2 % clause judges them (fitting.report.sections.heldout; before commit 375b1e0 the fits'
     residual sd passed 8 of 9)."""
     _, fits, _ = run_miniature("cpu-fernandes-3pair", tmp_path)
     entries = [e for e in fits["heldout"] if e.get("primary")]

@@ -15,22 +15,12 @@ loss) may sit apart from it, so the prediction adds the median gap target − la
 runs' target points within their fitted steps (each branch's, and the parent's up to S; 0
 where there are none, stated in ``offset_points``).
 
-The interval (:func:`calibrated_intervals`) is :func:`fitting.core.predictive.
-predictive_interval` with one term, fixed before any check is read: the RMS log error of the
-same prediction made for the **check runs** (trained to T, cut at S), leaving out the run's own
-experiment (its seeds: their errors are alike) — leave-one-experiment-out for a check, all
-checks for a stopped run. The checks' errors already hold every source of error between a
-prediction and a trained end (the fit's sensitivity, the law's misfit, the end's own noise), so
-nothing is added to them; with fewer than :data:`MIN_CALIBRATION` such errors there is no
-interval. The RMS of k errors is an sd on k degrees of freedom, so the quantiles are Student's
-t on k (``rule="calibration"``): from 2, 3 or 5 errors normal quantiles would cover a nominal
-95 % only about 81, 86 or 89 % of the time.
+Its interval is :func:`fitting.intervals.early_stop.calibrated_intervals`'s.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,19 +28,16 @@ import numpy as np
 import pandas as pd
 
 from fitting.core.base import FitError
-from fitting.core.predictive import PredictiveInterval, predictive_interval
 from fitting.laws.curves.annealing import fit_annealing_law
 from fitting.laws.curves.learning_curve import cooldown_start
 from fitting.laws.curves.runs import Curve
 
-__all__ = ["PLANNED_LR_METRIC", "MIN_CALIBRATION", "StoppedEnd", "stop_step",
+__all__ = ["PLANNED_LR_METRIC", "StoppedEnd", "stop_step",
            "with_planned_rates", "fit_run_curve", "predict_stopped_end", "cooldown_profile",
-           "planned_branch_curve", "predict_planned_end", "calibrated_intervals"]
+           "planned_branch_curve", "predict_planned_end"]
 
 #: the metric of a stopped run's planned learning rates (docs/reference/metrics_schema.md)
 PLANNED_LR_METRIC = "planned_learning_rate"
-#: the fewest check errors (other experiments) an interval is calibrated on
-MIN_CALIBRATION = 2
 
 
 def stop_step(end: float, fraction: float) -> int:
@@ -103,7 +90,8 @@ class StoppedEnd:
     params: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     measured: float | None = None
-    interval: PredictiveInterval | None = None
+    #: its :class:`fitting.intervals.predictive.PredictiveInterval` once judged
+    interval: Any = None
 
     @property
     def error(self) -> float | None:
@@ -242,27 +230,3 @@ def predict_planned_end(fit: Any, offset: float, branch: Curve) -> float:
         raise FitError(f"branch {branch.run!r}: the law predicts {pred} at its end",
                        column="loss")
     return pred
-
-
-def calibrated_intervals(ends: Sequence[StoppedEnd], experiment: dict[str, Any]) -> str:
-    """Give each end its predictive interval (module docstring): the calibration sd of a check
-    (``measured`` set) is the RMS log error of the checks of other experiments
-    (``experiment[run]``), of a stopped run that of every check. Returns "" or why no end got
-    one (too few checks)."""
-    checks = [e for e in ends if e.measured is not None and e.measured > 0]
-    logs = {e.run: math.log(e.predicted / e.measured) for e in checks}
-    missing = 0
-    for e in ends:
-        own = experiment.get(e.run, e.run)
-        errs = [v for r, v in logs.items() if e.measured is None or
-                experiment.get(r, r) != own]
-        if len(errs) < MIN_CALIBRATION:
-            missing += 1
-            continue
-        sd = float(np.sqrt(np.mean(np.square(errs))))
-        e.interval = predictive_interval(e.predicted, sd_extrapolation=sd,
-                                         calibration_dof=len(errs), rule="calibration")
-    if not missing:
-        return ""
-    return (f"{missing} end(s) without an interval: fewer than {MIN_CALIBRATION} check errors "
-            "of other experiments to calibrate on (StudySpec.stop_checks)")

@@ -221,7 +221,7 @@ def heldout_with_seed_noise(heldout: Mapping[str, Mapping[str, dict]],
     with each entry's relative error and, where :func:`pooled_seed_noise` covers its pair and
     size, its seed noise; and a summary (module docstring for the ceiling). ``tolerance``: the
     relative tolerance of the held-out checks (the report passes
-    :data:`fitting.report.heldout.REL_TOLERANCE`, so both held-out tables use one).
+    :data:`fitting.report.sections.heldout.REL_TOLERANCE`, so both held-out tables use one).
 
     Entry fields added: ``relative_error`` = (predicted − measured) / measured; ``within_rel`` =
     |relative_error| ≤ ``tolerance``; where the seed noise is known: ``noise`` = σ · measured

@@ -39,7 +39,7 @@ class Frontier:
     metric: str = "loss"
     pareto: dict[float, np.ndarray] = field(default_factory=dict)
     #: predictive intervals at the target sizes, set by the report
-    #: (:func:`fitting.report.eq11_intervals.frontier_intervals`); {} where none were built
+    #: (:func:`fitting.intervals.eq11.frontier_intervals`); {} where none were built
     predictive: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:

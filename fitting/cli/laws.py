@@ -13,6 +13,15 @@ import sys
 from typing import Any
 
 from fitting import plots
+from fitting.cli.inputs import (
+    bootstrap_options,
+    final_loss_table,
+    fit_options,
+    load_input,
+    parse_floats,
+    parse_law_options,
+    parse_values,
+)
 from fitting.core.base import FitError, FitResult
 from fitting.data.tables import (
     check_numeric,
@@ -28,15 +37,6 @@ from fitting.laws.size.effective import MultilingualLawFit, fit_multilingual_law
 from fitting.laws.size.frontier import frontier_2pair, frontier_kpair, recommend
 from fitting.laws.size.joint import fit_joint_law
 from fitting.laws.size.power import fit_power_law
-from fitting.report.cli_inputs import (
-    bootstrap_options,
-    final_loss_table,
-    fit_options,
-    load_input,
-    parse_floats,
-    parse_law_options,
-    parse_values,
-)
 
 __all__ = ["fit_command", "frontier_command", "recommend_command"]
 

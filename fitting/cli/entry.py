@@ -17,9 +17,9 @@ Input columns per law are documented in docs/guides/fitting.md. Exit status 2 on
 names the column and row).
 
 This module holds the parser, the dispatch and the printing; the subcommands are in
-:mod:`fitting.report.cli_laws` (fit, frontier, recommend) and :mod:`fitting.report.cli_reports`
-(report, compare, mixture) and :mod:`fitting.report.cli_curves` (curves), their shared option and table parsing in
-:mod:`fitting.report.cli_inputs`.
+:mod:`fitting.cli.laws` (fit, frontier, recommend), :mod:`fitting.cli.reports` (report, compare,
+mixture) and :mod:`fitting.cli.curves` (curves), their shared option and table parsing in
+:mod:`fitting.cli.inputs`.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from fitting.cli.curves import curves_command, curves_text
+from fitting.cli.laws import fit_command, frontier_command, recommend_command
+from fitting.cli.reports import compare_command, mixture_command, report_command
 from fitting.core.base import FitError, FitResult, json_safe
-from fitting.report.cli_curves import curves_command, curves_text
-from fitting.report.cli_laws import fit_command, frontier_command, recommend_command
-from fitting.report.cli_reports import compare_command, mixture_command, report_command
-from fitting.report.mixture import mixture_text
+from fitting.report.sections.mixture import mixture_text
 
 __all__ = ["main", "build_parser"]
 
@@ -247,6 +247,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     return 0
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -46,18 +46,18 @@ import pandas as pd
 from scipy import stats
 
 from fitting.core.base import FitError
-from fitting.core.predictive import LEVELS, PredictiveInterval, coverage
 from fitting.core.uncertainty import beyond_sd, percentile_range
 from fitting.data.schema import RECOMMENDED
 from fitting.data.tables import final_losses
-from fitting.laws.mixture.transfer import pooled_seed_noise
-from fitting.report.markdown import Document, format_number
-from fitting.report.mixture_intervals import (
+from fitting.intervals.mixture import (
     cv_form_weights,
     heldout_objective_error,
     objective_interval,
     objective_samples,
 )
+from fitting.intervals.predictive import LEVELS, PredictiveInterval, coverage
+from fitting.laws.mixture.transfer import pooled_seed_noise
+from fitting.report.markdown import Document, format_number
 from fitting.report.view import split_verification
 
 __all__ = ["RECOMMENDED", "SD_MULTIPLE", "ALPHA", "split_verification", "compare_paired",
@@ -157,7 +157,7 @@ def predict_mixtures(law, n: float, mixtures: Mapping[str, Mapping[str, float]],
     bands}} (bands None without bootstrap refits). NaN where the law cannot predict: at a size
     it cannot reach, and for a pair at weight 0 (untrained: a zero-shot loss, outside every
     mixture law's domain); J counts the pairs with π_i > 0 only
-    (:func:`~fitting.report.mixture_intervals.objective_samples`)."""
+    (:func:`~fitting.intervals.mixture.objective_samples`)."""
     pairs = list(law.pairs or [])
     names = list(mixtures)
     W = np.array([[float(mixtures[m].get(p, 0.0)) for p in pairs] for m in names])
@@ -390,8 +390,8 @@ def verification_section(doc: Document, rep, table: pd.DataFrame, mixture: dict 
 def predictive_checks(payload: Mapping, intervals: Mapping[str, PredictiveInterval],
                       calibration: Mapping) -> dict:
     """Whether each mixture's measured mean J lies inside its predictive interval
-    (:func:`~fitting.report.mixture_intervals.objective_interval`): {calibration, inside
-    {mixture: {"0.80": bool, "0.95": bool}}, coverage (:func:`fitting.core.predictive.coverage`
+    (:func:`~fitting.intervals.mixture.objective_interval`): {calibration, inside
+    {mixture: {"0.80": bool, "0.95": bool}}, coverage (:func:`fitting.intervals.predictive.coverage`
     over the mixtures), calibrated (whether the held-out term entered)}; the marks are also set
     on ``payload["mixtures"][name]`` as ``inside80`` / ``inside95``."""
     records, inside = [], {}
@@ -430,7 +430,7 @@ def _predictive_text(pv: Mapping) -> str:
              f"{cal['runs']} runs at sizes up to this one" if pv["calibrated"] else
              f"no calibration term ({cal['runs']} held-out mixtures at sizes up to this one; "
              "at least 2 needed): the interval is too narrow by what the law misses")
-    return ("Predictive interval of J (fitting.report.mixture_intervals): in log space, the "
+    return ("Predictive interval of J (fitting.intervals.mixture): in log space, the "
             "spread of J over the law's bootstrap refits, over the other mixture-law forms, and "
             f"{calib}, fixed before any verification run was read. Measured mean J inside: "
             f"{held}. The recommendation is the law's own optimum, where the law's error is not "

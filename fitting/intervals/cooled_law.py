@@ -1,7 +1,7 @@
 """Predictive intervals on the report's L(N, D) across weights (the law it leads with): the
 leave-largest-size-out backtest's predicted points and E (L∞), by the rule of
-:mod:`fitting.core.predictive` (s² = s_resample² + s_forms² + s_extrapolation² + σ_seed², in
-log space; each term on its own dof, :func:`fitting.core.predictive.interval_dof`).
+:mod:`fitting.intervals.predictive` (s² = s_resample² + s_forms² + s_extrapolation² + σ_seed², in
+log space; each term on its own dof, :func:`fitting.intervals.predictive.interval_dof`).
 
 L_i(N, D; p) = E_i + A_{p,i} N^−α_i + B_{p,i} D^−β_i (Caillaut et al. 2024 eq. 2 with Fernandes
 et al. 2023 eq. 7's sharing; or Kaplan's form, :mod:`fitting.laws.budget.kaplan_nd`).
@@ -18,7 +18,7 @@ the largest size's cooled-down losses). Each predicted point gets, from the smal
   one at 0; with two forms, one other: |log ratio|);
 * ``s_extrapolation``: the inner backtest — the smaller sizes' own largest size predicted from
   the sizes below it (:func:`leave_largest_out`, form chosen there) — its RMS relative error
-  grown linearly with the distance in log N (:func:`fitting.core.predictive.extrapolation_sd`);
+  grown linearly with the distance in log N (:func:`fitting.intervals.predictive.extrapolation_sd`);
   it needs ≥ 4 smaller sizes, else the point is marked ``calibrated: False`` (too narrow);
 * ``σ_seed``: the pair's relative seed sd at the largest size repeated *below* the held-out one
   (``noise``: measured on sizes the refit had, never on the size judged; on its seeds' dof in
@@ -30,7 +30,7 @@ searching the grid again (Ghorbani App. E), which keeps the 20 refits to seconds
 the held-out size enters a width. Each ``errors`` entry of the backtest gains
 ``measured``, ``predicted``, ``lo80``, ``hi80``, ``lo95``, ``hi95``, ``inside80``, ``inside95``
 and ``calibrated``; the backtest gains ``predictive`` (the components per point and the rule)
-and ``coverage`` (:func:`fitting.core.predictive.coverage` over its calibrated points only: an
+and ``coverage`` (:func:`fitting.intervals.predictive.coverage` over its calibrated points only: an
 uncalibrated point is never counted in a coverage claim, ``left_out`` says how many).
 
 E (``fit.meta["E_predictive"][pair]``): refits of the chosen form and budgets on all the fitted
@@ -49,7 +49,8 @@ import numpy as np
 import pandas as pd
 
 from fitting.core.base import FitError
-from fitting.core.predictive import (
+from fitting.core.seed_noise import SeedNoise
+from fitting.intervals.predictive import (
     coverage,
     extrapolation_sd,
     largest_size_step,
@@ -57,7 +58,6 @@ from fitting.core.predictive import (
     resampled_predictions,
     stratified_resamples,
 )
-from fitting.core.seed_noise import SeedNoise
 from fitting.laws.budget.chinchilla_joint import (
     FORMS,
     JointChinchillaFit,
@@ -70,7 +70,7 @@ __all__ = ["RESAMPLES", "cooled_law_intervals", "backtest_intervals", "e_interva
            "resampled_run_refits", "other_form_predictions"]
 
 #: refits on resampled runs per pair, for the backtest and for E (as
-#: for the held-out runs' intervals, :mod:`fitting.report.intervals`)
+#: for the held-out runs' intervals, :mod:`fitting.intervals.heldout`)
 RESAMPLES = 20
 _SAME = 1e-9
 
@@ -220,7 +220,7 @@ def cooled_law_intervals(fit: JointChinchillaFit, points: pd.DataFrame,
                          noise: dict[str, SeedNoise] | None = None, seed: int = 0) -> None:
     """Add the predictive intervals (module docstring) to ``fit``'s backtests and
     ``meta["E_predictive"]``, per pair; ``points``: the cooled-down points the fit was given
-    (:func:`fitting.report.chinchilla.chinchilla_points`); ``noise``: each pair's relative seed
+    (:func:`fitting.report.sections.chinchilla.chinchilla_points`); ``noise``: each pair's relative seed
     noise below its backtest's held-out size."""
     for pair in fit.pairs or []:
         sub = points[(points["pair"].astype(str) == pair)

@@ -2,9 +2,9 @@
 and weight (eq. 6), the joint law (eq. 7) with its effective fractions of parameters (eq. 9–10).
 
 :func:`fit_size_laws` fits them on the fitted runs' seed means (:attr:`StudyView.final`) into
-the :class:`~fitting.report.sections.Report`; :func:`power_section` and :func:`joint_section`
+the :class:`~fitting.report.record.Report`; :func:`power_section` and :func:`joint_section`
 write their sections and figures. The eq. 11 law, its frontier and the recommendation are in
-:func:`fitting.report.sections.frontier_section`.
+:func:`fitting.report.sections.frontier.frontier_section`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from fitting.core.base import FitError
 from fitting.laws.size.joint import fit_joint_law
 from fitting.laws.size.power import fit_power_law
 from fitting.report.markdown import Document, format_number
-from fitting.report.sections import Report
+from fitting.report.record import Report
 from fitting.report.view import StudyView
 
 __all__ = ["fit_size_laws", "power_section", "joint_section"]

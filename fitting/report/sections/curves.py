@@ -29,8 +29,8 @@ the main job's own runs (``benchmarks/studies/curve_laws_main_job.py``, variant
 training loss of the pair read at its logged step (``loss_window=0``).
 
 Per pair the tested ends' relative errors (predicted − trained) / trained are judged by the
-report's one rule (:func:`fitting.report.extrapolation.judge`: RMSE within 3σ_seed, σ_seed the
-relative seed sd at the largest size repeated, :func:`fitting.report.chinchilla.
+report's one rule (:func:`fitting.report.sections.extrapolation.judge`: RMSE within 3σ_seed, σ_seed the
+relative seed sd at the largest size repeated, :func:`fitting.report.sections.chinchilla.
 largest_size_seed_noises`, with its seeds, dof and 90 % interval; information without it, and
 where it rests on fewer than 3 seeds); the median and worst error are shown with it. The first section's row "later cool-down" reads these errors.
 
@@ -59,16 +59,16 @@ from fitting.laws.curves.runs import (
     curves_from_table,
     pair_training_curves,
 )
-from fitting.report.chinchilla import largest_size_seed_noises
-from fitting.report.extrapolation import (
+from fitting.report.markdown import Document
+from fitting.report.record import Report
+from fitting.report.sections.chinchilla import largest_size_seed_noises
+from fitting.report.sections.extrapolation import (
     CURVE_FORM,
     CURVE_LAMBDA,
     FROM_FRACTION,
     NOISE_MULTIPLE,
     judge,
 )
-from fitting.report.markdown import Document
-from fitting.report.sections import Report
 from fitting.report.view import StudyView
 
 __all__ = ["FIT_BRANCHES", "MAX_FAMILIES", "MAX_POINTS",

@@ -1,18 +1,18 @@
 """Predictive intervals of the held-out runs' losses predicted by L(N, D) across weights
-(:mod:`fitting.core.predictive`), built from the fitted runs alone.
+(:mod:`fitting.intervals.predictive`), built from the fitted runs alone.
 
-For each held-out entry of the law the report leads with (``COOLED_LAW``), s² adds:
+For each held-out entry of the law the report leads with, s² adds:
 
 * ``s_resample``: refits of the pair's L(N, D) (its chosen form, no uncertainty, no backtest)
   on the cooled-down points of runs resampled with replacement within each size
-  (:func:`fitting.report.law_intervals.resampled_run_refits`; failed ones counted,
+  (:func:`fitting.intervals.cooled_law.resampled_run_refits`; failed ones counted,
   ``n_failed``);
 * ``s_forms``: the other form of L(N, D) fitted on the same points
-  (:func:`fitting.report.law_intervals.other_form_predictions`), as the backtest points' have;
+  (:func:`fitting.intervals.cooled_law.other_form_predictions`), as the backtest points' have;
 * ``s_extrapolation``: the leave-largest-size-out backtest's RMS relative error (the fitted
   largest size predicted from the smaller ones: one step of log(N_max / N_next)) grown linearly
   to the held-out run's distance log(N / N_max), never below one step
-  (:func:`fitting.core.predictive.extrapolation_sd`);
+  (:func:`fitting.intervals.predictive.extrapolation_sd`);
 * ``σ_seed``: the study's relative seed sd at its largest repeated size (fitted runs only)
   divided by √k for a held-out mean over k seeds, on its seeds' dof in the Satterthwaite sum.
 
@@ -32,35 +32,30 @@ import numpy as np
 import pandas as pd
 
 from fitting.core.base import FitError
-from fitting.core.predictive import (
+from fitting.core.seed_noise import SeedNoise
+from fitting.intervals.cooled_law import RESAMPLES, other_form_predictions, resampled_run_refits
+from fitting.intervals.predictive import (
     coverage,
     extrapolation_sd,
     largest_size_step,
     predictive_interval,
 )
 from fitting.laws.budget.chinchilla_joint import JointChinchillaFit
-from fitting.report.chinchilla import COOLED_LAW, chinchilla_points, largest_size_seed_noises
-from fitting.report.law_intervals import RESAMPLES, other_form_predictions, resampled_run_refits
 
 __all__ = ["heldout_predictive"]
 
 
 def heldout_predictive(entries: list[dict[str, Any]], cooled: JointChinchillaFit | None,
-                       table: pd.DataFrame, eval_set: str, metric: str, spread: dict,
-                       seed: int = 0, budgets: pd.DataFrame | None = None
+                       points: pd.DataFrame, noise: dict[str, SeedNoise], seed: int = 0
                        ) -> dict[str, Any] | None:
-    """Add the predictive interval to every primary L(N, D) entry of ``entries`` (module
-    docstring) and return their :func:`fitting.core.predictive.coverage` (None when no entry
-    has one). ``table``: the fitted runs; ``budgets``: their cooled-down budgets where already
-    derived (:attr:`fitting.report.view.StudyView.budgets_fit`)."""
-    lead = [e for e in entries if e.get("primary") and e["law"].startswith(COOLED_LAW)
-            and cooled is not None and e["pair"] in (cooled.pairs or [])]
+    """Add the predictive interval to every entry of ``entries`` (the held-out entries of
+    L(N, D) across weights the report leads with, module docstring) and return their
+    :func:`fitting.intervals.predictive.coverage` (None when no entry has one). ``points``: the
+    fitted runs' cooled-down points of L(N, D); ``noise``: the relative seed noise per pair at
+    the largest repeated size (fitted runs only)."""
+    lead = [e for e in entries if cooled is not None and e["pair"] in (cooled.pairs or [])]
     if not lead:
         return None
-    points, _, why = chinchilla_points(table, eval_set, metric, budgets)
-    if why:
-        return None
-    noise, _ = largest_size_seed_noises(spread)
     records = []
     for pair in dict.fromkeys(e["pair"] for e in lead):
         mine = [e for e in lead if e["pair"] == pair]

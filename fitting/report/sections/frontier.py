@@ -1,23 +1,17 @@
-"""The report's result record and its model-dependent sections, called by
-:func:`fitting.report.writer.write_report`.
+"""The report's sections on the eq. 11 law's predictions, called by
+:func:`fitting.report.writer.write_report`:
 
-* :class:`Report`: what a report produced (paths) and computed (fits, regime, skipped sections);
 * :func:`frontier_section`: eq. 11 law, predicted frontier at larger sizes, recommended weights
   — or, where no weighting beats uniform weights by more than the fit's noise
   (:func:`weights_verdict`), the statement that the weights do not matter at that size;
 * :func:`quality_section`: BLEU, ChrF, BLEURT, COMET against loss (Ghorbani eq. 5; Fernandes
   Fig. 8 and 19) and the frontier in each of them.
-
-The sections of the other papers are in :mod:`fitting.report.dpl` (Chen),
-:mod:`fitting.report.chinchilla` (Caillaut), :mod:`fitting.report.bivariate` (Ghorbani) and
-:mod:`fitting.report.seeds` (repeated seeds).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,56 +20,21 @@ import pandas as pd
 from fitting import plots
 from fitting.core.base import FitError
 from fitting.data.tables import final_losses
+from fitting.intervals.eq11 import frontier_intervals
 from fitting.laws.quality import fit_quality_law, quality_points
 from fitting.laws.size.effective import MultilingualLawFit, fit_multilingual_law
 from fitting.laws.size.frontier import Recommendation, frontier_2pair, frontier_kpair, recommend
-from fitting.laws.size.joint import JointLawFit
-from fitting.laws.size.power import PowerLawFit
-from fitting.report.eq11_intervals import frontier_intervals
 from fitting.report.markdown import Document, format_number
+from fitting.report.record import Report
 from fitting.report.view import StudyView
 
-__all__ = ["Report", "frontier_section", "quality_section", "QUALITY_FORMS", "weights_verdict",
+__all__ = ["frontier_section", "quality_section", "QUALITY_FORMS", "weights_verdict",
            "NOISE_SOURCE"]
 
 #: quality metrics the report fits against the loss, with the form of their law: BLEU = c·L^−p
 #: (Ghorbani eq. 5); ChrF, BLEURT and COMET near-linear in the loss (Fernandes Fig. 8 and 19)
 QUALITY_FORMS: dict[str, str] = {"chrf": "linear", "bleu": "power", "bleurt": "linear",
                                  "comet": "linear"}
-
-
-@dataclass
-class Report:
-    """What :func:`fitting.report.writer.write_report` produced (paths) and computed (fits, regime,
-    held-out predictions (:mod:`fitting.report.heldout`), skipped sections)."""
-
-    out_dir: str
-    markdown_path: str
-    html_path: str
-    json_path: str
-    figures: dict[str, str] = field(default_factory=dict)
-    power_fits: dict[str, dict[float, PowerLawFit]] = field(default_factory=dict)
-    joint: JointLawFit | None = None
-    effective: Any = None
-    frontier: Any = None
-    recommendation: Any = None
-    quality: dict = field(default_factory=dict)
-    regime: dict = field(default_factory=dict)
-    heldout: list[dict] = field(default_factory=list)
-    # pair -> weight p -> (f(p), sd over perturbation refits): eq. 10 from the joint law's β
-    fraction: dict = field(default_factory=dict)
-    # the other papers' sections (JSON-ready dicts; empty when a section did not apply)
-    dpl: dict = field(default_factory=dict)
-    chinchilla: dict = field(default_factory=dict)
-    bivariate: dict = field(default_factory=dict)
-    seeds: dict = field(default_factory=dict)
-    # the first section: backtests against the seed noise (fitting.report.extrapolation)
-    extrapolation: dict = field(default_factory=dict)
-    # form -> fitted mixture law (fitting.report.mixture), for the verification section
-    mixture_laws: dict = field(default_factory=dict)
-    skipped: dict[str, str] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    markdown: str = ""
 
 
 def _observed_pairs(fin: pd.DataFrame, pairs: list[str]) -> dict[float, tuple]:
@@ -198,7 +157,7 @@ def _frontier_interval_text(predictive: dict) -> str:
             parts.append(f"N = {float(n):.3g} {pair}: s {np.min(sd):.1%}–{np.max(sd):.1%}"
                          + ("" if v["calibrated"] else " (not calibrated: no backtest)"))
     return ("Predictive intervals of the frontier at the target sizes "
-            "(fitting.report.eq11_intervals; fits.json frontier.predictive): the law's "
+            "(fitting.intervals.eq11; fits.json frontier.predictive): the law's "
             "refits, its leave-largest-size-out backtest grown with log N beyond the largest "
             "fitted size, and the seed noise — " + "; ".join(parts) + ".") if parts else ""
 
@@ -210,7 +169,7 @@ def frontier_section(doc: Document, rep: Report, view: StudyView,
                      seed_sd: Mapping[str, float] | None = None) -> None:
     """Fit eq. 11 (eq. 12 f̂, falling back to eq. 13) on the fitted runs' seed means
     (``view.final``), draw the frontier with its predictive intervals at the target sizes
-    (``seed_sd``: each pair's relative seed sd, :mod:`fitting.report.eq11_intervals`),
+    (``seed_sd``: each pair's relative seed sd, :mod:`fitting.intervals.eq11`),
     recommend weights."""
     fin = view.final
     doc.h(2, "Unseen weights and sizes: eq. 11 law, frontier, recommendation")

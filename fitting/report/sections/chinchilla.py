@@ -39,14 +39,14 @@ from fitting import plots
 from fitting.core.base import FitError
 from fitting.core.seed_noise import SeedNoise, pooled_sd
 from fitting.data.tables import has_branches, with_optional_columns
+from fitting.intervals.cooled_law import cooled_law_intervals
 from fitting.laws.budget.chinchilla import ChinchillaFit, fit_chinchilla
 from fitting.laws.budget.chinchilla_joint import JointChinchillaFit, coef_key, fit_joint_chinchilla
 from fitting.laws.curves.learning_curve import cooldown_budgets, cooldown_start
 from fitting.plots.laws import plot_chinchilla_contours
-from fitting.report.law_intervals import cooled_law_intervals
 from fitting.report.markdown import Document, format_number
-from fitting.report.sections import Report
-from fitting.report.seeds import seed_means
+from fitting.report.record import Report
+from fitting.report.sections.seeds import seed_means
 from fitting.report.view import StudyView
 
 __all__ = ["D_AXIS_BRANCHES", "D_AXIS_EVALUATIONS", "COOLED_LAW", "PREDICTED", "chinchilla_points",
@@ -294,11 +294,11 @@ def _panel(fit: ChinchillaFit, g: pd.DataFrame, budgets: list[dict]) -> dict:
 
 
 def trained_seed_groups(spread: dict) -> list[dict]:
-    """The repeated experiments of :func:`fitting.report.seeds.seed_spread` whose seed noise
+    """The repeated experiments of :func:`fitting.report.sections.seeds.seed_spread` whose seed noise
     is that of a trained loss: a finite size, a positive mean, and the pair trained (weight
     > 0, or no weight column). A pair at weight 0 is evaluated zero-shot and varies with the
     seed far more: never the noise a trained loss is judged against (as
-    :func:`fitting.report.verification.verification_seed_noise` keeps it apart)."""
+    :func:`fitting.report.sections.verification.verification_seed_noise` keeps it apart)."""
     return [g for g in spread.get("groups") or []
             if np.isfinite(g["n"]) and g["mean"] > 0 and not g.get("weight", np.nan) <= 0]
 
@@ -306,7 +306,7 @@ def trained_seed_groups(spread: dict) -> list[dict]:
 def largest_size_seed_noises(spread: dict, below: float | None = None
                              ) -> tuple[dict[str, SeedNoise], float | None]:
     """``({pair: relative seed sd at the largest repeated size}, that size)`` from
-    :func:`fitting.report.seeds.seed_spread`, over :func:`trained_seed_groups` only: per pair,
+    :func:`fitting.report.sections.seeds.seed_spread`, over :func:`trained_seed_groups` only: per pair,
     the relative sds (sd / mean) of the experiments repeated there pooled by the pooled
     variance rule (:func:`fitting.core.seed_noise.pooled_sd`: their seeds and dof summed);
     empty when no trained experiment was repeated. ``below``: only sizes under it (the noise a
@@ -516,7 +516,7 @@ def cooled_law_section(doc: Document, rep: Report, fit: JointChinchillaFit | Non
         doc.p("Backtest (Caillaut §4.1), leave the largest size out: " + " ".join(texts))
     intervals = _interval_texts(fit)
     if intervals:
-        doc.p("Predictive intervals (fitting.report.law_intervals: refits on the smaller sizes' "
+        doc.p("Predictive intervals (fitting.intervals.cooled_law: refits on the smaller sizes' "
               "runs resampled within each size, the other form's prediction, the inner "
               "backtest's error grown with log N, the seed noise; fixed before the held-out "
               "size is read): " + " ".join(intervals))

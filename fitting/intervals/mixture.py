@@ -3,7 +3,7 @@
 The recommendation (:func:`fitting.laws.mixture.recommend.recommend_mixture`) and every mixture
 the verification trains are predicted by a mixture law; the bootstrap band of that law is its
 sensitivity to the runs it was fitted on, not how far a trained mixture may land from it. The
-interval here is :func:`fitting.core.predictive.predictive_interval` of J, in log space:
+interval here is :func:`fitting.intervals.predictive.predictive_interval` of J, in log space:
 
     s² = s_resample² + s_forms² + s_heldout²
 
@@ -29,7 +29,7 @@ Held-out mixtures (:func:`heldout_mixture_intervals`) get one per pair the same 
 chosen law's leave-one-mixture-out CV error of the pair as calibration (:func:`cv_log_error`,
 fixed by the fitted runs), plus — for a run above the largest fitted size — the size
 backtest's error grown with log N (:func:`size_step_error`,
-:func:`fitting.core.predictive.extrapolation_sd`), and the entry's seed noise where measured;
+:func:`fitting.intervals.predictive.extrapolation_sd`), and the entry's seed noise where measured;
 the degrees of freedom of the two calibration terms together by Welch–Satterthwaite.
 
 What it cannot hold: the recommendation is the law's own optimum, so the law's error there is
@@ -44,7 +44,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from fitting.core.predictive import (
+from fitting.intervals.predictive import (
     PredictiveInterval,
     extrapolation_sd,
     largest_size_step,
@@ -195,7 +195,7 @@ def heldout_mixture_intervals(cmp, heldout: Mapping[str, Mapping[str, Mapping]] 
     widen the interval only where no calibration exists), the calibration
     :func:`cv_log_error` of the pair, and for a run above
     the largest fitted size the size backtest's error grown with log N
-    (:func:`fitting.core.predictive.extrapolation_sd`; none without a size backtest — that
+    (:func:`fitting.intervals.predictive.extrapolation_sd`; none without a size backtest — that
     interval is then too narrow by the size extrapolation, and ``calibrated`` says so); σ_seed
     the entry's seed noise where measured (``noise_source`` a seed spread)."""
     law = cmp.laws.get(cmp.chosen) if cmp.chosen else None

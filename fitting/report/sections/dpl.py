@@ -42,7 +42,7 @@ from fitting.data.tables import with_optional_columns
 from fitting.laws.mixture.dpl import CHEN_EQ6_PARAMS, DPLFit, fit_dpl, optimal_sampling_ratios
 from fitting.plots.laws import plot_dpl_curves
 from fitting.report.markdown import Document, format_number
-from fitting.report.sections import Report
+from fitting.report.record import Report
 
 __all__ = ["dpl_applies", "fit_dpl_one_low_size", "dpl_converged", "fit_study_dpl",
            "dpl_section"]

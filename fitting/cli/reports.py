@@ -12,10 +12,10 @@ import argparse
 import json
 import sys
 
+from fitting.cli.inputs import load_input, parse_floats, parse_pair_values, parse_values
 from fitting.core.base import FitError
-from fitting.report.cli_inputs import load_input, parse_floats, parse_pair_values, parse_values
 from fitting.report.compare import write_comparison
-from fitting.report.mixture import mixture_run_table
+from fitting.report.sections.mixture import mixture_run_table
 from fitting.report.writer import write_report
 
 __all__ = ["report_command", "compare_command", "mixture_command"]
@@ -65,7 +65,7 @@ def compare_command(args: argparse.Namespace) -> dict:
 
 def mixture_command(args: argparse.Namespace) -> dict:
     """``mnmt-fit mixture``: the mixture laws for K pairs fitted to ``TABLE``, compared, and the
-    constrained weights (:func:`~fitting.report.mixture.mixture_run_table`); progress lines on
+    constrained weights (:func:`~fitting.report.sections.mixture.mixture_run_table`); progress lines on
     stderr unless ``--quiet``."""
     if (args.epoch_cap is None) != (args.budget is None):
         raise FitError("mixture: --epoch-cap and --budget go together (the epoch cap of each "

@@ -10,9 +10,9 @@ per fitted parent run that trains the pair (held-out and verification runs left 
 
 * the predicted end: the loss at the run's last step T after its cool-down, from the
   LR-annealing law (Tissue et al. 2024 eq. 1, the curve section's form and λ,
-  :data:`fitting.report.extrapolation.CURVE_FORM`, :data:`~fitting.report.extrapolation.
+  :data:`fitting.report.sections.extrapolation.CURVE_FORM`, :data:`~fitting.report.sections.extrapolation.
   CURVE_LAMBDA`) fitted on the pair's training loss (read at its logged step) from
-  :data:`~fitting.report.extrapolation.FROM_FRACTION` · T to the stop S = ⌈f·T⌉ and on the
+  :data:`~fitting.report.sections.extrapolation.FROM_FRACTION` · T to the stop S = ⌈f·T⌉ and on the
   run's cool-down branches that left at or before S, plus the median gap between the report's
   ``metric`` on its ``eval_set`` and the law on those fitted steps
   (:func:`fitting.laws.curves.early_stop.predict_stopped_end`). Always marked **predicted**;
@@ -20,12 +20,12 @@ per fitted parent run that trains the pair (held-out and verification runs left 
   L(N, D) across weights takes it, and the run's branches after the stop, by the same rule,
   marked predicted (:mod:`fitting.report.predicted_budgets`);
 * its predictive interval (80 %, 95 %), calibrated on the checks — the runs trained to T —
-  leaving out the run's own experiment (:func:`fitting.laws.curves.early_stop.
+  leaving out the run's own experiment (:func:`fitting.intervals.early_stop.
   calibrated_intervals`): the rule is fixed before any check is read;
 * for a check: the trained end (the ``metric`` at T), the error, whether the end lies inside
-  each interval (:func:`fitting.core.predictive.coverage`, with its Clopper–Pearson interval),
+  each interval (:func:`fitting.intervals.predictive.coverage`, with its Clopper–Pearson interval),
   and whether it lies within 3σ_seed of the trained end — σ_seed the relative seed sd at the
-  largest size repeated (:func:`fitting.report.chinchilla.largest_size_seed_noises`).
+  largest size repeated (:func:`fitting.report.sections.chinchilla.largest_size_seed_noises`).
 
 Verdict per pair (:func:`verdict`): **holds** when at least :data:`REQUIRED_SHARE` of the
 checked ends lie within 3σ_seed of their trained ends, **does not hold** otherwise;
@@ -43,19 +43,21 @@ import numpy as np
 import pandas as pd
 
 from fitting.core.base import FitError
-from fitting.core.predictive import coverage
 from fitting.core.seed_noise import SeedNoise, few_seeds_verdict, judges, noise_fields
+from fitting.intervals.early_stop import calibrated_intervals
+from fitting.intervals.predictive import coverage
 from fitting.laws.curves.early_stop import (
     PLANNED_LR_METRIC,
     StoppedEnd,
-    calibrated_intervals,
     predict_stopped_end,
     stop_step,
     with_planned_rates,
 )
 from fitting.laws.curves.runs import Curve, curves_from_table, pair_training_curves
-from fitting.report.chinchilla import largest_size_seed_noises
-from fitting.report.extrapolation import (
+from fitting.report.markdown import Document
+from fitting.report.record import Report
+from fitting.report.sections.chinchilla import largest_size_seed_noises
+from fitting.report.sections.extrapolation import (
     CURVE_FORM,
     CURVE_LAMBDA,
     FAILS,
@@ -64,9 +66,7 @@ from fitting.report.extrapolation import (
     NO_NOISE,
     NOISE_MULTIPLE,
 )
-from fitting.report.markdown import Document
-from fitting.report.sections import Report
-from fitting.report.seeds import run_mixtures
+from fitting.report.sections.seeds import run_mixtures
 from fitting.report.view import StudyView
 
 __all__ = ["REQUIRED_SHARE", "table_stop_fraction", "early_stop_ends", "verdict",

@@ -20,8 +20,14 @@ import numpy as np
 import pandas as pd
 
 from fitting.core.base import FitError, json_safe
-from fitting.core.predictive import coverage
 from fitting.data.tables import read_table
+from fitting.intervals.mixture import (
+    cv_form_weights,
+    heldout_mixture_intervals,
+    heldout_objective_error,
+    objective_interval,
+)
+from fitting.intervals.predictive import coverage
 from fitting.laws.mixture.compare import (
     MixtureComparison,
     compare_mixture_laws,
@@ -31,14 +37,8 @@ from fitting.laws.mixture.compare import (
 from fitting.laws.mixture.recommend import SUPPORT_POINTS, recommend_mixture, support_bounds
 from fitting.laws.mixture.runs import MixtureRuns, mixture_runs, read_wide_runs
 from fitting.laws.mixture.transfer import direct_transfer, heldout_with_seed_noise
-from fitting.report.heldout import REL_TOLERANCE, check_heldout_runs
 from fitting.report.markdown import Document, format_number
-from fitting.report.mixture_intervals import (
-    cv_form_weights,
-    heldout_mixture_intervals,
-    heldout_objective_error,
-    objective_interval,
-)
+from fitting.report.sections.heldout import REL_TOLERANCE, check_heldout_runs
 
 __all__ = ["mixture_section", "mixture_payload", "who_helps_whom", "target_for",
            "load_mixture_runs", "mixture_run_table", "mixture_text"]
@@ -114,7 +114,7 @@ def mixture_payload(cmp: MixtureComparison, recommendation: dict | None,
 
 
 def _mark_intervals(cmp: MixtureComparison, heldout: dict, summary: dict) -> None:
-    """Each held-out entry's predictive interval (:func:`~fitting.report.mixture_intervals.
+    """Each held-out entry's predictive interval (:func:`~fitting.intervals.mixture.
     heldout_mixture_intervals`: ``predictive``, ``inside80``, ``inside95``, ``calibrated``)
     and their coverage in ``summary["coverage"]``."""
     records = []
@@ -308,7 +308,7 @@ def _heldout_markdown(doc: Document, heldout: dict, summary: dict, chosen: str |
                "noise from", "95 % predictive interval (inside 80 · 95 %)"], rows)
     cov = summary.get("coverage") or {}
     if cov.get("0.80", {}).get("n"):
-        doc.p("Predictive intervals (fitting.report.mixture_intervals): the law's bootstrap "
+        doc.p("Predictive intervals (fitting.intervals.mixture): the law's bootstrap "
               "refits, the other forms, the chosen law's leave-one-mixture-out CV error of the "
               "pair (and, above the fitted sizes, the size backtest's error grown with log N), "
               "the entry's seed noise; measured inside: "

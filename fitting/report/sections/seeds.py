@@ -5,7 +5,7 @@ Runs that share an experiment — pair, model size (``n``, ``n_enc``, ``n_dec``)
 mixture tag and the run's whole mixture (every pair's weight, :func:`run_mixtures`) — and differ
 only in their seed (the tidy table's ``seed`` column, schema revision 1.1; or plain repeats in a
 table without it) form one group: :func:`experiment_groups`, the one rule by which the report
-tells seeds from experiments (the held-out runs of :mod:`fitting.report.heldout` use it too). The
+tells seeds from experiments (the held-out runs of :mod:`fitting.report.sections.heldout` use it too). The
 whole mixture matters in K-pair studies with explicit weights, whose ``mixture`` tag is ``""``:
 (½, ½, 0) and (½, 0, ½) give en-de the same weight ½ but are two experiments, not two seeds.
 

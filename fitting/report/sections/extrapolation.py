@@ -6,15 +6,15 @@ residuals nor the wobble of a curve's last evaluations:
 
 * ``larger size`` (:data:`LARGER_SIZE`): the leave-largest-size-out backtest of the law the
   report leads with — with cool-down branches, L(N, D) across weights on cooled-down budgets
-  (:func:`fitting.report.chinchilla.fit_cooled_law`, its ``backtest[pair]``: every cooled-down
+  (:func:`fitting.report.sections.chinchilla.fit_cooled_law`, its ``backtest[pair]``: every cooled-down
   budget of the largest size, predicted by a refit on the smaller sizes whose form and budgets
   were chosen on those sizes only); else, in a study of 3 pairs or more, the chosen mixture law
   (:func:`fitting.laws.mixture.compare.size_backtest`: every design mixture at the largest
   size, predicted by a refit on the smaller sizes); else the joint law (Fernandes eq. 7, its
   ``backtest[pair]``: the worst weight's mean loss at the largest size).
 * ``held-out run`` (:data:`HELDOUT_RUN`): the held-out runs' final losses
-  (:mod:`fitting.report.heldout`, the primary law's entries), each judged against its own noise
-  (its own seeds, else the study's seed noise, :func:`fitting.report.heldout.heldout_noise`).
+  (:mod:`fitting.report.sections.heldout`, the primary law's entries), each judged against its own noise
+  (its own seeds, else the study's seed noise, :func:`fitting.report.sections.heldout.heldout_noise`).
   The held-out runs are seen by no choice: every fit, the form and budget selection of L(N, D)
   (:func:`fitting.laws.budget.chinchilla_joint.select_form`) included, is made on the fitted
   runs (:attr:`fitting.report.view.StudyView.table_fit`). In a study of 3 pairs or more the
@@ -32,11 +32,11 @@ residuals nor the wobble of a curve's last evaluations:
 * ``later cool-down`` (:data:`LATER_COOLDOWN`, tables with cool-down branches): the cooled-down
   ends of the branches (and of the parents) that no fit saw, predicted by the LR-annealing law
   fitted on each parent's stable phase and one of its branches — the errors of the section
-  "Training curves and curve-law continuations" (:mod:`fitting.report.curves`, its
+  "Training curves and curve-law continuations" (:mod:`fitting.report.sections.curves`, its
   ``pairs[pair]["errors"]``): can a cool-down at another step be predicted instead of trained?
 
 Per row: ``rmse`` and ``worst`` |relative error| over the predicted points, σ_seed relative to
-the loss (``sigma``, :func:`fitting.report.chinchilla.largest_size_seed_noise`: the pair's
+the loss (``sigma``, :func:`fitting.report.sections.chinchilla.largest_size_seed_noise`: the pair's
 seed sd at the largest size repeated, relative to its mean; where the design repeats no run,
 the seed noise of the verification runs, pooled over their mixtures — the K-pair sections'),
 σ's seeds, degrees of freedom and χ² 90 % interval (``sigma_seeds``, ``sigma_dof``,
@@ -49,7 +49,7 @@ rests on fewer than 3 seeds (dof < 2, :data:`FEW_SEEDS`: "information: seed nois
 a rule that cannot fail is no check (:func:`judge`, the one rule, which the curve section
 applies too). ``coverage`` (larger size with L(N, D), held-out runs): how many of the row's
 points fell inside their nominal 80 % and 95 % predictive intervals
-(:func:`fitting.core.predictive.coverage_of_marks`; None where no interval was built). The held-out run rows keep the held-out rule, whose 2 % clause judges however
+(:func:`fitting.intervals.predictive.coverage_of_marks`; None where no interval was built). The held-out run rows keep the held-out rule, whose 2 % clause judges however
 few the seeds. One sentence per kind
 says what the user may therefore do.
 """
@@ -64,7 +64,6 @@ import numpy as np
 import pandas as pd
 
 from fitting.core.base import FitError
-from fitting.core.predictive import coverage_of_marks
 from fitting.core.seed_noise import (
     FEW_SEEDS,
     MIN_DOF,
@@ -73,6 +72,7 @@ from fitting.core.seed_noise import (
     judges,
     noise_fields,
 )
+from fitting.intervals.predictive import coverage_of_marks
 from fitting.laws.budget.chinchilla_joint import JointChinchillaFit
 from fitting.laws.curves.annealing import fit_annealing_law
 from fitting.laws.curves.runs import (
@@ -82,13 +82,13 @@ from fitting.laws.curves.runs import (
     curves_from_table,
     pair_training_curves,
 )
-from fitting.report.chinchilla import COOLED_LAW, largest_size_seed_noises
-from fitting.report.heldout import NOISE_TOLERANCE as HELDOUT_NOISE_TOLERANCE
-from fitting.report.heldout import REL_TOLERANCE
 from fitting.report.markdown import Document
-from fitting.report.sections import Report
-from fitting.report.seeds import run_mixtures
-from fitting.report.verification import verification_seed_noise
+from fitting.report.record import Report
+from fitting.report.sections.chinchilla import COOLED_LAW, largest_size_seed_noises
+from fitting.report.sections.heldout import NOISE_TOLERANCE as HELDOUT_NOISE_TOLERANCE
+from fitting.report.sections.heldout import REL_TOLERANCE
+from fitting.report.sections.seeds import run_mixtures
+from fitting.report.sections.verification import verification_seed_noise
 from fitting.report.view import StudyView
 
 __all__ = ["LARGER_SIZE", "HELDOUT_RUN", "LONGER_RUN", "LATER_COOLDOWN", "NOISE_MULTIPLE",
@@ -165,9 +165,9 @@ def _row(kind: str, pair: str, law: str, errors: list[float] | None, noise: Seed
 
 def _sigma(view: StudyView) -> dict[str, SeedNoise]:
     """{pair: (σ_seed relative to the loss, where it was measured)}: the pair's seed sd at the
-    largest size the study repeated (:func:`fitting.report.chinchilla.largest_size_seed_noise`);
+    largest size the study repeated (:func:`fitting.report.sections.chinchilla.largest_size_seed_noise`);
     for a pair without repeated design runs, the seed noise its verification runs measured
-    (:func:`fitting.report.verification.verification_seed_noise`, pooled over the mixtures
+    (:func:`fitting.report.sections.verification.verification_seed_noise`, pooled over the mixtures
     trained with the same seeds at one size — the σ of the section Mixture laws for K pairs),
     at the largest size it covers. Pairs with neither are absent (not judged). Each σ carries
     its seeds and dof (pooled: summed over the groups pooled)."""
@@ -277,7 +277,7 @@ def _heldout_rows(rep: Report, view: StudyView, mixture: dict[str, Any] | None
         row = _row(HELDOUT_RUN, pair, es[0]["law"], [e["error"] for e in es], noise,
                    detail=", ".join(", ".join(e["runs"]) for e in es))
         # one rule for a held-out run: the held-out section's (and check 4's) — each run within
-        # REL_TOLERANCE or NOISE_TOLERANCE × its seed sd (fitting.report.heldout), the noise
+        # REL_TOLERANCE or NOISE_TOLERANCE × its seed sd (fitting.report.sections.heldout), the noise
         # clause only where σ rests on 3 seeds or more: the 2 % clause judges in any case
         row["verdict"] = HOLDS if all(e["within_tolerance"] for e in es) else FAILS
         row["coverage"] = _marks_coverage(es)
@@ -423,7 +423,7 @@ def last_third_backtest(curves: dict[str, Curve], *, fraction: float = FIT_FRACT
 
 def _experiment_of_runs(table: pd.DataFrame) -> dict[str, tuple[str, str]]:
     """{run_id: (size, whole mixture)}: the runs of one experiment — its seeds and the
-    cool-down branches of each — share one curve law (:func:`fitting.report.seeds.run_mixtures`
+    cool-down branches of each — share one curve law (:func:`fitting.report.sections.seeds.run_mixtures`
     names the mixture; runs of other sizes or mixtures do not share L0, A, C)."""
     frame = pd.DataFrame({"run": table["run_id"].astype(str), "mixture": run_mixtures(table),
                           "n": table["n"] if "n" in table.columns else np.nan})
@@ -518,9 +518,9 @@ def extrapolation_rows(rep: Report, view: StudyView, cooled: JointChinchillaFit 
                        curves: dict[str, Any] | None = None,
                        mixture: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every row of the section (module docstring), larger size first; ``curves``: the curve
-    section's result (``fits.json["curves"]``, :func:`fitting.report.curves.curves_section`);
+    section's result (``fits.json["curves"]``, :func:`fitting.report.sections.curves.curves_section`);
     ``mixture``: the K-pair section's (``fits.json["mixture"]``,
-    :func:`fitting.report.mixture.mixture_section`), whose held-out mixtures it judges."""
+    :func:`fitting.report.sections.mixture.mixture_section`), whose held-out mixtures it judges."""
     sigma = _sigma(view)
     return (_larger_size_rows(rep, view, cooled, sigma, mixture)
             + _heldout_rows(rep, view, mixture)
@@ -627,7 +627,7 @@ def extrapolation_section(doc: Document, rep: Report, view: StudyView,
                 f"**{r['verdict']}**" if r["verdict"] == FAILS else r["verdict"],
                 _coverage_text(r.get("coverage")), r["detail"] or "–"] for r in rows])
     doc.p("Inside 80 · 95 % predictive interval: how many of the row's points fell inside "
-          "their nominal 80 % and 95 % predictive intervals (fitting.core.predictive: refits "
+          "their nominal 80 % and 95 % predictive intervals (fitting.intervals.predictive: refits "
           "on resampled runs, the other forms, a calibration term fixed before the point was "
           "read, and the seed noise; a mixture law's intervals take the calibration — the "
           "error of refits that left the point out — in place of the refits and forms it "

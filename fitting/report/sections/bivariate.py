@@ -19,7 +19,7 @@ from fitting.core.base import FitError
 from fitting.laws.size.bivariate import BivariateLawFit, fit_bivariate_law
 from fitting.plots.laws import plot_bivariate_slices
 from fitting.report.markdown import Document, format_number
-from fitting.report.sections import Report
+from fitting.report.record import Report
 
 __all__ = ["bivariate_section", "slice_panels"]
 

@@ -43,8 +43,8 @@ from fitting.laws.curves.learning_curve import (
     cooldown_start,
     cooled_drop_per_doubling,
 )
-from fitting.report.chinchilla import COOLED_LAW
 from fitting.report.markdown import Document, format_number
+from fitting.report.sections.chinchilla import COOLED_LAW
 
 __all__ = ["CONVERGED_DROP", "METHOD_BRANCHES", "METHOD_SLOPE", "LAW_JOINT", "LAW_POWER",
            "trained_rows", "gap_phrase", "fitted_l_inf", "slope_curves", "cooled_curves",

@@ -1,7 +1,7 @@
 """Predictive intervals of the eq. 11 law (Fernandes et al. 2023, L_i(N; p) = β1 (f̂(p) N)^−α +
 L∞ with f̂ of eq. 12 or 13): the frontier at the target sizes and the held-out runs it predicts.
 
-:func:`fitting.core.predictive.predictive_interval` of the law's L_i at (N, p), in log space:
+:func:`fitting.intervals.predictive.predictive_interval` of the law's L_i at (N, p), in log space:
 
     s² = s_refits² + s_extrapolation² + σ_seed²
 
@@ -10,7 +10,7 @@ L∞ with f̂ of eq. 12 or 13): the frontier at the target sizes and the held-ou
 * ``s_extrapolation``: the law's leave-largest-size-out backtest (``backtest[pair]``, fitted
   without the largest size, its worst weight's |log(predicted / measured)|: one step of
   log(N_max / N_next)) grown linearly with log(N / N_max) beyond the largest fitted size
-  (:func:`fitting.core.predictive.extrapolation_sd`); at or below N_max one step. Without a
+  (:func:`fitting.intervals.predictive.extrapolation_sd`); at or below N_max one step. Without a
   backtest (fewer than 4 sizes) the interval has no such term and is marked not calibrated;
 * ``σ_seed``: the pair's relative seed sd at the largest repeated size (a held-out run's mean
   over k seeds: /√k); the frontier predicts the expected loss of one run, so one σ.
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from fitting.core.predictive import (
+from fitting.intervals.predictive import (
     PredictiveInterval,
     coverage,
     extrapolation_sd,
@@ -92,7 +92,7 @@ def mark_eq11_heldout(entries: list[dict[str, Any]], law, sizes: Sequence[float]
                       sigma: Mapping[str, float]) -> dict[str, Any] | None:
     """Give every eq. 11 entry of the held-out runs (``law`` starting "eq. 11") its interval
     (σ_seed /√seeds of the run): ``predictive``, ``inside80``, ``inside95``, ``calibrated``;
-    return their :func:`fitting.core.predictive.coverage` (None: no such entry)."""
+    return their :func:`fitting.intervals.predictive.coverage` (None: no such entry)."""
     records = []
     for e in entries:
         if not str(e.get("law", "")).startswith("eq. 11") or law is None:

@@ -20,7 +20,7 @@ A pair the run did not train (p = 0) is not predicted: f̂(0) = 0, so eq. 11 giv
 (Fernandes et al. leave zero-shot pairs out of the laws); it is listed under "skipped".
 
 Runs that differ only in their seed (the experiments of
-:func:`fitting.report.seeds.experiment_groups`, whose keys include each run's whole mixture; a
+:func:`fitting.report.sections.seeds.experiment_groups`, whose keys include each run's whole mixture; a
 study's ``StudySpec.heldout_seeds``) form one held-out
 experiment, predicted once per (pair, law): ``measured`` is the mean of its seeds' final losses
 (``measured_runs`` each one), ``run`` its first run id and ``runs`` all of them.
@@ -38,7 +38,7 @@ judge — its clause is information (``within_noise`` still says whether it woul
 * ``noise_source = "heldout seeds (n=k)"``: the seed-to-seed sd (ddof = 1) of the experiment's own
   k ≥ 2 seeds, with ``noise_dof = k − 1``;
 * else ``"study seed noise"``: the study's relative seed sd for that pair at the largest size it
-  repeated (:func:`fitting.report.chinchilla.largest_size_seed_noises`: the weights repeated
+  repeated (:func:`fitting.report.sections.chinchilla.largest_size_seed_noises`: the weights repeated
   there pooled, their seeds and dof summed; the noise the backtests are judged against) times
   the measured loss;
 * else ``"none"``: no seed noise was measured, ``noise`` is null and only the 2 % clause judges.
@@ -58,13 +58,18 @@ import pandas as pd
 from fitting.core.base import FitError
 from fitting.core.seed_noise import MIN_DOF, SeedNoise, noise_fields
 from fitting.data.tables import last_evaluations_sd
+from fitting.intervals.eq11 import mark_eq11_heldout
+from fitting.intervals.heldout import heldout_predictive
 from fitting.laws.budget.chinchilla_joint import JointChinchillaFit
-from fitting.report.chinchilla import COOLED_LAW, largest_size_seed_noise, largest_size_seed_noises
-from fitting.report.eq11_intervals import mark_eq11_heldout
-from fitting.report.intervals import heldout_predictive
 from fitting.report.markdown import Document, format_number
-from fitting.report.sections import Report
-from fitting.report.seeds import experiment_groups
+from fitting.report.record import Report
+from fitting.report.sections.chinchilla import (
+    COOLED_LAW,
+    chinchilla_points,
+    largest_size_seed_noise,
+    largest_size_seed_noises,
+)
+from fitting.report.sections.seeds import experiment_groups
 from fitting.report.view import StudyView, check_heldout_runs
 
 __all__ = ["REL_TOLERANCE", "NOISE_TOLERANCE", "check_heldout_runs", "heldout_experiments",
@@ -83,7 +88,7 @@ _SAME_WEIGHT = 1e-6
 def heldout_experiments(held: pd.DataFrame, curve_sd: dict[tuple[str, str], float]
                         ) -> list[dict[str, Any]]:
     """The final rows ``held`` of held-out runs as experiments: one dict per (experiment, pair),
-    its runs being the seeds of one experiment (:func:`fitting.report.seeds.experiment_groups`:
+    its runs being the seeds of one experiment (:func:`fitting.report.sections.seeds.experiment_groups`:
     K-pair runs that share one pair's weight but not the others' are two experiments), with
     ``measured`` (their mean), ``measured_runs``, ``seed_sd`` (ddof = 1; None for one seed),
     ``curve_sd`` (the largest of its runs') and the run's N, weight and final tokens."""
@@ -113,7 +118,7 @@ def heldout_noise(exp: dict[str, Any], spread: dict) -> dict[str, Any]:
     """σ_seed of a held-out experiment from :func:`heldout_experiments`: ``{"noise",
     "noise_source", "noise_seeds", "noise_dof", "noise_ci90", "noise_judges",
     "noise_detail"}`` — its own seeds' sd, else the study's seed noise for the pair
-    (``spread``: :func:`fitting.report.seeds.seed_spread` of the fitted runs), else none (the
+    (``spread``: :func:`fitting.report.sections.seeds.seed_spread` of the fitted runs), else none (the
     module docstring); ``noise_ci90`` its χ² 90 % interval in nats and ``noise_judges``
     whether it rests on enough seeds to judge (:func:`fitting.core.seed_noise.judges`)."""
     k = exp["seeds"]
@@ -277,6 +282,21 @@ def _warning(e: dict[str, Any]) -> str:
             f"±{REL_TOLERANCE:.0%}; {noise}")
 
 
+def _cooled_law_intervals(entries: list[dict[str, Any]], cooled: JointChinchillaFit | None,
+                          view: StudyView, eval_set: str, metric: str, spread: dict
+                          ) -> dict[str, Any] | None:
+    """The predictive intervals of the primary L(N, D) entries (``COOLED_LAW``) from the fitted
+    runs' cooled-down points and seed noise (:func:`fitting.intervals.heldout.
+    heldout_predictive`); None where there are none."""
+    lead = [e for e in entries if e.get("primary") and e["law"].startswith(COOLED_LAW)]
+    if not lead or cooled is None:
+        return None
+    points, _, why = chinchilla_points(view.table_fit, eval_set, metric, view.budgets_fit)
+    if why:
+        return None
+    return heldout_predictive(lead, cooled, points, largest_size_seed_noises(spread)[0])
+
+
 def heldout_section(doc: Document, rep: Report, view: StudyView) -> None:
     """The report section "Held-out runs (predicted, never fitted)" on ``view.held`` (the
     held-out runs' final rows; ``view.table`` for their curves); fills ``rep.heldout``, adds
@@ -311,9 +331,8 @@ def heldout_section(doc: Document, rep: Report, view: StudyView) -> None:
     rep.skipped.update(skipped)
     rep.heldout = entries
     cooled = rep.chinchilla.get("joint")
-    cover = heldout_predictive(entries, JointChinchillaFit.from_json(cooled) if cooled else None,
-                               view.table_fit, eval_set, metric, rep.seeds or {},
-                               budgets=view.budgets_fit)
+    cover = _cooled_law_intervals(entries, JointChinchillaFit.from_json(cooled) if cooled
+                                  else None, view, eval_set, metric, rep.seeds or {})
     seed_sd = largest_size_seed_noise(rep.seeds or {})[0]
     eq11_cover = mark_eq11_heldout(entries, rep.effective, view.sizes, seed_sd)
     if not entries:
@@ -347,11 +366,11 @@ def heldout_section(doc: Document, rep: Report, view: StudyView) -> None:
 
 def _predictive_paragraph(doc: Document, entries: list[dict[str, Any]], cover: dict | None,
                           eq11_cover: dict | None = None) -> None:
-    """The predictive intervals of the leading law's entries (:mod:`fitting.report.intervals`)
-    and of eq. 11's (:mod:`fitting.report.eq11_intervals`, the frontier's law), and how many
+    """The predictive intervals of the leading law's entries (:mod:`fitting.intervals.heldout`)
+    and of eq. 11's (:mod:`fitting.intervals.eq11`, the frontier's law), and how many
     held the measured loss."""
-    doc.p("Predictive intervals (fitting.report.intervals for L(N, D), fitting.report."
-          "eq11_intervals for eq. 11, the frontier's law): s² = s_resample² (refits: on runs "
+    doc.p("Predictive intervals (fitting.intervals.heldout for L(N, D), fitting.intervals."
+          "eq11 for eq. 11, the frontier's law): s² = s_resample² (refits: on runs "
           "resampled within each size for L(N, D), the law's own refits for eq. 11) + s_forms² "
           "(L(N, D): its other form fitted on the same points) + "
           "s_extrapolation² (the leave-largest-size-out backtest's error, grown linearly with "
