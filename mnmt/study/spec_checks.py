@@ -9,7 +9,9 @@ are checked and normalised here too, since `validate` and the expansion both nee
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import typing
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,65 +37,25 @@ class StudyError(ValueError):
     """A study definition that cannot be run; the message names the field and what was expected."""
 
 
-# Field -> what its value must look like (checked before the values themselves; a gin list is
-# accepted where a tuple is expected). "pairs_of:K" = a sequence of (str, K) entries.
-_FIELD_KINDS: dict[str, str] = {
-    "name": "str", "data_preset": "str", "task_module": "str", "vocabulary_path": "str",
-    "decay": "str", "cooldown_shape": "str", "cooldown_branches": "numbers",
-    "branch_cooldown_fraction": "number", "activation_dtype": "str", "remat_policy": "str",
-    "partitioning_rules": "str", "tasks": "pairs_of:str", "pairs": "strs", "sizes": "strs",
-    "eval_sets": "strs", "weights": "seq", "data_caps": "seq", "heldout": "seq",
-    "temperatures": "numbers", "oversampling": "numbers", "report_target_sizes": "numbers",
-    "seeds": "ints", "train_steps_by_size": "pairs_of:int", "feature_lengths": "pairs_of:int",
-    "train_steps": "int", "batch_size": "int", "batch_tokens": "int", "eval_every": "int",
-    "checkpoint_every": "int", "warmup_steps": "int", "vocab_size": "int",
-    "num_decode_examples": "int", "max_group": "int", "learning_rate": "number",
-    "momentum": "number", "cooldown_fraction": "number", "dropout_rate": "number",
-    "decode_at_end": "bool", "cache_data": "bool", "cache_dir": "str", "cache_shards": "int",
-    "cache_beam_args": "strs", "single_pair_runs": "bool", "uniform_mixture": "bool",
-    "unimax_epochs": "numbers", "examples_per_row": "number", "epoch_cap": "number", "dirichlet_mixtures": "int",
-    "dirichlet_concentration": "number", "design_seed": "int", "heldout_mixtures": "int",
-    "mixture_preferences": "seq",
-    "gradient_accumulation_steps": "int", "loss_tiles": "int", "verify": "bool",
-    "verify_size": "str", "verify_seeds": "int", "vocab_seed": "int", "seed_repeats": "seq",
-    "heldout_seeds": "int", "heldout_branches": "bool", "probe_every": "int",
-    "probe_examples": "int",
-}
-_KIND_TEXT = {
-    "str": "a string", "strs": "a tuple of strings", "seq": "a tuple", "numbers":
-    "a tuple of numbers", "ints": "a tuple of integers", "int": "an integer", "number": "a number",
-    "bool": "True or False", "pairs_of:str": "a tuple of (str, str) pairs",
-    "pairs_of:int": "a tuple of (str, int) pairs",
-}
-
-
-def _is_int(x: object) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
 def _is_number(x: object) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool)
 
 
-def _has_kind(value: object, kind: str) -> bool:
-    is_seq = isinstance(value, tuple | list)
-    if kind.startswith("pairs_of:"):
-        inner = {"str": lambda x: isinstance(x, str), "int": _is_int}[kind.split(":")[1]]
-        return is_seq and all(isinstance(e, tuple | list) and len(e) == 2
-                              and isinstance(e[0], str) and inner(e[1]) for e in value)
-    element = {"strs": lambda x: isinstance(x, str), "numbers": _is_number, "ints": _is_int,
-               "seq": lambda x: True}.get(kind)
-    if element is not None:
-        return is_seq and all(element(e) for e in value)
-    return {"str": lambda x: isinstance(x, str), "int": _is_int, "number": _is_number,
-            "bool": lambda x: isinstance(x, bool)}[kind](value)
+@functools.cache
+def _field_hints(cls: type) -> dict[str, Any]:
+    """Field -> annotation of a StudySpec class (its sections' fields included)."""
+    return typing.get_type_hints(cls)
 
 
 def _validate_kinds(spec: StudySpec) -> None:
-    for field, kind in _FIELD_KINDS.items():
-        value = getattr(spec, field)
-        if not _has_kind(value, kind):
-            raise StudyError(f"StudySpec.{field}: expected {_KIND_TEXT[kind]}, got {value!r}")
+    """Every field's value of the kind its annotation asks for (a gin list is accepted where a
+    tuple is asked), checked before the values themselves."""
+    hints = _field_hints(type(spec))
+    for field in dataclasses.fields(spec):
+        value = getattr(spec, field.name)
+        if not train_options.conforms(hints[field.name], value):
+            raise StudyError(f"StudySpec.{field.name}: expected "
+                             f"{train_options.type_text(hints[field.name])}, got {value!r}")
     for field in ("learning_rate", "report_target_sizes"):
         values = getattr(spec, field)
         for value in values if isinstance(values, tuple | list) else [values]:
@@ -113,6 +75,11 @@ def _validate_kinds(spec: StudySpec) -> None:
 
 def validate(spec: StudySpec) -> None:
     """Raise StudyError naming the first field of `spec` that cannot be run."""
+    # the training options first: their own check says more than their annotation
+    problem = train_options.overrides_error(spec.train_overrides,
+                                            [f.name for f in dataclasses.fields(spec)])
+    if problem is not None:
+        raise StudyError(problem)
     _validate_kinds(spec)
     if not spec.name or any(c in spec.name for c in "/\\ "):
         raise StudyError(f"StudySpec.name: expected a non-empty name without '/', '\\' or spaces, got {spec.name!r}")
@@ -188,10 +155,6 @@ def validate(spec: StudySpec) -> None:
                          f"{spec.cooldown_fraction!r}")
     _validate_branches(spec)
     _validate_stop(spec)
-    problem = train_options.overrides_error(spec.train_overrides,
-                                            [f.name for f in dataclasses.fields(spec)])
-    if problem is not None:
-        raise StudyError(problem)
     if not isinstance(spec.batch_tokens, int) or spec.batch_tokens < 0:
         raise StudyError(f"StudySpec.batch_tokens: expected 0 (use batch_size) or a positive integer, "
                          f"got {spec.batch_tokens!r}")

@@ -10,7 +10,8 @@ what becomes of it:
 
 * a path the study owns under a StudySpec field sets that field: the same name for TrainConfig's
   own fields (derived from the dataclasses, so a StudySpec field added later is covered), or a
-  renamed one (`STUDY_FIELDS`, e.g. "eval.period" → `eval_every`);
+  renamed one (`STUDY_FIELDS`, e.g. "eval.period" → `eval_every`, read from the StudySpec
+  field's metadata);
 * a path the study sets per run (`PER_RUN`: run directory, size, seed, mixture, …) or cannot
   take as a number of steps (`cooldown_steps`: sizes train for different steps) is refused,
   naming what to use instead;
@@ -30,31 +31,20 @@ import typing
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
+from mnmt.study import spec_sections
 from mnmt.training import config as train_config
 
 __all__ = ["STUDY_CONFIGURABLE", "TRAIN_CONFIGURABLE", "STUDY_FIELDS", "PER_RUN",
            "TrainOptionError", "configurables", "binding_name", "unknown_name_hint",
-           "field_names", "resolve", "overrides_error", "normalise", "apply", "describe", "same_name_fields"]
+           "field_names", "resolve", "overrides_error", "normalise", "apply", "describe", "same_name_fields",
+           "conforms", "type_text"]
 
 STUDY_CONFIGURABLE = "StudySpec"
 TRAIN_CONFIGURABLE = "TrainConfig"
 
-# TrainConfig paths whose StudySpec field has another name (same-name fields need no entry).
-STUDY_FIELDS: dict[str, str] = {
-    "eval.period": "eval_every",
-    "eval.probe_every": "probe_every",
-    "eval.probe_examples": "probe_examples",
-    "eval.sets": "eval_sets",
-    "checkpoint.period": "checkpoint_every",
-    "decode.at_end": "decode_at_end",
-    "decode.num_examples": "num_decode_examples",
-    "inputs.batch_size": "batch_size",
-    "inputs.batch_tokens": "batch_tokens",
-    "inputs.feature_lengths": "feature_lengths",
-    "optimizer.momentum": "momentum",
-    "branches.points": "cooldown_branches",
-    "branches.cooldown_fraction": "branch_cooldown_fraction",
-}
+# TrainConfig paths whose StudySpec field has another name (same-name fields need no entry), from
+# the fields' own metadata (`mnmt.study.spec_sections.TRAIN_PATH`).
+STUDY_FIELDS: dict[str, str] = spec_sections.train_paths()
 
 # TrainConfig paths the study sets itself -> what to use instead (refused when bound).
 PER_RUN: dict[str, str] = {
@@ -182,16 +172,29 @@ def _refusal(path: str, study_fields: Collection[str]) -> str | None:
     return None
 
 
-def _type_text(hint: Any) -> str:
+_NAMES = {float: "a number", int: "an integer", bool: "True or False", str: "a string",
+          type(None): "None", dict: "a dict", tuple: "a tuple"}
+_PLURALS = {float: "numbers", int: "integers", bool: "True or False values", str: "strings"}
+
+
+def type_text(hint: Any) -> str:
+    """What an annotation asks for, in words: "an integer", "a tuple of strings", "a tuple of
+    (str, int) pairs", "a number or None"."""
     args = typing.get_args(hint)
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return " or ".join(_type_text(a) for a in args)
+        return " or ".join(type_text(a) for a in args)
     origin = typing.get_origin(hint) or hint
-    simple = {float: "a number", int: "an integer", bool: "True or False", str: "a string",
-              type(None): "None", dict: "a dict", tuple: "a tuple"}
-    text = simple.get(origin, getattr(origin, "__name__", str(origin)))
+    text = _NAMES.get(origin, getattr(origin, "__name__", str(origin)))
     if origin is tuple and args and args[-1] is Ellipsis:
-        text += f" of ({_type_text(args[0])}) entries"
+        entry, entry_args = args[0], typing.get_args(args[0])
+        if entry in _PLURALS:
+            text += f" of {_PLURALS[entry]}"
+        elif typing.get_origin(entry) is tuple and len(entry_args) == 2 and \
+                Ellipsis not in entry_args:
+            names = ", ".join(getattr(a, "__name__", str(a)) for a in entry_args)
+            text += f" of ({names}) pairs"
+        else:
+            text += f" of ({type_text(entry)}) entries"
     elif origin is tuple and args:
         text += f" of {len(args)} entries"
     return text
@@ -242,6 +245,16 @@ def _conform(hint: Any, value: Any) -> Any:
     return value
 
 
+def conforms(hint: Any, value: Any) -> bool:
+    """Whether `value` is of the kind annotation `hint` asks for (a list where a tuple is asked,
+    an int where a float is; containers' entries checked, no bool for a number)."""
+    try:
+        _conform(hint, value)
+    except _Mismatch:
+        return False
+    return True
+
+
 def _owner(path: str) -> tuple[type | None, str]:
     """(the dataclass that declares TrainConfig path `path`'s field, the field's name); None for
     a section TrainConfig does not have."""
@@ -268,7 +281,7 @@ def normalise(path: str, value: Any) -> Any:
     try:
         return _conform(hint, value)
     except _Mismatch:
-        raise TrainOptionError(f"{binding_name(path)}: expected {_type_text(hint)}, got "
+        raise TrainOptionError(f"{binding_name(path)}: expected {type_text(hint)}, got "
                                f"{value!r}") from None
 
 

@@ -108,3 +108,25 @@ def test_wmt_registers_capped_splits(monkeypatch):
         wmt.register_study_tasks("v.model", pairs=("en-de",), caps={"en-fr": 5})
     with pytest.raises(ValueError, match="positive number"):
         wmt.register_study_tasks("v.model", pairs=("en-de",), caps={"en-de": 0})
+
+
+def _documented_study_fields() -> set[str]:
+    """Every `StudySpec.FIELD` that README.md, docs/ and the shipped gin files name."""
+    import re
+
+    root = stages.repo_root()
+    texts = [root / "README.md", *sorted((root / "docs").rglob("*.md")),
+             *sorted((root / "t5x_configs").rglob("*.gin"))]
+    return {m for path in texts for m in re.findall(r"StudySpec\.([a-z_]+)", path.read_text())}
+
+
+def test_every_study_path_users_write_is_a_field():
+    """The gin paths README, docs and the study files write (`StudySpec.train_steps = 2800`)
+    are fields of StudySpec, whichever section declares them."""
+    import dataclasses
+
+    from mnmt.study.spec import StudySpec
+
+    named = _documented_study_fields()
+    assert len(named) > 50  # the scan reads the files
+    assert named <= {f.name for f in dataclasses.fields(StudySpec)}

@@ -1,5 +1,6 @@
 """Study expansion: the grid of sizes x weights x seeds, and the errors for bad studies."""
 
+import dataclasses
 import io
 
 import pytest
@@ -289,3 +290,23 @@ def test_heldout_branches_false_trains_no_branch_of_a_held_out_run():
     assert not [r for r in with_branches(default, expand(default)) if r.heldout and r.parent]
     with pytest.raises(StudyError, match="heldout_branches"):
         StudySpec(**base, heldout_branches="no")
+
+
+def test_every_section_field_is_a_study_field_and_every_field_has_one_home():
+    """StudySpec is its grid's fields plus its sections' (mnmt.study.spec_sections): each field
+    declared once, each section's fields all on StudySpec."""
+    from mnmt.study import spec_sections
+
+    names = [f.name for f in dataclasses.fields(StudySpec)]
+    assert len(names) == len(set(names))
+    declared = [f.name for s in spec_sections.SECTIONS for f in dataclasses.fields(s)]
+    assert len(declared) == len(set(declared)) and set(declared) < set(names)
+    assert all(isinstance(StudySpec(), section) for section in spec_sections.SECTIONS)
+
+
+@pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(StudySpec)])
+def test_a_value_of_the_wrong_kind_names_its_field(field):
+    """Every field's kind is checked from its annotation: a value of no kind a field takes is a
+    StudyError naming that field."""
+    with pytest.raises(StudyError, match=f"^StudySpec.{field}: expected "):
+        StudySpec(**{field: object()})

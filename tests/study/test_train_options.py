@@ -155,7 +155,7 @@ def test_an_unknown_name_gets_the_closest_one(tmp_path, capsys, binding, expecte
 @pytest.mark.parametrize(("binding", "expected"), [
     ("TrainConfig.label_smoothing='a'", "TrainConfig.label_smoothing: expected a number, got 'a'"),
     ("DecodeConfig.beam_size=2.5", "DecodeConfig.beam_size: expected an integer, got 2.5"),
-    ("DecodeConfig.steps=[10, 'x']", "DecodeConfig.steps: expected a tuple of (an integer)"),
+    ("DecodeConfig.steps=[10, 'x']", "DecodeConfig.steps: expected a tuple of integers"),
     ("TrainConfig.tensorboard=1", "TrainConfig.tensorboard: expected True or False, got 1"),
     ("OptimizerConfig.max_grad_norm='big'", "OptimizerConfig.max_grad_norm: expected a number or None"),
 ])
