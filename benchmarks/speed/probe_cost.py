@@ -52,9 +52,9 @@ from benchmarks.common import machine  # noqa: E402
 
 def study_spec(steps: int, probe_every: int, probe_examples: int):
     """The default study shortened to `steps`, without cool-down branches, probing or not."""
-    from mnmt.study.spec import PRESETS
+    from mnmt.study.loading import preset
 
-    return dataclasses.replace(PRESETS["default"], train_steps=steps, cooldown_branches=(),
+    return dataclasses.replace(preset("default"), train_steps=steps, cooldown_branches=(),
                                probe_every=probe_every, probe_examples=probe_examples)
 
 

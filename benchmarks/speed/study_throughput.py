@@ -152,9 +152,9 @@ def _workers_arm(args, vocab_path: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from mnmt.study.spec import PRESETS
+    from mnmt.study.loading import preset
 
-    study = PRESETS["default"]  # the defaults are the default study's batch, vocabulary, lengths
+    study = preset("default")  # the defaults are the default study's batch, vocabulary, lengths
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", default="micro-1", help="zoo size (default %(default)s)")
     ap.add_argument("--runs", type=int, default=5, help="runs (mixture weights) K")

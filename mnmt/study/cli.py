@@ -40,6 +40,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from mnmt.study import lock, mesh_plan, mixture_design, train_options, verify
+from mnmt.study.loading import DEFAULT_PRESET, preset, preset_file
 from mnmt.study.progress import StudyProgress
 from mnmt.study.runner import RunStopped, run_all, run_complete
 from mnmt.study.spec import (
@@ -66,7 +67,6 @@ from mnmt.study.stages import (
     prepare_data,
     prepare_out_dir,
     preset_names,
-    study_files,
     study_summary,
 )
 from mnmt.study.workers import default_workers, queue_order, run_parallel
@@ -379,10 +379,9 @@ def _plan_line(run, first: int, last: int) -> str:
 def cmd_presets(args: argparse.Namespace) -> int:
     """One line per preset: name, scale, runs, sizes, mixtures, steps and what it studies (the
     study file's first comment line)."""
-    files = study_files()
     for name in preset_names():
-        spec = PRESETS.get(name) or load_spec(str(files[name]), None, [])
-        about = PRESET_SUMMARIES.get(name) or study_summary(files[name])
+        spec = preset(name)
+        about = PRESET_SUMMARIES.get(name) or study_summary(preset_file(name))
         scale = "paper" if spec.tasks else "cpu"
         mixtures = mixture_count(spec)
         print(f"{name}\t{scale}\t{len(expand(spec))} runs\tsizes={','.join(spec.sizes)}"
@@ -397,7 +396,8 @@ def add_study_arguments(parser: argparse.ArgumentParser, *,
     parser.add_argument("study", nargs="?", help="study gin file (t5x_configs/studies/*.gin)")
     parser.add_argument("--preset", help=f"built-in study ({', '.join(sorted(PRESETS))}) or the "
                                          "name of a shipped study file, e.g. cpu-chen-2dir "
-                                         "(`mnmt-study presets` lists them; default: default)")
+                                         "(`mnmt-study presets` lists them; default: "
+                                         f"{DEFAULT_PRESET}, the main job)")
     parser.add_argument("--gin", action="append", default=[], metavar="NAME=VALUE",
                         help="gin binding, e.g. --gin StudySpec.train_steps=100 or a training "
                              "option of every run, --gin TrainConfig.label_smoothing=0.1 "

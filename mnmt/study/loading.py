@@ -1,7 +1,8 @@
 """Loading a study: a StudySpec from a preset or a study gin file, with `--gin` overrides.
 
 A preset is a built-in `mnmt.study.spec.PRESETS` entry or a study file shipped in
-`t5x_configs/studies/`. The study's own configurables (`StudySpec.F`) and the training options
+`t5x_configs/studies/`; the `default` preset (the main job) is the study file cpu_default.gin,
+its one definition. The study's own configurables (`StudySpec.F`) and the training options
 of every run (`TrainConfig.F` and its sections', `mnmt.study.train_options`) are read layer by
 layer (the file, then `--gin`), so a later layer overrides an earlier one and every error names
 its layer and binding in one line (`UsageError`, exit status 2). Training options are checked by
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import re
 import tokenize
 from collections.abc import Sequence
@@ -24,8 +26,13 @@ from mnmt.study import train_options
 from mnmt.study.runner import StudyData, make_train_config
 from mnmt.study.spec import PRESETS, StudySpec, expand
 
-__all__ = ["UsageError", "check_train_options", "load_spec", "parse_bindings", "preset_names",
-           "repo_root", "study_files", "study_summary"]
+__all__ = ["DEFAULT_PRESET", "UsageError", "check_train_options", "load_spec", "parse_bindings",
+           "preset", "preset_file", "preset_names", "repo_root", "study_files", "study_summary"]
+
+#: the preset `mnmt-study` takes without a study file or --preset: the main job, defined once,
+#: in the shipped study file of the preset name `DEFAULT_FILE` (cpu_default.gin)
+DEFAULT_PRESET = "default"
+DEFAULT_FILE = "cpu-default"
 
 
 class UsageError(Exception):
@@ -56,24 +63,40 @@ def study_summary(path: Path) -> str:
 
 
 def preset_names() -> list[str]:
-    """Every name `--preset` accepts: the built-in presets, then the shipped study files."""
-    return sorted(PRESETS) + [name for name in study_files() if name not in PRESETS]
+    """Every name `--preset` accepts: the built-in presets and `default`, then the shipped study
+    files."""
+    return sorted([*PRESETS, DEFAULT_PRESET]) + [name for name in study_files()
+                                                  if name not in PRESETS]
+
+
+def preset_file(name: str) -> Path | None:
+    """The study file of preset `name` (`default`: cpu_default.gin), None if it has none."""
+    return study_files().get(DEFAULT_FILE if name == DEFAULT_PRESET else name)
+
+
+@functools.cache
+def preset(name: str) -> StudySpec:
+    """The StudySpec of preset `name` (a built-in `PRESETS` entry or a shipped study file;
+    `default`: the main job), as `mnmt-study --preset NAME` trains it."""
+    return load_spec(None, name, [])
 
 
 def load_spec(study: str | None, preset: str | None, gin_bindings: Sequence[str]) -> StudySpec:
     """The StudySpec named by a preset or a gin file, with `--gin.NAME=value` overrides applied.
 
-    A preset is a built-in `PRESETS` entry or the name of a shipped study file (`study_files`).
+    A preset is a built-in `PRESETS` entry or the name of a shipped study file (`study_files`;
+    none given: `DEFAULT_PRESET`, the study file cpu_default.gin).
     Both take `StudySpec.F` bindings and the training options of every run, `TrainConfig.F` and
     its sections' `DecodeConfig.F`, `OptimizerConfig.F`, … (`mnmt.study.train_options`: one
     that a StudySpec field owns sets that field; the others become `StudySpec.train_overrides`).
     `--gin` bindings override the study file's."""
     if study and preset:
         raise UsageError("give either a study gin file or --preset, not both")
-    if study is None and preset and preset not in PRESETS:
-        study = str(study_files().get(preset, "")) or None
+    if study is None and (preset or DEFAULT_PRESET) not in PRESETS:
+        path = preset_file(preset or DEFAULT_PRESET)
+        study = str(path) if path else None
     if study is None:
-        name = preset or "default"
+        name = preset or DEFAULT_PRESET
         if name not in PRESETS:
             close = difflib.get_close_matches(name, preset_names(), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""

@@ -5,8 +5,9 @@ sampling weights vary over a grid (two pairs: p for the first pair and 1 - p for
 K pairs: points of a simplex grid), every model size of a zoo is trained on every mixture, and
 every run is evaluated on every pair (p = 0 still means "evaluated, not trained").
 
-`StudySpec` is gin-configurable, so a study is a gin file in `t5x_configs/studies/`; the built-in
-CPU presets are plain Python values in `PRESETS`.
+`StudySpec` is gin-configurable, so a study is a gin file in `t5x_configs/studies/` (the main job
+among them: cpu_default.gin, preset `default`); the `ci` miniature is a plain Python value in
+`PRESETS`.
 
 Validation lives in `mnmt.study.spec_checks` and the expansion into runs in
 `mnmt.study.expansion`; their public names are importable from here too.
@@ -159,46 +160,10 @@ def simplex_grid(num_pairs: int, resolution: int) -> list[tuple[float, ...]]:
     return points
 
 
+# Built-in presets (Python values); the main job, preset `default`, is defined once, as the shipped
+# study file t5x_configs/studies/cpu_default.gin (`mnmt.study.loading.preset`), like every other
+# shipped study.
 PRESETS: dict[str, StudySpec] = {
-    # The main job (SPEC §6): 4 sizes x 5 weights on the 2-pair synthetic family, plus one
-    # held-out run at a 5x larger size and an unseen weight. The sizes are one ladder of 1-layer
-    # widths (micro-1 … mini-1), each trained 2,000 steps of 32 rows: at 1,000 steps the
-    # largest size still leaves the limit E of L(N, D) free and the larger size is predicted
-    # 17 % low; at 2,000 it lands within ≈ 2 % (benchmarks/RESULTS.md §83, §87). The rsqrt
-    # schedule ends with a cool-down over the last 20 % of steps, and cool-down branches at
-    # 45, 60 and 75 % of each run (10 % of each branch cools down: budgets of 1,000, 1,333,
-    # 1,667 and 2,000 steps) give L(N, D) four cooled-down budgets per run; mini-1 at p = 0.5
-    # repeated with seeds 1 and 2 for the seed noise at the largest fitted size (3 seeds, 2 dof:
-    # a sd from 2 seeds is information only); the held-out mini-3 (2 layers, 296K) trained like
-    # the grid with seeds 0, 1 and 2 and no cool-down branches (it is judged by its final
-    # loss), its prediction judged against their measured sd
-    # (docs/guides/studies.md: the built-in CPU study).
-    "default": StudySpec(
-        sizes=("micro-1", "micro-2", "micro-3", "mini-1"),
-        weights=(0.0, 0.3, 0.5, 0.7, 1.0),
-        heldout=(("mini-3", 0.6),),
-        heldout_seeds=3,
-        heldout_branches=False,
-        # Fewer pieces than cpu-tiny's word types: both targets' rarer words are spelled in
-        # pieces, which keeps both pairs capacity-bound across the micro sizes.
-        vocab_size=704,
-        feature_lengths=(("inputs", 36), ("targets", 36)),
-        train_steps=2000,
-        batch_size=32,
-        # Evaluations at 500, 1,000, 1,500 and the end: before the cool-down (the regime's
-        # slope) and four in all (the convergence correction's fit); the laws read only
-        # cooled-down ends, and an evaluation costs a group ~20 of its steps.
-        eval_every=500,
-        # No probe curve: measured every 50 steps it cost about 5 % of the training steps and
-        # neither scattered less than the train_loss rows nor made the curve laws closer
-        # (benchmarks/RESULTS.md §97–98); `--gin StudySpec.probe_every=50` turns it on.
-        probe_every=0,
-        checkpoint_every=1000,
-        cooldown_fraction=0.2,
-        cooldown_branches=(0.45, 0.6, 0.75),
-        branch_cooldown_fraction=0.1,
-        seed_repeats=(("mini-1", 0.5, 1), ("mini-1", 0.5, 2)),
-    ),
     # A miniature of the main job for the integration test and CI (at most ~2 minutes).
     "ci": StudySpec(
         name="cpu-ci",
@@ -217,7 +182,5 @@ PRESETS: dict[str, StudySpec] = {
 
 # One line per built-in preset for `mnmt-study presets` (study files say it in their first comment).
 PRESET_SUMMARIES: dict[str, str] = {
-    "default": "The main job: Fernandes et al. 2023 in miniature on cpu-tiny, en-de and en-zh "
-               "(t5x_configs/studies/cpu_default.gin).",
     "ci": "A two-minute miniature of the main job for the integration test and CI.",
 }

@@ -6,9 +6,10 @@ import subprocess
 import pytest
 
 from launch import remote
-from mnmt.study.spec import PRESETS, expand
+from mnmt.study.loading import preset
+from mnmt.study.spec import expand
 
-RUNS = expand(PRESETS["default"])
+RUNS = expand(preset("default"))
 
 
 def bash_syntax_ok(text: str, tmp_path) -> bool:

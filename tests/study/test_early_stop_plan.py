@@ -10,9 +10,9 @@ import json
 import pytest
 
 from mnmt.study import lock, stages
+from mnmt.study.loading import preset
 from mnmt.study.runner import StudyData, make_train_config, run_complete
 from mnmt.study.spec import (
-    PRESETS,
     StudyError,
     branch_runs,
     expand,
@@ -23,7 +23,7 @@ from mnmt.study.spec import (
     with_branches,
 )
 
-STOPPED = dataclasses.replace(PRESETS["default"], stop_fraction=0.6)
+STOPPED = dataclasses.replace(preset("default"), stop_fraction=0.6)
 
 
 def test_default_checks_are_one_experiment_per_size_with_all_its_seeds():
@@ -35,7 +35,7 @@ def test_default_checks_are_one_experiment_per_size_with_all_its_seeds():
     design = {r.run_id for r in runs if not r.heldout}
     assert stopped == design - set(checks) and len(stopped) == 16
     assert not any(r.run_id in stopped for r in runs if r.heldout)  # held out: to the end
-    assert stopped_runs(PRESETS["default"]) == frozenset()
+    assert stopped_runs(preset("default")) == frozenset()
     everything = dataclasses.replace(STOPPED, stop_checks=("all",))
     assert stopped_runs(everything) == frozenset()
 
@@ -48,7 +48,7 @@ def test_a_stopped_run_trains_to_its_stop_and_keeps_only_the_branches_before_it(
     assert [b.branch_step for b in branch_runs(STOPPED, stopped)] == [900, 1200]
     assert [b.branch_step for b in branch_runs(STOPPED, check)] == [900, 1200, 1500]
     # branches train their own cool-down in full, stopped parent or not
-    assert all(STOPPED.run_steps(b) == PRESETS["default"].run_steps(b)
+    assert all(STOPPED.run_steps(b) == preset("default").run_steps(b)
                for b in branch_runs(STOPPED, stopped))
     data = StudyData(vocabulary_path="v.model", tasks={"en-de": "t1", "en-zh": "t2"},
                      irreducible_loss={})
@@ -63,8 +63,8 @@ def test_a_stopped_run_trains_to_its_stop_and_keeps_only_the_branches_before_it(
 def test_compute_saved_counts_the_steps_after_each_stop_and_the_branches_dropped():
     runs = expand(STOPPED)
     savings = stop_savings(STOPPED, runs)
-    full = sum(b - a for r in with_branches(PRESETS["default"], runs)
-               for a, b in [PRESETS["default"].run_steps(r)])
+    full = sum(b - a for r in with_branches(preset("default"), runs)
+               for a, b in [preset("default").run_steps(r)])
     kept = sum(b - a for r in with_branches(STOPPED, runs) for a, b in [STOPPED.run_steps(r)])
     assert sum(v[1] for v in savings.values()) == full
     assert sum(v[0] for v in savings.values()) == full - kept
@@ -88,7 +88,7 @@ def test_the_output_directory_accepts_another_stop_but_no_other_change(tmp_path)
     try:
         stages.prepare_out_dir(tmp_path, STOPPED)
         lock.release_all()
-        full = PRESETS["default"]
+        full = preset("default")
         stages.prepare_out_dir(tmp_path, full)  # the same study, now trained to the end
         lock.release_all()
         assert json.loads((tmp_path / "study.json").read_text())["stop_fraction"] == 1.0
@@ -104,6 +104,6 @@ def test_a_stopped_run_is_complete_until_the_study_asks_for_its_end(tmp_path):
     d.mkdir()
     (d / "run.json").write_text(json.dumps({"status": "stopped", "final_step": 1200}))
     assert run_complete(STOPPED, run, tmp_path)
-    assert not run_complete(PRESETS["default"], run, tmp_path)
+    assert not run_complete(preset("default"), run, tmp_path)
     (d / "run.json").write_text(json.dumps({"status": "stopped", "final_step": 900}))
     assert not run_complete(STOPPED, run, tmp_path)

@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
+from mnmt.study.loading import preset
 from mnmt.study.spec import (
-    PRESETS,
     StudyError,
     branch_check_runs,
     branch_runs,
@@ -17,7 +17,7 @@ from mnmt.study.spec import (
     with_branches,
 )
 
-FEWER = dataclasses.replace(PRESETS["default"], branch_checks=True)
+FEWER = dataclasses.replace(preset("default"), branch_checks=True)
 
 
 def test_one_branch_per_size_is_trained_the_middle_one_of_the_checked_experiment():
@@ -26,9 +26,9 @@ def test_one_branch_per_size_is_trained_the_middle_one_of_the_checked_experiment
     assert trained == ["micro-1_p0.50_s0_cd1200", "micro-2_p0.50_s0_cd1200",
                        "micro-3_p0.50_s0_cd1200", "mini-1_p0.50_s0_cd1200",
                        "mini-1_p0.50_s1_cd1200", "mini-1_p0.50_s2_cd1200"]
-    assert len(branch_check_runs(FEWER)) == 6 and branch_check_runs(PRESETS["default"]) == set()
+    assert len(branch_check_runs(FEWER)) == 6 and branch_check_runs(preset("default")) == set()
     # the default study is unchanged: every design run keeps its three branches
-    default = PRESETS["default"]
+    default = preset("default")
     assert sum(len(branch_runs(default, r)) for r in expand(default)) == 3 * 22
 
 
@@ -36,15 +36,15 @@ def test_the_compute_saved_is_the_branches_not_trained():
     runs = expand(FEWER)
     saved = stop_savings(FEWER, runs)
     not_trained = sum(v[0] for v in saved.values())
-    all_branches = [b for b in with_branches(PRESETS["default"], runs) if b.parent]
+    all_branches = [b for b in with_branches(preset("default"), runs) if b.parent]
     kept = [b for b in with_branches(FEWER, runs) if b.parent]
     assert not_trained == sum(b.cooldown_steps for b in all_branches) - sum(
         b.cooldown_steps for b in kept) > 0
-    assert sum(v[0] for v in stop_savings(PRESETS["default"], runs).values()) == 0
+    assert sum(v[0] for v in stop_savings(preset("default"), runs).values()) == 0
 
 
 def test_fewer_branches_need_branches_to_leave_out():
     with pytest.raises(StudyError, match="branch_checks"):
-        dataclasses.replace(PRESETS["default"], branch_checks=True, cooldown_branches=())
+        dataclasses.replace(preset("default"), branch_checks=True, cooldown_branches=())
     with pytest.raises(StudyError, match="branch_checks"):
-        dataclasses.replace(PRESETS["default"], branch_checks=1)
+        dataclasses.replace(preset("default"), branch_checks=1)

@@ -5,7 +5,8 @@ import dataclasses
 import pytest
 
 from mnmt.study import mixture_design
-from mnmt.study.spec import PRESETS, StudyError
+from mnmt.study.loading import preset
+from mnmt.study.spec import StudyError
 from mnmt.study.stages import load_spec, mixture_constraints
 
 
@@ -22,7 +23,7 @@ def test_without_epoch_cap_a_k_pair_study_passes_its_budget_and_largest_unimax_c
 def test_no_constraints_without_unimax_or_for_two_pairs():
     spec = dataclasses.replace(load_spec(None, "cpu-many-pairs", []), mixture_preferences=())
     assert mixture_constraints(dataclasses.replace(spec, unimax_epochs=(), epoch_cap=0.0)) is None
-    assert mixture_constraints(PRESETS["default"]) is None
+    assert mixture_constraints(preset("default")) is None
 
 
 def test_epoch_cap_field_overrides_the_unimax_cap_and_needs_caps_for_every_pair():

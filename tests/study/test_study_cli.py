@@ -6,6 +6,7 @@ import pytest
 
 from mnmt.study import cli as study
 from mnmt.study import stages
+from mnmt.study.loading import preset
 from mnmt.study.spec import PRESETS
 
 
@@ -94,10 +95,14 @@ def test_bad_preset_overrides(capsys, binding):
     assert code == 2 and err.startswith("mnmt-study: error:")
 
 
-def test_shipped_default_study_gin_equals_the_default_preset():
+def test_the_default_preset_is_the_shipped_default_study_file():
+    """The main job is defined once, as cpu_default.gin: `mnmt-study run` without a study,
+    `--preset default` and the file itself are one study."""
     path = stages.repo_root() / "t5x_configs" / "studies" / "cpu_default.gin"
+    assert "default" not in PRESETS
     from_gin = stages.load_spec(str(path), None, [])
-    assert stages.spec_json(from_gin) == stages.spec_json(PRESETS["default"])
+    assert stages.load_spec(None, None, []) == preset("default") == from_gin
+    assert from_gin.sizes == ("micro-1", "micro-2", "micro-3", "mini-1")
 
 
 @pytest.mark.parametrize("fraction", ["0", "-0.2", "1.5"])

@@ -5,6 +5,7 @@ import io
 
 import pytest
 
+from mnmt.study.loading import preset
 from mnmt.study.progress import StudyProgress, format_duration
 from mnmt.study.spec import (
     FERNANDES_TWO_PAIR_GRID,
@@ -77,7 +78,7 @@ def test_mixture_weights_two_pairs():
 
 
 def test_presets_are_valid_and_ci_is_a_miniature_of_default():
-    default, ci = PRESETS["default"], PRESETS["ci"]
+    default, ci = preset("default"), PRESETS["ci"]
     assert len(expand(ci)) < len(expand(default))
     assert ci.train_steps * len(expand(ci)) < default.train_steps * len(expand(default)) / 5
     assert len(default.sizes) >= 4 and len(ci.sizes) >= 4  # the issue asks for at least 4 sizes
@@ -200,7 +201,7 @@ def test_default_study_trains_its_heldout_run_and_largest_size_with_three_seeds(
     out (the report's ``heldout_runs``: in no fit), and mini-1 at p = 0.5 with seeds 0, 1 and 2,
     so both seed sds rest on 2 dof (a sd from 2 seeds is information only); before, two seeds
     each (commit db559dc), and one held-out seed judged against the fit's residual sd (082b6f0)."""
-    default = PRESETS["default"]
+    default = preset("default")
     runs = expand(default)
     held = [r for r in runs if r.heldout]
     assert [(r.run_id, r.seed) for r in held] == [("mini-3_p0.60_s0", 0), ("mini-3_p0.60_s1", 1),
@@ -286,7 +287,7 @@ def test_heldout_branches_false_trains_no_branch_of_a_held_out_run():
     assert [r.run_id for r in with_held if r.parent] == ["micro-1_p0.50_s0_cd100",
                                                           "mini-1_p0.30_s0_cd100"]
     assert [r.run_id for r in without if r.parent] == ["micro-1_p0.50_s0_cd100"]
-    default = PRESETS["default"]
+    default = preset("default")
     assert not [r for r in with_branches(default, expand(default)) if r.heldout and r.parent]
     with pytest.raises(StudyError, match="heldout_branches"):
         StudySpec(**base, heldout_branches="no")

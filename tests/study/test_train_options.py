@@ -7,6 +7,7 @@ import json
 import pytest
 
 from mnmt.study import cli, stages
+from mnmt.study.loading import preset
 from mnmt.study.mesh_plan import spec_from_json
 from mnmt.study.spec import PRESETS, StudyError, StudySpec, expand
 from mnmt.study.test_utils import run_configs, write_study_file
@@ -238,7 +239,7 @@ def test_a_study_without_training_options_gives_the_same_train_config_as_before(
         eval=EvalConfig(tasks={})).to_dict()))
     assert _differences(got, CI_RUN_BEFORE, defaults) == []
     shipped = stages.load_spec(None, "cpu-default", [])  # the study file, through gin
-    assert shipped.train_overrides == () and train_config(shipped) == train_config(PRESETS["default"])
+    assert shipped.train_overrides == () and train_config(shipped) == train_config(preset("default"))
 
 
 @pytest.mark.slow  # trains 4 steps of micro-1 (vocabulary, compilation): 1-3 min on 2 cores
