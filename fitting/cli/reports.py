@@ -26,6 +26,10 @@ def report_command(args: argparse.Namespace) -> dict:
     figures, ``fits.json``); returns its paths, skipped sections, regime and held-out runs."""
     if not args.out:
         raise FitError("report: --out DIR is required")
+    fraction = getattr(args, "stop_fraction", None)
+    if fraction is not None and not 0.0 < fraction < 1.0:  # NaN too
+        raise FitError(f"report: --stop-fraction: expected a share in (0, 1) of each run's "
+                       f"steps, got {fraction:g}")
     gt: dict | None = None
     if args.ground_truth:
         if args.ground_truth.endswith(".json"):
@@ -43,7 +47,7 @@ def report_command(args: argparse.Namespace) -> dict:
                        preferences=parse_values(args.preferences, "preferences"),
                        convergence_correction=args.convergence_correction,
                        heldout_runs=args.heldout or (),
-                       stop_fraction=getattr(args, "stop_fraction", None))
+                       stop_fraction=fraction)
     return {"markdown": rep.markdown_path, "html": rep.html_path, "json": rep.json_path,
             "figures": rep.figures, "skipped": rep.skipped, "regime": rep.regime.get("verdict"),
             "heldout": [{k: e[k] for k in ("run", "pair", "law", "predicted", "measured",

@@ -200,3 +200,15 @@ def test_recommend_warns_when_f_hat_is_not_identified(tmp_path, capsys):
     captured = capsys.readouterr()
     assert json.loads(captured.out)[0]["f_hat_identified"] is False
     assert "warning: f̂ (eq13) not identified for en-de" in captured.err
+
+
+@pytest.mark.parametrize("fraction", ["0", "-0.5", "1", "1.5", "nan"])
+def test_a_stop_fraction_outside_its_share_is_a_one_line_error_before_any_fit(
+        fraction, tidy, tmp_path, capsys):
+    """`mnmt-fit report --stop-fraction F` outside (0, 1) — which wrote an empty or no early-stop
+    section — is one line, exit status 2, nothing written."""
+    out = tmp_path / "r"
+    assert main(["report", "--input", tidy, "--out", str(out), "--stop-fraction", fraction]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().count("\n") == 0 and "--stop-fraction: expected a share in (0, 1)" in err
+    assert not out.exists()
