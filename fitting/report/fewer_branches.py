@@ -20,13 +20,19 @@ fit_cooled_law`) on both and sets side by side, per pair:
   their measured seed mean;
 * the predicted budgets against the trained ones they replace (error, within 3σ_seed).
 
-Verdict (:func:`verdict`): **holds** when, for every pair, |ΔE| / E_trained (not compared where
-both fits put E at a bound, :func:`fitting.laws.budget.chinchilla_joint.e_bound`: a bound is no
-estimate, and the ratio of two values at 0 says nothing), the backtest RMSE's
-increase and each held-out run's |error|'s increase lie within :data:`NOISE_MULTIPLE` σ_seed
-(σ_seed the relative seed sd at the largest size repeated, :func:`fitting.report.sections.chinchilla.
-largest_size_seed_noises`) — "not worse than the trained branches by more than the seed noise";
-**does not hold** otherwise; information without a σ_seed from ≥ 3 seeds.
+Verdict (:func:`verdict`), two-sided on paired differences — the two fits share every run, so
+a difference between them has no seed noise of its own; its scatter comes from the predicted
+budgets alone, each as far from the budget it replaces as a trained budget would be (within
+σ_seed) if predicting is as good as training. **holds** when, for every pair, (1) at least
+:data:`REQUIRED_SHARE` of the predicted budgets lie within :data:`NOISE_MULTIPLE` σ_seed of the
+trained ones they replace (``n_within``), and (2) |ΔE| / E_trained (not compared where both
+fits put E at a bound, :func:`fitting.laws.budget.chinchilla_joint.e_bound`: a bound is no
+estimate, and the ratio of two values at 0 says nothing), |Δ backtest RMSE| and each held-out
+run's |Δ error| (signed errors: better or worse alike) lie within :data:`NOISE_MULTIPLE`
+σ_seed (σ_seed the relative seed sd at the largest size repeated, :func:`fitting.report.
+sections.chinchilla.largest_size_seed_noises`; the multiple wider on 2 or 3 dof, :func:`fitting.core.
+seed_noise.judging_multiple`); **does not hold** otherwise; information without a σ_seed from
+≥ 3 seeds.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from fitting.core.base import FitError
-from fitting.core.seed_noise import SeedNoise, few_seeds_verdict, judges
+from fitting.core.seed_noise import SeedNoise, few_seeds_verdict, judges, judging_multiple
 from fitting.laws.budget.chinchilla_joint import coef_key, leave_largest_out
 from fitting.report.predicted_budgets import BudgetPlan, infer_plan, predicted_budgets
 from fitting.report.sections.chinchilla import (
@@ -51,7 +57,10 @@ from fitting.report.sections.extrapolation import FAILS, HOLDS, NO_NOISE, NOISE_
 from fitting.report.sections.seeds import run_mixtures
 from fitting.report.view import StudyView, prepare_view
 
-__all__ = ["check_branches", "without_branches_except", "compare", "verdict"]
+__all__ = ["REQUIRED_SHARE", "check_branches", "without_branches_except", "compare", "verdict"]
+
+#: the share of predicted budgets that must lie within 3σ_seed of the trained ones
+REQUIRED_SHARE = 0.8
 
 
 def _parents(table: pd.DataFrame) -> pd.DataFrame:
@@ -150,13 +159,17 @@ def verdict(rows: dict[str, dict[str, Any]], noise: dict[str, SeedNoise]) -> str
             return NO_NOISE
         if not judges(nz.dof):
             return few_seeds_verdict(nz.seeds, nz.dof)
-        tol = NOISE_MULTIPLE * nz.sigma
+        tol = judging_multiple(nz.dof, NOISE_MULTIPLE) * nz.sigma
+        budgets = r.get("budget_errors") or []
+        if budgets:
+            within = sum(abs(e["error"]) <= tol for e in budgets)
+            ok.append(within >= REQUIRED_SHARE * len(budgets))
         bt_f, bt_t = r["backtest_fewer"].get("rmse_rel"), r["backtest_trained"].get("rmse_rel")
         if not r.get("e_bound_both"):
             ok.append(abs(r["e_change"]) <= tol)
         if bt_t is not None:  # without a trained-branch backtest there is none to match
-            ok.append(bt_f is not None and bt_f - bt_t <= tol)
-        ok += [abs(f["error"]) - abs(t["error"]) <= tol
+            ok.append(bt_f is not None and abs(bt_f - bt_t) <= tol)
+        ok += [abs(f["error"] - t["error"]) <= tol
                for f, t in zip(r["heldout_fewer"], r["heldout_trained"], strict=True)]
     return HOLDS if all(ok) else FAILS
 
@@ -206,7 +219,8 @@ def compare(table: pd.DataFrame, *, heldout_runs: Sequence[str] = (),
             "heldout_fewer": _heldout(fewer, fit_f, pair),
             "budget_errors": pe, "sigma": None if nz is None else nz.sigma,
             "n_within": None if nz is None else int(sum(
-                abs(e["error"]) <= NOISE_MULTIPLE * nz.sigma for e in pe))}
+                abs(e["error"]) <= judging_multiple(nz.dof, NOISE_MULTIPLE) * nz.sigma
+                for e in pe))}
     out["verdict"] = verdict(out["pairs"], noise)
     return out
 

@@ -156,11 +156,12 @@ def test_last_third_of_an_exact_annealing_law_is_predicted():
 
 
 def test_longer_run_row_holds_within_the_seed_noise_and_fails_five_percent_off():
-    """Two seeds at ±0.05 % (σ_seed = 0.07 %): the exact law's row holds; with every loss of
+    """Two seeds at ±0.05 % (per-point scatter ≈ 0.05 %): the exact law's row holds; with every loss of
     the last third 5 % above the law it does not hold."""
     seeds = (5e-4, -5e-4)
     exact = _longer(_annealing_table(seeds=seeds))
-    assert exact["sigma"] == pytest.approx(np.sqrt(2) * 5e-4, rel=1e-6)
+    # judged against the per-point scatter of the fitted steps (the two seeds about one law)
+    assert 4e-4 < exact["sigma"] < 7e-4 and "per-point scatter" in exact["sigma_source"]
     assert exact["n_points"] == 28 and exact["worst"] < 1e-3 and exact["verdict"] == HOLDS
     off = _longer(_annealing_table(off=0.05, seeds=seeds))
     assert off["rmse"] == pytest.approx(0.05 / 1.05, rel=0.05) and off["verdict"] == FAILS

@@ -164,7 +164,7 @@ def _row(e_change: float, bt: float = 0.02, held: float = 0.01) -> dict:
 
 
 def test_the_side_by_side_verdict_can_fail():
-    noise = {"en-de": SeedNoise(0.01, 3, 2)}
+    noise = {"en-de": SeedNoise(0.01, 5, 4)}  # 4 dof: the multiple is 3
     assert verdict({"en-de": _row(0.02)}, noise) == HOLDS
     assert verdict({"en-de": _row(0.04)}, noise) == FAILS  # E moved by 4σ_seed
     # E at a bound in both fits (e.g. 0): no estimate to compare, the other criteria judge
@@ -174,6 +174,25 @@ def test_the_side_by_side_verdict_can_fail():
     assert verdict({"en-de": _row(0.0)}, {"en-de": SeedNoise(0.01, 2, 1)}).startswith(
         FEW_SEEDS)
     assert verdict({}, noise).startswith("not computed")
+
+
+def test_the_side_by_side_verdict_is_two_sided_and_counts_the_budgets_within():
+    """A paired difference judged two-sided: a held-out error that flips from +2 % to −2 % (|Δ|
+    4 % > 3σ_seed) or a backtest 4σ *better* is a change the predicted budgets made, not
+    noise; and fewer than 80 % of the predicted budgets within 3σ_seed of the trained ones
+    fails however the fits compare. On 2 dof the multiple is t's 4.85, not 3."""
+    noise = {"en-de": SeedNoise(0.01, 5, 4)}
+    flipped = {**_row(0.0), "heldout_trained": [{"error": 0.02}],
+               "heldout_fewer": [{"error": -0.02}]}
+    assert verdict({"en-de": flipped}, noise) == FAILS
+    assert verdict({"en-de": _row(0.0, bt=-0.02)}, noise) == FAILS
+    budgets = [{"error": 0.005}] * 7 + [{"error": 0.05}] * 3
+    assert verdict({"en-de": {**_row(0.0), "budget_errors": budgets}}, noise) == FAILS
+    budgets = [{"error": 0.005}] * 8 + [{"error": 0.05}] * 2
+    assert verdict({"en-de": {**_row(0.0), "budget_errors": budgets}}, noise) == HOLDS
+    assert verdict({"en-de": _row(0.04)}, {"en-de": SeedNoise(0.01, 3, 2)}) == HOLDS
+    assert verdict({"en-de": _row(0.05)}, {"en-de": SeedNoise(0.01, 3, 2)}) == FAILS
+    assert verdict({"en-de": _row(0.048)}, {"en-de": SeedNoise(0.01, 3, 2)}) == HOLDS
 
 
 @pytest.mark.slow  # a whole report (every section): ≈ 20 s of CPU

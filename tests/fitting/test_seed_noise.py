@@ -55,3 +55,12 @@ def test_noise_fields_of_a_row():
     assert f["sigma_ci90"] == pytest.approx(list(sigma_ci90(0.01, 2)))
     assert noise_fields(None, None, None, prefix="noise") == {
         "noise_seeds": None, "noise_dof": None, "noise_ci90": None}
+
+
+def test_the_judging_multiple_is_three_or_t_where_sigma_has_few_dof():
+    from scipy import stats
+
+    from fitting.core.seed_noise import judging_multiple
+    assert judging_multiple(2) == pytest.approx(stats.t.ppf(0.98, 2))  # 4.85
+    assert judging_multiple(3) == pytest.approx(stats.t.ppf(0.98, 3))  # 3.48
+    assert judging_multiple(4) == judging_multiple(None) == judging_multiple(float("inf")) == 3.0

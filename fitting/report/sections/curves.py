@@ -20,7 +20,11 @@ probe loss at that end, the quantity fitted; else the pair's training loss, each
 against the run's evaluation loss there (the report's ``metric`` on its ``eval_set``, of the
 pair): a training-loss row is the mean over one log interval's batches and scatters by ≈ 6 %
 (relative sd about a smooth curve on the main job), more than 3σ_seed: judged against it no law
-could hold. Either way the verdict uses the evaluation loss's seed noise. Why a branch in the fit:
+could hold. The verdict judges each end against the scatter of the quantity predicted: a probe
+loss at one step against the per-point scatter the family fits leave on their fitted steps
+(:func:`fitting.report.sections.extrapolation.point_scatter`: the model itself moves between steps, by
+more than the seed sd of a cooled end), an evaluated end against the evaluation loss's seed
+noise. Why a branch in the fit:
 along an rsqrt schedule η ∝ 1/S1, so the stable phase alone cannot tell the annealing term from
 A·S1^−α (:mod:`fitting.laws.curves.branches`). The settings are the best of those measured on
 the main job's own runs (``benchmarks/studies/curve_laws_main_job.py``, variant
@@ -29,10 +33,10 @@ the main job's own runs (``benchmarks/studies/curve_laws_main_job.py``, variant
 training loss of the pair read at its logged step (``loss_window=0``).
 
 Per pair the tested ends' relative errors (predicted − trained) / trained are judged by the
-report's one rule (:func:`fitting.report.sections.extrapolation.judge`: RMSE within 3σ_seed, σ_seed the
-relative seed sd at the largest size repeated, :func:`fitting.report.sections.chinchilla.
-largest_size_seed_noises`, with its seeds, dof and 90 % interval; information without it, and
-where it rests on fewer than 3 seeds); the median and worst error are shown with it. The first section's row "later cool-down" reads these errors.
+report's one rule (:func:`fitting.report.sections.extrapolation.judge`: RMSE within 3σ, σ the
+per-point scatter above for probe-loss ends, else the relative seed sd at the largest size
+repeated, :func:`fitting.report.sections.chinchilla.largest_size_seed_noises`, with its seeds (points),
+dof and 90 % interval; information without it, and where it rests on fewer than 2 dof); the median and worst error are shown with it. The first section's row "later cool-down" reads these errors.
 
 Cost: one fit per family; at most :data:`MAX_FAMILIES` families per pair (spread over the
 sizes), at most :data:`MAX_POINTS` losses per curve. ``fits.json["curves"]``: the settings,
@@ -68,12 +72,14 @@ from fitting.report.sections.extrapolation import (
     FROM_FRACTION,
     NOISE_MULTIPLE,
     judge,
+    point_scatter,
+    relative_errors,
 )
 from fitting.report.view import StudyView
 
 __all__ = ["FIT_BRANCHES", "MAX_FAMILIES", "MAX_POINTS",
            "FIGURE_FAMILIES", "curve_continuations", "curves_section", "evaluated_ends",
-           "loss_description"]
+           "loss_description", "family_residuals"]
 
 #: the branch of each family in the fit (``predict_branch_ends``' ``fit_branches``)
 FIT_BRANCHES = "middle"
@@ -157,6 +163,20 @@ def _continuation(res: BranchPredictions, curves: dict[str, Curve], parent: str,
     return out
 
 
+def family_residuals(fit: Any, curves: dict[str, Curve], parent: str, stable: float | None,
+                      start: float) -> list[float]:
+    """The family fit's relative residuals on the losses it was fitted on: the parent's from
+    ``start`` to ``stable`` (its cool-down's start), the fitted branches' from ``start``."""
+    out: list[float] = []
+    for run in fit.runs:
+        c = curves[run]
+        mask = c.steps >= start
+        if run == parent and stable is not None:
+            mask &= c.steps <= stable
+        out += relative_errors(fit, c, mask)
+    return out
+
+
 def _pair(view: StudyView, pair: str, lam: float) -> tuple[dict[str, Any], dict[str, list]]:
     """``fits.json["curves"]["pairs"][pair]`` and the figure's panels {title: runs}."""
     curves = pair_training_curves(view.table_fit, pair)
@@ -172,6 +192,7 @@ def _pair(view: StudyView, pair: str, lam: float) -> tuple[dict[str, Any], dict[
                        column="parent_run")
     chosen = _spread(list(fams), curves, MAX_FAMILIES)
     families, failed, ends, panels = {}, {}, [], {}
+    scatter: list[tuple[list[float], int]] = []
     shown = set(_spread(chosen, curves, FIGURE_FAMILIES))
     for parent in chosen:
         try:
@@ -180,6 +201,8 @@ def _pair(view: StudyView, pair: str, lam: float) -> tuple[dict[str, Any], dict[
             failed[parent] = str(e)
             continue
         fit = res.fits[parent]
+        scatter.append((family_residuals(fit, curves, parent, stable, start),
+                        len(fit.params)))
         families[parent] = {"n": curves[parent].n, "stable_until": stable, "from_step": start,
                             "fitted_runs": fit.runs, "params": fit.params,
                             "warnings": fit.warnings}
@@ -192,7 +215,9 @@ def _pair(view: StudyView, pair: str, lam: float) -> tuple[dict[str, Any], dict[
         raise FitError("no family could be fitted: " + "; ".join(
             f"{p}: {w}" for p, w in failed.items()), column="loss")
     errors = [e["error"] for e in ends if not e["fitted"]]
-    noise = largest_size_seed_noises(view.seeds)[0].get(pair)
+    noise = (largest_size_seed_noises(view.seeds)[0].get(pair) if targets is not None else
+             point_scatter(scatter, f"per-point scatter of the fitted steps "
+                           f"({loss_description(metric)})"))
     judged = (loss_description(metric) if targets is None
               else f"{view.eval_set} {view.metric} of the pair")
     return ({"n_families": len(families), "n_families_total": len(fams), "families": families,

@@ -43,7 +43,13 @@ import numpy as np
 import pandas as pd
 
 from fitting.core.base import FitError
-from fitting.core.seed_noise import SeedNoise, few_seeds_verdict, judges, noise_fields
+from fitting.core.seed_noise import (
+    SeedNoise,
+    few_seeds_verdict,
+    judges,
+    judging_multiple,
+    noise_fields,
+)
 from fitting.intervals.early_stop import calibrated_intervals
 from fitting.intervals.predictive import coverage
 from fitting.laws.curves.early_stop import (
@@ -156,20 +162,22 @@ def verdict(within: list[bool], noise: SeedNoise | None) -> str:
     return HOLDS if np.mean(within) >= REQUIRED_SHARE else FAILS
 
 
-def _entry(e: StoppedEnd, sigma: float | None) -> dict[str, Any]:
+def _entry(e: StoppedEnd, sigma: float | None, multiple: float = NOISE_MULTIPLE
+           ) -> dict[str, Any]:
     iv = e.interval
     out: dict[str, Any] = {
         "run": e.run, "n": e.n, "stop_step": e.stop, "end_step": e.end, "predicted": e.predicted,
         "marked": "predicted", "offset": e.offset, "offset_points": e.offset_points,
         "branches_fitted": e.branches, "params": e.params, "warnings": e.warnings,
         "interval": None if iv is None else {k: getattr(iv, k) for k in
-                                             ("lo80", "hi80", "lo95", "hi95", "sd_total")},
+                                             ("lo80", "hi80", "lo95", "hi95", "sd_total",
+                                              "calibrated", "calibration_n", "dof")},
         "check": e.measured is not None, "measured": e.measured, "error": e.error}
     if e.measured is not None:
         out["inside80"] = None if iv is None else iv.contains(e.measured, 0.80)
         out["inside95"] = None if iv is None else iv.contains(e.measured, 0.95)
         out["within_3sigma"] = None if sigma is None else bool(
-            abs(e.error) <= NOISE_MULTIPLE * sigma)
+            abs(e.error) <= multiple * sigma)
     return out
 
 
@@ -181,7 +189,8 @@ def _pair(view: StudyView, pair: str, fraction: float, lam: float) -> dict[str, 
             f"{r}: {w}" for r, w in list(failed.items())[:3]), column="loss")
     noise = largest_size_seed_noises(view.seeds)[0].get(pair)
     sigma = None if noise is None else noise.sigma
-    entries = [_entry(e, sigma) for e in ends]
+    multiple = judging_multiple(None if noise is None else noise.dof, NOISE_MULTIPLE)
+    entries = [_entry(e, sigma, multiple) for e in ends]
     checks = [e for e in ends if e.measured is not None]
     within = [x["within_3sigma"] for x in entries if x["check"] and x["within_3sigma"]
               is not None]
@@ -194,7 +203,8 @@ def _pair(view: StudyView, pair: str, fraction: float, lam: float) -> dict[str, 
             "worst_abs_error": float(np.max(np.abs(errors))) if errors.size else None,
             "coverage": coverage([(e.interval, e.measured) for e in checks
                                   if e.interval is not None]),
-            "sigma": sigma, "three_sigma": None if sigma is None else NOISE_MULTIPLE * sigma,
+            "sigma": sigma, "multiple": multiple,
+            "three_sigma": None if sigma is None else multiple * sigma,
             "sigma_source": "" if noise is None else noise.source,
             **noise_fields(None if noise is None else noise.seeds,
                            None if noise is None else noise.dof, sigma),

@@ -70,6 +70,7 @@ from fitting.core.seed_noise import (
     SeedNoise,
     few_seeds_verdict,
     judges,
+    judging_multiple,
     noise_fields,
 )
 from fitting.intervals.predictive import coverage_of_marks
@@ -93,9 +94,9 @@ from fitting.report.view import StudyView
 
 __all__ = ["LARGER_SIZE", "HELDOUT_RUN", "LONGER_RUN", "LATER_COOLDOWN", "NOISE_MULTIPLE",
            "HOLDS", "FAILS", "NO_NOISE", "FEW_SEEDS", "FIT_FRACTION", "FROM_FRACTION", "CURVE_LAMBDA", "CURVE_FORM",
-           "longer_run_errors",
+           "longer_run_errors", "point_scatter", "relative_errors",
            "judge",
-           "last_third_backtest", "SEED_NOISE_SOURCES",
+           "last_third_backtest", "last_third_fit", "SEED_NOISE_SOURCES",
            "extrapolation_rows", "extrapolation_section"]
 
 LARGER_SIZE = "larger size"
@@ -130,15 +131,18 @@ def judge(errors: Sequence[float] | None, sigma: float | None, why: str = "", *,
           dof: int | None = None, seeds: int | None = None) -> dict[str, Any]:
     """The report's one rule for a prediction of unseen points against the seed noise:
     ``rmse``, ``worst`` and ``median`` |relative error| of ``errors`` ((predicted − measured) /
-    measured), ``n_points``, ``three_sigma``, σ's ``sigma_seeds``, ``sigma_dof`` and
+    measured), ``n_points``, ``multiple`` (:func:`fitting.core.seed_noise.judging_multiple`:
+    3, wider on a σ of 2 or 3 dof), ``three_sigma`` (multiple × σ), σ's ``sigma_seeds``,
+    ``sigma_dof`` and
     ``sigma_ci90`` (:func:`fitting.core.seed_noise.noise_fields`) and the ``verdict`` —
     :data:`HOLDS` when the RMSE is within :data:`NOISE_MULTIPLE` × ``sigma`` (the relative seed
     sd, measured on ``seeds`` runs with ``dof`` degrees of freedom), :data:`FAILS` otherwise;
     information where ``sigma`` rests on fewer than 3 seeds (``dof`` < :data:`fitting.core.
     seed_noise.MIN_DOF`, or not given: :func:`fitting.core.seed_noise.few_seeds_verdict`) and
     :data:`NO_NOISE` without ``sigma``; "not computed: ``why``" without errors."""
-    out: dict[str, Any] = {"sigma": sigma,
-                           "three_sigma": None if sigma is None else NOISE_MULTIPLE * sigma,
+    multiple = judging_multiple(dof, NOISE_MULTIPLE)
+    out: dict[str, Any] = {"sigma": sigma, "multiple": multiple,
+                           "three_sigma": None if sigma is None else multiple * sigma,
                            **noise_fields(seeds, dof, sigma)}
     if why or errors is None or not len(errors):
         return {**out, "rmse": None, "worst": None, "median": None, "n_points": 0,
@@ -146,7 +150,7 @@ def judge(errors: Sequence[float] | None, sigma: float | None, why: str = "", *,
     e = np.abs(np.asarray(errors, dtype=float))
     rmse = float(np.sqrt(np.mean(e ** 2)))
     verdict = (NO_NOISE if sigma is None else few_seeds_verdict(seeds, dof) if not judges(dof)
-               else HOLDS if rmse <= NOISE_MULTIPLE * sigma else FAILS)
+               else HOLDS if rmse <= multiple * sigma else FAILS)
     return {**out, "rmse": rmse, "worst": float(e.max()), "median": float(np.median(e)),
             "n_points": int(e.size), "verdict": verdict}
 
@@ -381,6 +385,15 @@ def _split_at(c: Curve, cut: float, start: float) -> tuple[Curve, np.ndarray]:
 def last_third_backtest(curves: dict[str, Curve], *, fraction: float = FIT_FRACTION,
                         from_fraction: float = FROM_FRACTION, lam: float = CURVE_LAMBDA,
                         max_points: int = 60) -> tuple[list[float], str]:
+    """(relative errors, why not) of :func:`last_third_fit` (its predicted points only)."""
+    errors, _, _, why = last_third_fit(curves, fraction=fraction, from_fraction=from_fraction,
+                                       lam=lam, max_points=max_points)
+    return errors, why
+
+
+def last_third_fit(curves: dict[str, Curve], *, fraction: float = FIT_FRACTION,
+                   from_fraction: float = FROM_FRACTION, lam: float = CURVE_LAMBDA,
+                   max_points: int = 60) -> tuple[list[float], list[float], int, str]:
     """(relative errors, why not): the leave-last-third-of-steps-out backtest of the
     LR-annealing law (Tissue et al. 2024 eq. 1, annealing momentum ``lam``), fitted jointly on
     every curve's losses between ``from_fraction`` and ``fraction`` of its family's last step
@@ -390,7 +403,8 @@ def last_third_backtest(curves: dict[str, Curve], *, fraction: float = FIT_FRACT
     needs three), predicting every loss after
     the cut from the curve's own learning-rate schedule; errors are (predicted − measured) /
     measured at every later loss the law describes (after the warm-up, within the logged
-    schedule)."""
+    schedule). Returns (errors, the same relative residuals at every fitted loss — the
+    per-point scatter the law leaves on these curves —, the law's parameter count, why not)."""
     parts, rest = {}, {}
     for run, c in curves.items():
         last = _family_last_step(c, curves)
@@ -404,21 +418,28 @@ def last_third_backtest(curves: dict[str, Curve], *, fraction: float = FIT_FRACT
         if later.any():
             rest[run] = later
     if len(parts) == 0 or sum(p.steps.size for p in parts.values()) < 6:
-        return [], "fewer than 6 losses before the cut"
+        return [], [], 0, "fewer than 6 losses before the cut"
     try:
         fit = fit_annealing_law(parts, lam=lam, form=CURVE_FORM, max_points=max_points)
     except FitError as e:
-        return [], str(e)
+        return [], [], 0, str(e)
     errors: list[float] = []
     for run, later in rest.items():
-        c = curves[run]
-        mask = later & c.fit_steps(0.0)
-        if not mask.any():
-            continue
-        n = c.n if fit.size_terms else None
-        pred = fit.predict(c.steps[mask], c.lr_steps, c.lr, n=n, window=c.window[mask])
-        errors += list((pred - c.loss[mask]) / c.loss[mask])
-    return errors, "" if errors else "no loss after 2/3 of a run's steps"
+        errors += relative_errors(fit, curves[run], later & curves[run].fit_steps(0.0))
+    residuals: list[float] = []
+    for part in parts.values():
+        residuals += relative_errors(fit, part, np.ones(part.steps.size, bool))
+    return (errors, residuals, len(fit.params),
+            "" if errors else "no loss after 2/3 of a run's steps")
+
+
+def relative_errors(fit: Any, c: Curve, mask: np.ndarray) -> list[float]:
+    """(law − loss) / loss at ``c``'s losses under ``mask``."""
+    if not mask.any():
+        return []
+    n = c.n if fit.size_terms else None
+    pred = fit.predict(c.steps[mask], c.lr_steps, c.lr, n=n, window=c.window[mask])
+    return list((pred - c.loss[mask]) / c.loss[mask])
 
 
 def _experiment_of_runs(table: pd.DataFrame) -> dict[str, tuple[str, str]]:
@@ -453,28 +474,46 @@ def _pair_curves_for_backtest(view: StudyView, pair: str) -> tuple[dict[str, Cur
 
 
 def longer_run_errors(view: StudyView, pair: str, *, lam: float = CURVE_LAMBDA
-                      ) -> tuple[list[float], str, str]:
-    """(relative errors, why none, the loss fitted) of the pair's longer-run backtest:
-    :func:`last_third_backtest` of each experiment (its seeds and branches fitted together,
-    one fit per experiment), the errors pooled."""
+                      ) -> tuple[list[float], str, str, SeedNoise | None]:
+    """(relative errors, why none, the loss fitted, the per-point scatter) of the pair's
+    longer-run backtest: :func:`last_third_fit` of each experiment (its seeds and branches
+    fitted together, one fit per experiment), the errors pooled; the scatter
+    (:func:`point_scatter`) from the same fits' residuals on the steps they were fitted on."""
     experiment = _experiment_of_runs(view.table_fit)
     try:
         curves, loss = _pair_curves_for_backtest(view, pair)
     except FitError as e:
-        return [], str(e), ""
+        return [], str(e), "", None
     groups: dict[tuple[str, str], dict[str, Curve]] = {}
     for run, c in curves.items():
         groups.setdefault(experiment.get(c.parent or run, ("", c.parent or run)), {})[run] = c
     errors: list[float] = []
+    fits: list[tuple[list[float], int]] = []
     whys = []
     for group in groups.values():
         try:
-            e, w = last_third_backtest(group, lam=lam)
+            e, r, k, w = last_third_fit(group, lam=lam)
         except FitError as err:
-            e, w = [], str(err)
+            e, r, k, w = [], [], 0, str(err)
         errors += e
+        fits += [(r, k)] if r else []
         whys += [w] if w else []
-    return errors, "" if errors else (whys[0] if whys else "no curve"), loss
+    return (errors, "" if errors else (whys[0] if whys else "no curve"), loss,
+            point_scatter(fits, f"per-point scatter of the fitted steps ({loss or 'loss'})"))
+
+
+def point_scatter(fits: Sequence[tuple[Sequence[float], int]], source: str
+                  ) -> SeedNoise | None:
+    """The per-point scatter a curve law leaves on the curves it was fitted on, pooled over
+    ``fits`` ((relative residuals, parameters fitted) each): s² = Σ r² / Σ (m − k), on
+    Σ (m − k) dof (the residual variance of least squares); ``seeds`` the points. This, not the
+    seed sd of a cooled end, is the scatter of a per-step loss: the model itself moves between
+    steps. None without a residual dof."""
+    ss = sum(float(np.sum(np.square(r))) for r, _ in fits)
+    dof = sum(max(0, len(r) - k) for r, k in fits)
+    if dof == 0:
+        return None
+    return SeedNoise(math.sqrt(ss / dof), sum(len(r) for r, _ in fits), int(dof), source)
 
 
 def _longer_run_rows(view: StudyView, sigma: dict[str, SeedNoise]
@@ -483,8 +522,8 @@ def _longer_run_rows(view: StudyView, sigma: dict[str, SeedNoise]
     law = f"LR-annealing law (Tissue et al. eq. 1, {CURVE_FORM} form, λ = {CURVE_LAMBDA:g})"
     rows = []
     for pair in view.points:
-        errors, why, loss = longer_run_errors(view, pair)
-        rows.append(_judged_row(LONGER_RUN, pair, law, errors, sigma, why,
+        errors, why, loss, scatter = longer_run_errors(view, pair)
+        rows.append(_row(LONGER_RUN, pair, law, errors, scatter, why,
                                 f"{loss or 'loss'}, fitted per experiment on "
                                 f"{FROM_FRACTION:.0%}–{FIT_FRACTION:.0%} of each run's steps, "
                                 "its branches that cool down before the cut included"))
@@ -508,9 +547,14 @@ def _later_cooldown_rows(view: StudyView, curves: dict[str, Any] | None,
         got = pairs.get(pair)
         why = "" if got else (skipped.get(pair)
                               or "the curve section was not computed (see Skipped)")
-        rows.append(_judged_row(LATER_COOLDOWN, pair, law, got["errors"] if got else None,
-                                sigma, why, "" if not got else f"{got['n_families']} "
-                                "parents, each fitted on its stable phase and one branch"))
+        # judged against the σ the curve section judged with (the per-point scatter where
+        # the ends are single probe losses, else the evaluation loss's seed noise)
+        noise = (sigma.get(pair) if not got or got.get("sigma") is None else
+                 SeedNoise(float(got["sigma"]), int(got.get("sigma_seeds") or 0),
+                           int(got.get("sigma_dof") or 0), str(got.get("sigma_source", ""))))
+        rows.append(_row(LATER_COOLDOWN, pair, law, got["errors"] if got else None, noise,
+                         why, "" if not got else f"{got['n_families']} parents, each fitted "
+                         "on its stable phase and one branch"))
     return rows
 
 

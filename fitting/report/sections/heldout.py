@@ -72,7 +72,8 @@ from fitting.report.sections.chinchilla import (
 from fitting.report.sections.seeds import experiment_groups
 from fitting.report.view import StudyView, check_heldout_runs
 
-__all__ = ["REL_TOLERANCE", "NOISE_TOLERANCE", "check_heldout_runs", "heldout_experiments",
+__all__ = ["REL_TOLERANCE", "NOISE_TOLERANCE", "heldout_within", "check_heldout_runs",
+           "heldout_experiments",
            "heldout_noise", "predict_heldout", "heldout_section"]
 
 #: |error| within this fraction of the measured loss is within tolerance
@@ -145,18 +146,28 @@ def _noise_entry(noise: SeedNoise, detail: str) -> dict[str, Any]:
                                       f"; fewer than {MIN_DOF + 1} seeds: information only")}
 
 
-def _entry(base: dict, law: str, predicted: float, primary: bool,
-           interval: tuple[float, float] | None = None) -> dict[str, Any]:
-    measured, sd = base["measured"], base["noise"]
+def heldout_within(predicted: float, measured: float, sd: float | None, judges_: bool
+                   ) -> tuple[bool, bool, bool | None]:
+    """The held-out runs' rule: (within, within the relative clause, within the noise clause)
+    — within when |error| ≤ :data:`REL_TOLERANCE` or |predicted − measured| ≤
+    :data:`NOISE_TOLERANCE` × ``sd`` (the seed sd, in the loss's units), the noise clause
+    counted only where ``sd`` judges (``judges_``: from 3 seeds or more); None without ``sd``.
+    A non-finite prediction is never within."""
     finite = math.isfinite(predicted)
-    err = (predicted - measured) / measured
-    within_rel = bool(finite and abs(err) <= REL_TOLERANCE)
+    within_rel = bool(finite and abs((predicted - measured) / measured) <= REL_TOLERANCE)
     within_noise = None if sd is None else bool(
         finite and abs(predicted - measured) <= NOISE_TOLERANCE * sd)
     # a σ from fewer than 3 seeds is information: its clause does not judge
-    judged_noise = bool(within_noise) and bool(base.get("noise_judges"))
+    return within_rel or (bool(within_noise) and judges_), within_rel, within_noise
+
+
+def _entry(base: dict, law: str, predicted: float, primary: bool,
+           interval: tuple[float, float] | None = None) -> dict[str, Any]:
+    measured = base["measured"]
+    within, within_rel, within_noise = heldout_within(predicted, measured, base["noise"],
+                                                      bool(base.get("noise_judges")))
     out = {**base, "law": law, "primary": primary, "predicted": float(predicted),
-           "error": float(err), "within_tolerance": within_rel or judged_noise,
+           "error": float((predicted - measured) / measured), "within_tolerance": within,
            "within_rel": within_rel, "within_noise": within_noise}
     if interval is not None:
         out["interval"] = [float(interval[0]), float(interval[1])]
