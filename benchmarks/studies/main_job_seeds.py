@@ -7,8 +7,10 @@ OUT/seed<K>, then `benchmarks/studies/check_main_job.py` on each, and prints one
 seed, the wall time, check 1 (fitted L∞ against the exact one, per pair) and check 4 (the
 held-out run's error, per pair, and whether it is within 2 % without the noise clause), the
 leave-largest-size-out backtest of the leading L(N, D) law against 3× the measured seed noise,
-per pair, the report's two curve-law rows (longer run, later cool-down) against 3σ_seed per
-pair and whether both hold for both pairs, and whether all six checks pass (checks 1 and 4 as `check_main_job` judges them). A seed whose output already holds a report is not re-run
+per pair, the report's two curve-law rows (longer run, later cool-down) against the σ each is
+judged on, per pair, and whether both hold for both pairs (a missing or unjudged row never
+holds), the pooled coverage of the calibrated predictive intervals with Clopper–Pearson
+intervals over the points and over the seed × pair clusters, and whether all six checks pass (checks 1 and 4 as `check_main_job` judges them). A seed whose output already holds a report is not re-run
 (`mnmt-study run` resumes; pass --fresh to start over).
 
     flock /tmp/cpu.lock python benchmarks/studies/main_job_seeds.py --out /tmp/seeds --seeds 0 1 2
@@ -28,7 +30,8 @@ import subprocess
 import sys
 import time
 
-from fitting.report.sections.extrapolation import LATER_COOLDOWN, LONGER_RUN
+from fitting.intervals.predictive import LEVELS, coverage_by_cluster, coverage_text
+from fitting.report.sections.extrapolation import HOLDS, LATER_COOLDOWN, LONGER_RUN
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 #: the report's curve-law rows
@@ -84,7 +87,8 @@ def seed_row(out: str, seed: int, run: dict, check) -> dict:
             iv = e["predictive"]
             held[e["pair"]].update(lo95=iv["lo95"], hi95=iv["hi95"], lo80=iv["lo80"],
                                    hi80=iv["hi80"], sd_total=iv["sd_total"],
-                                   inside80=e["inside80"], inside95=e["inside95"])
+                                   inside80=e["inside80"], inside95=e["inside95"],
+                                   calibrated=bool(e.get("calibrated")))
     eq11 = {e["pair"]: {"error": e["error"], "inside80": e["inside80"],
                         "inside95": e["inside95"], "sd_total": e["predictive"]["sd_total"],
                         "calibrated": e.get("calibrated")}
@@ -95,6 +99,10 @@ def seed_row(out: str, seed: int, run: dict, check) -> dict:
         if p in backtest and isinstance(bt, dict) and bt.get("coverage"):
             backtest[p]["coverage"] = bt["coverage"]
             backtest[p]["calibrated"] = (bt.get("predictive") or {}).get("calibrated")
+            backtest[p]["marks"] = {f"{q:.2f}": [bool(e[f"inside{round(100 * q)}"]) for e in
+                                                 bt.get("errors") or [] if e.get("calibrated")
+                                                 and f"inside{round(100 * q)}" in e]
+                                    for q in LEVELS}
     # the checks' own verdicts (check_main_job.checks): an empty list never passes here
     return {"seed": seed, **run, "l_inf": l_inf, "heldout": held, "backtest": backtest,
             "eq11_heldout": eq11, "curves": curves,
@@ -105,27 +113,43 @@ def seed_row(out: str, seed: int, run: dict, check) -> dict:
 
 def curve_rows(rows: list[dict]) -> dict[str, dict[str, dict]]:
     """{pair: {kind: {rmse, three_sigma, verdict}}} of the report's two curve-law rows
-    (``longer run``, ``later cool-down``: each judged against 3σ_seed)."""
+    (``longer run``, ``later cool-down``), a row not computed (no RMSE) kept with its
+    verdict."""
     out: dict[str, dict[str, dict]] = {}
     for r in rows:
-        if r.get("kind") in CURVE_KINDS and r.get("rmse") is not None:
+        if r.get("kind") in CURVE_KINDS:
             out.setdefault(str(r.get("pair")), {})[r["kind"]] = {
                 k: r.get(k) for k in ("rmse", "three_sigma", "verdict")}
     return out
 
 
 def curves_hold(r: dict) -> bool | None:
-    """Whether both curve rows hold for every pair of a seed's row (None without them)."""
-    cells = [c for p in (r.get("curves") or {}).values() for c in p.values()]
-    return None if not cells else all(c["verdict"] == "holds" for c in cells)
+    """Whether both curve rows hold for every pair of a seed's row: a missing row, a row not
+    computed or not judged never holds (False); None where the seed has no curve row at all."""
+    curves = r.get("curves") or {}
+    if not curves:
+        return None
+    pairs = set(curves) | set(r.get("l_inf") or {})
+    return all((curves.get(p) or {}).get(k, {}).get("verdict") == HOLDS
+               for p in pairs for k in CURVE_KINDS)
 
 
 def _curve_cell(c: dict | None) -> str:
     if not c:
-        return "–"
-    if c["three_sigma"] is None:
+        return "missing"
+    if c["rmse"] is None:
+        return str(c.get("verdict") or "not computed")
+    if c["three_sigma"] is None or c.get("verdict") not in (HOLDS, "does not hold"):
         return f"{100 * c['rmse']:.2f} % (not judged)"
     return f"{100 * c['rmse']:.2f} vs {100 * c['three_sigma']:.2f} %"
+
+
+def _judged(b: dict) -> str:
+    """"within" / "beyond" of a backtest judged against its σ, "not judged" where σ rests on
+    fewer than 2 dof or its dof are not known."""
+    if b.get("sigma_dof") is None or b["sigma_dof"] < 2:
+        return "not judged"
+    return "within" if b["within"] else "beyond"
 
 
 def table(rows: list[dict]) -> str:
@@ -134,7 +158,7 @@ def table(rows: list[dict]) -> str:
     head = (["vocab seed", "wall s"] + [f"L∞ {p} fitted / exact" for p in pairs]
             + [f"held-out {p}" for p in pairs]
             + [f"backtest {p} vs 3× seed noise" for p in pairs]
-            + [f"{k} {p} vs 3σ_seed" for p in pairs for k in CURVE_KINDS]
+            + [f"{k} {p} vs 3σ" for p in pairs for k in CURVE_KINDS]
             + ["curve rows hold", "checks 1, 4", "all five"])
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
@@ -159,7 +183,7 @@ def table(rows: list[dict]) -> str:
                          f"{100 * b['rmse_rel']:.2f} % (no seed noise: not judged)"
                          if b["noise_rel"] is None else
                          f"{100 * b['rmse_rel']:.2f} % vs {100 * b['tolerance'] * b['noise_rel']:.2f} %"
-                         f" ({'within' if b['within'] else 'beyond'}; "
+                         f" ({_judged(b)}; "
                          + ("seeds ?" if b.get("sigma_dof") is None else
                             f"{b['sigma_seeds']} seeds, {b['sigma_dof']} dof"
                             + ("" if b["sigma_dof"] >= 2 else ": information"))
@@ -174,22 +198,34 @@ def table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def pooled_coverage(rows: list[dict]) -> dict[str, dict[str, int]]:
-    """Held-out entries inside their 80 % / 95 % predictive intervals, pooled over seeds,
-    (``backtest80`` / ``backtest95``) the larger-size backtest points inside theirs, and
-    (``eq11_80`` / ``eq11_95``) the held-out runs inside eq. 11's (the frontier's law)."""
-    entries = [h for r in rows for h in (r.get("heldout") or {}).values() if "inside95" in h]
-    out = {lvl: {"inside": sum(bool(h[f"inside{lvl}"]) for h in entries), "n": len(entries)}
-           for lvl in ("80", "95")}
-    covs = [b["coverage"] for r in rows for b in (r.get("backtest") or {}).values()
-            if b.get("coverage")]
-    eq11 = [h for r in rows for h in (r.get("eq11_heldout") or {}).values()]
-    for lvl in ("80", "95"):
-        out[f"backtest{lvl}"] = {"inside": sum(c[f"0.{lvl}"]["inside"] for c in covs),
-                                 "n": sum(c[f"0.{lvl}"]["n"] for c in covs)}
-        out[f"eq11_{lvl}"] = {"inside": sum(bool(h[f"inside{lvl}"]) for h in eq11),
-                              "n": len(eq11)}
-    return out
+def _entry_marks(rows: list[dict], key: str) -> dict[float, dict]:
+    """{level: {(seed, pair): [inside?]}} of the calibrated entries under ``key``."""
+    return {q: {(r["seed"], p): [bool(h[f"inside{round(100 * q)}"])]
+                for r in rows for p, h in (r.get(key) or {}).items()
+                if "inside95" in h and h.get("calibrated")} for q in LEVELS}
+
+
+def pooled_coverage(rows: list[dict]) -> dict[str, dict]:
+    """Pooled over seeds, each with Clopper–Pearson 90 % intervals over the points and over
+    the clusters (seed × pair, :func:`fitting.intervals.predictive.coverage_by_cluster`), of
+    calibrated intervals only (an uncalibrated one is never counted): ``heldout`` the held-out
+    entries inside their 80 % / 95 % predictive intervals, ``backtest`` the larger-size backtest
+    points inside theirs, ``eq11`` the held-out runs inside eq. 11's (the frontier's law)."""
+    backtest = {q: {(r["seed"], p): (b.get("marks") or {}).get(f"{q:.2f}") or []
+                    for r in rows for p, b in (r.get("backtest") or {}).items()}
+                for q in LEVELS}
+    return {"heldout": coverage_by_cluster(_entry_marks(rows, "heldout")),
+            "backtest": coverage_by_cluster(backtest),
+            "eq11": coverage_by_cluster(_entry_marks(rows, "eq11_heldout"))}
+
+
+def coverage_lines(cov: dict[str, dict]) -> str:
+    """The pooled coverage as printed: one line per kind, 80 % and 95 %."""
+    what = {"heldout": "held-out runs (L(N, D))", "backtest": "larger-size backtest points",
+            "eq11": "held-out runs by eq. 11 (the frontier's law)"}
+    return "\n".join(f"{what[k]} inside their calibrated predictive intervals, pooled: "
+                     + "; ".join(f"{q:.0%} {coverage_text(c, q)}" for q in LEVELS)
+                     for k, c in cov.items())
 
 
 def rereport(out: str, extra_gin: list[str]) -> None:
@@ -231,13 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(seed_row(out, seed, run, check))
         print(f"vocab seed {seed}: done ({run})", file=sys.stderr)
     print(table(rows))
-    cov = pooled_coverage(rows)
-    print(f"held-out runs inside their predictive intervals, pooled: 80 % {cov['80']['inside']}"
-          f" of {cov['80']['n']}, 95 % {cov['95']['inside']} of {cov['95']['n']}; larger-size "
-          f"backtest points: 80 % {cov['backtest80']['inside']} of {cov['backtest80']['n']}, "
-          f"95 % {cov['backtest95']['inside']} of {cov['backtest95']['n']}; held-out runs by "
-          f"eq. 11 (the frontier's law): 80 % {cov['eq11_80']['inside']} of "
-          f"{cov['eq11_80']['n']}, 95 % {cov['eq11_95']['inside']} of {cov['eq11_95']['n']}")
+    print(coverage_lines(pooled_coverage(rows)))
     held = [h for h in (curves_hold(r) for r in rows) if h is not None]
     if held:
         print(f"both curve rows hold for both pairs on {sum(held)} of {len(held)} seeds")

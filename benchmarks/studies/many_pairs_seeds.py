@@ -11,7 +11,9 @@ paired seeds) against its prediction and 95 % predictive interval
 paired sd), how many verification mixtures and held-out mixture losses fell inside their 80 /
 95 % intervals — beside the same count under the sum rule that §93 used (every reported
 component added: refits, forms, calibration, seed; normal quantiles), recomputed from the
-components each interval reports — and the held-out larger size's errors.
+components each interval reports — and the held-out larger size's errors; then the pooled
+coverage of the calibrated intervals with Clopper–Pearson intervals over the points and over
+the clusters (seed; seed × pair).
 
     flock /tmp/cpu.lock python benchmarks/studies/many_pairs_seeds.py --out /tmp/mp --seeds 1 2
     python benchmarks/studies/many_pairs_seeds.py --out /tmp/mp --seeds 1 2 --rereport --json
@@ -29,6 +31,8 @@ import shutil
 import subprocess
 import sys
 import time
+
+from fitting.intervals.predictive import LEVELS, coverage_by_cluster, coverage_text
 
 
 def run_seed(out: str, seed: int, rereport: bool, timeout: float) -> dict:
@@ -98,7 +102,42 @@ def seed_row(out: str, seed: int, run: dict) -> dict:
             "heldout_coverage": (mixture.get("heldout_summary") or {}).get("coverage"),
             "verification_sum_rule": sum_rule_coverage(ver_marked),
             "heldout_sum_rule": sum_rule_coverage(held),
+            "verification_marks": {f"{q:.2f}": [bool(m[f"inside{round(100 * q)}"]) for m in
+                                                (ver.get("mixtures") or {}).values()
+                                                if "inside80" in m
+                                                and ((m.get("predicted") or {}).get("interval")
+                                                     or {}).get("calibrated")]
+                                   for q in LEVELS},
+            "heldout_marks": {f"{q:.2f}": {p: [bool(e[f"inside{round(100 * q)}"]) for per in
+                                               (mixture.get("heldout") or {}).values()
+                                               for pp, e in per.items() if pp == p
+                                               and "inside80" in e and e.get("calibrated")]
+                                           for p in sorted({pp for per in (mixture.get(
+                                               "heldout") or {}).values() for pp in per})}
+                              for q in LEVELS},
             "larger_size_errors": larger}
+
+
+def pooled_coverage(rows: list[dict]) -> dict[str, dict]:
+    """Pooled over design seeds, calibrated intervals only, with Clopper–Pearson 90 % intervals
+    over the points and over the clusters (:func:`fitting.intervals.predictive.
+    coverage_by_cluster`): ``verification`` the verification mixtures' J (a cluster per seed:
+    one fit's mixtures), ``heldout`` the held-out mixture losses (a cluster per seed × pair)."""
+    good = [r for r in rows if "error" not in r]
+    return {
+        "verification": coverage_by_cluster({q: {r["seed"]: r["verification_marks"][f"{q:.2f}"]
+                                                 for r in good} for q in LEVELS}),
+        "heldout": coverage_by_cluster({q: {(r["seed"], p): marks for r in good
+                                            for p, marks in r["heldout_marks"][f"{q:.2f}"]
+                                            .items()} for q in LEVELS})}
+
+
+def coverage_lines(cov: dict[str, dict]) -> str:
+    """The pooled coverage as printed: one line per kind, 80 % and 95 %."""
+    what = {"verification": "verification mixtures' J", "heldout": "held-out mixture losses"}
+    return "\n".join(f"{what[k]} inside their calibrated predictive intervals, pooled: "
+                     + "; ".join(f"{q:.0%} {coverage_text(c, q)}" for q in LEVELS)
+                     for k, c in cov.items())
 
 
 def table(rows: list[dict]) -> str:
@@ -143,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(seed_row(out, seed, run))
         print(f"design seed {seed}: done ({run})", file=sys.stderr)
     print(table(rows))
+    print(coverage_lines(pooled_coverage(rows)))
     if args.json:
         print(json.dumps(rows, default=float))
     return 0 if all(r.get("beats") and all(r["beats"].values()) for r in rows) else 1

@@ -67,7 +67,8 @@ from fitting.core.base import FitError
 
 __all__ = ["LEVELS", "PredictiveInterval", "predictive_interval", "interval_dof", "quantile",
            "extrapolation_sd", "largest_size_step", "satterthwaite_dof", "stratified_resamples",
-           "resampled_predictions", "coverage", "coverage_of_marks", "clopper_pearson"]
+           "resampled_predictions", "coverage", "coverage_of_marks", "coverage_by_cluster",
+           "coverage_text", "clopper_pearson"]
 
 #: the nominal levels every interval is given at
 LEVELS = (0.80, 0.95)
@@ -294,10 +295,48 @@ def coverage_of_marks(marks: dict[float, Sequence[bool]]) -> dict[str, Any]:
     return out
 
 
-def clopper_pearson(k: int, n: int, level: float = 0.90) -> tuple[float, float]:
+def coverage_by_cluster(marks: dict[float, dict[Any, Sequence[bool]]]) -> dict[str, Any]:
+    """Coverage of inside/outside marks that come in clusters ({level: {cluster: [inside?,
+    ...]}}, e.g. a cluster per seed × pair: the points of one study's pair share its fit and its
+    noise, so they are not independent): per level, :func:`coverage_of_marks`' fields over
+    every point, ``clusters`` (how many) and ``ci90_clusters`` — the Clopper–Pearson interval
+    with each cluster counted as one observation of the pooled fraction (k = fraction ·
+    clusters of n = clusters: as wide as if the points of a cluster were one, the honest width
+    when they move together); None without points."""
+    flat = {level: [bool(h) for hits in by.values() for h in hits]
+            for level, by in marks.items()}
+    out = coverage_of_marks(flat)
+    for level in LEVELS:
+        by = {c: list(h) for c, h in (marks.get(level) or {}).items() if len(h)}
+        row = out[f"{level:.2f}"]
+        row["clusters"] = len(by)
+        row["ci90_clusters"] = (None if not by else
+                                list(clopper_pearson(row["fraction"] * len(by), len(by))))
+    return out
+
+
+def coverage_text(cov: dict[str, Any] | None, level: float) -> str:
+    """"k/n (90 % CI a–b %)" of one level of a :func:`coverage` or :func:`coverage_by_cluster`
+    result, with "; c clusters: a–b %" where clustered and "; m not calibrated, left out" where
+    any was; "–" without points."""
+    row = (cov or {}).get(f"{level:.2f}") or {}
+    if not row.get("n"):
+        return "–"
+    lo, hi = row["ci90"]
+    text = f"{row['inside']}/{row['n']} (90 % CI {100 * lo:.0f}–{100 * hi:.0f} %"
+    if row.get("ci90_clusters"):
+        clo, chi = row["ci90_clusters"]
+        text += f"; {row['clusters']} clusters: {100 * clo:.0f}–{100 * chi:.0f} %"
+    if row.get("left_out"):
+        text += f"; {row['left_out']} not calibrated, left out"
+    return text + ")"
+
+
+def clopper_pearson(k: float, n: float, level: float = 0.90) -> tuple[float, float]:
     """The exact (Clopper–Pearson) two-sided ``level`` interval of a fraction ``k`` of ``n``:
-    the beta quantiles [B(α/2; k, n − k + 1), B(1 − α/2; k + 1, n − k)], 0 and 1 at the ends.
-    ValueError for n < 1 or k outside [0, n]."""
+    the beta quantiles [B(α/2; k, n − k + 1), B(1 − α/2; k + 1, n − k)], 0 and 1 at the ends
+    (a fractional k, an effective count, is read by the same beta quantiles). ValueError for
+    n < 1 or k outside [0, n]."""
     if n < 1 or not 0 <= k <= n:
         raise ValueError(f"a fraction needs 0 ≤ k ≤ n and n ≥ 1, got k = {k}, n = {n}")
     tail = (1.0 - level) / 2.0

@@ -31,8 +31,10 @@ def test_curve_rows_keep_the_two_curve_kinds_with_an_rmse(benchmark_script):
             _row(LATER_COOLDOWN, "en-de", 0.04, 0.05, HOLDS),
             _row(LONGER_RUN, "en-zh", None, 0.05, "not computed: no curve")]
     curves = seeds.curve_rows(rows)
-    assert set(curves) == {"en-de"} and set(curves["en-de"]) == {LONGER_RUN, LATER_COOLDOWN}
+    assert set(curves) == {"en-de", "en-zh"}
+    assert set(curves["en-de"]) == {LONGER_RUN, LATER_COOLDOWN}
     assert curves["en-de"][LONGER_RUN] == {"rmse": 0.07, "three_sigma": 0.05, "verdict": FAILS}
+    assert curves["en-zh"][LONGER_RUN]["verdict"].startswith("not computed")  # kept: not held
 
 
 def test_a_seed_holds_only_when_every_curve_row_of_every_pair_holds(benchmark_script):
@@ -47,3 +49,37 @@ def test_a_seed_holds_only_when_every_curve_row_of_every_pair_holds(benchmark_sc
     assert seeds.curves_hold(_seed({})) is None
     text = seeds.table([_seed(one_fails)])
     assert "7.00 vs 5.00 %" in text and "| no |" in text
+
+
+def test_a_missing_or_unjudged_curve_row_never_holds(benchmark_script):
+    seeds = benchmark_script("main_job_seeds")
+    ok = {"rmse": 0.04, "three_sigma": 0.05, "verdict": HOLDS}
+    assert seeds.curves_hold(_seed({"en-de": {LONGER_RUN: ok}})) is False  # cool-down missing
+    no_pair = {"en-zh": {LONGER_RUN: ok, LATER_COOLDOWN: ok}}  # en-de (in l_inf) has none
+    assert seeds.curves_hold(_seed(no_pair)) is False
+    info = {"rmse": 0.04, "three_sigma": None, "verdict": "information: no seed noise measured"}
+    assert seeds.curves_hold(_seed({"en-de": {LONGER_RUN: ok, LATER_COOLDOWN: info}})) is False
+    assert "missing" in seeds.table([_seed({"en-de": {LONGER_RUN: ok}})])
+
+
+def test_an_unjudged_backtest_says_so_and_pooled_coverage_counts_calibrated_clusters(
+        benchmark_script):
+    seeds = benchmark_script("main_job_seeds")
+    row = _seed({})
+    row["backtest"] = {"en-de": {"rmse_rel": 0.05, "noise_rel": 0.01, "tolerance": 3.0,
+                                 "within": False, "sigma_seeds": 2, "sigma_dof": 1,
+                                 "marks": {"0.80": [True, False, True],
+                                           "0.95": [True, True, True]}}}
+    row["heldout"] = {"en-de": {"error": 0.01, "within_rel": True, "inside80": True,
+                                "inside95": True, "lo95": 1, "hi95": 2, "calibrated": True},
+                      "en-zh": {"error": 0.01, "within_rel": True, "inside80": False,
+                                "inside95": True, "lo95": 1, "hi95": 2, "calibrated": False}}
+    text = seeds.table([row])
+    assert "not judged" in text and "beyond" not in text
+    cov = seeds.pooled_coverage([row, {**row, "seed": 1}])
+    bt = cov["backtest"]["0.80"]
+    assert (bt["inside"], bt["n"], bt["clusters"]) == (4, 6, 2)
+    assert bt["ci90_clusters"][0] < bt["ci90"][0] and bt["ci90_clusters"][1] > bt["ci90"][1]
+    held = cov["heldout"]["0.95"]
+    assert (held["inside"], held["n"], held["clusters"]) == (2, 2, 2)  # en-zh not calibrated
+    assert "4/6 (90 % CI" in seeds.coverage_lines(cov)

@@ -12,7 +12,9 @@ from fitting.core.base import FitError
 from fitting.intervals.predictive import (
     clopper_pearson,
     coverage,
+    coverage_by_cluster,
     coverage_of_marks,
+    coverage_text,
     extrapolation_sd,
     interval_dof,
     largest_size_step,
@@ -187,3 +189,16 @@ def test_clopper_pearson_is_exact_at_the_ends_and_refuses_impossible_counts():
     assert stats.binom.cdf(8, 10, hi) == pytest.approx(0.05)  # P(X ≤ 8 | hi) = 5 %
     with pytest.raises(ValueError):
         clopper_pearson(3, 2)
+
+
+def test_coverage_by_cluster_is_as_wide_as_its_clusters_allow():
+    """Three clusters of ten points: the points' interval assumes 30 independent draws; the
+    clusters' counts each cluster once, so it is wider, and both hold the pooled fraction."""
+    marks = {q: {c: [True] * 8 + [False] * 2 for c in "abc"} for q in (0.80, 0.95)}
+    cov = coverage_by_cluster(marks)["0.80"]
+    assert (cov["inside"], cov["n"], cov["clusters"]) == (24, 30, 3)
+    lo, hi = cov["ci90"]
+    clo, chi = cov["ci90_clusters"]
+    assert clo < lo < 0.8 < hi < chi
+    assert coverage_text(coverage_by_cluster(marks), 0.80).startswith("24/30 (90 % CI")
+    assert coverage_text(None, 0.95) == "–"

@@ -392,7 +392,8 @@ def predictive_checks(payload: Mapping, intervals: Mapping[str, PredictiveInterv
     """Whether each mixture's measured mean J lies inside its predictive interval
     (:func:`~fitting.intervals.mixture.objective_interval`): {calibration, inside
     {mixture: {"0.80": bool, "0.95": bool}}, coverage (:func:`fitting.intervals.predictive.coverage`
-    over the mixtures), calibrated (whether the held-out term entered)}; the marks are also set
+    over the mixtures whose interval is calibrated; the others counted in ``left_out``),
+    calibrated (whether the held-out term entered)}; the marks are also set
     on ``payload["mixtures"][name]`` as ``inside80`` / ``inside95``."""
     records, inside = [], {}
     for name, iv in intervals.items():
@@ -403,7 +404,8 @@ def predictive_checks(payload: Mapping, intervals: Mapping[str, PredictiveInterv
         records.append((iv, j))
         inside[name] = {f"{q:.2f}": iv.contains(j, q) for q in LEVELS}
         m["inside80"], m["inside95"] = inside[name]["0.80"], inside[name]["0.95"]
-    return {"calibration": dict(calibration), "inside": inside, "coverage": coverage(records),
+    return {"calibration": dict(calibration), "inside": inside,
+            "coverage": coverage(records, calibrated_only=True),
             "calibrated": bool(math.isfinite(float(calibration.get("rms_log", float("nan")))))}
 
 
