@@ -1,0 +1,181 @@
+"""ScaleBench (Li et al. 2026): which runs to fit a scaling law on when runs cost compute.
+
+Their protocol on three of the benchmark's tasks, with the data of ../shared/data/scalebench/:
+start from nothing, choose runs from the pool until their summed cost reaches a fraction of the
+pool's (farseer, data-constrained: 1 / 5 / 10 %; domain mixture: 20 / 35 / 50 % of the runs, per
+model-size group), fit each of the task's law forms on the chosen runs, and score R² on the
+held-out high-cost target points (groups and outputs pooled, clipped to [−1, 1]); mean over law
+forms and repeats, sd over (form, repeat) pairs. Methods: ours (fitting.design's target-variance
+drop per cost), random, cheapest, cost_random, d_optimal, and all_data (every pool run).
+
+    python benchmarks/scalebench.py [--tasks farseer,data_constrained,domain_mixture]
+        [--repeats 10 | --seeds 0,1,...] [--workers 2] [--json]
+
+The design was chosen on seeds 100–104 and frozen; the reported repeats are seeds 0–9.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from scalebench_laws import forms  # noqa: E402
+
+from fitting.design import FitSettings, simulate_design  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "scalebench"
+FOLDERS = {"farseer": "farseer_scaling_law", "data_constrained": "data_constrained_scaling_law",
+           "domain_mixture": "domain_mixture_scaling_law"}
+BUDGETS = {"farseer": (0.01, 0.05, 0.10), "data_constrained": (0.01, 0.05, 0.10),
+           "domain_mixture": (0.20, 0.35, 0.50)}
+METHODS = ("ours", "random", "cheapest", "cost_random", "d_optimal")
+#: Li et al. 2026, Table 2 (MSPE's target-region R², mean over law forms and 10 repeats).
+PUBLISHED_MSPE = {"farseer": (0.60, 0.88, 0.93), "data_constrained": (0.73, 0.85, 0.86),
+                  "domain_mixture": (0.64, 0.89, 0.95)}
+#: The frozen design: fit settings and the cost exponent of ours' score.
+SETTINGS = FitSettings()
+COST_POWER = 1.0
+
+
+@dataclass
+class Group:
+    X: np.ndarray
+    y: np.ndarray
+    cost: np.ndarray
+    X_test: np.ndarray
+    y_test: np.ndarray
+
+
+def load_task(task: str, root: Path = DATA) -> list[Group]:
+    """The task's groups (pool, costs, target points) from its parquet files."""
+    folder = root / FOLDERS[task]
+    train = pd.read_parquet(folder / "train-00000-of-00001.parquet")
+    test = pd.read_parquet(folder / "test-00000-of-00001.parquet")
+    if task == "farseer":
+        xcols, ycols = ["N", "D"], ["loss"]
+    elif task == "data_constrained":
+        xcols, ycols = ["unique_tokens", "params", "tokens"], ["loss"]
+    else:
+        xcols = [f"proportion_domain_{i}" for i in range(1, 6)]
+        ycols = [f"loss_domain_{i}" for i in range(1, 6)]
+    groups = []
+    for name in sorted(set(train["group"])):
+        tr, te = train[train["group"] == name], test[test["group"] == name]
+        if len(te) == 0:
+            continue
+        X = tr[xcols].to_numpy(float)
+        cost = np.ones(len(tr)) if task == "domain_mixture" else 6.0 * X[:, -2] * X[:, -1]
+        groups.append(Group(X, tr[ycols].to_numpy(float), cost, te[xcols].to_numpy(float),
+                            te[ycols].to_numpy(float)))
+    return groups
+
+
+def r_squared(truth: np.ndarray, pred: np.ndarray) -> float:
+    """1 − SS_res/SS_tot over every value, clipped to [−1, 1]; −1 where a prediction is not finite."""
+    truth, pred = np.ravel(truth), np.ravel(pred)
+    if not np.all(np.isfinite(pred)):
+        return -1.0
+    ss_tot = float(np.sum((truth - truth.mean()) ** 2))
+    return float(np.clip(1.0 - np.sum((truth - pred) ** 2) / ss_tot, -1.0, 1.0))
+
+
+def one_job(task: str, form_index: int, method: str, seed: int,
+            cost_power: float = COST_POWER) -> list[float]:
+    """R² at each budget of one (form, method, repeat): groups designed separately, scored pooled."""
+    law = forms(task)[form_index]
+    groups = load_task(task)
+    budgets = BUDGETS[task]
+    preds = [[] for _ in budgets]
+    for g_index, g in enumerate(groups):
+        rng = np.random.default_rng([seed, form_index, g_index])
+        if method == "all_data":
+            fit = SETTINGS.fit(law, g.X, g.y, rng)
+            steps_pred = [fit.predict(g.X_test)] * len(budgets)
+        else:
+            steps = simulate_design(law, g.X, g.y, g.cost, g.X_test, budgets, method, rng,
+                                    SETTINGS, cost_power)
+            steps_pred = [s.fit.predict(g.X_test) if s.fit else np.full(g.y_test.shape, np.nan)
+                          for s in steps]
+        for b, p in enumerate(steps_pred):
+            preds[b].append(p)
+    truth = np.concatenate([g.y_test for g in groups])
+    return [r_squared(truth, np.concatenate(p)) for p in preds]
+
+
+def _run(job: tuple) -> tuple[tuple, list[float]]:
+    return job, one_job(*job)
+
+
+def run(tasks: list[str], seeds: list[int], methods: list[str], workers: int,
+        cost_power: float = COST_POWER, progress=print) -> dict:
+    jobs = [(t, f, m, s, cost_power) for t in tasks for m in methods for s in seeds
+            for f in range(len(forms(t)))]
+    scores: dict = {}
+    start = time.time()
+    with ProcessPoolExecutor(workers) as pool:
+        for n, (job, r2) in enumerate(pool.map(_run, jobs), 1):
+            scores.setdefault(job[0], {}).setdefault(job[2], []).append(r2)
+            if n % 10 == 0 or n == len(jobs):
+                progress(f"{n}/{len(jobs)} jobs, {time.time() - start:.0f} s", file=sys.stderr)
+    table = {}
+    for task, by_method in scores.items():
+        table[task] = {}
+        for b, frac in enumerate(BUDGETS[task]):
+            table[task][f"{frac:.2f}"] = {
+                m: {"mean": float(np.mean([r[b] for r in rows])),
+                    "sd": float(np.std([r[b] for r in rows], ddof=1)) if len(rows) > 1 else 0.0}
+                for m, rows in by_method.items()}
+    return table
+
+
+def markdown(table: dict) -> str:
+    lines = []
+    for task, by_budget in table.items():
+        methods = list(next(iter(by_budget.values())))
+        lines += [f"### {task}", "", "| method | " + " | ".join(by_budget) + " |",
+                  "|---|" + "---|" * len(by_budget)]
+        for m in methods:
+            cells = [f"{by_budget[b][m]['mean']:.2f} ± {by_budget[b][m]['sd']:.2f}" for b in by_budget]
+            lines.append(f"| {m} | " + " | ".join(cells) + " |")
+        lines.append("| MSPE (published) | " + " | ".join(f"{v:.2f}" for v in PUBLISHED_MSPE[task])
+                     + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tasks", default="farseer,data_constrained,domain_mixture")
+    ap.add_argument("--methods", default=",".join(METHODS + ("all_data",)))
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--seeds", default=None, help="comma-separated repeat seeds (default 0..repeats-1)")
+    ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--cost-power", type=float, default=COST_POWER,
+                    help="ours' score: variance drop / cost**POWER (the frozen design's default)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    if not DATA.is_dir():
+        print(f"scalebench: no data at {DATA} (expected ../shared/data/scalebench beside the "
+              "project)", file=sys.stderr)
+        return 2
+    seeds = ([int(s) for s in args.seeds.split(",")] if args.seeds else list(range(args.repeats)))
+    table = run(args.tasks.split(","), seeds, args.methods.split(","), args.workers,
+                args.cost_power)
+    print(json.dumps(table, indent=1) if args.json else markdown(table))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

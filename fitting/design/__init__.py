@@ -1,0 +1,21 @@
+"""What to train next: budget-aware sequential design of scaling-law experiments.
+
+* :mod:`fitting.design.parametric`   a law as ``predict(theta, X)`` with a box; its multi-start fit
+* :mod:`fitting.design.information`  linearised information and the target's predictive variance
+* :mod:`fitting.design.strategies`   ours (target variance drop per cost) and the baselines
+* :mod:`fitting.design.simulate`     the sequential loop on a pool whose outcomes are known
+"""
+
+from __future__ import annotations
+
+from fitting.core.exports import lazy_exports
+
+_EXPORTS = {
+    **dict.fromkeys(["ParametricLaw", "ParametricFit", "fit_parametric"], "parametric"),
+    **dict.fromkeys(["jacobian", "fisher_information", "target_variance", "variance_reduction",
+                     "logdet_gain"], "information"),
+    **dict.fromkeys(["DesignState", "STRATEGIES", "register_strategy"], "strategies"),
+    **dict.fromkeys(["BudgetStep", "FitSettings", "simulate_design"], "simulate"),
+}
+__all__ = sorted(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

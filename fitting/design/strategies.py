@@ -1,0 +1,121 @@
+"""Which run to train next: the design's criterion and the baselines it is judged beside.
+
+Every strategy picks one run from the affordable candidates of a :class:`DesignState`:
+``target_variance_per_cost`` (ours: the drop in the target's mean predictive variance per unit of
+cost, the information updated after each pick so that a batch never repeats what it already
+teaches), ``d_optimal`` (the largest gain in log det of the information, cost ignored),
+``random``, ``cheapest`` and ``cost_random`` (chance ∝ 1/cost), as in Li et al. 2026's benchmark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fitting.design.information import (
+    fisher_information,
+    jacobian,
+    logdet_gain,
+    target_variance,
+    variance_reduction,
+)
+from fitting.design.parametric import ParametricFit, ParametricLaw
+
+__all__ = ["DesignState", "STRATEGIES", "register_strategy"]
+
+
+@dataclass
+class DesignState:
+    """What a strategy may read: the pool, its costs, what was chosen, the target, the fit.
+
+    Attributes:
+        law: the law being fitted.
+        X: candidate runs (m, d); ``cost`` their costs (m,).
+        chosen: indices chosen so far, in order.
+        X_target: the points whose prediction the design should make certain.
+        fit: the latest fit of ``law`` on the chosen runs (None before any).
+        rng: the random stream of this repeat.
+        cost_power: ours divides the variance drop by cost ** cost_power.
+        jac_pool: cached Jacobians of the pool at ``fit`` (filled by the criterion).
+    """
+
+    law: ParametricLaw
+    X: np.ndarray
+    cost: np.ndarray
+    X_target: np.ndarray
+    rng: np.random.Generator
+    chosen: list[int] = field(default_factory=list)
+    fit: ParametricFit | None = None
+    cost_power: float = 1.0
+    jac_pool: np.ndarray | None = None
+    jac_target: np.ndarray | None = None
+
+    def current_u(self) -> np.ndarray:
+        return np.full(self.law.n_params, 0.5) if self.fit is None else self.fit.u
+
+    def sigma2(self) -> float:
+        if self.fit is None or not np.isfinite(self.fit.sigma2) or self.fit.sigma2 <= 0:
+            return 1e-4
+        return max(self.fit.sigma2, 1e-8)
+
+    def refresh_jacobians(self) -> None:
+        u = self.current_u()
+        self.jac_pool = jacobian(self.law, u, self.X)
+        self.jac_target = jacobian(self.law, u, self.X_target)
+
+    def info(self) -> np.ndarray:
+        if self.jac_pool is None:
+            self.refresh_jacobians()
+        return fisher_information(self.jac_pool[self.chosen], self.sigma2())
+
+    def predicted_target_sd(self) -> np.ndarray:
+        """Linearised predictive sd of every target output under the current design."""
+        if self.jac_pool is None:
+            self.refresh_jacobians()
+        return np.sqrt(target_variance(self.info(), self.jac_target))
+
+
+Strategy = Callable[[DesignState, np.ndarray], int]
+STRATEGIES: dict[str, Strategy] = {}
+
+
+def register_strategy(name: str) -> Callable[[Strategy], Strategy]:
+    """Register ``fn(state, affordable_indices) -> chosen index`` under ``name``."""
+
+    def deco(fn: Strategy) -> Strategy:
+        STRATEGIES[name] = fn
+        return fn
+
+    return deco
+
+
+@register_strategy("random")
+def random_choice(state: DesignState, affordable: np.ndarray) -> int:
+    return int(state.rng.choice(affordable))
+
+
+@register_strategy("cheapest")
+def cheapest_choice(state: DesignState, affordable: np.ndarray) -> int:
+    return int(affordable[np.argmin(state.cost[affordable])])
+
+
+@register_strategy("cost_random")
+def cost_random_choice(state: DesignState, affordable: np.ndarray) -> int:
+    w = 1.0 / state.cost[affordable]
+    return int(state.rng.choice(affordable, p=w / w.sum()))
+
+
+@register_strategy("d_optimal")
+def d_optimal_choice(state: DesignState, affordable: np.ndarray) -> int:
+    gain = logdet_gain(state.info(), state.jac_pool[affordable], state.sigma2())
+    return int(affordable[np.argmax(gain)])
+
+
+@register_strategy("ours")
+def target_variance_per_cost(state: DesignState, affordable: np.ndarray) -> int:
+    drop = variance_reduction(state.info(), state.jac_pool[affordable], state.jac_target,
+                              state.sigma2())
+    score = drop / state.cost[affordable] ** state.cost_power
+    return int(affordable[np.argmax(score)])
