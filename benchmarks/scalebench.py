@@ -28,14 +28,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root
 
-from scalebench_laws import forms  # noqa: E402
-
+from benchmarks.common import SHARED_DATA, machine  # noqa: E402
+from benchmarks.validation.scalebench_laws import forms  # noqa: E402
 from fitting.design import FitSettings, simulate_design  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "scalebench"
+DATA = SHARED_DATA / "scalebench"
 FOLDERS = {"farseer": "farseer_scaling_law", "data_constrained": "data_constrained_scaling_law",
            "domain_mixture": "domain_mixture_scaling_law"}
 BUDGETS = {"farseer": (0.01, 0.05, 0.10), "data_constrained": (0.01, 0.05, 0.10),
@@ -173,7 +172,11 @@ def main(argv=None) -> int:
     seeds = ([int(s) for s in args.seeds.split(",")] if args.seeds else list(range(args.repeats)))
     table = run(args.tasks.split(","), seeds, args.methods.split(","), args.workers,
                 args.cost_power)
-    print(json.dumps(table, indent=1) if args.json else markdown(table))
+    if args.json:
+        print(json.dumps(table, indent=1))
+    else:
+        print(markdown(table))
+        print(f"seeds {seeds}; machine: {machine()}")
     return 0
 
 

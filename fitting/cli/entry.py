@@ -12,6 +12,7 @@
                      [--json] [--out DIR]
     mnmt-fit curves TABLE --holdout RUN [--holdout RUN2] [--law annealing|multipower]
                     [--columns run=...,step=...,lr=...,loss=...,n=...] [--from-step S] [--json]
+    mnmt-fit design TABLE --pool POOL --target TARGET --budget B [--law chinchilla] [--simulate]
 
 Input columns per law are documented in docs/guides/fitting.md. Exit status 2 on bad input (the message
 names the column and row).
@@ -31,6 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fitting.cli.curves import curves_command, curves_text
+from fitting.cli.design import add_design_parser, design_command, design_text
 from fitting.cli.laws import fit_command, frontier_command, recommend_command
 from fitting.cli.reports import compare_command, mixture_command, report_command
 from fitting.core.base import FitError, FitResult, json_safe
@@ -49,6 +51,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], Any]] = {
     "compare": compare_command,
     "mixture": mixture_command,
     "curves": curves_command,
+    "design": design_command,
 }
 
 
@@ -195,6 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--out", help="write the JSON result to this file")
+    add_design_parser(sub)
     return ap
 
 
@@ -230,11 +234,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.cmd == "mixture" and not args.json:
             print(mixture_text(res))
             return 0
-        if args.cmd == "curves" and not args.json:
+        text_of = {"curves": curves_text, "design": design_text}.get(args.cmd)
+        if text_of is not None and not args.json:
             if args.out:
                 with open(args.out, "w", encoding="utf-8") as f:
                     json.dump(json_safe(res), f, indent=1)
-            print(curves_text(res))
+            print(text_of(res))
             return 0
         _print(res, getattr(args, "json", False),
                getattr(args, "out", None)

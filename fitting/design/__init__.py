@@ -4,6 +4,8 @@
 * :mod:`fitting.design.information`  linearised information and the target's predictive variance
 * :mod:`fitting.design.strategies`   ours (target variance drop per cost) and the baselines
 * :mod:`fitting.design.simulate`     the sequential loop on a pool whose outcomes are known
+* :mod:`fitting.design.plan`         the next batch for a finished study, within a budget
+* :mod:`fitting.design.laws`         the laws a design can be made for, with their table columns
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ _EXPORTS = {
                      "logdet_gain"], "information"),
     **dict.fromkeys(["DesignState", "STRATEGIES", "register_strategy"], "strategies"),
     **dict.fromkeys(["BudgetStep", "FitSettings", "simulate_design"], "simulate"),
+    **dict.fromkeys(["PlannedRun", "plan_batch", "current_target_sd"], "plan"),
+    **dict.fromkeys(["DesignLaw", "DESIGN_LAWS", "design_law"], "laws"),
 }
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_exports(__name__, _EXPORTS)

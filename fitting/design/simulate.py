@@ -77,13 +77,20 @@ def refit_points(n: int) -> bool:
 def simulate_design(law: ParametricLaw, X: np.ndarray, y: np.ndarray, cost: np.ndarray,
                     X_target: np.ndarray, budgets: Sequence[float], strategy: str,
                     rng: np.random.Generator, settings: FitSettings = FitSettings(),
-                    cost_power: float = 1.0) -> list[BudgetStep]:
-    """Run ``strategy`` from nothing through each cumulative budget; one :class:`BudgetStep` each."""
+                    cost_power: float = 1.0, finished: Sequence[int] = ()) -> list[BudgetStep]:
+    """Run ``strategy`` through each cumulative budget; one :class:`BudgetStep` each.
+
+    ``finished``: runs already trained (free, revealed from the start); without them the loop
+    starts from nothing, as the benchmark does.
+    """
     choose = STRATEGIES[strategy]
     y = np.asarray(y, float).reshape(len(X), -1)
     state = DesignState(law, np.asarray(X, float), np.asarray(cost, float),
                         np.asarray(X_target, float), rng, cost_power=cost_power)
     needs_fit = strategy in ("ours", "d_optimal")
+    state.chosen = list(finished)
+    if len(state.chosen) >= 2:
+        state.fit = _fit(state, y, settings, design=False)
     total, spent, steps = float(np.sum(cost)), 0.0, []
     for fraction in budgets:
         cap = fraction * total

@@ -115,3 +115,63 @@ def test_farseer_law_with_size_independent_terms_is_a_power_law_in_data():
     exponent = np.exp(-1.0)
     expected = np.exp(0.2) + np.exp(10.0 * 1e8 ** -0.1 - 5.0) * D ** -exponent
     assert np.allclose(farseer_loss(theta, np.full(2, 1e8), D), expected)
+
+
+def _study_tables(tmp_path, rng):
+    N = np.exp(rng.uniform(np.log(1e6), np.log(1e8), 60))
+    D = np.exp(rng.uniform(np.log(1e8), np.log(1e10), 60))
+    loss = LAW.predict_u(LAW.to_u(TRUE), np.column_stack([N, D]))[:, 0]
+    loss = loss * np.exp(rng.normal(0, 0.005, 60))
+    import pandas as pd
+
+    table = pd.DataFrame({"params": N, "tokens": D, "val_loss": loss})
+    table[:12].to_csv(tmp_path / "done.csv", index=False)
+    table[12:].to_csv(tmp_path / "pool.csv", index=False)
+    return table
+
+
+def _design(tmp_path, capsys, *extra):
+    import json
+
+    from fitting.cli import main
+
+    rc = main(["design", str(tmp_path / "done.csv"), "--pool", str(tmp_path / "pool.csv"),
+               "--target", "n=1e9,d=2e11", "--columns", "n=params,d=tokens,loss=val_loss",
+               "--json", *extra])
+    out = capsys.readouterr()
+    return rc, (json.loads(out.out) if rc == 0 else out.err)
+
+
+def test_design_cli_plans_within_the_budget_and_the_predicted_interval_narrows(tmp_path, capsys):
+    table = _study_tables(tmp_path, np.random.default_rng(5))
+    rc, res = _design(tmp_path, capsys, "--budget", "10%")
+    assert rc == 0
+    pool_cost = float((6 * table.params * table.tokens)[12:].sum())
+    assert res["spent"] <= 0.1 * pool_cost * (1 + 1e-12)
+    widths = [c["target_half_width_rel_after"][0] for c in res["chosen"]]
+    assert widths and np.all(np.diff(widths) <= 1e-12)
+    assert widths[-1] < res["target_now"][0]["half_width_rel"]
+    rows = [c["row"] for c in res["chosen"]]
+    assert len(set(rows)) == len(rows)
+
+
+def test_design_cli_simulation_reveals_the_chosen_runs_and_reports_the_target(tmp_path, capsys):
+    table = _study_tables(tmp_path, np.random.default_rng(6))
+    rc, res = _design(tmp_path, capsys, "--budget", "10%", "--simulate")
+    assert rc == 0
+    pool = table[12:].reset_index(drop=True)
+    for c in res["chosen"]:
+        assert c["loss"] == pytest.approx(pool.val_loss[c["row"]])
+    exact = LAW.predict_u(LAW.to_u(TRUE), np.array([[1e9, 2e11]]))[0, 0]
+    after = res["target_after"][0]
+    assert after["prediction"] == pytest.approx(exact, rel=0.05)
+
+
+def test_design_cli_names_the_missing_column_and_exits_2(tmp_path, capsys):
+    _study_tables(tmp_path, np.random.default_rng(7))
+    from fitting.cli import main
+
+    rc = main(["design", str(tmp_path / "done.csv"), "--pool", str(tmp_path / "pool.csv"),
+               "--target", "n=1e9,d=2e11", "--budget", "5%"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "missing column" in err and "'n'" in err and "--columns" in err
