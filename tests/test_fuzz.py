@@ -488,15 +488,13 @@ GIN_VALUE = st.recursive(
 
 @pytest.mark.parametrize("examples", RUNS)
 def test_study_spec_fields_take_any_value_or_raise_study_error_naming_the_field(examples):
-    import dataclasses
+    from mnmt.study.spec import StudyError, StudySpec, expand, field_names, group_runs
 
-    from mnmt.study.spec import StudyError, StudySpec, expand, group_runs
-
-    fields = sorted(f.name for f in dataclasses.fields(StudySpec))
+    fields = sorted(field_names())
 
     def prop(field: str, value: object) -> None:
         try:  # gin adds "  In call to configurable 'StudySpec'" lines; the CLI prints the first
-            spec = StudySpec(**{field: value})
+            spec = StudySpec.of(**{field: value})
         except StudyError as e:
             assert str(e).startswith(f"StudySpec.{field}: "), str(e)
             return
@@ -510,12 +508,10 @@ def test_study_spec_fields_take_any_value_or_raise_study_error_naming_the_field(
 
 @pytest.mark.parametrize("examples", RUNS)
 def test_study_gin_bindings_and_files_give_a_spec_or_a_one_line_error(examples):
-    import dataclasses
-
-    from mnmt.study.spec import StudyError, StudySpec
+    from mnmt.study.spec import StudyError, field_names
     from mnmt.study.stages import UsageError, load_spec
 
-    fields = sorted(f.name for f in dataclasses.fields(StudySpec))
+    fields = sorted(field_names())
     value_text = st.sampled_from(["1", "-1", "0.5", "'a'", "(1, 2)", "[0.5, 2]", "nan", "None",
                                   "True", "@x", "%y", "(", "'", "1e999", "((1,), 'a')", "'a/b'",
                                   "{'a': 1}", "()", "inf"]) | st.text(max_size=8)
@@ -645,7 +641,7 @@ def test_study_spec_values_of_the_wrong_kind_name_the_field(field, value, messag
     from mnmt.study.spec import StudyError, StudySpec
 
     with pytest.raises(StudyError) as err:
-        StudySpec(**{field: value})
+        StudySpec.of(**{field: value})
     assert str(err.value).splitlines()[0].startswith(message), str(err.value)
 
 

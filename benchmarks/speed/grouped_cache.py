@@ -50,7 +50,7 @@ def _spec(args):
     from mnmt.study.spec import StudySpec
 
     pairs = tuple(args.pairs.split(","))
-    return StudySpec(
+    return StudySpec.of(
         name="bench-grouped-cache", data_preset=args.data_preset, pairs=pairs,
         data_caps=tuple((p, args.cap) for p in pairs) if args.cap else (),
         sizes=(args.size,), weights=(0.0, 0.3, 0.5, 0.7, 1.0), seeds=(0,),

@@ -35,7 +35,6 @@ process's cached eval batches for both. Reported:
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -54,7 +53,7 @@ def study_spec(steps: int, probe_every: int, probe_examples: int):
     """The default study shortened to `steps`, without cool-down branches, probing or not."""
     from mnmt.study.loading import preset
 
-    return dataclasses.replace(preset("default"), train_steps=steps, cooldown_branches=(),
+    return preset("default").replace(train_steps=steps, cooldown_branches=(),
                                probe_every=probe_every, probe_examples=probe_examples)
 
 
@@ -96,12 +95,12 @@ def loop_times(events: list[tuple[float, str, int]], spec) -> dict:
             train.setdefault(step, t)
     first, last = min(train), max(train)
     evals = 0.0
-    for step in range(spec.eval_every, last, spec.eval_every):
+    for step in range(spec.evaluation.eval_every, last, spec.evaluation.eval_every):
         ends = [t for t, kind, s in events if kind == "eval" and s == step]
         if step > first and step in train and ends:
             evals += max(ends) - train[step]
-    inside = len([s for s in range(first + 1, last) if spec.probe_every
-                  and s % spec.probe_every == 0])
+    inside = len([s for s in range(first + 1, last) if spec.evaluation.probe_every
+                  and s % spec.evaluation.probe_every == 0])
     return {"loop_s": train[last] - train[first], "loop_steps": last - first,
             "loop_eval_s": evals, "loop_probes": inside}
 

@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", default="micro-1", help="zoo size (default %(default)s)")
     ap.add_argument("--runs", type=int, default=5, help="runs (mixture weights) K")
     ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--batch_size", type=int, default=study.batch_size)
+    ap.add_argument("--batch_size", type=int, default=study.schedule.batch_size)
     ap.add_argument("--vocab_size", type=int, default=study.vocab_size)
     ap.add_argument("--length", type=int, default=study.lengths["targets"],
                     help="inputs and targets feature length (default %(default)s)")

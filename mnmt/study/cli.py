@@ -80,7 +80,7 @@ COMMAND_PLUGINS = "mnmt_study.commands"  # entry-point group of further subcomma
 def cmd_run(args: argparse.Namespace) -> int:
     spec = load_spec(args.study, args.preset, args.gin)
     out = Path(args.out)
-    if spec.verify:  # refused now, not after the study: the verification's size is the advice's
+    if spec.verification.verify:  # refused now, not after the study: the verification's size is the advice's
         verify.verification_size(spec)
     prepare_out_dir(out, spec, command="run")
     runs = expand(spec)
@@ -95,17 +95,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         + ")" + (f" + {n_branches} cool-down branches" if n_branches else "")
         + f" on {spec.pairs} -> {out}"
         + (f"; {workers} worker processes" if workers > 1 else ""))
-    if spec.stop_fraction < 1.0:
-        log(f"early stop at {spec.stop_fraction:.0%} of each run's steps: "
+    if spec.early_stop.stop_fraction < 1.0:
+        log(f"early stop at {spec.early_stop.stop_fraction:.0%} of each run's steps: "
             f"{len(stopped_runs(spec))} runs stopped, {len(stop_check_runs(spec))} checks "
             "trained to the end (StudySpec.stop_checks)")
     data = prepare_data(spec, out, log)
     run_dirs = _train(spec, runs, data, out, progress, workers, flops)
     report = export_and_report(spec, run_dirs, data, out, log)
-    log(_summary(report, {pair: sets[spec.eval_sets[0]] for pair, sets in data.irreducible_loss.items()}))
-    if spec.stop_fraction < 1.0 or spec.branch_checks:
+    log(_summary(report, {pair: sets[spec.evaluation.eval_sets[0]] for pair, sets in data.irreducible_loss.items()}))
+    if spec.early_stop.stop_fraction < 1.0 or spec.branches.branch_checks:
         log(compute_saved(spec, runs, progress))
-    if spec.verify:
+    if spec.verification.verify:
         report = _verify(spec, out, data, run_dirs, args.workers, log)
     log(f"study {spec.name}: finished in {time.monotonic() - start:.0f} s; report: "
         f"{getattr(report, 'markdown_path', out / 'report')}")
@@ -123,8 +123,8 @@ def compute_saved(spec, runs, progress: StudyProgress | None) -> str:
     costs = {size: progress.cost_per_run_step(size) if progress else None for size in savings}
     wall = sum(v[0] * (costs[size] or 0.0) for size, v in savings.items())
     unmeasured = sorted(size for size, v in savings.items() if v[0] and not costs[size])
-    how = " and ".join(w for w, on in (("the early stop", spec.stop_fraction < 1.0),
-                                          ("fewer branches", spec.branch_checks)) if on)
+    how = " and ".join(w for w, on in (("the early stop", spec.early_stop.stop_fraction < 1.0),
+                                          ("fewer branches", spec.branches.branch_checks)) if on)
     text = (f"compute saved by {how or 'nothing'}: {saved:,} of {total:,} run-steps not trained "
             f"({saved / max(total, 1):.0%})")
     if wall:
@@ -132,9 +132,9 @@ def compute_saved(spec, runs, progress: StudyProgress | None) -> str:
                  "time (evaluations and compilation not counted)")
     if unmeasured and progress:
         text += f" (sizes {', '.join(unmeasured)} not timed in this invocation: left out)"
-    sections = [s for s, on in (("Early stop", spec.stop_fraction < 1.0),
+    sections = [s for s, on in (("Early stop", spec.early_stop.stop_fraction < 1.0),
                                 ("L(N, D) across weights (points predicted)",
-                                 spec.branch_checks)) if on]
+                                 spec.branches.branch_checks)) if on]
     return text + "; report: " + ", ".join(sections)
 
 
@@ -208,7 +208,7 @@ def step_flops(spec, runs) -> dict[str, float]:
     from mnmt.models import accounting, zoo  # light: no jax
 
     lengths = spec.lengths
-    rows = accounting.rows_per_step(spec.batch_size, spec.batch_tokens, lengths["targets"])
+    rows = accounting.rows_per_step(spec.schedule.batch_size, spec.schedule.batch_tokens, lengths["targets"])
     out = {}
     for size in {run.size for run in runs}:
         try:
@@ -323,11 +323,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     cost += "; " + ", ".join(f"{roles[r]} {r}" for r in _ROLES if roles[r])
     print(cost, file=sys.stderr)
     if stopped:
-        print(f"# early stop at {spec.stop_fraction:.0%}: {len(stopped)} runs stopped, "
+        print(f"# early stop at {spec.early_stop.stop_fraction:.0%}: {len(stopped)} runs stopped, "
               f"{len(stop_check_runs(spec))} checks; "
               + compute_saved(spec, runs, None).split("; report")[0],
               file=sys.stderr)
-    if spec.branch_checks:
+    if spec.branches.branch_checks:
         print(f"# fewer branches: {sum(len(branch_runs(spec, r)) for r in runs)} trained (the "
               f"middle branch of {len(branch_check_runs(spec))} check runs), the other budgets "
               "predicted from each run's curve; "
@@ -357,7 +357,7 @@ _ROLES = (mixture_design.ROLE_DESIGN, mixture_design.ROLE_BASELINE, mixture_desi
 
 def _stop_note(spec, run, stopped) -> str:
     """`plan`'s note on a run under an early stop: stopped (of how many steps) or a check."""
-    if spec.stop_fraction >= 1.0 or run.parent or run.heldout:
+    if spec.early_stop.stop_fraction >= 1.0 or run.parent or run.heldout:
         return ""
     if run.run_id in stopped:
         return f"\tstopped early (of {spec.steps_for(run.size)} steps; end predicted)"
@@ -385,7 +385,7 @@ def cmd_presets(args: argparse.Namespace) -> int:
         scale = "paper" if spec.tasks else "cpu"
         mixtures = mixture_count(spec)
         print(f"{name}\t{scale}\t{len(expand(spec))} runs\tsizes={','.join(spec.sizes)}"
-              f"\tmixtures={mixtures}\tseeds={len(spec.seeds)}\tsteps={spec.train_steps}\t{about}")
+              f"\tmixtures={mixtures}\tseeds={len(spec.seeds)}\tsteps={spec.schedule.train_steps}\t{about}")
     return 0
 
 

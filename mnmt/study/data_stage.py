@@ -44,8 +44,8 @@ def prepare_data(spec: StudySpec, out: Path, log, *, build_caches: bool = True):
         except (ValueError, FileNotFoundError) as err:
             raise UsageError(f"StudySpec.data_preset {spec.data_preset!r}: "
                              f"{str(err).strip().splitlines()[0]}") from err
-        with_tasks = dataclasses.replace(spec, tasks=tuple(data.tasks.items()),
-                                         vocabulary_path=data.vocabulary_path)
+        with_tasks = spec.replace(tasks=tuple(data.tasks.items()),
+                                  vocabulary_path=data.vocabulary_path)
         return prepare_caches(with_tasks, data, out, log, build=build_caches)
     from mnmt.data import synthetic, tasks, vocab
 
@@ -89,13 +89,13 @@ def prepare_data(spec: StudySpec, out: Path, log, *, build_caches: bool = True):
                 eval_set: float(synthetic.irreducible_loss(
                     family, pair, eval_set, vocabulary, tasks.EVAL_SIZE,
                     max_length=spec.lengths["targets"]))  # warns if targets would be trimmed
-                for eval_set in spec.eval_sets
+                for eval_set in spec.evaluation.eval_sets
             }
             for pair in spec.pairs
         }
         io.write_text_atomic(truth_path, json.dumps(truth, indent=2) + "\n")
     log("data: exact irreducible loss (nats/token): " + ", ".join(
-        f"{pair} {sets[spec.eval_sets[0]]:.3f}" for pair, sets in truth.items()))
+        f"{pair} {sets[spec.evaluation.eval_sets[0]]:.3f}" for pair, sets in truth.items()))
     return StudyData(
         vocabulary_path=str(vocab_path),
         tasks={pair: task_names[pair] for pair in spec.pairs},
@@ -163,14 +163,14 @@ def _registered_tasks(spec: StudySpec, log):
 def prepare_caches(spec: StudySpec, data, out: Path, log, *, build: bool = True):
     """Build (or find up to date) the token cache of every real-data task with a finite
     training split (`mnmt.data.cache`) → `data` with its `cache_dir` set; unchanged when
-    `spec.cache_data` is off. Tasks registered outside `mnmt.data.tasks` have no text stream
+    `spec.cache.cache_data` is off. Tasks registered outside `mnmt.data.tasks` have no text stream
     to cache and are read as SeqIO gives them."""
     from mnmt.data import cache
     from mnmt.data.tasks import task_infos
 
-    if not spec.cache_data:
+    if not spec.cache.cache_data:
         return data
-    cache_dir = spec.cache_dir or str(out / "data" / "cache")
+    cache_dir = spec.cache.cache_dir or str(out / "data" / "cache")
     infos = task_infos()
     for pair, task in spec.tasks:
         info = infos.get(task)
@@ -181,8 +181,8 @@ def prepare_caches(spec: StudySpec, data, out: Path, log, *, build: bool = True)
             continue  # an endless stream: nothing to cache
         try:
             if build:
-                cache.build_cache(task, cache_dir, num_shards=spec.cache_shards or None,
-                                  beam_args=spec.cache_beam_args, log=log)
+                cache.build_cache(task, cache_dir, num_shards=spec.cache.cache_shards or None,
+                                  beam_args=spec.cache.cache_beam_args, log=log)
             elif cache.open_task_cache(task, [cache_dir], (0, 1), 0) is None:
                 raise cache.CacheError(f"{cache.task_cache_dir(cache_dir, task)}: no token cache "
                                        f"of {task}; build it first (mnmt-study prepare)")

@@ -42,18 +42,18 @@ class RunSpec:
 
 
 def size_weights(spec: StudySpec) -> list[tuple[str, dict[str, float]]]:
-    """The mixtures of `spec.temperatures` and `spec.oversampling`: (tag, pair -> weight), the
+    """The mixtures of `spec.design.temperatures` and `spec.design.oversampling`: (tag, pair -> weight), the
     weights computed from `spec.data_caps` (Chen et al. 2023 §4.2; Caillaut et al. 2024 §3.1)."""
     from fitting.data.sampling import oversampling_weights, temperature_weights  # numpy only
 
     caps = dict(spec.data_caps)
-    sizes = [float(caps[pair]) for pair in spec.pairs] if spec.temperatures or spec.oversampling \
+    sizes = [float(caps[pair]) for pair in spec.pairs] if spec.design.temperatures or spec.design.oversampling \
         else []
     out = []
-    for T in spec.temperatures:
+    for T in spec.design.temperatures:
         w = temperature_weights(sizes, float(T))
         out.append((f"T{float(T):g}", dict(zip(spec.pairs, map(float, w), strict=True))))
-    for t in spec.oversampling:
+    for t in spec.design.oversampling:
         w = oversampling_weights(sizes, float(t))
         out.append((f"os{float(t):g}", dict(zip(spec.pairs, map(float, w), strict=True))))
     return out
@@ -135,15 +135,15 @@ def stop_check_runs(spec: StudySpec) -> list[str]:
     else its middle mixture; ("all",) every design run; else the run ids given, each checked."""
     experiments = _experiments(expand(spec))
     design = [r.run_id for runs in experiments.values() for r in runs]
-    if spec.stop_checks == ("all",):
+    if spec.early_stop.stop_checks == ("all",):
         return design
-    if spec.stop_checks:
-        unknown = [r for r in spec.stop_checks if r not in design]
+    if spec.early_stop.stop_checks:
+        unknown = [r for r in spec.early_stop.stop_checks if r not in design]
         if unknown:
             raise StudyError(f"StudySpec.stop_checks: {unknown[0]!r} is not a design run of the "
                              f"study (held-out runs always train to the end); design runs: "
                              f"{', '.join(design[:12])}{', …' if len(design) > 12 else ''}")
-        return list(dict.fromkeys(spec.stop_checks))
+        return list(dict.fromkeys(spec.early_stop.stop_checks))
     return _size_checks(experiments)
 
 
@@ -164,7 +164,7 @@ _BRANCH_CHECKS: list[tuple[StudySpec, frozenset[str]]] = []  # the last spec ask
 def branch_check_runs(spec: StudySpec) -> frozenset[str]:
     """The design runs whose middle branch is trained under `StudySpec.branch_checks` (one
     experiment per size with all its seeds, `_size_checks`); empty when it is False."""
-    if not spec.branch_checks:
+    if not spec.branches.branch_checks:
         return frozenset()
     if _BRANCH_CHECKS and _BRANCH_CHECKS[0][0] is spec:
         return _BRANCH_CHECKS[0][1]
@@ -179,7 +179,7 @@ _STOPPED: list[tuple[StudySpec, frozenset[str]]] = []  # the last spec asked: on
 def stopped_runs(spec: StudySpec) -> frozenset[str]:
     """The run ids that stop early at `StudySpec.stop_fraction` (none when it is 1): every design
     run but the checks (`stop_check_runs`)."""
-    if spec.stop_fraction >= 1.0:
+    if spec.early_stop.stop_fraction >= 1.0:
         return frozenset()
     if _STOPPED and _STOPPED[0][0] is spec:
         return _STOPPED[0][1]
@@ -196,15 +196,15 @@ def branch_runs(spec: StudySpec, run: RunSpec) -> list[RunSpec]:
     stopped early (`StudySpec.stop_fraction`: no checkpoint to leave from); with
     `StudySpec.branch_checks`, a design run's middle branch if it is a check
     (`branch_check_runs`), else none."""
-    if run.parent or (run.heldout and not spec.heldout_branches):
+    if run.parent or (run.heldout and not spec.branches.heldout_branches):
         return []
     steps = spec.branch_steps_for(run.size)
-    if spec.branch_checks and not run.heldout:
+    if spec.branches.branch_checks and not run.heldout:
         steps = [steps[len(steps) // 2]] if run.run_id in branch_check_runs(spec) else []
     stop = spec.stop_step_for(run)
     share = branches.resolve_cooldown_share(spec.steps_for(run.size), spec.cooldown_for(run.size),
-                                            spec.branch_cooldown_fraction or None,
-                                            BRANCH_FIELDS) if spec.cooldown_branches else 0.0
+                                            spec.branches.branch_cooldown_fraction or None,
+                                            BRANCH_FIELDS) if spec.branches.cooldown_branches else 0.0
     return [dataclasses.replace(run, run_id=branches.branch_run_id(run.run_id, step),
                                 parent=run.run_id, branch_step=step,
                                 cooldown_steps=branches.cooldown_steps_at(step, share))
@@ -240,7 +240,7 @@ def stop_savings(spec: StudySpec, runs: list[RunSpec]) -> dict[str, tuple[int, i
     under `StudySpec.stop_fraction` and `StudySpec.branch_checks`: each stopped run's steps
     after its stop and the cool-down steps of the branches not trained, against every run and
     branch trained to its end."""
-    full = dataclasses.replace(spec, stop_fraction=1.0, branch_checks=False)
+    full = spec.replace(stop_fraction=1.0, branch_checks=False)
     out: dict[str, tuple[int, int]] = {}
     kept = {r.run_id: spec.run_steps(r) for r in with_branches(spec, runs)}
     for run in with_branches(full, runs):
@@ -264,6 +264,6 @@ def group_runs(spec: StudySpec, runs: list[RunSpec]) -> list[list[RunSpec]]:
     for run in runs:
         key = (run.size, spec.steps_for(run.size), spec.stop_step_for(run))
         by_size.setdefault(key, []).append(run)
-    step = max(1, spec.max_group)
+    step = max(1, spec.compute.max_group)
     return [members[i:i + step] for members in by_size.values()
             for i in range(0, len(members), step)]

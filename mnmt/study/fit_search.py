@@ -20,7 +20,6 @@ stays small. Light: no jax.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
 
@@ -42,8 +41,8 @@ MAX_ACCUMULATION_COMPILES = 4
 
 def savers(spec: StudySpec) -> dict:
     """The memory-saving settings of `spec` as `fit_with` names them."""
-    return {"gradient_accumulation_steps": int(spec.gradient_accumulation_steps),
-            "loss_tiles": int(spec.loss_tiles), "remat_policy": str(spec.remat_policy)}
+    return {"gradient_accumulation_steps": int(spec.compute.gradient_accumulation_steps),
+            "loss_tiles": int(spec.compute.loss_tiles), "remat_policy": str(spec.compute.remat_policy)}
 
 
 def step_time_bound(plan: dict, config: dict, *, hbm_gbps: float = DEFAULT_HBM_GBPS) -> float:
@@ -96,7 +95,7 @@ def fit_search(spec: StudySpec, base: dict, rows_per_device: int, budget_bytes: 
     tried: list[dict] = []
 
     def attempt(**change) -> dict | None:
-        candidate = dataclasses.replace(spec, **change)
+        candidate = spec.replace(**change)
         config = savers(candidate)
         log(f"plan: {base['size']}: trying loss_tiles={config['loss_tiles']}, "
             f"gradient_accumulation_steps={config['gradient_accumulation_steps']}, "
@@ -118,35 +117,35 @@ def fit_search(spec: StudySpec, base: dict, rows_per_device: int, budget_bytes: 
     def cheaper_remat(missed: StudySpec, found: dict) -> dict | None:
         """A remat policy on `missed` (the last accumulation that did not fit) that fits and
         costs less than `found` (a large accumulation re-reads the parameters many times)."""
-        if missed.gradient_accumulation_steps == found["fit_with"]["gradient_accumulation_steps"]:
+        if missed.compute.gradient_accumulation_steps == found["fit_with"]["gradient_accumulation_steps"]:
             return None
         for policy in REMAT_ORDER:
             config = {**savers(missed), "remat_policy": policy}
-            if REMAT_COST[policy] <= REMAT_COST[missed.remat_policy] or \
+            if REMAT_COST[policy] <= REMAT_COST[missed.compute.remat_policy] or \
                     step_time_bound(base, config) >= found["fit_with"]["step_time_bound_s"]:
                 continue
             plan = attempt(**config)
             if plan and plan["per_device_bytes"] <= budget_bytes:
-                return result(plan, dataclasses.replace(missed, remat_policy=policy))
+                return result(plan, missed.replace(remat_policy=policy))
         return None
 
     best_spec, best_total = spec, base["per_device_bytes"]
     # a study that already tiles its loss (or accumulates) is searched from its own settings on
-    for tiles in (LOSS_TILE_CHOICES if spec.loss_tiles == 1 else ()):
+    for tiles in (LOSS_TILE_CHOICES if spec.compute.loss_tiles == 1 else ()):
         plan = attempt(loss_tiles=tiles)
         if plan and plan["per_device_bytes"] <= budget_bytes:
-            return result(plan, dataclasses.replace(spec, loss_tiles=tiles))
+            return result(plan, spec.replace(loss_tiles=tiles))
         if plan and plan["per_device_bytes"] < best_total:
-            best_spec, best_total = dataclasses.replace(spec, loss_tiles=tiles), \
+            best_spec, best_total = spec.replace(loss_tiles=tiles), \
                 plan["per_device_bytes"]
-    options = [k for k in divisors(rows_per_device) if k > spec.gradient_accumulation_steps]
-    points = [(int(spec.gradient_accumulation_steps), best_total)]
+    options = [k for k in divisors(rows_per_device) if k > spec.compute.gradient_accumulation_steps]
+    points = [(int(spec.compute.gradient_accumulation_steps), best_total)]
     k = options[0] if options else None
     for _ in range(MAX_ACCUMULATION_COMPILES):
         if k is None:
             break
-        candidate = dataclasses.replace(best_spec, gradient_accumulation_steps=k)
-        plan = attempt(gradient_accumulation_steps=k, loss_tiles=best_spec.loss_tiles)
+        candidate = best_spec.replace(gradient_accumulation_steps=k)
+        plan = attempt(gradient_accumulation_steps=k, loss_tiles=best_spec.compute.loss_tiles)
         if plan is None:
             break
         if plan["per_device_bytes"] <= budget_bytes:
@@ -157,9 +156,9 @@ def fit_search(spec: StudySpec, base: dict, rows_per_device: int, budget_bytes: 
             best_spec, best_total = candidate, plan["per_device_bytes"]
         k = next_accumulation(options, points, budget_bytes)
     for policy in REMAT_ORDER:
-        if REMAT_COST[policy] <= REMAT_COST[spec.remat_policy]:
+        if REMAT_COST[policy] <= REMAT_COST[spec.compute.remat_policy]:
             continue  # the study already remats at least this much
-        candidate = dataclasses.replace(best_spec, remat_policy=policy)
+        candidate = best_spec.replace(remat_policy=policy)
         plan = attempt(**{**savers(best_spec), "remat_policy": policy})
         if plan and plan["per_device_bytes"] <= budget_bytes:
             return result(plan, candidate)

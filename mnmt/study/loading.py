@@ -11,7 +11,6 @@ building one run's TrainConfig per size, before anything is written.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import functools
 import re
@@ -24,7 +23,7 @@ import gin
 from mnmt.gin_files import parse_files_and_bindings
 from mnmt.study import train_options
 from mnmt.study.runner import StudyData, make_train_config
-from mnmt.study.spec import PRESETS, StudySpec, expand
+from mnmt.study.spec import PRESETS, StudySpec, expand, field_names
 
 __all__ = ["DEFAULT_PRESET", "UsageError", "check_train_options", "load_spec", "parse_bindings",
            "preset", "preset_file", "preset_names", "repo_root", "study_files", "study_summary"]
@@ -105,7 +104,7 @@ def load_spec(study: str | None, preset: str | None, gin_bindings: Sequence[str]
         base = PRESETS[name]
         if not gin_bindings:
             return base
-        spec = dataclasses.replace(base, **_study_fields(base, [("--gin", parse_bindings(
+        spec = base.replace(**_study_fields(base, [("--gin", parse_bindings(
             gin_bindings))]))
         check_train_options(spec)
         return spec
@@ -116,7 +115,7 @@ def load_spec(study: str | None, preset: str | None, gin_bindings: Sequence[str]
     if not path.is_file():
         raise UsageError(f"study file not found: {study}")
     try:
-        spec = StudySpec(**_study_fields(StudySpec(), _gin_layers(path, gin_bindings)))
+        spec = StudySpec.of(**_study_fields(StudySpec(), _gin_layers(path, gin_bindings)))
     except ValueError as err:  # StudyError: a field's value
         raise UsageError(f"{path}: {str(err).strip().splitlines()[0]}") from err
     check_train_options(spec)
@@ -166,7 +165,7 @@ def _gin_error_text(err: Exception) -> str:
     """gin's error in one line; an unknown configurable or field gets the closest name."""
     lines = [line.strip() for line in str(err).strip().splitlines()]
     text = lines[0] if lines else type(err).__name__
-    fields = [f.name for f in dataclasses.fields(StudySpec)]
+    fields = field_names()
     if match := re.match(r"No configurable matching '([^']+)'", text):
         text = train_options.unknown_name_hint(match.group(1), None, fields)
     elif match := re.match(r"Configurable '([^']+)' doesn't have a parameter named '([^']+)'",
@@ -181,7 +180,7 @@ def _gin_error_text(err: Exception) -> str:
 def _study_fields(base: StudySpec, layers: Sequence[tuple[str, dict]]) -> dict:
     """The StudySpec field values (train_overrides included) that binding `layers` give `base`,
     later layers overriding earlier ones; UsageError naming the layer and the binding."""
-    names = [f.name for f in dataclasses.fields(StudySpec)]
+    names = field_names()
     fields: dict = {}
     options = dict(base.train_overrides)
     for where, layer in layers:
@@ -228,7 +227,7 @@ def parse_bindings(bindings: Sequence[str]) -> dict:
     """`StudySpec.train_steps=100` / `TrainConfig.label_smoothing=0.1` style bindings applied to
     a preset (values parsed as gin does; a bare FIELD is StudySpec's) -> configurable -> field
     -> value."""
-    fields = [f.name for f in dataclasses.fields(StudySpec)]
+    fields = field_names()
     accepted = ", ".join(f"{name}.FIELD" for name in train_options.configurables())
     layer: dict[str, dict] = {}
     for binding in bindings:

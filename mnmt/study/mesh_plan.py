@@ -34,7 +34,6 @@ step.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
@@ -83,7 +82,7 @@ def with_rules(spec: StudySpec, rules: str | None) -> StudySpec:
         return spec
     if rules not in PARTITIONING_RULES:
         raise UsageError(f"--rules: expected one of {', '.join(PARTITIONING_RULES)}, got {rules!r}")
-    return dataclasses.replace(spec, partitioning_rules=rules)
+    return spec.replace(partitioning_rules=rules)
 
 
 def check_mesh(spec: StudySpec, mesh: tuple[int, int], devices: int | None = None) -> int:
@@ -108,11 +107,11 @@ def check_mesh(spec: StudySpec, mesh: tuple[int, int], devices: int | None = Non
                 raise UsageError(f"--mesh {text}: the model axis {model} does not divide {size}'s "
                                  f"{field} = {getattr(config, field)}; expected a model axis that "
                                  "divides the heads, MLP width and vocabulary of every size")
-        if spec.partitioning_rules == "fsdp" and config.emb_dim % data:
+        if spec.compute.partitioning_rules == "fsdp" and config.emb_dim % data:
             raise UsageError(f"--mesh {text}: with fsdp rules the data axis {data} must divide "
                              f"{size}'s emb_dim = {config.emb_dim} (parameters are split over it)")
     try:
-        return accounting.rows_per_step(spec.batch_size, spec.batch_tokens,
+        return accounting.rows_per_step(spec.schedule.batch_size, spec.schedule.batch_tokens,
                                         spec.lengths["targets"], data)
     except ValueError as err:
         raise UsageError(f"--mesh {text}: {err}") from err
@@ -268,8 +267,8 @@ def format_plans(spec: StudySpec, mesh: tuple[int, int], rows: int, plans: list[
     head = [
         f"study {spec.name}: mesh {data}x{model} (data x model) on {data * model} simulated CPU "
         f"devices; {rows} rows x {lengths['inputs']}/{lengths['targets']} input/target tokens "
-        f"per step; activations {spec.activation_dtype}, remat {spec.remat_policy}, "
-        f"rules {spec.partitioning_rules}",
+        f"per step; activations {spec.compute.activation_dtype}, remat {spec.compute.remat_policy}, "
+        f"rules {spec.compute.partitioning_rules}",
         f"per device; fits: total <= {device_memory_gib:g} GiB; step time >= compiled FLOPs per "
         f"device / {peak_tflops:g} TFLOP/s peak per device (default: a TPU v4 chip's bf16 peak)",
     ]
@@ -479,7 +478,7 @@ def spec_from_json(fields: dict) -> StudySpec:
     def tuples(value: Any) -> Any:
         return tuple(tuples(v) for v in value) if isinstance(value, list) else value
 
-    return StudySpec(**{name: tuples(value) for name, value in fields.items()})
+    return StudySpec.of(**{name: tuples(value) for name, value in fields.items()})
 
 
 def main() -> int:

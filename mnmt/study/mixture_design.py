@@ -27,6 +27,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
+from mnmt.study.spec_sections import field_value
+
 # mnmt.study.spec.StudySpec and RunSpec, not imported: spec.py imports this module.
 StudySpec = Any
 RunSpec = Any
@@ -67,25 +69,25 @@ def _validate_design(spec: StudySpec) -> None:
     """The design fields' values; their types were checked before, with every StudySpec field's
     (`mnmt.study.spec` field kinds)."""
     for field in ("dirichlet_mixtures", "heldout_mixtures", "design_seed"):
-        if getattr(spec, field) < 0:
+        if field_value(spec, field) < 0:
             raise _error(f"StudySpec.{field}: expected a non-negative integer, got "
-                         f"{getattr(spec, field)!r}")
-    c = spec.dirichlet_concentration
+                         f"{field_value(spec, field)!r}")
+    c = spec.design.dirichlet_concentration
     if not (math.isfinite(c) and c > 0):
         raise _error(f"StudySpec.dirichlet_concentration: expected a finite positive number, "
                      f"got {c!r}")
     _validate_unimax(spec)
-    e = spec.examples_per_row
+    e = spec.design.examples_per_row
     if not (math.isfinite(e) and e >= 0):
         raise _error(f"StudySpec.examples_per_row: expected 0 (estimate) or a positive number, "
                      f"got {e!r}")
-    if not (math.isfinite(spec.epoch_cap) and spec.epoch_cap >= 0):
+    if not (math.isfinite(spec.design.epoch_cap) and spec.design.epoch_cap >= 0):
         raise _error(f"StudySpec.epoch_cap: expected 0 (the largest of unimax_epochs) or a "
-                     f"positive number of epochs, got {spec.epoch_cap!r}")
-    if spec.epoch_cap and {pair for pair, _ in spec.data_caps} != set(spec.pairs):
+                     f"positive number of epochs, got {spec.design.epoch_cap!r}")
+    if spec.design.epoch_cap and {pair for pair, _ in spec.data_caps} != set(spec.pairs):
         raise _error(f"StudySpec.epoch_cap: an epoch cap needs StudySpec.data_caps for every "
                      f"pair {list(spec.pairs)}")
-    if (spec.dirichlet_mixtures or spec.heldout_mixtures) and len(spec.pairs) < 2:
+    if (spec.design.dirichlet_mixtures or spec.design.heldout_mixtures) and len(spec.pairs) < 2:
         raise _error(f"StudySpec.dirichlet_mixtures/heldout_mixtures: Dirichlet mixtures need at "
                      f"least two pairs, got {list(spec.pairs)}")
     preferences(spec)
@@ -96,10 +98,10 @@ def preferences(spec: StudySpec) -> dict[str, float] | None:
     weights π_i of the recommendation's objective Σ_i π_i L_i / Σ_i π_i; None when none are
     given. Raises the design error naming the field for an unknown pair, a negative or
     non-finite weight, or all weights zero."""
-    if not spec.mixture_preferences:
+    if not spec.design.mixture_preferences:
         return None
     out = dict.fromkeys(spec.pairs, 1.0)
-    for entry in spec.mixture_preferences:
+    for entry in spec.design.mixture_preferences:
         ok = (isinstance(entry, tuple | list) and len(entry) == 2 and entry[0] in spec.pairs
               and isinstance(entry[1], int | float) and not isinstance(entry[1], bool)
               and math.isfinite(entry[1]) and entry[1] >= 0)
@@ -114,7 +116,7 @@ def preferences(spec: StudySpec) -> dict[str, float] | None:
 
 
 def _validate_unimax(spec: StudySpec) -> None:
-    epochs = spec.unimax_epochs
+    epochs = spec.design.unimax_epochs
     for value in epochs:
         if not (math.isfinite(value) and value > 0):
             raise _error(f"StudySpec.unimax_epochs: expected finite positive epoch caps, got "
@@ -148,21 +150,21 @@ def _is_number_text(text: str) -> bool:
 
 def single_pair_mixtures(spec: StudySpec) -> list[Mixture]:
     """One mixture per pair with all weight on it (`only-<pair>`)."""
-    if not spec.single_pair_runs:
+    if not spec.design.single_pair_runs:
         return []
     return [(f"only-{pair}", {p: float(p == pair) for p in spec.pairs}) for pair in spec.pairs]
 
 
 def uniform_mixtures(spec: StudySpec) -> list[Mixture]:
     """The uniform mixture (`uniform`), if asked for."""
-    if not spec.uniform_mixture:
+    if not spec.design.uniform_mixture:
         return []
     return [("uniform", {pair: 1.0 / len(spec.pairs) for pair in spec.pairs})]
 
 
 def unimax_mixtures(spec: StudySpec) -> list[Mixture]:
     """UniMax mixtures, one per epoch cap E (`unimax<E>`), for the budget of `budget_examples`."""
-    if not spec.unimax_epochs:
+    if not spec.design.unimax_epochs:
         return []
     from fitting.data.sampling import unimax_weights  # noqa: PLC0415 (numpy only)
 
@@ -170,7 +172,7 @@ def unimax_mixtures(spec: StudySpec) -> list[Mixture]:
     sizes = [float(caps[pair]) for pair in spec.pairs]
     budget = budget_examples(spec)
     out = []
-    for epochs in spec.unimax_epochs:
+    for epochs in spec.design.unimax_epochs:
         w = unimax_weights(sizes, budget, float(epochs))
         out.append((f"unimax{float(epochs):g}", _as_weights(spec, w)))
     return out
@@ -178,12 +180,12 @@ def unimax_mixtures(spec: StudySpec) -> list[Mixture]:
 
 def dirichlet_design(spec: StudySpec) -> list[Mixture]:
     """The `dirichlet_mixtures` seeded design mixtures (`dir0` …)."""
-    return _dirichlet(spec, spec.dirichlet_mixtures, _DESIGN_STREAM, "dir")
+    return _dirichlet(spec, spec.design.dirichlet_mixtures, _DESIGN_STREAM, "dir")
 
 
 def heldout_design(spec: StudySpec) -> list[Mixture]:
     """The `heldout_mixtures` seeded held-out mixtures (`hold0` …), from their own seed stream."""
-    return _dirichlet(spec, spec.heldout_mixtures, _HELDOUT_STREAM, "hold")
+    return _dirichlet(spec, spec.design.heldout_mixtures, _HELDOUT_STREAM, "hold")
 
 
 def _dirichlet(spec: StudySpec, count: int, stream: int, prefix: str) -> list[Mixture]:
@@ -191,9 +193,9 @@ def _dirichlet(spec: StudySpec, count: int, stream: int, prefix: str) -> list[Mi
         return []
     from fitting.data.sampling import dirichlet_mixtures  # noqa: PLC0415 (numpy only)
 
-    seed = _stream_seed(spec.design_seed, stream)
+    seed = _stream_seed(spec.design.design_seed, stream)
     rows = dirichlet_mixtures(len(spec.pairs), count,
-                              concentration=float(spec.dirichlet_concentration), seed=seed)
+                              concentration=float(spec.design.dirichlet_concentration), seed=seed)
     return [(f"{prefix}{i}", _as_weights(spec, row)) for i, row in enumerate(rows)]
 
 
@@ -221,9 +223,9 @@ def budget_examples(spec: StudySpec) -> float:
     UniMax mixture has the same weights at every size."""
     from mnmt.models.accounting import rows_per_step  # noqa: PLC0415 (light: no jax)
 
-    rows = rows_per_step(spec.batch_size, spec.batch_tokens, spec.lengths["targets"])
-    per_row = float(spec.examples_per_row) or estimated_examples_per_row(spec)
-    return float(spec.train_steps) * rows * per_row
+    rows = rows_per_step(spec.schedule.batch_size, spec.schedule.batch_tokens, spec.lengths["targets"])
+    per_row = float(spec.design.examples_per_row) or estimated_examples_per_row(spec)
+    return float(spec.schedule.train_steps) * rows * per_row
 
 
 def estimated_examples_per_row(spec: StudySpec) -> float:

@@ -16,7 +16,15 @@ from pathlib import Path
 from fitting.data import io
 from mnmt.study import train_options
 from mnmt.study.progress import StudyProgress
-from mnmt.study.spec import RunSpec, StudySpec, branch_groups, group_runs, with_branches
+from mnmt.study.spec import (
+    RunSpec,
+    StudySpec,
+    branch_groups,
+    field_names,
+    group_runs,
+    with_branches,
+)
+from mnmt.study.spec_sections import field_value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,23 +123,23 @@ def make_train_config(spec: StudySpec, run: RunSpec, data: StudyData, run_dir: P
         inputs=InputConfig(
             mixture_or_task_name=mixture_name or register_run_mixture(spec, run, data),
             feature_lengths=spec.lengths,
-            batch_size=spec.batch_size,
-            batch_tokens=spec.batch_tokens or None,
+            batch_size=spec.schedule.batch_size,
+            batch_tokens=spec.schedule.batch_tokens or None,
             cache_dirs=(data.cache_dir,) if data.cache_dir else (),
         ),
         eval=EvalConfig(
             tasks={pair: data.tasks[pair] for pair in spec.pairs},
-            sets=tuple(spec.eval_sets),
-            period=spec.eval_every,
-            probe_every=spec.probe_every,
-            probe_examples=spec.probe_examples,
+            sets=tuple(spec.evaluation.eval_sets),
+            period=spec.evaluation.eval_every,
+            probe_every=spec.evaluation.probe_every,
+            probe_examples=spec.evaluation.probe_examples,
         ),
-        decode=DecodeConfig(at_end=spec.decode_at_end, num_examples=spec.num_decode_examples),
-        checkpoint=CheckpointConfig(period=spec.checkpoint_every),
+        decode=DecodeConfig(at_end=spec.evaluation.decode_at_end, num_examples=spec.evaluation.num_decode_examples),
+        checkpoint=CheckpointConfig(period=spec.compute.checkpoint_every),
         cooldown_steps=spec.cooldown_for(run.size),
-        branches=BranchConfig(points=tuple(spec.cooldown_branches),
-                              cooldown_fraction=spec.branch_cooldown_fraction or None),
-        optimizer=OptimizerConfig(momentum=float(spec.momentum)) if spec.momentum else None,
+        branches=BranchConfig(points=tuple(spec.branches.cooldown_branches),
+                              cooldown_fraction=spec.branches.branch_cooldown_fraction or None),
+        optimizer=OptimizerConfig(momentum=float(spec.schedule.momentum)) if spec.schedule.momentum else None,
         seed=run.seed,
         run_id=run.run_id,
         study=spec.name,
@@ -140,8 +148,8 @@ def make_train_config(spec: StudySpec, run: RunSpec, data: StudyData, run_dir: P
         extra={"irreducible_loss": data.irreducible_loss, "data_preset": spec.data_preset,
                "heldout": run.heldout, "mixture": run.mixture},
     )
-    for name in train_options.same_name_fields([f.name for f in dataclasses.fields(spec)]):
-        settings.setdefault(name, getattr(spec, name))
+    for name in train_options.same_name_fields(field_names()):
+        settings.setdefault(name, field_value(spec, name))
     return train_options.apply(TrainConfig(**settings), spec.train_overrides)
 
 
@@ -171,7 +179,7 @@ def run_all(
     """Train every run of the study that has not finished; return all run directories (with
     their cool-down branches').
 
-    Runs of one size train together in groups of up to `spec.max_group` (one vmapped program,
+    Runs of one size train together in groups of up to `spec.compute.max_group` (one vmapped program,
     each run in its own directory); a group's branches follow it, one group per branch step. Raises RunStopped as soon as a run ends unfinished (a signal
     asked it to stop, or it diverged), or, with status "unreadable", when a run's files cannot be
     read (a run.json or metrics.jsonl line that is not valid JSON, no checkpoint that restores):

@@ -16,8 +16,10 @@ Validation lives in `mnmt.study.spec_checks` and the expansion into runs in
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import itertools
 import math
+from typing import Any
 
 import gin
 
@@ -40,15 +42,18 @@ from mnmt.study.expansion import (
 )
 from mnmt.study.spec_checks import BRANCH_FIELDS, StudyError, mixture_weights, validate
 from mnmt.study.spec_sections import (
+    FIELD_SECTIONS,
+    SECTIONS,
     Branches,
     Cache,
     Compute,
     EarlyStop,
     Evaluation,
-    HeldOut,
     MixtureDesign,
     Schedule,
     Verification,
+    field_value,
+    flat_names,
 )
 from mnmt.training import branches  # light: configuration only
 
@@ -56,23 +61,21 @@ __all__ = [
     "FERNANDES_TWO_PAIR_GRID", "PRESETS", "PRESET_SUMMARIES", "RunSpec", "StudyError", "StudySpec",
     "branch_check_runs", "branch_groups", "branch_runs", "expand", "group_runs", "mixture_count", "mixture_weights",
     "progress_entries", "run_id", "simplex_grid", "size_weights", "stop_check_runs", "stop_savings",
-    "stopped_runs", "training_groups", "validate", "with_branches",
+    "stopped_runs", "training_groups", "validate", "with_branches", "field_names", "study_spec",
 ]
 
 # Fernandes et al. 2023 §3.2: weights of the first pair in two-pair mixtures.
 FERNANDES_TWO_PAIR_GRID: tuple[float, ...] = (0.0, 0.05, 0.1, 0.3, 0.5, 0.7, 0.9, 0.95, 1.0)
 
 
-@gin.configurable("StudySpec")
 @dataclasses.dataclass(frozen=True)
-class StudySpec(Verification, Compute, Cache, MixtureDesign, HeldOut, Evaluation, EarlyStop,
-                Branches, Schedule):
-    """Everything that defines a study. Sizes and weights span the grid; the rest is shared.
+class StudySpec:
+    """Everything that defines a study: the grid's fields, then one section per topic (as
+    `TrainConfig` has), each a frozen dataclass of `mnmt.study.spec_sections`.
 
-    The grid's fields are declared here; the others by topic in the sections it is composed of
-    (`mnmt.study.spec_sections`: Schedule, Branches, EarlyStop, Evaluation, HeldOut,
-    MixtureDesign, Cache, Compute, Verification), each field still `StudySpec.FIELD` in gin, in
-    study.json and as an attribute.
+    Every field keeps one flat name — its gin path (`StudySpec.train_steps = 2800`), its key in
+    OUT/study.json and its name in `StudySpec.of(train_steps=2800)` and `spec.replace(…)` — and is
+    read where it lives: `spec.sizes`, `spec.schedule.train_steps`, `spec.branches.branch_checks`.
 
     `weights` holds one entry per mixture: a number p (two pairs: p for `pairs[0]`, 1 - p for
     `pairs[1]`) or a sequence with one weight per pair (any number of pairs; normalised to sum 1).
@@ -101,6 +104,19 @@ class StudySpec(Verification, Compute, Cache, MixtureDesign, HeldOut, Evaluation
     # Seed of the sample of sentences the synthetic family's vocabulary is trained on (another
     # seed, another vocabulary of the same size): how much the results owe to one vocabulary.
     vocab_seed: int = 0
+    # Runs trained but never fitted, as (size, weights) with weights as one entry of `weights`
+    # (e.g. (("mini-3", 0.3),)): the report predicts their loss from the laws fitted on the grid
+    # and shows predicted against measured (seeds: `heldout_seeds`).
+    heldout: tuple = ()
+    # Seeds of each held-out run (>= 1): the first of `seeds` and, from 2 on, seed replicates
+    # (the rest of `seeds`, then the integers after the largest), all held out. The report
+    # judges the prediction against the seed-to-seed sd they measure
+    # (fitting.report.sections.heldout); with one seed, against the study's seed noise (seed_repeats) or the 2 % clause alone.
+    heldout_seeds: int = 1
+    # Grid runs repeated with another seed, as (size, weight, seed) entries (e.g.
+    # (("mini-2", 0.5, 1),)): fitted like the grid (the report averages seeds); they measure the
+    # seed noise that the leave-largest-size-out backtest is judged against (Ghorbani App. C).
+    seed_repeats: tuple = ()
     # Sizes (non-embedding parameters) at which the report predicts beyond the trained grid.
     report_target_sizes: tuple[float, ...] = (2e6, 8e6)
     # Training options of every run beyond those above: (TrainConfig path, value) pairs, e.g.
@@ -108,27 +124,54 @@ class StudySpec(Verification, Compute, Cache, MixtureDesign, HeldOut, Evaluation
     # TrainConfig.F / DecodeConfig.F / OptimizerConfig.F / … bindings (mnmt.study.train_options;
     # docs/reference/configuration.md, "Training options in a study").
     train_overrides: tuple[tuple[str, object], ...] = ()
+    schedule: Schedule = Schedule()
+    branches: Branches = Branches()
+    early_stop: EarlyStop = EarlyStop()
+    evaluation: Evaluation = Evaluation()
+    design: MixtureDesign = MixtureDesign()
+    cache: Cache = Cache()
+    compute: Compute = Compute()
+    verification: Verification = Verification()
 
     def __post_init__(self) -> None:
         validate(self)
 
+    @classmethod
+    def of(cls, **fields: Any) -> StudySpec:
+        """The study with these fields, by their flat names (`train_steps=2800`, as gin and
+        study.json name them; a section's fields gathered into it), the rest as defaults."""
+        own, parts = _split_fields(fields)
+        return cls(**own, **{attr: SECTIONS[attr](**values) for attr, values in parts.items()})
+
+    def replace(self, **fields: Any) -> StudySpec:
+        """This study with these fields changed, by their flat names (`stop_fraction=0.6`)."""
+        own, parts = _split_fields(fields)
+        changed = {attr: dataclasses.replace(getattr(self, attr), **values)
+                   for attr, values in parts.items()}
+        return dataclasses.replace(self, **own, **changed)
+
+    def flat_fields(self) -> dict[str, Any]:
+        """Every field by its flat name (what OUT/study.json records; `StudySpec.of` inverts it)."""
+        return {name: field_value(self, name) for name in field_names()}
+
     @property
     def lengths(self) -> dict[str, int]:
-        return dict(self.feature_lengths)
+        return dict(self.schedule.feature_lengths)
 
     def steps_for(self, size: str) -> int:
         """Training steps of the runs of model size `size`."""
-        return dict(self.train_steps_by_size).get(size, self.train_steps)
+        return dict(self.schedule.train_steps_by_size).get(size, self.schedule.train_steps)
 
     def cooldown_for(self, size: str) -> int:
         """Cool-down steps (decay of the rate to 0) at the end of the runs of `size`."""
-        return int(round(self.cooldown_fraction * self.steps_for(size)))
+        return int(round(self.schedule.cooldown_fraction * self.steps_for(size)))
 
     def branch_steps_for(self, size: str) -> list[int]:
         """The branch points of the runs of `size` as steps (`cooldown_branches`)."""
         return branches.resolve_branch_steps(
-            self.cooldown_branches, self.steps_for(size), self.cooldown_for(size),
-            self.branch_cooldown_fraction or None, BRANCH_FIELDS, decay=self.decay)
+            self.branches.cooldown_branches, self.steps_for(size), self.cooldown_for(size),
+            self.branches.branch_cooldown_fraction or None, BRANCH_FIELDS,
+            decay=self.schedule.decay)
 
     def run_steps(self, run: RunSpec) -> tuple[int, int]:
         """(first, last) step a run trains: (0, T) for a run ((0, S) when it stops early at S,
@@ -143,9 +186,50 @@ class StudySpec(Verification, Compute, Cache, MixtureDesign, HeldOut, Evaluation
         if run.parent:
             return run.branch_step + run.cooldown_steps
         steps = self.steps_for(run.size)
-        if self.stop_fraction >= 1.0 or run.run_id not in stopped_runs(self):
+        fraction = self.early_stop.stop_fraction
+        if fraction >= 1.0 or run.run_id not in stopped_runs(self):
             return steps
-        return min(steps, math.ceil(self.stop_fraction * steps - 1e-9))
+        return min(steps, math.ceil(fraction * steps - 1e-9))
+
+
+def field_names() -> list[str]:
+    """Every field of a study by its flat name: the grid's, then each section's."""
+    return flat_names(StudySpec)
+
+
+def _split_fields(fields: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Flat fields -> (StudySpec's own, section attribute -> its fields); TypeError naming a
+    field a study does not have."""
+    own_names = {f.name for f in dataclasses.fields(StudySpec)}
+    own: dict[str, Any] = {}
+    parts: dict[str, dict[str, Any]] = {}
+    for name, value in fields.items():
+        if name in FIELD_SECTIONS:
+            parts.setdefault(FIELD_SECTIONS[name], {})[name] = value
+        elif name in own_names:
+            own[name] = value
+        else:
+            raise TypeError(f"StudySpec has no field {name!r}")
+    return own, parts
+
+
+def study_spec(**fields: Any) -> StudySpec:
+    """`StudySpec.of`, registered as the gin configurable `StudySpec`: a study file binds every
+    field by its flat name (`StudySpec.train_steps = 2800`)."""
+    return StudySpec.of(**fields)
+
+
+def _flat_signature() -> inspect.Signature:
+    """study_spec's parameters: every flat field, keyword-only, with its default (gin reads them
+    to accept or refuse a binding)."""
+    defaults = StudySpec().flat_fields()
+    return inspect.Signature([inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+                                                default=defaults[name])
+                              for name in field_names()])
+
+
+study_spec.__signature__ = _flat_signature()
+study_spec = gin.configurable("StudySpec")(study_spec)
 
 
 def simplex_grid(num_pairs: int, resolution: int) -> list[tuple[float, ...]]:
@@ -165,7 +249,7 @@ def simplex_grid(num_pairs: int, resolution: int) -> list[tuple[float, ...]]:
 # shipped study.
 PRESETS: dict[str, StudySpec] = {
     # A miniature of the main job for the integration test and CI (at most ~2 minutes).
-    "ci": StudySpec(
+    "ci": StudySpec.of(
         name="cpu-ci",
         sizes=("micro-1", "micro-2", "micro-3", "mini-1"),
         weights=(0.5,),

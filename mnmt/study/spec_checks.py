@@ -21,6 +21,7 @@ from mnmt.models.configs import (  # light: no jax
     REMAT_POLICIES,
 )
 from mnmt.study import mixture_design, train_options  # light: numpy, configuration only
+from mnmt.study.spec_sections import SECTIONS, field_value, flat_names
 from mnmt.training import branches  # light: configuration only
 from mnmt.training.config import COOLDOWN_SHAPES, DECAYS  # light: no jax
 
@@ -43,41 +44,48 @@ def _is_number(x: object) -> bool:
 
 @functools.cache
 def _field_hints(cls: type) -> dict[str, Any]:
-    """Field -> annotation of a StudySpec class (its sections' fields included)."""
-    return typing.get_type_hints(cls)
+    """Flat field name -> annotation, of a StudySpec class and its sections."""
+    hints = {k: v for k, v in typing.get_type_hints(cls).items() if k not in SECTIONS}
+    for section in SECTIONS.values():
+        hints.update(typing.get_type_hints(section))
+    return hints
 
 
 def _validate_kinds(spec: StudySpec) -> None:
     """Every field's value of the kind its annotation asks for (a gin list is accepted where a
     tuple is asked), checked before the values themselves."""
+    for attr, section in SECTIONS.items():
+        if not isinstance(getattr(spec, attr), section):
+            raise StudyError(f"StudySpec.{attr}: expected a {section.__name__} (its fields: "
+                             f"{', '.join(f.name for f in dataclasses.fields(section))}), got "
+                             f"{getattr(spec, attr)!r}")
     hints = _field_hints(type(spec))
-    for field in dataclasses.fields(spec):
-        value = getattr(spec, field.name)
-        if not train_options.conforms(hints[field.name], value):
-            raise StudyError(f"StudySpec.{field.name}: expected "
-                             f"{train_options.type_text(hints[field.name])}, got {value!r}")
+    for name in flat_names(type(spec)):
+        value = field_value(spec, name)
+        if not train_options.conforms(hints[name], value):
+            raise StudyError(f"StudySpec.{name}: expected {train_options.type_text(hints[name])}, "
+                             f"got {value!r}")
     for field in ("learning_rate", "report_target_sizes"):
-        values = getattr(spec, field)
+        values = field_value(spec, field)
         for value in values if isinstance(values, tuple | list) else [values]:
             if not (math.isfinite(value) and value > 0):
                 raise StudyError(f"StudySpec.{field}: expected finite positive numbers, got "
                                  f"{value!r}")
-    if not 0.0 <= spec.dropout_rate < 1.0:
+    if not 0.0 <= spec.schedule.dropout_rate < 1.0:
         raise StudyError(f"StudySpec.dropout_rate: expected a rate in [0, 1), got "
-                         f"{spec.dropout_rate!r}")
+                         f"{spec.schedule.dropout_rate!r}")
     for field in ("warmup_steps", "num_decode_examples", "cache_shards", "probe_every"):
-        if getattr(spec, field) < 0:
+        if field_value(spec, field) < 0:
             raise StudyError(f"StudySpec.{field}: expected a non-negative integer, got "
-                             f"{getattr(spec, field)!r}")
-    if not spec.eval_sets or not all(spec.eval_sets):
-        raise StudyError(f"StudySpec.eval_sets: expected non-empty names, got {spec.eval_sets!r}")
+                             f"{field_value(spec, field)!r}")
+    if not spec.evaluation.eval_sets or not all(spec.evaluation.eval_sets):
+        raise StudyError(f"StudySpec.eval_sets: expected non-empty names, got {spec.evaluation.eval_sets!r}")
 
 
 def validate(spec: StudySpec) -> None:
     """Raise StudyError naming the first field of `spec` that cannot be run."""
     # the training options first: their own check says more than their annotation
-    problem = train_options.overrides_error(spec.train_overrides,
-                                            [f.name for f in dataclasses.fields(spec)])
+    problem = train_options.overrides_error(spec.train_overrides, flat_names(type(spec)))
     if problem is not None:
         raise StudyError(problem)
     _validate_kinds(spec)
@@ -91,7 +99,7 @@ def validate(spec: StudySpec) -> None:
             raise StudyError(f"StudySpec.pairs: expected pairs like 'en-de', got {pair!r}")
     if not spec.sizes:
         raise StudyError("StudySpec.sizes: expected at least one model size")
-    if not spec.weights and not any(getattr(spec, f) for f in _DESIGN_FIELDS):
+    if not spec.weights and not any(field_value(spec, f) for f in _DESIGN_FIELDS):
         raise StudyError("StudySpec.weights: expected at least one mixture (or a design: "
                          + ", ".join(_DESIGN_FIELDS) + ")")
     _validate_caps(spec)
@@ -104,15 +112,15 @@ def validate(spec: StudySpec) -> None:
     if spec.heldout_seeds < 1:
         raise StudyError(f"StudySpec.heldout_seeds: expected at least 1 (seeds of each held-out "
                          f"run), got {spec.heldout_seeds!r}")
-    if spec.verify_seeds < 2:
+    if spec.verification.verify_seeds < 2:
         raise StudyError(f"StudySpec.verify_seeds: expected at least 2 (the verification verdict "
-                         f"needs a seed sd), got {spec.verify_seeds!r}")
-    if spec.verify and len(spec.pairs) < 3:
+                         f"needs a seed sd), got {spec.verification.verify_seeds!r}")
+    if spec.verification.verify and len(spec.pairs) < 3:
         raise StudyError(f"StudySpec.verify: verifies a K-pair recommendation (3 pairs or more), "
                          f"got pairs {list(spec.pairs)}")
     for field in ("train_steps", "batch_size", "eval_every", "checkpoint_every", "vocab_size",
                   "max_group", "probe_examples"):
-        value = getattr(spec, field)
+        value = field_value(spec, field)
         if not isinstance(value, int) or value <= 0:
             raise StudyError(f"StudySpec.{field}: expected a positive integer, got {value!r}")
     heldout_sizes = []
@@ -129,7 +137,7 @@ def validate(spec: StudySpec) -> None:
                              f"a size of StudySpec.sizes {list(spec.sizes)} and a seed not in "
                              f"StudySpec.seeds {list(spec.seeds)}, got {entry!r}")
         mixture_weights(spec.pairs, entry[1], field="seed_repeats")
-    for size, steps in spec.train_steps_by_size:
+    for size, steps in spec.schedule.train_steps_by_size:
         if size not in spec.sizes and size not in heldout_sizes:
             raise StudyError(f"StudySpec.train_steps_by_size: size {size!r} is not in StudySpec.sizes "
                              f"{list(spec.sizes)} or StudySpec.heldout")
@@ -138,33 +146,33 @@ def validate(spec: StudySpec) -> None:
                              f"got {steps!r}")
     for field, allowed in (("activation_dtype", ACTIVATION_DTYPES), ("remat_policy", REMAT_POLICIES),
                            ("partitioning_rules", PARTITIONING_RULES)):
-        if getattr(spec, field) not in allowed:
+        if field_value(spec, field) not in allowed:
             raise StudyError(f"StudySpec.{field}: expected one of {', '.join(allowed)}, got "
-                             f"{getattr(spec, field)!r}")
+                             f"{field_value(spec, field)!r}")
     for field in ("gradient_accumulation_steps", "loss_tiles"):
-        if getattr(spec, field) < 1:
+        if field_value(spec, field) < 1:
             raise StudyError(f"StudySpec.{field}: expected a positive integer (1 = off), got "
-                             f"{getattr(spec, field)!r}")
-    if spec.decay not in DECAYS:
-        raise StudyError(f"StudySpec.decay: expected one of {', '.join(DECAYS)}, got {spec.decay!r}")
-    if not isinstance(spec.momentum, int | float) or not 0.0 <= float(spec.momentum) < 1.0:
+                             f"{field_value(spec, field)!r}")
+    if spec.schedule.decay not in DECAYS:
+        raise StudyError(f"StudySpec.decay: expected one of {', '.join(DECAYS)}, got {spec.schedule.decay!r}")
+    if not isinstance(spec.schedule.momentum, int | float) or not 0.0 <= float(spec.schedule.momentum) < 1.0:
         raise StudyError(f"StudySpec.momentum: expected a decay in [0, 1) (0 = no momentum), got "
-                         f"{spec.momentum!r}")
-    if not 0.0 <= float(spec.cooldown_fraction) <= 1.0:
+                         f"{spec.schedule.momentum!r}")
+    if not 0.0 <= float(spec.schedule.cooldown_fraction) <= 1.0:
         raise StudyError(f"StudySpec.cooldown_fraction: expected a share in [0, 1], got "
-                         f"{spec.cooldown_fraction!r}")
+                         f"{spec.schedule.cooldown_fraction!r}")
     _validate_branches(spec)
     _validate_stop(spec)
-    if not isinstance(spec.batch_tokens, int) or spec.batch_tokens < 0:
+    if not isinstance(spec.schedule.batch_tokens, int) or spec.schedule.batch_tokens < 0:
         raise StudyError(f"StudySpec.batch_tokens: expected 0 (use batch_size) or a positive integer, "
-                         f"got {spec.batch_tokens!r}")
+                         f"got {spec.schedule.batch_tokens!r}")
     if spec.tasks:
         named = [pair for pair, _ in spec.tasks]
         if sorted(named) != sorted(spec.pairs):
             raise StudyError(f"StudySpec.tasks: expected one task per pair {list(spec.pairs)}, got pairs {named}")
         if not spec.vocabulary_path:
             raise StudyError("StudySpec.vocabulary_path: required when StudySpec.tasks names registered tasks")
-    lengths = dict(spec.feature_lengths)
+    lengths = dict(spec.schedule.feature_lengths)
     if set(lengths) != {"inputs", "targets"} or any(v <= 0 for v in lengths.values()):
         raise StudyError(
             f"StudySpec.feature_lengths: expected positive 'inputs' and 'targets' lengths, got {lengths!r}"
@@ -177,12 +185,12 @@ _DESIGN_FIELDS = ("temperatures", "oversampling", "single_pair_runs", "uniform_m
 
 
 def _validate_branches(spec: StudySpec) -> None:
-    if spec.cooldown_shape not in COOLDOWN_SHAPES:
+    if spec.schedule.cooldown_shape not in COOLDOWN_SHAPES:
         raise StudyError(f"StudySpec.cooldown_shape: expected one of {', '.join(COOLDOWN_SHAPES)},"
-                         f" got {spec.cooldown_shape!r}")
-    if not 0.0 <= float(spec.branch_cooldown_fraction) < 1.0:
+                         f" got {spec.schedule.cooldown_shape!r}")
+    if not 0.0 <= float(spec.branches.branch_cooldown_fraction) < 1.0:
         raise StudyError(f"StudySpec.branch_cooldown_fraction: expected a share in [0, 1) (0: "
-                         f"cooldown_fraction), got {spec.branch_cooldown_fraction!r}")
+                         f"cooldown_fraction), got {spec.branches.branch_cooldown_fraction!r}")
     sizes = list(spec.sizes) + [entry[0] for entry in spec.heldout]
     for size in dict.fromkeys(sizes):
         try:
@@ -194,20 +202,20 @@ def _validate_branches(spec: StudySpec) -> None:
 def _validate_stop(spec: StudySpec) -> None:
     """`stop_fraction` a share in (0, 1]; `stop_checks` strings, "all" alone (the run ids are
     checked against the study's runs by `mnmt.study.expansion.stop_check_runs`)."""
-    f = spec.stop_fraction
+    f = spec.early_stop.stop_fraction
     if not isinstance(f, int | float) or isinstance(f, bool) or not 0.0 < float(f) <= 1.0:
         raise StudyError(f"StudySpec.stop_fraction: expected a share in (0, 1] (1: no early "
                          f"stop), got {f!r}")
-    checks = spec.stop_checks
+    checks = spec.early_stop.stop_checks
     if not isinstance(checks, tuple | list) or not all(isinstance(c, str) for c in checks):
         raise StudyError(f"StudySpec.stop_checks: expected run ids (strings), () or ('all',), "
                          f"got {checks!r}")
     if "all" in checks and len(checks) > 1:
         raise StudyError(f"StudySpec.stop_checks: 'all' stands alone, got {checks!r}")
-    if not isinstance(spec.branch_checks, bool):
+    if not isinstance(spec.branches.branch_checks, bool):
         raise StudyError(f"StudySpec.branch_checks: expected True or False, got "
-                         f"{spec.branch_checks!r}")
-    if spec.branch_checks and not spec.cooldown_branches:
+                         f"{spec.branches.branch_checks!r}")
+    if spec.branches.branch_checks and not spec.branches.cooldown_branches:
         raise StudyError("StudySpec.branch_checks: True needs cool-down branches to leave out "
                          "(StudySpec.cooldown_branches is empty)")
 
@@ -222,7 +230,7 @@ def _validate_caps(spec: StudySpec) -> None:
             raise StudyError(f"StudySpec.data_caps: expected a positive integer number of examples "
                              f"for {entry[0]!r}, got {entry[1]!r}")
         caps[entry[0]] = entry[1]
-    for field, values in (("temperatures", spec.temperatures), ("oversampling", spec.oversampling)):
+    for field, values in (("temperatures", spec.design.temperatures), ("oversampling", spec.design.oversampling)):
         if not values:
             continue
         if set(caps) != set(spec.pairs):

@@ -1,21 +1,23 @@
-"""The sections of a study definition: each a frozen dataclass whose fields are described where
-they are declared.
+"""The sections of a study definition: each a frozen dataclass of one topic whose fields are
+described where they are declared.
 
-`mnmt.study.spec.StudySpec` is composed of these sections (it inherits their fields), so every
-field keeps its one gin path, `StudySpec.FIELD` (`StudySpec.train_steps = 2800`), its one key in
-OUT/study.json and its one attribute (`spec.train_steps`), while the definition reads by topic
-as `TrainConfig`'s does. A field that sets a `TrainConfig` setting under another path names that
-path in its metadata (`TRAIN_PATH`), from which `mnmt.study.train_options` derives its renames.
-The annotations are what `mnmt.study.spec_checks` checks a value's kind against. Configuration
-only: no JAX, no imports from the rest of the study package.
+`mnmt.study.spec.StudySpec` holds the grid's fields and one of each section (`SECTIONS`: its
+attribute -> the section), as `TrainConfig` holds its sections: `spec.schedule.train_steps`.
+Every field keeps one flat name — its gin path `StudySpec.FIELD`, its key in OUT/study.json —
+that `FIELD_SECTIONS` maps to its section. A field that sets a `TrainConfig` setting under
+another path names that path in its metadata (`TRAIN_PATH`), from which
+`mnmt.study.train_options` derives its renames; the annotations are what
+`mnmt.study.spec_checks` checks a value's kind against. Configuration only: no JAX, no imports
+from the rest of the study package.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
-__all__ = ["SECTIONS", "TRAIN_PATH", "Branches", "Cache", "Compute", "EarlyStop", "Evaluation",
-           "HeldOut", "MixtureDesign", "Schedule", "Verification", "train_paths"]
+__all__ = ["FIELD_SECTIONS", "SECTIONS", "TRAIN_PATH", "Branches", "Cache", "Compute", "EarlyStop",
+           "Evaluation", "MixtureDesign", "Schedule", "Verification", "field_value", "flat_names", "train_paths"]
 
 #: metadata key: the TrainConfig path a StudySpec field sets when the names differ
 TRAIN_PATH = "train_config_path"
@@ -202,25 +204,6 @@ class Compute:
 
 
 @dataclasses.dataclass(frozen=True)
-class HeldOut:
-    """Runs trained but never fitted, and runs repeated with other seeds."""
-
-    # As (size, weights) with weights as one entry of `weights` (e.g. (("mini-3", 0.3),)): the
-    # report predicts their loss from the laws fitted on the grid and shows predicted against
-    # measured (seeds: `heldout_seeds`).
-    heldout: tuple = ()
-    # Seeds of each held-out run (>= 1): the first of `seeds` and, from 2 on, seed replicates
-    # (the rest of `seeds`, then the integers after the largest), all held out. The report
-    # judges the prediction against the seed-to-seed sd they measure (fitting.report.sections.heldout);
-    # with one seed, against the study's seed noise (seed_repeats) or the 2 % clause alone.
-    heldout_seeds: int = 1
-    # Grid runs repeated with another seed, as (size, weight, seed) entries (e.g.
-    # (("mini-2", 0.5, 1),)): fitted like the grid (the report averages seeds); they measure the
-    # seed noise that the leave-largest-size-out backtest is judged against (Ghorbani App. C).
-    seed_repeats: tuple = ()
-
-
-@dataclasses.dataclass(frozen=True)
 class Verification:
     """After the report (mnmt.study.verify): train its recommended K-pair weights and the study's
     baselines at the size it recommends for (report_target_sizes[0]), and report measured
@@ -233,13 +216,30 @@ class Verification:
     verify_seeds: int = 3
 
 
-#: the sections, in the order StudySpec lists their fields (before its own)
-SECTIONS: tuple[type, ...] = (Schedule, Branches, EarlyStop, Evaluation, HeldOut, MixtureDesign,
-                              Cache, Compute, Verification)
+#: StudySpec's attribute of each section -> the section
+SECTIONS: dict[str, type] = {"schedule": Schedule, "branches": Branches, "early_stop": EarlyStop,
+                             "evaluation": Evaluation, "design": MixtureDesign, "cache": Cache,
+                             "compute": Compute, "verification": Verification}
+#: field name -> StudySpec's attribute of the section that declares it
+FIELD_SECTIONS: dict[str, str] = {f.name: attr for attr, section in SECTIONS.items()
+                                  for f in dataclasses.fields(section)}
 
 
 def train_paths() -> dict[str, str]:
     """TrainConfig path -> the StudySpec field that sets it, for the fields whose names differ
     (`TRAIN_PATH` metadata)."""
-    return {f.metadata[TRAIN_PATH]: f.name for section in SECTIONS
+    return {f.metadata[TRAIN_PATH]: f.name for section in SECTIONS.values()
             for f in dataclasses.fields(section) if TRAIN_PATH in f.metadata}
+
+
+def flat_names(spec_class: type) -> list[str]:
+    """Every field of a study class by its flat name: its own (the grid's), then each
+    section's."""
+    own = [f.name for f in dataclasses.fields(spec_class) if f.name not in SECTIONS]
+    return own + list(FIELD_SECTIONS)
+
+
+def field_value(spec: Any, name: str) -> Any:
+    """The value of the field of flat name `name` of a StudySpec, in its section or its own."""
+    section = FIELD_SECTIONS.get(name)
+    return getattr(getattr(spec, section) if section else spec, name)

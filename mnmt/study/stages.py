@@ -8,7 +8,6 @@ from the run directories. Loading a study is `mnmt.study.loading`, the data stag
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from pathlib import Path
@@ -95,7 +94,7 @@ def prepare_out_dir(out: Path, spec: StudySpec, *, command: str = "run",
 
 def spec_json(spec: StudySpec) -> dict:
     """The study as the JSON object `STUDY_FILE` records."""
-    return json.loads(json.dumps(dataclasses.asdict(spec)))
+    return json.loads(json.dumps(spec.flat_fields()))
 
 
 def export_and_report(spec: StudySpec, run_dirs: list[Path], data, out: Path, log,
@@ -109,7 +108,7 @@ def export_and_report(spec: StudySpec, run_dirs: list[Path], data, out: Path, lo
 
     table = collect_runs([str(d) for d in run_dirs])
     table_path = out / "metrics.csv"
-    eval_set = spec.eval_sets[0]
+    eval_set = spec.evaluation.eval_sets[0]
     try:  # a full disk: one line naming the file; the previous table and report stay whole
         write_table(table, str(table_path))
         log(f"export: {len(table)} rows from {len(run_dirs)} runs -> {table_path}")
@@ -124,8 +123,8 @@ def export_and_report(spec: StudySpec, run_dirs: list[Path], data, out: Path, lo
             heldout_runs=[run.run_id for run in expand(spec) if run.heldout],
             mixture_constraints=mixture_constraints(spec),
             verification=verification,
-            branch_plan=BudgetPlan(tuple(spec.cooldown_branches), spec.branch_cooldown_fraction
-                                   or spec.cooldown_fraction) if spec.branch_checks else None,
+            branch_plan=BudgetPlan(tuple(spec.branches.cooldown_branches), spec.branches.branch_cooldown_fraction
+                                   or spec.schedule.cooldown_fraction) if spec.branches.branch_checks else None,
         )
     except io.NoSpaceError as err:
         raise UsageError(str(err)) from err
@@ -140,9 +139,9 @@ def mixture_constraints(spec: StudySpec) -> dict | None:
     3 pairs or more, or without either."""
     from mnmt.study import mixture_design  # noqa: PLC0415
 
-    cap = spec.epoch_cap or max(spec.unimax_epochs, default=0.0)
+    cap = spec.design.epoch_cap or max(spec.design.unimax_epochs, default=0.0)
     out: dict = {"preferences": mixture_design.preferences(spec)} \
-        if spec.mixture_preferences else {}
+        if spec.design.mixture_preferences else {}
     if len(spec.pairs) < 3 or not (out or cap and spec.data_caps):
         return None
     if cap and spec.data_caps:

@@ -31,14 +31,13 @@ The report is then written again with these runs in the table but out of every f
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from pathlib import Path
 
 from fitting.data.schema import RECOMMENDED
 from mnmt.study import mixture_design
-from mnmt.study.spec import RunSpec, StudySpec, run_id, size_weights
+from mnmt.study.spec import RunSpec, StudySpec, field_names, run_id, size_weights
 from mnmt.study.stages import STUDY_FILE, UsageError
 
 __all__ = ["SEED_BASE", "RECOMMENDED", "PREFERRED", "TAG_PREFIX", "verification_size", "verification_seeds",
@@ -81,7 +80,7 @@ def verification_size(spec: StudySpec, size: str | None = None,
                          "to verify (e.g. mini-1: 58136)")
     target_n = float(target_n)
     field = "--size" if size else "StudySpec.verify_size"
-    chosen = size or spec.verify_size
+    chosen = size or spec.verification.verify_size
     if chosen:
         n = _params(spec, chosen, field)
         if not math.isclose(n, target_n, rel_tol=1e-6):
@@ -106,7 +105,7 @@ def verification_size(spec: StudySpec, size: str | None = None,
 
 def verification_seeds(spec: StudySpec, count: int | None = None) -> list[int]:
     """`count` (else `StudySpec.verify_seeds`) seeds from SEED_BASE; UsageError below 2."""
-    n = spec.verify_seeds if count is None else count
+    n = spec.verification.verify_seeds if count is None else count
     if n < 2:
         raise UsageError(f"verification seeds: expected at least 2 (the verdict needs a seed "
                          f"sd), got {n}")
@@ -147,7 +146,7 @@ def verification_mixtures(spec: StudySpec, recommendation: dict) -> dict[str, di
                          f"weight for every pair {list(spec.pairs)}, got {weights}")
     total = sum(float(weights[p]) for p in spec.pairs)
     out = {RECOMMENDED: {p: float(weights[p]) / total for p in spec.pairs}}
-    uniform = mixture_design.uniform_mixtures(dataclasses.replace(spec, uniform_mixture=True))
+    uniform = mixture_design.uniform_mixtures(spec.replace(uniform_mixture=True))
     for tag, w in uniform + size_weights(spec) + mixture_design.unimax_mixtures(spec):
         out[tag] = {p: float(w[p]) for p in spec.pairs}
     pi = mixture_design.preferences(spec)
@@ -208,11 +207,13 @@ def training_spec(spec: StudySpec) -> StudySpec:
     """The spec the verification runs train under: the study's, without cool-down branches or an
     early stop, and evaluated at the end only (a verification run is judged by its final loss alone; the
     intermediate evaluations cost a group time and never change a final loss)."""
-    last = max([spec.train_steps, *(steps for _, steps in spec.train_steps_by_size)])
-    if not spec.cooldown_branches and spec.eval_every >= last and spec.stop_fraction >= 1.0:
+    last = max([spec.schedule.train_steps,
+                *(steps for _, steps in spec.schedule.train_steps_by_size)])
+    if (not spec.branches.cooldown_branches and spec.evaluation.eval_every >= last
+            and spec.early_stop.stop_fraction >= 1.0):
         return spec
-    return dataclasses.replace(spec, cooldown_branches=(), branch_cooldown_fraction=0.0,
-                               eval_every=last, stop_fraction=1.0)
+    return spec.replace(cooldown_branches=(), branch_cooldown_fraction=0.0, eval_every=last,
+                        stop_fraction=1.0)
 
 
 def _tuples(value):
@@ -236,13 +237,13 @@ def recorded_spec(out: Path) -> StudySpec:
         raise UsageError(f"{path}: not valid JSON ({err})") from err
     if not isinstance(fields, dict):
         raise UsageError(f"{path}: expected a JSON object (a study record)")
-    known = {f.name for f in dataclasses.fields(StudySpec)}
+    known = set(field_names())
     unknown = sorted(set(fields) - known)
     if unknown:
         raise UsageError(f"{path}: unknown StudySpec field(s) {unknown} (written by a newer "
                          "version?)")
     try:
-        return StudySpec(**{k: _tuples(v) for k, v in fields.items()})
+        return StudySpec.of(**{k: _tuples(v) for k, v in fields.items()})
     except ValueError as err:
         raise UsageError(f"{path}: {str(err).strip().splitlines()[0]}") from err
 

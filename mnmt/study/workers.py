@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import dataclasses
 import os
 import queue
 import signal
@@ -107,7 +106,7 @@ def run_parallel(
         tasks.put(list(group))  # the RunSpecs themselves: verification runs are not in expand()
     cores = available_cores()
     n = max(1, min(workers, len(pending)))
-    spec_fields = dataclasses.asdict(spec)
+    spec_fields = spec.flat_fields()
     procs = []
     old_env = dict(os.environ)
     try:
@@ -225,7 +224,7 @@ def _worker_main(worker: int, core: int, spec_fields: dict, out: str, tasks, eve
         os.sched_setaffinity(0, {core})
     from mnmt.study.stages import enable_compilation_cache, prepare_data
 
-    spec = StudySpec(**spec_fields)
+    spec = StudySpec.of(**spec_fields)
     out_dir = Path(out)
     relay = _Relay(worker, events)
     data = prepare_data(spec, out_dir, lambda text: None)  # registers the tasks in this process

@@ -4,7 +4,6 @@ data stage finds it up to date."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 
 WORDS = [f"Open the file number {i} now" for i in range(160)]
@@ -22,8 +21,8 @@ def test_the_gettext_data_stage_builds_and_reuses_every_tasks_cache(tmp_path):
     root = tmp_path / "locale"
     for loc, fmt in (("de", "Datei {} öffnen"), ("fr", "Ouvrir le fichier {}")):
         write_catalog(str(root / loc / "LC_MESSAGES" / "app.mo"), {w: fmt.format(w) for w in WORDS})
-    spec = dataclasses.replace(
-        StudySpec(), name="gt-cache", data_preset=f"gettext:{root}", pairs=("en-de", "en-fr"),
+    spec = StudySpec.of(
+        name="gt-cache", data_preset=f"gettext:{root}", pairs=("en-de", "en-fr"),
         data_caps=(("en-de", 90), ("en-fr", 60)), vocab_size=120, cache_data=True,
         sizes=("micro-1",), weights=((0.5, 0.5),))
     lines: list[str] = []

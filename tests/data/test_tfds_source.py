@@ -122,12 +122,12 @@ def test_a_study_calls_its_task_module_with_the_study_vocabulary(prepared, vocab
     module = types.ModuleType("my_study_tasks")
     module.register_study_tasks = register_study_tasks
     monkeypatch.setitem(sys.modules, "my_study_tasks", module)
-    spec = StudySpec(pairs=("en-de",), weights=((1.0,),), tasks=(("en-de", "wmt19_en_de"),),
+    spec = StudySpec.of(pairs=("en-de",), weights=((1.0,),), tasks=(("en-de", "wmt19_en_de"),),
                      task_module="my_study_tasks", vocabulary_path=vocab)
     data = stages.prepare_data(spec, tmp_path, lambda text: None)
     assert seen == [vocab] and data.tasks == {"en-de": "wmt19_en_de"}
     # the real module without prepared WMT19: one clear line naming the dataset
-    spec = StudySpec(pairs=("en-de",), weights=((1.0,),), tasks=(("en-de", "wmt19_en_de"),),
+    spec = StudySpec.of(pairs=("en-de",), weights=((1.0,),), tasks=(("en-de", "wmt19_en_de"),),
                      task_module="mnmt.data.sources.wmt19", vocabulary_path=vocab)
     monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path / "empty"))
     with pytest.raises(stages.UsageError, match="wmt19_translate/de-en.*not prepared"):

@@ -4,7 +4,6 @@ that accepts another stop."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
@@ -23,7 +22,7 @@ from mnmt.study.spec import (
     with_branches,
 )
 
-STOPPED = dataclasses.replace(preset("default"), stop_fraction=0.6)
+STOPPED = preset("default").replace(stop_fraction=0.6)
 
 
 def test_default_checks_are_one_experiment_per_size_with_all_its_seeds():
@@ -36,7 +35,7 @@ def test_default_checks_are_one_experiment_per_size_with_all_its_seeds():
     assert stopped == design - set(checks) and len(stopped) == 16
     assert not any(r.run_id in stopped for r in runs if r.heldout)  # held out: to the end
     assert stopped_runs(preset("default")) == frozenset()
-    everything = dataclasses.replace(STOPPED, stop_checks=("all",))
+    everything = STOPPED.replace(stop_checks=("all",))
     assert stopped_runs(everything) == frozenset()
 
 
@@ -74,12 +73,12 @@ def test_compute_saved_counts_the_steps_after_each_stop_and_the_branches_dropped
 
 def test_bad_stop_settings_name_their_field():
     with pytest.raises(StudyError, match="StudySpec.stop_fraction"):
-        dataclasses.replace(STOPPED, stop_fraction=0.0)
+        STOPPED.replace(stop_fraction=0.0)
     with pytest.raises(StudyError, match="StudySpec.stop_fraction"):
-        dataclasses.replace(STOPPED, stop_fraction=1.5)
+        STOPPED.replace(stop_fraction=1.5)
     with pytest.raises(StudyError, match="StudySpec.stop_checks: 'all' stands alone"):
-        dataclasses.replace(STOPPED, stop_checks=("all", "micro-1_p0.50_s0"))
-    spec = dataclasses.replace(STOPPED, stop_checks=("micro-1_p0.55_s0",))
+        STOPPED.replace(stop_checks=("all", "micro-1_p0.50_s0"))
+    spec = STOPPED.replace(stop_checks=("micro-1_p0.55_s0",))
     with pytest.raises(StudyError, match="'micro-1_p0.55_s0' is not a design run"):
         stopped_runs(spec)
 
@@ -93,7 +92,7 @@ def test_the_output_directory_accepts_another_stop_but_no_other_change(tmp_path)
         lock.release_all()
         assert json.loads((tmp_path / "study.json").read_text())["stop_fraction"] == 1.0
         with pytest.raises(stages.UsageError, match="fields differ: stop_fraction, train_steps"):
-            stages.prepare_out_dir(tmp_path, dataclasses.replace(STOPPED, train_steps=1000))
+            stages.prepare_out_dir(tmp_path, STOPPED.replace(train_steps=1000))
     finally:
         lock.release_all()
 

@@ -3,8 +3,6 @@ compute saved, the report's plan of the branches it predicts, and the fields it 
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from mnmt.study.loading import preset
@@ -17,7 +15,7 @@ from mnmt.study.spec import (
     with_branches,
 )
 
-FEWER = dataclasses.replace(preset("default"), branch_checks=True)
+FEWER = preset("default").replace(branch_checks=True)
 
 
 def test_one_branch_per_size_is_trained_the_middle_one_of_the_checked_experiment():
@@ -45,6 +43,6 @@ def test_the_compute_saved_is_the_branches_not_trained():
 
 def test_fewer_branches_need_branches_to_leave_out():
     with pytest.raises(StudyError, match="branch_checks"):
-        dataclasses.replace(preset("default"), branch_checks=True, cooldown_branches=())
+        preset("default").replace(branch_checks=True, cooldown_branches=())
     with pytest.raises(StudyError, match="branch_checks"):
-        dataclasses.replace(preset("default"), branch_checks=1)
+        preset("default").replace(branch_checks=1)

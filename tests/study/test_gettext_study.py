@@ -3,7 +3,6 @@ the catalog manifest (recorded, matched, and a changed catalog set refused)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 
@@ -33,7 +32,7 @@ def _spec(locale_dir, **fields) -> StudySpec:
     base = dict(name="gt-test", data_preset=f"gettext:{locale_dir}", pairs=("en-de", "en-zh_cn"),
                 data_caps=(("en-de", 80), ("en-zh_cn", 50)), vocab_size=120, cache_data=False,
                 sizes=("micro-1",), weights=((0.5, 0.5),))
-    return dataclasses.replace(StudySpec(), **(base | fields))
+    return StudySpec().replace(**(base | fields))
 
 
 def test_data_stage_writes_vocabulary_manifest_and_capped_tasks(locale_dir, tmp_path):

@@ -1,7 +1,6 @@
 """K-pair mixture designs of a study (mnmt.study.mixture_design): tags, weights, roles, errors,
 and how `mnmt-study plan` lists them."""
 
-import dataclasses
 
 import pytest
 
@@ -19,7 +18,7 @@ def design(**fields) -> StudySpec:
                 dirichlet_mixtures=4, heldout_mixtures=3, train_steps=600, batch_size=48,
                 examples_per_row=4.0)
     base.update(fields)
-    return StudySpec(**base)
+    return StudySpec.of(**base)
 
 
 def by_tag(runs):
@@ -82,7 +81,7 @@ def test_the_estimated_examples_per_row_packs_the_synthetic_sentences():
     per_row = mixture_design.estimated_examples_per_row(spec)
     assert 2.0 < per_row < 6.0  # ~6-word sentences in rows of 32 tokens
     assert mixture_design.budget_examples(spec) == pytest.approx(600 * 48 * per_row)
-    real = dataclasses.replace(spec, tasks=tuple((p, f"t_{i}") for i, p in enumerate(PAIRS)),
+    real = spec.replace(tasks=tuple((p, f"t_{i}") for i, p in enumerate(PAIRS)),
                                vocabulary_path="v.model")
     assert mixture_design.estimated_examples_per_row(real) == 1.0
 
@@ -171,7 +170,7 @@ def test_plan_lists_roles_weights_and_the_cost(capsys):
     assert held and all(line.endswith("held out (predicted, never fitted)\trole=held-out")
                         for line in held)
     runs = len(lines)
-    assert f"# {runs} runs, {runs * spec.train_steps:,} steps; " in err
+    assert f"# {runs} runs, {runs * spec.schedule.train_steps:,} steps; " in err
     assert "design" in err and "baseline" in err and "7 held-out" in err
     above = [line for line in lines if line.startswith("mini-2_")]  # a size above the design
     assert len(above) == 1 and "mini-2" not in spec.sizes and above[0].endswith("role=held-out")

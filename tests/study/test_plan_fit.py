@@ -3,15 +3,13 @@ on made-up compile results: the order of the candidates, when it stops, and what
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from mnmt.study import fit_search, mesh_plan
 from mnmt.study.spec import PRESETS
 
 MIB = 2**20
-SPEC = dataclasses.replace(PRESETS["ci"], sizes=("mini-1",))
+SPEC = PRESETS["ci"].replace(sizes=("mini-1",))
 
 
 def fake_memory(fixed=10, logits=8, activations=64, remat=None):
@@ -21,8 +19,8 @@ def fake_memory(fixed=10, logits=8, activations=64, remat=None):
 
     def compile_fn(spec):
         calls.append(fit_search.savers(spec))
-        share = remat[spec.remat_policy]
-        total = fixed + logits / spec.loss_tiles + activations / spec.gradient_accumulation_steps * share
+        share = remat[spec.compute.remat_policy]
+        total = fixed + logits / spec.compute.loss_tiles + activations / spec.compute.gradient_accumulation_steps * share
         return {"size": "mini-1", "per_device_bytes": int(total * MIB)}
 
     return compile_fn, calls
@@ -105,19 +103,19 @@ def test_the_study_fields_reach_each_runs_train_config_and_are_checked():
     from mnmt.study.runner import StudyData, make_train_config
     from mnmt.study.spec import StudyError, expand
 
-    spec = dataclasses.replace(SPEC, loss_tiles=4, gradient_accumulation_steps=2)
+    spec = SPEC.replace(loss_tiles=4, gradient_accumulation_steps=2)
     run = expand(spec)[0]
     data = StudyData(vocabulary_path="", tasks={p: p for p in spec.pairs}, irreducible_loss={})
     config = make_train_config(spec, run, data, Path("x"), mixture_name="plan")
     assert (config.loss_tiles, config.gradient_accumulation_steps) == (4, 2)
     assert make_train_config(SPEC, run, data, Path("x"), mixture_name="plan").loss_tiles == 1
     with pytest.raises(StudyError, match="StudySpec.loss_tiles: expected a positive integer"):
-        dataclasses.replace(SPEC, loss_tiles=0)
+        SPEC.replace(loss_tiles=0)
 
 
 def test_a_study_that_already_tiles_is_searched_from_its_own_settings():
     compile_fn, calls = fake_memory()
-    spec = dataclasses.replace(SPEC, loss_tiles=8, gradient_accumulation_steps=2)
+    spec = SPEC.replace(loss_tiles=8, gradient_accumulation_steps=2)
     base = {**BASE, "per_device_bytes": 43 * MIB}  # 10 + 1 + 32
     out = fit_search.fit_search(spec, base, 16, 20 * MIB, compile_fn)
     assert calls[0] == {"loss_tiles": 8, "gradient_accumulation_steps": 4, "remat_policy": "none"}

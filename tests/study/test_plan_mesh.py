@@ -129,22 +129,22 @@ def test_a_failed_size_is_reported_not_fitted():
 
 
 def test_activation_dtype_and_remat_policy_reach_each_runs_train_config():
-    spec = StudySpec(sizes=("mini-1",), weights=(0.5,), activation_dtype="bfloat16",
+    spec = StudySpec.of(sizes=("mini-1",), weights=(0.5,), activation_dtype="bfloat16",
                      remat_policy="full")
     run = expand(spec)[0]
     data = StudyData(vocabulary_path="", tasks={p: p for p in spec.pairs}, irreducible_loss={})
     config = make_train_config(spec, run, data, Path("unused"), mixture_name="m")
     assert (config.activation_dtype, config.remat_policy) == ("bfloat16", "full")
     with pytest.raises(StudyError, match="StudySpec.activation_dtype"):
-        StudySpec(activation_dtype="float16")
+        StudySpec.of(activation_dtype="float16")
     with pytest.raises(StudyError, match="StudySpec.remat_policy"):
-        StudySpec(remat_policy="some")
+        StudySpec.of(remat_policy="some")
 
 
 def test_the_paper_scale_study_trains_in_bfloat16():
     from mnmt.study.stages import load_spec
 
-    assert load_spec("fernandes_en_de_zh", None, []).activation_dtype == "bfloat16"
+    assert load_spec("fernandes_en_de_zh", None, []).compute.activation_dtype == "bfloat16"
 
 
 def test_fsdp_rules_split_the_parameters_over_the_data_axis_too(capsys):
@@ -162,12 +162,12 @@ def test_fsdp_rules_split_the_parameters_over_the_data_axis_too(capsys):
 
 
 def test_partitioning_rules_reach_each_runs_train_config():
-    spec = StudySpec(sizes=("mini-1",), weights=(0.5,), partitioning_rules="fsdp")
+    spec = StudySpec.of(sizes=("mini-1",), weights=(0.5,), partitioning_rules="fsdp")
     data = StudyData(vocabulary_path="", tasks={p: p for p in spec.pairs}, irreducible_loss={})
     config = make_train_config(spec, expand(spec)[0], data, Path("unused"), mixture_name="m")
     assert config.partitioning_rules == "fsdp"
-    assert mesh_plan.with_rules(spec, "standard").partitioning_rules == "standard"
+    assert mesh_plan.with_rules(spec, "standard").compute.partitioning_rules == "standard"
     assert mesh_plan.with_rules(spec, None) is spec
     with pytest.raises(StudyError, match="StudySpec.partitioning_rules: expected one of "
                                          "standard, fsdp, got 'zero3'"):
-        StudySpec(partitioning_rules="zero3")
+        StudySpec.of(partitioning_rules="zero3")

@@ -18,7 +18,7 @@ from mnmt.study.spec import (
 
 
 def _run_all_with(monkeypatch, tmp_path, statuses):
-    spec = StudySpec(sizes=("micro-1", "micro-2", "micro-3"), weights=(0.5,))
+    spec = StudySpec.of(sizes=("micro-1", "micro-2", "micro-3"), weights=(0.5,))
     runs = expand(spec)
     started = []
 
@@ -93,7 +93,7 @@ def _parser_with(build, func):
 
 
 def test_a_run_gets_the_studys_schedule_steps_and_cooldown_for_its_size(monkeypatch, tmp_path):
-    spec = StudySpec(sizes=("micro-1", "mini-1"), weights=(0.5,), train_steps=400,
+    spec = StudySpec.of(sizes=("micro-1", "mini-1"), weights=(0.5,), train_steps=400,
                      train_steps_by_size=(("mini-1", 1000),), cooldown_fraction=0.25,
                      decay="constant", learning_rate=0.05, momentum=0.9)
     monkeypatch.setattr(local, "register_run_mixture", lambda spec, run, data: "mix")
@@ -106,16 +106,16 @@ def test_a_run_gets_the_studys_schedule_steps_and_cooldown_for_its_size(monkeypa
     assert {c.learning_rate for c in configs.values()} == {0.05}
     assert {c.optimizer.momentum for c in configs.values()} == {0.9}
     with pytest.raises(StudyError, match="StudySpec.decay"):
-        StudySpec(decay="linear")  # not one of config.DECAYS
+        StudySpec.of(decay="linear")  # not one of config.DECAYS
     with pytest.raises(StudyError, match=r"StudySpec.momentum: expected a decay in \[0, 1\)"):
-        StudySpec(momentum=1.0)
+        StudySpec.of(momentum=1.0)
     plain = local.make_train_config(StudySpec(), expand(StudySpec())[0], data, tmp_path / "p")
     assert plain.optimizer is None  # no momentum: T5X's Adafactor defaults
 
 
 def test_data_caps_give_temperature_and_oversampling_mixtures(monkeypatch, tmp_path):
     caps = (("en-de", 8000), ("en-zh", 500))
-    spec = StudySpec(sizes=("micro-1",), weights=(0.5,), data_caps=caps,
+    spec = StudySpec.of(sizes=("micro-1",), weights=(0.5,), data_caps=caps,
                      temperatures=(1.0, 5.0, float("inf")), oversampling=(5.0,))
     runs = {run.run_id: run for run in expand(spec)}
     assert sorted(runs) == ["micro-1_T1_s0", "micro-1_T5_s0", "micro-1_Tinf_s0",
@@ -145,14 +145,14 @@ def test_data_caps_give_temperature_and_oversampling_mixtures(monkeypatch, tmp_p
 ])
 def test_data_caps_and_size_mixtures_are_validated(fields, message):
     with pytest.raises(StudyError, match=message):
-        StudySpec(**fields)
+        StudySpec.of(**fields)
 
 
 def test_the_data_stage_caps_the_synthetic_tasks(tmp_path):
     from mnmt.data import tasks
     from mnmt.study.stages import prepare_data
 
-    spec = StudySpec(data_caps=(("en-de", 300),))
+    spec = StudySpec.of(data_caps=(("en-de", 300),))
     data = prepare_data(spec, tmp_path, lambda text: None)
     assert data.caps == {"en-de": 300, "en-zh": None}
     assert tasks.get_task_info(data.tasks["en-de"]).train_size == 300
@@ -160,7 +160,7 @@ def test_the_data_stage_caps_the_synthetic_tasks(tmp_path):
 
 
 def test_branches_train_after_their_group_and_are_skipped_once_finished(monkeypatch, tmp_path):
-    spec = StudySpec(sizes=("micro-1", "micro-2"), weights=(0.3, 0.5), train_steps=400,
+    spec = StudySpec.of(sizes=("micro-1", "micro-2"), weights=(0.3, 0.5), train_steps=400,
                      cooldown_fraction=0.25, cooldown_branches=(0.25, 100), max_group=2)
     runs = expand(spec)
     started: list[list[str]] = []
@@ -211,11 +211,11 @@ def test_plan_lists_the_branches_with_the_steps_they_add(capsys):
 ])
 def test_branch_fields_are_validated(fields, message):
     with pytest.raises(StudyError, match=message):
-        StudySpec(**fields)
+        StudySpec.of(**fields)
 
 
 def test_a_branch_run_gets_its_parents_config_branched(monkeypatch, tmp_path):
-    spec = StudySpec(sizes=("micro-1",), weights=(0.5,), train_steps=400, cooldown_fraction=0.25,
+    spec = StudySpec.of(sizes=("micro-1",), weights=(0.5,), train_steps=400, cooldown_fraction=0.25,
                      cooldown_branches=(0.5,), cooldown_shape="1-sqrt", decay="constant")
     monkeypatch.setattr(local, "register_run_mixture", lambda spec, run, data: "mix")
     data = local.StudyData("v.model", {"en-de": "a", "en-zh": "b"}, {})

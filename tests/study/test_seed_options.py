@@ -7,7 +7,7 @@ from mnmt.study.spec import StudyError, StudySpec, expand
 
 
 def test_seed_repeats_add_fitted_runs_of_another_seed():
-    spec = StudySpec(sizes=("micro-1", "micro-2"), weights=(0.0, 0.5, 1.0),
+    spec = StudySpec.of(sizes=("micro-1", "micro-2"), weights=(0.0, 0.5, 1.0),
                      heldout=(("mini-1", 0.3),), seed_repeats=(("micro-2", 0.5, 1),))
     runs = expand(spec)
     extra = [r for r in runs if r.seed == 1]
@@ -20,7 +20,7 @@ def test_seed_repeats_add_fitted_runs_of_another_seed():
                                    ("micro-1", 1.5, 1), ("micro-1", 0.5, True)])
 def test_bad_seed_repeats_name_the_field(entry):
     with pytest.raises(StudyError, match="StudySpec.seed_repeats"):
-        StudySpec(sizes=("micro-1",), weights=(0.5,), seed_repeats=(entry,))
+        StudySpec.of(sizes=("micro-1",), weights=(0.5,), seed_repeats=(entry,))
 
 
 def test_the_vocabulary_is_trained_with_the_study_vocab_seed(monkeypatch, tmp_path):
@@ -38,7 +38,7 @@ def test_the_vocabulary_is_trained_with_the_study_vocab_seed(monkeypatch, tmp_pa
 
     monkeypatch.setattr(vocab, "train_vocabulary", fake)
     for seed in (0, 7):
-        spec = StudySpec(sizes=("micro-1",), weights=(0.5,), data_preset="cpu-tiny",
+        spec = StudySpec.of(sizes=("micro-1",), weights=(0.5,), data_preset="cpu-tiny",
                          vocab_seed=seed)
         out = tmp_path / f"s{seed}"
         out.mkdir()

@@ -1,6 +1,5 @@
 """Study expansion: the grid of sizes x weights x seeds, and the errors for bad studies."""
 
-import dataclasses
 import io
 
 import pytest
@@ -13,13 +12,14 @@ from mnmt.study.spec import (
     StudyError,
     StudySpec,
     expand,
+    field_names,
     mixture_weights,
     simplex_grid,
 )
 
 
 def test_two_pair_grid_expands_every_size_weight_and_seed_once():
-    spec = StudySpec(sizes=("mini-1", "mini-2"), weights=FERNANDES_TWO_PAIR_GRID, seeds=(0, 1))
+    spec = StudySpec.of(sizes=("mini-1", "mini-2"), weights=FERNANDES_TWO_PAIR_GRID, seeds=(0, 1))
     runs = expand(spec)
     assert len(runs) == 2 * len(FERNANDES_TWO_PAIR_GRID) * 2
     assert len({r.run_id for r in runs}) == len(runs)
@@ -31,7 +31,7 @@ def test_two_pair_grid_expands_every_size_weight_and_seed_once():
 
 
 def test_k_pair_weights_are_normalised_and_named_by_all_weights():
-    spec = StudySpec(pairs=("en-de", "en-fr", "en-zh"), weights=((1, 1, 2), (0, 0, 1)), sizes=("mini-1",))
+    spec = StudySpec.of(pairs=("en-de", "en-fr", "en-zh"), weights=((1, 1, 2), (0, 0, 1)), sizes=("mini-1",))
     runs = expand(spec)
     assert runs[0].weights == pytest.approx({"en-de": 0.25, "en-fr": 0.25, "en-zh": 0.5})
     assert runs[0].run_id == "mini-1_w0.25-0.25-0.50_s0"
@@ -65,12 +65,12 @@ def test_simplex_grid_covers_the_simplex_exactly():
 )
 def test_bad_studies_name_the_field(kwargs, field):
     with pytest.raises(StudyError, match=f"StudySpec.{field}"):
-        StudySpec(**kwargs)
+        StudySpec.of(**kwargs)
 
 
 def test_repeated_grid_points_are_refused():
     with pytest.raises(StudyError, match="repeats runs"):
-        expand(StudySpec(weights=(0.5, 0.5)))
+        expand(StudySpec.of(weights=(0.5, 0.5)))
 
 
 def test_mixture_weights_two_pairs():
@@ -80,7 +80,7 @@ def test_mixture_weights_two_pairs():
 def test_presets_are_valid_and_ci_is_a_miniature_of_default():
     default, ci = preset("default"), PRESETS["ci"]
     assert len(expand(ci)) < len(expand(default))
-    assert ci.train_steps * len(expand(ci)) < default.train_steps * len(expand(default)) / 5
+    assert ci.schedule.train_steps * len(expand(ci)) < default.schedule.train_steps * len(expand(default)) / 5
     assert len(default.sizes) >= 4 and len(ci.sizes) >= 4  # the issue asks for at least 4 sizes
     assert {0.0, 1.0} <= set(default.weights)  # single-pair baselines for f(p), eq. 10
 
@@ -150,7 +150,7 @@ def test_format_duration():
 def test_per_size_steps_and_token_batches_reach_the_trainer_config(monkeypatch, tmp_path):
     from mnmt.study import runner as local
 
-    spec = StudySpec(sizes=("mini-1", "mini-2"), weights=(0.5,), train_steps=100,
+    spec = StudySpec.of(sizes=("mini-1", "mini-2"), weights=(0.5,), train_steps=100,
                      train_steps_by_size=(("mini-2", 250),), batch_tokens=4096,
                      feature_lengths=(("inputs", 32), ("targets", 64)))
     assert [spec.steps_for(s) for s in spec.sizes] == [100, 250]
@@ -180,20 +180,20 @@ def test_the_paper_scale_study_file_is_fernandes_grid():
     for size in spec.sizes:  # Fernandes §3: 500K steps under 500M parameters, 1M above
         total = param_counts(get_config(size)).total
         assert spec.steps_for(size) == (500_000 if total < 500e6 else 1_000_000), size
-    assert spec.batch_tokens == 500_000 and spec.task_module == "mnmt.data.sources.wmt19"
+    assert spec.schedule.batch_tokens == 500_000 and spec.task_module == "mnmt.data.sources.wmt19"
 
 
 def test_heldout_runs_are_expanded_after_the_grid_and_marked():
-    spec = StudySpec(sizes=("micro-1", "micro-2"), weights=(0.0, 1.0), heldout=(("mini-1", 0.3),),
+    spec = StudySpec.of(sizes=("micro-1", "micro-2"), weights=(0.0, 1.0), heldout=(("mini-1", 0.3),),
                      train_steps_by_size=(("mini-1", 900),))
     runs = expand(spec)
     assert [r.run_id for r in runs if r.heldout] == ["mini-1_p0.30_s0"]
     assert runs[-1].heldout and not any(r.heldout for r in runs[:-1])
     assert spec.steps_for("mini-1") == 900
     with pytest.raises(StudyError, match="StudySpec.heldout"):
-        StudySpec(heldout=("mini-1",))
+        StudySpec.of(heldout=("mini-1",))
     with pytest.raises(StudyError, match="repeats runs"):
-        expand(StudySpec(sizes=("micro-1",), weights=(0.5,), heldout=(("micro-1", 0.5),)))
+        expand(StudySpec.of(sizes=("micro-1",), weights=(0.5,), heldout=(("micro-1", 0.5),)))
 
 
 def test_default_study_trains_its_heldout_run_and_largest_size_with_three_seeds():
@@ -220,13 +220,13 @@ def test_default_study_trains_its_heldout_run_and_largest_size_with_three_seeds(
 
 def test_heldout_seeds_continue_the_study_seeds_and_are_validated():
     base = dict(sizes=("micro-1",), weights=(0.5,), heldout=(("mini-1", 0.3),))
-    seeds = [r.seed for r in expand(StudySpec(**base, seeds=(3, 5), heldout_seeds=3))
+    seeds = [r.seed for r in expand(StudySpec.of(**base, seeds=(3, 5), heldout_seeds=3))
              if r.heldout]
     assert seeds == [3, 5, 6]
-    assert [r.seed for r in expand(StudySpec(**base, seeds=(3, 5))) if r.heldout] == [3]
+    assert [r.seed for r in expand(StudySpec.of(**base, seeds=(3, 5))) if r.heldout] == [3]
     for bad in (0, 1.5, True):
         with pytest.raises(StudyError, match="StudySpec.heldout_seeds"):
-            StudySpec(**base, heldout_seeds=bad)
+            StudySpec.of(**base, heldout_seeds=bad)
 
 
 def test_progress_prices_an_unseen_size_by_its_flops():
@@ -281,8 +281,8 @@ def test_heldout_branches_false_trains_no_branch_of_a_held_out_run():
     base = dict(sizes=("micro-1",), weights=(0.5,), heldout=(("mini-1", 0.3),),
                 train_steps=200, cooldown_fraction=0.2, cooldown_branches=(0.5,),
                 branch_cooldown_fraction=0.1)
-    with_held = with_branches(StudySpec(**base), expand(StudySpec(**base)))
-    spec = StudySpec(**base, heldout_branches=False)
+    with_held = with_branches(StudySpec.of(**base), expand(StudySpec.of(**base)))
+    spec = StudySpec.of(**base, heldout_branches=False)
     without = with_branches(spec, expand(spec))
     assert [r.run_id for r in with_held if r.parent] == ["micro-1_p0.50_s0_cd100",
                                                           "mini-1_p0.30_s0_cd100"]
@@ -290,24 +290,33 @@ def test_heldout_branches_false_trains_no_branch_of_a_held_out_run():
     default = preset("default")
     assert not [r for r in with_branches(default, expand(default)) if r.heldout and r.parent]
     with pytest.raises(StudyError, match="heldout_branches"):
-        StudySpec(**base, heldout_branches="no")
+        StudySpec.of(**base, heldout_branches="no")
 
 
-def test_every_section_field_is_a_study_field_and_every_field_has_one_home():
-    """StudySpec is its grid's fields plus its sections' (mnmt.study.spec_sections): each field
-    declared once, each section's fields all on StudySpec."""
+def test_every_field_has_one_home_and_one_flat_name():
+    """StudySpec holds its grid's fields and one section per topic (mnmt.study.spec_sections):
+    each field declared once, read where it lives, and given and recorded by its flat name."""
     from mnmt.study import spec_sections
 
-    names = [f.name for f in dataclasses.fields(StudySpec)]
-    assert len(names) == len(set(names))
-    declared = [f.name for s in spec_sections.SECTIONS for f in dataclasses.fields(s)]
-    assert len(declared) == len(set(declared)) and set(declared) < set(names)
-    assert all(isinstance(StudySpec(), section) for section in spec_sections.SECTIONS)
+    names = field_names()
+    assert len(names) == len(set(names)) == 67
+    spec = StudySpec.of(train_steps=900, cache_shards=4, verify_seeds=5, sizes=("mini-1",))
+    assert (spec.schedule.train_steps, spec.cache.cache_shards, spec.verification.verify_seeds,
+            spec.sizes) == (900, 4, 5, ("mini-1",))
+    assert all(isinstance(getattr(spec, attr), section)
+               for attr, section in spec_sections.SECTIONS.items())
+    flat = spec.flat_fields()
+    assert list(flat) == names and flat["train_steps"] == 900 and "schedule" not in flat
+    assert StudySpec.of(**flat) == spec
+    assert spec.replace(stop_fraction=0.5, sizes=("mini-2",)).flat_fields() == {
+        **flat, "stop_fraction": 0.5, "sizes": ("mini-2",)}
+    with pytest.raises(TypeError, match="no field 'no_such_field'"):
+        StudySpec.of(no_such_field=1)
 
 
-@pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(StudySpec)])
+@pytest.mark.parametrize("field", field_names())
 def test_a_value_of_the_wrong_kind_names_its_field(field):
     """Every field's kind is checked from its annotation: a value of no kind a field takes is a
     StudyError naming that field."""
     with pytest.raises(StudyError, match=f"^StudySpec.{field}: expected "):
-        StudySpec(**{field: object()})
+        StudySpec.of(**{field: object()})

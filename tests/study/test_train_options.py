@@ -1,7 +1,6 @@
 """Training options in a study: `TrainConfig.F`, `DecodeConfig.F`, `OptimizerConfig.F`, … bound in
 a study file or with `--gin` reach every run's TrainConfig (mnmt.study.train_options)."""
 
-import dataclasses
 import json
 
 import pytest
@@ -10,6 +9,7 @@ from mnmt.study import cli, stages
 from mnmt.study.loading import preset
 from mnmt.study.mesh_plan import spec_from_json
 from mnmt.study.spec import PRESETS, StudyError, StudySpec, expand
+from mnmt.study.spec_sections import field_value
 from mnmt.study.test_utils import run_configs, write_study_file
 from mnmt.training.config import EvalConfig, InputConfig, TrainConfig
 
@@ -55,8 +55,8 @@ def test_a_study_file_binds_decoding_and_the_optimizer(tmp_path):
     assert config.optimizer.max_grad_norm == 1.0  # optimizer None -> OptimizerConfig() first
     assert config.optimizer.decay_rate == 0.8 and config.optimizer.momentum is None
     # the study's own decode and checkpoint settings are kept beside them
-    assert config.decode.num_examples == spec.num_decode_examples
-    assert config.checkpoint.period == spec.checkpoint_every
+    assert config.decode.num_examples == spec.evaluation.num_decode_examples
+    assert config.checkpoint.period == spec.compute.checkpoint_every
     # --gin overrides the file's binding
     assert train_config(stages.load_spec(path, None, ["DecodeConfig.beam_size=2"])).decode \
         .beam_size == 2
@@ -97,7 +97,7 @@ def test_a_launch_script_carries_the_options_to_every_host(tmp_path, capsys):
 def test_an_option_the_study_owns_sets_its_studyspec_field(tmp_path, binding, field, value):
     for spec in (stages.load_spec(None, "ci", [binding]),
                  stages.load_spec(write_study(tmp_path, binding.replace("=", " = ", 1)), None, [])):
-        assert getattr(spec, field) == value and spec.train_overrides == ()
+        assert field_value(spec, field) == value and spec.train_overrides == ()
     assert train_config(stages.load_spec(None, "ci", ["TrainConfig.learning_rate=0.5"])) \
         .learning_rate == 0.5
 
@@ -111,7 +111,7 @@ def test_an_option_given_both_ways_must_agree(tmp_path, capsys):
     assert code == 2 and "StudySpec.eval_every = 40 and EvalConfig.period = 50" in err_text
     # the same value both ways is one setting; --gin overrides the file's StudySpec field
     path = write_study(tmp_path, "StudySpec.eval_every = 40", "EvalConfig.period = 40")
-    assert stages.load_spec(path, None, ["EvalConfig.period=60"]).eval_every == 60
+    assert stages.load_spec(path, None, ["EvalConfig.period=60"]).evaluation.eval_every == 60
 
 
 @pytest.mark.parametrize(("binding", "expected"), [
@@ -170,7 +170,7 @@ def test_a_value_of_the_wrong_type_names_the_binding(tmp_path, binding, expected
 
 
 def test_train_overrides_are_validated_when_given_directly():
-    assert StudySpec(train_overrides=(("decode.steps", [10, 20]),)).train_overrides
+    assert StudySpec.of(train_overrides=(("decode.steps", [10, 20]),)).train_overrides
     for overrides, message in (
         ((("learning_rate", 0.5),), "'learning_rate' is StudySpec.learning_rate"),
         ((("decode.beamsize", 8),), "not a TrainConfig path (did you mean 'decode.beam_size'?)"),
@@ -179,7 +179,7 @@ def test_train_overrides_are_validated_when_given_directly():
         (("z_loss",), "expected (TrainConfig path, value) pairs"),
     ):
         with pytest.raises(StudyError, match="^StudySpec.train_overrides: ") as err:
-            StudySpec(train_overrides=overrides)
+            StudySpec.of(train_overrides=overrides)
         assert message in str(err.value)
 
 
@@ -190,7 +190,7 @@ def test_the_overrides_travel_with_the_study(tmp_path, capsys):
                                          "OptimizerConfig.max_grad_norm=1.0"])
     assert spec.train_overrides == (("decode.steps", (100, 200)), ("optimizer.max_grad_norm", 1.0),
                                     ("z_loss", 0.0))
-    assert StudySpec(**dataclasses.asdict(spec)) == spec  # mnmt.study.workers
+    assert StudySpec.of(**spec.flat_fields()) == spec  # mnmt.study.workers
     assert spec_from_json(stages.spec_json(spec)) == spec  # mnmt.study.mesh_plan
     assert train_config(spec_from_json(stages.spec_json(spec))) == train_config(spec)
     stages.prepare_out_dir(tmp_path, spec, command="plan")

@@ -28,7 +28,7 @@ def k5(**fields) -> StudySpec:
                 dirichlet_mixtures=4, train_steps=600, batch_size=48, examples_per_row=4.0,
                 report_target_sizes=(MINI_1_N,))
     base.update(fields)
-    return StudySpec(**base)
+    return StudySpec.of(**base)
 
 
 def write_fits(out: Path, recommendation: dict | None = None, **fits) -> None:

@@ -378,11 +378,11 @@ def test_mesh_plan_compiles_a_decoder_only_step_over_rows_of_inputs_plus_targets
     from mnmt.study.mesh_plan import compile_step
     from mnmt.study.spec import StudySpec
 
-    spec = StudySpec(sizes=("mini-dec-1",), weights=(0.5,), train_steps=60)
+    spec = StudySpec.of(sizes=("mini-dec-1",), weights=(0.5,), train_steps=60)
     plan = compile_step(spec, "mini-dec-1", (1, 1))
     assert "error" not in plan and plan["decoder_only"] is True
     cfg = zoo.get_config("mini-dec-1", spec.vocab_size)
-    lengths = dict(spec.feature_lengths)
+    lengths = dict(spec.schedule.feature_lengths)
     assert plan["params"] == accounting.param_counts(cfg).total
     per_row = accounting.train_flops_per_example(cfg, lengths["inputs"], lengths["targets"])
     assert plan["model_flops_per_step"] == pytest.approx(per_row * plan["rows"])
@@ -398,6 +398,6 @@ def test_a_study_trains_its_vocabulary_with_the_separator_only_for_decoder_only_
     from mnmt.study.stages import decoder_only_sizes, needs_separator
 
     assert not needs_separator(StudySpec())  # the default study keeps its vocabulary's ids
-    assert not needs_separator(StudySpec(sizes=("micro-1", "mini-1")))
-    assert decoder_only_sizes(StudySpec(sizes=("mini-1", "mini-dec-2"))) == ["mini-dec-2"]
-    assert needs_separator(StudySpec(sizes=("mini-1",), heldout=(("mini-dec-1", 0.5),)))
+    assert not needs_separator(StudySpec.of(sizes=("micro-1", "mini-1")))
+    assert decoder_only_sizes(StudySpec.of(sizes=("mini-1", "mini-dec-2"))) == ["mini-dec-2"]
+    assert needs_separator(StudySpec.of(sizes=("mini-1",), heldout=(("mini-dec-1", 0.5),)))

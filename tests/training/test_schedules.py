@@ -86,8 +86,8 @@ def test_cosine_runs_refuse_cooldown_branches():
         branches.branch_steps(config)
     assert branches.branch_steps(config.updated(decay="constant")) == [50]  # WSD: branches
     with pytest.raises(StudyError, match=r"StudySpec.cooldown_branches: .*StudySpec.decay"):
-        StudySpec(decay="cosine", cooldown_fraction=0.2, cooldown_branches=(0.5,))
-    assert StudySpec(decay="cosine").decay == "cosine"
+        StudySpec.of(decay="cosine", cooldown_fraction=0.2, cooldown_branches=(0.5,))
+    assert StudySpec.of(decay="cosine").schedule.decay == "cosine"
 
 
 def test_adamw_cosine_run_lowers_the_loss_and_logs_the_cosine_rates(make_config):
