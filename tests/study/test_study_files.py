@@ -123,8 +123,8 @@ def _documented_study_fields() -> set[str]:
 def test_every_study_path_users_write_is_a_field():
     """The gin paths README, docs and the study files write (`StudySpec.train_steps = 2800`)
     are fields of StudySpec, whichever section declares them."""
-    from mnmt.study.spec import field_names
+    from mnmt.study.spec import StudySpec, field_names
 
-    named = _documented_study_fields()
-    assert len(named) > 50  # the scan reads the files
+    named = {n for n in _documented_study_fields() if not callable(getattr(StudySpec, n, None))}
+    assert len(named) > 50  # the scan reads the files (StudySpec.of, a method, left out)
     assert named <= set(field_names())
