@@ -67,7 +67,7 @@ from fitting.laws.budget.chinchilla_joint import (
 )
 
 __all__ = ["RESAMPLES", "cooled_law_intervals", "backtest_intervals", "e_interval",
-           "resampled_run_refits", "other_form_predictions"]
+           "estimate_points", "resampled_run_refits", "other_form_predictions"]
 
 #: refits on resampled runs per pair, for the backtest and for E (as
 #: for the held-out runs' intervals, :mod:`fitting.intervals.heldout`)
@@ -189,15 +189,25 @@ def backtest_intervals(pair: str, bt: dict[str, Any], points: pd.DataFrame,
     bt["coverage"] = coverage(records, calibrated_only=True)
 
 
+def estimate_points(fit: JointChinchillaFit, pair: str, points: pd.DataFrame) -> pd.DataFrame:
+    """The points of ``pair`` the estimate rests on: ``points`` at the budgets the form
+    selection kept for it (``fit.meta["selection"][pair]["budgets"]``, counted from each run's
+    last, :func:`fitting.laws.budget.chinchilla_joint.budget_rank`; all where none was chosen) —
+    the refits of an interval are made on what the fit it surrounds was made on."""
+    sel = (fit.meta.get("selection") or {}).get(pair)
+    if not sel or sel.get("budgets") is None:
+        return points
+    rank = budget_rank(points["tokens"], points["weight"], points["n"])
+    return points[rank < int(sel["budgets"])]
+
+
 def e_interval(pair: str, fit: JointChinchillaFit, points: pd.DataFrame, seed: int = 0
                ) -> dict[str, Any]:
     """E's interval (module docstring): :meth:`PredictiveInterval.to_dict` fields with
     ``calibrated`` False and ``note``, or ``{"error": reason}``."""
     if fit.e_is_bound(pair):
         return {"error": "E is a bound, not an estimate: no interval"}
-    sel = (fit.meta.get("selection") or {}).get(pair)
-    rank = budget_rank(points["tokens"], points["weight"], points["n"])
-    pts = points if not sel else points[rank < int(sel["budgets"])]
+    pts = estimate_points(fit, pair, points)
     form = fit.form(pair)
 
     def predict(f: JointChinchillaFit) -> list[float]:

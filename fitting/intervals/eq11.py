@@ -12,6 +12,8 @@ L∞ with f̂ of eq. 12 or 13): the frontier at the target sizes and the held-ou
   log(N_max / N_next)) grown linearly with log(N / N_max) beyond the largest fitted size
   (:func:`fitting.intervals.predictive.extrapolation_sd`); at or below N_max one step. Without a
   backtest (fewer than 4 sizes) the interval has no such term and is marked not calibrated;
+  one error is one degree of freedom, so where it dominates the quantile is Student's t on
+  ≈ 1 dof (12.7 at 95 %) — the width one backtest point can earn;
 * ``σ_seed``: the pair's relative seed sd at the largest repeated size (a held-out run's mean
   over k seeds: /√k); the frontier predicts the expected loss of one run, so one σ.
 
@@ -64,6 +66,7 @@ def eq11_interval(law, n: float, w: float, pair: str, sizes: Sequence[float],
     calibrated = math.isfinite(s_ext)
     iv = predictive_interval(est, resampled=refits,
                              sd_extrapolation=s_ext if calibrated else 0.0,
+                             calibration_dof=1 if calibrated else None,
                              sigma_seed=sigma_seed)
     return iv, calibrated
 

@@ -4,7 +4,9 @@
 For each held-out entry of the law the report leads with, s² adds:
 
 * ``s_resample``: refits of the pair's L(N, D) (its chosen form, no uncertainty, no backtest)
-  on the cooled-down points of runs resampled with replacement within each size
+  on the cooled-down points the estimate used (the budgets the form selection kept,
+  :func:`fitting.intervals.cooled_law.estimate_points`) of runs resampled with replacement
+  within each size
   (:func:`fitting.intervals.cooled_law.resampled_run_refits`; failed ones counted,
   ``n_failed``);
 * ``s_forms``: the other form of L(N, D) fitted on the same points
@@ -12,7 +14,8 @@ For each held-out entry of the law the report leads with, s² adds:
 * ``s_extrapolation``: the leave-largest-size-out backtest's RMS relative error (the fitted
   largest size predicted from the smaller ones: one step of log(N_max / N_next)) grown linearly
   to the held-out run's distance log(N / N_max), never below one step
-  (:func:`fitting.intervals.predictive.extrapolation_sd`);
+  (:func:`fitting.intervals.predictive.extrapolation_sd`), on as many dof as the backtest had
+  points;
 * ``σ_seed``: the study's relative seed sd at its largest repeated size (fitted runs only)
   divided by √k for a held-out mean over k seeds, on its seeds' dof in the Satterthwaite sum.
 
@@ -33,7 +36,12 @@ import pandas as pd
 
 from fitting.core.base import FitError
 from fitting.core.seed_noise import SeedNoise
-from fitting.intervals.cooled_law import RESAMPLES, other_form_predictions, resampled_run_refits
+from fitting.intervals.cooled_law import (
+    RESAMPLES,
+    estimate_points,
+    other_form_predictions,
+    resampled_run_refits,
+)
 from fitting.intervals.predictive import (
     coverage,
     extrapolation_sd,
@@ -59,7 +67,7 @@ def heldout_predictive(entries: list[dict[str, Any]], cooled: JointChinchillaFit
     records = []
     for pair in dict.fromkeys(e["pair"] for e in lead):
         mine = [e for e in lead if e["pair"] == pair]
-        pts = points[points["pair"] == pair]
+        pts = estimate_points(cooled, pair, points[points["pair"] == pair])
         n_max, step = largest_size_step(pts["n"])
         targets = [(e["n"], e["tokens"], e["weight"]) for e in mine]
 
@@ -74,6 +82,7 @@ def heldout_predictive(entries: list[dict[str, Any]], cooled: JointChinchillaFit
         others, _ = other_form_predictions(pts, cooled.form(pair), predict)
         bt = (cooled.backtest or {}).get(pair) or {}
         step_error = float(bt.get("rmse_rel", math.nan))
+        step_points = len(bt.get("errors") or []) or None
         for j, e in enumerate(mine):
             s_ext = extrapolation_sd(step_error, step, math.log(e["n"] / n_max))
             calibrated = math.isfinite(s_ext)
@@ -83,7 +92,8 @@ def heldout_predictive(entries: list[dict[str, Any]], cooled: JointChinchillaFit
                                      form_estimates=[o[j] for o in others],
                                      sd_extrapolation=s_ext if calibrated else 0.0,
                                      sigma_seed=sigma, n_failed=failed,
-                                     seed_dof=None if rel is None else rel.dof)
+                                     seed_dof=None if rel is None else rel.dof,
+                                     calibration_dof=step_points if calibrated else None)
             e["predictive"] = iv.to_dict()
             e["inside80"], e["inside95"] = (iv.contains(e["measured"], 0.80),
                                             iv.contains(e["measured"], 0.95))

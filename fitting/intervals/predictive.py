@@ -68,10 +68,14 @@ from fitting.core.base import FitError
 __all__ = ["LEVELS", "PredictiveInterval", "predictive_interval", "interval_dof", "quantile",
            "extrapolation_sd", "largest_size_step", "satterthwaite_dof", "stratified_resamples",
            "resampled_predictions", "coverage", "coverage_of_marks", "coverage_by_cluster",
-           "coverage_text", "clopper_pearson"]
+           "coverage_text", "clopper_pearson", "UNINFORMATIVE_FACTOR", "band_factor",
+           "informative"]
 
 #: the nominal levels every interval is given at
 LEVELS = (0.80, 0.95)
+#: a 95 % band spanning more than this factor (hi95 / lo95; ×0.71 to ×1.41 about the estimate)
+#: is "uninformative": an interval that wide is inside for almost any prediction
+UNINFORMATIVE_FACTOR = 2.0
 
 
 @dataclass(frozen=True)
@@ -330,6 +334,19 @@ def coverage_text(cov: dict[str, Any] | None, level: float) -> str:
     if row.get("left_out"):
         text += f"; {row['left_out']} not calibrated, left out"
     return text + ")"
+
+
+def band_factor(iv: PredictiveInterval | dict[str, Any]) -> float:
+    """hi95 / lo95 of an interval (or its :meth:`PredictiveInterval.to_dict`): how many times
+    over its 95 % band spans, exp(2·q95·s)."""
+    get = iv.get if isinstance(iv, dict) else lambda k: getattr(iv, k)
+    return float(get("hi95")) / float(get("lo95"))
+
+
+def informative(iv: PredictiveInterval | dict[str, Any]) -> bool:
+    """Whether the 95 % band spans at most :data:`UNINFORMATIVE_FACTOR` (:func:`band_factor`):
+    a band wider than that holds almost any prediction, so "inside" says little about it."""
+    return band_factor(iv) <= UNINFORMATIVE_FACTOR
 
 
 def clopper_pearson(k: float, n: float, level: float = 0.90) -> tuple[float, float]:

@@ -9,7 +9,11 @@ import pandas as pd
 import pytest
 
 from fitting.core.seed_noise import SeedNoise
-from fitting.intervals.cooled_law import backtest_intervals, cooled_law_intervals
+from fitting.intervals.cooled_law import (
+    backtest_intervals,
+    cooled_law_intervals,
+    estimate_points,
+)
 from fitting.laws.budget.chinchilla_joint import budget_rank, fit_joint_chinchilla
 from fitting.report.sections.chinchilla import largest_size_seed_noises
 
@@ -118,3 +122,13 @@ def test_the_backtests_seed_noise_is_measured_below_the_size_it_judges():
     assert n_top == 1e7 and top["en-de"].sigma == pytest.approx(0.1)
     assert n_below == 3e6 and below["en-de"].sigma == pytest.approx(0.01)
     assert largest_size_seed_noises(spread, below=3e6) == ({}, None)
+
+
+def test_an_interval_refits_on_the_budgets_its_estimate_used(fitted):
+    fit, pts = fitted
+    chosen = copy.deepcopy(fit)
+    chosen.meta["selection"] = {"en-de": {"budgets": 2}}
+    kept = estimate_points(chosen, "en-de", pts)
+    assert len(kept) == 2 * len(pts) // 3 and 2e6 not in set(kept["tokens"])  # the last two
+    chosen.meta["selection"] = {}
+    assert len(estimate_points(chosen, "en-de", pts)) == len(pts)

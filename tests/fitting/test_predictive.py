@@ -10,12 +10,15 @@ from scipy import stats
 
 from fitting.core.base import FitError
 from fitting.intervals.predictive import (
+    UNINFORMATIVE_FACTOR,
+    band_factor,
     clopper_pearson,
     coverage,
     coverage_by_cluster,
     coverage_of_marks,
     coverage_text,
     extrapolation_sd,
+    informative,
     interval_dof,
     largest_size_step,
     predictive_interval,
@@ -202,3 +205,11 @@ def test_coverage_by_cluster_is_as_wide_as_its_clusters_allow():
     assert clo < lo < 0.8 < hi < chi
     assert coverage_text(coverage_by_cluster(marks), 0.80).startswith("24/30 (90 % CI")
     assert coverage_text(None, 0.95) == "–"
+
+
+def test_a_band_wider_than_the_stated_factor_is_uninformative():
+    narrow = predictive_interval(1.0, sd_extrapolation=0.05)
+    wide = predictive_interval(1.0, sd_extrapolation=0.31)   # ×0.54 to ×1.84: spans ×3.4
+    assert band_factor(narrow) == pytest.approx(math.exp(2 * 1.959964 * 0.05), rel=1e-5)
+    assert informative(narrow) and informative(narrow.to_dict())
+    assert not informative(wide) and band_factor(wide) > UNINFORMATIVE_FACTOR

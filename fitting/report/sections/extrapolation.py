@@ -27,31 +27,38 @@ residuals nor the wobble of a curve's last evaluations:
   fit_annealing_law`): fitted on every fitted run's curve of the pair up to 2/3 of its last
   step — its probe loss where the table has it (schema revision 1.4), else its training loss,
   else its ``metric`` on ``eval_set`` — it predicts the rest of each curve from the run's
-  learning-rate schedule (cool-down included); the row's detail names the loss. The
-  evaluation loss is the one whose seed noise is measured.
+  learning-rate schedule (cool-down included); the row's detail names the loss. It is judged
+  against the per-point scatter the same fits leave on the steps they were fitted on
+  (:func:`point_scatter`): a per-step loss scatters by more than a cooled end's seed sd (the
+  model moves between steps), and against that no exact law could hold.
 * ``later cool-down`` (:data:`LATER_COOLDOWN`, tables with cool-down branches): the cooled-down
   ends of the branches (and of the parents) that no fit saw, predicted by the LR-annealing law
   fitted on each parent's stable phase and one of its branches — the errors of the section
   "Training curves and curve-law continuations" (:mod:`fitting.report.sections.curves`, its
   ``pairs[pair]["errors"]``): can a cool-down at another step be predicted instead of trained?
 
-Per row: ``rmse`` and ``worst`` |relative error| over the predicted points, σ_seed relative to
-the loss (``sigma``, :func:`fitting.report.sections.chinchilla.largest_size_seed_noise`: the pair's
+Per row: ``rmse`` and ``worst`` |relative error| over the predicted points, σ relative to
+the loss (``sigma``; the longer run's, and a probe-loss later cool-down's, the per-point scatter
+above; every other row's the seed noise,
+:func:`fitting.report.sections.chinchilla.largest_size_seed_noise`: the pair's
 seed sd at the largest size repeated, relative to its mean; where the design repeats no run,
 the seed noise of the verification runs, pooled over their mixtures — the K-pair sections'),
 σ's seeds, degrees of freedom and χ² 90 % interval (``sigma_seeds``, ``sigma_dof``,
 ``sigma_ci90``: :mod:`fitting.core.seed_noise`; a pooled σ sums the dof of the groups pooled;
 a row over several held-out entries takes the fewest of any entry), and the verdict: ``holds``
-when the RMSE is within 3σ_seed (:data:`NOISE_MULTIPLE`), ``does not hold`` otherwise; where no
+when the RMSE is within k·σ (k = :data:`NOISE_MULTIPLE`, or Student's t quantile on σ's dof
+where wider: :func:`fitting.core.seed_noise.judging_multiple`), ``does not hold`` otherwise; where no
 seed noise was measured the verdict is information (:data:`NO_NOISE`), and so it is where σ
 rests on fewer than 3 seeds (dof < 2, :data:`FEW_SEEDS`: "information: seed noise from 2 seeds
 (1 dof …)" — from 2 seeds σ's 90 % interval is [0.51σ, 15.9σ], so 3σ may be 15 times too wide):
 a rule that cannot fail is no check (:func:`judge`, the one rule, which the curve section
 applies too). ``coverage`` (larger size with L(N, D), held-out runs): how many of the row's
-points fell inside their nominal 80 % and 95 % predictive intervals
-(:func:`fitting.intervals.predictive.coverage_of_marks`; None where no interval was built). The held-out run rows keep the held-out rule, whose 2 % clause judges however
-few the seeds. One sentence per kind
-says what the user may therefore do.
+points fell inside their nominal 80 % and 95 % predictive intervals, calibrated intervals only
+(the others counted in ``left_out``; :func:`fitting.intervals.predictive.coverage_of_marks`;
+None where no interval was built), and ``calibration`` (how many were calibrated, on how many
+errors, the median quantile dof). The held-out run rows keep the held-out rule, whose 2 %
+clause judges however few the seeds. One sentence per kind says what the user may therefore
+do; the section leads with its table and those sentences, the rules below them.
 """
 
 from __future__ import annotations
@@ -253,6 +260,8 @@ def _larger_size_rows(rep: Report, view: StudyView, cooled: JointChinchillaFit |
                                     "" if bt else why,
                                     "" if not bt else f"without N = {bt['held_out_n']:.3g}"))
             rows[-1]["coverage"] = (bt or {}).get("coverage")
+            rows[-1]["calibration"] = _calibration(((bt or {}).get("predictive") or {})
+                                                   .get("points") or [])
             continue
         if (mixture or {}).get("size_backtest"):
             rows.append(_mixture_size_row(pair, mixture, sigma, max(view.sizes)))
@@ -285,6 +294,7 @@ def _heldout_rows(rep: Report, view: StudyView, mixture: dict[str, Any] | None
         # clause only where σ rests on 3 seeds or more: the 2 % clause judges in any case
         row["verdict"] = HOLDS if all(e["within_tolerance"] for e in es) else FAILS
         row["coverage"] = _marks_coverage(es)
+        row["calibration"] = _calibration([e["predictive"] for e in es if e.get("predictive")])
         rows.append(row)
     if not rows and view.held_ids:
         why = (mixture or {}).get("skipped")
@@ -295,10 +305,30 @@ def _heldout_rows(rep: Report, view: StudyView, mixture: dict[str, Any] | None
 
 
 def _marks_coverage(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The coverage of the entries' ``inside80`` / ``inside95`` marks (None: none marked)."""
+    """The coverage of the calibrated entries' ``inside80`` / ``inside95`` marks, the others
+    counted in ``left_out`` (None: none marked)."""
     marked = [e for e in entries if "inside80" in e]
-    return None if not marked else coverage_of_marks(
-        {0.80: [e["inside80"] for e in marked], 0.95: [e["inside95"] for e in marked]})
+    if not marked:
+        return None
+    kept = [e for e in marked if e.get("calibrated", True)]
+    out = coverage_of_marks({0.80: [e["inside80"] for e in kept],
+                             0.95: [e["inside95"] for e in kept]})
+    for level in out.values():
+        level["left_out"] = len(marked) - len(kept)
+    return out
+
+
+def _calibration(intervals: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What a row's intervals were calibrated on: ``calibrated`` (how many), ``calibration_n``
+    (the most errors any calibration averaged) and ``dof`` (the median quantile dof; None:
+    normal quantiles) — None without an interval."""
+    if not intervals:
+        return None
+    ns = [iv["calibration_n"] for iv in intervals if iv.get("calibration_n")]
+    dofs = [iv["dof"] for iv in intervals if iv.get("dof") is not None]
+    return {"calibrated": sum(bool(iv.get("calibrated")) for iv in intervals),
+            "intervals": len(intervals), "calibration_n": max(ns) if ns else None,
+            "dof": float(np.median(dofs)) if dofs else None}
 
 
 def _entries_noise(entries: list[dict[str, Any]]) -> SeedNoise:
@@ -361,6 +391,8 @@ def _mixture_heldout_rows(mixture: dict[str, Any] | None) -> list[dict[str, Any]
                              + ("" if noise else ", where no seed noise was measured")
                              + (f"; {missed} not predicted" if missed else "")))
             rows[-1]["coverage"] = _marks_coverage(part)
+            rows[-1]["calibration"] = _calibration([e["predictive"] for e in part
+                                                    if e.get("predictive")])
     return rows
 
 
@@ -571,11 +603,21 @@ def extrapolation_rows(rep: Report, view: StudyView, cooled: JointChinchillaFit 
             + _longer_run_rows(view, sigma) + _later_cooldown_rows(view, curves, sigma))
 
 
-def _coverage_text(cov: dict[str, Any] | None) -> str:
-    """"k/n · k/n" of a row's predictive-interval coverage at 80 and 95 % ("–" without)."""
-    if not cov or not cov.get("0.80", {}).get("n"):
+def _coverage_text(cov: dict[str, Any] | None, cal: dict[str, Any] | None = None) -> str:
+    """"k/n · k/n" of a row's calibrated predictive intervals at 80 and 95 %, with what they
+    were calibrated on (errors, quantile dof) and how many uncalibrated ones were left out;
+    "not calibrated" where none was; "–" without intervals."""
+    if not cov:
         return "–"
-    return " · ".join(f"{cov[q]['inside']}/{cov[q]['n']}" for q in ("0.80", "0.95"))
+    left = int(cov.get("0.80", {}).get("left_out") or 0)
+    if not cov.get("0.80", {}).get("n"):
+        return f"not calibrated ({left} intervals, not counted)" if left else "–"
+    text = " · ".join(f"{cov[q]['inside']}/{cov[q]['n']}" for q in ("0.80", "0.95"))
+    if cal and cal.get("calibration_n"):
+        text += f" (calibrated on {cal['calibration_n']:g} errors"
+        text += "" if cal.get("dof") is None else f", {cal['dof']:.1f} dof"
+        text += ")"
+    return text + (f"; {left} not calibrated, not counted" if left else "")
 
 
 def _pct(x: float | None) -> str:
@@ -636,46 +678,59 @@ def extrapolation_section(doc: Document, rep: Report, view: StudyView,
              if any(r["kind"] == k for r in rows)]
     statements = {k: _statement(k, [r for r in rows if r["kind"] == k]) for k in kinds}
     doc.h(2, "How far the predictions can be trusted")
-    doc.p("Each row predicts points that no fit saw and compares the relative error (RMSE and "
-          "worst over the predicted points) with the measured seed noise σ_seed — the "
-          "seed-to-seed sd of the same experiment relative to its loss (where no design run "
-          "is repeated, that of the verification runs, pooled over their mixtures), never a "
-          f"fit's residuals. Verdict: holds when the RMSE is within {NOISE_MULTIPLE:g}σ_seed; "
-          "without measured seed noise the error is information, not a check, and so it is "
-          f"where σ_seed rests on fewer than {MIN_DOF + 1} seeds (fewer than {MIN_DOF} degrees "
-          "of freedom; pooled estimates: the dof summed over the experiments pooled): from 2 "
-          "seeds σ's 90 % interval spans [0.51σ, 15.9σ], a 3σ that almost cannot fail. Each "
-          "row gives σ_seed's seeds, dof and 90 % interval (χ²). Larger size: the "
-          "leave-largest-size-out backtest of the law the report leads with. Held-out run: "
-          "runs trained and never fitted; no choice saw them (every fit, and the form and "
-          "budget selection of L(N, D), uses the fitted runs only), judged by the held-out "
-          f"runs' rule: each within {REL_TOLERANCE:.0%} or {HELDOUT_NOISE_TOLERANCE:g}× its "
-          f"seed sd (section Held-out runs; the noise clause where that sd rests on {MIN_DOF + 1} "
-          "seeds or more); with 3 pairs or more, "
-          "the held-out mixtures as the chosen mixture law predicts them, judged where a seed "
-          "noise was measured (pooled at their size, or their own seeds'). Longer run: the "
-          "LR-annealing curve law, fitted per experiment (its seeds and branches) on the "
-          "pair's probe loss (the same examples at every probe step; else its training loss, "
-          "else its evaluation loss: the detail column says which) between 40 % and 2/3 of each "
-          "run's steps, with the cool-down branches that end before the cut, predicts the "
-          "rest from the run's learning-rate schedule. Later cool-down (with cool-down branches): "
-          "the same law, fitted on each parent's stable phase and one of its branches, "
-          "predicts the cooled-down ends of its other branches and its own (section Training "
-          "curves and curve-law continuations).")
-    doc.table(["extrapolation", "pair", "law", "points", "RMSE", "worst", "σ_seed",
-               "σ_seed seeds (dof)", "σ_seed 90 % CI", "3σ_seed", "verdict",
+    doc.table(["extrapolation", "pair", "law", "points", "RMSE", "worst", "σ",
+               "σ seeds (dof)", "σ 90 % CI", "k·σ", "verdict",
                "inside 80 · 95 % predictive interval", "detail"],
               [[r["kind"], r["pair"], r["law"], str(r["n_points"]), _pct(r["rmse"]),
                 _pct(r["worst"]), _pct(r["sigma"]), _seeds_text(r), _ci(r["sigma_ci90"]),
                 _pct(r["three_sigma"]),
                 f"**{r['verdict']}**" if r["verdict"] == FAILS else r["verdict"],
-                _coverage_text(r.get("coverage")), r["detail"] or "–"] for r in rows])
-    doc.p("Inside 80 · 95 % predictive interval: how many of the row's points fell inside "
-          "their nominal 80 % and 95 % predictive intervals (fitting.intervals.predictive: refits "
-          "on resampled runs, the other forms, a calibration term fixed before the point was "
-          "read, and the seed noise; a mixture law's intervals take the calibration — the "
-          "error of refits that left the point out — in place of the refits and forms it "
-          "already holds, with t quantiles); an interval that holds far less often than it "
-          "says is too narrow, one that always holds may be too wide to use.")
-    doc.ul(list(statements.values()))
+                _coverage_text(r.get("coverage"), r.get("calibration")), r["detail"] or "–"]
+               for r in rows])
+    doc.p("Each row predicts points that no fit saw and says whether the error stays within "
+          "the noise of what was predicted. " + " ".join(statements.values()))
+    doc.h(3, "How to read the table")
+    doc.ul(_reading_rules())
     return {"rows": rows, "statements": statements, "noise_multiple": NOISE_MULTIPLE}
+
+
+def _reading_rules() -> list[str]:
+    """The section's rules, below its table: what σ is per row, the verdict, the intervals."""
+    return [
+        "σ is the noise of the quantity predicted: the seed-to-seed sd of the same experiment "
+        "relative to its loss for cooled-down ends (where no design run is repeated, that of "
+        "the verification runs, pooled over their mixtures); for the longer run, and for "
+        "later cool-downs judged on single probe losses, the per-point scatter the curve law "
+        "leaves on the steps it was fitted on (the model itself moves between steps, by more "
+        "than the seed sd of a cooled end). σ's seeds (points), dof and 90 % interval (χ²) "
+        "are given.",
+        f"Verdict: holds when the RMSE is within k·σ, k = {NOISE_MULTIPLE:g} or, on a σ of "
+        f"few dof, Student's t quantile where wider (4.85 on 2 dof, 3.48 on 3: "
+        "fitting.core.seed_noise.judging_multiple) — so an exact law passes at the nominal "
+        "rate; without a σ the error is information, not a check, and so it is where σ rests "
+        f"on fewer than {MIN_DOF} degrees of freedom (from 2 seeds σ's 90 % interval spans "
+        "[0.51σ, 15.9σ]).",
+        "Larger size: the leave-largest-size-out backtest of the law the report leads with. "
+        "Held-out run: runs trained and never fitted; no choice saw them (every fit, and the "
+        "form and budget selection of L(N, D), uses the fitted runs only), judged by the "
+        f"held-out runs' rule: each within {REL_TOLERANCE:.0%} or "
+        f"{HELDOUT_NOISE_TOLERANCE:g}× its seed sd (section Held-out runs; the noise clause "
+        f"where that sd rests on {MIN_DOF + 1} seeds or more); with 3 pairs or more, the "
+        "held-out mixtures as the chosen mixture law predicts them.",
+        "Longer run: the LR-annealing curve law, fitted per experiment (its seeds and "
+        "branches) on the pair's probe loss (else its training loss, else its evaluation "
+        "loss: the detail column says which) between 40 % and 2/3 of each run's steps, with "
+        "the cool-down branches that end before the cut, predicts the rest from the run's "
+        "learning-rate schedule. Later cool-down: the same law, fitted on each parent's "
+        "stable phase and one of its branches, predicts the cooled-down ends of its other "
+        "branches and its own (section Training curves and curve-law continuations).",
+        "Inside 80 · 95 % predictive interval: how many of the row's points fell inside their "
+        "nominal 80 % and 95 % predictive intervals (fitting.intervals.predictive), counted "
+        "over calibrated intervals only — those with a calibration term fixed before the "
+        "point was read, on the errors and dof shown; an uncalibrated interval (no backtest "
+        "to calibrate it) is listed as not counted. An interval that holds far less often "
+        "than it says is too narrow, one that always holds may be too wide to use (the "
+        "section Held-out runs gives each band's width).",
+    ]
+
+

@@ -60,6 +60,13 @@ from fitting.core.seed_noise import MIN_DOF, SeedNoise, noise_fields
 from fitting.data.tables import last_evaluations_sd
 from fitting.intervals.eq11 import mark_eq11_heldout
 from fitting.intervals.heldout import heldout_predictive
+from fitting.intervals.predictive import (
+    LEVELS,
+    UNINFORMATIVE_FACTOR,
+    band_factor,
+    coverage_text,
+    informative,
+)
 from fitting.laws.budget.chinchilla_joint import JointChinchillaFit
 from fitting.report.markdown import Document, format_number
 from fitting.report.record import Report
@@ -400,14 +407,21 @@ def _predictive_paragraph(doc: Document, entries: list[dict[str, Any]], cover: d
             f"{iv['sd_forms']:.2%}, extrapolation "
             f"{iv['sd_extrapolation']:.2%}, seed {iv['sigma_seed']:.2%}); measured "
             f"{e['measured']:.4g}: {'inside' if e['inside95'] else 'outside'} the 95 %, "
-            f"{'inside' if e['inside80'] else 'outside'} the 80 %"
+            f"{'inside' if e['inside80'] else 'outside'} the 80 %; the 95 % band spans "
+            f"×{band_factor(iv):.2f}" + ("" if informative(iv) else " — **uninformative**")
+            + ("" if e.get("calibrated") else " — not calibrated, not counted")
             + (f" — {e['predictive_note']}" if e.get("predictive_note") else ""))
     doc.ul(items)
     said = []
     for name, cov in (("the leading law", cover), ("eq. 11", eq11_cover)):
         if cov is not None:
-            c80, c95 = cov["0.80"], cov["0.95"]
-            said.append(f"{name}: {c80['inside']} of {c80['n']} at 80 %, {c95['inside']} of "
-                        f"{c95['n']} at 95 %")
-    doc.p("Inside: " + "; ".join(said) + " (too few to measure coverage in one study; "
-          "benchmarks/studies/main_job_seeds.py pools them over vocabulary seeds).")
+            said.append(f"{name}: " + "; ".join(f"{q:.0%} {coverage_text(cov, q)}"
+                                                  for q in LEVELS))
+    widths = [e["predictive"] for e in entries if e.get("predictive")]
+    wide = sum(not informative(iv) for iv in widths)
+    median_s = float(np.median([iv["sd_total"] for iv in widths])) if widths else math.nan
+    doc.p("Inside (calibrated intervals only): " + "; ".join(said) + ". Width: median s = "
+          f"{median_s:.2%}; {wide} of {len(widths)} 95 % bands span more than "
+          f"×{UNINFORMATIVE_FACTOR:g} (uninformative: inside says little about a prediction "
+          "there). Too few to measure coverage in one study; benchmarks/studies/"
+          "main_job_seeds.py pools them over vocabulary seeds.")
