@@ -3,9 +3,12 @@
 The recommendation (:func:`fitting.laws.mixture.recommend.recommend_mixture`) and every mixture
 the verification trains are predicted by a mixture law; the bootstrap band of that law is its
 sensitivity to the runs it was fitted on, not how far a trained mixture may land from it. The
-interval here is :func:`fitting.intervals.predictive.predictive_interval` of J, in log space:
+interval here is :func:`fitting.intervals.predictive.predictive_interval` of J, in log space,
+under its calibration rule:
 
-    s² = s_resample² + s_forms² + s_heldout²
+    s² = s_heldout²            (s_resample and s_forms computed and reported, not added)
+
+falling back to s² = s_resample² + s_forms² where there is no calibration term:
 
 * ``s_resample``: the sd of log J over the law's bootstrap refits (runs resampled with
   replacement, :func:`fitting.laws.mixture.compare.compare_mixture_laws`);

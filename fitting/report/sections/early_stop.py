@@ -11,7 +11,9 @@ per fitted parent run that trains the pair (held-out and verification runs left 
 * the predicted end: the loss at the run's last step T after its cool-down, from the
   LR-annealing law (Tissue et al. 2024 eq. 1, the curve section's form and λ,
   :data:`fitting.report.sections.extrapolation.CURVE_FORM`, :data:`~fitting.report.sections.extrapolation.
-  CURVE_LAMBDA`) fitted on the pair's training loss (read at its logged step) from
+  CURVE_LAMBDA`) fitted on the pair's curve loss — its probe loss where the table has it,
+  else its training loss, read at its logged step (:func:`fitting.laws.curves.runs.
+  pair_training_curves`) — from
   :data:`~fitting.report.sections.extrapolation.FROM_FRACTION` · T to the stop S = ⌈f·T⌉ and on the
   run's cool-down branches that left at or before S, plus the median gap between the report's
   ``metric`` on its ``eval_set`` and the law on those fitted steps
@@ -266,7 +268,8 @@ def early_stop_section(doc: Document, rep: Report, view: StudyView,
     doc.p(f"Each run's end — the {view.eval_set} {view.metric} of the pair at its last step, "
           "after its cool-down — is **predicted** from its curve up to the stop (the "
           f"LR-annealing law, {CURVE_FORM} form, λ = {CURVE_LAMBDA:g}, fitted on the pair's "
-          f"training loss from {FROM_FRACTION:.0%} of the steps to the stop and on the run's "
+          f"probe loss where the table has it, else its training loss, from "
+          f"{FROM_FRACTION:.0%} of the steps to the stop and on the run's "
           "cool-down branches that left before it, plus the median gap to the judged loss on "
           "those steps). The size laws read trained ends only; L(N, D) across weights takes "
           "a stopped run's end and its branches after the stop by the same rule, marked "

@@ -27,7 +27,7 @@ from fitting.intervals.mixture import (
     heldout_objective_error,
     objective_interval,
 )
-from fitting.intervals.predictive import coverage
+from fitting.intervals.predictive import LEVELS, coverage, coverage_text
 from fitting.laws.mixture.compare import (
     MixtureComparison,
     compare_mixture_laws,
@@ -308,11 +308,13 @@ def _heldout_markdown(doc: Document, heldout: dict, summary: dict, chosen: str |
                "noise from", "95 % predictive interval (inside 80 · 95 %)"], rows)
     cov = summary.get("coverage") or {}
     if cov.get("0.80", {}).get("n"):
-        doc.p("Predictive intervals (fitting.intervals.mixture): the law's bootstrap "
-              "refits, the other forms, the chosen law's leave-one-mixture-out CV error of the "
-              "pair (and, above the fitted sizes, the size backtest's error grown with log N), "
-              "the entry's seed noise; measured inside: "
-              + ", ".join(f"{q}: {c['inside']} of {c['n']}" for q, c in cov.items()) + ".")
+        doc.p("Predictive intervals (fitting.intervals.mixture): the chosen law's "
+              "leave-one-mixture-out CV error of the pair (and, above the fitted sizes, the "
+              "size backtest's error grown with log N) and the entry's seed noise, with t "
+              "quantiles on their dof — the bootstrap refits and the other forms are inside "
+              "the CV error, reported but not added (where no CV error exists they are the "
+              "interval, uncalibrated and not counted); measured inside, calibrated intervals "
+              "only: " + "; ".join(f"{q:.0%} {coverage_text(cov, q)}" for q in LEVELS) + ".")
     tol = f"{100 * summary['tolerance']:g} %"
     text = (f"{summary['within']} of {summary['entries']} held-out entries within {tol} of the "
             "measured loss.")

@@ -55,7 +55,7 @@ from fitting.intervals.mixture import (
     objective_interval,
     objective_samples,
 )
-from fitting.intervals.predictive import LEVELS, PredictiveInterval, coverage
+from fitting.intervals.predictive import LEVELS, PredictiveInterval, coverage, coverage_text
 from fitting.laws.mixture.transfer import pooled_seed_noise
 from fitting.report.markdown import Document, format_number
 from fitting.report.view import split_verification
@@ -427,14 +427,19 @@ def _predictive_text(pv: Mapping) -> str:
     """How the predictive intervals were built and how often they held."""
     cal = pv["calibration"]
     cov = pv["coverage"]
-    held = ", ".join(f"{q}: {c['inside']} of {c['n']}" for q, c in cov.items())
+    held = "; ".join(f"{q:.0%} {coverage_text(cov, q)}" for q in LEVELS)
     calib = (f"the held-out mixtures' RMS log error of J, {100 * cal['rms_log']:.2g} % over "
              f"{cal['runs']} runs at sizes up to this one" if pv["calibrated"] else
              f"no calibration term ({cal['runs']} held-out mixtures at sizes up to this one; "
              "at least 2 needed): the interval is too narrow by what the law misses")
-    return ("Predictive interval of J (fitting.intervals.mixture): in log space, the "
-            "spread of J over the law's bootstrap refits, over the other mixture-law forms, and "
-            f"{calib}, fixed before any verification run was read. Measured mean J inside: "
+    how = ("in log space, {calib}, with t quantiles on the runs it averaged; the spread of J "
+           "over the law's bootstrap refits and over the other mixture-law forms is inside "
+           "that error, reported but not added" if pv["calibrated"] else
+           "in log space, the spread of J over the law's bootstrap refits and over the other "
+           "mixture-law forms, and {calib}").format(calib=calib)
+    return ("Predictive interval of J (fitting.intervals.mixture): " + how + ", fixed before "
+            "any verification run was read. Measured mean J inside (calibrated intervals "
+            "only): "
             f"{held}. The recommendation is the law's own optimum, where the law's error is not "
             "a random draw: read its row with that in mind.")
 
