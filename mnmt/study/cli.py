@@ -102,7 +102,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     data = prepare_data(spec, out, log)
     run_dirs = _train(spec, runs, data, out, progress, workers, flops)
     report = export_and_report(spec, run_dirs, data, out, log)
-    log(_summary(report, {pair: sets[spec.evaluation.eval_sets[0]] for pair, sets in data.irreducible_loss.items()}))
+    first_set = spec.evaluation.eval_sets[0]
+    log(_summary(report, {pair: sets[first_set] for pair, sets in data.irreducible_loss.items()}))
     if spec.early_stop.stop_fraction < 1.0 or spec.branches.branch_checks:
         log(compute_saved(spec, runs, progress))
     if spec.verification.verify:
@@ -208,7 +209,8 @@ def step_flops(spec, runs) -> dict[str, float]:
     from mnmt.models import accounting, zoo  # light: no jax
 
     lengths = spec.lengths
-    rows = accounting.rows_per_step(spec.schedule.batch_size, spec.schedule.batch_tokens, lengths["targets"])
+    rows = accounting.rows_per_step(spec.schedule.batch_size, spec.schedule.batch_tokens,
+                                    lengths["targets"])
     out = {}
     for size in {run.size for run in runs}:
         try:
@@ -385,7 +387,8 @@ def cmd_presets(args: argparse.Namespace) -> int:
         scale = "paper" if spec.tasks else "cpu"
         mixtures = mixture_count(spec)
         print(f"{name}\t{scale}\t{len(expand(spec))} runs\tsizes={','.join(spec.sizes)}"
-              f"\tmixtures={mixtures}\tseeds={len(spec.seeds)}\tsteps={spec.schedule.train_steps}\t{about}")
+              f"\tmixtures={mixtures}\tseeds={len(spec.seeds)}"
+              f"\tsteps={spec.schedule.train_steps}\t{about}")
     return 0
 
 

@@ -42,13 +42,15 @@ class RunSpec:
 
 
 def size_weights(spec: StudySpec) -> list[tuple[str, dict[str, float]]]:
-    """The mixtures of `spec.design.temperatures` and `spec.design.oversampling`: (tag, pair -> weight), the
-    weights computed from `spec.data_caps` (Chen et al. 2023 §4.2; Caillaut et al. 2024 §3.1)."""
+    """The mixtures of `spec.design.temperatures` and `spec.design.oversampling`: (tag, pair ->
+    weight), the weights computed from `spec.data_caps` (Chen et al. 2023 §4.2; Caillaut et al.
+    2024 §3.1)."""
     from fitting.data.sampling import oversampling_weights, temperature_weights  # numpy only
 
     caps = dict(spec.data_caps)
-    sizes = [float(caps[pair]) for pair in spec.pairs] if spec.design.temperatures or spec.design.oversampling \
-        else []
+    design = spec.design
+    sizes = [float(caps[pair]) for pair in spec.pairs] \
+        if design.temperatures or design.oversampling else []
     out = []
     for T in spec.design.temperatures:
         w = temperature_weights(sizes, float(T))
@@ -202,9 +204,10 @@ def branch_runs(spec: StudySpec, run: RunSpec) -> list[RunSpec]:
     if spec.branches.branch_checks and not run.heldout:
         steps = [steps[len(steps) // 2]] if run.run_id in branch_check_runs(spec) else []
     stop = spec.stop_step_for(run)
+    planned = spec.branches
     share = branches.resolve_cooldown_share(spec.steps_for(run.size), spec.cooldown_for(run.size),
-                                            spec.branches.branch_cooldown_fraction or None,
-                                            BRANCH_FIELDS) if spec.branches.cooldown_branches else 0.0
+                                            planned.branch_cooldown_fraction or None,
+                                            BRANCH_FIELDS) if planned.cooldown_branches else 0.0
     return [dataclasses.replace(run, run_id=branches.branch_run_id(run.run_id, step),
                                 parent=run.run_id, branch_step=step,
                                 cooldown_steps=branches.cooldown_steps_at(step, share))

@@ -41,8 +41,9 @@ MAX_ACCUMULATION_COMPILES = 4
 
 def savers(spec: StudySpec) -> dict:
     """The memory-saving settings of `spec` as `fit_with` names them."""
-    return {"gradient_accumulation_steps": int(spec.compute.gradient_accumulation_steps),
-            "loss_tiles": int(spec.compute.loss_tiles), "remat_policy": str(spec.compute.remat_policy)}
+    compute = spec.compute
+    return {"gradient_accumulation_steps": int(compute.gradient_accumulation_steps),
+            "loss_tiles": int(compute.loss_tiles), "remat_policy": str(compute.remat_policy)}
 
 
 def step_time_bound(plan: dict, config: dict, *, hbm_gbps: float = DEFAULT_HBM_GBPS) -> float:
@@ -117,7 +118,8 @@ def fit_search(spec: StudySpec, base: dict, rows_per_device: int, budget_bytes: 
     def cheaper_remat(missed: StudySpec, found: dict) -> dict | None:
         """A remat policy on `missed` (the last accumulation that did not fit) that fits and
         costs less than `found` (a large accumulation re-reads the parameters many times)."""
-        if missed.compute.gradient_accumulation_steps == found["fit_with"]["gradient_accumulation_steps"]:
+        if (missed.compute.gradient_accumulation_steps
+                == found["fit_with"]["gradient_accumulation_steps"]):
             return None
         for policy in REMAT_ORDER:
             config = {**savers(missed), "remat_policy": policy}

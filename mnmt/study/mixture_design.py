@@ -223,7 +223,8 @@ def budget_examples(spec: StudySpec) -> float:
     UniMax mixture has the same weights at every size."""
     from mnmt.models.accounting import rows_per_step  # noqa: PLC0415 (light: no jax)
 
-    rows = rows_per_step(spec.schedule.batch_size, spec.schedule.batch_tokens, spec.lengths["targets"])
+    rows = rows_per_step(spec.schedule.batch_size, spec.schedule.batch_tokens,
+                         spec.lengths["targets"])
     per_row = float(spec.design.examples_per_row) or estimated_examples_per_row(spec)
     return float(spec.schedule.train_steps) * rows * per_row
 

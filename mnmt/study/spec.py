@@ -111,7 +111,8 @@ class StudySpec:
     # Seeds of each held-out run (>= 1): the first of `seeds` and, from 2 on, seed replicates
     # (the rest of `seeds`, then the integers after the largest), all held out. The report
     # judges the prediction against the seed-to-seed sd they measure
-    # (fitting.report.sections.heldout); with one seed, against the study's seed noise (seed_repeats) or the 2 % clause alone.
+    # (fitting.report.sections.heldout); with one seed, against the study's seed noise
+    # (seed_repeats) or the 2 % clause alone.
     heldout_seeds: int = 1
     # Grid runs repeated with another seed, as (size, weight, seed) entries (e.g.
     # (("mini-2", 0.5, 1),)): fitted like the grid (the report averages seeds); they measure the

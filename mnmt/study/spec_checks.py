@@ -79,7 +79,8 @@ def _validate_kinds(spec: StudySpec) -> None:
             raise StudyError(f"StudySpec.{field}: expected a non-negative integer, got "
                              f"{field_value(spec, field)!r}")
     if not spec.evaluation.eval_sets or not all(spec.evaluation.eval_sets):
-        raise StudyError(f"StudySpec.eval_sets: expected non-empty names, got {spec.evaluation.eval_sets!r}")
+        raise StudyError(f"StudySpec.eval_sets: expected non-empty names, got "
+                         f"{spec.evaluation.eval_sets!r}")
 
 
 def validate(spec: StudySpec) -> None:
@@ -154,8 +155,10 @@ def validate(spec: StudySpec) -> None:
             raise StudyError(f"StudySpec.{field}: expected a positive integer (1 = off), got "
                              f"{field_value(spec, field)!r}")
     if spec.schedule.decay not in DECAYS:
-        raise StudyError(f"StudySpec.decay: expected one of {', '.join(DECAYS)}, got {spec.schedule.decay!r}")
-    if not isinstance(spec.schedule.momentum, int | float) or not 0.0 <= float(spec.schedule.momentum) < 1.0:
+        raise StudyError(f"StudySpec.decay: expected one of {', '.join(DECAYS)}, got "
+                         f"{spec.schedule.decay!r}")
+    momentum = spec.schedule.momentum
+    if not isinstance(momentum, int | float) or not 0.0 <= float(momentum) < 1.0:
         raise StudyError(f"StudySpec.momentum: expected a decay in [0, 1) (0 = no momentum), got "
                          f"{spec.schedule.momentum!r}")
     if not 0.0 <= float(spec.schedule.cooldown_fraction) <= 1.0:
@@ -230,7 +233,8 @@ def _validate_caps(spec: StudySpec) -> None:
             raise StudyError(f"StudySpec.data_caps: expected a positive integer number of examples "
                              f"for {entry[0]!r}, got {entry[1]!r}")
         caps[entry[0]] = entry[1]
-    for field, values in (("temperatures", spec.design.temperatures), ("oversampling", spec.design.oversampling)):
+    for field in ("temperatures", "oversampling"):
+        values = field_value(spec, field)
         if not values:
             continue
         if set(caps) != set(spec.pairs):

@@ -17,7 +17,8 @@ import dataclasses
 from typing import Any
 
 __all__ = ["FIELD_SECTIONS", "SECTIONS", "TRAIN_PATH", "Branches", "Cache", "Compute", "EarlyStop",
-           "Evaluation", "MixtureDesign", "Schedule", "Verification", "field_value", "flat_names", "train_paths"]
+           "Evaluation", "MixtureDesign", "Schedule", "Verification", "field_value", "flat_names",
+           "train_paths"]
 
 #: metadata key: the TrainConfig path a StudySpec field sets when the names differ
 TRAIN_PATH = "train_config_path"
@@ -145,7 +146,8 @@ class Branches:
 
 @dataclasses.dataclass(frozen=True)
 class EarlyStop:
-    """Runs stopped early whose cooled-down ends the report predicts (fitting.report.sections.early_stop)."""
+    """Runs stopped early whose cooled-down ends the report predicts
+    (fitting.report.sections.early_stop)."""
 
     # Each design run that is not a check (below) stops at ⌈stop_fraction · its steps⌉ with the
     # schedule of all its steps, so it is a prefix of the full run (the same study with

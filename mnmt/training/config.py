@@ -188,10 +188,11 @@ class EvalConfig:
     # Keep the eval batches in memory between evaluations.
     cache_batches: bool = True
     # Probe evaluations: a precise training curve per pair. Every `probe_every` steps, at the
-    # last step and at an early stop (`stop_step`), each pair's `loss` (teacher-forced, as on an eval set) on its fixed probe set,
-    # written as `probe_loss` rows (docs/reference/metrics_schema.md): the same examples every
-    # time, so the curve's points differ by the model only, not by the batch (train_loss rows
-    # scatter with their batches). Scored by the same program as the eval sets; 0: off.
+    # last step and at an early stop (`stop_step`), each pair's `loss` (teacher-forced, as on an
+    # eval set) on its fixed probe set, written as `probe_loss` rows
+    # (docs/reference/metrics_schema.md): the same examples every time, so the curve's points
+    # differ by the model only, not by the batch (train_loss rows scatter with their batches).
+    # Scored by the same program as the eval sets; 0: off.
     probe_every: int = 0
     # Examples in each pair's probe set: the first ones of its first eval set (`sets[0]`), all
     # of them when the split has fewer. Kept on the devices for the whole run.
