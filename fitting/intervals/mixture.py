@@ -32,8 +32,8 @@ Held-out mixtures (:func:`heldout_mixture_intervals`) get one per pair the same 
 chosen law's leave-one-mixture-out CV error of the pair as calibration (:func:`cv_log_error`,
 fixed by the fitted runs), plus — for a run above the largest fitted size — the size
 backtest's error grown with log N (:func:`size_step_error`,
-:func:`fitting.intervals.predictive.extrapolation_sd`), and the entry's seed noise where measured;
-the degrees of freedom of the two calibration terms together by Welch–Satterthwaite.
+:func:`fitting.intervals.predictive.extrapolation_sd`), and the entry's seed noise where measured
+(on its own dof); the degrees of freedom of the terms together by Welch–Satterthwaite.
 
 What it cannot hold: the recommendation is the law's own optimum, so the law's error there is
 not a random draw (an optimiser seeks where the law is too optimistic); the verification's
@@ -238,6 +238,7 @@ def heldout_mixture_intervals(cmp, heldout: Mapping[str, Mapping[str, Mapping]] 
                 form_weights=[fw.get(f, 0.0) for f in others],
                 sd_extrapolation=math.sqrt(sum(sd * sd for sd, _ in calib)), sigma_seed=seed,
                 n_failed=0 if samples is None else int(np.sum(~np.isfinite(samples[:, i]))),
-                rule="calibration", calibration_dof=satterthwaite_dof(calib) if calib else None)
+                rule="calibration", calibration_dof=satterthwaite_dof(calib) if calib else None,
+                seed_dof=None if seed is None or not e.get("noise_dof") else int(e["noise_dof"]))
             out[rid][pair] = (iv, bool(math.isfinite(cv[pair]["rms_log"]) and sized))
     return out
