@@ -35,12 +35,10 @@ from fitting.cli.curves import curves_command, curves_text
 from fitting.cli.design import add_design_parser, design_command, design_text
 from fitting.cli.laws import fit_command, frontier_command, recommend_command
 from fitting.cli.reports import compare_command, mixture_command, report_command
-from fitting.core.base import FitError, FitResult, json_safe
+from fitting.core.base import FitError, FitResult, json_safe, table_laws
 from fitting.report.sections.mixture import mixture_text
 
 __all__ = ["main", "build_parser"]
-
-LAWS = ("power", "joint", "multilingual", "bivariate", "chinchilla", "dpl", "quality")
 
 #: ``mnmt-fit``'s subcommands: name → the function of the parsed arguments returning the result.
 COMMANDS: dict[str, Callable[[argparse.Namespace], Any]] = {
@@ -78,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--out", help="write the JSON result to this file")
 
     p = sub.add_parser("fit", help="fit one law")
-    p.add_argument("--law", required=True, choices=LAWS)
+    p.add_argument("--law", required=True, choices=table_laws(),
+                   help="a registered law (fitting.core.base.register_law) that fits a table")
     common(p)
     p.add_argument("--pair", help="fit only this pair")
     p.add_argument("--weight", type=float, help="power: fit only this weight")

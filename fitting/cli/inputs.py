@@ -1,6 +1,6 @@
 """What ``mnmt-fit``'s subcommands share: option values parsed from their text (numbers,
-``name=value`` lists, ``--option`` JSON values) and the input table, read and reduced to final
-losses with the fit options of :mod:`fitting.cli`'s parser.
+``name=value`` lists, ``--option`` JSON values), the input table, and the
+:class:`~fitting.core.base.TableRequest` a law's table fitter is handed.
 
 Exit status 2 on bad input is :mod:`fitting.cli`'s: a :class:`~fitting.core.base.FitError` raised
 here names the option (``--sizes``, ``--f-scale``) or the column and row.
@@ -15,18 +15,14 @@ from typing import Any
 
 import pandas as pd
 
-from fitting.core.base import FitError
+from fitting.core.base import FitError, TableRequest
 from fitting.data.rundirs import collect_runs
 from fitting.data.tables import (
-    check_finite_positive,
-    check_weights,
-    drop_invalid_rows,
-    final_losses,
     read_table,
 )
 
 __all__ = ["parse_floats", "parse_values", "parse_pair_values", "parse_law_options", "load_input",
-           "final_loss_table", "fit_options", "bootstrap_options"]
+           "table_request"]
 
 
 def parse_floats(text: str | None, what: str) -> list[float] | None:
@@ -88,57 +84,14 @@ def load_input(args: argparse.Namespace) -> pd.DataFrame:
     return read_table(inputs[0], args.columns)
 
 
-def final_loss_table(df: pd.DataFrame, args: argparse.Namespace, include_branches: bool = False
-                     ) -> tuple[pd.DataFrame, int]:
-    """Final losses with a ``loss`` column: a user table as is, or the tidy table's final rows
-    (cool-down branches left out unless ``include_branches``: they are smaller token budgets of
-    their parents, points of L(N, D) but not of the size laws), and the number of rows
-    ``--drop-invalid`` dropped."""
-    src = ",".join(args.input)
-    if "loss" in df.columns:
-        # a user table: validate it here, so that a bad value is reported with its row in the
-        # table (not its position inside a pair/weight group), and --drop-invalid drops it
-        used = ("n_enc", "n_dec", "loss") if getattr(args, "law", None) == "bivariate" else (
-            "n", "loss")
-        num = [c for c in used if c in df.columns]
-        dropped = 0
-        if args.drop_invalid:
-            df, dropped = drop_invalid_rows(df, num, positive=num)
-        for c in num:
-            check_finite_positive(df, c, src)
-        if "weight" in df.columns:
-            check_weights(df, "weight", src)
-        return df, dropped
-    if {"metric", "value"} <= set(df.columns):
-        fin, dropped = final_losses(df, eval_set=args.eval_set, metric=args.metric, source=src,
-                                    drop_invalid=args.drop_invalid,
-                                    include_branches=include_branches)
-        return fin.rename(columns={"value": "loss"}), dropped
-    raise FitError(f"{src}: needs a 'loss' column (or the tidy table's metric/value columns); "
-                   f"has {list(df.columns)}", column="loss", source=src)
-
-
-def fit_options(args: argparse.Namespace) -> dict[str, Any]:
-    """Keyword options of the least-squares laws' fits: ``--f-scale`` (``auto`` or a number),
-    ``--uncertainty`` (``none`` → None), ``--n-refits``, ``--seed``."""
-    fs: Any = args.f_scale
-    if fs != "auto":
-        try:
-            fs = float(fs)
-        except ValueError:
-            raise FitError(f"--f-scale must be 'auto' or a number, got {fs!r}") from None
-    unc = None if args.uncertainty == "none" else args.uncertainty
-    return {"f_scale": fs, "uncertainty": unc, "n_refits": args.n_refits, "seed": args.seed}
-
-
-def bootstrap_options(args: argparse.Namespace) -> dict[str, Any]:
-    """Shared options for the Chinchilla and DPL fits, whose uncertainty is the bootstrap only.
-
-    ``--uncertainty`` other than ``none`` asks for ``--n-refits`` bootstrap resamples (rows
-    resampled with replacement; recorded in the fit's ``meta["uncertainty"]``, also when
-    ``perturbation`` was asked for); ``--seed`` and ``--drop-invalid`` are passed on.
-    """
-    kw: dict[str, Any] = {"seed": args.seed, "drop_invalid": args.drop_invalid}
-    if args.uncertainty != "none" and args.n_refits > 0:
-        kw["bootstrap"] = args.n_refits
-    return kw
+def table_request(args: argparse.Namespace) -> TableRequest:
+    """What ``mnmt-fit fit`` (and ``frontier``/``recommend`` fitting on ``--input``) asks of a
+    law: the input's name, ``--eval-set``, ``--metric``, ``--drop-invalid``, ``--pair``,
+    ``--weight``, ``--form``, ``--quality-metric``, the fit options and ``--option`` values."""
+    return TableRequest(
+        source=",".join(args.input or []), eval_set=args.eval_set, metric=args.metric,
+        drop_invalid=args.drop_invalid, pair=getattr(args, "pair", None),
+        weight=getattr(args, "weight", None), form=args.form,
+        quality_metric=getattr(args, "quality_metric", "bleu"), uncertainty=args.uncertainty,
+        n_refits=args.n_refits, f_scale=args.f_scale, seed=args.seed,
+        options=parse_law_options(getattr(args, "option", None)))

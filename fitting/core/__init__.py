@@ -14,7 +14,7 @@ from fitting.core.exports import lazy_exports
 
 _EXPORTS = {
     **dict.fromkeys(["FitError", "FitResult", "LAW_REGISTRY", "register_law", "get_law",
-                     "json_safe"], "base"),
+                     "table_laws", "TableRequest", "json_safe"], "base"),
     **dict.fromkeys(["EngineResult", "robust_fit", "varpro_fit", "goodness_of_fit"], "engine"),
     **dict.fromkeys(["perturbation_samples", "bootstrap_samples", "summarize_samples",
                      "band_from_samples"], "uncertainty"),

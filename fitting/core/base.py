@@ -2,7 +2,10 @@
 
 Every fitted law is a :class:`FitResult` subclass registered under a short name
 (``"power"``, ``"joint"``, ``"chinchilla"``, ``"dpl"``, ...) with :func:`register_law`, so that
-``FitResult.from_json(d)`` can rebuild the right object from ``d["law"]``.
+``FitResult.from_json(d)`` can rebuild the right object from ``d["law"]``. That one registration
+is also what ``mnmt-fit fit --law`` offers and calls: a registered class that implements
+:meth:`FitResult.fit_table` (fitted from a table for a :class:`TableRequest`) is one of its
+choices (:func:`table_laws`).
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-__all__ = ["FitError", "FitResult", "LAW_REGISTRY", "register_law", "get_law", "json_safe",
-           "fitted_pair"]
+__all__ = ["FitError", "FitResult", "LAW_REGISTRY", "register_law", "get_law", "table_laws",
+           "TableRequest", "json_safe", "fitted_pair"]
 
 LAW_REGISTRY: dict[str, type[FitResult]] = {}
 
@@ -67,6 +70,58 @@ def get_law(name: str) -> type[FitResult]:
     except KeyError:
         known = ", ".join(sorted(LAW_REGISTRY)) or "none"
         raise FitError(f"unknown law {name!r}; registered laws: {known}") from None
+
+
+def table_laws() -> list[str]:
+    """The laws ``mnmt-fit fit --law`` offers: every registered law whose class implements
+    :meth:`FitResult.fit_table`, sorted by name."""
+    _import_builtin_laws()
+    return sorted(name for name, cls in LAW_REGISTRY.items()
+                  if cls.fit_table.__func__ is not FitResult.fit_table.__func__)
+
+
+@dataclass(frozen=True)
+class TableRequest:
+    """What ``mnmt-fit fit`` asks of a law's :meth:`FitResult.fit_table`: the table's
+    ``source`` (for messages), the ``eval_set`` and ``metric`` of a tidy table, ``drop_invalid``,
+    the ``pair``, ``weight``, ``form`` and ``quality_metric`` options, the fit options as given
+    (``uncertainty``, ``n_refits``, ``f_scale`` — ``"auto"`` or a number — and ``seed``) and the
+    law's own keyword ``options`` (``--option KEY=VALUE``)."""
+
+    source: str
+    eval_set: str = "validation"
+    metric: str = "loss"
+    drop_invalid: bool = False
+    pair: str | None = None
+    weight: float | None = None
+    form: str | None = None
+    quality_metric: str = "bleu"
+    uncertainty: str = "perturbation"
+    n_refits: int = 100
+    f_scale: str | float = "auto"
+    seed: int = 0
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def fit_options(self) -> dict[str, Any]:
+        """Keyword options of the least-squares laws' fits: ``f_scale`` (``auto`` or a number),
+        ``uncertainty`` (``none`` → None), ``n_refits``, ``seed``."""
+        fs: Any = self.f_scale
+        if fs != "auto":
+            try:
+                fs = float(fs)
+            except ValueError:
+                raise FitError(f"--f-scale must be 'auto' or a number, got {fs!r}") from None
+        unc = None if self.uncertainty == "none" else self.uncertainty
+        return {"f_scale": fs, "uncertainty": unc, "n_refits": self.n_refits, "seed": self.seed}
+
+    def bootstrap_options(self) -> dict[str, Any]:
+        """Options of the laws whose only uncertainty is the bootstrap (Chinchilla, DPL): an
+        ``uncertainty`` other than ``none`` asks for ``n_refits`` resamples (rows resampled with
+        replacement); ``seed`` and ``drop_invalid`` are passed on."""
+        kw: dict[str, Any] = {"seed": self.seed, "drop_invalid": self.drop_invalid}
+        if self.uncertainty != "none" and self.n_refits > 0:
+            kw["bootstrap"] = self.n_refits
+        return kw
 
 
 def _import_builtin_laws() -> None:
@@ -159,6 +214,13 @@ class FitResult:
     def predict(self, *args: Any, **kwargs: Any) -> np.ndarray:
         """Law-specific prediction; implemented by each subclass."""
         raise NotImplementedError(f"{type(self).__name__} does not implement predict()")
+
+    @classmethod
+    def fit_table(cls, table: Any, request: TableRequest) -> FitResult | dict[str, Any]:
+        """The law fitted to ``table`` (a DataFrame, columns mapped) as ``request`` asks: what
+        ``mnmt-fit fit --law NAME`` calls. A law implements it to be one of that command's
+        choices; a dict holds one fit (or ``{"error": message}``) per group of the table."""
+        raise NotImplementedError(f"{cls.__name__} cannot be fitted to a table")
 
     def __getitem__(self, name: str) -> float:
         """Shorthand for ``self.params[name]``."""

@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from fitting.core.base import FitError, FitResult, register_law
+from fitting.core.base import FitError, FitResult, TableRequest, register_law
 from fitting.core.engine import EngineResult, convergence_warning, goodness_of_fit, robust_fit
 from fitting.core.uncertainty import perturbation_samples, summarize_samples
-from fitting.data.tables import check_numeric, require_columns
+from fitting.data.tables import check_numeric, drop_invalid_rows, require_columns, without_branches
 from fitting.laws.size.power import as_positive_array
 
 __all__ = ["QualityLawFit", "fit_quality_law", "quality_points", "METRIC_RANGES"]
@@ -43,6 +43,25 @@ class QualityLawFit(FitResult):
 
     form: str = "power"
     metric: str = "bleu"
+
+    @classmethod
+    def fit_table(cls, table: pd.DataFrame, request: TableRequest) -> QualityLawFit:
+        """``mnmt-fit fit --law quality``: ``request.quality_metric`` against cross-entropy
+        (Ghorbani eq. 5; form ``request.form``, power by default), from a user table's own
+        ``loss`` and metric columns or the tidy table's final rows."""
+        m, df, src = request.quality_metric, table, request.source
+        if "metric" not in df.columns:  # a user table: its own loss and metric columns
+            require_columns(df, ["loss", m], src)
+        if not ({"loss", m} <= set(df.columns)):
+            df = quality_points(without_branches(df), m, eval_set=request.eval_set,
+                                pair=request.pair)
+        elif request.pair is not None and "pair" in df.columns:
+            df = df[df["pair"] == request.pair]
+        if request.drop_invalid:
+            df, _ = drop_invalid_rows(df, ["loss", m], positive=["loss"])
+        return fit_quality_law(check_numeric(df, "loss", src), check_numeric(df, m, src),
+                               form=request.form or "power", metric=m,
+                               **request.fit_options(), **request.options)
 
     def predict(self, loss: ArrayLike) -> np.ndarray:
         """Metric value at cross-entropy ``loss``, within the metric's range

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from fitting.core.base import FitError, FitResult, register_law
+from fitting.core.base import FitError, FitResult, TableRequest, register_law
 from fitting.data.tables import (
     apply_column_map,
     check_finite_positive,
@@ -54,6 +54,7 @@ from fitting.laws.budget.chinchilla_search import (
     published_grid,
     search_starts,
 )
+from fitting.laws.table_fits import final_loss_table, fit_bootstrapped
 
 __all__ = [
     "ChinchillaFit",
@@ -113,6 +114,16 @@ class ChinchillaFit(FitResult):
     tied_exponents: bool = False
     local_optima: list[dict[str, float]] = field(default_factory=list)
     bootstrap_params: list[list[float]] = field(default_factory=list)  # rows: E, A, B, α, β
+
+    @classmethod
+    def fit_table(cls, table: Any, request: TableRequest) -> ChinchillaFit:
+        """``mnmt-fit fit --law chinchilla``: L(N, D) on a table of N, D (``tokens``) and loss,
+        or on a tidy table's final losses with the ends of cool-down branches (each the loss
+        at a smaller budget D, Hägele et al. 2024); bootstrap only."""
+        df, pre_dropped = table, 0
+        if "loss" not in df.columns and {"metric", "value"} <= set(df.columns):
+            df, pre_dropped = final_loss_table(df, request, include_branches=True)
+        return fit_bootstrapped(fit_from_table, "chinchilla", df, request, pre_dropped)
 
     def predict(self, n: Any, d: Any) -> np.ndarray:  # type: ignore[override]
         """Predicted loss at model size(s) ``n`` and training tokens ``d`` (broadcast)."""

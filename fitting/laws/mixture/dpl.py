@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares, minimize, minimize_scalar
 
-from fitting.core.base import FitError, FitResult, register_law
+from fitting.core.base import FitError, FitResult, TableRequest, register_law
 from fitting.core.engine import converged, require_converged
 from fitting.data.sampling import temperature_weights
 from fitting.data.tables import (
@@ -38,6 +38,7 @@ from fitting.data.tables import (
     final_losses,
     require_columns,
 )
+from fitting.laws.table_fits import fit_bootstrapped
 
 __all__ = [
     "DPLFit",
@@ -64,6 +65,12 @@ class DPLFit(FitResult):
 
     bias: dict[str, float] = field(default_factory=dict)
     data_unit: float = 1e6
+
+    @classmethod
+    def fit_table(cls, table: Any, request: TableRequest) -> DPLFit:
+        """``mnmt-fit fit --law dpl``: the DPL fitted by :func:`fit_from_table`; bootstrap
+        only."""
+        return fit_bootstrapped(fit_from_table, "dpl", table, request)
 
     def overfit_scale(self, data_size: Any) -> np.ndarray:
         """G(D) = D^γ + b with D = data_size / data_unit (eq. 5)."""

@@ -18,9 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from numpy.typing import ArrayLike
 
-from fitting.core.base import FitError, FitResult, register_law
+from fitting.core.base import FitError, FitResult, TableRequest, register_law
 from fitting.core.engine import convergence_warning, goodness_of_fit, varpro_fit
 from fitting.core.uncertainty import (
     band_from_samples,
@@ -28,12 +29,14 @@ from fitting.core.uncertainty import (
     perturbation_samples,
     summarize_samples,
 )
+from fitting.data.tables import require_columns
 from fitting.laws.size.power import (
     as_positive_array,
     check_span,
     leave_largest_out,
     require_finite_params,
 )
+from fitting.laws.table_fits import note_dropped, pair_final_losses
 
 __all__ = ["BivariateLawFit", "fit_bivariate_law"]
 
@@ -55,6 +58,18 @@ class BivariateLawFit(FitResult):
     n_d_bar: float = 1.0
     samples: dict[str, list[float]] | None = None
     backtest: dict[str, float] | None = None
+
+    @classmethod
+    def fit_table(cls, table: pd.DataFrame, request: TableRequest) -> BivariateLawFit:
+        """``mnmt-fit fit --law bivariate``: eq. 2 fitted to the final losses' ``n_enc``,
+        ``n_dec`` and ``loss``."""
+        used = ("n_enc", "n_dec", "loss")
+        fin, dropped = pair_final_losses(table, request, used)
+        kw = {**request.fit_options(), **request.options}
+        require_columns(fin, list(used), request.source)
+        return note_dropped(fit_bivariate_law(fin["n_enc"].to_numpy(float),
+                                              fin["n_dec"].to_numpy(float),
+                                              fin["loss"].to_numpy(float), **kw), dropped)
 
     def _pred(self, q: dict, n_enc, n_dec) -> np.ndarray:
         ne = np.asarray(n_enc, dtype=np.float64)

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from fitting.core.base import FitError, FitResult, fitted_pair, register_law
+from fitting.core.base import FitError, FitResult, TableRequest, fitted_pair, register_law
 from fitting.core.engine import convergence_warning, goodness_of_fit, varpro_fit
 from fitting.core.uncertainty import (
     bootstrap_samples,
@@ -38,6 +38,7 @@ from fitting.core.uncertainty import (
 )
 from fitting.laws.size.joint import prepare_points
 from fitting.laws.size.power import check_span, leave_largest_out, require_finite_params
+from fitting.laws.table_fits import note_dropped, pair_final_losses
 
 __all__ = ["MultilingualLawFit", "fit_multilingual_law", "f_hat_eq12", "f_hat_eq13",
            "f_hat_violation"]
@@ -110,6 +111,16 @@ class MultilingualLawFit(FitResult):
     # "exactly_determined": weights == needed (f̂ meets every f(p) point, its form untested),
     # "reason": why not identified ("" when identified)}
     identification: dict[str, dict] | None = None
+
+    @classmethod
+    def fit_table(cls, table: pd.DataFrame, request: TableRequest) -> MultilingualLawFit:
+        """``mnmt-fit fit --law multilingual``: eq. 11 (f̂ of ``request.form``, eq12 by default)
+        fitted to the table's final losses."""
+        fin, dropped = pair_final_losses(table, request)
+        kw = {**request.fit_options(), **request.options}
+        return note_dropped(fit_multilingual_law(fin, form=request.form or "eq12",
+                                                 loss_col="loss", source=request.source, **kw),
+                            dropped)
 
     @property
     def identified(self) -> bool:

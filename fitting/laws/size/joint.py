@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from fitting.core.base import FitError, FitResult, fitted_pair, register_law
+from fitting.core.base import FitError, FitResult, TableRequest, fitted_pair, register_law
 from fitting.core.engine import convergence_warning, goodness_of_fit, varpro_fit
 from fitting.core.uncertainty import (
     bootstrap_samples,
@@ -36,6 +36,7 @@ from fitting.laws.size.power import (
     leave_largest_out,
     require_finite_params,
 )
+from fitting.laws.table_fits import note_dropped, pair_final_losses
 
 __all__ = ["JointLawFit", "fit_joint_law", "beta_key", "prepare_points"]
 
@@ -87,6 +88,14 @@ class JointLawFit(FitResult):
     samples: dict[str, list[float]] | None = None
     backtest: dict[str, dict[str, float]] | None = None
     n_range: tuple[float, float] | None = None
+
+    @classmethod
+    def fit_table(cls, table: pd.DataFrame, request: TableRequest) -> JointLawFit:
+        """``mnmt-fit fit --law joint``: eq. 7 fitted to the table's final losses."""
+        fin, dropped = pair_final_losses(table, request)
+        kw = {**request.fit_options(), **request.options}
+        return note_dropped(fit_joint_law(fin, loss_col="loss", source=request.source, **kw),
+                            dropped)
 
     @classmethod
     def _decode_extra(cls, name: str, value):

@@ -16,8 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
-from fitting.core.base import FitError, FitResult, register_law
+from fitting.core.base import FitError, FitResult, TableRequest, register_law
 from fitting.core.engine import EngineResult, convergence_warning, goodness_of_fit, varpro_fit
 from fitting.core.uncertainty import (
     band_from_samples,
@@ -25,6 +26,8 @@ from fitting.core.uncertainty import (
     perturbation_samples,
     summarize_samples,
 )
+from fitting.data.tables import require_columns
+from fitting.laws.table_fits import note_dropped, pair_final_losses
 
 __all__ = ["PowerLawFit", "fit_power_law", "power_law", "leave_largest_out", "as_positive_array",
            "check_span", "require_finite_params", "MAX_SPAN"]
@@ -97,6 +100,13 @@ class PowerLawFit(FitResult):
     samples: dict[str, list[float]] | None = None
     backtest: dict[str, float] | None = None
     x_range: tuple[float, float] | None = None
+
+    @classmethod
+    def fit_table(cls, table: pd.DataFrame, request: TableRequest) -> PowerLawFit | dict:
+        """``mnmt-fit fit --law power``: the final losses' power law in N, one fit per pair and
+        weight of the table (:func:`fit_power_groups`)."""
+        fin, dropped = pair_final_losses(table, request)
+        return note_dropped(fit_power_groups(fin, request), dropped)
 
     def predict(self, x: Sequence[float] | np.ndarray | float) -> np.ndarray:
         """Predicted loss at ``x``."""
@@ -352,3 +362,27 @@ def fit_power_law(
         samples=None if samples is None else {k: v.tolist() for k, v in samples.items()},
         backtest=bt, x_range=(float(x.min()), float(x.max())),
     )
+
+
+def fit_power_groups(fin: pd.DataFrame, request: TableRequest) -> PowerLawFit | dict:
+    """The power law of ``fin``'s final losses in N: where the table has several pairs or
+    weights, a dict with one fit per (pair, weight) (weight 0 left out; ``{"error": message}``
+    where that group's fit failed); else one fit. ``request.weight`` keeps that weight alone."""
+    kw = {**request.fit_options(), **request.options}
+    if request.weight is not None and "weight" in fin.columns:
+        fin = fin[(fin["weight"].astype(float) - request.weight).abs() < 1e-9]
+    groups = [c for c in ("pair", "weight") if c in fin.columns and fin[c].nunique() > 1]
+    if not groups:
+        require_columns(fin, ["n"], request.source)
+        return fit_power_law(fin["n"], fin["loss"], **kw)
+    res: dict = {}
+    for key, g in fin.groupby(groups):
+        key = key if isinstance(key, tuple) else (key,)
+        name = ",".join(f"{c}={k}" for c, k in zip(groups, key, strict=True))
+        if "weight" in groups and float(key[groups.index("weight")]) == 0:
+            continue
+        try:
+            res[name] = fit_power_law(g["n"], g["loss"], **kw)
+        except FitError as e:
+            res[name] = {"error": str(e)}
+    return res
