@@ -26,6 +26,8 @@ _EXPORTS = {
     "fit_quality_law": "laws.quality",
     "fit_learning_curve": "laws.curves.learning_curve",
     "write_report": "report.writer",
+    "ReportOptions": "report.options",
+    "register_section": "report.section",
     "write_comparison": "report.compare",
 }
 __all__ = ["__version__", *sorted(_EXPORTS)]

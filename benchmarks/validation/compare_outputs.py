@@ -22,6 +22,7 @@ import argparse
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -38,6 +39,8 @@ from benchmarks.common import ROOT, SHARED_DATA  # noqa: E402
 
 #: fewer refits than the defaults: the comparison needs equal numbers, not narrow intervals
 N_REFITS = "20"
+#: values that measure the machine, not the fit (wall-clock seconds)
+TIMINGS = re.compile(r"(timing_s|seconds|wall_s|elapsed)")
 
 
 def tree(spec: str, work: Path) -> Path:
@@ -126,12 +129,14 @@ def leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
 
 
 def compare(a: Any, b: Any, rtol: float) -> dict[str, Any]:
-    """Numbers that differ beyond ``rtol`` (NaN equals NaN), keys only one side has, and texts
-    that differ; the largest relative difference seen."""
+    """Numbers that differ beyond ``rtol`` (NaN equals NaN; timings left out), keys only one
+    side has, and texts that differ; the largest relative difference seen."""
     la, lb = dict(leaves(a)), dict(leaves(b))
     numbers, texts, worst, n_numbers = [], [], 0.0, 0
     for key in la.keys() & lb.keys():
         x, y = la[key], lb[key]
+        if TIMINGS.search(key):
+            continue
         if isinstance(x, (int, float)) and isinstance(y, (int, float)) and \
                 not isinstance(x, bool) and not isinstance(y, bool):
             n_numbers += 1

@@ -16,7 +16,7 @@ from fitting.cli.inputs import load_input, parse_floats, parse_pair_values, pars
 from fitting.core.base import FitError
 from fitting.report.compare import write_comparison
 from fitting.report.sections.mixture import mixture_run_table
-from fitting.report.writer import write_report
+from fitting.report.writer import ReportOptions, write_report
 
 __all__ = ["report_command", "compare_command", "mixture_command"]
 
@@ -39,15 +39,13 @@ def report_command(args: argparse.Namespace) -> dict:
             gt = parse_values(args.ground_truth, "ground-truth")
     df = load_input(args)
     unc = None if args.uncertainty == "none" else args.uncertainty
-    rep = write_report(df, args.out, ground_truth=gt,
-                       target_sizes=parse_floats(args.target_sizes, "target-sizes"),
-                       title=args.title,
-                       eval_set=args.eval_set, metric=args.metric, uncertainty=unc,
-                       n_refits=args.n_refits, seed=args.seed, drop_invalid=args.drop_invalid,
-                       preferences=parse_values(args.preferences, "preferences"),
-                       convergence_correction=args.convergence_correction,
-                       heldout_runs=args.heldout or (),
-                       stop_fraction=fraction)
+    rep = write_report(df, args.out, ReportOptions(
+        ground_truth=gt, target_sizes=parse_floats(args.target_sizes, "target-sizes"),
+        title=args.title, eval_set=args.eval_set, metric=args.metric, uncertainty=unc,
+        n_refits=args.n_refits, seed=args.seed, drop_invalid=args.drop_invalid,
+        preferences=parse_values(args.preferences, "preferences"),
+        convergence_correction=args.convergence_correction, heldout_runs=args.heldout or (),
+        stop_fraction=fraction))
     return {"markdown": rep.markdown_path, "html": rep.html_path, "json": rep.json_path,
             "figures": rep.figures, "skipped": rep.skipped, "regime": rep.regime.get("verdict"),
             "heldout": [{k: e[k] for k in ("run", "pair", "law", "predicted", "measured",

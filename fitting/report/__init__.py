@@ -1,7 +1,9 @@
 """The study report: the writer, the prepared view every section reads, the document model,
 and the sections themselves (:mod:`fitting.report.sections.frontier`, one module per section).
 
-* :mod:`fitting.report.writer`     ``write_report``: the whole report of one study
+* :mod:`fitting.report.writer`     ``write_report``: the whole report of one study, its ``SECTIONS``
+* :mod:`fitting.report.options`    ``ReportOptions``: what a report is asked for
+* :mod:`fitting.report.section`    ``Section``, ``SectionRun``, ``register_section``
 * :mod:`fitting.report.view`       ``prepare_view``: the one view of a study the sections read
 * :mod:`fitting.report.record`     ``Report``: what a report wrote and computed
 * :mod:`fitting.report.markdown`   the document model and the reports' number format
@@ -17,7 +19,9 @@ from __future__ import annotations
 from fitting.core.exports import lazy_exports
 
 _EXPORTS = {
-    "write_report": "writer",
+    **dict.fromkeys(["write_report", "SECTIONS"], "writer"),
+    "ReportOptions": "options",
+    **dict.fromkeys(["Section", "ReportSection", "SectionRun", "register_section"], "section"),
     "Report": "record",
     **dict.fromkeys(["StudyView", "prepare_view"], "view"),
     **dict.fromkeys(["Comparison", "write_comparison"], "compare"),

@@ -52,7 +52,7 @@ class StudyView:
       table: the tidy table with weights rounded (:func:`fitting.data.tables.round_weights`)
         and the verification runs split off; held-out runs and cool-down branches included.
       verify_rows: the verification runs' rows (and their branches'), which no fit sees.
-      verification: the verification plan (``write_report(verification=…)``), or None.
+      verification: the verification plan (``ReportOptions.verification``), or None.
       verify_final: the verification runs' final rows
         (:func:`fitting.data.tables.final_losses`, invalid rows dropped), or None where there
         are none or they cannot be derived (the verification section then says why).

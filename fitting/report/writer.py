@@ -1,40 +1,19 @@
 """Study report: fitted laws with uncertainty, regime, figures — Markdown, HTML, PNG and JSON.
 
-:func:`write_report` takes the tidy table (docs/reference/metrics_schema.md) and writes into ``out_dir``:
-``report.md``, ``report.html``, ``fits.json`` and ``figures/*.png`` (the three text files under
-temporary names, then renamed: a failed write, e.g. a full disk, leaves a previous report's
-files whole). It fits, on final losses,
-the power law (Fernandes eq. 6) per pair and weight, the joint law (eq. 7) with effective
-fractions (eq. 10), and the eq. 11 law with the predicted frontier and recommended weights at
-``target_sizes`` (sections of :mod:`fitting.report.sections.frontier`). It recognises the other papers'
-experiments in the table and fits their laws too: the Double Power Law of Chen et al. when pairs
-have different capped data sizes (:mod:`fitting.report.sections.dpl`), L(N, D) of Caillaut et al. when
-runs were evaluated at several token counts (:mod:`fitting.report.sections.chinchilla`), Ghorbani et al.'s
-encoder/decoder law when the decoder fraction varies (:mod:`fitting.report.sections.bivariate`).
-Experiments repeated with several seeds are fitted on their seed means, and the seed spread is
-reported (:mod:`fitting.report.sections.seeds`). Weights are told apart by one rule
-(:func:`fitting.data.tables.round_weights`, 6 significant digits): a two-pair study's 1 − 0.7 and
-0.3 are one weight in every fit, key and table. Every section that cannot be computed (too few
-points, no p = 1 runs, …) is skipped with its reason stated; it never crashes on small studies.
-
-Runs named in ``heldout_runs`` are trained but never fitted: their rows are removed before every
-fit (size laws, joint law, f(p), eq. 11–13, quality laws, backtests, frontier) and the section
-"Held-out runs (predicted, never fitted)" compares their final losses with the laws'
-predictions (:mod:`fitting.report.sections.heldout`). They still count in the regime (learning curves, best loss)
-and appear in the learning-curve figure, which describe the trained runs, not a fit.
-
-Cool-down branches (schema revision 1.2; Hägele et al. 2024) never enter the size laws, seeds,
-held-out predictions or quality laws: those see the same numbers as the table without the
-branches. Their final losses are cooled-down token budgets of their parents, used by the regime
-(:mod:`fitting.report.sections.regime`, which judges convergence) and by L(N, D). A held-out run's
-branches are held out with it.
+:func:`write_report` takes the tidy table (docs/reference/metrics_schema.md), a folder and one
+:class:`~fitting.report.options.ReportOptions`; it prepares the view
+(:mod:`fitting.report.view`), runs the sections of :data:`SECTIONS` in order and then those
+registered from outside (:func:`fitting.report.section.register_section`), each into its own
+document with the one error boundary here, and writes ``report.md``, ``report.html``,
+``fits.json`` and ``figures/*.png`` (the text files under temporary names, then renamed: a
+failed write leaves a previous report whole). What each section fits and shows is in its module
+(:mod:`fitting.report.sections`); held-out runs and cool-down branches: :mod:`fitting.report.view`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -44,8 +23,10 @@ from fitting.core.base import FitError, json_safe
 from fitting.data import io
 from fitting.data.tables import is_branch, read_table, without_branches
 from fitting.report.markdown import Document
+from fitting.report.options import ReportOptions
 from fitting.report.predicted_budgets import BudgetPlan, predicted_budgets
 from fitting.report.record import Report
+from fitting.report.section import ReportSection, Section, SectionRun, registered_sections
 from fitting.report.sections.bivariate import bivariate_section
 from fitting.report.sections.chinchilla import (
     chinchilla_section,
@@ -71,67 +52,23 @@ from fitting.report.sections.size_laws import fit_size_laws, joint_section, powe
 from fitting.report.sections.verification import verification_section, verification_seed_noise
 from fitting.report.view import StudyView, prepare_view
 
-__all__ = ["Report", "write_report", "EXTRAPOLATION_SKIPPED"]
+__all__ = ["Report", "ReportOptions", "write_report", "SECTIONS", "EXTRAPOLATION_SKIPPED"]
 
 #: the ``skipped`` key (fits.json) of a first section that failed
 EXTRAPOLATION_SKIPPED = "section extrapolation"
 
 
-def write_report(
-    table: pd.DataFrame | str,
-    out_dir: str,
-    *,
-    ground_truth: dict[str, float] | None = None,
-    target_sizes: list[float] | None = None,
-    title: str = "Scaling-law report",
-    eval_set: str = "validation",
-    metric: str = "loss",
-    uncertainty: str | None = "perturbation",
-    n_refits: int = 100,
-    seed: int = 0,
-    drop_invalid: bool = False,
-    preferences: dict[str, float] | None = None,
-    convergence_correction: float | None = None,
-    heldout_runs: Sequence[str] = (),
-    mixture_constraints: dict | None = None,
-    verification: dict | None = None,
-    stop_fraction: float | None = None,
-    branch_plan: BudgetPlan | None = None,
-) -> Report:
-    """Fit the laws to ``table``'s final losses and write the report into ``out_dir``.
-
-    Args:
-      table: the tidy table (DataFrame or CSV/Parquet path or run directories).
-      ground_truth: ``{pair: L∞_true}`` printed next to the fitted L∞ (synthetic studies).
-      target_sizes: model sizes N at which to predict the frontier and recommend weights
-        (default: 4× and 16× the largest fitted size).
-      uncertainty / n_refits: passed to the fits (Fernandes footnote 5 perturbations).
-      drop_invalid: drop rows with non-finite/non-positive losses (count reported) instead of
-        raising FitError.
-      preferences: ``{pair: importance}`` for the recommendation (default: equal).
-      convergence_correction: a training step; final losses of runs with weight ≤ 0.05 are
-        replaced by their learning-curve extrapolation to that step (Fernandes App. G).
-      heldout_runs: run ids trained but never fitted: excluded from every fit, predicted in the
-        section "Held-out runs" (``rep.heldout``, ``fits.json["heldout"]``; see
-        :mod:`fitting.report.sections.heldout`). An id that is not a run of the table raises FitError.
-      mixture_constraints: for tables of 3 pairs or more, the constraints of the mixture-law
-        recommendation (:mod:`fitting.report.sections.mixture`, ``fits.json["mixture"]``): keys
-        ``max_weights`` {pair: w}, ``max_loss`` {pair: L}, ``preferences`` {pair: x},
-        ``budget_examples`` and ``epoch_cap`` (epoch-cap weights from each pair's data_size).
-      verification: the runs that trained the mixture recommendation and its baselines
-        (:mod:`fitting.report.sections.verification`: size, seeds, mixtures, runs): removed from the
-        table before every fit, reported in the section "Verification"
-        (``fits.json["mixture"]["verification"]``).
-      stop_fraction: the early stop's share of each run's steps (section "Early stop",
-        :mod:`fitting.report.sections.early_stop`, ``fits.json["early_stop"]``); None: read from the
-        table's stopped runs (none: no section). Given for a table of full runs, each run is cut
-        at its stop as if stopped and every end checks its prediction.
-    """
+def write_report(table: pd.DataFrame | str, out_dir: str, options: ReportOptions | None = None
+                 ) -> Report:
+    """Fit the laws to ``table``'s final losses (a DataFrame, or a CSV/Parquet path) and write
+    the report into ``out_dir``, as ``options`` asks (default :class:`ReportOptions`)."""
+    options = options or ReportOptions()
     if not isinstance(table, pd.DataFrame):
         table = read_table(table)
-    view = prepare_view(table, eval_set=eval_set, metric=metric, drop_invalid=drop_invalid,
-                        convergence_correction=convergence_correction,
-                        heldout_runs=heldout_runs, verification=verification)
+    view = prepare_view(table, eval_set=options.eval_set, metric=options.metric,
+                        drop_invalid=options.drop_invalid,
+                        convergence_correction=options.convergence_correction,
+                        heldout_runs=options.heldout_runs, verification=options.verification)
     os.makedirs(os.path.join(out_dir, "figures"), exist_ok=True)
     rep = Report(out_dir=out_dir, markdown_path=os.path.join(out_dir, "report.md"),
                  html_path=os.path.join(out_dir, "report.html"),
@@ -139,55 +76,15 @@ def write_report(
     if view.n_dropped:
         rep.warnings.append(f"{view.n_dropped} final row(s) with invalid values were dropped")
     doc = Document()
-    doc.h(1, title)
+    doc.h(1, options.title)
     _data_paragraphs(doc, view)
-    first = len(doc.blocks)  # the extrapolation section goes here, once every law is fitted
-    seeds_section(doc, rep.seeds)
-    fit_kw = {"uncertainty": uncertainty, "n_refits": n_refits, "seed": seed}
-    fit_size_laws(rep, view, **fit_kw)
-    # the regime's fitted L∞: L(N, D)'s limit on cooled-down budgets where the table has them
-    # (a pair it cannot fit has none: eq. 7's is this budget's, never in its place), else eq. 7's
-    predicted = _predicted_budgets(rep, view, branch_plan)
-    seed_noise = largest_size_seed_noises(rep.seeds)[0]
-    cooled, cooled_note, cooled_why = fit_cooled_law(
-        view, **fit_kw, noise_rel=seed_noise or None, predicted=predicted)
-    _regime(doc, rep, view, cooled, cooled_why, ground_truth)
-    cooled_law_section(doc, rep, cooled, cooled_note, cooled_why, ground_truth)
-    power_section(doc, rep, view, out_dir)
-    joint_section(doc, rep, view, ground_truth, out_dir)
-    seed_sd = {pair: noise.sigma for pair, noise in seed_noise.items()}
-    frontier_section(doc, rep, view, target_sizes, preferences, out_dir, uncertainty, n_refits,
-                     seed, seed_sd)
-    heldout_section(doc, rep, view)
-    mixture = _mixture_sections(doc, rep, view, out_dir, target_sizes, mixture_constraints,
-                                n_refits, seed)
-    for name, section in (
-            ("quality laws", lambda: quality_section(doc, rep, view, out_dir)),
-            ("bivariate", lambda: bivariate_section(doc, rep, view.final, out_dir,
-                                                    n_refits=min(n_refits, 30))),
-            ("DPL", lambda: dpl_section(doc, rep, view.final, out_dir, **fit_kw)),
-            ("L(N, D)", lambda: chinchilla_section(doc, rep, view, out_dir, **fit_kw))):
-        try:
-            section()
-        except Exception as e:  # sections skip their own failures; anything else, said here
-            rep.skipped[f"section {name}"] = f"{type(e).__name__}: {e}"
-    _curves_figure(doc, rep, view, out_dir)
-    curves = None
-    try:
-        curves = curves_section(doc, rep, view, out_dir)
-    except Exception as e:  # the section skips its own failures; anything else, said here
-        rep.skipped["section curve-law continuations"] = f"{type(e).__name__}: {e}"
-    early = None
-    try:
-        early = early_stop_section(doc, rep, view, stop_fraction)
-    except Exception as e:  # the section skips its own failures; anything else, said here
-        rep.skipped["section early stop"] = f"{type(e).__name__}: {e}"
-    ext = Document()
-    try:
-        rep.extrapolation = extrapolation_section(ext, rep, view, cooled, curves, mixture)
-    except Exception as e:  # the section states its own rows' reasons; anything else, said here
-        rep.skipped[EXTRAPOLATION_SKIPPED] = f"{type(e).__name__}: {e}"
-    doc.blocks[first:first] = ext.blocks
+    run = SectionRun(doc=doc, rep=rep, view=view, options=options, out_dir=out_dir)
+    sections = (*SECTIONS, *registered_sections())
+    docs = {section.name: _run_section(section, run) for section in sections}
+    for lead in (True, False):
+        for section in sections:
+            if getattr(section, "lead", False) is lead:
+                doc.blocks += docs[section.name].blocks
     if rep.skipped:
         doc.h(2, "Skipped")
         doc.ul([f"{k}: {v}" for k, v in rep.skipped.items()])
@@ -195,14 +92,175 @@ def write_report(
         doc.h(2, "Warnings")
         doc.ul(rep.warnings)
     rep.markdown = doc.markdown()
-    payload = _payload(rep, view, title, ground_truth, mixture)
-    payload["curves"] = curves  # fitting.report.sections.curves: branch ends predicted and trained
-    payload["early_stop"] = early  # fitting.report.sections.early_stop: predicted ends of stopped runs
+    payload = _payload(rep, view, options.title, options.ground_truth, _mixture(run))
+    for section in sections:
+        if (key := getattr(section, "json_key", None)) is not None:
+            payload[key] = run.payloads.get(section.name)
     # Temporary names, then renames: a failed write (a full disk: io.NoSpaceError naming the
     # file) leaves a previous report's three files as they were.
-    io.write_files_atomic({rep.markdown_path: rep.markdown, rep.html_path: doc.html(title),
+    io.write_files_atomic({rep.markdown_path: rep.markdown, rep.html_path: doc.html(options.title),
                            rep.json_path: json.dumps(json_safe(payload), indent=1)})
     return rep
+
+
+def _run_section(section: Section, run: SectionRun) -> Document:
+    """Run ``section`` into a document of its own (returned); its payload into
+    ``run.payloads``. The one error boundary: a failure is listed under "Skipped" (a section
+    states its own skips; anything else is said here), unless the section is required."""
+    run.doc = Document()
+    try:
+        run.payloads[section.name] = section.run(run)
+    except Exception as e:
+        if getattr(section, "required", False):
+            raise
+        run.rep.skipped[f"section {section.name}"] = f"{type(e).__name__}: {e}"
+    return run.doc
+
+
+# -- the built-in sections, in the order they run (each reads the payloads before it) ----------
+
+
+def _seeds(run: SectionRun) -> None:
+    seeds_section(run.doc, run.rep.seeds)
+
+
+def _size_laws(run: SectionRun) -> None:
+    fit_size_laws(run.rep, run.view, **run.options.fit_kw())
+
+
+def _budgets(run: SectionRun) -> pd.DataFrame | None:
+    return _predicted_budgets(run.rep, run.view, run.options.branch_plan)
+
+
+def _cooled_fit(run: SectionRun) -> tuple:
+    """L(N, D) across weights on cooled-down budgets: (fit or None, note, why not)."""
+    seed_noise = largest_size_seed_noises(run.rep.seeds)[0]
+    return fit_cooled_law(run.view, **run.options.fit_kw(), noise_rel=seed_noise or None,
+                          predicted=run.payloads.get("predicted budgets"))
+
+
+def _regime_run(run: SectionRun) -> None:
+    # the regime's fitted L∞: L(N, D)'s limit on cooled-down budgets where the table has them
+    # (a pair it cannot fit has none: eq. 7's is this budget's, never in its place), else eq. 7's
+    cooled, _, why = run.payloads[COOLED_FIT]
+    _regime(run.doc, run.rep, run.view, cooled, why, run.options.ground_truth)
+
+
+def _cooled_law(run: SectionRun) -> None:
+    cooled, note, why = run.payloads[COOLED_FIT]
+    cooled_law_section(run.doc, run.rep, cooled, note, why, run.options.ground_truth)
+
+
+def _power(run: SectionRun) -> None:
+    power_section(run.doc, run.rep, run.view, run.out_dir)
+
+
+def _joint(run: SectionRun) -> None:
+    joint_section(run.doc, run.rep, run.view, run.options.ground_truth, run.out_dir)
+
+
+def _frontier(run: SectionRun) -> None:
+    o = run.options
+    seed_sd = {pair: noise.sigma
+               for pair, noise in largest_size_seed_noises(run.rep.seeds)[0].items()}
+    frontier_section(run.doc, run.rep, run.view, o.target_sizes, o.preferences, run.out_dir,
+                     o.uncertainty, o.n_refits, o.seed, seed_sd)
+
+
+def _heldout(run: SectionRun) -> None:
+    heldout_section(run.doc, run.rep, run.view)
+
+
+def _mixture_laws(run: SectionRun) -> dict | None:
+    """The K-pair mixture laws (None for fewer than 3 pairs: two-pair reports are unchanged)."""
+    view, o = run.view, run.options
+    kw = {"eval_set": view.eval_set, "metric": view.metric}
+    return mixture_section(run.doc, run.rep, view.table, run.out_dir, **kw,
+                           heldout_runs=view.held_ids, target_sizes=o.target_sizes,
+                           constraints=o.mixture_constraints, n_boot=min(o.n_refits, 100),
+                           seed=o.seed, seed_noise=verification_seed_noise(
+                               view.verify_rows, view.verification, **kw,
+                               final=view.verify_final))
+
+
+def _verification(run: SectionRun) -> dict | None:
+    view = run.view
+    return verification_section(run.doc, run.rep, view.verify_rows,
+                                run.payloads.get("mixture laws"), view.verification,
+                                run.rep.mixture_laws, eval_set=view.eval_set,
+                                metric=view.metric, final=view.verify_final)
+
+
+def _mixture(run: SectionRun) -> dict | None:
+    """``fits.json["mixture"]``: the mixture laws with the verification of their
+    recommendation; None for fewer than 3 pairs without verification."""
+    mixture, checked = run.payloads.get("mixture laws"), run.payloads.get("verification")
+    return mixture if checked is None else {**(mixture or {}), "verification": checked}
+
+
+def _quality(run: SectionRun) -> None:
+    quality_section(run.doc, run.rep, run.view, run.out_dir)
+
+
+def _bivariate(run: SectionRun) -> None:
+    bivariate_section(run.doc, run.rep, run.view.final, run.out_dir,
+                      n_refits=min(run.options.n_refits, 30))
+
+
+def _dpl(run: SectionRun) -> None:
+    dpl_section(run.doc, run.rep, run.view.final, run.out_dir, **run.options.fit_kw())
+
+
+def _chinchilla(run: SectionRun) -> None:
+    chinchilla_section(run.doc, run.rep, run.view, run.out_dir, **run.options.fit_kw())
+
+
+def _learning_curves(run: SectionRun) -> None:
+    _curves_figure(run.doc, run.rep, run.view, run.out_dir)
+
+
+def _curves(run: SectionRun) -> dict | None:
+    return curves_section(run.doc, run.rep, run.view, run.out_dir)
+
+
+def _early_stop(run: SectionRun) -> dict | None:
+    return early_stop_section(run.doc, run.rep, run.view, run.options.stop_fraction)
+
+
+def _extrapolation(run: SectionRun) -> dict:
+    """The first section, run last: every law it judges is fitted by then."""
+    run.rep.extrapolation = extrapolation_section(
+        run.doc, run.rep, run.view, run.payloads[COOLED_FIT][0],
+        run.payloads.get("curve-law continuations"), _mixture(run))
+    return run.rep.extrapolation
+
+
+#: the payload name of L(N, D) across weights' fit, which later sections read
+COOLED_FIT = "L(N, D) across weights fit"
+
+#: the report's sections, in the order they run; a failure of a required one fails the report
+SECTIONS: tuple[ReportSection, ...] = (
+    ReportSection("seeds", _seeds, required=True),
+    ReportSection("size laws", _size_laws, required=True),
+    ReportSection("predicted budgets", _budgets, required=True),
+    ReportSection(COOLED_FIT, _cooled_fit, required=True),
+    ReportSection("regime", _regime_run, required=True),
+    ReportSection("L(N, D) across weights", _cooled_law, required=True),
+    ReportSection("power law", _power, required=True),
+    ReportSection("joint law", _joint, required=True),
+    ReportSection("frontier", _frontier, required=True),
+    ReportSection("held-out runs", _heldout, required=True),
+    ReportSection("mixture laws", _mixture_laws),
+    ReportSection("verification", _verification),
+    ReportSection("quality laws", _quality),
+    ReportSection("bivariate", _bivariate),
+    ReportSection("DPL", _dpl),
+    ReportSection("L(N, D)", _chinchilla),
+    ReportSection("learning curves", _learning_curves, required=True),
+    ReportSection("curve-law continuations", _curves, json_key="curves"),
+    ReportSection("early stop", _early_stop, json_key="early_stop"),
+    ReportSection("extrapolation", _extrapolation, lead=True),
+)
 
 
 def _predicted_budgets(rep: Report, view: StudyView, plan: BudgetPlan | None
@@ -264,31 +322,6 @@ def _regime(doc: Document, rep: Report, view: StudyView, cooled, cooled_why: str
     rep.regime["l_inf_law"] = lf["law"]
     rep.regime["heldout_runs"] = view.held_ids
     regime_section(doc, rep.regime, heldout=bool(view.held_ids))
-
-
-def _mixture_sections(doc: Document, rep: Report, view: StudyView, out_dir: str,
-                      target_sizes, constraints, n_refits: int, seed: int) -> dict | None:
-    """The K-pair mixture laws (:mod:`fitting.report.sections.mixture`) and the verification of their
-    recommendation (:mod:`fitting.report.sections.verification`): ``fits.json["mixture"]``, None for
-    fewer than 3 pairs without verification."""
-    mixture = None
-    plan, kw = view.verification, {"eval_set": view.eval_set, "metric": view.metric}
-    try:  # None for fewer than 3 pairs: two-pair reports are unchanged
-        mixture = mixture_section(doc, rep, view.table, out_dir, **kw,
-                                  heldout_runs=view.held_ids, target_sizes=target_sizes,
-                                  constraints=constraints, n_boot=min(n_refits, 100),
-                                  seed=seed, seed_noise=verification_seed_noise(
-                                      view.verify_rows, plan, **kw, final=view.verify_final))
-    except Exception as e:  # the section skips its own failures; anything else, said here
-        rep.skipped["section mixture laws"] = f"{type(e).__name__}: {e}"
-    try:
-        checked = verification_section(doc, rep, view.verify_rows, mixture, plan,
-                                       rep.mixture_laws, **kw, final=view.verify_final)
-        if checked is not None:
-            mixture = {**(mixture or {}), "verification": checked}
-    except Exception as e:  # the section states its own skips; anything else, said here
-        rep.skipped["section verification"] = f"{type(e).__name__}: {e}"
-    return mixture
 
 
 def _payload(rep: Report, view: StudyView, title: str, ground_truth: dict[str, float] | None,

@@ -104,7 +104,10 @@ def export_and_report(spec: StudySpec, run_dirs: list[Path], data, out: Path, lo
     from fitting.data.rundirs import collect_runs  # noqa: PLC0415
     from fitting.data.tables import write_table  # noqa: PLC0415
     from fitting.report.predicted_budgets import BudgetPlan  # noqa: PLC0415
-    from fitting.report.writer import write_report  # noqa: PLC0415  (matplotlib, only when reporting)
+    from fitting.report.writer import (  # noqa: PLC0415  (matplotlib, only when reporting)
+        ReportOptions,
+        write_report,
+    )
 
     table = collect_runs([str(d) for d in run_dirs])
     table_path = out / "metrics.csv"
@@ -112,9 +115,7 @@ def export_and_report(spec: StudySpec, run_dirs: list[Path], data, out: Path, lo
     try:  # a full disk: one line naming the file; the previous table and report stay whole
         write_table(table, str(table_path))
         log(f"export: {len(table)} rows from {len(run_dirs)} runs -> {table_path}")
-        report = write_report(
-            table,
-            str(out / "report"),
+        report = write_report(table, str(out / "report"), ReportOptions(
             ground_truth={pair: sets[eval_set]
                           for pair, sets in data.irreducible_loss.items()} or None,
             target_sizes=list(spec.report_target_sizes),
@@ -123,9 +124,10 @@ def export_and_report(spec: StudySpec, run_dirs: list[Path], data, out: Path, lo
             heldout_runs=[run.run_id for run in expand(spec) if run.heldout],
             mixture_constraints=mixture_constraints(spec),
             verification=verification,
-            branch_plan=BudgetPlan(tuple(spec.branches.cooldown_branches), spec.branches.branch_cooldown_fraction
-                                   or spec.schedule.cooldown_fraction) if spec.branches.branch_checks else None,
-        )
+            branch_plan=BudgetPlan(tuple(spec.branches.cooldown_branches),
+                                   spec.branches.branch_cooldown_fraction
+                                   or spec.schedule.cooldown_fraction)
+            if spec.branches.branch_checks else None))
     except io.NoSpaceError as err:
         raise UsageError(str(err)) from err
     return report

@@ -35,7 +35,7 @@ from fitting.report.sections.chinchilla import (
 )
 from fitting.report.sections.regime import CONVERGED_DROP, compute_regime
 from fitting.report.view import prepare_view
-from fitting.report.writer import write_report
+from fitting.report.writer import ReportOptions, write_report
 from fitting.test_utils import make_curves_table, make_final_table, write_run_dirs
 
 
@@ -191,7 +191,7 @@ def branch_reports(tmp_path_factory):
     kw = {"n_refits": 4, "heldout_runs": ["s2_p0.50"], "ground_truth": {"en-de": 1.0,
                                                                        "en-zh": 1.5}}
     out = tmp_path_factory.mktemp("branches")
-    reps = {name: write_report(t, str(out / name), **kw)
+    reps = {name: write_report(t, str(out / name), ReportOptions(**kw))
             for name, t in (("plain", plain), ("branches", with_branches))}
     fits = {name: json.load(open(r.json_path)) for name, r in reps.items()}
     return reps, fits, with_branches
@@ -614,8 +614,8 @@ def test_a_cooled_down_law_that_cannot_be_fitted_leaves_no_fitted_l_inf(tmp_path
     fails too. Under 082b6f0 the report put eq. 7's L∞ in its place and check 1 judged it."""
     fin = make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.5, 1.0), noise=0.01, seed=4)
     tab = _add_branches(_with_tokens_and_bleu(make_curves_table(fin)), steps=(400,))
-    rep = write_report(tab, str(tmp_path / "one"), uncertainty=None,
-                       ground_truth={"en-de": 1.0, "en-zh": 1.5})
+    rep = write_report(tab, str(tmp_path / "one"), ReportOptions(uncertainty=None,
+                       ground_truth={"en-de": 1.0, "en-zh": 1.5}))
     fits = json.load(open(rep.json_path))
     reg = fits["regime"]
     assert reg["l_inf_law"] == COOLED_LAW

@@ -27,7 +27,7 @@ from fitting.report.sections.extrapolation import (
     last_third_backtest,
 )
 from fitting.report.view import prepare_view
-from fitting.report.writer import write_report
+from fitting.report.writer import ReportOptions, write_report
 from fitting.test_utils import make_final_table
 
 SIZES = [1e5, 3e5, 1e6, 3e6, 1e7]
@@ -50,7 +50,7 @@ def _seeded(largest_off: float = 1.0, seeds: int = 2) -> pd.DataFrame:
 def reports(tmp_path_factory):
     out = tmp_path_factory.mktemp("extrapolation")
     tables = {"exact": _seeded(), "off": _seeded(largest_off=1.10), "single": _seeded(seeds=1)}
-    return {k: json.load(open(write_report(t, str(out / k), uncertainty=None, n_refits=4)
+    return {k: json.load(open(write_report(t, str(out / k), ReportOptions(uncertainty=None, n_refits=4))
                               .json_path)) for k, t in tables.items()} | {"dir": out}
 
 

@@ -199,9 +199,9 @@ def test_the_side_by_side_verdict_is_two_sided_and_counts_the_budgets_within():
 def test_the_report_of_a_stopped_study_marks_and_counts_the_predicted_points(tmp_path):
     import json  # noqa: PLC0415
 
-    from fitting.report.writer import write_report  # noqa: PLC0415
+    from fitting.report.writer import ReportOptions, write_report  # noqa: PLC0415
 
-    rep = write_report(table(lam=CURVE_LAMBDA, stopped=True), str(tmp_path), uncertainty=None)
+    rep = write_report(table(lam=CURVE_LAMBDA, stopped=True), str(tmp_path), ReportOptions(uncertainty=None))
     fits = json.loads((tmp_path / "fits.json").read_text())
     joint = fits["chinchilla"]["joint"]
     assert joint["meta"]["predicted_points"] == {"en-de": 6}

@@ -20,7 +20,7 @@ from fitting.cli import main
 from fitting.core.base import FitError
 from fitting.report.sections.heldout import heldout_experiments, predict_heldout
 from fitting.report.sections.seeds import seed_spread
-from fitting.report.writer import write_report
+from fitting.report.writer import ReportOptions, write_report
 from fitting.test_utils import make_final_table, true_loss
 
 SIZES = np.geomspace(2e5, 6e6, 5)
@@ -62,8 +62,8 @@ def _fits(path):
 def truth_report(tmp_path_factory):
     fit, held = _study()
     out = tmp_path_factory.mktemp("truth")
-    return write_report(pd.concat([fit, held], ignore_index=True), str(out), ground_truth=GT,
-                        n_refits=5, heldout_runs=HELD)
+    return write_report(pd.concat([fit, held], ignore_index=True), str(out), ReportOptions(ground_truth=GT,
+                        n_refits=5, heldout_runs=HELD))
 
 
 def _replicate(held: pd.DataFrame, scale: float) -> pd.DataFrame:
@@ -80,10 +80,10 @@ def test_heldout_rows_are_in_no_fit(tmp_path, truth_report):
     # frontier and recommendation is equal
     fit, held = _study(held_scale=1.5)
     held = pd.concat([held, _replicate(held, 1.01)], ignore_index=True)
-    alone = write_report(fit, str(tmp_path / "alone"), ground_truth=GT, n_refits=5)
+    alone = write_report(fit, str(tmp_path / "alone"), ReportOptions(ground_truth=GT, n_refits=5))
     absurd = write_report(pd.concat([fit, held], ignore_index=True), str(tmp_path / "absurd"),
-                          ground_truth=GT, n_refits=5,
-                          heldout_runs=HELD + [f"{r}_s1" for r in HELD])
+                          ReportOptions(ground_truth=GT, n_refits=5,
+                          heldout_runs=HELD + [f"{r}_s1" for r in HELD]))
     ref = _fits(alone.json_path)
     assert ref["effective"] and ref["joint"] and ref["quality"] and ref["frontier"]
     assert _fits(absurd.json_path) == ref
@@ -163,8 +163,8 @@ def test_noisy_study_predicts_within_its_noise(tmp_path):
     # seeds 0–3), and the stated noise is the sd of the two seeds, not the fit's 1 % residuals
     fit, held = _study(noise=0.01, seed=3)
     held = pd.concat([held, _replicate(held, 1.004)], ignore_index=True)
-    rep = write_report(pd.concat([fit, held], ignore_index=True), str(tmp_path), n_refits=5,
-                       heldout_runs=HELD + [f"{r}_s1" for r in HELD])
+    rep = write_report(pd.concat([fit, held], ignore_index=True), str(tmp_path), ReportOptions(n_refits=5,
+                       heldout_runs=HELD + [f"{r}_s1" for r in HELD]))
     for e in (e for e in rep.heldout if e["primary"]):
         truth = float(true_loss(e["pair"], BIG, e["weight"]))
         assert e["measured"] == pytest.approx(1.002 * truth, rel=1e-9)
@@ -180,8 +180,8 @@ def misfit_report(tmp_path_factory):
     """A report fitted on runs with 5 % noise: residual sds of ≈ 5 % of the loss."""
     fit = make_final_table(sizes=SIZES, weights=(0.0, 0.1, 0.3, 0.5, 0.9, 1.0), noise=0.05,
                            seed=1)
-    return write_report(fit, str(tmp_path_factory.mktemp("misfit")), uncertainty=None,
-                        n_refits=5)
+    return write_report(fit, str(tmp_path_factory.mktemp("misfit")), ReportOptions(uncertainty=None,
+                        n_refits=5))
 
 
 def _held_at(rep, error: float, seed_scales: tuple[float, ...]) -> tuple[pd.DataFrame, float]:
@@ -257,12 +257,12 @@ def test_unknown_heldout_run_is_an_error_naming_it(tmp_path):
     fit, held = _study()
     tab = pd.concat([fit, held], ignore_index=True)
     with pytest.raises(FitError) as e:
-        write_report(tab, str(tmp_path), heldout_runs=["big_p0.7"])
+        write_report(tab, str(tmp_path), ReportOptions(heldout_runs=["big_p0.7"]))
     msg = str(e.value)
     assert "'big_p0.7'" in msg and "did you mean 'big_p0.70'" in msg
     assert "s0_p0.10" in msg and "big_p1.00" in msg  # the known run ids are listed
     with pytest.raises(FitError, match="nothing is left to fit"):
-        write_report(held, str(tmp_path), heldout_runs=HELD)
+        write_report(held, str(tmp_path), ReportOptions(heldout_runs=HELD))
 
 
 def test_cli_report_heldout(tmp_path, capsys):

@@ -12,7 +12,7 @@ import pytest
 from fitting.data.sampling import dirichlet_mixtures
 from fitting.laws.mixture.laws import MixtureLawFit
 from fitting.laws.mixture.runs import MixtureRuns
-from fitting.report.writer import write_report
+from fitting.report.writer import ReportOptions, write_report
 from fitting.test_utils import make_final_table
 
 PAIRS = ["en-de", "en-fr", "en-zh"]
@@ -38,10 +38,10 @@ def _table():
 
 @pytest.mark.slow  # ≈ 18 s of CPU: the report fits every other section on 18 weights too
 def test_report_mixture_section(tmp_path):
-    rep = write_report(_table(), str(tmp_path), uncertainty=None, n_refits=4,
+    rep = write_report(_table(), str(tmp_path), ReportOptions(uncertainty=None, n_refits=4,
                        heldout_runs=["run18"], target_sizes=[1e8],
                        mixture_constraints={"max_weights": {"en-zh": 0.25},
-                                            "preferences": {"en-de": 2}})
+                                            "preferences": {"en-de": 2}}))
     fits = json.loads(open(rep.json_path).read())
     mix = fits["mixture"]
     assert {"laws", "chosen", "chosen_because", "transfer", "heldout", "recommendation"} <= \
@@ -56,7 +56,7 @@ def test_report_mixture_section(tmp_path):
 
 
 def test_two_pair_report_has_no_mixture(tmp_path):
-    rep = write_report(make_final_table(), str(tmp_path), uncertainty=None, n_refits=4)
+    rep = write_report(make_final_table(), str(tmp_path), ReportOptions(uncertainty=None, n_refits=4))
     fits = json.loads(open(rep.json_path).read())
     assert "mixture" not in fits
     assert "Mixture laws" not in rep.markdown

@@ -1,5 +1,7 @@
 """One registration per kind of addition: a law registered from outside the package with one
-call is a choice of ``mnmt-fit fit --law`` and is what that command runs."""
+call is a choice of ``mnmt-fit fit --law`` and is what that command runs; a report section
+registered with one call is in every report written, its payload in ``fits.json``, and its
+failure is listed under "Skipped" by the writer's one error boundary."""
 
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ import pytest
 
 from fitting.cli import build_parser, main
 from fitting.core.base import LAW_REGISTRY, FitResult, TableRequest, register_law, table_laws
+from fitting.report.section import ReportSection, SectionRun, register_section, unregister_section
+from fitting.report.writer import SECTIONS, ReportOptions, write_report
+from fitting.test_utils import make_final_table
 
 
 @dataclass
@@ -61,3 +66,43 @@ def test_a_law_that_is_not_registered_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["fit", "--law", "outside_constant", "--input", str(tmp_path / "t.csv")])
     assert e.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+def _run_count(run: SectionRun) -> dict:
+    """A section from outside: how many runs the report fitted, and the first section's rows."""
+    n_runs = int(run.view.final_seeds["run_id"].nunique())
+    run.doc.h(2, "Runs counted from outside")
+    run.doc.p(f"{n_runs} fitted runs.")
+    return {"n_runs": n_runs, "first_rows": len(run.payloads["extrapolation"]["rows"])}
+
+
+def _fails(run: SectionRun) -> None:
+    raise RuntimeError("no such data")
+
+
+@pytest.fixture
+def outside_sections():
+    register_section(ReportSection("run count", _run_count, json_key="run_count"))  # one call
+    register_section(ReportSection("always fails", _fails))
+    yield
+    unregister_section("run count")
+    unregister_section("always fails")
+
+
+def test_a_section_registered_outside_is_in_the_report(outside_sections, tmp_path):
+    table = make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.5, 1.0), noise=0.01)
+    rep = write_report(table, str(tmp_path), ReportOptions(n_refits=2, uncertainty=None))
+    fits = json.loads(open(rep.json_path).read())
+    assert fits["run_count"]["n_runs"] == table["run_id"].nunique() == 8
+    assert fits["run_count"]["first_rows"] == len(fits["extrapolation"]["rows"])
+    md = rep.markdown
+    assert "## Runs counted from outside\n\n8 fitted runs." in md
+    # after every built-in section, before the list of skipped sections
+    assert md.index("Runs counted from outside") < md.index("## Skipped")
+    assert fits["skipped"]["section always fails"] == "RuntimeError: no such data"
+
+
+def test_the_built_in_sections_have_distinct_names_and_one_leads():
+    names = [s.name for s in SECTIONS]
+    assert len(set(names)) == len(names)
+    assert [s.name for s in SECTIONS if s.lead] == ["extrapolation"]

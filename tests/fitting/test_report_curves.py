@@ -41,7 +41,7 @@ from fitting.report.sections.extrapolation import (
     extrapolation_rows,
 )
 from fitting.report.view import prepare_view
-from fitting.report.writer import write_report
+from fitting.report.writer import ReportOptions, write_report
 from fitting.test_utils import SCHEDULE_BRANCHES, check_figure, family_schedules
 
 SIZES = (1e5, 3e5, 1e6)
@@ -233,8 +233,8 @@ def test_figure_draws_every_family_shown(exact):
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    rep = write_report(study(), str(tmp_path_factory.mktemp("curves")), uncertainty=None,
-                       n_refits=4)
+    rep = write_report(study(), str(tmp_path_factory.mktemp("curves")), ReportOptions(uncertainty=None,
+                       n_refits=4))
     return rep, json.load(open(rep.json_path))
 
 

@@ -20,7 +20,7 @@ from fitting.report.sections.bivariate import bivariate_section
 from fitting.report.sections.chinchilla import chinchilla_section
 from fitting.report.sections.dpl import dpl_section, fit_study_dpl
 from fitting.report.view import prepare_view
-from fitting.report.writer import write_report
+from fitting.report.writer import ReportOptions, write_report
 from fitting.test_utils import check_figure, make_curves_table, make_final_table
 
 BIAS = {"en-fr": 1.5, "en-de": 2.0}
@@ -147,7 +147,7 @@ def test_dpl_fits_the_baselines_too_when_explicit_weights_are_few(tmp_path):
 
 def test_write_report_recognises_a_chen_study(tmp_path):
     tab, _ = chen_table([(1e7, 2.6e5)], temperatures=(1, 5))
-    rep = write_report(tab, str(tmp_path), uncertainty=None)
+    rep = write_report(tab, str(tmp_path), ReportOptions(uncertainty=None))
     assert "## Sampling ratio and data size: Double Power Law (Chen eq. 5–7)" in rep.markdown
     assert os.path.exists(rep.figures["dpl"])
     data = json.load(open(rep.json_path))
@@ -251,7 +251,7 @@ def test_chinchilla_section_is_skipped_with_its_reason(tmp_path):
 
 def test_write_report_recognises_a_caillaut_study_with_seeds(tmp_path):
     tab = curves_table(sizes=np.geomspace(1e5, 1e7, 4), seeds=(0, 1, 2), noise=0.002)
-    rep = write_report(tab, str(tmp_path), uncertainty=None)
+    rep = write_report(tab, str(tmp_path), ReportOptions(uncertainty=None))
     assert rep.seeds["n_repeated"] == 4 and rep.seeds["seeds_min"] == 3
     # the fit sees one point per (size, step): the seed means
     assert rep.chinchilla["fits"]["en-de"]["n_points"] == 4 * (len(STEPS) - 2)

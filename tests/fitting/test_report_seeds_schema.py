@@ -15,7 +15,7 @@ from fitting.data.tables import read_table, with_optional_columns, write_table
 from fitting.laws.size.joint import fit_joint_law
 from fitting.laws.size.power import fit_power_law
 from fitting.report.sections.seeds import seed_means, seed_spread
-from fitting.report.writer import write_report
+from fitting.report.writer import ReportOptions, write_report
 from fitting.test_utils import TRUTH, make_final_table, write_run_dirs
 
 SIZES = [1e5, 3e5, 1e6, 3e6, 1e7]
@@ -66,7 +66,7 @@ def test_power_and_joint_fits_accept_repeated_points():
 
 def test_the_report_fits_seed_means_and_states_the_spread(tmp_path):
     tab = seeded_table(sd=0.004)
-    rep = write_report(tab, str(tmp_path), uncertainty=None)
+    rep = write_report(tab, str(tmp_path), ReportOptions(uncertainty=None))
     assert rep.seeds["n_repeated"] == len(SIZES) * 3 * 2
     assert rep.seeds["sd_median"] == pytest.approx(0.004, rel=0.5)
     # one point per size in every fit, not one per seed
@@ -87,7 +87,7 @@ def test_the_quality_section_fits_bleurt_and_comet(tmp_path):
         q["metric"] = metric
         q["value"] = a + b * q["value"]
         parts.append(q)
-    rep = write_report(pd.concat(parts, ignore_index=True), str(tmp_path), uncertainty=None)
+    rep = write_report(pd.concat(parts, ignore_index=True), str(tmp_path), ReportOptions(uncertainty=None))
     for metric, a, b in (("bleurt", 0.9, -0.1), ("comet", 1.1, -0.2)):
         for pair in ("en-de", "en-zh"):
             q = rep.quality[(metric, pair)]
@@ -144,7 +144,7 @@ def test_tables_without_the_new_columns_still_load(tmp_path):
     assert list(back["mixture"]) == list(tab["mixture"])
     # and an old CSV file gives a report as before
     write_table(make_final_table(sizes=SIZES, weights=(0.5, 1.0)), tmp_path / "old.csv")
-    rep = write_report(str(tmp_path / "old.csv"), str(tmp_path / "rep"), uncertainty=None)
+    rep = write_report(str(tmp_path / "old.csv"), str(tmp_path / "rep"), ReportOptions(uncertainty=None))
     assert rep.joint is not None and not rep.seeds["n_repeated"]
 
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from fitting.report.markdown import format_number
-from fitting.report.writer import write_report
+from fitting.report.writer import ReportOptions, write_report
 from fitting.test_utils import make_final_table
 
 TARGETS = [8e7, 1e15]
@@ -29,8 +29,8 @@ def two_pair_study(noise: float = 0.01, sizes=None):
 def slips_report(tmp_path_factory):
     out = tmp_path_factory.mktemp("slips")
     # ground truth just below the best losses: every best loss is a few % above L∞
-    return write_report(two_pair_study(), str(out), target_sizes=TARGETS, n_refits=5,
-                        ground_truth={"en-de": 1.17, "en-zh": 1.58})
+    return write_report(two_pair_study(), str(out), ReportOptions(target_sizes=TARGETS, n_refits=5,
+                        ground_truth={"en-de": 1.17, "en-zh": 1.58}))
 
 
 def test_one_weight_of_two_pairs_is_one_column_and_one_key(slips_report):
@@ -79,7 +79,7 @@ def test_weights_within_noise_are_not_recommended(slips_report):
 
 def test_weights_that_matter_are_still_recommended(tmp_path):
     rep = write_report(two_pair_study(noise=0.0, sizes=[2e5, 1e6, 5e6, 2e7]), str(tmp_path),
-                       target_sizes=[8e7], n_refits=5)
+                       ReportOptions(target_sizes=[8e7], n_refits=5))
     rec = json.load(open(rep.json_path))["recommendation"][0]
     assert rec["weights_matter"] is True and rec["gain_over_uniform"] > rec["noise"]
     assert "Recommended weights at N = 8e+07" in rep.markdown

@@ -23,7 +23,7 @@ from fitting.report.sections.verification import (
     verification_section,
     verification_seed_noise,
 )
-from fitting.report.writer import write_report
+from fitting.report.writer import ReportOptions, write_report
 from fitting.test_utils import make_final_table
 
 PI = {"a": 0.5, "b": 0.25, "c": 0.25}
@@ -242,10 +242,10 @@ def test_verification_runs_never_enter_the_fits(tmp_path):
             "mixtures": {RECOMMENDED: {"en-de": 0.5, "en-zh": 0.5}},
             "runs": {"s4_verify-recommended_s1000": RECOMMENDED,
                      "s4_verify-recommended_s1001": RECOMMENDED}}
-    plain = write_report(base, str(tmp_path / "plain"), uncertainty=None, n_refits=4)
+    plain = write_report(base, str(tmp_path / "plain"), ReportOptions(uncertainty=None, n_refits=4))
     with_v = write_report(pd.concat([base, _verify_rows(base, plan, 50.0)]),
-                          str(tmp_path / "verified"), uncertainty=None, n_refits=4,
-                          verification=plan)
+                          str(tmp_path / "verified"), ReportOptions(uncertainty=None, n_refits=4,
+                          verification=plan))
     a = json.loads(open(plain.json_path).read())
     b = json.loads(open(with_v.json_path).read())
     assert b["power"] == a["power"] and b["joint"] == a["joint"]

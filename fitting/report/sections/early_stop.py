@@ -3,7 +3,7 @@ the stop, and how the predictions held on the runs trained to the end.
 
 A study stopped at a share f of each run's steps (``StudySpec.stop_fraction``; runs with
 ``planned_learning_rate`` rows, :mod:`fitting.laws.curves.early_stop`) — or any table with
-learning-rate rows, given f (``write_report(stop_fraction=…)``, ``mnmt-fit report
+learning-rate rows, given f (``ReportOptions.stop_fraction``, ``mnmt-fit report
 --stop-fraction``: a benchmark, every run cut at its stop as if stopped) — gets, per pair and
 per fitted parent run that trains the pair (held-out and verification runs left out,
 :attr:`fitting.report.view.StudyView.table_fit`):
