@@ -192,6 +192,60 @@ def test_the_room_check_sees_an_upward_import():
     assert _cycles({"fitting.laws": {"fitting.report"}, "fitting.report": {"fitting.laws"}})
 
 
+def _role(source: str) -> set[str]:
+    """The roles a module's source plays: ``"cli"`` (it imports argparse or defines a top-level
+    ``*_command`` function) and ``"section"`` (it defines a top-level report-section writer: a
+    public ``*_section`` function whose first parameter is the document ``doc``)."""
+    tree = ast.parse(source)
+    roles = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+            if "argparse" in names:
+                roles.add("cli")
+        if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+            if node.name.endswith("_command"):
+                roles.add("cli")
+            if node.name.endswith("_section") and node.args.args and \
+                    node.args.args[0].arg == "doc":
+                roles.add("section")
+    return roles
+
+
+def test_the_role_finder_sees_a_command_and_a_section():
+    assert _role("import argparse\n") == {"cli"}
+    assert _role("def fit_command(args):\n    pass\n") == {"cli"}
+    assert _role("def power_section(doc, rep):\n    pass\n") == {"section"}
+    assert _role("def register_section(section):\n    pass\n") == set()
+
+
+def test_no_folder_of_fitting_mixes_command_lines_with_report_sections():
+    """Command-line entry points live in fitting/cli/ only, report sections in
+    fitting/report/sections/ only."""
+    misplaced = []
+    for module, path in MODULES.items():
+        if not module.startswith("fitting."):
+            continue
+        for role in _role(path.read_text()):
+            home = {"cli": "fitting.cli", "section": "fitting.report.sections"}[role]
+            if not module.startswith(home + "."):
+                misplaced.append(f"{path.relative_to(REPO)}: a {role} module outside {home}")
+    assert not misplaced, "\n".join(misplaced)
+
+
+def test_additions_have_their_places():
+    """design.md says where a new law, report section, interval, subcommand, study preset and
+    benchmark go, and those places exist."""
+    design = (REPO / "docs" / "development" / "design.md").read_text()
+    where = design.split("## Where additions go", 1)[1].split("\n## ", 1)[0]
+    for kind, place in (("A law", "fitting/laws/"), ("A report section", "fitting/report/sections/"),
+                        ("An interval", "fitting/intervals/"), ("subcommand", "fitting/cli/"),
+                        ("A study preset", "t5x_configs/studies/"),
+                        ("A benchmark", "benchmarks/speed/")):
+        assert kind in where and place in where, (kind, place)
+        assert (REPO / place).is_dir()
+
+
 def _private_name_uses() -> list[str]:
     bad = []
     roots = [REPO / p for p in PACKAGES] + [REPO / "benchmarks", REPO / "tests"]
