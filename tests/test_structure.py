@@ -4,6 +4,7 @@ every module on the design map, every shipped gin file parses."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -310,6 +311,19 @@ def test_no_issue_numbers_or_machine_paths_in_code_and_docs():
                 if "/work/" in line or "/root/" in line:
                     bad.append(f"{path.relative_to(REPO)}:{lineno}: {line.strip()[:80]}")
     assert not bad, "\n".join(bad)
+
+
+def test_no_results_section_numbers_in_code_and_docs():
+    """Code and docs name benchmarks/RESULTS.md, never one of its numbered sections: the numbers
+    move as the record grows, the file's dated entries do not."""
+    cited = re.compile(r"RESULTS(\.md)?,? *§ *\d")
+    bad = [f"{path.relative_to(REPO)}:{lineno}"
+           for root in ("mnmt", "fitting", "launch", "docs", "benchmarks", "t5x_configs")
+           for path in sorted((REPO / root).rglob("*"))
+           if path.suffix in (".py", ".md", ".gin") and path.name != "RESULTS.md"
+           for lineno, line in enumerate(path.read_text().splitlines(), start=1)
+           if cited.search(line)]
+    assert not bad, "RESULTS.md section numbers cited: " + ", ".join(bad)
 
 
 GIN_FILES = sorted(str(p.relative_to(REPO)) for p in (REPO / "t5x_configs").rglob("*.gin"))

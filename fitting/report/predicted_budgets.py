@@ -19,7 +19,7 @@ planned rates (:func:`fitting.laws.curves.early_stop.predict_stopped_end`).
 
 Each predicted row is marked ``predicted`` True (D = the run's tokens per step × the budget's
 last step) and weighs in L(N, D) like a trained one: the checks (the trained ends of the same
-rule) measure its error at 2–8 % (benchmarks/RESULTS.md §94, §96), of the order of the seed
+rule) measure its error at 2–8 % (benchmarks/RESULTS.md, early stop), of the order of the seed
 noise and of L(N, D)'s own misfit, and no measured variance would set a lower weight; the
 leave-largest-size-out backtest grades trained points only
 (:func:`fitting.laws.budget.chinchilla_joint.leave_largest_out`).
@@ -49,7 +49,7 @@ from fitting.report.sections.extrapolation import CURVE_FORM, CURVE_LAMBDA, FROM
 from fitting.report.view import StudyView
 
 #: λ of the law fitted on a run's whole curve (its own cool-down in the fit): chosen on design
-#: seed 10 of the main job (benchmarks/RESULTS.md §96), where the curve section's 0.8 — fitted on
+#: seed 10 of the main job (benchmarks/RESULTS.md), where the curve section's 0.8 — fitted on
 #: short branch cool-downs — over-predicts the gain of a short branch from the run's long one
 WHOLE_RUN_LAMBDA = 0.97
 
