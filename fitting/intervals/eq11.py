@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from fitting.core.seed_noise import SeedNoise
 from fitting.intervals.predictive import (
     PredictiveInterval,
     coverage,
@@ -50,10 +51,12 @@ def _step_error(law, pair: str, sizes: Sequence[float]) -> tuple[float, float]:
 
 
 def eq11_interval(law, n: float, w: float, pair: str, sizes: Sequence[float],
-                  sigma_seed: float | None = None) -> tuple[PredictiveInterval, bool] | None:
+                  sigma_seed: float | None = None, seed_dof: float | None = None
+                  ) -> tuple[PredictiveInterval, bool] | None:
     """The interval of the law's loss of ``pair`` at size ``n`` and weight ``w`` (module
     docstring) and whether it is calibrated (a backtest gave its extrapolation term);
-    ``sizes``: the fitted model sizes. None where the law predicts no positive finite loss."""
+    ``sizes``: the fitted model sizes; ``seed_dof`` σ_seed's dof (None: counted as known).
+    None where the law predicts no positive finite loss."""
     est = float(np.asarray(law.predict(n, w, pair)).ravel()[0])
     if not (math.isfinite(est) and est > 0):
         return None
@@ -67,20 +70,22 @@ def eq11_interval(law, n: float, w: float, pair: str, sizes: Sequence[float],
     iv = predictive_interval(est, resampled=refits,
                              sd_extrapolation=s_ext if calibrated else 0.0,
                              calibration_dof=1 if calibrated else None,
-                             sigma_seed=sigma_seed)
+                             sigma_seed=sigma_seed, seed_dof=seed_dof)
     return iv, calibrated
 
 
 def frontier_intervals(law, frontier, targets: Sequence[float], sizes: Sequence[float],
-                       sigma: Mapping[str, float]) -> dict[str, Any]:
+                       sigma: Mapping[str, float | SeedNoise]) -> dict[str, Any]:
     """Per target size (key ``f"{N:g}"``) and pair, the frontier points' intervals as arrays
     over the frontier's weights: ``lo80``, ``hi80``, ``lo95``, ``hi95``, ``sd_total``, and
-    ``calibrated``; ``sigma``: the pairs' relative seed sd (absent: none)."""
+    ``calibrated``; ``sigma``: the pairs' relative seed sd (absent: none; a
+    :class:`~fitting.core.seed_noise.SeedNoise` enters on its dof)."""
     out: dict[str, Any] = {}
     for n in targets:
         per: dict[str, Any] = {}
         for j, pair in enumerate(frontier.pairs):
-            ivs = [eq11_interval(law, float(n), float(w), pair, sizes, sigma.get(pair))
+            sd, dof = _sigma_and_dof(sigma.get(pair))
+            ivs = [eq11_interval(law, float(n), float(w), pair, sizes, sd, dof)
                    for w in frontier.weights[:, j]]
             if any(v is None for v in ivs):
                 continue
@@ -91,8 +96,15 @@ def frontier_intervals(law, frontier, targets: Sequence[float], sizes: Sequence[
     return out
 
 
+def _sigma_and_dof(v: float | SeedNoise | None) -> tuple[float | None, float | None]:
+    """(σ, its dof) of a relative seed sd given as a number (dof None) or a SeedNoise."""
+    if isinstance(v, SeedNoise):
+        return v.sigma, float(v.dof)
+    return v, None
+
+
 def mark_eq11_heldout(entries: list[dict[str, Any]], law, sizes: Sequence[float],
-                      sigma: Mapping[str, float]) -> dict[str, Any] | None:
+                      sigma: Mapping[str, float | SeedNoise]) -> dict[str, Any] | None:
     """Give every eq. 11 entry of the held-out runs (``law`` starting "eq. 11") its interval
     (σ_seed /√seeds of the run): ``predictive``, ``inside80``, ``inside95``, ``calibrated``;
     return their :func:`fitting.intervals.predictive.coverage` (None: no such entry)."""
@@ -100,9 +112,9 @@ def mark_eq11_heldout(entries: list[dict[str, Any]], law, sizes: Sequence[float]
     for e in entries:
         if not str(e.get("law", "")).startswith("eq. 11") or law is None:
             continue
-        rel = sigma.get(e["pair"])
+        rel, dof = _sigma_and_dof(sigma.get(e["pair"]))
         seed = None if rel is None else rel / math.sqrt(max(1, int(e.get("seeds") or 1)))
-        got = eq11_interval(law, e["n"], e["weight"], e["pair"], sizes, seed)
+        got = eq11_interval(law, e["n"], e["weight"], e["pair"], sizes, seed, dof)
         if got is None:
             continue
         iv, calibrated = got

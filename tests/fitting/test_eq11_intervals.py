@@ -34,6 +34,11 @@ def test_the_extrapolation_term_is_the_backtest_grown_with_log_n(law):
     assert far.sd_resample > 0                                           # the law's refits
     seeded, _ = eq11_interval(law, SIZES[-1], 0.5, "en-de", SIZES, sigma_seed=0.02)
     assert seeded.sd_total == pytest.approx(math.hypot(inside.sd_total, 0.02))
+    # one backtest error is one dof; a seed sd from 3 seeds adds its 2
+    assert inside.calibration_n == 1 and inside.dof is not None and inside.dof < 2
+    known = eq11_interval(law, SIZES[-1], 0.5, "en-de", SIZES, sigma_seed=0.02)[0]
+    three = eq11_interval(law, SIZES[-1], 0.5, "en-de", SIZES, sigma_seed=0.02, seed_dof=2)[0]
+    assert three.seed_dof == 2 and three.dof < known.dof and three.hi95 > known.hi95
 
 
 def test_without_a_backtest_the_interval_is_marked_not_calibrated():

@@ -73,7 +73,6 @@ from fitting.report.record import Report
 from fitting.report.sections.chinchilla import (
     COOLED_LAW,
     chinchilla_points,
-    largest_size_seed_noise,
     largest_size_seed_noises,
 )
 from fitting.report.sections.seeds import experiment_groups
@@ -351,7 +350,7 @@ def heldout_section(doc: Document, rep: Report, view: StudyView) -> None:
     cooled = rep.chinchilla.get("joint")
     cover = _cooled_law_intervals(entries, JointChinchillaFit.from_json(cooled) if cooled
                                   else None, view, eval_set, metric, rep.seeds or {})
-    seed_sd = largest_size_seed_noise(rep.seeds or {})[0]
+    seed_sd = largest_size_seed_noises(rep.seeds or {})[0]
     eq11_cover = mark_eq11_heldout(entries, rep.effective, view.sizes, seed_sd)
     if not entries:
         doc.p("No prediction could be made: " + (_grouped_reasons(skipped) or "no held-out rows")
