@@ -96,7 +96,7 @@ def run(repeats: int, n_refits: int) -> dict:
         fit = fit_joint_law(df, n_refits=n_refits, seed=r)
         ours.append(time.perf_counter() - t)
         ours_cpu.append(time.process_time() - c)
-    fs = float(np.median(list(fit.meta["f_scale"].values())))
+    fs = float(np.median(list(fit.f_scale.values())))
     t, c = time.perf_counter(), time.process_time()
     linf_base = direct_fit(df, fs, n_refits, 0)
     base.append(time.perf_counter() - t)

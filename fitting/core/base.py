@@ -194,6 +194,9 @@ class FitResult:
 
     Subclasses (one per law) add law-specific fields (with defaults) and implement
     :meth:`predict`. ``to_json``/``from_json`` round-trip any subclass through the registry.
+    What every robust least-squares fit records is read through typed attributes
+    (:attr:`converged`, :attr:`f_scale`); ``meta`` keeps the law-specific extras, and
+    ``fits.json`` keeps both where it always had them.
     """
 
     law: str
@@ -214,6 +217,21 @@ class FitResult:
     def predict(self, *args: Any, **kwargs: Any) -> np.ndarray:
         """Law-specific prediction; implemented by each subclass."""
         raise NotImplementedError(f"{type(self).__name__} does not implement predict()")
+
+    @property
+    def converged(self) -> bool | dict[str, bool] | None:
+        """Whether the robust polish converged (:func:`fitting.core.engine.converged`; False
+        comes with a warning, the parameters being the optimiser's last iterate): one flag, or
+        one per pair for a law fitted pair by pair; None for a law that does not record it."""
+        return self.meta.get("converged")
+
+    @property
+    def f_scale(self) -> float | dict[str, float] | None:
+        """The soft_l1 scale of the residuals the fit used (Ghorbani et al. App. E; the grid's
+        choice where ``"auto"`` was asked for): one number, or one per pair for a law fitted
+        pair by pair; None for a law without one."""
+        value = self.meta.get("f_scale")
+        return self.goodness.get("f_scale") if value is None else value
 
     @classmethod
     def fit_table(cls, table: Any, request: TableRequest) -> FitResult | dict[str, Any]:

@@ -25,7 +25,7 @@ the largest size's cooled-down losses). Each predicted point gets, from the smal
   the Satterthwaite sum), divided by √(seeds averaged into the measured point); 0 where no
   smaller size was repeated (stated in ``notes``).
 
-Every refit fixes the main fit's f_scale of the pair (``fit.meta["f_scale"]``) instead of
+Every refit fixes the main fit's f_scale of the pair (``fit.f_scale``) instead of
 searching the grid again (Ghorbani App. E), which keeps the 20 refits to seconds. Nothing of
 the held-out size enters a width. Each ``errors`` entry of the backtest gains
 ``measured``, ``predicted``, ``lo80``, ``hi80``, ``lo95``, ``hi95``, ``inside80``, ``inside95``
@@ -213,7 +213,7 @@ def e_interval(pair: str, fit: JointChinchillaFit, points: pd.DataFrame, seed: i
     def predict(f: JointChinchillaFit) -> list[float]:
         return [f.l_inf(pair)]
 
-    fs = (fit.meta.get("f_scale") or {}).get(pair, "auto")
+    fs = (fit.f_scale or {}).get(pair, "auto")
     boot, failed = resampled_run_refits(pts, form, predict, seed, fs)
     others, notes = other_form_predictions(pts, form, predict, fs)
     try:
@@ -238,5 +238,5 @@ def cooled_law_intervals(fit: JointChinchillaFit, points: pd.DataFrame,
         bt = (fit.backtest or {}).get(pair)
         if bt:
             backtest_intervals(pair, bt, sub, (noise or {}).get(pair), seed,
-                               (fit.meta.get("f_scale") or {}).get(pair, "auto"))
+                               (fit.f_scale or {}).get(pair, "auto"))
         fit.meta.setdefault("E_predictive", {})[pair] = e_interval(pair, fit, sub, seed)

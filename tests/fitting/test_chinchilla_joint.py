@@ -203,12 +203,12 @@ def test_a_main_fit_that_did_not_converge_says_so_per_pair(monkeypatch):
     its evaluation cap was reported as a fit (no meta['converged'], no warning)."""
     t = _table(noise=0.002, seed=3)
     ok = fit_joint_chinchilla(t, uncertainty=None, backtest=False)
-    assert ok.meta["converged"] == {"en-de": True, "en-zh": True}
+    assert ok.converged == {"en-de": True, "en-zh": True}
     assert not any("converg" in w for w in ok.warnings)
     _capped_polish(monkeypatch)
     for form in ("additive", "kaplan"):
         fit = fit_joint_chinchilla(t, uncertainty=None, backtest=False, form=form)
-        assert fit.meta["converged"] == {"en-de": False, "en-zh": False}
+        assert fit.converged == {"en-de": False, "en-zh": False}
         for pair in TRUTH:
             assert any(w.startswith(f"pair {pair!r} ({form} form): the optimiser stopped before "
                                     "converging after") for w in fit.warnings)

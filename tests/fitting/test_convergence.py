@@ -173,7 +173,7 @@ def test_power_law_counts_capped_refits_as_failed_and_records_its_main_fit(monke
     assert len(fit.samples["alpha"]) == 8
     alphas = np.array([r["x"][0] for r in log[main:] if not r["capped"]])
     assert fit.stderr["alpha"] == pytest.approx(np.std(alphas, ddof=1), rel=1e-12)
-    assert fit.meta["converged"] is True
+    assert fit.converged is True
 
 
 def test_power_law_main_fit_at_the_cap_warns_and_records_it(monkeypatch):
@@ -182,7 +182,7 @@ def test_power_law_main_fit_at_the_cap_warns_and_records_it(monkeypatch):
     n, y = _power_loss()
     _capping(monkeypatch, engine, lambda i, kw: True)
     fit = fit_power_law(n, y, uncertainty=None, backtest=False)
-    assert fit.meta["converged"] is False
+    assert fit.converged is False
     assert any("before converging" in w for w in fit.warnings)
 
 

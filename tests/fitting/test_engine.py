@@ -103,3 +103,30 @@ def test_explicit_starts_replace_the_grid():
     res = varpro_fit(_two_rates, y, theta_grid=[[3.0], [3.0]], theta_bounds=([0.01, 0.01], [5, 5]),
                      loss="linear", theta_starts=[[3.0, 3.0], [1.0, 0.1]], n_refine=2)
     assert sorted(res.theta) == pytest.approx([0.2, 1.3], rel=1e-4)
+
+
+def test_converged_and_f_scale_are_attributes_of_every_least_squares_fit():
+    """One flag and one scale for a single-curve law, one per pair for the laws fitted pair by
+    pair; the JSON keeps them where it always had them (``meta``, or ``goodness`` for the
+    encoder/decoder law), so a fit read back has the same attributes."""
+    from fitting.laws.size.bivariate import fit_bivariate_law
+    from fitting.laws.size.joint import fit_joint_law
+    from fitting.laws.size.power import fit_power_law
+    from fitting.test_utils import make_final_table
+
+    fin = make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.3, 0.5, 1.0), noise=0.01)
+    fin = fin.rename(columns={"value": "loss"})
+    one = fin[(fin["pair"] == "en-de") & (fin["weight"] == 0.5)]
+    power = fit_power_law(one["n"], one["loss"], uncertainty=None, backtest=False)
+    joint = fit_joint_law(fin[fin["weight"] > 0], loss_col="loss", uncertainty=None,
+                          backtest=False)
+    ne, nd = (g.ravel() for g in np.meshgrid([1e5, 3e5, 1e6], [1e5, 3e5, 1e6]))
+    bivariate = fit_bivariate_law(ne, nd, 2.0 + 40 * ne ** -0.3 + 60 * nd ** -0.3,
+                                  uncertainty=None, backtest=False)
+    assert power.converged is True and isinstance(power.f_scale, float)
+    assert bivariate.converged is True and bivariate.f_scale == bivariate.goodness["f_scale"]
+    assert joint.converged == {"en-de": True, "en-zh": True}
+    assert set(joint.f_scale) == {"en-de", "en-zh"}
+    for fit in (power, joint, bivariate):
+        back = FitResult.from_json(fit.to_json())
+        assert (back.converged, back.f_scale) == (fit.converged, fit.f_scale)

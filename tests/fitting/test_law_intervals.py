@@ -83,7 +83,7 @@ def test_the_interval_is_fixed_before_the_held_out_size_is_read(fitted):
     moved = pts.assign(value=np.where(held, pts["value"] * 3.0, pts["value"]))
     for e in bt["errors"]:
         e["error"] = (1 + e["error"]) / 3.0 - 1.0
-    backtest_intervals("en-de", bt, moved, NOISE, f_scale=fit.meta["f_scale"]["en-de"])
+    backtest_intervals("en-de", bt, moved, NOISE, f_scale=fit.f_scale["en-de"])
     for old, new in zip(fit.backtest["en-de"]["errors"], bt["errors"], strict=True):
         for k in ("predicted", "lo80", "hi80", "lo95", "hi95"):
             assert new[k] == pytest.approx(old[k], rel=1e-9)

@@ -54,7 +54,7 @@ def test_joint_interval_and_band_contain_the_estimate_in_the_reported_case():
     df = make_final_table(noise=0.01, seed=3, weights=THREE)
     sub = df[(df["pair"] == "en-zh") & (df["weight"] > 0)]
     n, p, y = sub["n"].to_numpy(float), sub["weight"].to_numpy(float), sub["value"].to_numpy()
-    fs = fit.meta["f_scale"]["en-zh"]
+    fs = fit.f_scale["en-zh"]
     best = _soft_l1(y - fit._predict(fit.params, n, p, "en-zh"), fs)
     for j in range(5):
         q = {k: v[j] for k, v in fit.samples.items()}
