@@ -234,6 +234,41 @@ def test_no_folder_of_fitting_mixes_command_lines_with_report_sections():
     assert not misplaced, "\n".join(misplaced)
 
 
+#: functions of fitting that still take more than 8 keyword parameters (name: count), each to
+#: take its settings as an options object (as ``write_report`` takes ``ReportOptions``); the list
+#: only shrinks
+KEYWORD_HEAVY = {
+    "varpro_fit": 15, "fit_multilingual_law": 13, "fit_joint_chinchilla": 13,
+    "fit_power_law": 12, "fit_joint_law": 12, "fit_bivariate_law": 12, "mixture_run_table": 11,
+    "fit_chinchilla": 11, "recommend_mixture": 10, "fit_curve_law": 10, "fit_quality_law": 9,
+    "compare_mixture_laws": 9, "predictive_interval": 9,
+}
+MAX_KEYWORDS = 8
+
+
+def _keyword_counts(source: str) -> dict[str, int]:
+    """Each function's keyword parameters: those with a default and the keyword-only ones."""
+    return {node.name: len(node.args.kwonlyargs) + len(node.args.defaults)
+            for node in ast.walk(ast.parse(source)) if isinstance(node, ast.FunctionDef)}
+
+
+def test_the_keyword_count_sees_defaults_and_keyword_only_parameters():
+    assert _keyword_counts("def f(a, b=1, *, c, d=2):\n    pass\n") == {"f": 3}
+
+
+def test_no_function_in_fitting_takes_more_than_8_keyword_parameters():
+    """Long keyword lists become options objects; the functions that still have one are listed
+    in ``KEYWORD_HEAVY`` and none of them grows."""
+    bad = []
+    for module, path in MODULES.items():
+        if not module.startswith("fitting"):
+            continue
+        for name, count in _keyword_counts(path.read_text()).items():
+            if count > max(MAX_KEYWORDS, KEYWORD_HEAVY.get(name, 0)):
+                bad.append(f"{path.relative_to(REPO)}: {name} takes {count} keyword parameters")
+    assert not bad, "\n".join(bad)
+
+
 def test_additions_have_their_places():
     """design.md says where a new law, report section, interval, subcommand, study preset and
     benchmark go, and those places exist."""
