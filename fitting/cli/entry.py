@@ -1,26 +1,14 @@
 """``mnmt-fit``: fit the papers' laws to a metrics table, draw frontiers, recommend weights, report.
 
-    mnmt-fit fit --law {power,joint,multilingual,bivariate,chinchilla,dpl,quality} --input TABLE
-                 [--columns n=params,loss=val_loss] [--json] [--out FIT.json] [law options]
-    mnmt-fit frontier  (--fit FIT.json | --input TABLE) --sizes 1e8,1e9 [--plot F.png] [--json]
-    mnmt-fit recommend (--fit FIT.json | --input TABLE) --n 1e9 [--preferences en-de=2,en-zh=1]
-    mnmt-fit report --input TABLE_OR_RUN_DIRS... --out DIR [--ground-truth en-de=0.14,...]
-                    [--heldout RUN_ID ...]
-    mnmt-fit compare TABLE_OR_DIR [TABLE_OR_DIR ...] --out DIR [--labels A,B]
-    mnmt-fit mixture TABLE [--target-size N] [--heldout RUN_ID ...] [--max-weight PAIR=W ...]
-                     [--max-loss PAIR=L ...] [--prefer PAIR=X ...] [--epoch-cap E --budget EXAMPLES]
-                     [--json] [--out DIR]
-    mnmt-fit curves TABLE --holdout RUN [--holdout RUN2] [--law annealing|multipower]
-                    [--columns run=...,step=...,lr=...,loss=...,n=...] [--from-step S] [--json]
-    mnmt-fit design TABLE --pool POOL --target TARGET --budget B [--law chinchilla] [--simulate]
+    mnmt-fit fit --law LAW --input TABLE [--columns n=params,loss=val_loss] [--json] [--out F]
+    mnmt-fit frontier | recommend  (--fit FIT.json | --input TABLE) …
+    mnmt-fit report --input TABLE_OR_RUN_DIRS... --out DIR …
+    mnmt-fit compare | mixture | curves | design TABLE …
 
-Input columns per law are documented in docs/guides/fitting.md. Exit status 2 on bad input (the message
-names the column and row).
-
-This module holds the parser, the dispatch and the printing; the subcommands are in
-:mod:`fitting.cli.laws` (fit, frontier, recommend), :mod:`fitting.cli.reports` (report, compare,
-mixture) and :mod:`fitting.cli.curves` (curves), their shared option and table parsing in
-:mod:`fitting.cli.inputs`.
+Every option: docs/reference/cli.md; input columns per law: docs/guides/fitting.md. Exit status
+2 on bad input (the message names the column and row). This module holds the parser, the
+dispatch (:data:`COMMANDS`) and the printing; each subcommand's work is in its module of
+:mod:`fitting.cli`.
 """
 
 from __future__ import annotations

@@ -1,24 +1,14 @@
-"""Robust least-squares engine shared by the laws.
+"""Robust least-squares engine shared by the laws: scipy ``least_squares`` with ``soft_l1`` and an
+``f_scale`` chosen from Ghorbani et al. 2021 App. E's grid (:func:`robust_fit`), and variable
+projection (:func:`varpro_fit`): a law y ≈ A(θ) @ c searched over its few nonlinear parameters θ
+on a grid, the linear ones c solved exactly (non-negative least squares) for each θ, then
+polished jointly with the robust loss and bounds.
 
-* scipy ``least_squares`` with ``loss="soft_l1"`` and an ``f_scale`` chosen from the grid of
-  Ghorbani et al. 2021, App. E (``np.geomspace(0.001, 0.025, 25)``), with bounds;
-* variable projection: a law written as ``y ≈ A(θ) @ c`` with few nonlinear parameters θ (the
-  exponents) and linear ones c (multiplicative factors, irreducible losses) is searched over θ
-  only, c being solved exactly (non-negative least squares) for each θ. This removes the
-  ill-conditioned directions (β and α trade off strongly) and most local minima; a grid over θ
-  gives the multi-start. The best variable-projection solution is then polished jointly over
-  (θ, c) with the robust loss and bounds.
-
-The f_scale grid is searched by fitting once per f_scale and keeping the fit with the smallest
-sum of absolute residuals (a scale-free robust criterion common to all f_scale values) among the
-polishes that converged (:func:`converged`; all of them when none did).
-
-Convergence: :func:`converged` is the one rule by which every scipy optimiser result in
-``fitting`` is judged. A refit (perturbation or bootstrap) whose optimiser stopped without meeting
-its own convergence test (e.g. at its evaluation cap) raises :class:`FitError`, so that
-:mod:`fitting.core.uncertainty` counts it as failed and leaves it out of the spread; a main fit
-that did not converge is returned with ``success=False`` and its law records
-``meta["converged"] = False`` with a warning.
+:func:`converged` is the one rule by which every scipy optimiser result in ``fitting`` is
+judged: a refit that did not converge raises :class:`~fitting.core.base.FitError` (counted as
+failed by :mod:`fitting.core.uncertainty`); a main fit that did not converge is returned with
+``success=False`` and its law records ``converged = False`` with a warning. The f_scale choice,
+bounds and conditioning: docs/reference/laws.md, "Engine".
 """
 
 from __future__ import annotations

@@ -1,23 +1,13 @@
-"""Parameter uncertainty and prediction bands.
+"""Parameter uncertainty and prediction bands: perturbation refits (Fernandes et al. 2023
+footnote 5: every loss times 1 + 0.01·ε, refitted), the bootstrap (points or groups resampled
+with replacement), and bands (a prediction evaluated on every parameter sample, summarised by
+percentiles, widened where needed to contain the estimate: [min(q_lo, θ̂), max(q_hi, θ̂)]).
 
-* Perturbation refits (Fernandes et al. 2023, footnote 5): every observed loss is perturbed by
-  i.i.d. Gaussian noise with σ = 1% of its value and the law is refitted; the spread of the
-  refitted parameters is the reported standard error.
-* Bootstrap: data points (or groups of points, e.g. whole model sizes) resampled with replacement.
-* Bands: any prediction evaluated on every parameter sample, summarised by percentiles.
-
-Given the point estimate, an interval (or band) is the percentile range widened where needed to
-reach it: [min(q_lo, θ̂), max(q_hi, θ̂)]. The percentiles are located by the refits alone; with
-few refits they are about the extreme refits, and a robust fit close to least absolute deviations
-(soft_l1 at a small f_scale) interpolates a few points exactly, so its refits can all fall on one
-side of θ̂, although θ̂ is the optimum of the objective on the data (ε = 0, the centre of the
-perturbation distribution). The widening never lowers the coverage of the percentile interval.
-
-A refit fails when it raises :class:`FitError` (or a numerical error): too few points, or an
-optimiser that stopped without converging (:func:`fitting.core.engine.converged`, raised by
-:func:`fitting.core.engine.require_converged` or an engine fit's ``require_convergence``). Failed
-refits are counted (the ``n_failed`` returned, which each law records in its ``meta``) and left
-out of the samples, hence of every sd, interval and band; they are never replaced by the estimate.
+A refit fails when it raises :class:`~fitting.core.base.FitError` (or a numerical error): too
+few points, or an optimiser that did not converge (:func:`fitting.core.engine.converged`).
+Failed refits are counted (``n_failed``, recorded by each law in its ``meta``) and left out of
+every sd, interval and band; never replaced by the estimate. Why the widening never lowers the
+coverage: docs/reference/laws.md, "Engine".
 """
 
 from __future__ import annotations

@@ -1,30 +1,13 @@
-"""Chinchilla form L(N, D) = E + A/N^α + B/D^β (Caillaut et al. 2024 eq. 2; Hoffmann et al. 2022).
+"""Chinchilla form L(N, D) = E + A/N^α + B/D^β (Caillaut et al. 2024 eq. 2; Hoffmann et al. 2022),
+fitted as Hoffmann et al. and the Besiroglu et al. 2024 replication do: in log space,
+log L ≈ LSE(a − α log N, b − β log D, e), Huber loss, L-BFGS from a grid of starts.
 
-Fitted as Hoffmann et al. (and the Besiroglu et al. 2024 replication) do: in log space,
-log L ≈ LSE(a − α log N, b − β log D, e) with A = e^a, B = e^b, E = e^e, minimising
-Σ Huber_δ(LSE(·) − log L) with L-BFGS from a grid of starts (the published grid
-α, β ∈ {0, 0.5, …, 2}, e ∈ {−1, −0.5, …, 1}, a, b ∈ {0, 5, …, 25}; 4,500 starts).
-
-Starts (``init``): by default (``"auto"``) only the grid's 25 distinct exponent pairs, each with
-E, A, B solved exactly by variable projection, and the full grid as well only where those starts
-are not applicable or not trusted (see :func:`fit_chinchilla`); ``"grid"`` is the published
-procedure, ``"varpro"`` the variable-projection starts alone.
-
-Robustness (the objective has many local minima and, with δ = 1e-3, is nearly an L1 fit whose
-kinks stall quasi-Newton methods):
-- analytic gradients, and all starts advanced together by a vectorised L-BFGS pass (one numpy
-  evaluation serves every start), far faster than one scipy call per start;
-- the best distinct end points are polished (L-BFGS to tight tolerances, then an iteratively
-  reweighted Gauss–Newton (IRLS) solve that converges through the Huber kinks), all at once;
-- the result reports the fraction of starts that reached the optimum (``meta["start_stats"]``).
-Optional tied exponents α = β (Muennighoff et al. 2023) and bootstrap intervals (rows resampled
-with replacement, each refit from the best full-data optima).
-
-The starts and the search from them (the published grid, the ``init`` paths, polishing of the
-best end points) live in :mod:`fitting.laws.budget.chinchilla_search`, the optimiser they drive
-(objective/gradient, vectorised L-BFGS, polishing) in :mod:`fitting.laws.budget.chinchilla_opt`; this
-module holds the public API: the result, the fit and its diagnostics (goodness, backtest,
-bootstrap), and the fit from a table.
+This module holds the public API: the result (:class:`ChinchillaFit`), the fit
+(:func:`fit_chinchilla`: starts ``init`` = ``"auto"``, ``"grid"`` or ``"varpro"``, tied exponents,
+bootstrap) with its diagnostics (goodness, backtest, start statistics) and the fit from a table.
+The starts and the search: :mod:`fitting.laws.budget.chinchilla_search`; the vectorised L-BFGS
+and polishing: :mod:`fitting.laws.budget.chinchilla_opt`; the robustness measures and the
+published grid: docs/reference/laws.md, "Chinchilla form".
 """
 
 from __future__ import annotations

@@ -1,41 +1,15 @@
-"""L(N, D) across mixture weights: the Chinchilla form with eq. 7's sharing (the converged loss
-of compute-limited runs).
-
-Per pair i, on the cooled-down budgets (Hägele et al. 2024) of runs at several weights p:
+"""L(N, D) across mixture weights: the Chinchilla form with eq. 7's sharing, fitted per pair on
+cooled-down budgets (the converged loss of compute-limited runs).
 
     L_i(N, D; p) = E_i + A_{p,i} · N^(−α_i) + B_{p,i} · D^(−β_i)
 
-This is Caillaut et al. 2024 eq. 2 (Hoffmann et al. 2022's L(N, D) = E + A/N^α + B/D^β) with the
-sharing of Fernandes et al. 2023 eq. 7: the exponents α_i, β_i and the irreducible loss E_i are
-the pair's, the coefficients depend on the weight. As eq. 9–10 turn β_{p,i} into effective
-parameters, A_{p,i} and B_{p,i} give an effective share of the parameters and of the tokens:
-
-    f_i(p) = (A_{1,i} / A_{p,i})^(1/α_i),    g_i(p) = (B_{1,i} / B_{p,i})^(1/β_i)    (cf. eq. 10)
-
-so L_i(N, D; p) = E_i + A_{1,i} (f_i(p) N)^(−α_i) + B_{1,i} (g_i(p) D)^(−β_i) (cf. eq. 11), with
-weight 1 replaced by the largest fitted weight when p = 1 was not trained. At a weight that was
-not fitted, f and g are interpolated linearly in p between the fitted weights (f(0) = g(0) = 0:
-an untrained pair has neither), the role eq. 12/13's f̂ plays for eq. 11.
-
-L∞ of the pair is the limit N, D → ∞: E_i. With one training budget (eq. 6/7 on final losses)
-the asymptote is that budget's loss at N → ∞, which lies above E_i while the runs are
-compute-limited.
-
-Fitting: variable projection (:func:`fitting.core.engine.varpro_fit`) with the two exponents
-nonlinear and E, A_p, B_p linear and non-negative, solved exactly; residuals relative to the
-loss (as the log-space fits of Hoffmann et al.), soft_l1 with an f_scale grid (Ghorbani et al.
-App. E). Uncertainty: refits on losses perturbed by 1 % (Fernandes et al. footnote 5).
-Extrapolation check: :func:`leave_largest_out` refits without the largest model size and
-predicts its points (Caillaut et al. §4.1); with ``form="auto"`` it chooses form and budgets on
-the smaller sizes only. An E at or above the lowest loss fitted, or at 0, is a bound, not an
-estimate (:func:`e_bound`, ``meta["E_is_bound"]``). Convergence is judged by
-:func:`fitting.core.engine.converged`: a main fit that did not converge is kept with
-``meta["converged"][pair] = False`` and a warning; a perturbation or backtest refit that did not
-converge fails (left out of the samples; the backtest reported in ``meta["backtest_failed"]``).
-
-``form="kaplan"`` fits Kaplan et al. 2020 eq. 1.5 with an irreducible loss instead
-(:mod:`fitting.laws.budget.kaplan_nd`), whose terms do not add; ``form="auto"`` lets
-:func:`select_form` choose the form and the budgets per pair by prediction of unseen points.
+(Caillaut et al. 2024 eq. 2 with Fernandes et al. 2023 eq. 7's sharing; E_i is the pair's L∞).
+:func:`fit_joint_chinchilla` fits it by variable projection with perturbation uncertainty,
+:func:`leave_largest_out` backtests it, :func:`select_form` chooses the form (this one or Kaplan's,
+:mod:`fitting.laws.budget.kaplan_nd`) and the budgets per pair, :func:`e_bound` says when E is a
+bound. The effective shares f_i(p), g_i(p), the interpolation to unfitted weights, the
+convergence rules and the predicted budgets: docs/reference/laws.md, "L(N, D) across mixture
+weights".
 """
 
 from __future__ import annotations
@@ -121,7 +95,7 @@ class JointChinchillaFit(FitResult):
     def fraction(self, p: ArrayLike, pair: str, which: str = "A",
                  params: Mapping[str, float] | None = None) -> np.ndarray:
         """The effective share of the parameters (``which="A"``: f_i(p)) or of the tokens
-        (``"B"``: g_i(p)) at weights ``p`` (module docstring); FitError above the largest
+        (``"B"``: g_i(p)) at weights ``p`` (docs/reference/laws.md); FitError above the largest
         fitted weight."""
         pair = self._pair(pair)
         q = self.params if params is None else params

@@ -1,22 +1,13 @@
-"""Numerical optimiser behind :mod:`fitting.laws.budget.chinchilla` (whose public API most callers want).
+"""Numerical optimiser behind :mod:`fitting.laws.budget.chinchilla` (whose public API most callers
+want): the Hoffmann et al. 2022 / Besiroglu et al. 2024 objective for L(N, D) = E + A/N^α + B/D^β,
+Σ_i Huber_δ(LSE(a − α log N_i, b − β log D_i, e) − log L_i), in log space, numpy/scipy only.
 
-Minimises the Hoffmann et al. 2022 / Besiroglu et al. 2024 objective for the Chinchilla form
-L(N, D) = E + A/N^α + B/D^β (Caillaut et al. 2024 eq. 2), in log space:
-Σ_i Huber_δ(LSE(a − α log N_i, b − β log D_i, e) − log L_i), with A = e^a, B = e^b, E = e^e.
-
-- :func:`huber_objective` / ``_obj_grad``: the objective and its analytic gradient, batched over
-  starts (rows of θ = (a, b, e, α, β), or (a, b, e, α) with tied exponents α = β);
-- :func:`multi_start`: a vectorised L-BFGS run on every start at once;
-- :func:`varpro_starts`: variable-projection starts (exact NNLS for E, A, B per exponent pair);
-- :func:`lbfgs_polish`, :func:`irls_polish`: polishing of the best end points, the latter an
-  iteratively reweighted Gauss–Newton (Levenberg–Marquardt) solve through the Huber kinks (their
-  ``_many`` forms polish many points in one vectorised pass, each point as it would alone);
-- :func:`refit` / :func:`refit_many`: best polished optimum from a few starts (the bootstrap's
-  refit; ``refit_many`` polishes every resample at once);
-- :func:`profile_check`: the cheap check of ``init="auto"`` (the objective at variable-projection
-  coefficients on a fine lattice of exponents).
-
-numpy/scipy only.
+:func:`huber_objective` (with its analytic gradient, batched over starts), :func:`multi_start`
+(a vectorised L-BFGS over every start at once), :func:`varpro_starts` (exact NNLS for E, A, B
+per exponent pair), :func:`lbfgs_polish` and :func:`irls_polish` (polishing through the Huber
+kinks; ``_many`` forms polish many points in one pass), :func:`refit` / :func:`refit_many` (the
+bootstrap's refits) and :func:`profile_check` (``init="auto"``'s check on a lattice of
+exponents).
 """
 
 from __future__ import annotations

@@ -1,25 +1,14 @@
-"""Kaplan et al. 2020's L(N, D) with an irreducible loss, per mixture weight: the form in which
-the data term and the parameter term do not add.
-
-Kaplan et al. 2020 eq. (1.5) writes L(N, D) = [(N_c/N)^(α_N/α_D) + D_c/D]^α_D. With the
-irreducible loss E of Caillaut et al. 2024 eq. 2 / Hoffmann et al. 2022 and the sharing of
-Fernandes et al. 2023 eq. 7 (exponents and E shared by a pair's weights, the scales per weight):
+"""Kaplan et al. 2020's L(N, D) with an irreducible loss, per mixture weight (eq. 1.5 with
+Caillaut et al. 2024 eq. 2's E and Fernandes et al. 2023 eq. 7's sharing):
 
     L_i(N, D; p) = E_i + [(A_{p,i}/N)^(α_i/β_i) + B_{p,i}/D]^β_i
 
-As D → ∞ it is E_i + (A_{p,i}/N)^α_i (eq. 6/7 in N), as N → ∞ it is E_i + (B_{p,i}/D)^β_i, and L∞
-is E_i. Unlike the additive form, how much more data helps depends on N: a small model is held
-back by its size long before the data run out. A_{p,i} is in parameters and B_{p,i} in tokens,
-so the effective shares of a weight are plain ratios: f_i(p) = A_{1,i}/A_{p,i} of the
-parameters, g_i(p) = B_{1,i}/B_{p,i} of the tokens (cf. Fernandes eq. 10).
-
-Fitting: nonlinear least squares on the relative residuals (L̂ − L)/L with a robust loss, over
-θ = (E, α, β, log A_p, log B_p), from a grid of starts (one start from ``theta0`` for the
-perturbation refits). :mod:`fitting.laws.budget.chinchilla_joint` calls it for ``form="kaplan"``.
-The last solve (the robust polish, or the least-squares one with ``loss="linear"``) is judged by
-:func:`fitting.core.engine.converged`: a perturbation refit that did not converge raises
-:class:`FitError` (its sampler counts it as failed and leaves it out of E's sd); a main fit that
-did not converge is returned, and says so through ``status``.
+the form in which the data and the parameter terms do not add (a small model gains less from
+more data). Its prediction and one pair's fit: nonlinear least squares on relative residuals
+with a robust loss from a grid of starts (analytic Jacobian), judged by
+:func:`fitting.core.engine.converged`. :mod:`fitting.laws.budget.chinchilla_joint` calls it for
+``form="kaplan"``; its limits and effective shares: docs/reference/laws.md, "L(N, D) across
+mixture weights".
 """
 
 from __future__ import annotations

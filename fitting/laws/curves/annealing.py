@@ -3,23 +3,11 @@ eq. 1): the loss at step s of a run with learning rates η_1…η_s is
 
     L(s) = L0 + A·S1(s)^−α − C·S2(s)
 
-S1 = Σ_{i≤s} η_i the forward area, S2 = Σ_{i≤s} m_i the annealing area with momentum
-m_i = λ·m_{i−1} + (η_{i−1} − η_i) (λ = 0.999; :mod:`fitting.laws.curves.schedule`). With size
-terms L0(N) = E + A_N·N^−a (:mod:`fitting.laws.curves.joint_fit`). One fit over several runs
-with different schedules (and sizes) shares every parameter; it predicts the loss of any other
-schedule at every step.
-
-**Relative form** (``form="relative"``; not in the paper, measured on our runs):
-
-    L(s) = (L0 + A·S1(s)^−α) · exp(−C·S2(s))
-
-the annealing gain is a share of the loss, not a fixed amount. Eq. 1 gives a cool-down of area
-S2 the same gain C·S2 wherever the run is; on the main job (Adafactor, rsqrt, runs still in
-their fast first phase, the loss halving between the branches at 45 % and 75 % of the steps)
-the measured gains shrink with the loss, so a C fitted on one branch over-predicts the later
-cool-downs' gains and under-predicts the earlier ones (benchmarks/studies/curve_laws_main_job.py,
-variants ``*-rel``). For a small C·S2 the two agree to first order: exp(−C·S2) ≈ 1 − C·S2,
-i.e. eq. 1 with C_eq1 = C·(L0 + A·S1^−α).
+S1 the forward area, S2 the annealing area with momentum λ (:mod:`fitting.laws.curves.schedule`);
+with size terms L0(N) = E + A_N·N^−a (:mod:`fitting.laws.curves.joint_fit`). One fit over runs
+with different schedules shares every parameter and predicts any other schedule at every step.
+The relative form (``form="relative"``, L(s) = (L0 + A·S1^−α)·exp(−C·S2), not in the paper) and
+why the report uses it: docs/reference/laws.md, "Schedule-aware curve laws".
 """
 
 from __future__ import annotations

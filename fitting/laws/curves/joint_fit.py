@@ -2,32 +2,12 @@
 parameters, optional size terms, relative residuals, perturbation uncertainty, held-out errors.
 
 A law (:class:`CurveLaw`) writes the loss of a run at step t as
-
-    L(t) = g(t; θ) · (L0 + Σ_j c_j · X_j(t; θ))
-
-with linear coefficients c (≥ 0), a few nonlinear parameters θ and a factor g (1 for most
-laws, :meth:`CurveLaw.scale`): the annealing law (:mod:`.annealing`, X = [S1^−α, −S2],
-θ = α; its relative form X = [S1^−α], g = exp(−C·S2), θ = (α, C)) and the Multi-Power Law
-(:mod:`.multipower`, X = [S1^−α, −Σ d_k G(·)], θ = (α, C, β, γ)). With size terms the constant becomes
-L0(N) = E + A_N·N^−a (θ gains a), so one fit across sizes predicts another size; E = L∞ is the
-loss of an infinitely large model trained for ever without annealing, L0(N) that of size N.
-
-**Size terms from two sizes.** The free form has three size parameters (E, A_N, a) and needs
-runs of at least 3 distinct sizes. Two sizes identify L0(N) only under an assumption that
-leaves at most two of them free (:data:`SIZE_ASSUMPTIONS`): ``fixed_e`` (E given, e.g. 0 for a
-pure power law L0 = A_N·N^−a: A_N and a fitted; additive laws only, the fixed E·g moves to the
-left-hand side) and/or ``size_exponent`` (a given, e.g. a published exponent: E and A_N are
-linear coefficients). With both, one size suffices. The assumption is stated in the result
-(:attr:`ScheduleLawFit.size_fixed`, ``meta["size_terms"]``); without one, fewer than 3 sizes is
-an error naming the options (``mnmt-fit curves --fixed-e`` / ``--size-exponent``).
-
-The fit is :func:`fitting.core.engine.varpro_fit` (soft_l1, a θ grid as multi-start, the linear
-coefficients solved exactly for each θ, then a joint robust polish), with every residual divided
-by its measured loss (``sigma = loss``): relative errors, so that curves of different scales weigh
-alike. The losses of each run are thinned to at most ``max_points`` evenly spaced in step.
-Uncertainty: perturbation refits (Fernandes footnote 5, :func:`fitting.core.uncertainty.
-perturbation_samples`): every loss times (1 + 0.01·ε), refitted from the point fit; failed refits
-are counted in ``meta["uncertainty"]["failed"]``.
+L(t) = g(t; θ) · (L0 + Σ_j c_j · X_j(t; θ)), linear coefficients c ≥ 0 and a few nonlinear θ
+(the annealing law, :mod:`.annealing`; the Multi-Power Law, :mod:`.multipower`); with size terms
+L0(N) = E + A_N·N^−a, and two sizes need an assumption (:data:`SIZE_ASSUMPTIONS`: ``fixed_e``,
+``size_exponent``). :func:`fit_curve_law` fits it by :func:`fitting.core.engine.varpro_fit` on
+relative residuals; :func:`heldout_errors` scores held-out runs. The size terms, the thinning of
+the points and the uncertainty: docs/reference/laws.md, "Schedule-aware curve laws".
 """
 
 from __future__ import annotations

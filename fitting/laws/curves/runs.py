@@ -1,41 +1,12 @@
-"""Training curves with their learning-rate schedules, read from a table.
+"""Training curves with their learning-rate schedules, read from a table: the tidy metrics table
+(``learning_rate`` rows carry the schedule, ``probe_loss`` or ``train_loss`` rows the loss; a
+cool-down branch gets its parent's rates up to the branch step) or a wide table of another stack
+(columns ``run``, ``step``, ``lr``, ``loss``, optional ``n``).
 
-Two layouts (after ``--columns``' renaming, :func:`fitting.data.tables.read_table`):
-
-* the tidy metrics table (docs/reference/metrics_schema.md): rows with ``metric`` =
-  ``learning_rate`` carry the schedule, rows with ``metric`` = ``probe_loss`` where the table has
-  them (:func:`curve_loss_metric`), else ``train_loss`` (task ``all`` where the table has
-  per-pair rows too) the loss; ``run_id``, ``step``, ``value``, optional ``n``. A
-  cool-down branch (``parent_run``, ``branch_step``) gets its parent's rates up to the branch step
-  in front of its own: its schedule areas start at step 0 like the parent's.
-* a wide table of another stack (or ours pivoted): one row per logged step, columns ``run`` (or
-  ``run_id``), ``step``, ``lr`` (or ``learning_rate``, our metric's name) and ``loss`` (or a
-  column named as ``loss_metric``, default ``train_loss``), optional ``n``; a row may carry the
-  rate without a loss (or the loss without a rate: a validation loss logged between rate logs)
-  — empty cells are left out. Losses read from a ``train_loss`` column (our metric) without a
-  ``window`` column get the tidy table's windows (below); any other loss column is read at its
-  step (window 0) unless the table has ``window``.
-
-The tidy table's pair column is ``pair`` (the tidy table's) or ``task`` (``metrics.jsonl``'s).
-
-Which losses: ``loss_metric`` (default :func:`curve_loss_metric`: ``probe_loss`` where the table
-has probe rows of the pair, else ``train_loss``), ``pair`` (default ``all`` where the table has
-per-pair rows; name a pair for its own curve, e.g. the validation ``loss`` of the pair a
-single-pair run trains) and ``eval_set``. A ``probe_loss`` row (schema revision 1.4) is a pair's
-loss on the same fixed examples at every probe step: its points differ by the model only, where
-``train_loss`` rows scatter with their batches (≈ 6 % on the main job). Each loss carries its
-**window** (``Curve.window``): a
-tidy ``train_loss`` row at step s is the mean over the updates since the previous row (the
-training stack's loss window, each batch's loss measured before its update), i.e. over the
-models after s − w … s − 1 updates, w the gap to the previous row (to the branch step for a
-branch's first row, to 0 for a run's); an evaluation (any other metric) is the model after s
-updates (w = 0). In a cool-down the loss falls fastest at its end, so reading a windowed loss
-as the loss at s puts the predicted end ~w/2 steps too late (benchmarks/studies/curve_laws_main_job.py).
-
-A loss at step s is explained by the rates of steps 1…s, so every curve's rates must start near
-step 0 (within two logging intervals, or 100 steps): a table whose first *loss* comes long after
-step 0 is fine; a run whose first *rate* does loads, but fitting or predicting it is an error
-naming the run (``mnmt-fit curves`` leaves such runs out of the fit, with a warning).
+:func:`curves_from_table` returns one :class:`Curve` per run, each loss with its window (a
+``train_loss`` row is a mean over the updates since the previous row); :func:`check_runs` says
+which runs can be fitted (their rates start near step 0). The layouts, the loss metric chosen
+and the windows are in :func:`curves_from_table`'s docstring.
 """
 
 from __future__ import annotations
@@ -298,7 +269,44 @@ def curves_from_table(df: pd.DataFrame, *, source: str = "table",
                       loss_metric: str | None = None, pair: str | None = None,
                       eval_set: str | None = None, loss_window: str | int = "auto"
                       ) -> dict[str, Curve]:
-    """{run: :class:`Curve`} of a tidy metrics table or a wide table (module docstring).
+    """{run: :class:`Curve`} of a tidy metrics table or a wide table.
+
+    Two layouts (after ``--columns``' renaming, :func:`fitting.data.tables.read_table`):
+
+    * the tidy metrics table (docs/reference/metrics_schema.md): rows with ``metric`` =
+      ``learning_rate`` carry the schedule, rows with ``metric`` = ``probe_loss`` where the table has
+      them (:func:`curve_loss_metric`), else ``train_loss`` (task ``all`` where the table has
+      per-pair rows too) the loss; ``run_id``, ``step``, ``value``, optional ``n``. A
+      cool-down branch (``parent_run``, ``branch_step``) gets its parent's rates up to the branch step
+      in front of its own: its schedule areas start at step 0 like the parent's.
+    * a wide table of another stack (or ours pivoted): one row per logged step, columns ``run`` (or
+      ``run_id``), ``step``, ``lr`` (or ``learning_rate``, our metric's name) and ``loss`` (or a
+      column named as ``loss_metric``, default ``train_loss``), optional ``n``; a row may carry the
+      rate without a loss (or the loss without a rate: a validation loss logged between rate logs)
+      — empty cells are left out. Losses read from a ``train_loss`` column (our metric) without a
+      ``window`` column get the tidy table's windows (below); any other loss column is read at its
+      step (window 0) unless the table has ``window``.
+
+    The tidy table's pair column is ``pair`` (the tidy table's) or ``task`` (``metrics.jsonl``'s).
+
+    Which losses: ``loss_metric`` (default :func:`curve_loss_metric`: ``probe_loss`` where the table
+    has probe rows of the pair, else ``train_loss``), ``pair`` (default ``all`` where the table has
+    per-pair rows; name a pair for its own curve, e.g. the validation ``loss`` of the pair a
+    single-pair run trains) and ``eval_set``. A ``probe_loss`` row (schema revision 1.4) is a pair's
+    loss on the same fixed examples at every probe step: its points differ by the model only, where
+    ``train_loss`` rows scatter with their batches (≈ 6 % on the main job). Each loss carries its
+    **window** (``Curve.window``): a
+    tidy ``train_loss`` row at step s is the mean over the updates since the previous row (the
+    training stack's loss window, each batch's loss measured before its update), i.e. over the
+    models after s − w … s − 1 updates, w the gap to the previous row (to the branch step for a
+    branch's first row, to 0 for a run's); an evaluation (any other metric) is the model after s
+    updates (w = 0). In a cool-down the loss falls fastest at its end, so reading a windowed loss
+    as the loss at s puts the predicted end ~w/2 steps too late (benchmarks/studies/curve_laws_main_job.py).
+
+    A loss at step s is explained by the rates of steps 1…s, so every curve's rates must start near
+    step 0 (within two logging intervals, or 100 steps): a table whose first *loss* comes long after
+    step 0 is fine; a run whose first *rate* does loads, but fitting or predicting it is an error
+    naming the run (``mnmt-fit curves`` leaves such runs out of the fit, with a warning).
 
     ``loss_metric`` None: :func:`curve_loss_metric` (``probe_loss`` where the table has it, else
     ``train_loss``). Tidy table only: ``pair`` (None: ``all`` where present), ``eval_set`` (None: any) select the

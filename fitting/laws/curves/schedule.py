@@ -1,22 +1,13 @@
 """Learning-rate schedule areas: what the schedule-aware curve laws read from a run's LR log.
 
-A run logs its learning rate η at some steps only (every 10 or 50 steps). :func:`dense_lr`
-turns the log into η_i at every step i = 0…T: **piecewise-linear interpolation** between logged
-steps (exact for linear warm-ups and linear cool-downs, within the log interval's curvature for
-cosine), the first logged value held back to step 0 and the last held to T. Then, with the loss at
-step s taken after the updates 1…s:
-
-* forward area (Tissue et al. 2024, eq. 1; Luo et al. 2025, S1 + S_W of the MPL):
-  S1(s) = Σ_{i=1}^{s} η_i, warm-up included (:func:`forward_area`);
-* LR drops d_i = η_{i−1} − η_i (i ≥ 1), set to 0 up to the end of the warm-up, the first step at
-  which η reaches its maximum (the warm-up's rise adds to S1 only; :func:`lr_drops`);
-* annealing area with momentum (Tissue et al. 2024, eq. 1): m_i = λ·m_{i−1} + d_i, m_0 = 0,
-  S2(s) = Σ_{i=1}^{s} m_i (:func:`annealing_area`);
-* the Multi-Power Law's loss reduction sum (Luo et al. 2025, eq. 1 / the MPL definition)
-  Σ_{k=1}^{t} d_k · G(η_k^{−γ} S_k(t)), S_k(t) = Σ_{τ=k}^{t} η_τ = S1(t) − S1(k−1)
-  (:func:`reduction_knots`, :func:`reduction_sum`): the k of each block between consecutive
-  knots are taken together, at the block's midpoint, with the block's summed drop — exact for
-  single-step blocks, and the drop of a piecewise-linear log is constant within a log interval.
+:func:`dense_lr` turns the logged rates into η_i at every step (piecewise-linear between logged
+steps, the first value held back to step 0); then, the loss at step s taken after updates 1…s:
+the forward area S1(s) = Σ_{i≤s} η_i (:func:`forward_area`), the LR drops d_i = η_{i−1} − η_i, 0
+during the warm-up (:func:`lr_drops`), the annealing area with momentum S2(s) = Σ_{i≤s} m_i,
+m_i = λ·m_{i−1} + d_i (Tissue et al. 2024 eq. 1; :func:`annealing_area`), and the Multi-Power
+Law's loss reduction sum Σ_k d_k·G(η_k^−γ S_k(t)) (Luo et al. 2025 eq. 1), taken in blocks
+between knots (:func:`reduction_knots`, :func:`reduction_sum`). Details:
+docs/reference/laws.md, "Schedule-aware curve laws".
 """
 
 from __future__ import annotations

@@ -1,40 +1,14 @@
 """The four mixture laws as designs for variable projection: pair i's final loss
 L_i = A(θ; u, W) · c, with θ the parameters searched (exponents, transfer coefficients) and c
 the linear ones (solved exactly), u the size N/N_ref (and D/D_ref where the token budget enters)
-and W the runs' weights. The laws and their fitting: :mod:`fitting.laws.mixture.laws`.
+and W the runs' weights (one mixture per run, Σ_j w_j = 1).
 
-Every run trains one mixture w (one weight per pair, Σ_j w_j = 1) at one size N with the study's
-token budget D.
-
-``transfer`` — Fernandes et al. 2023 eq. 11 with the linear effective fraction of eq. 13, the
-pair's own weight replaced by an effective weight that other pairs add to (transfer) or take
-from (interference)::
-
-    e_i(w) = clip(w_i + Σ_{j≠i} τ_ij w_j, ε, 1),   τ_ij ∈ [−0.5, 1]
-    L_i(N, w) = β_i (e_i(w) · N)^(−α_i) + L∞_i
-
-With one model size only, α_i and β_i are not separately identifiable from N: the law fitted is
-L_i = L∞_i + B_i e_i^(−α_i) (B_i = β_i N_0^(−α_i)) and predicts at that size only.
-
-``datamixing`` — Ye et al. 2024 (Data Mixing Laws), one fit per model size, Huber loss with
-δ = 0.02 as they use::
-
-    L_i(w) = c_i + k_i exp(Σ_j t_ij w_j),   t_ii = 0
-
-(Σ_j w_j = 1 makes one t per row redundant: adding a constant to every t_ij only rescales k_i;
-t_ii = 0 fixes it, so c_i + k_i is the loss of pair i trained alone.)
-
-``additive`` and ``joint`` — Shukor et al. 2025 (Scaling Laws for Optimal Data Mixtures). Every
-run has the same token budget D, so their B/D^β terms are constants absorbed into E_i::
-
-    additive: L_i = E_i + A_i N^(−α_i) + 1 / Σ_j C_ij w_j^γ_i
-    joint:    L_i = E_i + 1 / Σ_j C_ij w_j^γ_i + A_i(w) N^(−α_i),   A_i(w) = Σ_j a_ij w_j
-
-One exponent γ_i per target pair (shared by the sources j; Shukor et al. allow one per domain,
-which needs more mixtures than a study of K pairs usually has), and A_i(w) linear in w (their
-power of it is left out for the same reason). With one model size the joint law equals the
-additive one and is not fitted; the additive law drops A_i N^(−α_i) (a constant then). When the
-runs' token budgets differ (:func:`budgets`), ``additive`` and ``joint`` gain B_i (D/D_ref)^−β_i.
+``transfer`` (Fernandes et al. 2023 eq. 11 with eq. 13's effective fraction and a transfer
+matrix τ), ``datamixing`` (Ye et al. 2024), ``additive`` and ``joint`` (Shukor et al. 2025): their
+equations, what one model size leaves identifiable and the token-budget term are in
+docs/reference/laws.md, "Mixture laws for K pairs"; their fitting is
+:mod:`fitting.laws.mixture.laws`. Here: each form's design matrix, start grid, bounds and
+Jacobian.
 """
 
 from __future__ import annotations
