@@ -478,9 +478,11 @@ def test_check_main_job_reads_the_cooled_law_and_the_seed_table(branch_reports, 
     assert "(within)" not in text and "(beyond)" not in text
     # held-out entries carry their predictive intervals, pooled over seeds by the table
     assert all("inside95" in h for h in row["heldout"].values())
-    pooled = seeds.pooled_coverage([row, row])
-    assert pooled["95"]["n"] == 2 * len(row["heldout"])
-    assert pooled["backtest95"]["n"] == 2 * sum(
+    pooled = seeds.pooled_coverage([row, {**row, "seed": 4}])
+    calibrated = [h for h in row["heldout"].values() if h.get("calibrated")]
+    assert pooled["heldout"]["0.95"]["n"] == 2 * len(calibrated)   # calibrated entries only
+    assert pooled["heldout"]["0.95"]["clusters"] == 2 * len(calibrated)  # seed × pair
+    assert pooled["backtest"]["0.95"]["n"] == 2 * sum(
         b["coverage"]["0.95"]["n"] for b in row["backtest"].values() if b.get("coverage"))
     assert "95 % [" in text
     reps, _, _ = branch_reports

@@ -636,13 +636,18 @@ def _seeds_text(r: dict[str, Any]) -> str:
     return f"{r.get('sigma_seeds')} seeds, {r['sigma_dof']} dof"
 
 
+def _k(r: dict[str, Any]) -> str:
+    """The row's multiple of σ as printed ("3", or "4.85" on a σ of 2 dof)."""
+    return f"{r.get('multiple') or NOISE_MULTIPLE:.3g}"
+
+
 def _statement(kind: str, rows: list[dict[str, Any]]) -> str:
     """What the user may do with predictions of this kind."""
     what = _WHAT[kind]
     judged = [r for r in rows if r["verdict"] in (HOLDS, FAILS)]
     failed = [r for r in judged if r["verdict"] == FAILS]
     vs = "; ".join(f"{r['pair']}: {'backtest' if kind != HELDOUT_RUN else 'error'} "
-                   f"{_pct(r['rmse'])} vs 3σ {_pct(r['three_sigma'])}"
+                   f"{_pct(r['rmse'])} vs {_k(r)}σ {_pct(r['three_sigma'])}"
                    for r in (failed or judged))
     if failed:
         return f"{what}: not trustworthy beyond the noise ({vs})."
@@ -653,7 +658,7 @@ def _statement(kind: str, rows: list[dict[str, Any]]) -> str:
                 "not judged (see the table).")
     few = [r for r in rows if str(r["verdict"]).startswith(FEW_SEEDS)]
     if few:
-        errors = "; ".join(f"{r['pair']}: {_pct(r['rmse'])} vs 3σ {_pct(r['three_sigma'])} "
+        errors = "; ".join(f"{r['pair']}: {_pct(r['rmse'])} vs {_k(r)}σ {_pct(r['three_sigma'])} "
                            f"({_seeds_text(r)}, σ's 90 % CI {_ci(r['sigma_ci90'])})"
                            for r in few)
         return (f"{what}: not judged — the seed noise rests on fewer than {MIN_DOF + 1} seeds, "
