@@ -38,9 +38,10 @@ from fitting.report.sections.curves import curves_section
 from fitting.report.sections.dpl import dpl_section
 from fitting.report.sections.early_stop import early_stop_section, table_stop_fraction
 from fitting.report.sections.extrapolation import extrapolation_section
-from fitting.report.sections.frontier import frontier_section, quality_section
+from fitting.report.sections.frontier import frontier_section
 from fitting.report.sections.heldout import heldout_section
 from fitting.report.sections.mixture import mixture_section
+from fitting.report.sections.quality import quality_section
 from fitting.report.sections.regime import (
     compute_regime,
     fitted_l_inf,

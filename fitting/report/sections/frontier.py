@@ -1,11 +1,8 @@
-"""The report's sections on the eq. 11 law's predictions, called by
-:func:`fitting.report.writer.write_report`:
-
-* :func:`frontier_section`: eq. 11 law, predicted frontier at larger sizes, recommended weights
-  — or, where no weighting beats uniform weights by more than the fit's noise
-  (:func:`weights_verdict`), the statement that the weights do not matter at that size;
-* :func:`quality_section`: BLEU, ChrF, BLEURT, COMET against loss (Ghorbani eq. 5; Fernandes
-  Fig. 8 and 19) and the frontier in each of them.
+"""The report's section on the eq. 11 law's predictions (:func:`frontier_section`): the law,
+the predicted frontier at larger sizes and the recommended weights — or, where no weighting
+beats uniform weights by more than the fit's noise (:func:`weights_verdict`), the statement
+that the weights do not matter at that size. The frontier in quality metrics:
+:mod:`fitting.report.sections.quality`.
 """
 
 from __future__ import annotations
@@ -19,25 +16,18 @@ import pandas as pd
 
 from fitting import plots
 from fitting.core.base import FitError
-from fitting.data.tables import final_losses
 from fitting.intervals.eq11 import frontier_intervals
-from fitting.laws.quality import fit_quality_law, quality_points
 from fitting.laws.size.effective import MultilingualLawFit, fit_multilingual_law
 from fitting.laws.size.frontier import Recommendation, frontier_2pair, frontier_kpair, recommend
 from fitting.report.markdown import Document, format_number
 from fitting.report.record import Report
 from fitting.report.view import StudyView
 
-__all__ = ["frontier_section", "quality_section", "QUALITY_FORMS", "weights_verdict",
-           "NOISE_SOURCE"]
-
-#: quality metrics the report fits against the loss, with the form of their law: BLEU = c·L^−p
-#: (Ghorbani eq. 5); ChrF, BLEURT and COMET near-linear in the loss (Fernandes Fig. 8 and 19)
-QUALITY_FORMS: dict[str, str] = {"chrf": "linear", "bleu": "power", "bleurt": "linear",
-                                 "comet": "linear"}
+__all__ = ["frontier_section", "weights_verdict", "NOISE_SOURCE", "observed_pairs",
+           "flag_unidentified"]
 
 
-def _observed_pairs(fin: pd.DataFrame, pairs: list[str]) -> dict[float, tuple]:
+def observed_pairs(fin: pd.DataFrame, pairs: list[str]) -> dict[float, tuple]:
     """Per size: (loss of pair 1, loss of pair 2) of each run trained on both."""
     if "run_id" not in fin.columns:
         return {}
@@ -53,7 +43,7 @@ def _observed_pairs(fin: pd.DataFrame, pairs: list[str]) -> dict[float, tuple]:
     return out
 
 
-def _flag_unidentified(fig, unidentified: Mapping[str, str]):
+def flag_unidentified(fig: Any, unidentified: Mapping[str, str]) -> Any:
     """Write on a figure drawn from f̂ that f̂ is not identified for some pairs."""
     if unidentified:
         fig.suptitle(f"f̂ not identified for {', '.join(unidentified)}: not determined by the data",
@@ -248,9 +238,9 @@ def frontier_section(doc: Document, rep: Report, view: StudyView,
             bands = {n: ((fr.lower[n][:, 0], fr.upper[n][:, 0]), (fr.lower[n][:, 1],
                                                                   fr.upper[n][:, 1]))
                      for n in fr.lower if n in targets}
-            obs = {n: v for n, v in _observed_pairs(fin, pairs).items() if n in show}
+            obs = {n: v for n, v in observed_pairs(fin, pairs).items() if n in show}
             rep.figures["frontier"] = plots.save(
-                _flag_unidentified(plots.plot_frontier(curves, pairs, observed=obs, bands=bands),
+                flag_unidentified(plots.plot_frontier(curves, pairs, observed=obs, bands=bands),
                                    unidentified),
                 os.path.join(out_dir, "figures", "frontier.png"))
             doc.img("figures/frontier.png", "Predicted trade-off frontier (eq. 11 + f̂) at fitted "
@@ -262,7 +252,7 @@ def frontier_section(doc: Document, rep: Report, view: StudyView,
                 pts = {p: {w: (float(rep.joint.fraction(w, p)[0]), float("nan"))
                            for w in rep.joint.weights[p] if w > 0} for p in pairs}
                 rep.figures["fraction_fit"] = plots.save(
-                    _flag_unidentified(plots.plot_fraction(pts, curve, title=r"f(p) and the fitted $\hat{f}$ (eq. 12/13)"), unidentified),
+                    flag_unidentified(plots.plot_fraction(pts, curve, title=r"f(p) and the fitted $\hat{f}$ (eq. 12/13)"), unidentified),
                     os.path.join(out_dir, "figures", "fraction_fit.png"))
                 doc.img("figures/fraction_fit.png", "f(p) from the joint law (points, eq. 10) "
                         "and the fitted f̂ (dashed; cf. Fernandes Fig. 7 left).")
@@ -275,7 +265,7 @@ def frontier_section(doc: Document, rep: Report, view: StudyView,
             rep.frontier = fr
             v, mask = fr.values[targets[0]], fr.pareto[targets[0]]
             rep.figures["frontier"] = plots.save(
-                _flag_unidentified(plots.plot_frontier_kpair(
+                flag_unidentified(plots.plot_frontier_kpair(
                     v, mask, pairs, title=f"N = {targets[0]:.3g}, {int(mask.sum())} of "
                                           f"{len(mask)} weightings efficient"), unidentified),
                 os.path.join(out_dir, "figures", "frontier.png"))
@@ -284,69 +274,3 @@ def frontier_section(doc: Document, rep: Report, view: StudyView,
                     "Pareto-efficient weightings. Full set: `mnmt-fit frontier`.")
         except Exception as e:
             rep.skipped["figures (frontier)"] = f"{type(e).__name__}: {e}"
-
-
-def quality_section(doc: Document, rep: Report, view: StudyView, out_dir: str) -> None:
-    """Quality laws (Ghorbani eq. 5; Fernandes Fig. 8/19) for every metric of
-    :data:`QUALITY_FORMS` in the fitted runs (``view.table_fit_runs``: every (loss, metric)
-    point, seeds included, branches left out), and the frontier in each."""
-    table, eval_set = view.table_fit_runs, view.eval_set
-    if "metric" not in table.columns:
-        return
-    metrics = [m for m in QUALITY_FORMS if (table["metric"] == m).any()]
-    if not metrics:
-        rep.skipped["quality laws"] = f"no {'/'.join(QUALITY_FORMS)} rows in the table"
-        return
-    doc.h(2, "Translation quality against loss (Ghorbani eq. 5, Fernandes Fig. 8 and 19)")
-    rep.quality = {}
-    for m in metrics:
-        form = QUALITY_FORMS[m]
-        rows = []
-        for pair in sorted(table.loc[table["metric"] == m, "pair"].astype(str).unique()):
-            try:
-                trained = table
-                if "weight" in table.columns:  # zero-shot rows (p = 0) left out, as in the figures
-                    zero_shot = (table["pair"] == pair) & (table["weight"] <= 0)
-                    trained = table[~zero_shot]
-                    if not ((trained["pair"] == pair) & (trained["metric"] == m)).any():
-                        rep.skipped[f"quality {m} {pair}"] = (
-                            f"every {pair} run is zero-shot (weight 0); quality laws use trained "
-                            f"pairs only")
-                        continue
-                pts = quality_points(trained, m, eval_set=eval_set, pair=pair)
-                if form == "power":  # c·L^−p needs a positive score: count what is left out
-                    bad = ~(pts[m] > 0)
-                    if bad.any():
-                        rep.warnings.append(f"quality {m} {pair}: {int(bad.sum())} of {len(pts)} "
-                                            f"points with {m} ≤ 0 left out (the power form "
-                                            f"needs {m} > 0)")
-                        pts = pts[~bad]
-                q = fit_quality_law(pts["loss"], pts[m], form=form, metric=m, n_refits=30)
-            except FitError as e:
-                rep.skipped[f"quality {m} {pair}"] = str(e)
-                continue
-            rep.quality[(m, pair)] = q
-            sd = q.stderr or {}
-            rows.append([pair, m, form, *[format_number(v, sd.get(k)) for k, v in q.params.items()],
-                         format_number(q.goodness.get("r2"), digits=3), str(q.n_points)])
-            rep.warnings += [f"quality {m} {pair}: {w}" for w in q.warnings]
-        doc.table(["pair", "metric", "form", "c or a", "p or b", "R²", "points"], rows)
-        law = rep.effective
-        pairs = list(law.pairs or []) if law is not None else []
-        if len(pairs) == 2 and all((m, p) in rep.quality for p in pairs):
-            try:
-                sizes = [float(s) for s in (rep.frontier.values if rep.frontier else {})]
-                fr = frontier_2pair(law, sizes, pairs=pairs, metric=m, bands=False,
-                                    metric_map={p: rep.quality[(m, p)].predict for p in pairs})
-                curves = {n: (v[:, 0], v[:, 1]) for n, v in fr.values.items()}
-                measured = final_losses(table, eval_set=eval_set, metric=m, drop_invalid=True)[0]
-                obs = {n: v for n, v in _observed_pairs(measured, pairs).items() if n in curves}
-                rep.figures[f"frontier_{m}"] = plots.save(
-                    _flag_unidentified(plots.plot_frontier(curves, pairs, observed=obs, metric=m),
-                                       law.not_identified()),
-                    os.path.join(out_dir, "figures", f"frontier_{m}.png"))
-                doc.img(f"figures/frontier_{m}.png", f"Predicted frontier in {m} (eq. 11 + "
-                        f"quality law) with the {m} the runs measured (points) at the fitted "
-                        f"sizes; cf. Fernandes Fig. 8 right.")
-            except Exception as e:
-                rep.skipped[f"frontier {m}"] = f"{type(e).__name__}: {e}"
