@@ -2,27 +2,11 @@
 (:func:`fitting.laws.mixture.compare.transfer_matrix`).
 
 The law's τ is one parameter among many of a fit dominated by the steep losses near weight 0;
-two measurements answer "who helps whom" without a law:
+two measurements answer "who helps whom" without a law.
 
-* :func:`zero_shot_losses` — pair i's loss in the runs trained on one other pair j only
-  (w_j = 1, w_i = 0): a model that never saw i's data scores far better on it after a related
-  pair (shared lexicon, word order) than after an unrelated one. Lower = closer.
-* :func:`contrasts` — pair i at one weight c, the rest on a single source j (the design's
-  transfer contrasts): L_i(c; j). Lower = j helps i more at equal own data.
-
-:func:`compare_sources` ranks two sources of a target by either measurement: the difference
-with its sd, sd² = sd_a² + sd_b², each the seed sd of the mean where a mixture has two seeds or
-more; for a one-seed run of a contrast, the study's pooled seed noise at that size where it was measured
-(:func:`pooled_seed_noise`: the relative seed sd of the pair over the mixtures trained with
-several seeds, e.g. the verification runs, times the run's loss), else the sd of the run's last 3
-evaluations (``noise`` says which: the last is a stand-in, not the seed noise: during a cool-down
-it measures the curve's fall); ``beyond_2sd`` when |difference| > 2 sd.
-
-:func:`heldout_with_seed_noise` judges the held-out mixture predictions against the same pooled
-seed noise: a one-seed held-out loss y scatters about its seed mean μ with relative sd σ, so even
-an exact law (predicting μ) lands within a relative tolerance t of y only with probability
-P(|y/μ − 1| ≤ t) = erf(t / (σ √2)); the sum over the entries is the count an exact law would
-reach — the ceiling of "within 2 %" that no law can beat on one-seed runs.
+:func:`zero_shot_losses` and :func:`contrasts` measure it, :func:`compare_sources` ranks two
+sources of a target with the seed noise (its docstring: which noise),
+:func:`heldout_with_seed_noise` judges held-out mixture predictions against that noise.
 """
 
 from __future__ import annotations
@@ -157,7 +141,27 @@ def contrasts(runs: MixtureRuns, noise: SeedNoise | None = None) -> list[dict]:
 def compare_sources(entries: list[dict], target: str, better: str, worse: str) -> list[dict]:
     """Per size (and own weight, for contrasts): loss after ``worse`` minus loss after
     ``better`` for ``target`` (positive: ``better`` is the closer source), its sd and whether
-    it is beyond 2 sd."""
+    it is beyond 2 sd.
+
+    * :func:`zero_shot_losses` — pair i's loss in the runs trained on one other pair j only
+      (w_j = 1, w_i = 0): a model that never saw i's data scores far better on it after a related
+      pair (shared lexicon, word order) than after an unrelated one. Lower = closer.
+    * :func:`contrasts` — pair i at one weight c, the rest on a single source j (the design's
+      transfer contrasts): L_i(c; j). Lower = j helps i more at equal own data.
+
+    :func:`compare_sources` ranks two sources of a target by either measurement: the difference
+    with its sd, sd² = sd_a² + sd_b², each the seed sd of the mean where a mixture has two seeds or
+    more; for a one-seed run of a contrast, the study's pooled seed noise at that size where it was measured
+    (:func:`pooled_seed_noise`: the relative seed sd of the pair over the mixtures trained with
+    several seeds, e.g. the verification runs, times the run's loss), else the sd of the run's last 3
+    evaluations (``noise`` says which: the last is a stand-in, not the seed noise: during a cool-down
+    it measures the curve's fall); ``beyond_2sd`` when |difference| > 2 sd.
+
+    :func:`heldout_with_seed_noise` judges the held-out mixture predictions against the same pooled
+    seed noise: a one-seed held-out loss y scatters about its seed mean μ with relative sd σ, so even
+    an exact law (predicting μ) lands within a relative tolerance t of y only with probability
+    P(|y/μ − 1| ≤ t) = erf(t / (σ √2)); the sum over the entries is the count an exact law would
+    reach — the ceiling of "within 2 %" that no law can beat on one-seed runs."""
     def key(e):
         return (e["n"], e.get("weight"))
 

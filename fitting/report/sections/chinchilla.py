@@ -2,30 +2,10 @@
 al. 2022): E + A/N^α + B/D^β fitted on every evaluation of every run, iso-loss contours, and the
 compute-optimal split of a budget C ≈ 6·N·D.
 
-It applies when the table has ≥ 3 model sizes whose runs were evaluated at ≥ 3 steps each with
-growing ``tokens`` (the intermediate evaluations are the D axis: D = training target tokens seen
-up to the step). The points of a run inside its learning-rate warm-up are left out (up to the
-step where its ``learning_rate`` rows peak; without such rows its first evaluation): there the
-loss reflects the schedule, not the tokens seen. Runs repeated with several seeds contribute the
-seed mean at each step. One law is fitted per pair and weight (a pair trained at several weights
-gets one law per weight: D counts every token of the run, so a different mixture is a different
-law). The fit is :func:`fitting.laws.budget.chinchilla.fit_chinchilla` (Huber in log space, L-BFGS) from
-variable-projection starts; ± is the sd over bootstrap refits. The trajectories of one run share
-its learning-rate schedule, so a law from intermediate evaluations describes training to D under
-that schedule, which a cool-down at the end lowers (Caillaut et al. fit it the same way).
-
-When the table has cool-down branches (schema revision 1.2), the D axis is the cooled-down budgets
-instead (Hägele et al. 2024): each parent run's final point and each of its branches' final
-points (:func:`fitting.laws.curves.learning_curve.cooldown_budgets`; D = ``tokens`` there), every one the
-loss of a run trained to D with a full cool-down. A run then needs ≥ 2 budgets (runs with one are
-left out, and said so); seeds are averaged as above. ``rep.chinchilla["d_axis"]`` and the
-section's note say which D axis was used.
-
-:func:`fit_cooled_law` fits, on those cooled-down budgets only, the law the report leads with
-(:mod:`fitting.laws.budget.chinchilla_joint`: L(N, D) across weights, exponents and E shared by a
-pair's weights as in Fernandes eq. 7), whose N, D → ∞ limit E is the pair's fitted L∞;
-:func:`cooled_law_section` writes it, with its leave-largest-size-out backtest against the seed
-noise.
+:func:`chinchilla_section` writes it (which points form the D axis: its docstring);
+:func:`fit_cooled_law` fits, on cooled-down budgets only, the law the report leads with
+(:mod:`fitting.laws.budget.chinchilla_joint`, whose limit E is the pair's fitted L∞) and
+:func:`cooled_law_section` writes it with its backtest against the seed noise.
 """
 
 from __future__ import annotations
@@ -195,7 +175,32 @@ def chinchilla_section(doc: Document, rep: Report, view: StudyView, out_dir: str
                        seed: int = 0, max_panels: int = 6) -> None:
     """Fit L(N, D) per pair (and weight) on the fitted runs (``view.table_fit``, its
     cooled-down budgets ``view.budgets_fit``), tabulate it with the compute-optimal N and D, draw
-    the contours; reasons it cannot go to ``rep.skipped``."""
+    the contours; reasons it cannot go to ``rep.skipped``.
+
+    It applies when the table has ≥ 3 model sizes whose runs were evaluated at ≥ 3 steps each with
+    growing ``tokens`` (the intermediate evaluations are the D axis: D = training target tokens seen
+    up to the step). The points of a run inside its learning-rate warm-up are left out (up to the
+    step where its ``learning_rate`` rows peak; without such rows its first evaluation): there the
+    loss reflects the schedule, not the tokens seen. Runs repeated with several seeds contribute the
+    seed mean at each step. One law is fitted per pair and weight (a pair trained at several weights
+    gets one law per weight: D counts every token of the run, so a different mixture is a different
+    law). The fit is :func:`fitting.laws.budget.chinchilla.fit_chinchilla` (Huber in log space, L-BFGS) from
+    variable-projection starts; ± is the sd over bootstrap refits. The trajectories of one run share
+    its learning-rate schedule, so a law from intermediate evaluations describes training to D under
+    that schedule, which a cool-down at the end lowers (Caillaut et al. fit it the same way).
+
+    When the table has cool-down branches (schema revision 1.2), the D axis is the cooled-down budgets
+    instead (Hägele et al. 2024): each parent run's final point and each of its branches' final
+    points (:func:`fitting.laws.curves.learning_curve.cooldown_budgets`; D = ``tokens`` there), every one the
+    loss of a run trained to D with a full cool-down. A run then needs ≥ 2 budgets (runs with one are
+    left out, and said so); seeds are averaged as above. ``rep.chinchilla["d_axis"]`` and the
+    section's note say which D axis was used.
+
+    :func:`fit_cooled_law` fits, on those cooled-down budgets only, the law the report leads with
+    (:mod:`fitting.laws.budget.chinchilla_joint`: L(N, D) across weights, exponents and E shared by a
+    pair's weights as in Fernandes eq. 7), whose N, D → ∞ limit E is the pair's fitted L∞;
+    :func:`cooled_law_section` writes it, with its leave-largest-size-out backtest against the seed
+    noise."""
     table = view.table_fit
     pts, note, why = chinchilla_points(table, view.eval_set, view.metric, view.budgets_fit)
     if why:

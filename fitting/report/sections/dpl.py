@@ -1,28 +1,9 @@
 """The report's Double Power Law section (Chen et al. 2023): U-curves of the loss against the
 sampling ratio, the optimal ratios of eq. 7, and the temperature baselines that were trained.
 
-It applies when the table has a finite ``data_size`` (a cap on the pair's training examples) that
-differs between pairs — Chen's low-resource setting — and, at some model size, ≥ 3 distinct
-weights per capped pair. Per model size the DPL (eq. 5) is fitted on the final losses (seed
-means) of the runs with explicit weights (``mixture`` ""), so that the baselines (``mixture``
-"T1", "T5", …) are predicted, not fitted; when the explicit runs alone have fewer than
-``MIN_EXPLICIT_WEIGHTS`` (5) weights per pair — too few to pin a direction's curve next to its own
-bias — the baselines are fitted too (≥ 3 weights per pair in all), and the report says so. Each direction (``pair@data_size``) has
-its own bias M_∞.
-
-How the shared parameters are estimated depends on the distinct data sizes below the largest:
-* ≥ 3: Chen's three steps (§3.2) with the joint polish of :func:`fitting.laws.mixture.dpl.fit_dpl`;
-* 2: the same with γ fixed at Chen's eq. 6 value (G(D) = D^γ + b needs three sizes for γ);
-* 1 (e.g. one capped pair next to a larger one): :func:`fit_dpl_one_low_size`: step 1's
-  assumption that the over-fitting term vanishes at the largest size, G(D_high) = 0, with the
-  capacity term (k, α), the exponent β and the low size's scale c = G(D_low)·q^β fitted jointly
-  (linear parameters exact, α and β by grid and polish); γ is Chen's, which sets no prediction
-  at the trained sizes. That is all eq. 7 needs at the trained data sizes.
-
-Every least-squares polish is judged by the project's one convergence rule
-(:func:`fitting.core.engine.converged`): a fit whose polish stopped before converging (at its
-evaluation cap, say) keeps its last iterate, carries a warning (in the report's warnings too) and
-``converged: false`` in the section's JSON (``dpl.converged`` per model size).
+:func:`dpl_section` writes it where the table has finite ``data_size`` caps that differ between
+pairs (Chen's low-resource setting); when it applies and how the shared parameters are
+estimated: its docstring.
 """
 
 from __future__ import annotations
@@ -237,7 +218,30 @@ def dpl_section(doc: Document, rep: Report, fin: pd.DataFrame, out_dir: str, *,
                 uncertainty: str | None = "perturbation", n_refits: int = 100,
                 seed: int = 0) -> None:
     """Fit the DPL per model size, tabulate eq. 7's optimum and the trained baselines, draw the
-    U-curves; every reason it cannot goes to ``rep.skipped``."""
+    U-curves; every reason it cannot goes to ``rep.skipped``.
+
+    It applies when the table has a finite ``data_size`` (a cap on the pair's training examples) that
+    differs between pairs — Chen's low-resource setting — and, at some model size, ≥ 3 distinct
+    weights per capped pair. Per model size the DPL (eq. 5) is fitted on the final losses (seed
+    means) of the runs with explicit weights (``mixture`` ""), so that the baselines (``mixture``
+    "T1", "T5", …) are predicted, not fitted; when the explicit runs alone have fewer than
+    ``MIN_EXPLICIT_WEIGHTS`` (5) weights per pair — too few to pin a direction's curve next to its own
+    bias — the baselines are fitted too (≥ 3 weights per pair in all), and the report says so. Each direction (``pair@data_size``) has
+    its own bias M_∞.
+
+    How the shared parameters are estimated depends on the distinct data sizes below the largest:
+    * ≥ 3: Chen's three steps (§3.2) with the joint polish of :func:`fitting.laws.mixture.dpl.fit_dpl`;
+    * 2: the same with γ fixed at Chen's eq. 6 value (G(D) = D^γ + b needs three sizes for γ);
+    * 1 (e.g. one capped pair next to a larger one): :func:`fit_dpl_one_low_size`: step 1's
+      assumption that the over-fitting term vanishes at the largest size, G(D_high) = 0, with the
+      capacity term (k, α), the exponent β and the low size's scale c = G(D_low)·q^β fitted jointly
+      (linear parameters exact, α and β by grid and polish); γ is Chen's, which sets no prediction
+      at the trained sizes. That is all eq. 7 needs at the trained data sizes.
+
+    Every least-squares polish is judged by the project's one convergence rule
+    (:func:`fitting.core.engine.converged`): a fit whose polish stopped before converging (at its
+    evaluation cap, say) keeps its last iterate, carries a warning (in the report's warnings too) and
+    ``converged: false`` in the section's JSON (``dpl.converged`` per model size)."""
     by_n, why = dpl_applies(fin)
     if not by_n:
         rep.skipped[_KEY] = why

@@ -1,30 +1,9 @@
 """The report's regime: are the trained runs near convergence — the capacity-limited regime the
 laws of Fernandes et al. describe — or compute-limited, and how far are their best losses from L∞?
 
-:func:`compute_regime` judges convergence by one of two methods (``regime["method"]``):
-
-* ``"cooled-down branches"``, when the table has cool-down branches (schema revision 1.2;
-  Hägele et al. 2024, *Scaling Laws and Compute-Optimal Training Beyond Fixed Training
-  Durations*): per parent run and trained pair (weight > 0), the cooled-down budgets — the run's
-  own final loss and each branch's final loss against the token budget D
-  (:func:`fitting.laws.curves.learning_curve.cooldown_budgets`) — and the relative drop of the loss per
-  doubling of D between the last two of them
-  (:func:`fitting.laws.curves.learning_curve.cooled_drop_per_doubling`). A curve is converged when that
-  drop is below :data:`CONVERGED_DROP`; the runs are compute-limited when more than half of the
-  curves are not.
-* ``"slope before the cool-down"``, otherwise: the local log-log slope of each (run, trained
-  pair) learning curve at its end (:func:`fitting.laws.curves.learning_curve.convergence_check`), judged
-  before the run's learning-rate cool-down (:func:`fitting.laws.curves.learning_curve.cooldown_start`).
-
-The slope curves (``regime["curves"]``) are computed in both cases, for comparison; with branches
-on the ordinary runs only (a branch's own curve is a cool-down). :func:`regime_section` writes
-the report's "Regime" section.
-
-:func:`fitted_l_inf` says which law gives the fitted L∞ the regime reads (``regime["l_inf_law"]``),
-per pair the law that did (``l_inf_law``), whether its value is a bound rather than an estimate
-(``l_inf_is_bound``) and, where the law asked for could not fit the pair, why
-(``l_inf_missing``): with cool-down branches that law is L(N, D) across weights on the
-cooled-down budgets, and no other law's L∞ takes its place.
+:func:`compute_regime` judges convergence from cool-down branches (Hägele et al. 2024) or the
+slope before the cool-down (its docstring: the two methods); :func:`regime_section` writes the
+section; :func:`fitted_l_inf` says which law gives the fitted L∞ the regime reads.
 """
 
 from __future__ import annotations
@@ -93,7 +72,13 @@ def fitted_l_inf(pairs: list[str], *, branches: bool, cooled: JointChinchillaFit
     the lowest loss fitted, for eq. 6/7; the cooled-down law's own flag for E).
 
     Returns ``{"law": the law asked for, "l_inf": {pair: (value, source)}, "budget": {pair:
-    (value, source)}, "power": {pair: median of eq. 6}, "info": {pair: {...}}}``."""
+    (value, source)}, "power": {pair: median of eq. 6}, "info": {pair: {...}}}``.
+
+    It says which law gives the fitted L∞ the regime reads (``regime["l_inf_law"]``),
+    per pair the law that did (``l_inf_law``), whether its value is a bound rather than an estimate
+    (``l_inf_is_bound``) and, where the law asked for could not fit the pair, why
+    (``l_inf_missing``): with cool-down branches that law is L(N, D) across weights on the
+    cooled-down budgets, and no other law's L∞ takes its place."""
     out: dict[str, Any] = {"law": COOLED_LAW if branches else LAW_JOINT, "l_inf": {},
                            "budget": {}, "power": {}, "info": {}}
     for pair in pairs:
@@ -280,7 +265,25 @@ def compute_regime(table: pd.DataFrame, fin: pd.DataFrame, l_inf: dict[str, tupl
     (:func:`cooled_curves`), ``converged_drop``, ``median_cooled_drop_per_doubling``,
     ``n_single_budget``, ``slope_n_curves`` and ``slope_n_still_dropping``. ``budgets``:
     ``table``'s cooled-down budgets where already derived (:func:`cooled_curves`).
-    """
+
+    :func:`compute_regime` judges convergence by one of two methods (``regime["method"]``):
+
+    * ``"cooled-down branches"``, when the table has cool-down branches (schema revision 1.2;
+      Hägele et al. 2024, *Scaling Laws and Compute-Optimal Training Beyond Fixed Training
+      Durations*): per parent run and trained pair (weight > 0), the cooled-down budgets — the run's
+      own final loss and each branch's final loss against the token budget D
+      (:func:`fitting.laws.curves.learning_curve.cooldown_budgets`) — and the relative drop of the loss per
+      doubling of D between the last two of them
+      (:func:`fitting.laws.curves.learning_curve.cooled_drop_per_doubling`). A curve is converged when that
+      drop is below :data:`CONVERGED_DROP`; the runs are compute-limited when more than half of the
+      curves are not.
+    * ``"slope before the cool-down"``, otherwise: the local log-log slope of each (run, trained
+      pair) learning curve at its end (:func:`fitting.laws.curves.learning_curve.convergence_check`), judged
+      before the run's learning-rate cool-down (:func:`fitting.laws.curves.learning_curve.cooldown_start`).
+
+    The slope curves (``regime["curves"]``) are computed in both cases, for comparison; with branches
+    on the ordinary runs only (a branch's own curve is a cool-down). :func:`regime_section` writes
+    the report's "Regime" section."""
     reg: dict[str, Any] = {"pairs": _pairs(fin, l_inf, ground_truth, l_inf_power, l_inf_budget,
                                            l_inf_info)}
     branches = has_branches(table)
