@@ -24,7 +24,7 @@ from fitting.laws.curves.schedule import DEFAULT_LAMBDA, annealing_area, forward
 
 __all__ = ["AnnealingLaw", "AnnealingLawFit", "fit_annealing_law", "ANNEALING_FORMS"]
 
-#: "additive": Tissue et al. eq. 1; "relative": (L0 + A·S1^−α)·exp(−C·S2) (module docstring)
+#: "additive": Tissue et al. eq. 1; "relative": (L0 + A·S1^−α)·exp(−C·S2) (docs/reference/laws.md)
 ANNEALING_FORMS = ("additive", "relative")
 
 
@@ -85,7 +85,7 @@ class AnnealingLawFit(ScheduleLawFit):
     ``alpha`` of the forward-area power law, ``C`` the loss drop per unit of annealing area
     (relative form: the relative drop, L = (L0 + A·S1^−α)·exp(−C·S2)).
     ``lam``: the momentum decay λ of S2 (fixed, not fitted); ``form``: "additive" (eq. 1) or
-    "relative" (module docstring). ``limits``: L_inf = E and L0(N) per fitted size
+    "relative" (docs/reference/laws.md). ``limits``: L_inf = E and L0(N) per fitted size
     (ScheduleLawFit; the relative form's L_inf is that of a run never annealed)."""
 
     lam: float = DEFAULT_LAMBDA
@@ -99,7 +99,7 @@ class AnnealingLawFit(ScheduleLawFit):
 def fit_annealing_law(curves: dict[str, Curve] | list[Curve], *, lam: float = DEFAULT_LAMBDA,
                       form: str = "additive", **kwargs: Any) -> AnnealingLawFit:
     """Fit Tissue et al.'s eq. 1 (``form="additive"``) or its relative form
-    (``form="relative"``, module docstring) jointly to ``curves`` ({run: Curve} or a list);
+    (``form="relative"``, docs/reference/laws.md) jointly to ``curves`` ({run: Curve} or a list);
     keyword options as :func:`fitting.laws.curves.joint_fit.fit_curve_law` (``size_terms``,
     ``fixed_e`` (eq. 1 only), ``size_exponent``, ``from_step``, ``max_points``, ``f_scale``, ``uncertainty``, ``n_refits``, ``seed``)."""
     out = fit_curve_law(AnnealingLaw(lam, form), curves, **kwargs)

@@ -155,13 +155,7 @@ def compare_sources(entries: list[dict], target: str, better: str, worse: str) -
     (:func:`pooled_seed_noise`: the relative seed sd of the pair over the mixtures trained with
     several seeds, e.g. the verification runs, times the run's loss), else the sd of the run's last 3
     evaluations (``noise`` says which: the last is a stand-in, not the seed noise: during a cool-down
-    it measures the curve's fall); ``beyond_2sd`` when |difference| > 2 sd.
-
-    :func:`heldout_with_seed_noise` judges the held-out mixture predictions against the same pooled
-    seed noise: a one-seed held-out loss y scatters about its seed mean μ with relative sd σ, so even
-    an exact law (predicting μ) lands within a relative tolerance t of y only with probability
-    P(|y/μ − 1| ≤ t) = erf(t / (σ √2)); the sum over the entries is the count an exact law would
-    reach — the ceiling of "within 2 %" that no law can beat on one-seed runs."""
+    it measures the curve's fall); ``beyond_2sd`` when |difference| > 2 sd."""
     def key(e):
         return (e["n"], e.get("weight"))
 
@@ -223,7 +217,7 @@ def heldout_with_seed_noise(heldout: Mapping[str, Mapping[str, dict]],
                             tolerance: float) -> tuple[dict, dict]:
     """The held-out mixture table (run → pair → entry with ``predicted``, ``measured``, ``n``)
     with each entry's relative error and, where :func:`pooled_seed_noise` covers its pair and
-    size, its seed noise; and a summary (module docstring for the ceiling). ``tolerance``: the
+    size, its seed noise; and a summary (the ceiling: below). ``tolerance``: the
     relative tolerance of the held-out checks (the report passes
     :data:`fitting.report.sections.heldout.REL_TOLERANCE`, so both held-out tables use one).
 
@@ -236,7 +230,13 @@ def heldout_with_seed_noise(heldout: Mapping[str, Mapping[str, dict]],
     miss), ``within`` (|relative error| ≤ tolerance), and over the
     entries with seed noise: ``with_seed_noise``, ``within_with_seed_noise``,
     ``expected_exact`` (Σ p_within_exact: an exact law's expected count) and
-    ``within_3_seed_sd`` (|predicted − measured| ≤ 3 σ · measured)."""
+    ``within_3_seed_sd`` (|predicted − measured| ≤ 3 σ · measured).
+
+    It judges the held-out mixture predictions against the same pooled
+    seed noise: a one-seed held-out loss y scatters about its seed mean μ with relative sd σ, so even
+    an exact law (predicting μ) lands within a relative tolerance t of y only with probability
+    P(|y/μ − 1| ≤ t) = erf(t / (σ √2)); the sum over the entries is the count an exact law would
+    reach — the ceiling of "within 2 %" that no law can beat on one-seed runs."""
     noise = {k: v["relative_sd"] for k, v in (seed_noise or {}).items()}
     out: dict[str, dict] = {}
     summary = {"tolerance": tolerance, "entries": 0, "within": 0, "with_seed_noise": 0,

@@ -250,7 +250,7 @@ def compute_regime(table: pd.DataFrame, fin: pd.DataFrame, l_inf: dict[str, tupl
                    l_inf_budget: dict[str, tuple[float, str]] | None = None,
                    l_inf_info: dict[str, dict[str, Any]] | None = None, *,
                    budgets: pd.DataFrame | None = None) -> dict[str, Any]:
-    """Regime of the trained runs (the module docstring says how it is judged).
+    """Regime of the trained runs (how it is judged: below).
 
     ``fin``: the final rows (best losses per pair); ``l_inf[pair] = (value, source)``: the joint
     law's L∞ (eq. 7) when it was fitted, else the median of the per-weight eq. 6 fits
