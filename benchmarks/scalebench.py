@@ -44,7 +44,9 @@ METHODS = ("ours", "random", "cheapest", "cost_random", "d_optimal")
 PUBLISHED_MSPE = {"farseer": (0.60, 0.88, 0.93), "data_constrained": (0.73, 0.85, 0.86),
                   "domain_mixture": (0.64, 0.89, 0.95)}
 #: The frozen design: fit settings and the cost exponent of ours' score.
-SETTINGS = FitSettings()
+SETTINGS = {"farseer": FitSettings(n_starts=64, screen_nfev=15, n_polish=3, max_nfev=1000),
+            "data_constrained": FitSettings(),
+            "domain_mixture": FitSettings(n_starts=16, max_nfev=100, design_starts=4)}
 COST_POWER = 1.0
 
 
@@ -100,11 +102,11 @@ def one_job(task: str, form_index: int, method: str, seed: int,
     for g_index, g in enumerate(groups):
         rng = np.random.default_rng([seed, form_index, g_index])
         if method == "all_data":
-            fit = SETTINGS.fit(law, g.X, g.y, rng)
+            fit = SETTINGS[task].fit(law, g.X, g.y, rng)
             steps_pred = [fit.predict(g.X_test)] * len(budgets)
         else:
             steps = simulate_design(law, g.X, g.y, g.cost, g.X_test, budgets, method, rng,
-                                    SETTINGS, cost_power)
+                                    SETTINGS[task], cost_power)
             steps_pred = [s.fit.predict(g.X_test) if s.fit else np.full(g.y_test.shape, np.nan)
                           for s in steps]
         for b, p in enumerate(steps_pred):
