@@ -59,9 +59,9 @@ class Group:
     y_test: np.ndarray
 
 
-def load_task(task: str, root: Path = DATA) -> list[Group]:
-    """The task's groups (pool, costs, target points) from its parquet files."""
-    folder = root / FOLDERS[task]
+def load_task(task: str, root: Path | None = None) -> list[Group]:
+    """The task's groups (pool, costs, target points) from its parquet files (under ``DATA``)."""
+    folder = (root or DATA) / FOLDERS[task]
     train = pd.read_parquet(folder / "train-00000-of-00001.parquet")
     test = pd.read_parquet(folder / "test-00000-of-00001.parquet")
     if task == "farseer":

@@ -48,7 +48,7 @@ def test_the_protocol_scores_a_known_law_near_one_and_keeps_budgets(scalebench, 
     law_index = 2  # Muennighoff's form, the law the data come from
     for method in ("ours", "all_data"):
         r2 = scalebench.one_job("data_constrained", law_index, method, 0)
-        assert len(r2) == 3 and min(r2[1:]) > 0.9, (method, r2)
+        assert len(r2) == 3 and min(r2[1:]) > 0.99, (method, r2)
     groups = scalebench.load_task("data_constrained", tmp_path)
     assert np.allclose(groups[0].cost, 6 * groups[0].X[:, 1] * groups[0].X[:, 2])
 
