@@ -9,7 +9,7 @@ import pytest
 from fitting.core.base import FitResult
 from fitting.laws.mixture.compare import transfer_matrix
 from fitting.laws.mixture.laws import fit_mixture_law
-from fitting.laws.mixture.recommend import recommend_mixture
+from fitting.laws.mixture.recommend import MixtureConstraints, recommend_mixture
 from fitting.test_utils import MIXTURE_PAIRS as PAIRS
 from fitting.test_utils import MIXTURE_TAU as TAU
 from fitting.test_utils import known_truth_mixture_runs, transfer_truth
@@ -56,10 +56,10 @@ def test_json_round_trip_and_band(transfer_fit):
 def test_recommendation_respects_constraints_and_beats_uniform():
     truth = transfer_truth()
     uniform = truth.predict([3e8], np.full((1, K), 1 / K))[0]
-    rec = recommend_mixture(truth, 3e8, max_weights={"en-x0": 0.12},
-                            max_loss={"en-x4": float(uniform[4])},
-                            data_size={p: 10 ** (5 + 0.5 * i) for i, p in enumerate(PAIRS)},
-                            budget_examples=1e6, epoch_cap=4.0, n_starts=4)
+    rec = recommend_mixture(truth, 3e8, MixtureConstraints(
+        max_weights={"en-x0": 0.12}, max_loss={"en-x4": float(uniform[4])},
+        data_size={p: 10 ** (5 + 0.5 * i) for i, p in enumerate(PAIRS)},
+        budget_examples=1e6, epoch_cap=4.0), n_starts=4)
     w = rec["weights"]
     assert abs(sum(w.values()) - 1) < 1e-6 and w["en-x0"] <= 0.12 + 1e-6
     assert rec["predicted"]["en-x4"] <= uniform[4] + 1e-6

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fitting.core.base import FitError
-from fitting.laws.mixture.recommend import recommend_mixture, support_bounds
+from fitting.laws.mixture.recommend import MixtureConstraints, recommend_mixture, support_bounds
 from fitting.laws.mixture.runs import MixtureRuns
 from fitting.test_utils import MIXTURE_PAIRS as PAIRS
 from fitting.test_utils import transfer_truth
@@ -55,10 +55,11 @@ def _prefer_x0():
 
 def test_a_pair_is_never_recommended_below_its_bound_and_the_binding_is_reported():
     truth = transfer_truth()
-    free = recommend_mixture(truth, N, preferences=_prefer_x0(), n_starts=3)
+    free = recommend_mixture(truth, N, MixtureConstraints(preferences=_prefer_x0()), n_starts=3)
     assert free["weights"]["en-x0"] > 1 - 1e-3
     floor = {"en-x0": 0.05, "en-x1": 0.05, "en-x2": 0.1, "en-x3": 0.08, "en-x4": 0.12}
-    rec = recommend_mixture(truth, N, preferences=_prefer_x0(), min_weights=floor, n_starts=3)
+    rec = recommend_mixture(truth, N, MixtureConstraints(preferences=_prefer_x0(),
+                                                         min_weights=floor), n_starts=3)
     w = rec["weights"]
     for p in ("en-x1", "en-x2", "en-x3", "en-x4"):
         assert w[p] == pytest.approx(floor[p], abs=1e-6)
@@ -72,15 +73,15 @@ def test_a_bound_below_the_optimum_does_not_bind_nor_move_it():
     truth = transfer_truth()
     free = recommend_mixture(truth, N, n_starts=3)
     low = {p: 0.5 * free["weights"][p] for p in PAIRS}
-    rec = recommend_mixture(truth, N, min_weights=low, n_starts=3)
+    rec = recommend_mixture(truth, N, MixtureConstraints(min_weights=low), n_starts=3)
     assert rec["bounds"]["at_min"] == []
     assert rec["weights"] == pytest.approx(free["weights"], abs=2e-3)
 
 
 def test_bounds_above_a_cap_or_summing_above_one_are_cut_to_a_feasible_box():
     truth = transfer_truth()
-    rec = recommend_mixture(truth, N, max_weights={"en-x0": 0.1},
-                            min_weights={p: 0.3 for p in PAIRS}, n_starts=2)
+    rec = recommend_mixture(truth, N, MixtureConstraints(
+        max_weights={"en-x0": 0.1}, min_weights={p: 0.3 for p in PAIRS}), n_starts=2)
     w = rec["weights"]
     assert abs(sum(w.values()) - 1) < 1e-6 and w["en-x0"] <= 0.1 + 1e-9
     assert rec["bounds"]["note"] and "scaled" in rec["bounds"]["note"]
@@ -132,4 +133,4 @@ def test_a_weight_only_domain_is_weighted_but_not_scored():
     assert rec["objective"] == pytest.approx(np.mean(scored))
     assert not rec["baselines"]["uniform"]["violates"] and rec["feasible"]
     with pytest.raises(FitError, match="weight-only"):
-        recommend_mixture(truth, N, n_starts=2, preferences={PAIRS[-1]: 2.0})
+        recommend_mixture(truth, N, MixtureConstraints(preferences={PAIRS[-1]: 2.0}), n_starts=2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fitting.laws.mixture.recommend import recommend_mixture
+from fitting.laws.mixture.recommend import MixtureConstraints, recommend_mixture
 from fitting.laws.mixture.runs import MixtureRuns
 from fitting.laws.mixture.transfer import direct_transfer
 from fitting.report.sections.mixture import mixture_text
@@ -31,8 +31,8 @@ def _contrast_runs() -> MixtureRuns:
 
 def test_a_binding_lower_bound_and_a_resolved_contrast_are_stated():
     prefer = {p: float(p == "en-x0") for p in PAIRS}
-    rec = recommend_mixture(transfer_truth(), 3e7, preferences=prefer, n_starts=2,
-                            min_weights={p: 0.1 for p in PAIRS})
+    rec = recommend_mixture(transfer_truth(), 3e7, MixtureConstraints(
+        preferences=prefer, min_weights={p: 0.1 for p in PAIRS}), n_starts=2)
     text = mixture_text(_payload(rec, direct_transfer(_contrast_runs())))
     assert "A lower bound binds" in text and "en-x4" in text.split("A lower bound binds")[1]
     assert "N = 3e+07, a fitted size" in text
@@ -52,7 +52,7 @@ def test_the_closest_source_by_zero_shot_loss_is_named():
 
 
 def test_no_binding_line_when_no_bound_binds():
-    rec = recommend_mixture(transfer_truth(), 3e7, n_starts=2,
-                            min_weights={p: 0.01 for p in PAIRS})
+    rec = recommend_mixture(transfer_truth(), 3e7,
+                            MixtureConstraints(min_weights={p: 0.01 for p in PAIRS}), n_starts=2)
     assert rec["bounds"]["at_min"] == []
     assert "A lower bound binds" not in mixture_text(_payload(rec, None))

@@ -7,6 +7,7 @@ same size."""
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from fitting.laws.mixture.domain import outside_domain
 from fitting.laws.mixture.laws import MixtureLawFit
 from fitting.laws.mixture.runs import MixtureRuns
 
-__all__ = ["recommend_mixture", "support_bounds", "BAND_Z", "SUPPORT_POINTS"]
+__all__ = ["MixtureConstraints", "recommend_mixture", "support_bounds", "BAND_Z", "SUPPORT_POINTS"]
 
 #: the criterion's multiple of the bootstrap sd: L + 1.96 sd, the upper end of a normal 95 % band
 BAND_Z = 1.96
@@ -104,13 +105,24 @@ def _vec(d: dict | None, pairs: list[str], default: float, what: str) -> np.ndar
     return np.array([float(d.get(p, default)) for p in pairs])
 
 
-def recommend_mixture(fit: MixtureLawFit, target_size: float, *,
-                      max_weights: dict[str, float] | None = None,
-                      max_loss: dict[str, float] | None = None,
-                      preferences: dict[str, float] | None = None,
-                      data_size: dict[str, float] | None = None,
-                      budget_examples: float | None = None, epoch_cap: float | None = None,
-                      min_weights: dict[str, float] | None = None, band_z: float = BAND_Z,
+@dataclass(frozen=True)
+class MixtureConstraints:
+    """What a recommended mixture must meet and whom it serves: ``max_weights`` {pair: w} and
+    ``min_weights`` {pair: w} (e.g. :func:`support_bounds`), ``max_loss`` {pair: L} at the
+    target size, ``preferences`` {pair: importance π} (default equal), and the epoch cap
+    (``epoch_cap`` epochs of each pair's ``data_size`` within ``budget_examples`` examples)."""
+
+    max_weights: dict[str, float] | None = None
+    max_loss: dict[str, float] | None = None
+    preferences: dict[str, float] | None = None
+    data_size: dict[str, float] | None = None
+    budget_examples: float | None = None
+    epoch_cap: float | None = None
+    min_weights: dict[str, float] | None = None
+
+
+def recommend_mixture(fit: MixtureLawFit, target_size: float,
+                      constraints: MixtureConstraints | None = None, *, band_z: float = BAND_Z,
                       n_starts: int = 8, seed: int = 0) -> dict:
     """Weights on the simplex minimising Σ_i π_i L_i(N, w) / Σ_i π_i of the law ``fit`` at
     N = ``target_size`` subject to w_i ≤ max weight (caller's, and epoch_cap · data_size_i /
@@ -124,8 +136,14 @@ def recommend_mixture(fit: MixtureLawFit, target_size: float, *,
     data. With bootstrap refits the weights minimise Σ_i π_i (L_i + ``band_z`` · sd_i) / Σ π_i,
     sd_i the refits' sd of L_i at w (the band's upper end), not the point estimate alone; the
     result's ``objective`` is still the point estimate Σ π_i L_i (``criterion`` holds the other).
-    ``bounds`` says which bounds bind at the optimum."""
+    ``bounds`` says which bounds bind at the optimum. The bounds, preferences and data sizes
+    are ``constraints`` (:class:`MixtureConstraints`; none by default)."""
     from scipy.optimize import minimize
+
+    c = constraints or MixtureConstraints()
+    max_weights, max_loss, preferences = c.max_weights, c.max_loss, c.preferences
+    data_size, budget_examples, epoch_cap = c.data_size, c.budget_examples, c.epoch_cap
+    min_weights = c.min_weights
 
     pairs = fit.pairs or []
     k = len(pairs)

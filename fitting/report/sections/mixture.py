@@ -34,7 +34,12 @@ from fitting.laws.mixture.compare import (
     rank_laws,
     transfer_matrix,
 )
-from fitting.laws.mixture.recommend import SUPPORT_POINTS, recommend_mixture, support_bounds
+from fitting.laws.mixture.recommend import (
+    SUPPORT_POINTS,
+    MixtureConstraints,
+    recommend_mixture,
+    support_bounds,
+)
 from fitting.laws.mixture.runs import MixtureRuns, mixture_runs, read_wide_runs
 from fitting.laws.mixture.transfer import direct_transfer, heldout_with_seed_noise
 from fitting.report.markdown import Document, format_number
@@ -136,14 +141,12 @@ def _domain(constraints: dict) -> dict:
 
 def _recommend(cmp: MixtureComparison, target_sizes, constraints: dict, seed: int) -> dict:
     n, form = target_for(cmp, target_sizes)
-    rec = recommend_mixture(cmp.laws[form], n, max_weights=constraints.get("max_weights"),
-                            max_loss=constraints.get("max_loss"),
-                            preferences=constraints.get("preferences"),
-                            data_size=cmp.runs.data_size,
-                            budget_examples=constraints.get("budget_examples"),
-                            epoch_cap=constraints.get("epoch_cap"),
-                            min_weights=support_bounds(cmp.runs, **_domain(constraints)),
-                            seed=seed)
+    rec = recommend_mixture(cmp.laws[form], n, MixtureConstraints(
+        max_weights=constraints.get("max_weights"), max_loss=constraints.get("max_loss"),
+        preferences=constraints.get("preferences"), data_size=cmp.runs.data_size,
+        budget_examples=constraints.get("budget_examples"),
+        epoch_cap=constraints.get("epoch_cap"),
+        min_weights=support_bounds(cmp.runs, **_domain(constraints))), seed=seed)
     law, pi = cmp.laws[form], rec["constraints"]["preferences"]
     calibration = heldout_objective_error(law, cmp.heldout, pi, max_n=n)
     iv = objective_interval(law, cmp.laws, n, rec["weights"], pi, calibration,
