@@ -15,7 +15,7 @@ import sys
 from fitting.cli.inputs import load_input, parse_floats, parse_pair_values, parse_values
 from fitting.core.base import FitError
 from fitting.report.compare import write_comparison
-from fitting.report.sections.mixture import mixture_run_table
+from fitting.report.sections.mixture import MixtureRunOptions, mixture_run_table
 from fitting.report.writer import ReportOptions, write_report
 
 __all__ = ["report_command", "compare_command", "mixture_command"]
@@ -76,12 +76,11 @@ def mixture_command(args: argparse.Namespace) -> dict:
                    "max_loss": parse_pair_values(args.max_loss, "max-loss"),
                    "preferences": parse_pair_values(args.prefer, "prefer"),
                    "budget_examples": args.budget, "epoch_cap": args.epoch_cap}
-    return mixture_run_table(args.table, heldout_runs=args.heldout or (),
-                             target_size=args.target_size, constraints=constraints,
-                             eval_set=args.eval_set, metric=args.metric, n_boot=args.n_boot,
-                             seed=args.seed, out_dir=args.out, max_folds=args.folds,
-                             workers=args.workers,
-                             progress=None if args.quiet else _stderr_line)
+    return mixture_run_table(args.table, MixtureRunOptions(
+        heldout_runs=args.heldout or (), target_size=args.target_size, constraints=constraints,
+        eval_set=args.eval_set, metric=args.metric, n_boot=args.n_boot, seed=args.seed,
+        out_dir=args.out, max_folds=args.folds, workers=args.workers,
+        progress=None if args.quiet else _stderr_line))
 
 
 def _stderr_line(text: str) -> None:

@@ -15,6 +15,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -46,7 +47,7 @@ from fitting.report.markdown import Document, format_number
 from fitting.report.sections.heldout import REL_TOLERANCE, check_heldout_runs
 
 __all__ = ["mixture_section", "mixture_payload", "who_helps_whom", "target_for",
-           "load_mixture_runs", "mixture_run_table", "mixture_text"]
+           "load_mixture_runs", "MixtureRunOptions", "mixture_run_table", "mixture_text"]
 
 CONSTRAINT_KEYS = ("max_weights", "max_loss", "preferences", "budget_examples", "epoch_cap")
 
@@ -424,23 +425,42 @@ def load_mixture_runs(table: pd.DataFrame | str, *, heldout_runs: Sequence[str] 
                    f"columns found: {cols}", source=name)
 
 
-def mixture_run_table(table: pd.DataFrame | str, *, heldout_runs: Sequence[str] = (),
-                      target_size: float | None = None, constraints: dict | None = None,
-                      eval_set: str = "validation", metric: str = "loss", n_boot: int = 100,
-                      seed: int = 0, out_dir: str | None = None, max_folds: int = 10,
-                      workers: int | None = None,
-                      progress: Callable[[str], None] | None = None) -> dict:
+@dataclass(frozen=True)
+class MixtureRunOptions:
+    """What ``mnmt-fit mixture`` asks of :func:`mixture_run_table`: the held-out runs, the
+    recommendation's ``target_size`` and ``constraints`` (keys of
+    :class:`~fitting.laws.mixture.recommend.MixtureConstraints`), the eval set and metric, the
+    bootstrap (``n_boot``, ``seed``), the output folder, and ``max_folds``, ``workers`` and
+    ``progress`` of :func:`~fitting.laws.mixture.compare.compare_mixture_laws`."""
+
+    heldout_runs: Sequence[str] = ()
+    target_size: float | None = None
+    constraints: dict | None = None
+    eval_set: str = "validation"
+    metric: str = "loss"
+    n_boot: int = 100
+    seed: int = 0
+    out_dir: str | None = None
+    max_folds: int = 10
+    workers: int | None = None
+    progress: Callable[[str], None] | None = None
+
+
+def mixture_run_table(table: pd.DataFrame | str, options: MixtureRunOptions | None = None
+                      ) -> dict:
     """The mixture analysis of ``mnmt-fit mixture``: ``fits.json["mixture"]``'s content for a
-    table (:func:`load_mixture_runs`); with ``out_dir``, also ``mixture.json`` and
-    ``transfer.png`` there. ``max_folds``, ``workers`` and ``progress``:
-    :func:`~fitting.laws.mixture.compare.compare_mixture_laws`."""
+    table (:func:`load_mixture_runs`); with ``options.out_dir``, also ``mixture.json`` and
+    ``transfer.png`` there."""
+    o = options or MixtureRunOptions()
+    heldout_runs, target_size, seed, out_dir = o.heldout_runs, o.target_size, o.seed, o.out_dir
+    eval_set, metric = o.eval_set, o.metric
     runs = load_mixture_runs(table, heldout_runs=heldout_runs, eval_set=eval_set, metric=metric)
     if len(runs.pairs) < 3:
         raise FitError(f"{runs.source}: {len(runs.pairs)} pair(s) {runs.pairs}; the mixture laws "
                        "need at least 3", column="pair")
-    constraints = {k: v for k, v in (constraints or {}).items() if v is not None}
-    cmp = compare_mixture_laws(runs, n_boot=n_boot, seed=seed, max_folds=max_folds,
-                               workers=workers, progress=progress, **_domain(constraints))
+    constraints = {k: v for k, v in (o.constraints or {}).items() if v is not None}
+    cmp = compare_mixture_laws(runs, n_boot=o.n_boot, seed=seed, max_folds=o.max_folds,
+                               workers=o.workers, progress=o.progress, **_domain(constraints))
     rec, why = None, None
     try:
         rec = _recommend(cmp, None if target_size is None else [target_size], constraints, seed)
