@@ -1,18 +1,14 @@
-"""One prepared view of a study, which every section of the report reads.
+"""One prepared view of a study, which every section of the report reads: :func:`prepare_view`
+derives from the tidy table, once, every frame the sections need and returns them as a frozen
+:class:`StudyView` — one rule, one derivation, and every section sees the same rows.
 
-:func:`prepare_view` derives from the tidy table, once, every frame the sections of
-:func:`fitting.report.writer.write_report` need — the final losses (all runs, fitted runs, per
-seed and as seed means), the held-out runs' final rows, the table without held-out runs, the
-cool-down branches' cooled-down budgets, the seed spread, the points per pair and weight — and
-returns them as a frozen :class:`StudyView`. The sections take the view instead of deriving the
-same frames again from :mod:`fitting.data.tables`: one rule, one derivation, and every section
-sees the same rows.
-
-The rules are those of the report (module docstring of :mod:`fitting.report.writer`): weights
-rounded by :func:`fitting.data.tables.round_weights`; verification runs split off
-(:func:`fitting.report.sections.verification.split_verification`) before anything else; held-out runs
-(:func:`fitting.report.sections.heldout.check_heldout_runs`) and their cool-down branches out of every
-fit; repeated seeds fitted on their means (:mod:`fitting.report.sections.seeds`).
+The rules: weights rounded (:func:`fitting.data.tables.round_weights`, so 1 − 0.7 and 0.3 are
+one weight); verification runs split off first; held-out runs
+(:func:`fitting.report.sections.heldout.check_heldout_runs`) and their branches out of every
+fit, though still in the regime and the learning-curve figure; cool-down branches (Hägele et al.
+2024) never in the size laws, seeds, held-out predictions or quality laws, only in the regime and
+L(N, D) as cooled-down budgets; repeated seeds fitted on their means
+(:mod:`fitting.report.sections.seeds`).
 """
 
 from __future__ import annotations

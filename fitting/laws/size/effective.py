@@ -1,21 +1,13 @@
-"""The law of unseen weights (Fernandes et al. 2023 eq. 11) with f̂ of eq. 12 or eq. 13.
+"""The law of unseen weights (Fernandes et al. 2023 eq. 11) with f̂ of eq. 12 or eq. 13:
 
     L_i(N; p) = β_{1,i} · (f̂_i(p) · N)^(−α_i) + L∞^(i)                       (eq. 11)
-    f̂_i(p)   = p + c1 · p^c2 · (1 − p)^c3                                   (eq. 12)
-    f̂_i(p)   = c1 · (p − 1) + 1                                              (eq. 13)
+    f̂_i(p)   = p + c1 · p^c2 · (1 − p)^c3   (eq. 12),   c1 · (p − 1) + 1   (eq. 13)
 
-f̂_i(p) approximates the effective fraction of parameters f_i(p) (eq. 10); the law predicts the
-loss of pair i at any weight p > 0 and size N. Per pair, α and the c's are nonlinear parameters;
-β_1 and L∞ are linear and solved exactly (variable projection), from a grid of starts.
-
-f̂ is fitted as what it means: f̂(0) = 0, f̂(1) = 1, 0 ≤ f̂(p) ≤ 1 and non-decreasing on [0, 1]
-(eq. 12 with c2, c3 > 0 and a penalty on any decrease, met to ≈1e-4 where the data push against
-it; eq. 13 with 0 ≤ c1 ≤ 1, and f̂(0) = 0 as
-the pair is then not trained). Each pair is also fitted without these constraints: when the
-constraints raise the squared residuals by more than the 95 % point of χ²(1) in noise
-variances, the data ask for an f̂ that is no fraction, and the pair's f̂ is reported as not
-identified (``identification[pair]`` and a warning); the constrained fit is kept, but nothing
-drawn from it should be trusted.
+f̂ approximates the effective fraction of parameters (eq. 10); the law predicts pair i's loss at
+any weight p > 0 and size N. :func:`fit_multilingual_law` fits it per pair by variable
+projection (α and the c's searched, β_1 and L∞ exact) with f̂ constrained to be a fraction, and
+says when the data ask for an f̂ that is none (``identification[pair]``, a warning): the
+constraints and the identification test are in docs/reference/laws.md, "Unseen weights".
 """
 
 from __future__ import annotations
