@@ -20,6 +20,11 @@ __all__ = ["jacobian", "fisher_information", "target_variance", "variance_reduct
 PRIOR_PRECISION = 12.0
 
 
+def _inverse(matrix: np.ndarray) -> np.ndarray:
+    """Inverse of a symmetric positive (semi-)definite matrix, robust to near-singularity."""
+    return np.linalg.pinv(np.nan_to_num(matrix, posinf=1e300, neginf=-1e300), hermitian=True)
+
+
 def jacobian(law: ParametricLaw, u: np.ndarray, X: np.ndarray) -> np.ndarray:
     """∂ predictions / ∂u at every row of ``X``: shape (n, k, p)."""
     return law.jacobian_u(u, X)
@@ -36,7 +41,7 @@ def target_variance(info: np.ndarray, jac_target: np.ndarray) -> np.ndarray:
     """Predictive variance g M⁻¹ gᵀ of every target output: shape (n_target, k)."""
     p = info.shape[0]
     g = jac_target.reshape(-1, p)
-    sol = np.linalg.solve(info, g.T)
+    sol = _inverse(info) @ g.T
     return np.sum(g * sol.T, axis=1).reshape(jac_target.shape[:2])
 
 
@@ -45,19 +50,19 @@ def variance_reduction(info: np.ndarray, jac_candidates: np.ndarray, jac_target:
     """Drop in the mean target variance if each candidate (m, k, p) were added alone."""
     p = info.shape[0]
     g = jac_target.reshape(-1, p)
-    inv = np.linalg.inv(info)
+    inv = _inverse(info)
     out = np.empty(len(jac_candidates))
     for i, jc in enumerate(jac_candidates):
         w = jc @ inv                                  # (k, p)
         s = sigma2 * np.eye(len(jc)) + w @ jc.T       # (k, k)
         gw = g @ w.T                                  # (t, k)
-        out[i] = np.sum(gw * np.linalg.solve(s, gw.T).T) / len(g)
+        out[i] = np.sum(gw * (_inverse(s) @ gw.T).T) / len(g)
     return out
 
 
 def logdet_gain(info: np.ndarray, jac_candidates: np.ndarray, sigma2: float) -> np.ndarray:
     """Gain in log det M if each candidate were added alone (D-optimality)."""
-    inv = np.linalg.inv(info)
+    inv = _inverse(info)
     out = np.empty(len(jac_candidates))
     for i, jc in enumerate(jac_candidates):
         s = np.eye(len(jc)) + jc @ inv @ jc.T / sigma2
