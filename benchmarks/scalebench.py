@@ -47,7 +47,7 @@ PUBLISHED_MSPE = {"farseer": (0.60, 0.88, 0.93), "data_constrained": (0.73, 0.85
 #: The frozen design: fit settings and the cost exponent of ours' score.
 SETTINGS = {"farseer": FitSettings(),
             "data_constrained": FitSettings(),
-            "domain_mixture": FitSettings(n_starts=16, max_nfev=100, design_starts=4)}
+            "domain_mixture": FitSettings(n_starts=8, max_nfev=100, design_starts=2)}
 COST_POWER = 0.25
 
 
