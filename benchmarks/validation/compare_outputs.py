@@ -3,17 +3,19 @@ outputs compared value by value.
 
 Inputs (written once, by this tree, into the work folder; both trees read the same files):
   * a synthetic 2-pair study with learning curves (``fitting.test_utils``): ``report`` and
-    ``fit --law`` power, joint, multilingual, bivariate, quality-free laws;
+    ``fit --law`` power, joint, multilingual and bivariate;
   * datablations (Muennighoff et al. 2023) and Epoch's Chinchilla points (Besiroglu et al. 2024):
     ``fit --law chinchilla``;
   * Ye et al. 2024's 3-domain mixtures at 410M: ``mixture``;
-  * a study's ``metrics.csv`` (``--metrics``): ``report`` with the arguments the study used.
+  * a study's ``metrics.csv`` (``--metrics``): ``report``, with ``--report-args`` (the study's
+    held-out runs and target sizes).
 Each tree runs ``python -m fitting.cli`` with only itself on ``PYTHONPATH``. A tree is a folder or
 a git revision of this repository (exported with ``git archive``). Numbers must agree to
 ``--rtol``; text that differs (e.g. a module named in a sentence) is listed apart.
 
 Usage (from the repository root):
-    python benchmarks/validation/compare_outputs.py BASE NEW [--metrics CSV] [--json]
+    python benchmarks/validation/compare_outputs.py BASE NEW [--metrics CSV [--report-args A]]
+        [--only NAME] [--json]
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import json
 import math
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -56,7 +59,8 @@ def tree(spec: str, work: Path) -> Path:
     return out
 
 
-def write_inputs(work: Path, metrics: str | None) -> list[tuple[str, list[str], str]]:
+def write_inputs(work: Path, metrics: str | None, report_args: str = ""
+                 ) -> list[tuple[str, list[str], str]]:
     """The inputs and the commands run on them: (name, mnmt-fit arguments, output file).
     ``{out}`` in the arguments is the tree's own output folder."""
     from fitting.test_utils import make_curves_table, make_final_table
@@ -101,7 +105,8 @@ def write_inputs(work: Path, metrics: str | None) -> list[tuple[str, list[str], 
                       "--quiet", "--out", "{out}/mixture"], "mixture/mixture.json"))
     if metrics:
         cmds.append(("report metrics.csv", ["report", "--input", metrics, "--out",
-                                            "{out}/main_report"], "main_report/fits.json"))
+                                            "{out}/main_report", *shlex.split(report_args)],
+                     "main_report/fits.json"))
     return cmds
 
 
@@ -158,6 +163,9 @@ def main() -> int:
     ap.add_argument("base", help="source tree: a folder or a git revision")
     ap.add_argument("new", help="source tree: a folder or a git revision")
     ap.add_argument("--metrics", help="a study's metrics.csv, reported as `mnmt-fit report`")
+    ap.add_argument("--report-args", default="",
+                    help="more `mnmt-fit report` arguments for --metrics (the study's held-out "
+                         "runs, target sizes: '--heldout RUN --target-sizes 2e6,8e6')")
     ap.add_argument("--work", help="work folder (default: a temporary one)")
     ap.add_argument("--rtol", type=float, default=1e-12)
     ap.add_argument("--only", help="run only the commands whose name contains this")
@@ -166,7 +174,7 @@ def main() -> int:
     work = Path(args.work or tempfile.mkdtemp(prefix="compare_outputs_"))
     trees = {"base": tree(args.base, work), "new": tree(args.new, work)}
     results = []
-    for name, cmd, output in write_inputs(work, args.metrics):
+    for name, cmd, output in write_inputs(work, args.metrics, args.report_args):
         if args.only and args.only not in name:
             continue
         row: dict[str, Any] = {"name": name}
