@@ -11,8 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fitting.design.parametric import ParametricLaw
-from fitting.laws.budget.data_constrained import DATA_CONSTRAINED_BOUNDS, data_constrained_loss
-from fitting.laws.budget.farseer import FARSEER_BOUNDS, farseer_loss
+from fitting.laws.budget.data_constrained import (
+    DATA_CONSTRAINED_BOUNDS,
+    DATA_CONSTRAINED_PARAMS,
+    data_constrained_loss,
+)
+from fitting.laws.budget.farseer import FARSEER_BOUNDS, FARSEER_PARAMS, farseer_loss
 
 __all__ = ["DesignLaw", "DESIGN_LAWS", "design_law"]
 
@@ -37,10 +41,10 @@ DESIGN_LAWS: dict[str, DesignLaw] = {
         ("E", "A", "alpha", "B", "beta")), ("n", "d")),
     "data_constrained": DesignLaw(ParametricLaw(
         "data_constrained", lambda T, X: data_constrained_loss(T[:, :, None], *X.T),
-        list(DATA_CONSTRAINED_BOUNDS)), ("u", "n", "d")),
+        list(DATA_CONSTRAINED_BOUNDS), DATA_CONSTRAINED_PARAMS), ("u", "n", "d")),
     "farseer": DesignLaw(ParametricLaw(
         "farseer", lambda T, X: farseer_loss(T[:, :, None], X[:, 0], X[:, 1]),
-        list(FARSEER_BOUNDS)), ("n", "d")),
+        list(FARSEER_BOUNDS), FARSEER_PARAMS), ("n", "d")),
 }
 
 

@@ -71,6 +71,8 @@ class ParametricLaw:
     def predict_batch(self, u: np.ndarray, X: np.ndarray) -> np.ndarray:
         """Predictions (b, n, k) at a batch of normalised parameters ``u`` (b, p)."""
         u = np.atleast_2d(u)
+        if len(X) == 0:
+            return np.zeros((len(u), 0, 1))
         with np.errstate(all="ignore"):
             out = np.asarray(self.predict(self.to_theta(u).T, np.asarray(X, float)), float)
         return out.reshape(len(u), len(X), -1)

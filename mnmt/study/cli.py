@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from mnmt.study import lock, mesh_plan, mixture_design, train_options, verify
+from mnmt.study import design_pool, lock, mesh_plan, mixture_design, train_options, verify
 from mnmt.study.loading import DEFAULT_PRESET, preset, preset_file
 from mnmt.study.progress import StudyProgress
 from mnmt.study.runner import RunStopped, run_all, run_complete
@@ -378,6 +378,21 @@ def _plan_line(run, first: int, last: int) -> str:
             f"\trole={mixture_design.role(run)}")
 
 
+def cmd_design_pool(args: argparse.Namespace) -> int:
+    """Write the study's costed candidate runs for `mnmt-fit design --pool`."""
+    spec = load_spec(args.study, args.preset, args.gin)
+    try:
+        fractions = [float(f) for f in args.fractions.split(",") if f.strip()]
+        rows = design_pool.pool_rows(spec, fractions, peak_tflops=args.peak_tflops, mfu=args.mfu)
+    except ValueError as err:
+        raise UsageError(f"design-pool: {err}") from None
+    design_pool.write_pool(rows, args.csv)
+    hours = sum(r["accelerator_hours"] for r in rows)
+    print(f"{args.csv}: {len(rows)} candidate runs, {hours:,.1f} accelerator-hours in all "
+          f"at {args.peak_tflops:g} TFLOP/s × MFU {args.mfu:g}", file=sys.stderr)
+    return 0
+
+
 def cmd_presets(args: argparse.Namespace) -> int:
     """One line per preset: name, scale, runs, sizes, mixtures, steps and what it studies (the
     study file's first comment line)."""
@@ -449,6 +464,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_verify)
     for plugin in entry_points(group=COMMAND_PLUGINS):  # e.g. `launch` from the launch package
         plugin.load()(sub)
+    p = add_study_arguments(sub.add_parser(
+        "design-pool", help="the study's candidate runs (sizes × weights × step fractions) "
+                            "with their FLOPs and accelerator-hours, for `mnmt-fit design`"))
+    p.add_argument("--fractions", default="0.25,0.5,1",
+                   help="fractions of the study's steps, comma-separated (default: %(default)s)")
+    p.add_argument("--peak-tflops", type=float, default=mesh_plan.DEFAULT_PEAK_TFLOPS,
+                   help="peak TFLOP/s of one device (default: %(default)g, a TPU v4 chip)")
+    p.add_argument("--mfu", type=float, default=design_pool.DEFAULT_MFU,
+                   help="model-FLOPs utilisation for accelerator-hours (default: %(default)g)")
+    p.add_argument("--csv", required=True, help="write the pool to this CSV file")
+    p.set_defaults(func=cmd_design_pool)
     p = sub.add_parser("presets", help="list the built-in presets")
     p.set_defaults(func=cmd_presets)
     return parser

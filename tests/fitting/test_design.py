@@ -27,7 +27,8 @@ def chinchilla(T, X):
 
 
 LAW = ParametricLaw("chinchilla", chinchilla,
-                    [(0.5, 3.0), (1.0, 1e5), (0.1, 0.8), (1.0, 1e5), (0.1, 0.8)])
+                    [(0.5, 3.0), (1.0, 1e5), (0.1, 0.8), (1.0, 1e5), (0.1, 0.8)],
+                    ("E", "A", "alpha", "B", "beta"))
 
 
 def pool(rng, n=120):
@@ -175,3 +176,24 @@ def test_design_cli_names_the_missing_column_and_exits_2(tmp_path, capsys):
                "--target", "n=1e9,d=2e11", "--budget", "5%"])
     err = capsys.readouterr().err
     assert rc == 2 and "missing column" in err and "'n'" in err and "--columns" in err
+
+
+def test_design_from_a_prior_alone_plans_and_each_pick_narrows_the_target(tmp_path, capsys):
+    import json
+
+    from fitting.cli import main
+
+    _study_tables(tmp_path, np.random.default_rng(8))
+    prior = tmp_path / "prior.json"
+    prior.write_text(json.dumps({"params": dict(zip(LAW.param_names, TRUE.tolist(), strict=True)),
+                                 "sigma": 0.01}))
+    args = ["design", "--pool", str(tmp_path / "pool.csv"), "--target", "n=1e9,d=2e11",
+            "--columns", "n=params,d=tokens,loss=val_loss", "--budget", "5%", "--json"]
+    assert main([*args, "--prior", str(prior)]) == 0
+    res = json.loads(capsys.readouterr().out)
+    widths = [c["target_half_width_rel_after"][0] for c in res["chosen"]]
+    assert len(widths) >= 2 and np.all(np.diff(widths) <= 1e-12)
+    assert widths[-1] < res["target_now"][0]["half_width_rel"]
+    assert main([*args, "--prior", str(tmp_path / "missing.json")]) == 2
+    assert "--prior" in capsys.readouterr().err
+    assert main([*args]) == 2  # neither TABLE nor --prior
