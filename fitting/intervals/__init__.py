@@ -3,7 +3,9 @@ stated once (:mod:`fitting.intervals.predictive`); each law's interval builder f
 that law has.
 
 * :mod:`fitting.intervals.predictive` ``PredictiveInterval``, ``predictive_interval`` (the s²
-  rule), ``extrapolation_sd``, ``coverage``
+  rule, each term on its dof), ``extrapolation_sd``, ``coverage`` (calibrated intervals where
+  claimed), ``coverage_by_cluster`` and ``clopper_pearson`` (the one Clopper–Pearson rule),
+  ``informative`` (a band no wider than ``UNINFORMATIVE_FACTOR``)
 * :mod:`fitting.intervals.cooled_law` L(N, D) across weights: its backtest points and E
 * :mod:`fitting.intervals.heldout`    held-out runs predicted by L(N, D) across weights
 * :mod:`fitting.intervals.eq11`       the eq. 11 law: the frontier and its held-out entries
@@ -19,7 +21,8 @@ from fitting.core.exports import lazy_exports
 
 _EXPORTS = {
     **dict.fromkeys(["PredictiveInterval", "predictive_interval", "extrapolation_sd",
-                     "coverage"], "predictive"),
+                     "coverage", "coverage_by_cluster", "clopper_pearson", "informative"],
+                    "predictive"),
     "cooled_law_intervals": "cooled_law",
     "heldout_predictive": "heldout",
     **dict.fromkeys(["frontier_intervals", "mark_eq11_heldout"], "eq11"),

@@ -210,8 +210,10 @@ def _rate(s: np.ndarray, end: int, share: float) -> np.ndarray:
 def _curves_study(off: float = 0.0) -> tuple[pd.DataFrame, dict]:
     """Three mixtures of one seed (no design repeat: no σ_seed of the design), each cooling
     down over the last 50 % or 40 % of 1,000 steps (begun before the cut at 2/3), logging every
-    pair's training loss and the rate every 10 steps (the pair's exact law, × (1 + off) after
-    2/3 of the run); verification runs (two mixtures × 3 seeds at ±D) for σ_seed."""
+    pair's training loss and the rate every 10 steps (the pair's exact law × (1 + 0.5 % ε)
+    per step, × (1 + off) after 2/3 of the run); verification runs (two mixtures × 3 seeds at
+    ±D) for σ_seed."""
+    rng = np.random.default_rng(11)
     rows = []
     mixtures = (([0.5, 0.3, 0.2], 0.5), ([0.2, 0.3, 0.5], 0.4), ([0.3, 0.4, 0.3], 0.5))
     for m, (w, share) in enumerate(mixtures):
@@ -222,7 +224,8 @@ def _curves_study(off: float = 0.0) -> tuple[pd.DataFrame, dict]:
                   "metric": "learning_rate", "step": s, "value": v}
                  for s, v in zip(steps, eta, strict=True)]
         for p, wp in zip(PAIRS, w, strict=True):
-            loss = PAIR_TRUTH[p].predict(steps[1:], steps, eta)
+            loss = PAIR_TRUTH[p].predict(steps[1:], steps, eta) * (
+                1 + 5e-3 * rng.standard_normal(steps.size - 1))
             loss = np.where(steps[1:] > 2000 / 3, loss * (1 + off), loss)
             rows += [{**base, "pair": p, "weight": wp, "eval_set": "train",
                       "metric": "train_loss", "step": s, "value": v}
@@ -235,22 +238,28 @@ def _curves_study(off: float = 0.0) -> tuple[pd.DataFrame, dict]:
     return pd.concat([table, verify], ignore_index=True), plan
 
 
-def test_longer_run_rows_of_a_kpair_table_are_judged_against_the_verification_noise():
+def test_longer_run_rows_of_a_kpair_table_are_judged_against_the_per_point_scatter():
     """Every pair's training loss after 2/3 of each run, predicted by the law fitted per
-    mixture before the cut: exact, it holds against the verification runs' pooled σ (the
-    design repeats no run); 5 % off in the last third, it does not."""
-    for off, verdict in ((0.0, HOLDS), (0.05, FAILS)):
+    mixture before the cut, judged against the per-point scatter (0.5 %) of the fitted steps —
+    not the verification runs' pooled σ of a final loss (D). 5 % off in the last third, every
+    pair fails. Exact, two pairs hold; en-fi's fit (three one-seed mixtures) carries its 0.5 %
+    scatter into a 1.9 % error after the cut and fails: the rule judges the points' scatter,
+    not the fit's own extrapolated uncertainty (tests/fitting/test_verdict_simulations.py
+    measures how often an exact law passes)."""
+    for off in (0.0, 0.05):
         table, plan = _curves_study(off)
         rows = {r["pair"]: r for r in extrapolation_rows(
             Report(out_dir="", markdown_path="", html_path="", json_path=""),
             prepare_view(table, verification=plan), None) if r["kind"] == LONGER_RUN}
         assert list(rows) == PAIRS
         for r in rows.values():
-            assert r["sigma"] == pytest.approx(D, rel=1e-6) and "verification" in r[
-                "sigma_source"]
+            assert 4e-3 < r["sigma"] < 7e-3 and "per-point scatter" in r["sigma_source"]
+            assert r["sigma"] != pytest.approx(D)
             assert r["n_points"] == 3 * 34 and "training loss" in r["detail"]  # steps 670–1000
-            assert r["verdict"] == verdict
-            assert (r["worst"] < 2e-3) if off == 0.0 else (r["rmse"] > 0.04)
+            assert (r["rmse"] < 0.02) if off == 0.0 else (r["rmse"] > 0.04)
+        held = sorted(p for p, r in rows.items() if r["verdict"] == HOLDS)
+        assert held == (["en-da", "en-es"] if off == 0.0 else [])
+        assert all(r["verdict"] in (HOLDS, FAILS) for r in rows.values())
 
 
 def test_heldout_mixtures_with_their_own_seeds_are_judged_against_their_spread():
