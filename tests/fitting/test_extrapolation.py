@@ -64,7 +64,7 @@ def test_exact_law_with_small_seed_noise_holds(reports):
     for r in rows.values():
         assert r["sigma"] == pytest.approx(np.sqrt(2) * D, rel=1e-6)  # the measured seed sd
         assert r["rmse"] < 3 * r["sigma"] and r["verdict"] == HOLDS
-    assert "trustworthy within the seed noise" in reports["exact"]["extrapolation"][
+    assert "trustworthy within the noise" in reports["exact"]["extrapolation"][
         "statements"][LARGER_SIZE]
 
 

@@ -244,7 +244,7 @@ def test_report_writes_the_section_and_the_row(report):
     assert fits["curves"]["pairs"]["en-de"]["verdict"] == HOLDS
     later = [r for r in fits["extrapolation"]["rows"] if r["kind"] == LATER_COOLDOWN]
     assert [r["verdict"] for r in later] == [HOLDS, HOLDS]
-    assert "cool-downs at other steps: trustworthy within the seed noise" in \
+    assert "cool-downs at other steps: trustworthy within the noise" in \
         fits["extrapolation"]["statements"][LATER_COOLDOWN]
     md = open(rep.markdown_path).read()
     sections = re.findall(r"^## (.+)$", md, flags=re.M)

@@ -630,10 +630,11 @@ def _ci(ci: Sequence[float] | None) -> str:
 
 
 def _seeds_text(r: dict[str, Any]) -> str:
-    """"k seeds, d dof" of a row's σ ("–" without one)."""
+    """"k seeds, d dof" of a row's σ ("k points" for a per-point scatter; "–" without one)."""
     if r.get("sigma_dof") is None:
         return "–"
-    return f"{r.get('sigma_seeds')} seeds, {r['sigma_dof']} dof"
+    unit = "points" if str(r.get("sigma_source", "")).startswith("per-point") else "seeds"
+    return f"{r.get('sigma_seeds')} {unit}, {r['sigma_dof']} dof"
 
 
 def _k(r: dict[str, Any]) -> str:
@@ -652,9 +653,9 @@ def _statement(kind: str, rows: list[dict[str, Any]]) -> str:
     if failed:
         return f"{what}: not trustworthy beyond the noise ({vs})."
     if judged and len(judged) == len(rows):
-        return f"{what}: trustworthy within the seed noise ({vs})."
+        return f"{what}: trustworthy within the noise ({vs})."
     if judged:
-        return (f"{what}: within the seed noise where judged ({vs}); the other rows are "
+        return (f"{what}: within the noise where judged ({vs}); the other rows are "
                 "not judged (see the table).")
     few = [r for r in rows if str(r["verdict"]).startswith(FEW_SEEDS)]
     if few:
