@@ -77,7 +77,8 @@ def refit_points(n: int) -> bool:
 def simulate_design(law: ParametricLaw, X: np.ndarray, y: np.ndarray, cost: np.ndarray,
                     X_target: np.ndarray, budgets: Sequence[float], strategy: str,
                     rng: np.random.Generator, settings: FitSettings = FitSettings(),
-                    cost_power: float = 1.0, finished: Sequence[int] = ()) -> list[BudgetStep]:
+                    cost_power: float = 1.0, finished: Sequence[int] = (),
+                    identify_first: bool = False) -> list[BudgetStep]:
     """Run ``strategy`` through each cumulative budget; one :class:`BudgetStep` each.
 
     ``finished``: runs already trained (free, revealed from the start); without them the loop
@@ -86,7 +87,8 @@ def simulate_design(law: ParametricLaw, X: np.ndarray, y: np.ndarray, cost: np.n
     choose = STRATEGIES[strategy]
     y = np.asarray(y, float).reshape(len(X), -1)
     state = DesignState(law, np.asarray(X, float), np.asarray(cost, float),
-                        np.asarray(X_target, float), rng, cost_power=cost_power)
+                        np.asarray(X_target, float), rng, cost_power=cost_power,
+                        identify_first=identify_first)
     needs_fit = strategy in ("ours", "d_optimal")
     state.chosen = list(finished)
     if len(state.chosen) >= 2:

@@ -37,7 +37,9 @@ class DesignState:
         X_target: the points whose prediction the design should make certain.
         fit: the latest fit of ``law`` on the chosen runs (None before any).
         rng: the random stream of this repeat.
-        cost_power: ours divides the variance drop by cost ** cost_power.
+        cost_power: ours divides its gain by cost ** cost_power.
+        identify_first: ours gains in log det of the information (D-optimality) until the chosen
+            runs give as many values as the law has parameters, then in the target's variance.
         jac_pool: cached Jacobians of the pool at ``fit`` (filled by the criterion).
     """
 
@@ -49,8 +51,14 @@ class DesignState:
     chosen: list[int] = field(default_factory=list)
     fit: ParametricFit | None = None
     cost_power: float = 1.0
+    identify_first: bool = False
     jac_pool: np.ndarray | None = None
     jac_target: np.ndarray | None = None
+
+    def identified(self) -> bool:
+        """Whether the chosen runs give at least as many values as the law has parameters."""
+        outputs = 1 if self.jac_pool is None else self.jac_pool.shape[1]
+        return len(self.chosen) * outputs >= self.law.n_params
 
     def current_u(self) -> np.ndarray:
         return np.full(self.law.n_params, 0.5) if self.fit is None else self.fit.u
@@ -115,7 +123,11 @@ def d_optimal_choice(state: DesignState, affordable: np.ndarray) -> int:
 
 @register_strategy("ours")
 def target_variance_per_cost(state: DesignState, affordable: np.ndarray) -> int:
-    drop = variance_reduction(state.info(), state.jac_pool[affordable], state.jac_target,
-                              state.sigma2())
-    score = drop / state.cost[affordable] ** state.cost_power
+    info = state.info()
+    if state.identify_first and not state.identified():
+        gain = logdet_gain(info, state.jac_pool[affordable], state.sigma2())
+    else:
+        gain = variance_reduction(info, state.jac_pool[affordable], state.jac_target,
+                                  state.sigma2())
+    score = gain / state.cost[affordable] ** state.cost_power
     return int(affordable[np.argmax(score)])
