@@ -197,3 +197,19 @@ def test_design_from_a_prior_alone_plans_and_each_pick_narrows_the_target(tmp_pa
     assert main([*args, "--prior", str(tmp_path / "missing.json")]) == 2
     assert "--prior" in capsys.readouterr().err
     assert main([*args]) == 2  # neither TABLE nor --prior
+
+
+def test_identify_first_picks_as_d_optimal_until_the_law_has_as_many_values_as_parameters():
+    rng = np.random.default_rng(9)
+    X, cost = pool(rng, 60)
+    y = LAW.predict_u(LAW.to_u(TRUE), X)[:, 0]
+    cost = np.ones(len(X))  # cost plays no part: the two criteria alone differ
+    target = np.array([[3e9, 1e11]])
+
+    def picks(strategy, identify_first):
+        return simulate_design(LAW, X, y, cost, target, (8 / 60,), strategy,
+                               np.random.default_rng(1), identify_first=identify_first)[0].chosen
+
+    d_opt, hybrid, ours = picks("d_optimal", False), picks("ours", True), picks("ours", False)
+    assert hybrid[:LAW.n_params] == d_opt[:LAW.n_params]
+    assert ours[:LAW.n_params] != d_opt[:LAW.n_params]
