@@ -175,7 +175,7 @@ def test_three_sizes_backtest_the_mixture_law_at_the_largest():
 
 def test_statement_counts_the_judged_rows(exact):
     statement = exact[1]["statements"][HELDOUT_RUN]
-    assert statement.startswith("Predictions of unseen runs (size and weight): within the seed "
+    assert statement.startswith("Predictions of unseen runs (size and weight): within the "
                                 "noise where judged")
 
 

@@ -293,6 +293,9 @@ def _heldout_rows(rep: Report, view: StudyView, mixture: dict[str, Any] | None
         # REL_TOLERANCE or NOISE_TOLERANCE × its seed sd (fitting.report.sections.heldout), the noise
         # clause only where σ rests on 3 seeds or more: the 2 % clause judges in any case
         row["verdict"] = HOLDS if all(e["within_tolerance"] for e in es) else FAILS
+        row["multiple"] = HELDOUT_NOISE_TOLERANCE   # the rule's own multiple, shown as judged
+        row["three_sigma"] = (None if row["sigma"] is None
+                              else HELDOUT_NOISE_TOLERANCE * row["sigma"])
         row["coverage"] = _marks_coverage(es)
         row["calibration"] = _calibration([e["predictive"] for e in es if e.get("predictive")])
         rows.append(row)
