@@ -84,6 +84,11 @@ def heldout_predictive(entries: list[dict[str, Any]], cooled: JointChinchillaFit
         step_error = float(bt.get("rmse_rel", math.nan))
         step_points = len(bt.get("errors") or []) or None
         for j, e in enumerate(mine):
+            if not (math.isfinite(e["predicted"]) and e["predicted"] > 0):
+                e.update(predictive=None, inside80=None, inside95=None, calibrated=False,
+                         predictive_note=f"the prediction ({e['predicted']}) is not a positive "
+                                         "finite loss: no interval")
+                continue
             s_ext = extrapolation_sd(step_error, step, math.log(e["n"] / n_max))
             calibrated = math.isfinite(s_ext)
             rel = noise.get(pair)

@@ -520,6 +520,13 @@ def test_heldout_predictive_interval_is_fixed_before_the_heldout_loss_is_read(br
         assert new["predictive"] == pytest.approx(old["predictive"])
         assert not new["inside95"]
     assert cover["0.95"] == {**cover["0.95"], "inside": 0, "n": 2}
+    broken = [{**entries[0], "predicted": float("nan")}, {**entries[1]}]
+    cover = heldout_predictive(broken, JointChinchillaFit.from_json(
+        fits["branches"]["chinchilla"]["joint"]), points, {})  # no FitError out of the report
+    assert broken[0]["predictive"] is None and broken[0]["inside95"] is None
+    assert "not a positive finite loss" in broken[0]["predictive_note"]
+    assert broken[1]["predictive"] == pytest.approx(entries[1]["predictive"])
+    assert cover["0.95"]["n"] == 1
 
 
 # -- the learning-curve figure ------------------------------------------------------------------
