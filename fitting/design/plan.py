@@ -49,10 +49,10 @@ def plan_batch(fit: ParametricFit, X_done: np.ndarray, X_pool: np.ndarray, cost:
     jac_done = jacobian(law, fit.u, X_done)
     jac_pool = jacobian(law, fit.u, X_pool)
     jac_target = jacobian(law, fit.u, X_target)
-    info = fisher_information(jac_done, sigma2)
     cost = np.asarray(cost, float)
     free = np.ones(len(X_pool), bool)
     spent, picks = 0.0, []
+    info = fisher_information(jac_done, sigma2)
     while True:
         affordable = np.flatnonzero(free & (cost <= budget - spent))
         if len(affordable) == 0:
@@ -61,8 +61,7 @@ def plan_batch(fit: ParametricFit, X_done: np.ndarray, X_pool: np.ndarray, cost:
         pick = int(affordable[np.argmax(drop / cost[affordable] ** cost_power)])
         free[pick] = False
         spent += float(cost[pick])
-        flat = jac_pool[pick].reshape(-1, law.n_params)
-        info = info + flat.T @ flat / sigma2
+        info = fisher_information(np.concatenate([jac_done, jac_pool[~free]]), sigma2)
         sd = np.sqrt(target_variance(info, jac_target))[:, 0]
         picks.append(PlannedRun(pick, float(cost[pick]), spent, sd))
     return picks

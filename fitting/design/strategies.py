@@ -18,7 +18,6 @@ from fitting.design.information import (
     fisher_information,
     jacobian,
     logdet_gain,
-    target_variance,
     variance_reduction,
 )
 from fitting.design.parametric import ParametricFit, ParametricLaw
@@ -77,12 +76,6 @@ class DesignState:
         if self.jac_pool is None:
             self.refresh_jacobians()
         return fisher_information(self.jac_pool[self.chosen], self.sigma2())
-
-    def predicted_target_sd(self) -> np.ndarray:
-        """Linearised predictive sd of every target output under the current design."""
-        if self.jac_pool is None:
-            self.refresh_jacobians()
-        return np.sqrt(target_variance(self.info(), self.jac_target))
 
 
 Strategy = Callable[[DesignState, np.ndarray], int]
