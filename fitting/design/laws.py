@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from fitting.design.parametric import ParametricLaw
 from fitting.laws.budget.data_constrained import (
     DATA_CONSTRAINED_BOUNDS,
@@ -18,7 +20,7 @@ from fitting.laws.budget.data_constrained import (
 )
 from fitting.laws.budget.farseer import FARSEER_BOUNDS, FARSEER_PARAMS, farseer_loss
 
-__all__ = ["DesignLaw", "DESIGN_LAWS", "design_law"]
+__all__ = ["DesignLaw", "DESIGN_LAWS", "at_budgets", "design_law"]
 
 
 @dataclass(frozen=True)
@@ -56,3 +58,17 @@ def design_law(name: str) -> DesignLaw:
         raise ValueError(f"unknown design law {name!r}; known: {', '.join(DESIGN_LAWS)}") from None
 
 
+
+
+def at_budgets(law: ParametricLaw, k: int) -> ParametricLaw:
+    """``law`` of inputs (n, d) evaluated at k budgets of one run: inputs (n, d_1 … d_k), outputs
+    the k losses — a run with cool-down branches measures its cooled-down loss at k budgets D,
+    and the design weighs a run by everything it measures (its k outputs together)."""
+    if k < 1:
+        raise ValueError(f"need at least one budget per run, got {k}")
+
+    def predict(T, X):
+        X = np.asarray(X, float)
+        return np.stack([law.predict(T, X[:, [0, 1 + j]]) for j in range(k)], axis=-1)
+
+    return ParametricLaw(f"{law.name}@{k}", predict, law.bounds, law.param_names)

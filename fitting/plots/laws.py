@@ -84,7 +84,8 @@ def plot_chinchilla_contours(panels: Mapping[str, Mapping[str, Any]], *, ncols: 
     """Per panel: iso-loss contours of ``predict(N, D)`` over ``n_range`` × ``d_range`` (log
     axes), each run's trajectory ``trajectories[N] = D values`` (its evaluations, a vertical
     line at its N), the compute-optimal frontier ``frontier = (N*, D*)`` and the compute budgets
-    ``budgets = (N*, D*)`` marked on it."""
+    ``budgets = (N*, D*)`` marked on it; ``rounds = {round: [(N, D), …]}``: the runs each round
+    of an adaptive study added, one marker per round."""
     names = list(panels)
     nc, nr = _grid(ncols, len(names))
     fig, axes = new_figure(ncols=nc, nrows=nr, size=(4.6, 3.8))
@@ -105,6 +106,11 @@ def plot_chinchilla_contours(panels: Mapping[str, Mapping[str, Any]], *, ncols: 
             d = np.sort(np.asarray(d, float))
             ax.plot(np.full(d.size, n), d, "o-", color="0.25", ms=3, lw=1,
                     label="trained runs (evaluations)" if k == 0 else None)
+        markers = "so^vD<>p*h"
+        for k, (r, nd) in enumerate(sorted((pan.get("rounds") or {}).items())):
+            pts = np.asarray(nd, float).reshape(-1, 2)
+            ax.scatter(pts[:, 0], pts[:, 1], marker=markers[k % len(markers)], s=28, zorder=5,
+                       label=f"round {r}")
         if pan.get("frontier") is not None:
             fn, fd = (np.asarray(v, float) for v in pan["frontier"])
             keep = (fn >= n_lo) & (fn <= n_hi) & (fd >= d_lo) & (fd <= d_hi)

@@ -42,6 +42,9 @@ class ReportOptions:
       stop_fraction: the early stop's share of each run's steps (section "Early stop"); None:
         read from the table's stopped runs. Given for a table of full runs, each run is cut at
         its stop as if stopped and every end checks its prediction.
+      design_rounds: an adaptive study's round records (mnmt.study.adaptive: round, chosen,
+        costs, before, …), reported in section "Design rounds"
+        (:mod:`fitting.report.sections.design_rounds`); () for a fixed design.
       branch_plan: the cool-down branches a study planned (:class:`~fitting.report.
         predicted_budgets.BudgetPlan`): those not trained are predicted for L(N, D).
     """
@@ -62,6 +65,7 @@ class ReportOptions:
     verification: dict | None = None
     stop_fraction: float | None = None
     branch_plan: BudgetPlan | None = None
+    design_rounds: Sequence[dict] = ()
 
     def fit_kw(self) -> dict[str, Any]:
         """The options every least-squares fit of the report takes."""

@@ -35,6 +35,7 @@ from fitting.report.sections.chinchilla import (
     largest_size_seed_noises,
 )
 from fitting.report.sections.curves import curves_section
+from fitting.report.sections.design_rounds import design_rounds_section
 from fitting.report.sections.dpl import dpl_section
 from fitting.report.sections.early_stop import early_stop_section, table_stop_fraction
 from fitting.report.sections.extrapolation import extrapolation_section
@@ -228,6 +229,15 @@ def _early_stop(run: SectionRun) -> dict | None:
     return early_stop_section(run.doc, run.rep, run.view, run.options.stop_fraction)
 
 
+def _design_rounds(run: SectionRun) -> dict | None:
+    records = run.options.design_rounds
+    cooled = run.payloads[COOLED_FIT][0]
+    pair = records[0].get("pair") if records else None
+    report_e = ((cooled.meta.get("E_predictive") or {}).get(pair)
+                if cooled is not None and pair else None)
+    return design_rounds_section(run.doc, records, run.out_dir, report_e)
+
+
 def _extrapolation(run: SectionRun) -> dict:
     """The first section, run last: every law it judges is fitted by then."""
     run.rep.extrapolation = extrapolation_section(
@@ -251,6 +261,7 @@ SECTIONS: tuple[ReportSection, ...] = (
     ReportSection("joint law", _joint, required=True),
     ReportSection("frontier", _frontier, required=True),
     ReportSection("held-out runs", _heldout, required=True),
+    ReportSection("design rounds", _design_rounds, json_key="design_rounds"),
     ReportSection("mixture laws", _mixture_laws),
     ReportSection("verification", _verification),
     ReportSection("quality laws", _quality),

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from mnmt.study import design_pool, lock, mesh_plan, mixture_design, train_options, verify
+from mnmt.study import adaptive, design_pool, lock, mesh_plan, mixture_design, train_options, verify
 from mnmt.study.loading import DEFAULT_PRESET, preset, preset_file
 from mnmt.study.progress import StudyProgress
 from mnmt.study.runner import RunStopped, run_all, run_complete
@@ -90,6 +90,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     mixtures = mixture_count(spec)
     held = sum(r.heldout for r in runs)
     n_branches = len(with_branches(spec, runs)) - len(runs)
+    if spec.adaptive.adaptive:
+        log(adaptive.plan_text(adaptive.AdaptiveDesign(spec)))
     log(f"study {spec.name}: {len(runs)} runs ({len(spec.sizes)} sizes x {mixtures} "
         f"mixtures x {len(spec.seeds)} seeds" + (f" + {held} held out" if held else "")
         + ")" + (f" + {n_branches} cool-down branches" if n_branches else "")
@@ -100,8 +102,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"{len(stopped_runs(spec))} runs stopped, {len(stop_check_runs(spec))} checks "
             "trained to the end (StudySpec.stop_checks)")
     data = prepare_data(spec, out, log)
-    run_dirs = _train(spec, runs, data, out, progress, workers, flops)
-    report = export_and_report(spec, run_dirs, data, out, log)
+    rounds = None
+    if spec.adaptive.adaptive:
+        run_dirs, rounds = _grow(spec, data, out, args.workers, log)
+    else:
+        run_dirs = _train(spec, runs, data, out, progress, workers, flops)
+    report = export_and_report(spec, run_dirs, data, out, log, design_rounds=rounds)
     first_set = spec.evaluation.eval_sets[0]
     log(_summary(report, {pair: sets[first_set] for pair, sets in data.irreducible_loss.items()}))
     if spec.early_stop.stop_fraction < 1.0 or spec.branches.branch_checks:
@@ -160,6 +166,23 @@ def _train(spec, runs, data, out: Path, progress, workers: int, flops) -> list[P
     return run_all(spec, runs, data, out / "runs", progress)
 
 
+def _grow(spec, data, out: Path, workers_arg, log) -> tuple[list[Path], list[dict]]:
+    """An adaptive study's training (mnmt.study.adaptive): the rounds, then the held-out runs;
+    (every run directory trained, with its branches', the round records)."""
+    def train(batch: list) -> None:
+        progress, workers, flops = _training_progress(spec, batch, workers_arg)
+        _train(spec, batch, data, out, progress, workers, flops)
+
+    design = adaptive.AdaptiveDesign(spec)
+    measure = adaptive.measure_from_runs(design, out / "runs", spec.evaluation.eval_sets[0])
+    rounds = adaptive.grow(design, out, train, measure, log)
+    repeats, held = adaptive.fixed_runs(spec)
+    if held:
+        train(held)
+    runs = [*repeats, *adaptive.trained_runs(design, rounds), *held]
+    return [out / "runs" / r.run_id for r in with_branches(spec, runs)], rounds
+
+
 def _verify(spec, out: Path, data, design_dirs: list[Path], workers_arg, log, *,
             size: str | None = None, seeds: int | None = None):
     """The verification stage (mnmt.study.verify): train the report's recommendation and the
@@ -206,19 +229,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def step_flops(spec, runs) -> dict[str, float]:
     """Training FLOPs per step of each size of the study (for the ETA of sizes not run yet)."""
-    from mnmt.models import accounting, zoo  # light: no jax
-
-    lengths = spec.lengths
-    rows = accounting.rows_per_step(spec.schedule.batch_size, spec.schedule.batch_tokens,
-                                    lengths["targets"])
     out = {}
     for size in {run.size for run in runs}:
         try:
-            config = zoo.get_config(size, spec.vocab_size)
+            out[size] = design_pool.size_step_flops(spec, size)
         except ValueError:
             continue
-        out[size] = rows * accounting.train_flops_per_example(config, lengths["inputs"],
-                                                              lengths["targets"])
     return out
 
 

@@ -14,10 +14,10 @@ import csv
 from collections.abc import Sequence
 from pathlib import Path
 
-from mnmt.study.expansion import expand
+from mnmt.study.expansion import RunSpec, branch_runs, expand
 from mnmt.study.spec import StudySpec
 
-__all__ = ["pool_rows", "write_pool"]
+__all__ = ["pool_rows", "run_flops", "size_step_flops", "write_pool"]
 
 #: Model-FLOPs utilisation assumed for accelerator-hours (a T5X-scale TPU run reaches 0.3–0.5).
 DEFAULT_MFU = 0.4
@@ -38,10 +38,8 @@ def pool_rows(spec: StudySpec, fractions: Sequence[float] = (0.25, 0.5, 1.0), *,
     mixtures = {tuple(sorted(run.weights.items())) for run in expand(spec) if not run.heldout}
     out = []
     for size in spec.sizes:
-        config = zoo.get_config(size, spec.vocab_size)
-        n = accounting.param_counts(config).non_embedding
-        step_flops = rows_per_step * accounting.train_flops_per_example(
-            config, lengths["inputs"], lengths["targets"])
+        n = accounting.param_counts(zoo.get_config(size, spec.vocab_size)).non_embedding
+        step_flops = size_step_flops(spec, size)
         for weights in sorted(mixtures):
             for fraction in fractions:
                 steps = max(1, round(fraction * spec.steps_for(size)))
@@ -54,6 +52,26 @@ def pool_rows(spec: StudySpec, fractions: Sequence[float] = (0.25, 0.5, 1.0), *,
                             "accelerator_hours": flops / (peak_tflops * 1e12 * mfu) / 3600})
                 out.append(row)
     return out
+
+
+def size_step_flops(spec: StudySpec, size: str) -> float:
+    """Training FLOPs of one step of a run of ``size``: rows per step × the zoo's exact
+    per-example count (:func:`mnmt.models.accounting.train_flops_per_example`). ValueError for a
+    size the zoo does not know."""
+    from mnmt.models import accounting, zoo  # light: no jax
+
+    lengths = spec.lengths
+    rows = accounting.rows_per_step(spec.schedule.batch_size, spec.schedule.batch_tokens,
+                                    lengths["targets"])
+    return rows * accounting.train_flops_per_example(zoo.get_config(size, spec.vocab_size),
+                                                     lengths["inputs"], lengths["targets"])
+
+
+def run_flops(spec: StudySpec, run: RunSpec, step_flops: float) -> float:
+    """Training FLOPs of ``run`` with its cool-down branches (a branch costs its cool-down
+    steps only: it leaves from the parent's checkpoint)."""
+    steps = spec.steps_for(run.size) + sum(b.cooldown_steps for b in branch_runs(spec, run))
+    return steps * step_flops
 
 
 def write_pool(rows: list[dict], path: str | Path) -> Path:

@@ -44,6 +44,7 @@ from mnmt.study.spec_checks import BRANCH_FIELDS, StudyError, mixture_weights, v
 from mnmt.study.spec_sections import (
     FIELD_SECTIONS,
     SECTIONS,
+    Adaptive,
     Branches,
     Cache,
     Compute,
@@ -133,6 +134,7 @@ class StudySpec:
     cache: Cache = Cache()
     compute: Compute = Compute()
     verification: Verification = Verification()
+    adaptive: Adaptive = Adaptive()
 
     def __post_init__(self) -> None:
         validate(self)

@@ -15,6 +15,7 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
+from mnmt.models import zoo  # light: configuration only
 from mnmt.models.configs import (  # light: no jax
     ACTIVATION_DTYPES,
     PARTITIONING_RULES,
@@ -83,6 +84,31 @@ def _validate_kinds(spec: StudySpec) -> None:
                          f"{spec.evaluation.eval_sets!r}")
 
 
+def _validate_adaptive(spec: StudySpec) -> None:
+    """The adaptive section's numbers (mnmt.study.adaptive), checked whether it is on or not."""
+    a = spec.adaptive
+    if not 0 < a.adaptive_threshold < 1:
+        raise StudyError(f"StudySpec.adaptive_threshold: expected a share of E in (0, 1), got "
+                         f"{a.adaptive_threshold!r}")
+    if not a.adaptive_budget > 0:
+        raise StudyError(f"StudySpec.adaptive_budget: expected a positive multiple of the grid's "
+                         f"FLOPs, got {a.adaptive_budget!r}")
+    if not 0 < a.adaptive_round <= 1:
+        raise StudyError(f"StudySpec.adaptive_round: expected a share of the budget in (0, 1], "
+                         f"got {a.adaptive_round!r}")
+    if a.adaptive_pair and a.adaptive_pair not in spec.pairs:
+        raise StudyError(f"StudySpec.adaptive_pair: {a.adaptive_pair!r} is not a pair of the "
+                         f"study ({', '.join(spec.pairs)})")
+    for size in a.adaptive_sizes:
+        try:
+            zoo.get_config(size, spec.vocab_size)
+        except ValueError as err:
+            raise StudyError(f"StudySpec.adaptive_sizes: {err}") from None
+    if a.adaptive and spec.early_stop.stop_fraction < 1.0:
+        raise StudyError("StudySpec.adaptive: an adaptive study fits cooled-down ends; it cannot "
+                         "also stop runs early (stop_fraction < 1)")
+
+
 def validate(spec: StudySpec) -> None:
     """Raise StudyError naming the first field of `spec` that cannot be run."""
     # the training options first: their own check says more than their annotation
@@ -116,6 +142,7 @@ def validate(spec: StudySpec) -> None:
     if spec.verification.verify_seeds < 2:
         raise StudyError(f"StudySpec.verify_seeds: expected at least 2 (the verification verdict "
                          f"needs a seed sd), got {spec.verification.verify_seeds!r}")
+    _validate_adaptive(spec)
     if spec.verification.verify and len(spec.pairs) < 3:
         raise StudyError(f"StudySpec.verify: verifies a K-pair recommendation (3 pairs or more), "
                          f"got pairs {list(spec.pairs)}")

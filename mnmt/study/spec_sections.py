@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-__all__ = ["FIELD_SECTIONS", "SECTIONS", "TRAIN_PATH", "Branches", "Cache", "Compute", "EarlyStop",
+__all__ = ["FIELD_SECTIONS", "SECTIONS", "TRAIN_PATH", "Adaptive", "Branches", "Cache", "Compute", "EarlyStop",
            "Evaluation", "MixtureDesign", "Schedule", "Verification", "field_value", "flat_names",
            "train_paths"]
 
@@ -218,10 +218,36 @@ class Verification:
     verify_seeds: int = 3
 
 
+@dataclasses.dataclass(frozen=True)
+class Adaptive:
+    """An adaptive study (mnmt.study.adaptive): instead of the whole grid, an initial design, then
+    round by round the grid runs that most narrow the 95 % interval of the target pair's fitted
+    L∞ (E) per FLOP, until that interval is narrow enough or the compute budget is spent. The
+    seed repeats and the held-out runs are trained as in the full grid."""
+
+    adaptive: bool = False
+    # The pair whose E the design makes certain ("" = the first pair).
+    adaptive_pair: str = ""
+    # Stop once E's 95 % interval half-width is at most this share of E.
+    adaptive_threshold: float = 0.10
+    # The design runs' compute budget, as a multiple of the FLOPs of the full grid's design
+    # runs with their branches (1 = no more than the fixed design).
+    adaptive_budget: float = 1.0
+    # Each round's share of the budget (the last round takes what is left).
+    adaptive_round: float = 0.15
+    # Round 0: the grid's runs at these weights of the target pair, every size (() = the
+    # middle weight).
+    adaptive_initial: tuple[float, ...] = ()
+    # Zoo sizes the design may also pick, beside StudySpec.sizes, at the grid's weights and
+    # seeds (a larger size pins E where the grid's sizes cannot); never in round 0.
+    adaptive_sizes: tuple[str, ...] = ()
+
+
 #: StudySpec's attribute of each section -> the section
 SECTIONS: dict[str, type] = {"schedule": Schedule, "branches": Branches, "early_stop": EarlyStop,
                              "evaluation": Evaluation, "design": MixtureDesign, "cache": Cache,
-                             "compute": Compute, "verification": Verification}
+                             "compute": Compute, "verification": Verification,
+                             "adaptive": Adaptive}
 #: field name -> StudySpec's attribute of the section that declares it
 FIELD_SECTIONS: dict[str, str] = {f.name: attr for attr, section in SECTIONS.items()
                                   for f in dataclasses.fields(section)}

@@ -98,9 +98,10 @@ def spec_json(spec: StudySpec) -> dict:
 
 
 def export_and_report(spec: StudySpec, run_dirs: list[Path], data, out: Path, log,
-                      verification: dict | None = None):
+                      verification: dict | None = None, design_rounds: list[dict] | None = None):
     """Stages 3 and 4: the tidy table, the fits and the report. `verification`: the plan of
-    the verification runs among `run_dirs` (`mnmt.study.verify.plan`), reported, never fitted."""
+    the verification runs among `run_dirs` (`mnmt.study.verify.plan`), reported, never fitted;
+    `design_rounds`: an adaptive study's round records (`mnmt.study.adaptive`), reported."""
     from fitting.data.rundirs import collect_runs  # noqa: PLC0415
     from fitting.data.tables import write_table  # noqa: PLC0415
     from fitting.report.predicted_budgets import BudgetPlan  # noqa: PLC0415
@@ -124,6 +125,7 @@ def export_and_report(spec: StudySpec, run_dirs: list[Path], data, out: Path, lo
             heldout_runs=[run.run_id for run in expand(spec) if run.heldout],
             mixture_constraints=mixture_constraints(spec),
             verification=verification,
+            design_rounds=tuple(design_rounds or ()),
             branch_plan=BudgetPlan(tuple(spec.branches.cooldown_branches),
                                    spec.branches.branch_cooldown_fraction
                                    or spec.schedule.cooldown_fraction)

@@ -1,0 +1,370 @@
+"""Adaptive studies: the design grows round by round until its target is certain or its compute
+is spent (`StudySpec.adaptive`).
+
+Round 0 trains the initial design: the grid's runs at the `adaptive_initial` weights of the
+target pair, all sizes. Every later round fits the design law — L(N, D) = E + A/N^α + B/D^β of
+the target pair (Caillaut et al. 2024 eq. 2; D its tokens) at each cooled-down budget of a run —
+to what is trained; while the 95 % interval of E (the pair's L∞) is wider than
+`adaptive_threshold` of E, the next batch is picked from the grid's untrained runs by the drop in
+E's predicted variance per FLOP (`fitting.design.plan.plan_batch`) within `adaptive_round` of the
+budget, recorded in OUT/design/rounds.jsonl, then trained. A record is written before its batch
+trains, so a study killed mid-round resumes the same batch and no finished run trains again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fitting.design.information import fisher_information, jacobian, target_variance
+from fitting.design.laws import DESIGN_LAWS, at_budgets
+from fitting.design.parametric import ParametricFit, ParametricLaw
+from fitting.design.plan import plan_batch
+from fitting.design.simulate import FitSettings
+from fitting.intervals.predictive import quantile
+from mnmt.study.design_pool import run_flops, size_step_flops
+from mnmt.study.spec import RunSpec, StudySpec, branch_runs, expand, run_id
+from mnmt.study.spec_checks import StudyError, mixture_weights
+
+__all__ = ["ROUNDS_FILE", "AdaptiveDesign", "Estimate", "append_round", "estimate_text",
+           "fixed_runs", "grow", "measure_from_runs", "plan_text", "read_rounds", "trained_runs"]
+
+ROUNDS_FILE = Path("design") / "rounds.jsonl"
+#: the design law: L(N, D) per pair (Caillaut et al. 2024 eq. 2), at every budget of a run
+BASE_LAW = "chinchilla"
+
+#: what `grow` calls to train runs (their cool-down branches included) and to read, per run id,
+#: the target pair's cooled-down loss at each budget of `AdaptiveDesign.budgets`
+Train = Callable[[list[RunSpec]], None]
+Measure = Callable[[list[RunSpec]], dict[str, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """E of the target pair with its 95 % interval from the design law's fit.
+
+    Attributes:
+        E: the fitted L∞.
+        sd: its linearised sd √(g M⁻¹ gᵀ), M = Σ JᵀJ/σ² + prior (fitting.design.information),
+            σ² the fit's residual variance.
+        dof: residual degrees of freedom (values − parameters).
+        half_width: t_{0.975, dof} · sd; ``relative`` = half_width / E.
+    """
+
+    E: float
+    sd: float
+    dof: int
+    half_width: float
+    relative: float
+
+    def as_json(self) -> dict:
+        return {"E": self.E, "sd": self.sd, "dof": self.dof, "half_width": self.half_width,
+                "relative": self.relative}
+
+
+def rounds_path(out: Path) -> Path:
+    return Path(out) / ROUNDS_FILE
+
+
+def read_rounds(out: Path) -> list[dict]:
+    """The recorded rounds, in order. A last line cut short (the process killed while writing
+    it) is ignored; any other line that is not a JSON object is an error naming file and line."""
+    path = rounds_path(out)
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").split("\n")
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            if number == len(lines):  # no newline after it: a write cut short
+                break
+            raise StudyError(f"{path}:{number}: not a JSON round record ({err}); "
+                             "move the file away to plan again") from err
+        if not isinstance(record, dict) or "round" not in record:
+            raise StudyError(f"{path}:{number}: expected a round record (an object with 'round')")
+        records.append(record)
+    return records
+
+
+def append_round(out: Path, record: dict) -> None:
+    """Append one record as a line, flushed to disk before returning; a torn line left by an
+    earlier kill is cut off first, so every record ends up on its own line."""
+    path = rounds_path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        text = path.read_text(encoding="utf-8")
+        if text and not text.endswith("\n"):
+            with open(path, "r+", encoding="utf-8") as f:
+                f.truncate(len(text[:text.rfind("\n") + 1].encode("utf-8")))
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record, sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def target_pair(spec: StudySpec) -> str:
+    pair = spec.adaptive.adaptive_pair or spec.pairs[0]
+    if pair not in spec.pairs:
+        raise StudyError(f"StudySpec.adaptive_pair: {pair!r} is not a pair of the study "
+                         f"({', '.join(spec.pairs)})")
+    return pair
+
+
+def fixed_runs(spec: StudySpec) -> tuple[list[RunSpec], list[RunSpec]]:
+    """(seed repeats, held-out runs): trained whatever the design picks — the seed repeats
+    first (they measure σ_seed), the held-out runs last (they judge the predictions)."""
+    repeats = {(size, tuple(sorted(mixture_weights(spec.pairs, w).items())), seed)
+               for size, w, seed in spec.seed_repeats}
+    runs = expand(spec)
+    return ([r for r in runs if (r.size, tuple(sorted(r.weights.items())), r.seed) in repeats],
+            [r for r in runs if r.heldout])
+
+
+def grid_design_runs(spec: StudySpec) -> list[RunSpec]:
+    """The design runs the full grid would train (not held out, not seed repeats): the
+    compute `adaptive_budget` is a multiple of."""
+    repeats, held = fixed_runs(spec)
+    skip = {r.run_id for r in (*repeats, *held)}
+    return [r for r in expand(spec) if r.run_id not in skip]
+
+
+def pool_runs(spec: StudySpec) -> list[RunSpec]:
+    """The grid's design runs the design may pick from (not held out, not seed repeats) that
+    train the target pair."""
+    pair = target_pair(spec)
+    extra = [RunSpec(run_id=run_id(size, weights, seed), size=size, weights=weights, seed=seed)
+             for size in spec.adaptive.adaptive_sizes if size not in spec.sizes
+             for weights in (mixture_weights(spec.pairs, w) for w in spec.weights)
+             for seed in spec.seeds]
+    return [r for r in [*grid_design_runs(spec), *extra] if r.weights.get(pair, 0) > 0]
+
+
+def initial_runs(spec: StudySpec, pool: Sequence[RunSpec]) -> list[RunSpec]:
+    """Round 0: the pool's runs whose target-pair weight is one of `adaptive_initial` (empty:
+    the middle one of the pool's weights), every size."""
+    pair = target_pair(spec)
+    weights = sorted({r.weights[pair] for r in pool})
+    wanted = spec.adaptive.adaptive_initial or (weights[len(weights) // 2],)
+    chosen = [r for r in pool if r.size in spec.sizes
+              and any(abs(r.weights[pair] - w) < 1e-9 for w in wanted)]
+    if not chosen:
+        raise StudyError(f"StudySpec.adaptive_initial: no run of the grid has {pair} weight in "
+                         f"{list(wanted)}; the grid's weights of {pair}: {weights}")
+    return chosen
+
+
+class AdaptiveDesign:
+    """The design of one adaptive study: its pool, every run's inputs and cost, and the law."""
+
+    def __init__(self, spec: StudySpec) -> None:
+        self.spec, self.pair = spec, target_pair(spec)
+        self.pool = pool_runs(spec)
+        self.budgets = {r.run_id: self.budget_steps(r) for r in self.pool}
+        counts = {len(b) for b in self.budgets.values()}
+        if len(counts) != 1:
+            raise StudyError("StudySpec.adaptive: every run of the pool must have the same number "
+                             f"of cooled-down budgets (cool-down branches); got {sorted(counts)}")
+        self.law: ParametricLaw = at_budgets(DESIGN_LAWS[BASE_LAW].law, counts.pop())
+        grid = grid_design_runs(spec)
+        flops = {size: size_step_flops(spec, size)
+                 for size in {r.size for r in (*self.pool, *grid)}}
+        self.cost = {r.run_id: run_flops(spec, r, flops[r.size]) for r in self.pool}
+        self.budget = spec.adaptive.adaptive_budget * sum(run_flops(spec, r, flops[r.size])
+                                                          for r in grid)
+        self.n = {size: _non_embedding(spec, size) for size in flops}
+
+    def header(self) -> dict:
+        """What every round record repeats: the target, its threshold, the budget, the law."""
+        return {"pair": self.pair, "target": "E", "threshold": self.spec.adaptive.adaptive_threshold,
+                "budget": self.budget, "law": self.law.name,
+                "params": list(self.law.param_names)}
+
+    def round_budget(self, spent: float) -> float:
+        """A round's FLOPs: `adaptive_round` of the budget, at least the dearest pool run (so
+        that every run can be picked), at most what is left."""
+        share = self.spec.adaptive.adaptive_round * self.budget
+        return min(self.budget - spent, max(share, max(self.cost.values())))
+
+    def budget_steps(self, run: RunSpec) -> list[int]:
+        """The steps at which ``run`` measures a cooled-down loss: its branches' ends, its end."""
+        return sorted([b.branch_step + b.cooldown_steps for b in branch_runs(self.spec, run)]
+                      + [self.spec.steps_for(run.size)])
+
+    def inputs(self, run: RunSpec) -> np.ndarray:
+        """(N, D_1 … D_k): non-embedding parameters and the pair's target tokens at each budget."""
+        from mnmt.models import accounting  # noqa: PLC0415  light: no jax
+
+        rows = accounting.rows_per_step(self.spec.schedule.batch_size,
+                                        self.spec.schedule.batch_tokens,
+                                        self.spec.lengths["targets"])
+        per_step = rows * self.spec.lengths["targets"] * run.weights[self.pair]
+        return np.array([self.n[run.size], *(per_step * s for s in self.budgets[run.run_id])],
+                        float)
+
+    def target_inputs(self) -> np.ndarray:
+        """N = D = ∞ at every budget: the law's value there is E."""
+        return np.full((1, 1 + len(next(iter(self.budgets.values())))), np.inf)
+
+    def fit(self, runs: Sequence[RunSpec], losses: dict[str, np.ndarray], round_number: int,
+            warm: np.ndarray | None = None) -> tuple[ParametricFit, Estimate]:
+        """The design law fitted on ``runs`` and E's interval."""
+        X = np.stack([self.inputs(r) for r in runs])
+        y = np.stack([np.asarray(losses[r.run_id], float) for r in runs])
+        settings = FitSettings()
+        fit = settings.fit(self.law, X, y, np.random.default_rng(round_number), warm=warm)
+        info = fisher_information(jacobian(self.law, fit.u, X), max(fit.sigma2, 1e-12))
+        sd = float(np.sqrt(target_variance(info, jacobian(self.law, fit.u,
+                                                          self.target_inputs()))[0, 0]))
+        dof = max(fit.n_obs - self.law.n_params, 1)
+        E = float(fit.theta[0])
+        half = quantile(0.95, dof) * sd
+        return fit, Estimate(E, sd, dof, half, half / E if E > 0 else float("inf"))
+
+    def plan(self, fit: ParametricFit, trained: Sequence[RunSpec], budget: float) -> list[dict]:
+        """The next batch within ``budget`` FLOPs: pool runs not trained, by E's variance drop
+        per FLOP; each pick with its cost and E's predicted half-width once trained."""
+        done = {r.run_id for r in trained}
+        free = [r for r in self.pool if r.run_id not in done]
+        if not free:
+            return []
+        X_done = np.stack([self.inputs(r) for r in trained])
+        X_pool = np.stack([self.inputs(r) for r in free])
+        cost = np.array([self.cost[r.run_id] for r in free])
+        picks = plan_batch(fit, X_done, X_pool, cost, self.target_inputs(), budget)
+        k, E = X_pool.shape[1] - 1, float(fit.theta[0])
+        return [{"run_id": free[p.index].run_id, "cost": p.cost,
+                 "predicted_relative": quantile(
+                     0.95, max(fit.n_obs + (i + 1) * k - self.law.n_params, 1))
+                 * float(p.target_sd[0]) / E}
+                for i, p in enumerate(picks)]
+
+
+def measure_from_runs(design: AdaptiveDesign, runs_dir: Path, eval_set: str) -> Measure:
+    """A `Measure` reading each run's and its branches' last evaluated loss of the target pair
+    on ``eval_set`` from their run directories (the cooled-down loss at each budget)."""
+    from fitting.data.rundirs import read_run_dir  # noqa: PLC0415  pandas
+
+    def last_loss(run_id: str) -> float:
+        table = read_run_dir(str(runs_dir / run_id))
+        rows = table[(table["metric"] == "loss") & (table["pair"] == design.pair)
+                     & (table["eval_set"] == eval_set)]
+        if rows.empty:
+            raise StudyError(f"{runs_dir / run_id}: no {design.pair} loss on {eval_set!r} to fit "
+                             "the design on")
+        return float(rows.sort_values("step")["value"].iloc[-1])
+
+    def measure(runs: list[RunSpec]) -> dict[str, np.ndarray]:
+        out = {}
+        for run in runs:
+            parts = sorted(branch_runs(design.spec, run), key=lambda b: b.branch_step)
+            out[run.run_id] = np.array([*(last_loss(b.run_id) for b in parts),
+                                        last_loss(run.run_id)])
+        return out
+
+    return measure
+
+
+def _non_embedding(spec: StudySpec, size: str) -> float:
+    from mnmt.models import accounting, zoo  # noqa: PLC0415  light: no jax
+
+    return float(accounting.param_counts(zoo.get_config(size, spec.vocab_size)).non_embedding)
+
+
+def grow(design: AdaptiveDesign, out: Path, train: Train, measure: Measure,
+         log: Callable[[str], None] = print) -> list[dict]:
+    """Run the adaptive study's rounds (resuming recorded ones) and return every record: round
+    0 trains the seed repeats and the initial design; each later round records its state
+    (``before``: E's interval), then either stops (``stop``: "threshold", "budget" or "pool")
+    or records its batch (``chosen``, ``costs``, ``predicted_relative``) and trains it."""
+    spec = design.spec
+    by_id = {r.run_id: r for r in design.pool}
+    records = read_rounds(out)
+    repeats, _ = fixed_runs(spec)
+    if not records:
+        initial = initial_runs(spec, design.pool)
+        cost = sum(design.cost[r.run_id] for r in initial)
+        append_round(out, {**design.header(), "round": 0, "chosen": [r.run_id for r in initial],
+                           "inputs": [design.inputs(r).tolist() for r in initial],
+                           "costs": [design.cost[r.run_id] for r in initial], "cost": cost,
+                           "spent": cost, "why": "initial design"})
+        records = read_rounds(out)
+    trained: list[RunSpec] = []
+    for record in records:  # recorded rounds: trained (again only what is unfinished)
+        unknown = [i for i in record["chosen"] if i not in by_id]
+        if unknown:
+            raise StudyError(f"{rounds_path(out)}: round {record['round']} chose {unknown[0]!r}, "
+                             "not a run of this study's pool")
+        batch = [by_id[i] for i in record["chosen"]]
+        train(([*repeats] if record["round"] == 0 else []) + batch)
+        trained += batch
+        if "stop" in record:
+            return records
+    warm = None
+    while True:
+        number = records[-1]["round"] + 1
+        fit, estimate = design.fit(trained, measure(trained), number, warm)
+        warm = fit.u
+        spent = sum(design.cost[r.run_id] for r in trained)
+        log(f"design round {number}: {design.pair} E {estimate_text(estimate)}, "
+            f"{spent / design.budget:.0%} of the budget spent")
+        stop = _stop_reason(spec, design, estimate, spent)
+        picks = [] if stop else design.plan(fit, trained, design.round_budget(spent))
+        if not stop and not picks:
+            stop = "budget" if len(trained) < len(design.pool) else "pool"
+        record = {**design.header(), "round": number, "before": estimate.as_json(),
+                  "spent": spent, "theta": fit.theta.tolist()}
+        if stop:
+            append_round(out, {**record, "chosen": [], "stop": stop})
+            return read_rounds(out)
+        cost = sum(p["cost"] for p in picks)
+        append_round(out, {**record, "chosen": [p["run_id"] for p in picks],
+                           "inputs": [design.inputs(by_id[p["run_id"]]).tolist() for p in picks],
+                           "costs": [p["cost"] for p in picks], "cost": cost,
+                           "spent": spent + cost,
+                           "predicted_relative": [p["predicted_relative"] for p in picks],
+                           "why": "largest drop in E's variance per FLOP"})
+        batch = [by_id[p["run_id"]] for p in picks]
+        train(batch)
+        trained += batch
+        records = read_rounds(out)
+
+
+def plan_text(design: AdaptiveDesign) -> str:
+    """One line: what the adaptive study will do."""
+    a = design.spec.adaptive
+    return (f"adaptive: {len(design.pool)} design runs to pick from, {design.pair}'s E to "
+            f"±{a.adaptive_threshold:.0%} (95 %) within {design.budget:.3g} FLOPs "
+            f"({a.adaptive_budget:g}× the grid's design runs), rounds of "
+            f"{a.adaptive_round:.0%}; rounds recorded in {ROUNDS_FILE}")
+
+
+def estimate_text(estimate: Estimate) -> str:
+    """E with its 95 % half-width as a share of E, or 'not identified' past ±100 %."""
+    if not estimate.relative <= 1:
+        return f"= {estimate.E:.4g}, not identified yet (95 % interval wider than ±100 %)"
+    return f"= {estimate.E:.4g} ± {estimate.relative:.1%} (95 %)"
+
+
+def trained_runs(design: AdaptiveDesign, records: Sequence[dict]) -> list[RunSpec]:
+    """The design runs the recorded rounds chose, in order."""
+    by_id = {r.run_id: r for r in design.pool}
+    return [by_id[i] for record in records for i in record["chosen"]]
+
+
+def _stop_reason(spec: StudySpec, design: AdaptiveDesign, estimate: Estimate,
+                 spent: float) -> str:
+    """"threshold" when E is as certain as asked, "budget" when the budget is spent, else ""."""
+    if estimate.relative <= spec.adaptive.adaptive_threshold:
+        return "threshold"
+    if spent >= design.budget * (1 - 1e-9):
+        return "budget"
+    return ""

@@ -1,0 +1,180 @@
+"""mnmt.study.adaptive: an adaptive study grows round by round on outcomes drawn from a known law;
+it stops on its interval or its budget, never spends past the budget, resumes a killed round
+without repeating a finished run, and reads back its records."""
+
+import json
+
+import numpy as np
+import pytest
+
+from fitting.report.markdown import Document
+from fitting.report.sections.design_rounds import design_rounds_section
+from mnmt.study import adaptive, design_pool
+from mnmt.study.spec import StudyError, StudySpec
+
+#: the known law: E, A, α, B, β of L(N, D) = E + A/N^α + B/D^β (en-de)
+TRUTH = np.array([1.5, 30.0, 0.5, 300.0, 0.4])
+
+
+def _spec(**kw) -> StudySpec:
+    fields = dict(sizes=("micro-1", "micro-2", "micro-3", "mini-1"),
+                  weights=(0.0, 0.3, 0.5, 0.7, 1.0), train_steps=2000,
+                  cooldown_branches=(0.45, 0.6, 0.75), branch_cooldown_fraction=0.1,
+                  cooldown_fraction=0.2, seed_repeats=(("mini-1", 0.5, 1),),
+                  heldout=(("mini-3", 0.6),), adaptive=True, adaptive_sizes=("mini-2",))
+    fields.update(kw)
+    return StudySpec.of(**fields)
+
+
+class KnownLaw:
+    """Outcomes from TRUTH with 1 % relative noise fixed per run; counts what was trained."""
+
+    def __init__(self, design: adaptive.AdaptiveDesign, noise: float = 0.01, seed: int = 0):
+        self.design, self.noise = design, noise
+        self.rng = np.random.default_rng(seed)
+        self.draws: dict[str, np.ndarray] = {}
+        self.trained: list[str] = []
+
+    def train(self, runs):
+        self.trained += [r.run_id for r in runs]
+
+    def measure(self, runs):
+        out = {}
+        for run in runs:
+            x = self.design.inputs(run)
+            clean = TRUTH[0] + TRUTH[1] / x[0] ** TRUTH[2] + TRUTH[3] / x[1:] ** TRUTH[4]
+            if run.run_id not in self.draws:
+                self.draws[run.run_id] = self.rng.normal(0.0, self.noise, clean.shape)
+            out[run.run_id] = clean * (1 + self.draws[run.run_id])
+        return out
+
+
+def _grow(tmp_path, spec, noise=0.01):
+    design = adaptive.AdaptiveDesign(spec)
+    law = KnownLaw(design, noise)
+    records = adaptive.grow(design, tmp_path, law.train, law.measure, log=lambda _: None)
+    return design, law, records
+
+
+def test_round_zero_trains_the_seed_repeats_and_the_middle_weight_at_every_grid_size(tmp_path):
+    design, law, records = _grow(tmp_path, _spec(adaptive_threshold=0.5))
+    assert records[0]["chosen"] == ["micro-1_p0.70_s0", "micro-2_p0.70_s0", "micro-3_p0.70_s0",
+                                    "mini-1_p0.70_s0"]
+    assert law.trained[0] == "mini-1_p0.50_s1"  # the seed repeat, first
+    assert not any(r.startswith("mini-3") for r in law.trained)  # held-out: the caller's
+
+
+def test_a_reachable_threshold_stops_the_study_before_its_budget(tmp_path):
+    design, _, records = _grow(tmp_path, _spec(adaptive_threshold=0.3), noise=0.002)
+    last = records[-1]
+    assert last["stop"] == "threshold"
+    assert last["before"]["relative"] <= 0.3
+    assert last["spent"] < design.budget
+    lo = last["before"]["E"] - last["before"]["half_width"]
+    hi = last["before"]["E"] + last["before"]["half_width"]
+    assert lo <= TRUTH[0] <= hi
+
+
+def test_an_unreachable_threshold_spends_at_most_the_budget_and_never_a_run_twice(tmp_path):
+    design, law, records = _grow(tmp_path, _spec(adaptive_threshold=1e-4, adaptive_budget=0.6))
+    assert records[-1]["stop"] in ("budget", "pool")
+    chosen = [i for r in records for i in r["chosen"]]
+    assert len(chosen) == len(set(chosen))
+    assert sum(design.cost[i] for i in chosen) <= design.budget * (1 + 1e-9)
+    for record in records[1:]:
+        if record["chosen"]:
+            assert record["cost"] <= max(0.15 * design.budget, max(design.cost.values())) + 1
+    assert len(law.trained) == len(set(law.trained))
+
+
+def test_a_round_killed_while_training_resumes_the_same_batch_and_ends_as_uninterrupted(tmp_path):
+    spec = _spec(adaptive_threshold=1e-4)
+    _, _, whole = _grow(tmp_path / "whole", spec)
+    design = adaptive.AdaptiveDesign(spec)
+    law = KnownLaw(design)
+
+    def killed_in_round_2(runs):
+        if len(adaptive.read_rounds(tmp_path / "cut")) == 3:  # round 2 recorded, now training
+            raise KeyboardInterrupt
+        law.train(runs)
+
+    with pytest.raises(KeyboardInterrupt):
+        adaptive.grow(design, tmp_path / "cut", killed_in_round_2, law.measure, log=lambda _: None)
+    recorded = adaptive.read_rounds(tmp_path / "cut")
+    assert [r["round"] for r in recorded] == [0, 1, 2]
+    again = KnownLaw(design)
+    again.draws = law.draws  # the same runs measure the same losses
+    resumed = adaptive.grow(design, tmp_path / "cut", again.train, again.measure,
+                            log=lambda _: None)
+    batches = [i for r in recorded for i in r["chosen"]]
+    assert again.trained[1:1 + len(batches)] == batches  # recorded rounds handed back in order
+    assert [r["chosen"] for r in resumed] == [r["chosen"] for r in whole]
+    assert resumed[-1]["stop"] == whole[-1]["stop"]
+
+
+def test_a_torn_last_line_is_ignored_and_replaced_a_bad_middle_line_named(tmp_path):
+    adaptive.append_round(tmp_path, {"round": 0, "chosen": ["a"]})
+    path = tmp_path / adaptive.ROUNDS_FILE
+    with open(path, "a", encoding="utf-8") as f:
+        f.write('{"round": 1, "cho')  # killed while writing
+    assert [r["round"] for r in adaptive.read_rounds(tmp_path)] == [0]
+    adaptive.append_round(tmp_path, {"round": 1, "chosen": ["b"]})
+    assert [json.loads(line)["round"] for line in path.read_text().splitlines()] == [0, 1]
+    path.write_text('{"round": 0, "chosen": []}\nnot json\n{"round": 2, "chosen": []}\n')
+    with pytest.raises(StudyError, match=r"rounds.jsonl:2: not a JSON round record"):
+        adaptive.read_rounds(tmp_path)
+
+
+def test_a_record_naming_a_run_outside_the_pool_is_refused(tmp_path):
+    design = adaptive.AdaptiveDesign(_spec())
+    adaptive.append_round(tmp_path, {"round": 0, "chosen": ["mega-1_p0.50_s0"]})
+    law = KnownLaw(design)
+    with pytest.raises(StudyError, match="mega-1_p0.50_s0.*not a run of this study's pool"):
+        adaptive.grow(design, tmp_path, law.train, law.measure, log=lambda _: None)
+
+
+def test_the_budget_is_a_multiple_of_the_grid_and_extra_sizes_only_join_the_pool():
+    spec = _spec()
+    design = adaptive.AdaptiveDesign(spec)
+    grid = adaptive.grid_design_runs(spec)
+    assert len(grid) == 4 * 5 and all(r.size != "mini-2" for r in grid)
+    assert any(r.size == "mini-2" for r in design.pool)
+    assert all(r.weights["en-de"] > 0 for r in design.pool)  # p = 0 teaches nothing of en-de E
+    doubled = adaptive.AdaptiveDesign(_spec(adaptive_budget=2.0))
+    assert doubled.budget == pytest.approx(2 * design.budget)
+    # a run's cost: its 2,000 steps and its branches' cool-downs (10 % of each branch's budget:
+    # 100, 133 and 167 steps from steps 900, 1,200 and 1,500)
+    assert design.cost["micro-1_p0.50_s0"] == pytest.approx(
+        2400 * design_pool.size_step_flops(spec, "micro-1"))
+    assert design.budget_steps(design.pool[0]) == [1000, 1333, 1667, 2000]
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("adaptive_threshold", 0.0, "adaptive_threshold: expected a share of E in"),
+    ("adaptive_budget", -1.0, "adaptive_budget: expected a positive multiple"),
+    ("adaptive_round", 1.5, "adaptive_round: expected a share of the budget"),
+    ("adaptive_pair", "en-fr", "adaptive_pair: 'en-fr' is not a pair"),
+    ("adaptive_sizes", ("mega-9",), "adaptive_sizes: unknown size 'mega-9'"),
+    ("stop_fraction", 0.5, "cannot also stop runs early"),
+])
+def test_bad_adaptive_settings_are_refused_naming_the_field(field, value, message):
+    with pytest.raises(StudyError, match=message):
+        _spec(**{field: value})
+
+
+def test_an_initial_weight_not_in_the_grid_is_refused_naming_the_grid():
+    spec = _spec(adaptive_initial=(0.4,))
+    with pytest.raises(StudyError, match=r"no run of the grid has en-de weight in \[0.4\]"):
+        adaptive.initial_runs(spec, adaptive.AdaptiveDesign(spec).pool)
+
+
+def test_the_report_section_shows_every_round_and_why_it_stopped(tmp_path):
+    _, _, records = _grow(tmp_path, _spec(adaptive_threshold=1e-4, adaptive_budget=0.5))
+    doc = Document()
+    payload = design_rounds_section(doc, records, str(tmp_path), None)
+    text = doc.markdown()
+    table = [line for line in text.splitlines() if line.startswith("| ")]
+    assert len(table) == 1 + len(records)  # header + one row per round
+    assert "Stopped: the compute budget is spent" in text or "every run of the pool" in text
+    assert payload["stop"] == records[-1]["stop"]
+    assert (tmp_path / "figures" / "design_rounds.png").exists()
