@@ -36,17 +36,20 @@ Reads OUT/report/fits.json (and OUT/study.json, for the wall time of the run whe
    ``extrapolation``) was written and computed a larger-size row for every pair: a report whose
    section failed (listed under fits.json ``skipped``) or left a pair's larger-size row "not
    computed" fails — the writer keeps a section's failure to one line, so without this check a
-   broken first section would pass every other check. Its rows' verdicts (holds / does not hold
-   against 3× the measured seed noise) are findings about the study, printed as information.
+   broken first section would pass every other check. Its rows' verdicts (holds / does not hold:
+   RMSE within k·σ, k = 3 or Student's t quantile on σ's dof where larger, σ the seed noise or,
+   for per-step curve points, their per-point scatter) are findings about the study, printed as
+   information.
 
     python benchmarks/studies/check_main_job.py mnmt_study_out [--json]
 
-The backtest of the leading L(N, D) law (refitted without the largest size, against 3× the seed
-noise where the study repeated seeds, else not judged) is printed for information,
-and so are the report's curve-law continuations (fits.json ``curves``, fitting.report.sections.curves):
-per pair, the cooled-down ends of the branches and parents no fit saw, predicted by the
-LR-annealing law fitted on each parent's stable phase and one branch — median, worst and RMSE
-relative error against 3× the seed noise, with the report's verdict.
+The backtest of the leading L(N, D) law (refitted without the largest size, against its
+tolerance × the seed noise where the study repeated seeds, else not judged) is printed for
+information, and so are the report's curve-law continuations (fits.json ``curves``,
+fitting.report.sections.curves): per pair, the cooled-down ends of the branches and parents no
+fit saw, predicted by the LR-annealing law fitted on each parent's stable phase and one branch —
+median, worst and RMSE relative error against k·σ (σ: the probe loss's per-point scatter, or the
+seed noise of evaluated ends; its ``sigma_source``), with the report's verdict.
 
 Every check prints the rule it applied (``RULES``), then per item "ok", "FAIL" or
 "information" (what it cannot judge, or a finding that no rule turns into a pass or a failure).
@@ -262,17 +265,26 @@ def _extrapolation(fits: dict, pairs: list[str]) -> dict:
 
 def _curves(curves: dict | None) -> dict:
     """The curve section's branch-end errors per pair (information): ``pairs`` {pair: n_points,
-    n_families, median, worst, rmse, three_sigma, verdict} and ``skipped`` {pair: why}; empty
+    n_families, median, worst, rmse, multiple, three_sigma (multiple × σ), sigma_source,
+    verdict} and ``skipped`` {pair: why}; empty
     where fits.json has no curve section (no cool-down branches or learning rates)."""
     if not curves:
         return {"pairs": {}, "skipped": {}}
-    keys = ("n_points", "n_families", "median", "worst", "rmse", "three_sigma", "verdict")
+    keys = ("n_points", "n_families", "median", "worst", "rmse", "multiple", "three_sigma",
+            "sigma_source", "verdict")
     return {"pairs": {p: {k: d.get(k) for k in keys} for p, d in curves["pairs"].items()},
             "skipped": dict(curves.get("skipped") or {})}
 
 
 def _pct(value) -> str:
     return "?" if value is None else f"{100 * value:.2f} %"
+
+
+def _k_sigma(row: dict) -> str:
+    """"k·σ = x % (σ's source)" of a judged row: the multiple its verdict used."""
+    k = row.get("multiple")
+    return (f"{'?' if k is None else f'{k:.3g}'}σ = {_pct(row.get('three_sigma'))}"
+            + (f" ({row['sigma_source']})" if row.get("sigma_source") else ""))
 
 
 def _num(value) -> str:
@@ -351,7 +363,7 @@ def print_result(result: dict) -> None:
     for pair, c in curves["pairs"].items():
         print(f"   cool-down ends {pair} (information): {c['n_points']} predicted from "
               f"{c['n_families']} parents, median {_pct(c['median'])}, worst {_pct(c['worst'])}, "
-              f"RMSE {_pct(c['rmse'])} vs 3x seed noise {_pct(c['three_sigma'])}: {c['verdict']}")
+              f"RMSE {_pct(c['rmse'])} vs {_k_sigma(c)}: {c['verdict']}")
     for pair, why in curves["skipped"].items():
         print(f"   cool-down ends {pair} (information): not predicted: {why}")
     if not curves["pairs"] and not curves["skipped"]:
@@ -363,8 +375,8 @@ def print_result(result: dict) -> None:
                                                        else f" ({len(ext['rows'])} rows)"))
     for r in ext["rows"]:
         print(f"   {r.get('kind')} {r.get('pair')} (information): RMSE {_pct(r.get('rmse'))}, "
-              f"worst {_pct(r.get('worst'))} vs 3x seed noise {_pct(r.get('three_sigma'))} "
-              f"(σ from {r.get('sigma_seeds', '?')} seeds, {r.get('sigma_dof', '?')} dof): "
+              f"worst {_pct(r.get('worst'))} vs {_k_sigma(r)} "
+              f"(σ from {r.get('sigma_seeds', '?')} measurements, {r.get('sigma_dof', '?')} dof): "
               f"{r.get('verdict')}")
     print("all checks pass" if result["all_ok"] else "some checks fail")
 

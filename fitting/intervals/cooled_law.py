@@ -1,43 +1,15 @@
-"""Predictive intervals on the report's L(N, D) across weights (the law it leads with): the
-leave-largest-size-out backtest's predicted points and E (L∞), by the rule of
-:mod:`fitting.intervals.predictive` (s² = s_resample² + s_forms² + s_extrapolation² + σ_seed², in
-log space; each term on its own dof, :func:`fitting.intervals.predictive.interval_dof`).
+"""Predictive intervals on the report's L(N, D) across weights (Caillaut et al. 2024 eq. 2 with
+Fernandes et al. 2023 eq. 7's sharing, or Kaplan's form): its leave-largest-size-out backtest's
+points and E (L∞), by :mod:`fitting.intervals.predictive`'s rule, from the sizes below the judged
+one only — nothing of the held-out size enters a width.
 
-L_i(N, D; p) = E_i + A_{p,i} N^−α_i + B_{p,i} D^−β_i (Caillaut et al. 2024 eq. 2 with Fernandes
-et al. 2023 eq. 7's sharing; or Kaplan's form, :mod:`fitting.laws.budget.kaplan_nd`).
-
-Backtest (``fit.backtest[pair]``, :func:`fitting.laws.budget.chinchilla_joint.leave_largest_out`:
-the law refitted on the sizes below the largest, in the form and budgets chosen there, predicts
-the largest size's cooled-down losses). Each predicted point gets, from the smaller sizes only:
-
-* ``s_resample``: refits of that form on the smaller sizes' runs (a run: one weight at one size,
-  all its cooled-down budgets) resampled with replacement within each size
-  (:data:`RESAMPLES` refits; failed ones counted in ``n_failed``);
-* ``s_forms``: the other form of :data:`fitting.laws.budget.chinchilla_joint.FORMS` fitted on the
-  same points: the RMS log deviation of the forms' predictions about the chosen one (the chosen
-  one at 0; with two forms, one other: |log ratio|);
-* ``s_extrapolation``: the inner backtest — the smaller sizes' own largest size predicted from
-  the sizes below it (:func:`leave_largest_out`, form chosen there) — its RMS relative error
-  grown linearly with the distance in log N (:func:`fitting.intervals.predictive.extrapolation_sd`);
-  it needs ≥ 4 smaller sizes, else the point is marked ``calibrated: False`` (too narrow);
-* ``σ_seed``: the pair's relative seed sd at the largest size repeated *below* the held-out one
-  (``noise``: measured on sizes the refit had, never on the size judged; on its seeds' dof in
-  the Satterthwaite sum), divided by √(seeds averaged into the measured point); 0 where no
-  smaller size was repeated (stated in ``notes``).
-
-Every refit fixes the main fit's f_scale of the pair (``fit.f_scale``) instead of
-searching the grid again (Ghorbani App. E), which keeps the 20 refits to seconds. Nothing of
-the held-out size enters a width. Each ``errors`` entry of the backtest gains
-``measured``, ``predicted``, ``lo80``, ``hi80``, ``lo95``, ``hi95``, ``inside80``, ``inside95``
-and ``calibrated``; the backtest gains ``predictive`` (the components per point and the rule)
-and ``coverage`` (:func:`fitting.intervals.predictive.coverage` over its calibrated points only: an
-uncalibrated point is never counted in a coverage claim, ``left_out`` says how many).
-
-E (``fit.meta["E_predictive"][pair]``): refits of the chosen form and budgets on all the fitted
-runs resampled within each size, and the other form's E on the same points; no extrapolation
-term and no seed noise (E is never measured, so no backtest calibrates it: ``calibrated``
-False). An E that is a bound (:func:`fitting.laws.budget.chinchilla_joint.e_bound`) gets no
-interval, its reason instead.
+Per point: resampled runs (:data:`RESAMPLES` refits within each size), the other form
+(s_forms), σ_seed measured below the held-out size, and a calibration term
+(:func:`calibration_term`): with ≥ 4 smaller sizes the inner backtest (their largest predicted
+from the rest, "sum" rule); with three — the default study — each run of the largest smaller
+size predicted by the law refitted without it (:func:`leave_one_run_out`, "calibration" rule,
+dof = the runs left out). E is never measured: its interval is uncalibrated. Derivation and
+fields: docs/reference/laws.md, "Predictive intervals and their coverage".
 """
 
 from __future__ import annotations
@@ -66,12 +38,18 @@ from fitting.laws.budget.chinchilla_joint import (
     leave_largest_out,
 )
 
-__all__ = ["RESAMPLES", "cooled_law_intervals", "backtest_intervals", "e_interval",
-           "estimate_points", "resampled_run_refits", "other_form_predictions"]
+__all__ = ["RESAMPLES", "INNER_BACKTEST", "LEAVE_ONE_RUN_OUT", "MIN_RUNS_LEFT_OUT",
+           "cooled_law_intervals", "backtest_intervals", "calibration_term",
+           "leave_one_run_out", "e_interval", "estimate_points", "resampled_run_refits",
+           "other_form_predictions"]
 
 #: refits on resampled runs per pair, for the backtest and for E (as
 #: for the held-out runs' intervals, :mod:`fitting.intervals.heldout`)
 RESAMPLES = 20
+#: the calibration sources of a backtest point (:func:`calibration_term`)
+INNER_BACKTEST, LEAVE_ONE_RUN_OUT = "inner backtest", "leave one run out"
+#: the fewest runs at the largest smaller size that a leave-one-run-out calibration leaves out
+MIN_RUNS_LEFT_OUT = 3
 _SAME = 1e-9
 
 
@@ -141,25 +119,9 @@ def backtest_intervals(pair: str, bt: dict[str, Any], points: pd.DataFrame,
     form = str(bt["form"])
     boot, failed = resampled_run_refits(small, form, predict, seed, f_scale)
     others, notes = other_form_predictions(small, form, predict, f_scale)
-    sizes = np.unique(small["n"].to_numpy(float))
-    step_error, inner_points = math.nan, 0
     if noise is None:
         notes.append("no seed noise measured below the held-out size: no σ_seed term")
-    if sizes.size >= 4:
-        try:
-            sm = small
-            inner = leave_largest_out(sm["n"], sm["tokens"], sm["weight"], sm["value"],
-                                      form="auto", f_scale=f_scale)
-            step_error = float(inner["rmse_rel"])
-            inner_points = len(inner.get("errors") or [])
-        except FitError as e:
-            notes.append(f"inner backtest failed: {e}")
-    else:
-        notes.append(f"{sizes.size} sizes below the held-out one: the inner backtest needs ≥ 4, "
-                     "so no extrapolation term (the intervals are too narrow)")
-    n_max, step = largest_size_step(sizes)
-    s_ext = extrapolation_sd(step_error, step, math.log(held_n / n_max))
-    calibrated = math.isfinite(s_ext)
+    cal = calibration_term(small, held_n, pair, form, f_scale, notes)
     records, per_point = [], []
     for j, (e, y) in enumerate(zip(bt["errors"], measured, strict=True)):
         pred = y * (1.0 + float(e["error"])) if math.isfinite(y) else math.nan
@@ -167,26 +129,95 @@ def backtest_intervals(pair: str, bt: dict[str, Any], points: pd.DataFrame,
         try:
             iv = predictive_interval(pred, resampled=boot[:, j] if boot.size else (),
                                      form_estimates=[o[j] for o in others],
-                                     sd_extrapolation=s_ext if calibrated else 0.0,
+                                     sd_extrapolation=cal["sd"], rule=cal["rule"],
                                      sigma_seed=sigma, n_failed=failed,
-                                     calibration_dof=inner_points or None,
+                                     calibration_dof=cal["dof"],
                                      seed_dof=None if noise is None else noise.dof)
         except FitError as err:
             e["predictive_error"] = str(err)
             continue
         e.update(measured=y, predicted=pred, lo80=iv.lo80, hi80=iv.hi80, lo95=iv.lo95,
                  hi95=iv.hi95, inside80=iv.contains(y, 0.80), inside95=iv.contains(y, 0.95),
-                 calibrated=calibrated)
+                 calibrated=cal["calibrated"])
         per_point.append(iv.to_dict())
-        records.append((iv, y, calibrated))
-    bt["predictive"] = {"points": per_point, "calibrated": calibrated,
-                        "step_error": step_error if math.isfinite(step_error) else None,
+        records.append((iv, y, cal["calibrated"]))
+    bt["predictive"] = {"points": per_point, "calibrated": cal["calibrated"],
+                        "calibration": cal["source"], "rule": cal["rule"],
+                        "step_error": cal["step_error"],
                         "n_resamples": int(boot.shape[0]) if boot.size else 0,
                         "n_failed": int(failed), "forms": [f for f in FORMS if f != form],
-                        "calibration_n": inner_points or None,
+                        "calibration_n": cal["dof"], "calibration_points": cal["points"],
                         "sigma_source": None if noise is None else noise.source,
                         "sigma_dof": None if noise is None else noise.dof, "notes": notes}
     bt["coverage"] = coverage(records, calibrated_only=True)
+
+
+def calibration_term(small: pd.DataFrame, held_n: float, pair: str, form: str,
+                     f_scale: float | str, notes: list[str]) -> dict[str, Any]:
+    """The calibration term of the backtest's points (module docstring), from the sizes below
+    the held-out one only: ``sd`` (s_extrapolation, 0 where none), ``rule`` (the
+    :func:`~fitting.intervals.predictive.predictive_interval` rule it enters by), ``dof`` (the
+    errors it counts as independent: the inner backtest's points, or the runs left out),
+    ``points``, ``step_error`` (its RMS log error before growing), ``source`` and
+    ``calibrated``; what failed is appended to ``notes``."""
+    sizes = np.unique(small["n"].to_numpy(float))
+    n_max, step = largest_size_step(sizes)
+    step_error, dof, points = math.nan, None, 0
+    source, rule = ((INNER_BACKTEST, "sum") if sizes.size >= 4 else
+                    (LEAVE_ONE_RUN_OUT, "calibration") if sizes.size == 3 else (None, "sum"))
+    try:
+        if source == INNER_BACKTEST:
+            inner = leave_largest_out(small["n"], small["tokens"], small["weight"],
+                                      small["value"], form="auto", f_scale=f_scale)
+            step_error = float(inner["rmse_rel"])
+            dof = points = len(inner.get("errors") or [])
+        elif source == LEAVE_ONE_RUN_OUT:
+            step_error, dof, points = leave_one_run_out(small, pair, form, f_scale)
+        else:
+            notes.append(f"{sizes.size} sizes below the held-out one: no calibration term")
+    except FitError as e:
+        notes.append(f"calibration ({source}) failed: {e}")
+    s_ext = extrapolation_sd(step_error, step, math.log(held_n / n_max))
+    calibrated = math.isfinite(s_ext) and s_ext > 0
+    if not calibrated and sizes.size >= 3:
+        notes.append("no calibration term: the intervals are too narrow and not counted")
+    return {"sd": s_ext if calibrated else 0.0, "rule": rule if calibrated else "sum",
+            "dof": dof or None, "points": points,
+            "step_error": step_error if math.isfinite(step_error) else None,
+            "source": source if calibrated else None, "calibrated": calibrated}
+
+
+def leave_one_run_out(small: pd.DataFrame, pair: str, form: str, f_scale: float | str
+                      ) -> tuple[float, int, int]:
+    """The calibration with three smaller sizes: (RMS log error, runs, points) of each run (one
+    weight, all its budgets) at the largest size N₃ of ``small`` predicted by the law in
+    ``form`` refitted on every other point of ``small``. The run's A_p and B_p then rest on the
+    two sizes below it — one size step extrapolated, as the backtest extrapolates one step
+    beyond N₃ — while E, α and β keep N₃ through the other weights. The errors are those of
+    refits making the backtest's kind of prediction, so they already hold the refits' spread
+    and one run's seed noise: they enter by the "calibration" rule, grown with log N like the
+    inner backtest's (:func:`~fitting.intervals.predictive.extrapolation_sd`), with Student's t
+    on the runs left out as dof (a run's budgets share its seed and move together). What it
+    cannot see is a misfit in N shared by every weight (E, α), which the larger-size verdict
+    judges. FitError with fewer than :data:`MIN_RUNS_LEFT_OUT` runs at N₃, or when a refit
+    fails (a calibration from the runs that happened to fit would be chosen by them)."""
+    top = small["n"] >= small["n"].max() * (1 - _SAME)
+    weights = sorted(small.loc[top, "weight"].astype(float).unique())
+    if len(weights) < MIN_RUNS_LEFT_OUT:
+        raise FitError(f"{len(weights)} run(s) at the largest smaller size: leaving one out "
+                       f"needs ≥ {MIN_RUNS_LEFT_OUT}", column="weight")
+    errors: list[float] = []
+    for w in weights:
+        out = top & np.isclose(small["weight"].astype(float), w, rtol=1e-9)
+        fit = _refit(small[~out], form, f_scale)
+        rows = small[out]
+        pred = np.array([float(fit.predict(n, d, p, pair).ravel()[0]) for n, d, p in
+                         zip(rows["n"], rows["tokens"], rows["weight"], strict=True)])
+        errors += np.log(pred / rows["value"].to_numpy(float)).tolist()
+    err = np.asarray(errors, dtype=float)
+    if not np.all(np.isfinite(err)):
+        raise FitError("a run left out was predicted as no positive finite loss")
+    return float(np.sqrt(np.mean(err ** 2))), len(weights), int(err.size)
 
 
 def estimate_points(fit: JointChinchillaFit, pair: str, points: pd.DataFrame) -> pd.DataFrame:

@@ -1,29 +1,15 @@
 """Predictive intervals of the held-out runs' losses predicted by L(N, D) across weights
-(:mod:`fitting.intervals.predictive`), built from the fitted runs alone.
+(:mod:`fitting.intervals.predictive`'s sum rule), built from the fitted runs alone and fixed
+before any held-out loss is read.
 
-For each held-out entry of the law the report leads with, s² adds:
-
-* ``s_resample``: refits of the pair's L(N, D) (its chosen form, no uncertainty, no backtest)
-  on the cooled-down points the estimate used (the budgets the form selection kept,
-  :func:`fitting.intervals.cooled_law.estimate_points`) of runs resampled with replacement
-  within each size
-  (:func:`fitting.intervals.cooled_law.resampled_run_refits`; failed ones counted,
-  ``n_failed``);
-* ``s_forms``: the other form of L(N, D) fitted on the same points
-  (:func:`fitting.intervals.cooled_law.other_form_predictions`), as the backtest points' have;
-* ``s_extrapolation``: the leave-largest-size-out backtest's RMS relative error (the fitted
-  largest size predicted from the smaller ones: one step of log(N_max / N_next)) grown linearly
-  to the held-out run's distance log(N / N_max), never below one step
-  (:func:`fitting.intervals.predictive.extrapolation_sd`), on as many dof as the backtest had
-  points;
-* ``σ_seed``: the study's relative seed sd at its largest repeated size (fitted runs only)
-  divided by √k for a held-out mean over k seeds, on its seeds' dof in the Satterthwaite sum.
-
-The rule is fixed before any held-out loss is read: no width depends on the held-out runs'
-values or their spread. Each entry gains ``predictive`` (the interval's fields),
-``inside80`` and ``inside95`` (the measured seed mean inside each), ``calibrated`` (False where
-the backtest could not be computed: the interval then lacks its extrapolation term and is too
-narrow, said in ``predictive_note``, and it is left out of the coverage returned).
+s² adds refits on the runs the estimate used, resampled within each size
+(:func:`fitting.intervals.cooled_law.estimate_points`, :func:`~fitting.intervals.cooled_law.
+resampled_run_refits`), the other form on the same points, the leave-largest-size-out
+backtest's RMS error grown to the run's log-N distance (on as many dof as the backtest had
+points) and the study's seed sd at its largest repeated size / √k (on its seeds' dof). Each
+entry gains ``predictive``, ``inside80``, ``inside95`` and ``calibrated`` (False without a
+backtest: too narrow, said in ``predictive_note``, left out of the coverage). The rule in
+full: docs/reference/laws.md, "Predictive intervals and their coverage".
 """
 
 from __future__ import annotations

@@ -1,56 +1,15 @@
 """Predictive intervals: how far a prediction beyond the fitted runs may be off, and how often
 such an interval held the truth.
 
-The ± of a perturbation refit (Fernandes et al. 2023 footnote 5) is the fit's sensitivity to
-its inputs; it says nothing of the law being wrong in N, nor of the noise of the point being
-predicted. A predictive interval here adds, in log space (relative errors), every source that
-varies between the prediction and a new measurement:
-
-    s² = s_resample² + s_forms² + s_extrapolation² + σ_seed²
-
-* ``s_resample``: the sd of log ŷ over refits on runs resampled with replacement within each
-  size (a bootstrap over runs, stratified so that every size stays in the fit);
-* ``s_forms``: the sd of log ŷ across the law forms the selection considered (additive and
-  Kaplan's L(N, D), other budgets…): model uncertainty as the spread of the candidates, the
-  chosen one at the centre (neither model averaging nor the envelope: the spread enters as one
-  more variance);
-* ``s_extrapolation`` (:func:`extrapolation_sd`): the calibration term, fixed before any
-  held-out point is seen — the RMS log error of the *inner* backtest (the fitted table's own
-  largest size predicted from its smaller sizes: one extrapolation step's error on data the fit
-  had), grown linearly with the distance in log N beyond the largest fitted size (an error in
-  the exponent moves log L linearly in log N), never below one step's error;
-* ``σ_seed``: the relative seed sd of the point predicted (a new measurement has its own
-  noise), 0 where none was measured.
-
-The interval is ŷ·exp(±q·s). Every component enters with the degrees of freedom it has: the
-refits' and the forms' spreads as known, the calibration term with its count of errors
-(``calibration_dof``) and σ_seed with its seeds' dof (``seed_dof``, k − 1); where any of them is
-finite, q is Student's t quantile with the Welch–Satterthwaite dof of the sum
-(:func:`satterthwaite_dof`), else the normal quantile (1.2816 for 80 %, 1.9600 for 95 %). From
-three seeds (2 dof) a σ_seed counted as exact would leave an exact law outside "3σ" about one
-time in ten from σ's own uncertainty.
-
-A second rule, ``rule="calibration"``, is for a calibration term that is itself the error of
-refits making the same kind of prediction (a leave-one-out cross-validation error, or the
-error of held-out runs predicted by the law fitted without them): such an error already
-contains the refits' spread and the law's misspecification, so adding s_resample and s_forms
-again counts them twice. There
-
-    s² = s_calibration² + σ_seed²
-
-(s_resample and s_forms are still computed and reported), and because s_calibration is a root
-mean square of k errors, q is Student's t quantile with the Welch–Satterthwaite degrees of
-freedom of the sum (:func:`satterthwaite_dof`; σ_seed on its own dof) — the textbook
-prediction interval with an estimated sd.
-
-An interval is ``calibrated`` when it has a positive calibration term; one without
-(``calibrated`` False) says how wide the fit's own uncertainty is, and no coverage claim counts
-it.
-
-Whether either is honest is measured, not assumed: :func:`coverage` counts the held-out points
-inside each nominal level, with a Clopper–Pearson 90 % interval on the fraction.
-
-Pure numpy/scipy.
+The interval is ŷ·exp(±q·s), in log space s² = s_resample² + s_forms² + s_extrapolation² +
+σ_seed² (rule "sum": refits on runs resampled within each size, the other forms' spread, the
+calibration term fixed before any held-out point is read — :func:`extrapolation_sd` — and the
+point's seed sd), or s² = s_calibration² + σ_seed² (rule "calibration": a calibration that is
+itself the error of refits making the same prediction already holds their spread). q is
+Student's t on the Welch–Satterthwaite dof of the terms that have one (:func:`interval_dof`),
+else normal. ``calibrated``: a positive calibration term is in s; :func:`coverage` counts only
+those, with Clopper–Pearson intervals (:func:`coverage_by_cluster`: per cluster too). The
+derivation: docs/reference/laws.md, "Predictive intervals and their coverage".
 """
 
 from __future__ import annotations

@@ -151,3 +151,17 @@ def test_the_backtest_line_names_the_seed_sd_and_its_multiple(benchmark_script, 
     out = capsys.readouterr().out
     assert "seed sd 4.72 % (3x = 14.16 %; given (seed noise)): within" in out
     assert "3x noise 4.72" not in out
+
+
+def test_a_rows_line_names_the_multiple_and_the_sigma_its_verdict_used(benchmark_script,
+                                                                      capsys):
+    """A longer-run row is judged against the per-point scatter, on its dof's multiple: the
+    line printed "vs 3x seed noise" whatever the row was judged on."""
+    row = {"kind": "longer run", "pair": "en-de", "rmse": 0.05, "worst": 0.09,
+           "multiple": 3.0, "three_sigma": 0.15, "sigma_seeds": 400, "sigma_dof": 380,
+           "sigma_source": "per-point scatter", "verdict": "holds"}
+    job = benchmark_script("check_main_job")
+    job.print_result(job.check(_with_extrapolation([_larger("en-de", "holds"), row])))
+    out = capsys.readouterr().out
+    assert "vs 3σ = 15.00 % (per-point scatter) (σ from 400 measurements, 380 dof): holds" in out
+    assert "3x seed noise" not in out

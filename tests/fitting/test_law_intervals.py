@@ -10,6 +10,7 @@ import pytest
 
 from fitting.core.seed_noise import SeedNoise
 from fitting.intervals.cooled_law import (
+    LEAVE_ONE_RUN_OUT,
     backtest_intervals,
     cooled_law_intervals,
     estimate_points,
@@ -100,9 +101,10 @@ def test_an_e_at_its_bound_gets_no_interval(fitted):
 
 
 def test_uncalibrated_backtest_points_are_never_counted_in_its_coverage():
-    """Four sizes: three below the held-out one, too few for the inner backtest. Every point
-    still gets its interval, marked ``calibrated`` False, and the coverage counts none of
-    them (``left_out`` says how many)."""
+    """Four sizes: three below the held-out one, too few for the inner backtest, and two runs
+    at the largest smaller size, too few to leave one out. Every point still gets its
+    interval, marked ``calibrated`` False, and the coverage counts none of them (``left_out``
+    says how many)."""
     pts = _points()
     pts = pts[pts["n"] > SIZES[0]]
     fit = fit_joint_chinchilla(pts, uncertainty=None, form="additive", noise_rel={"en-de": 0.01})
@@ -111,6 +113,46 @@ def test_uncalibrated_backtest_points_are_never_counted_in_its_coverage():
     assert not bt["predictive"]["calibrated"] and bt["predictive"]["calibration_n"] is None
     assert all(e["calibrated"] is False and "lo95" in e for e in bt["errors"])
     assert bt["coverage"]["0.95"]["n"] == 0 and bt["coverage"]["0.95"]["left_out"] == 6
+    assert any("leaving one out needs ≥ 3" in n for n in bt["predictive"]["notes"])
+
+
+def _three_weights(noise: float = 0.01, seed: int = 3) -> pd.DataFrame:
+    """:func:`_points` at four sizes (three below the held-out one) with a third weight."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for n in SIZES[1:]:
+        for w, k in ((0.3, 2.0), (0.5, 1.5), (1.0, 1.0)):
+            for d in (2e6, 4e6, 8e6):
+                loss = 1.2 + k * (40 * n ** -0.35 + 300 * d ** -0.4)
+                rows.append({"pair": "en-de", "weight": w, "n": n, "tokens": d,
+                             "value": loss * (1 + noise * rng.standard_normal())})
+    return pd.DataFrame(rows)
+
+
+def test_three_smaller_sizes_are_calibrated_by_leaving_each_run_of_the_largest_out():
+    """The calibration is the runs at the largest smaller size predicted without them, by the
+    calibration rule (its width the calibration and seed terms only), on the runs as dof;
+    moving the held-out size's losses changes no width."""
+    pts = _three_weights()
+    fit = fit_joint_chinchilla(pts, uncertainty=None, form="additive", noise_rel={"en-de": 0.01})
+    bt = fit.backtest["en-de"]
+    backtest_intervals("en-de", bt, pts, None, f_scale=fit.f_scale["en-de"])
+    pv = bt["predictive"]
+    assert pv["calibrated"] and pv["calibration"] == LEAVE_ONE_RUN_OUT
+    assert (pv["calibration_n"], pv["calibration_points"], pv["rule"]) == (3, 9, "calibration")
+    for p in pv["points"]:
+        assert p["rule"] == "calibration" and p["dof"] == pytest.approx(3)
+        assert p["sd_total"] == pytest.approx(p["sd_extrapolation"]) and p["sd_total"] > 0
+    assert bt["coverage"]["0.95"]["n"] == len(bt["errors"]) == 9
+    moved = copy.deepcopy(fit.backtest["en-de"])
+    held = pts["n"] == max(SIZES)
+    for e in moved["errors"]:
+        e["error"] = (1 + e["error"]) / 3.0 - 1.0
+    backtest_intervals("en-de", moved, pts.assign(value=np.where(held, pts["value"] * 3,
+                                                                 pts["value"])),
+                       None, f_scale=fit.f_scale["en-de"])
+    for old, new in zip(bt["errors"], moved["errors"], strict=True):
+        assert new["hi95"] == pytest.approx(old["hi95"], rel=1e-9)
 
 
 def test_the_backtests_seed_noise_is_measured_below_the_size_it_judges():

@@ -271,6 +271,7 @@ def test_check_main_job_prints_the_branch_ends_as_information(report, benchmark_
     line = next(x for x in out.splitlines() if "cool-down ends en-de" in x)
     assert line.strip().startswith("cool-down ends en-de (information): 15 predicted from 5 "
                                    "parents, median ")
-    assert line.endswith(f"vs 3x seed noise {100 * d['three_sigma']:.2f} %: holds")
+    assert line.endswith(f"vs {d['multiple']:.3g}σ = {100 * d['three_sigma']:.2f} % "
+                         f"({d['sigma_source']}): holds")
     job.print_result(job.check({**fits, "curves": None}))
     assert "no curve-law section in fits.json" in capsys.readouterr().out

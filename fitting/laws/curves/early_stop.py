@@ -1,21 +1,15 @@
-"""A run stopped early: its cooled-down end predicted from its curve up to the stop, with a
-predictive interval calibrated on the runs trained to the end.
+"""A run stopped early: its cooled-down end predicted from its curve up to the stop.
 
-A run of T steps stopped at S = ⌈f·T⌉ (``StudySpec.stop_fraction``; the training stack's
-``TrainConfig.stop_step``) has its losses up to S under the schedule of all T steps, and its
-learning rates after S as ``planned_learning_rate`` rows (:data:`PLANNED_LR_METRIC`,
-:func:`with_planned_rates`). A schedule-aware curve law (Tissue et al. 2024 eq. 1, in the form
-and annealing momentum the report's curve section uses, :mod:`fitting.laws.curves.annealing`)
-fitted on the run's losses from ``from_step`` to S and on its cool-down branches that left at or
-before S (those a stopped study trains; without a cool-down in the fit the rsqrt phase cannot
-tell the annealing term from A·S1^−α, :mod:`fitting.laws.curves.branches`) gives the loss at T
-from the run's full schedule (:func:`predict_stopped_end`). The law describes the loss it is
-fitted on (the pair's training loss); the loss judged (``targets``, e.g. the pair's validation
-loss) may sit apart from it, so the prediction adds the median gap target − law over the fitted
-runs' target points within their fitted steps (each branch's, and the parent's up to S; 0
-where there are none, stated in ``offset_points``).
-
-Its interval is :func:`fitting.intervals.early_stop.calibrated_intervals`'s.
+A run of T steps stopped at S = ⌈f·T⌉ (``StudySpec.stop_fraction``, ``TrainConfig.stop_step``)
+has its losses up to S and its planned learning rates after S (:data:`PLANNED_LR_METRIC`,
+:func:`with_planned_rates`). The schedule-aware curve law (Tissue et al. 2024 eq. 1,
+:mod:`fitting.laws.curves.annealing`), fitted from ``from_step`` to S on the curve it is given
+(the report gives the pair's probe loss, else its training loss) and on the run's cool-down
+branches that left by S, predicts the loss at T from the full schedule
+(:func:`predict_stopped_end`); the loss judged may sit apart from the curve fitted, so the median
+gap target − law over the fitted steps is added (``offset_points``). Its interval:
+:func:`fitting.intervals.early_stop.calibrated_intervals`. The rules in full: docs/guides/
+fitting.md, "Early stop: predicted ends of stopped runs".
 """
 
 from __future__ import annotations

@@ -446,11 +446,14 @@ def _interval_texts(fit: JointChinchillaFit) -> list[str]:
         bt = (fit.backtest or {}).get(pair) or {}
         cov = bt.get("coverage")
         if cov and cov["0.80"]["n"]:
+            pv = bt.get("predictive") or {}
             parts.append(f"the backtest's {cov['0.80']['n']} points inside the 80 % interval "
-                         f"{cov['0.80']['inside']}, inside the 95 % {cov['0.95']['inside']}"
-                         + ("" if (bt.get("predictive") or {}).get("calibrated") else
-                            " (not calibrated: too few sizes for the inner backtest, too "
-                            "narrow)"))
+                         f"{cov['0.80']['inside']}, inside the 95 % {cov['0.95']['inside']} "
+                         f"(calibrated by {pv.get('calibration')} on {pv.get('calibration_n')} "
+                         "errors)")
+        elif cov and cov["0.80"].get("left_out"):
+            parts.append(f"the backtest's {cov['0.80']['left_out']} intervals not calibrated "
+                         "(no calibration term: too narrow, not counted)")
         e = (fit.meta.get("E_predictive") or {}).get(pair) or {}
         if "lo80" in e:
             parts.append(f"E {e['estimate']:.4g}, 80 % [{e['lo80']:.4g}, {e['hi80']:.4g}], "
@@ -522,9 +525,11 @@ def cooled_law_section(doc: Document, rep: Report, fit: JointChinchillaFit | Non
     intervals = _interval_texts(fit)
     if intervals:
         doc.p("Predictive intervals (fitting.intervals.cooled_law: refits on the smaller sizes' "
-              "runs resampled within each size, the other form's prediction, the inner "
-              "backtest's error grown with log N, the seed noise; fixed before the held-out "
-              "size is read): " + " ".join(intervals))
+              "runs resampled within each size, the other form's prediction, a calibration "
+              "error grown with log N — the inner backtest's with ≥ 4 smaller sizes, with "
+              "three each run of the largest smaller size predicted without it (leave one run "
+              "out, which replaces the refits and forms) — the seed noise below the held-out "
+              "size; fixed before the held-out size is read): " + " ".join(intervals))
     rep.warnings += [f"{COOLED_LAW}: {m}" for m in fit.warnings]
     rep.warnings += [f"{COOLED_LAW} backtest {p}: outside {bt['tolerance']:g}× the noise"
                      for p, bt in (fit.backtest or {}).items() if bt["within"] is False]

@@ -26,11 +26,13 @@ per fitted parent run that trains the pair (held-out and verification runs left 
   calibrated_intervals`): the rule is fixed before any check is read;
 * for a check: the trained end (the ``metric`` at T), the error, whether the end lies inside
   each interval (:func:`fitting.intervals.predictive.coverage`, with its Clopper–Pearson interval),
-  and whether it lies within 3σ_seed of the trained end — σ_seed the relative seed sd at the
-  largest size repeated (:func:`fitting.report.sections.chinchilla.largest_size_seed_noises`).
+  and whether it lies within k·σ_seed of the trained end — σ_seed the relative seed sd at the
+  largest size repeated (:func:`fitting.report.sections.chinchilla.largest_size_seed_noises`), k
+  3 or Student's t quantile on σ's dof where wider (:func:`fitting.core.seed_noise.
+  judging_multiple`: 4.85 on 2 dof).
 
 Verdict per pair (:func:`verdict`): **holds** when at least :data:`REQUIRED_SHARE` of the
-checked ends lie within 3σ_seed of their trained ends, **does not hold** otherwise;
+checked ends lie within k·σ_seed of their trained ends, **does not hold** otherwise;
 information where σ_seed rests on fewer than 3 seeds or was not measured
 (:func:`fitting.core.seed_noise.judges`, :func:`~fitting.core.seed_noise.few_seeds_verdict`).
 ``fits.json["early_stop"]``: the settings, ``pairs[pair]`` (every end, the verdict's fields,
@@ -153,7 +155,7 @@ def early_stop_ends(view: StudyView, pair: str, fraction: float, *, lam: float =
 
 def verdict(within: list[bool], noise: SeedNoise | None) -> str:
     """:data:`HOLDS` when at least :data:`REQUIRED_SHARE` of ``within`` (checked ends within
-    3σ_seed) are true, :data:`FAILS` otherwise; information without a judging σ_seed, "not
+    k·σ_seed) are true, :data:`FAILS` otherwise; information without a judging σ_seed, "not
     computed" without checks."""
     if not within:
         return "not computed: no run trained to its end to check against"

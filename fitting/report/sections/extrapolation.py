@@ -1,64 +1,15 @@
 """The report's first section: how far its predictions can be trusted.
 
-One row per (extrapolation, pair), each a prediction of points that no fit saw, judged against
-the measured seed noise σ_seed — the seed-to-seed sd of the same experiment, never a fit's
-residuals nor the wobble of a curve's last evaluations:
-
-* ``larger size`` (:data:`LARGER_SIZE`): the leave-largest-size-out backtest of the law the
-  report leads with — with cool-down branches, L(N, D) across weights on cooled-down budgets
-  (:func:`fitting.report.sections.chinchilla.fit_cooled_law`, its ``backtest[pair]``: every cooled-down
-  budget of the largest size, predicted by a refit on the smaller sizes whose form and budgets
-  were chosen on those sizes only); else, in a study of 3 pairs or more, the chosen mixture law
-  (:func:`fitting.laws.mixture.compare.size_backtest`: every design mixture at the largest
-  size, predicted by a refit on the smaller sizes); else the joint law (Fernandes eq. 7, its
-  ``backtest[pair]``: the worst weight's mean loss at the largest size).
-* ``held-out run`` (:data:`HELDOUT_RUN`): the held-out runs' final losses
-  (:mod:`fitting.report.sections.heldout`, the primary law's entries), each judged against its own noise
-  (its own seeds, else the study's seed noise, :func:`fitting.report.sections.heldout.heldout_noise`).
-  The held-out runs are seen by no choice: every fit, the form and budget selection of L(N, D)
-  (:func:`fitting.laws.budget.chinchilla_joint.select_form`) included, is made on the fitted
-  runs (:attr:`fitting.report.view.StudyView.table_fit`). In a study of 3 pairs or more the
-  held-out mixtures instead, as the section "Mixture laws for K pairs" predicts them with the
-  law it chose (from every pair's weight): per pair, one row over the entries with a seed
-  noise (the pooled one at their size, else their own seeds' spread), judged against it, and
-  one row of information over the others.
-* ``longer run`` (:data:`LONGER_RUN`): the leave-last-third-of-steps-out backtest of the
-  schedule-aware curve law (Tissue et al. 2024 eq. 1, :func:`fitting.laws.curves.annealing.
-  fit_annealing_law`): fitted on every fitted run's curve of the pair up to 2/3 of its last
-  step — its probe loss where the table has it (schema revision 1.4), else its training loss,
-  else its ``metric`` on ``eval_set`` — it predicts the rest of each curve from the run's
-  learning-rate schedule (cool-down included); the row's detail names the loss. It is judged
-  against the per-point scatter the same fits leave on the steps they were fitted on
-  (:func:`point_scatter`): a per-step loss scatters by more than a cooled end's seed sd (the
-  model moves between steps), and against that no exact law could hold.
-* ``later cool-down`` (:data:`LATER_COOLDOWN`, tables with cool-down branches): the cooled-down
-  ends of the branches (and of the parents) that no fit saw, predicted by the LR-annealing law
-  fitted on each parent's stable phase and one of its branches — the errors of the section
-  "Training curves and curve-law continuations" (:mod:`fitting.report.sections.curves`, its
-  ``pairs[pair]["errors"]``): can a cool-down at another step be predicted instead of trained?
-
-Per row: ``rmse`` and ``worst`` |relative error| over the predicted points, σ relative to
-the loss (``sigma``; the longer run's, and a probe-loss later cool-down's, the per-point scatter
-above; every other row's the seed noise,
-:func:`fitting.report.sections.chinchilla.largest_size_seed_noise`: the pair's
-seed sd at the largest size repeated, relative to its mean; where the design repeats no run,
-the seed noise of the verification runs, pooled over their mixtures — the K-pair sections'),
-σ's seeds, degrees of freedom and χ² 90 % interval (``sigma_seeds``, ``sigma_dof``,
-``sigma_ci90``: :mod:`fitting.core.seed_noise`; a pooled σ sums the dof of the groups pooled;
-a row over several held-out entries takes the fewest of any entry), and the verdict: ``holds``
-when the RMSE is within k·σ (k = :data:`NOISE_MULTIPLE`, or Student's t quantile on σ's dof
-where wider: :func:`fitting.core.seed_noise.judging_multiple`), ``does not hold`` otherwise; where no
-seed noise was measured the verdict is information (:data:`NO_NOISE`), and so it is where σ
-rests on fewer than 3 seeds (dof < 2, :data:`FEW_SEEDS`: "information: seed noise from 2 seeds
-(1 dof …)" — from 2 seeds σ's 90 % interval is [0.51σ, 15.9σ], so 3σ may be 15 times too wide):
-a rule that cannot fail is no check (:func:`judge`, the one rule, which the curve section
-applies too). ``coverage`` (larger size with L(N, D), held-out runs): how many of the row's
-points fell inside their nominal 80 % and 95 % predictive intervals, calibrated intervals only
-(the others counted in ``left_out``; :func:`fitting.intervals.predictive.coverage_of_marks`;
-None where no interval was built), and ``calibration`` (how many were calibrated, on how many
-errors, the median quantile dof). The held-out run rows keep the held-out rule, whose 2 %
-clause judges however few the seeds. One sentence per kind says what the user may therefore
-do; the section leads with its table and those sentences, the rules below them.
+One row per (extrapolation, pair), each a prediction of points that no fit saw — ``larger
+size`` (:data:`LARGER_SIZE`: the leave-largest-size-out backtest of the law the report leads
+with), ``held-out run`` (:data:`HELDOUT_RUN`), ``longer run`` (:data:`LONGER_RUN`: the last
+third of each curve by the LR-annealing law) and ``later cool-down`` (:data:`LATER_COOLDOWN`:
+branch ends no fit saw) — judged by :func:`judge`, the one rule: the RMSE within k·σ, σ the
+noise of the quantity predicted (a cooled end's seed sd, or for per-step curve points the
+per-point scatter of the fitted steps, :func:`point_scatter`), k = 3 or Student's t on σ's dof
+where wider; information where σ is missing or rests on fewer than 3 seeds. Rows with
+intervals carry their coverage over calibrated intervals only and what they were calibrated on.
+The rows, fields and sentences: docs/guides/fitting.md, "How far the predictions can be trusted".
 """
 
 from __future__ import annotations

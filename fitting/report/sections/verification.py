@@ -1,37 +1,15 @@
 """The report's section "Verification": the recommended K-pair mixture trained beside baselines.
 
-A study's verification stage (:mod:`mnmt.study.verify`) trains the weights that
-``fits.json["mixture"]["recommendation"]`` recommends and the study's baseline mixtures
-(uniform, temperatures, UniMax) at one model size — the recommendation's target size — with the
-same seeds for every mixture. Those runs are never fitted: :func:`split_verification` takes them
-out of the table before any fit (as held-out runs are), and :func:`verification_section` sets
-what they measured against what the law predicted.
-
-* Objective: J(w) = Σ_i π_i L_i(N, w), π the recommendation's normalised preferences
-  (``recommendation.constraints.preferences``) — the quantity the recommendation minimised.
-* Predicted: the law that made the recommendation (``recommendation.law``) at the verification
-  size, with its 95 % bootstrap band per pair (``band()``) and for J (the same percentiles of J
-  over the bootstrap refits).
-* Measured: J of each run from its final losses; the mean over seeds and the seed sd (sample
-  sd, ddof 1) of J and of every pair's loss. A seed *diverged* when a pair its mixture trains
-  (weight > 0) or J has no finite final loss; it is counted and shown, never dropped silently.
-* Verdict per baseline b (:func:`compare_paired`): every mixture is trained with the same seeds
-  (the same initialisations and data order), so the comparison is paired: per seed s,
-  d_s = J_b,s − J_rec,s; the mean gap d̄, the paired sd s_d (ddof 1) and the one-sided p of the
-  paired t = d̄ / (s_d / √n) on n − 1 dof (H1: d̄ > 0). The p-values of all baselines are
-  Holm-corrected (:func:`holm`, Holm 1979). The recommendation beats b when the corrected
-  p < :data:`ALPHA`, d̄ > :data:`SD_MULTIPLE` · s_d (the gap exceeds twice the seed-to-seed
-  spread of the difference itself, not only its standard error), at least two seeds pair up,
-  no seed of the recommendation diverged (a diverged recommendation seed is a loss), and its
-  measured losses meet the constraints' maximum losses. A seed where only the baseline
-  diverged leaves the pairing and is counted in ``n_diverged``.
-* Seed noise (:func:`verification_seed_noise`): the relative seed sd of each pair's final loss,
-  pooled over the mixtures that *train* the pair (weight > 0), with its degrees of freedom; a
-  pair at weight 0 is evaluated zero-shot and varies with the seed far more, so it is pooled
-  apart (``trained=False``) and never used as the noise of a trained loss.
-
-Pure numpy/scipy/pandas; the law is used through its ``predict`` / ``predict_samples`` methods.
-``fits.json["mixture"]["verification"]``: :func:`verification_payload`.
+A study's verification stage (:mod:`mnmt.study.verify`) trains the recommended weights and the
+baseline mixtures at one size with the same seeds; :func:`split_verification` keeps those runs
+out of every fit. :func:`verification_section` sets what they measured against the recommending
+law's prediction of J(w) = Σ π_i L_i — its bootstrap band and its predictive interval
+(:func:`fitting.intervals.mixture.objective_interval`, calibrated on the held-out mixtures;
+coverage over calibrated intervals only, :func:`predictive_checks`) — and judges each baseline
+paired by seed (:func:`compare_paired`: one-sided paired t, Holm-corrected over the baselines
+(:func:`holm`), and a gap beyond :data:`SD_MULTIPLE` paired sd). Diverged seeds are counted,
+never dropped; :func:`verification_seed_noise` pools trained pairs apart from zero-shot ones.
+The rules in full: docs/guides/many_pairs.md, "5. Verification".
 """
 
 from __future__ import annotations
