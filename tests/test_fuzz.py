@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fitting.core.base import FitError
+from fitting.core.options import NO_UNCERTAINTY, BacktestOptions
 from fitting.data.rundirs import parse_metrics_jsonl, read_metrics_jsonl, read_run_dir
 from fitting.data.tables import read_table
 
@@ -297,7 +298,8 @@ def test_power_law_on_any_points_fits_finitely_or_raises_fit_error(examples):
     def prop(points: list[tuple[float, float]]) -> None:
         n, loss = zip(*points, strict=True) if points else ((), ())
         try:
-            fit = fit_power_law(list(n), list(loss), uncertainty=None, backtest=len(points) > 4)
+            fit = fit_power_law(list(n), list(loss), uncertainty=NO_UNCERTAINTY,
+                                backtest=BacktestOptions() if len(points) > 4 else None)
         except FitError as e:
             assert one_line(str(e))
             return
@@ -348,7 +350,7 @@ def test_fits_do_not_depend_on_row_order_or_on_duplicating_the_table(examples):
     from fitting.laws.size.power import fit_power_law
 
     def prop(df: pd.DataFrame, seed: int) -> None:
-        kw = {"uncertainty": None, "backtest": False}
+        kw = {"uncertainty": NO_UNCERTAINTY, "backtest": None}
         shuffled = df.sample(frac=1.0, random_state=seed)
         twice = pd.concat([df, df])
         n, w = df["n"].to_numpy(), df["weight"].to_numpy()
@@ -393,7 +395,7 @@ def test_laws_on_damaged_tables_fit_finitely_or_raise_fit_error(examples):
     def prop(df: pd.DataFrame) -> None:
         for fit_law in (fit_joint_law, fit_multilingual_law):
             try:
-                fit = fit_law(df, uncertainty=None, backtest=False)
+                fit = fit_law(df, uncertainty=NO_UNCERTAINTY, backtest=None)
             except FitError as e:
                 assert one_line(str(e)), str(e)
                 continue
@@ -612,7 +614,8 @@ def test_power_law_over_an_overflowing_size_range_is_refused():
     from fitting.laws.size.power import fit_power_law
 
     with pytest.raises(FitError, match="column 'n' spans 1e-300 to 2, more than 1e"):
-        fit_power_law([1.0, 2.0, 1e-300], [1.0, 1.0, 1.0], uncertainty=None)
+        fit_power_law([1.0, 2.0, 1e-300], [1.0, 1.0, 1.0],
+                      uncertainty=NO_UNCERTAINTY)
 
 
 def test_require_finite_params_refuses_an_overflowed_fit():

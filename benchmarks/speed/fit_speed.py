@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 
 from benchmarks.common import DATA  # noqa: E402  (public data, see benchmarks/data/README.md)
 from benchmarks.validation.validate_chinchilla import load_epoch, run_peer  # noqa: E402
+from fitting.core.options import UncertaintyOptions
 from fitting.laws.budget.chinchilla import fit_chinchilla  # noqa: E402
 from fitting.laws.budget.chinchilla_opt import refit  # noqa: E402
 from fitting.laws.size.joint import fit_joint_law  # noqa: E402
@@ -93,7 +94,7 @@ def run(repeats: int, n_refits: int) -> dict:
     fit = None
     for r in range(repeats):
         t, c = time.perf_counter(), time.process_time()
-        fit = fit_joint_law(df, n_refits=n_refits, seed=r)
+        fit = fit_joint_law(df, uncertainty=UncertaintyOptions(n_refits=n_refits, seed=r))
         ours.append(time.perf_counter() - t)
         ours_cpu.append(time.process_time() - c)
     fs = float(np.median(list(fit.f_scale.values())))

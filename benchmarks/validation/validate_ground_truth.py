@@ -24,6 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root (run or loaded by path)
 
+from fitting.core.options import UncertaintyOptions
 from fitting.laws.curves.learning_curve import fit_learning_curve  # noqa: E402
 from fitting.laws.quality import fit_quality_law  # noqa: E402
 from fitting.laws.size.bivariate import fit_bivariate_law  # noqa: E402
@@ -61,12 +62,13 @@ def power_case(seed: int, n_refits: int) -> dict:
     n = np.geomspace(1e5, 5e7, 8)
     y = true["beta"] * n ** -true["alpha"] + true["l_inf"]
     y = y * (1 + 0.01 * np.random.default_rng(seed).standard_normal(y.size))
-    f = fit_power_law(n, y, n_refits=n_refits, seed=seed)
+    f = fit_power_law(n, y, uncertainty=UncertaintyOptions(n_refits=n_refits, seed=seed))
     return {k: (_rel(f[k], v), _cover(f, k, v)) for k, v in true.items()}
 
 
 def joint_case(seed: int, n_refits: int) -> dict:
-    f = fit_joint_law(make_final_table(noise=0.01, seed=seed), n_refits=n_refits, seed=seed)
+    f = fit_joint_law(make_final_table(noise=0.01, seed=seed),
+                      uncertainty=UncertaintyOptions(n_refits=n_refits, seed=seed))
     out = {}
     for k in ("alpha", "l_inf"):
         idx = {"alpha": 0, "l_inf": 2}[k]
@@ -83,8 +85,8 @@ def joint_case(seed: int, n_refits: int) -> dict:
 
 
 def multilingual_case(seed: int, n_refits: int) -> dict:
-    f = fit_multilingual_law(make_final_table(noise=0.01, seed=seed), n_refits=n_refits,
-                             seed=seed)
+    f = fit_multilingual_law(make_final_table(noise=0.01, seed=seed),
+                             uncertainty=UncertaintyOptions(n_refits=n_refits, seed=seed))
     out = {}
     for k, idx in (("alpha", 0), ("beta1", 1), ("l_inf", 2)):
         out[k] = (max(_rel(f.params[f"{k}[{p}]"], TRUTH[p][idx]) for p in TRUTH),
@@ -109,7 +111,8 @@ def bivariate_case(seed: int, n_refits: int) -> dict:
     true = {"alpha": 0.8, "p_e": 0.25, "p_d": 0.35, "l_inf": 0.9}
     y = true["alpha"] * (120e6 / ne) ** 0.25 * (150e6 / nd) ** 0.35 + 0.9
     y = y * (1 + 0.01 * np.random.default_rng(seed).standard_normal(y.size))
-    f = fit_bivariate_law(ne, nd, y, n_e_bar=120e6, n_d_bar=150e6, n_refits=n_refits, seed=seed)
+    f = fit_bivariate_law(ne, nd, y, n_e_bar=120e6, n_d_bar=150e6,
+                          uncertainty=UncertaintyOptions(n_refits=n_refits, seed=seed))
     return {k: (_rel(f[k], v), _cover(f, k, v)) for k, v in true.items()}
 
 
@@ -117,9 +120,10 @@ def quality_cases(seed: int, n_refits: int) -> tuple[dict, dict]:
     rng = np.random.default_rng(seed)
     L = np.linspace(1.2, 2.5, 15)
     b = 40 * L**-1.5 * (1 + 0.01 * rng.standard_normal(L.size))
-    q = fit_quality_law(L, b, n_refits=n_refits, seed=seed)
+    q = fit_quality_law(L, b, uncertainty=UncertaintyOptions(n_refits=n_refits, seed=seed))
     c = (70 - 12 * L) * (1 + 0.01 * rng.standard_normal(L.size))
-    lin = fit_quality_law(L, c, form="linear", metric="chrf", n_refits=n_refits, seed=seed)
+    lin = fit_quality_law(L, c, form="linear", metric="chrf",
+                          uncertainty=UncertaintyOptions(n_refits=n_refits, seed=seed))
     return ({"c": (_rel(q["c"], 40), _cover(q, "c", 40)), "p": (_rel(q["p"], 1.5),
                                                                  _cover(q, "p", 1.5))},
             {"a": (_rel(lin["a"], 70), _cover(lin, "a", 70)),
@@ -130,8 +134,9 @@ def learning_curve_case(seed: int, n_refits: int) -> dict:
     s = np.geomspace(1000, 100000, 30)
     y = 3.0 * (s / 1000) ** -0.5 + 0.8
     y = y * (1 + 0.01 * np.random.default_rng(seed).standard_normal(s.size))
-    f = fit_learning_curve(s, y, min_step_fraction=0.0, uncertainty="perturbation",
-                           n_refits=n_refits, seed=seed)
+    f = fit_learning_curve(s, y, min_step_fraction=0.0,
+                           uncertainty=UncertaintyOptions(method="perturbation",
+                                                          n_refits=n_refits, seed=seed))
     return {"alpha": (_rel(f["alpha"], 0.5), _cover(f, "alpha", 0.5)),
             "l_inf": (_rel(f["l_inf"], 0.8), _cover(f, "l_inf", 0.8))}
 

@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 
 from benchmarks.common import DATA  # noqa: E402  (public data: benchmarks/data/README.md)
 from fitting.core.base import FitError  # noqa: E402
+from fitting.core.options import NO_UNCERTAINTY
 from fitting.laws.size.effective import fit_multilingual_law  # noqa: E402
 
 
@@ -131,7 +132,8 @@ def run(data_dir: str, mixture_set: str, model_size: str, folds: int, seed: int)
         tab = pd.DataFrame(rows)
         for law, form in (("eq11+eq12", "eq12"), ("eq11+eq13", "eq13")):
             try:
-                fit = fit_multilingual_law(tab, form=form, uncertainty=None)
+                fit = fit_multilingual_law(tab, form=form,
+                                           uncertainty=NO_UNCERTAINTY)
             except FitError:
                 failures[law] += 1
                 continue

@@ -30,6 +30,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root (run or loaded by path)
 
 from benchmarks.common import DATA  # noqa: E402  (vendored public data: benchmarks/data/README.md)
+from fitting.core.options import BacktestOptions, UncertaintyOptions
 from fitting.laws.size.power import fit_power_law  # noqa: E402
 
 
@@ -41,8 +42,9 @@ def run(data_dir: str, tolerance: float, n_refits: int) -> dict:
     for model, g in df.groupby("Model", sort=False):
         tr = g[g.Training == 1].sort_values("Seen Examples")
         te = g[g.Training == 0]
-        fit = fit_power_law(tr["Seen Examples"], tr["Loss"], x_name="d", n_refits=n_refits,
-                            backtest_tolerance=tolerance)
+        fit = fit_power_law(tr["Seen Examples"], tr["Loss"], x_name="d",
+                            uncertainty=UncertaintyOptions(n_refits=n_refits),
+                            backtest=BacktestOptions(tolerance=tolerance))
         pred = float(fit.predict(te["Seen Examples"].to_numpy(float))[0])
         true = float(te["Loss"].iloc[0])
         lo, hi = fit.band(te["Seen Examples"].to_numpy(float))

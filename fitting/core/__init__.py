@@ -4,6 +4,7 @@ uncertainty (Fernandes footnote 5's perturbation refits, bootstrap, prediction b
 
 * :mod:`fitting.core.base`        ``FitResult``, ``FitError``, the law registry, ``json_safe``
 * :mod:`fitting.core.engine`      ``robust_fit``, ``varpro_fit``, ``goodness_of_fit``
+* :mod:`fitting.core.options`     ``FitOptions``, ``UncertaintyOptions``, ``BacktestOptions``
 * :mod:`fitting.core.uncertainty` perturbation and bootstrap samples, summaries, bands
 * :mod:`fitting.core.exports`     the lazy re-exports every package of ``fitting`` uses
 """
@@ -16,6 +17,8 @@ _EXPORTS = {
     **dict.fromkeys(["FitError", "FitResult", "LAW_REGISTRY", "register_law", "get_law",
                      "table_laws", "TableRequest", "json_safe"], "base"),
     **dict.fromkeys(["EngineResult", "robust_fit", "varpro_fit", "goodness_of_fit"], "engine"),
+    **dict.fromkeys(["FitOptions", "UncertaintyOptions", "BacktestOptions", "NO_UNCERTAINTY"],
+                    "options"),
     **dict.fromkeys(["perturbation_samples", "bootstrap_samples", "summarize_samples",
                      "band_from_samples"], "uncertainty"),
 }

@@ -19,6 +19,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from fitting.core.options import grouped_options
+
 __all__ = ["FitError", "FitResult", "LAW_REGISTRY", "register_law", "get_law", "table_laws",
            "TableRequest", "json_safe", "fitted_pair"]
 
@@ -103,8 +105,9 @@ class TableRequest:
     options: dict[str, Any] = field(default_factory=dict)
 
     def fit_options(self) -> dict[str, Any]:
-        """Keyword options of the least-squares laws' fits: ``f_scale`` (``auto`` or a number),
-        ``uncertainty`` (``none`` → None), ``n_refits``, ``seed``."""
+        """Keyword arguments of the least-squares laws' fits: ``f_scale`` (``auto`` or a number),
+        ``uncertainty`` (``none`` → None), ``n_refits``, ``seed`` and the ``--option`` values,
+        grouped into their options objects (:func:`fitting.core.options.grouped_options`)."""
         fs: Any = self.f_scale
         if fs != "auto":
             try:
@@ -112,7 +115,8 @@ class TableRequest:
             except ValueError:
                 raise FitError(f"--f-scale must be 'auto' or a number, got {fs!r}") from None
         unc = None if self.uncertainty == "none" else self.uncertainty
-        return {"f_scale": fs, "uncertainty": unc, "n_refits": self.n_refits, "seed": self.seed}
+        return grouped_options({"f_scale": fs, "uncertainty": unc, "n_refits": self.n_refits,
+                                "seed": self.seed, **self.options})
 
     def bootstrap_options(self) -> dict[str, Any]:
         """Options of the laws whose only uncertainty is the bootstrap (Chinchilla, DPL): an

@@ -20,6 +20,7 @@ from numpy.typing import ArrayLike
 
 from fitting.core.base import FitError, FitResult, TableRequest, register_law
 from fitting.core.engine import EngineResult, convergence_warning, goodness_of_fit, robust_fit
+from fitting.core.options import FitOptions, UncertaintyOptions
 from fitting.core.uncertainty import perturbation_samples, summarize_samples
 from fitting.data.tables import check_numeric, drop_invalid_rows, require_columns, without_branches
 from fitting.laws.size.power import as_positive_array
@@ -61,7 +62,7 @@ class QualityLawFit(FitResult):
             df, _ = drop_invalid_rows(df, ["loss", m], positive=["loss"])
         return fit_quality_law(check_numeric(df, "loss", src), check_numeric(df, m, src),
                                form=request.form or "power", metric=m,
-                               **request.fit_options(), **request.options)
+                               **request.fit_options())
 
     def predict(self, loss: ArrayLike) -> np.ndarray:
         """Metric value at cross-entropy ``loss``, within the metric's range
@@ -92,17 +93,13 @@ def fit_quality_law(
     *,
     form: str = "power",
     metric: str = "bleu",
-    robust_loss: str = "soft_l1",
-    f_scale: float | str = "auto",
-    uncertainty: str | None = "perturbation",
-    n_refits: int = 100,
-    sigma_rel: float = 0.01,
-    level: float = 0.95,
-    seed: int = 0,
+    fit_options: FitOptions = FitOptions(),
+    uncertainty: UncertaintyOptions = UncertaintyOptions(),
 ) -> QualityLawFit:
     """Fit BLEU = c·L^−p (eq. 5, ``form="power"``) or metric = a + b·L (``"linear"``).
 
-    Uncertainty: refits with σ = ``sigma_rel`` × value Gaussian perturbations of the metric.
+    Uncertainty: refits with σ = ``uncertainty.sigma_rel`` × value Gaussian perturbations of the
+    metric (``method`` ``"perturbation"`` or ``None``).
     """
     L = as_positive_array(loss, "loss")
     if form == "power":
@@ -128,35 +125,39 @@ def fit_quality_law(
             x, yy = np.log(L), np.log(vv)
             b, a = np.polyfit(x, yy, 1)
             res = robust_fit(lambda t: t[0] - t[1] * x, yy, [[a, -b]],
-                             ([-np.inf, -np.inf], [np.inf, np.inf]), loss=robust_loss,
+                             ([-np.inf, -np.inf], [np.inf, np.inf]), loss=fit_options.robust_loss,
                              f_scale=fs, require_convergence=refit)
             return {"c": float(np.exp(res.theta[0])), "p": float(res.theta[1])}, res
         sd = float(np.std(vv)) or 1.0
         b, a = np.polyfit(L, vv, 1)
         res = robust_fit(lambda t: (t[0] + t[1] * L) / sd, vv / sd, [[a, b]],
-                         ([-np.inf, -np.inf], [np.inf, np.inf]), loss=robust_loss, f_scale=fs,
+                         ([-np.inf, -np.inf], [np.inf,
+                                               np.inf]), loss=fit_options.robust_loss, f_scale=fs,
                          require_convergence=refit)
         return {"a": float(res.theta[0]), "b": float(res.theta[1])}, res
 
-    q, main = fit(v, f_scale)
+    q, main = fit(v, fit_options.f_scale)
     chosen = main.f_scale
     out = QualityLawFit(law="quality", params=q, form=form, metric=metric, n_points=int(L.size))
     out.goodness = {**goodness_of_fit(v, out.predict(L), 2), "f_scale": chosen}
-    out.meta = {"robust_loss": robust_loss, "uncertainty": uncertainty, "n_refits": n_refits,
-                "sigma_rel": sigma_rel, "seed": seed, "converged": main.success}
+    out.meta = {"robust_loss": fit_options.robust_loss, "uncertainty": uncertainty.method,
+                "n_refits": uncertainty.n_refits, "sigma_rel": uncertainty.sigma_rel,
+                "seed": uncertainty.seed, "converged": main.success}
     if (w := convergence_warning(main, "quality law fit")):
         out.warnings.append(w)
     if form == "power" and q["p"] <= 0:
         out.warnings.append(f"{metric} does not fall as the loss grows (p = {q['p']:.3g} ≤ 0); "
                             "Ghorbani eq. 5 assumes p > 0 (cf. source-original test sets)")
-    if uncertainty in ("perturbation", "both"):
+    if uncertainty.method in ("perturbation", "both"):
         # refits reuse the f_scale chosen on the data
-        s, failed = perturbation_samples(lambda vv: fit(vv, chosen, True)[0], v, n_refits=n_refits,
-                                         sigma_rel=sigma_rel, seed=seed)
-        out.stderr, out.intervals = summarize_samples(s, level, estimate=q)
+        s, failed = perturbation_samples(lambda vv: fit(vv, chosen, True)[0], v,
+                                         n_refits=uncertainty.n_refits,
+                                         sigma_rel=uncertainty.sigma_rel, seed=uncertainty.seed)
+        out.stderr, out.intervals = summarize_samples(s, uncertainty.level, estimate=q)
         out.meta["refits_failed"] = failed
-    elif uncertainty not in (None, "none"):
-        raise FitError(f"quality laws support uncertainty='perturbation' or None, got {uncertainty!r}")
+    elif uncertainty.method not in (None, "none"):
+        raise FitError("quality laws support uncertainty='perturbation' or None, "
+                       f"got {uncertainty.method!r}")
     return out
 
 

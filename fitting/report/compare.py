@@ -27,6 +27,7 @@ import pandas as pd
 
 from fitting import plots
 from fitting.core.base import FitError, json_safe
+from fitting.core.options import NO_UNCERTAINTY, UncertaintyOptions
 from fitting.core.uncertainty import beyond_sd
 from fitting.data import io
 from fitting.data.tables import final_losses, read_table, round_weights
@@ -98,8 +99,9 @@ def study_fractions(table: pd.DataFrame, *, label: str, eval_set: str = "validat
             out["left_out"] = sorted({f"{pr} p={w:g}" for pr, w in zip(lone["pair"], lone["weight"],
                                                                         strict=True)})
         fin = fin[sizes_at >= 2]
-        joint = fit_joint_law(fin, uncertainty="perturbation" if n_refits > 1 else None,
-                              n_refits=max(int(n_refits), 2), seed=seed)
+        unc = UncertaintyOptions(method="perturbation" if n_refits > 1 else None,
+                                 n_refits=max(int(n_refits), 2), seed=seed)
+        joint = fit_joint_law(fin, uncertainty=unc)
     except FitError as e:
         out["skipped"] = f"joint law (eq. 7): {e}"
         return out
@@ -135,7 +137,8 @@ def study_fractions(table: pd.DataFrame, *, label: str, eval_set: str = "validat
         out["skipped"] = "; ".join(reasons)
     if fit_f_hat and out["pairs"]:
         try:
-            law = fit_multilingual_law(fin, form="eq12", uncertainty=None, backtest=False)
+            law = fit_multilingual_law(fin, form="eq12",
+                                       uncertainty=NO_UNCERTAINTY, backtest=None)
             out["f_hat"] = {p: {k: law.params[f"{k}[{p}]"] for k in ("c1", "c2", "c3")}
                             for p in out["pairs"] if p not in law.not_identified()}
         except FitError as e:

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from fitting.core.base import FitError, FitResult
+from fitting.core.options import NO_UNCERTAINTY, UncertaintyOptions
 from fitting.laws.quality import QualityLawFit, fit_quality_law, quality_points
 from fitting.laws.size.bivariate import BivariateLawFit, fit_bivariate_law
 
@@ -17,7 +18,8 @@ def _loss(noise=0.0, seed=0):
 
 
 def test_bivariate_recovery_and_allocation():
-    f = fit_bivariate_law(NE, ND, _loss(), n_e_bar=EB, n_d_bar=DB, uncertainty=None)
+    f = fit_bivariate_law(NE, ND, _loss(), n_e_bar=EB, n_d_bar=DB,
+                          uncertainty=NO_UNCERTAINTY)
     for k, v in TRUE.items():
         assert f[k] == pytest.approx(v, rel=1e-4)
     r_star = 0.35 / 0.6
@@ -37,7 +39,8 @@ def test_bivariate_recovery_and_allocation():
 
 
 def test_bivariate_noise_json_and_errors():
-    f = fit_bivariate_law(NE, ND, _loss(0.003, 1), n_e_bar=EB, n_d_bar=DB, n_refits=20)
+    f = fit_bivariate_law(NE, ND, _loss(0.003, 1), n_e_bar=EB, n_d_bar=DB,
+                          uncertainty=UncertaintyOptions(n_refits=20))
     assert abs(f["p_d"] - 0.35) < 0.07 and abs(f["p_e"] - 0.25) < 0.07
     g = FitResult.from_json(f.to_json())
     assert isinstance(g, BivariateLawFit) and g.n_e_bar == EB
@@ -50,14 +53,15 @@ def test_bivariate_noise_json_and_errors():
 
 def test_quality_power_and_linear():
     L = np.linspace(1.2, 2.5, 12)
-    q = fit_quality_law(L, 40 * L**-1.5, uncertainty=None)
+    q = fit_quality_law(L, 40 * L**-1.5, uncertainty=NO_UNCERTAINTY)
     assert q["c"] == pytest.approx(40, rel=1e-6) and q["p"] == pytest.approx(1.5, rel=1e-6)
     np.testing.assert_allclose(q.inverse(q.predict(L)), L)
-    lin = fit_quality_law(L, 70 - 12 * L, form="linear", metric="chrf", n_refits=10)
+    lin = fit_quality_law(L, 70 - 12 * L, form="linear", metric="chrf",
+                          uncertainty=UncertaintyOptions(n_refits=10))
     assert lin["b"] == pytest.approx(-12, rel=1e-6)
     g = FitResult.from_json(lin.to_json())
     assert isinstance(g, QualityLawFit) and g.metric == "chrf"
-    up = fit_quality_law(L, 10 * L, uncertainty=None)
+    up = fit_quality_law(L, 10 * L, uncertainty=NO_UNCERTAINTY)
     assert any("does not fall" in w for w in up.warnings)
     with pytest.raises(FitError, match="'bleu', row 0"):
         fit_quality_law(L, np.r_[0.0, np.ones(11)])
@@ -65,13 +69,15 @@ def test_quality_power_and_linear():
 
 def test_quality_predictions_stay_on_the_metric_scale():
     L = np.linspace(1.2, 2.5, 12)
-    lin = fit_quality_law(L, 70 - 12 * L, form="linear", metric="chrf", uncertainty=None)
+    lin = fit_quality_law(L, 70 - 12 * L, form="linear", metric="chrf",
+                          uncertainty=NO_UNCERTAINTY)
     # the line reaches 100 at L = −2.5 and 0 at L = 5.8: extrapolations stay within [0, 100]
     assert lin.predict([0.0])[0] == pytest.approx(70.0)
     np.testing.assert_array_equal(lin.predict([-5.0, 10.0]), [100.0, 0.0])
-    bleu = fit_quality_law(L, 40 * L**-1.5, uncertainty=None)
+    bleu = fit_quality_law(L, 40 * L**-1.5, uncertainty=NO_UNCERTAINTY)
     assert bleu.predict([0.01])[0] == 100.0  # 40 · 0.01^−1.5 = 40 000 unclipped
-    free = fit_quality_law(L, 70 - 12 * L, form="linear", metric="bleurt", uncertainty=None)
+    free = fit_quality_law(L, 70 - 12 * L, form="linear", metric="bleurt",
+                           uncertainty=NO_UNCERTAINTY)
     assert free.predict([10.0])[0] == pytest.approx(-50.0)  # no known range: not clipped
 
 
@@ -92,9 +98,11 @@ def test_quality_points_pairs_loss_and_metric():
 
 
 def test_bivariate_backtest_on_largest_total_size():
-    f = fit_bivariate_law(NE, ND, _loss(), n_e_bar=EB, n_d_bar=DB, uncertainty=None)
+    f = fit_bivariate_law(NE, ND, _loss(), n_e_bar=EB, n_d_bar=DB,
+                          uncertainty=NO_UNCERTAINTY)
     assert f.backtest is not None and abs(f.backtest["error"]) < 1e-6
     y = _loss()
     y[np.argmax(NE + ND)] += 0.1
-    g = fit_bivariate_law(NE, ND, y, n_e_bar=EB, n_d_bar=DB, uncertainty=None)
+    g = fit_bivariate_law(NE, ND, y, n_e_bar=EB, n_d_bar=DB,
+                          uncertainty=NO_UNCERTAINTY)
     assert any("extrapolation backtest" in w for w in g.warnings)

@@ -25,6 +25,7 @@ import fitting.laws.budget.kaplan_nd as kaplan_nd
 import fitting.laws.mixture.dpl as dpl
 from fitting.core.base import FitError
 from fitting.core.engine import F_SCALE_GRID, converged, varpro_fit
+from fitting.core.options import NO_UNCERTAINTY, UncertaintyOptions
 from fitting.laws.budget.chinchilla import fit_chinchilla
 from fitting.laws.budget.chinchilla_joint import fit_joint_chinchilla
 from fitting.laws.budget.kaplan_nd import fit_pair_kaplan, predict_kaplan
@@ -167,7 +168,7 @@ def test_power_law_counts_capped_refits_as_failed_and_records_its_main_fit(monke
     n, y = _power_loss()
     main = len(F_SCALE_GRID)
     log = _capping(monkeypatch, engine, lambda i, kw: i >= main and (i - main) % 3 == 0)
-    fit = fit_power_law(n, y, n_refits=12, backtest=False)
+    fit = fit_power_law(n, y, uncertainty=UncertaintyOptions(n_refits=12), backtest=None)
     assert sum(r["capped"] and r["status"] == 0 for r in log) == 4
     assert fit.meta["perturbation_failed"] == 4
     assert len(fit.samples["alpha"]) == 8
@@ -181,7 +182,7 @@ def test_power_law_main_fit_at_the_cap_warns_and_records_it(monkeypatch):
     (at 082b6f0 neither)."""
     n, y = _power_loss()
     _capping(monkeypatch, engine, lambda i, kw: True)
-    fit = fit_power_law(n, y, uncertainty=None, backtest=False)
+    fit = fit_power_law(n, y, uncertainty=NO_UNCERTAINTY, backtest=None)
     assert fit.converged is False
     assert any("before converging" in w for w in fit.warnings)
 

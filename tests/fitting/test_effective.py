@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from fitting.core.base import FitError, FitResult
+from fitting.core.options import NO_UNCERTAINTY, UncertaintyOptions
 from fitting.laws.size.effective import MultilingualLawFit, fit_multilingual_law, simplex_grid
 from fitting.laws.size.frontier import frontier_2pair, frontier_kpair, pareto_mask, recommend
 from fitting.test_utils import TRUTH, make_final_table, true_loss
@@ -9,7 +10,8 @@ from fitting.test_utils import TRUTH, make_final_table, true_loss
 
 @pytest.fixture(scope="module")
 def law():
-    return fit_multilingual_law(make_final_table(noise=0.01, seed=1), n_refits=20)
+    return fit_multilingual_law(make_final_table(noise=0.01, seed=1),
+                                uncertainty=UncertaintyOptions(n_refits=20))
 
 
 def test_eq11_extrapolates_4x_beyond_within_1_percent(law):
@@ -28,7 +30,7 @@ def test_eq13_linear_form_recovers_neutral_sharing():
         a, b1, li, _ = TRUTH[pair]
         w = df.loc[m, "weight"].to_numpy()
         df.loc[m, "value"] = np.where(w > 0, b1 * (w * df.loc[m, "n"]) ** -a + li, 6.0)
-    fit = fit_multilingual_law(df, form="eq13", uncertainty=None)
+    fit = fit_multilingual_law(df, form="eq13", uncertainty=NO_UNCERTAINTY)
     for pair, (a, _b1, _li, _) in TRUTH.items():
         assert fit.params[f"c1[{pair}]"] == pytest.approx(1.0, abs=1e-3)
         assert fit.params[f"alpha[{pair}]"] == pytest.approx(a, rel=1e-3)
@@ -62,7 +64,7 @@ def test_kpair_frontier_and_pareto():
     v = np.array([[1, 2], [2, 1], [2, 2], [1.5, 1.5]])
     assert pareto_mask(v).tolist() == [True, True, False, True]
     df = make_final_table(noise=0.0)
-    law = fit_multilingual_law(df, form="eq13", uncertainty=None)
+    law = fit_multilingual_law(df, form="eq13", uncertainty=NO_UNCERTAINTY)
     fr = frontier_kpair(law, [1e8], step=0.1)
     assert fr.pareto[1e8].all()  # 2 pairs on the simplex: every interior point is efficient
 
@@ -92,13 +94,13 @@ def test_too_few_weights():
 
 def test_eq11_backtest_warns_only_when_largest_size_breaks_the_trend():
     df = make_final_table(noise=0.0)
-    ok = fit_multilingual_law(df, form="eq13", uncertainty=None)
+    ok = fit_multilingual_law(df, form="eq13", uncertainty=NO_UNCERTAINTY)
     assert set(ok.backtest) == {"en-de", "en-zh"}
     assert not any("backtest" in w for w in ok.warnings)
     bad = df.copy()
     top = (bad.n == bad.n.max()) & (bad.pair == "en-zh") & (bad.weight == 0.5)
     bad.loc[top, "value"] += 0.2  # one weight's largest model is far off the trend
-    fit = fit_multilingual_law(bad, form="eq13", uncertainty=None)
+    fit = fit_multilingual_law(bad, form="eq13", uncertainty=NO_UNCERTAINTY)
     assert fit.backtest["en-zh"]["worst_group"] == 0.5
     assert any("en-zh" in w and "extrapolation backtest" in w for w in fit.warnings)
 
@@ -132,7 +134,7 @@ def test_eq13_stays_a_fraction_and_flags_data_that_ask_for_a_negative_one():
     # line would give f̂(0) = −0.8 (the frontier then divides by a negative N_eff)
     df = _with_fraction(make_final_table(weights=(0.0, 0.5, 1.0), noise=0.0),
                         lambda p: np.where(p < 1, 0.1, 1.0))
-    fit = fit_multilingual_law(df, form="eq13", uncertainty=None)
+    fit = fit_multilingual_law(df, form="eq13", uncertainty=NO_UNCERTAINTY)
     grid = np.linspace(0, 1, 101)
     for pair in TRUTH:
         f = fit.f_hat(grid, pair)
@@ -150,7 +152,7 @@ def test_eq13_stays_a_fraction_and_flags_data_that_ask_for_a_negative_one():
 def test_eq13_at_its_bound_is_identified_when_the_data_put_it_there():
     # f(p) = p exactly: c1 = 1 lies on the constraint, and costs nothing there
     df = _with_fraction(make_final_table(noise=0.0), lambda p: p)
-    fit = fit_multilingual_law(df, form="eq13", uncertainty=None)
+    fit = fit_multilingual_law(df, form="eq13", uncertainty=NO_UNCERTAINTY)
     assert fit.identified, fit.identification
 
 
@@ -168,7 +170,7 @@ def test_eq12_flags_a_non_monotone_fraction():
     dip = {0.05: 0.3, 0.1: 0.5, 0.3: 0.8, 0.5: 0.45, 0.7: 0.3, 0.9: 0.9, 0.95: 0.95, 1.0: 1.0}
     df = _with_fraction(make_final_table(noise=0.0),
                         lambda p: np.array([dip[round(float(x), 2)] for x in np.atleast_1d(p)]))
-    fit = fit_multilingual_law(df, form="eq12", uncertainty=None)
+    fit = fit_multilingual_law(df, form="eq12", uncertainty=NO_UNCERTAINTY)
     assert not fit.identification["en-de"]["identified"]
     f = fit.f_hat(np.linspace(0, 1, 201), "en-de")
     # still fitted as a fraction, to the 1e-4 that the penalty leaves where data push against it

@@ -3,6 +3,7 @@ import pytest
 
 from fitting.core.base import FitError, FitResult, json_safe, register_law
 from fitting.core.engine import F_SCALE_GRID, goodness_of_fit, robust_fit, varpro_fit
+from fitting.core.options import NO_UNCERTAINTY
 from fitting.core.uncertainty import band_from_samples, summarize_samples
 
 X = np.linspace(0, 4, 30)
@@ -117,12 +118,13 @@ def test_converged_and_f_scale_are_attributes_of_every_least_squares_fit():
     fin = make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.3, 0.5, 1.0), noise=0.01)
     fin = fin.rename(columns={"value": "loss"})
     one = fin[(fin["pair"] == "en-de") & (fin["weight"] == 0.5)]
-    power = fit_power_law(one["n"], one["loss"], uncertainty=None, backtest=False)
-    joint = fit_joint_law(fin[fin["weight"] > 0], loss_col="loss", uncertainty=None,
-                          backtest=False)
+    power = fit_power_law(one["n"], one["loss"], uncertainty=NO_UNCERTAINTY,
+                          backtest=None)
+    joint = fit_joint_law(fin[fin["weight"] > 0], loss_col="loss",
+                          uncertainty=NO_UNCERTAINTY, backtest=None)
     ne, nd = (g.ravel() for g in np.meshgrid([1e5, 3e5, 1e6], [1e5, 3e5, 1e6]))
     bivariate = fit_bivariate_law(ne, nd, 2.0 + 40 * ne ** -0.3 + 60 * nd ** -0.3,
-                                  uncertainty=None, backtest=False)
+                                  uncertainty=NO_UNCERTAINTY, backtest=None)
     assert power.converged is True and isinstance(power.f_scale, float)
     assert bivariate.converged is True and bivariate.f_scale == bivariate.goodness["f_scale"]
     assert joint.converged == {"en-de": True, "en-zh": True}

@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pytest
 
+from fitting.core.options import UncertaintyOptions
 from fitting.intervals.eq11 import eq11_interval, frontier_intervals, mark_eq11_heldout
 from fitting.laws.size.effective import fit_multilingual_law
 from fitting.laws.size.frontier import frontier_2pair
@@ -20,7 +21,8 @@ SIZES = (2e5, 5e5, 1.25e6, 3.125e6)
 
 @pytest.fixture(scope="module")
 def law():
-    return fit_multilingual_law(make_final_table(sizes=SIZES, noise=0.01), n_refits=20)
+    return fit_multilingual_law(make_final_table(sizes=SIZES, noise=0.01),
+                                uncertainty=UncertaintyOptions(n_refits=20))
 
 
 def test_the_extrapolation_term_is_the_backtest_grown_with_log_n(law):
@@ -42,8 +44,8 @@ def test_the_extrapolation_term_is_the_backtest_grown_with_log_n(law):
 
 
 def test_without_a_backtest_the_interval_is_marked_not_calibrated():
-    three = fit_multilingual_law(make_final_table(sizes=SIZES[:3], noise=0.01), n_refits=0,
-                                 uncertainty=None)
+    three = fit_multilingual_law(make_final_table(sizes=SIZES[:3], noise=0.01),
+                                 uncertainty=UncertaintyOptions(n_refits=0, method=None))
     iv, cal = eq11_interval(three, 1e7, 0.5, "en-de", SIZES[:3])
     assert not cal and iv.sd_extrapolation == 0.0 and iv.sd_total == 0.0
 

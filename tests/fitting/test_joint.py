@@ -2,17 +2,19 @@ import numpy as np
 import pytest
 
 from fitting.core.base import FitError, FitResult
+from fitting.core.options import NO_UNCERTAINTY, UncertaintyOptions
 from fitting.laws.size.joint import JointLawFit, fit_joint_law
 from fitting.test_utils import TRUTH, f_hat, make_final_table
 
 
 @pytest.fixture(scope="module")
 def noisy_fit():
-    return fit_joint_law(make_final_table(noise=0.01, seed=3), n_refits=30)
+    return fit_joint_law(make_final_table(noise=0.01, seed=3),
+                         uncertainty=UncertaintyOptions(n_refits=30))
 
 
 def test_exact_recovery_and_fraction():
-    fit = fit_joint_law(make_final_table(noise=0.0), uncertainty=None)
+    fit = fit_joint_law(make_final_table(noise=0.0), uncertainty=NO_UNCERTAINTY)
     for pair, (a, b1, li, c) in TRUTH.items():
         assert fit.params[f"alpha[{pair}]"] == pytest.approx(a, rel=1e-4)
         assert fit.params[f"l_inf[{pair}]"] == pytest.approx(li, rel=1e-4)
@@ -60,11 +62,11 @@ def test_too_few_points_and_bad_weights():
 
 def test_backtest_warns_only_when_largest_size_breaks_the_trend():
     df = make_final_table(noise=0.0)
-    ok = fit_joint_law(df, uncertainty=None)
+    ok = fit_joint_law(df, uncertainty=NO_UNCERTAINTY)
     assert not any("backtest" in w for w in ok.warnings)
     bad = df.copy()
     top = (bad.n == bad.n.max()) & (bad.pair == "en-de") & (bad.weight == 0.3)
     bad.loc[top, "value"] += 0.2  # one weight's largest model is far off the trend
-    fit = fit_joint_law(bad, uncertainty=None)
+    fit = fit_joint_law(bad, uncertainty=NO_UNCERTAINTY)
     assert any("en-de" in w and "backtest" in w for w in fit.warnings)
     assert not any("en-zh" in w and "backtest" in w for w in fit.warnings)

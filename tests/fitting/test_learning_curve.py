@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from fitting.core.base import FitError
+from fitting.core.options import UncertaintyOptions
 from fitting.laws.curves.learning_curve import convergence_check, fit_learning_curve
 
 STEPS = np.geomspace(100, 20000, 25)
@@ -54,7 +55,8 @@ def test_uncertainty_and_json_roundtrip():
 
     rng = np.random.default_rng(3)
     y = (2.0 * STEPS**-0.4 + 0.8) * (1 + 0.005 * rng.standard_normal(STEPS.size))
-    lc = fit_learning_curve(STEPS, y, uncertainty="perturbation", n_refits=20)
+    lc = fit_learning_curve(STEPS, y,
+                            uncertainty=UncertaintyOptions(method="perturbation", n_refits=20))
     lo, hi = lc.intervals["l_inf"]
     assert lo < lc["l_inf"] < hi and lc.stderr["l_inf"] > 0
     back = FitResult.from_json(lc.to_json())

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from fitting.core.base import FitError, FitResult
+from fitting.core.options import NO_UNCERTAINTY, BacktestOptions, FitOptions, UncertaintyOptions
 from fitting.laws.size.power import PowerLawFit, fit_power_law
 
 TRUE = {"alpha": 0.35, "beta": 40.0, "l_inf": 1.2}
@@ -14,7 +15,7 @@ def _loss(n, noise=0.0, seed=0):
 
 
 def test_exact_recovery_without_noise():
-    f = fit_power_law(N, _loss(N), uncertainty=None)
+    f = fit_power_law(N, _loss(N), uncertainty=NO_UNCERTAINTY)
     for k, v in TRUE.items():
         assert f[k] == pytest.approx(v, rel=1e-5)
     assert f.goodness["rmse"] < 1e-8
@@ -26,7 +27,8 @@ def test_recovery_with_one_percent_noise_within_stated_tolerance():
     # L∞ within 5%, α within 20%; the truth is inside the perturbation 95% interval for L∞.
     errs = []
     for seed in range(5):
-        f = fit_power_law(N, _loss(N, 0.01, seed), n_refits=40, seed=seed)
+        f = fit_power_law(N, _loss(N, 0.01, seed),
+                          uncertainty=UncertaintyOptions(n_refits=40, seed=seed))
         errs.append(abs(f["l_inf"] / TRUE["l_inf"] - 1))
         assert abs(f["alpha"] / TRUE["alpha"] - 1) < 0.2
         assert f.stderr["l_inf"] > 0
@@ -34,34 +36,38 @@ def test_recovery_with_one_percent_noise_within_stated_tolerance():
 
 
 def test_stderr_shrinks_with_less_noise():
-    f1 = fit_power_law(N, _loss(N), n_refits=40, sigma_rel=0.01)
-    f2 = fit_power_law(N, _loss(N), n_refits=40, sigma_rel=0.001)
+    f1 = fit_power_law(N, _loss(N), uncertainty=UncertaintyOptions(n_refits=40, sigma_rel=0.01))
+    f2 = fit_power_law(N, _loss(N), uncertainty=UncertaintyOptions(n_refits=40, sigma_rel=0.001))
     assert f2.stderr["l_inf"] < 0.3 * f1.stderr["l_inf"]
 
 
 def test_soft_l1_resists_an_outlier():
     y = _loss(N)
     y[3] *= 1.15  # one run diverged a bit
-    robust = fit_power_law(N, y, uncertainty=None, backtest=False)
-    ols = fit_power_law(N, y, uncertainty=None, backtest=False, robust_loss="linear")
+    robust = fit_power_law(N, y, uncertainty=NO_UNCERTAINTY, backtest=None)
+    ols = fit_power_law(N, y, fit_options=FitOptions(robust_loss="linear"),
+                        uncertainty=NO_UNCERTAINTY, backtest=None)
     assert abs(robust["l_inf"] - TRUE["l_inf"]) < abs(ols["l_inf"] - TRUE["l_inf"])
     assert abs(robust["l_inf"] - TRUE["l_inf"]) < 0.02
 
 
 def test_backtest_warns_when_largest_size_breaks_the_trend():
     y = _loss(N)
-    ok = fit_power_law(N, y, uncertainty=None, noise_level=0.005)
+    ok = fit_power_law(N, y, uncertainty=NO_UNCERTAINTY,
+                       backtest=BacktestOptions(noise_level=0.005))
     assert ok.backtest is not None and abs(ok.backtest["error"]) < 1e-6
     assert not any("backtest" in w for w in ok.warnings)
     y_bad = y.copy()
     y_bad[-1] += 0.1  # the largest model does much worse than the trend
-    bad = fit_power_law(N, y_bad, uncertainty=None, noise_level=0.005)
+    bad = fit_power_law(N, y_bad, uncertainty=NO_UNCERTAINTY,
+                        backtest=BacktestOptions(noise_level=0.005))
     assert bad.backtest["error"] > 0.05
     assert any("extrapolation backtest" in w for w in bad.warnings)
 
 
 def test_bootstrap_and_band():
-    f = fit_power_law(N, _loss(N, 0.01), uncertainty="bootstrap", n_refits=30)
+    f = fit_power_law(N, _loss(N, 0.01),
+                      uncertainty=UncertaintyOptions(method="bootstrap", n_refits=30))
     lo, hi = f.band([1e9, 1e10])
     pred = f.predict([1e9, 1e10])
     assert np.all(lo <= pred + 1e-9) and np.all(pred <= hi + 1e-9)
@@ -69,7 +75,7 @@ def test_bootstrap_and_band():
 
 
 def test_json_roundtrip():
-    f = fit_power_law(N, _loss(N, 0.01), n_refits=10)
+    f = fit_power_law(N, _loss(N, 0.01), uncertainty=UncertaintyOptions(n_refits=10))
     g = FitResult.from_json(f.to_json())
     assert isinstance(g, PowerLawFit)
     assert g.params == f.params and g.backtest == f.backtest

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from fitting.core.base import FitError
+from fitting.core.options import NO_UNCERTAINTY
 from fitting.data.rundirs import collect_runs
 from fitting.data.schema import OPTIONAL_COLUMNS, TIDY_COLUMNS
 from fitting.data.tables import read_table, with_optional_columns, write_table
@@ -56,11 +57,11 @@ def test_seed_spread_measures_the_noise_and_seed_means_collapse_the_groups():
 def test_power_and_joint_fits_accept_repeated_points():
     tab = seeded_table(sd=0.002)
     sub = tab[(tab.pair == "en-de") & (tab.weight == 1.0)]
-    fit = fit_power_law(sub["n"], sub["value"], uncertainty=None)
+    fit = fit_power_law(sub["n"], sub["value"], uncertainty=NO_UNCERTAINTY)
     a, b1, li, _ = TRUTH["en-de"]
     assert fit.n_points == 3 * len(SIZES)
     assert fit["alpha"] == pytest.approx(a, abs=0.03) and fit["l_inf"] == pytest.approx(li, abs=0.03)
-    joint = fit_joint_law(tab, uncertainty=None)
+    joint = fit_joint_law(tab, uncertainty=NO_UNCERTAINTY)
     assert joint.params["l_inf[en-de]"] == pytest.approx(li, abs=0.03)
 
 

@@ -13,6 +13,7 @@ interval reaches it: [min(percentile, estimate), max(percentile, estimate)].
 import numpy as np
 import pandas as pd
 
+from fitting.core.options import UncertaintyOptions
 from fitting.laws.size.effective import fit_multilingual_law
 from fitting.laws.size.joint import fit_joint_law
 from fitting.laws.size.power import fit_power_law
@@ -43,8 +44,8 @@ def _linear_fraction_table(seed: int, c1: dict[str, float]) -> pd.DataFrame:
 
 
 def test_joint_interval_and_band_contain_the_estimate_in_the_reported_case():
-    fit = fit_joint_law(make_final_table(noise=0.01, seed=3, weights=THREE), n_refits=5,
-                        backtest=False)
+    fit = fit_joint_law(make_final_table(noise=0.01, seed=3, weights=THREE),
+                        uncertainty=UncertaintyOptions(n_refits=5), backtest=None)
     assert not _outside(fit), _outside(fit)
     for pair in TRUTH:
         for p in (0.5, 1.0):
@@ -64,8 +65,8 @@ def test_joint_interval_and_band_contain_the_estimate_in_the_reported_case():
 def test_power_interval_and_band_contain_the_estimate():
     df = make_final_table(noise=0.01, seed=4, weights=THREE)
     g = df[(df["pair"] == "en-de") & (df["weight"] == 1.0)]
-    fit = fit_power_law(g["n"].to_numpy(float), g["value"].to_numpy(), n_refits=5,
-                        backtest=False)
+    fit = fit_power_law(g["n"].to_numpy(float), g["value"].to_numpy(),
+                        uncertainty=UncertaintyOptions(n_refits=5), backtest=None)
     assert not _outside(fit), _outside(fit)
     x = np.geomspace(1e5, 1e8, 7)
     lo, hi = fit.band(x)
@@ -74,7 +75,8 @@ def test_power_interval_and_band_contain_the_estimate():
 
 def test_eq11_interval_and_band_contain_the_estimate():
     fit = fit_multilingual_law(_linear_fraction_table(5, {"en-de": 0.8, "en-zh": 0.6}),
-                               form="eq13", n_refits=5, backtest=False)
+                               form="eq13", uncertainty=UncertaintyOptions(n_refits=5),
+                               backtest=None)
     assert not _outside(fit), _outside(fit)
     ps = np.array([0.1, 0.3, 0.5, 0.9, 1.0])
     for pair in TRUTH:
@@ -94,12 +96,14 @@ def test_intervals_contain_the_estimate_and_cover_the_truth_over_seeds():
         # power law (eq. 1) on one curve with known truth
         n = np.geomspace(1e5, 5e7, 8)
         y = (40.0 * n**-0.35 + 1.2) * (1 + 0.01 * np.random.default_rng(seed).standard_normal(8))
-        fit = fit_power_law(n, y, n_refits=20, seed=100 + seed, backtest=False)
+        fit = fit_power_law(n, y, uncertainty=UncertaintyOptions(n_refits=20, seed=100 + seed),
+                            backtest=None)
         assert not _outside(fit), (seed, _outside(fit))
         cover["power"] += _covered(fit, {"alpha": 0.35, "beta": 40.0, "l_inf": 1.2})
         # joint law (eq. 7): β_{p,i} = β_i f̂_i(p)^−α_i of the generating law
-        fit = fit_joint_law(make_final_table(noise=0.01, seed=seed, weights=THREE), n_refits=20,
-                            seed=100 + seed, backtest=False)
+        fit = fit_joint_law(make_final_table(noise=0.01, seed=seed, weights=THREE),
+                            uncertainty=UncertaintyOptions(n_refits=20, seed=100 + seed),
+                            backtest=None)
         assert not _outside(fit), (seed, _outside(fit))
         for pair, (a, b1, li, c) in TRUTH.items():
             truth = {f"alpha[{pair}]": a, f"l_inf[{pair}]": li}
@@ -107,8 +111,9 @@ def test_intervals_contain_the_estimate_and_cover_the_truth_over_seeds():
                           for w in (0.5, 1.0)})
             cover["joint"] += _covered(fit, truth)
         # eq. 11 with the linear f̂ of eq. 13
-        fit = fit_multilingual_law(_linear_fraction_table(seed, c1), form="eq13", n_refits=10,
-                                   seed=100 + seed, backtest=False)
+        fit = fit_multilingual_law(_linear_fraction_table(seed, c1), form="eq13",
+                                   uncertainty=UncertaintyOptions(n_refits=10, seed=100 + seed),
+                                   backtest=None)
         assert not _outside(fit), (seed, _outside(fit))
         for pair, (a, b1, li, _) in TRUTH.items():
             cover["eq11"] += _covered(fit, {f"alpha[{pair}]": a, f"beta1[{pair}]": b1,
@@ -136,7 +141,7 @@ def test_frontier_bands_and_recommendation_intervals_contain_their_predictions()
     from fitting.laws.size.frontier import frontier_2pair, recommend
 
     fit = fit_multilingual_law(_linear_fraction_table(5, {"en-de": 0.8, "en-zh": 0.6}),
-                               form="eq13", n_refits=5)
+                               form="eq13", uncertainty=UncertaintyOptions(n_refits=5))
     front = frontier_2pair(fit, [1e6, 8e7])
     for n in front.values:
         values, lower, upper = (np.asarray(d[n]) for d in (front.values, front.lower, front.upper))

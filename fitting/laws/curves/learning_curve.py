@@ -23,6 +23,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from fitting.core.base import FitError, FitResult, register_law
+from fitting.core.options import NO_UNCERTAINTY, FitOptions, UncertaintyOptions
 from fitting.data.tables import final_losses, is_branch, require_columns
 from fitting.laws.size.power import as_positive_array, fit_power_law, power_law
 
@@ -60,13 +61,15 @@ def fit_learning_curve(
     loss: Sequence[float] | np.ndarray,
     *,
     min_step_fraction: float = 0.1,
-    uncertainty: str | None = None,
-    **kwargs,
+    fit_options: FitOptions = FitOptions(),
+    uncertainty: UncertaintyOptions = NO_UNCERTAINTY,
 ) -> LearningCurveFit:
     """Fit the App. G power law in the step to one run's evaluation curve.
 
     Points before ``min_step_fraction`` × the last step (warm-up transient) are left out; their
     count is reported in ``dropped_early`` (set 0 to keep all). Needs ≥ 4 remaining points.
+    ``fit_options`` and ``uncertainty`` are :func:`~fitting.laws.size.power.fit_power_law`'s
+    (no intervals by default); there is no backtest.
     """
     s = as_positive_array(step, "step")
     y = as_positive_array(loss, "loss")
@@ -79,8 +82,8 @@ def fit_learning_curve(
         raise FitError(
             f"learning curve: only {int(keep.sum())} evaluations after step "
             f"{min_step_fraction * s[-1]:.0f}; need at least 4", column="step")
-    fit = fit_power_law(s[keep], y[keep], x_name="step", uncertainty=uncertainty, backtest=False,
-                        **kwargs)
+    fit = fit_power_law(s[keep], y[keep], x_name="step", fit_options=fit_options,
+                        uncertainty=uncertainty, backtest=None)
     return LearningCurveFit(
         law="learning_curve", params=fit.params, stderr=fit.stderr, intervals=fit.intervals,
         goodness=fit.goodness, n_points=fit.n_points, warnings=fit.warnings, meta=fit.meta,

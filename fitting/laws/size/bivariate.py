@@ -23,6 +23,7 @@ from numpy.typing import ArrayLike
 
 from fitting.core.base import FitError, FitResult, TableRequest, register_law
 from fitting.core.engine import convergence_warning, goodness_of_fit, varpro_fit
+from fitting.core.options import BacktestOptions, FitOptions, UncertaintyOptions, options_meta
 from fitting.core.uncertainty import (
     band_from_samples,
     bootstrap_samples,
@@ -65,7 +66,7 @@ class BivariateLawFit(FitResult):
         ``n_dec`` and ``loss``."""
         used = ("n_enc", "n_dec", "loss")
         fin, dropped = pair_final_losses(table, request, used)
-        kw = {**request.fit_options(), **request.options}
+        kw = request.fit_options()
         require_columns(fin, list(used), request.source)
         return note_dropped(fit_bivariate_law(fin["n_enc"].to_numpy(float),
                                               fin["n_dec"].to_numpy(float),
@@ -138,22 +139,16 @@ def fit_bivariate_law(
     *,
     n_e_bar: float | None = None,
     n_d_bar: float | None = None,
-    robust_loss: str = "soft_l1",
-    f_scale: float | str = "auto",
-    uncertainty: str | None = "perturbation",
-    n_refits: int = 100,
-    sigma_rel: float = 0.01,
-    level: float = 0.95,
-    seed: int = 0,
-    backtest: bool = True,
-    noise_level: float | None = None,
-    backtest_tolerance: float = 3.0,
+    fit_options: FitOptions = FitOptions(),
+    uncertainty: UncertaintyOptions = UncertaintyOptions(),
+    backtest: BacktestOptions | None = BacktestOptions(),
 ) -> BivariateLawFit:
     """Fit Ghorbani eq. 2 to (N_e, N_d, loss) points.
 
     ``n_e_bar``/``n_d_bar`` are the normalisers (Ghorbani: the 6L-6L baseline's sizes); default:
     geometric means of the data. Needs ≥ 5 points with both N_e and N_d varying. Backtest:
     refit without the largest total size N_e + N_d (when ≥ 6 points remain) and predict it.
+    The options objects are :func:`fitting.laws.size.power.fit_power_law`'s.
     """
     ne = as_positive_array(n_enc, "n_enc")
     nd = as_positive_array(n_dec, "n_dec")
@@ -171,7 +166,7 @@ def fit_bivariate_law(
     dbar = float(np.exp(np.mean(np.log(nd)))) if n_d_bar is None else float(n_d_bar)
     le, ld = np.log(ebar / ne), np.log(dbar / nd)
 
-    def fit(yy, theta0=None, fs=f_scale, idx=None, refit=False):
+    def fit(yy, theta0=None, fs=fit_options.f_scale, idx=None, refit=False):
         a_e, a_d, yv = (le, ld, yy) if idx is None else (le[idx], ld[idx], yy[idx])
 
         def design(t):
@@ -184,7 +179,8 @@ def fit_bivariate_law(
 
         res = varpro_fit(design, yv, theta_grid=[_P_GRID, _P_GRID],
                          theta_bounds=([1e-4, 1e-4], [5.0, 5.0]), coef_nonneg=True,
-                         loss=robust_loss, f_scale=fs, theta0=theta0, design_jac=design_jac,
+                         loss=fit_options.robust_loss, f_scale=fs, theta0=theta0,
+                         design_jac=design_jac,
                          require_convergence=refit or theta0 is not None)
         q = {"alpha": float(res.coef[0]), "p_e": float(res.theta[0]),
              "p_d": float(res.theta[1]), "l_inf": float(res.coef[1])}
@@ -195,25 +191,25 @@ def fit_bivariate_law(
     out = BivariateLawFit(law="bivariate", params=q, n_e_bar=ebar, n_d_bar=dbar,
                           n_points=int(y.size))
     out.goodness = {**goodness_of_fit(y, out.predict(ne, nd), 4), "f_scale": res.f_scale}
-    out.meta = {"robust_loss": robust_loss, "uncertainty": uncertainty, "n_refits": n_refits,
-                "sigma_rel": sigma_rel, "seed": seed, "level": level, "converged": res.success}
+    out.meta = {**options_meta(fit_options, uncertainty), "converged": res.success}
     if (w_conv := convergence_warning(res, "bivariate law fit")):
         out.warnings.append(w_conv)
     samples = None
-    if uncertainty in ("perturbation", "both"):
+    if uncertainty.method in ("perturbation", "both"):
         samples, failed = perturbation_samples(
-            lambda yy: fit(yy, theta0=res.theta, fs=res.f_scale)[0], y, n_refits=n_refits,
-            sigma_rel=sigma_rel, seed=seed)
+            lambda yy: fit(yy, theta0=res.theta, fs=res.f_scale)[0], y,
+            n_refits=uncertainty.n_refits, sigma_rel=uncertainty.sigma_rel, seed=uncertainty.seed)
         out.meta["refits_failed"] = failed
-    elif uncertainty == "bootstrap":
+    elif uncertainty.method == "bootstrap":
         samples, failed = bootstrap_samples(
             lambda idx: fit(y, theta0=res.theta, fs=res.f_scale, idx=idx)[0], y.size,
-            n_boot=n_refits, seed=seed)
+            n_boot=uncertainty.n_refits, seed=uncertainty.seed)
         out.meta["refits_failed"] = failed
-    elif uncertainty not in (None, "none"):
-        raise FitError(f"uncertainty must be perturbation, bootstrap or None, got {uncertainty!r}")
+    elif uncertainty.method not in (None, "none"):
+        raise FitError("uncertainty must be perturbation, bootstrap or None, "
+                       f"got {uncertainty.method!r}")
     if samples is not None:
-        out.stderr, out.intervals = summarize_samples(samples, level, estimate=q)
+        out.stderr, out.intervals = summarize_samples(samples, uncertainty.level, estimate=q)
         out.samples = {k: v.tolist() for k, v in samples.items()}
     if backtest:
         tot = ne + nd
@@ -224,8 +220,9 @@ def fit_bivariate_law(
                 held = ~mask
                 return lambda _x: out._pred(qq, ne[held], nd[held])
 
-            out.backtest, w = leave_largest_out(tot, y, refit_mask, noise_level,
-                                                noise_rel=sigma_rel, tolerance=backtest_tolerance,
+            out.backtest, w = leave_largest_out(tot, y, refit_mask, backtest.noise_level,
+                                                noise_rel=uncertainty.sigma_rel,
+                                                tolerance=backtest.tolerance,
                                                 min_sizes=2)
             if w:
                 out.warnings.append(w)

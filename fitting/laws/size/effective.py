@@ -21,6 +21,7 @@ from numpy.typing import ArrayLike
 
 from fitting.core.base import FitError, FitResult, TableRequest, fitted_pair, register_law
 from fitting.core.engine import convergence_warning, goodness_of_fit, varpro_fit
+from fitting.core.options import BacktestOptions, FitOptions, UncertaintyOptions, options_meta
 from fitting.core.uncertainty import (
     bootstrap_samples,
     pair_band,
@@ -109,7 +110,7 @@ class MultilingualLawFit(FitResult):
         """``mnmt-fit fit --law multilingual``: eq. 11 (f̂ of ``request.form``, eq12 by default)
         fitted to the table's final losses."""
         fin, dropped = pair_final_losses(table, request)
-        kw = {**request.fit_options(), **request.options}
+        kw = request.fit_options()
         return note_dropped(fit_multilingual_law(fin, form=request.form or "eq12",
                                                  loss_col="loss", source=request.source, **kw),
                             dropped)
@@ -221,25 +222,18 @@ def fit_multilingual_law(
     *,
     form: str = "eq12",
     loss_col: str | None = None,
-    robust_loss: str = "soft_l1",
-    f_scale: float | str = "auto",
-    uncertainty: str | None = "perturbation",
-    n_refits: int = 100,
-    sigma_rel: float = 0.01,
-    level: float = 0.95,
-    seed: int = 0,
+    fit_options: FitOptions = FitOptions(),
+    uncertainty: UncertaintyOptions = UncertaintyOptions(),
+    backtest: BacktestOptions | None = BacktestOptions(),
     source: str | None = None,
-    backtest: bool = True,
-    noise_level: float | None = None,
-    backtest_tolerance: float = 3.0,
 ) -> MultilingualLawFit:
     """Fit eq. 11 with f̂ of eq. 12 (``form="eq12"``) or eq. 13 (``"eq13"``) per pair.
 
     Input: final losses with columns ``pair``, ``weight``, ``n``, ``loss``/``value``. Rows with
     weight 0 are excluded (count in ``meta["excluded_zero_weight"]``). With ≥ 4 sizes each pair
     is also refitted without its largest size and predicts it (``backtest[pair]``, worst weight;
-    a warning when the error exceeds ``backtest_tolerance`` × the noise level, as in
-    :func:`fitting.laws.size.power.fit_power_law`).
+    a warning when the error exceeds ``backtest.tolerance`` × the noise level, as in
+    :func:`fitting.laws.size.power.fit_power_law`, whose options objects these are).
     """
     if form not in _FORMS:
         raise FitError(f"form must be one of {sorted(_FORMS)}, got {form!r}")
@@ -251,8 +245,7 @@ def fit_multilingual_law(
     params: dict[str, float] = {}
     samples: dict[str, list[float]] = {}
     warnings: list[str] = []
-    meta: dict = {"form": form, "robust_loss": robust_loss, "uncertainty": uncertainty,
-                  "sigma_rel": sigma_rel, "n_refits": n_refits, "seed": seed, "level": level,
+    meta: dict = {"form": form, **options_meta(fit_options, uncertainty),
                   "excluded_zero_weight": int(zero.sum()), "f_scale": {}}
     good: dict[str, float] = {}
     ys, preds = [], []
@@ -278,14 +271,16 @@ def fit_multilingual_law(
                             "predicts unseen weights at this size only")
         check_span(n, "n", "multilingual")
         main: dict = {}
-        q, fs, theta = _fit_pair(n, p, y, form=form, loss=robust_loss, f_scale=f_scale,
+        q, fs, theta = _fit_pair(n, p, y, form=form, loss=fit_options.robust_loss,
+                                 f_scale=fit_options.f_scale,
                                  report=main)
         meta.setdefault("converged", {})[pair] = main["result"].success
         if (w_conv := convergence_warning(main["result"], f"pair {pair!r}")):
             warnings.append(w_conv)
         require_finite_params(q, "multilingual")
         meta["f_scale"][pair] = fs
-        ident[pair] = _identification(n, p, y, form, robust_loss, fs, n_w, need_w, q, sigma_rel)
+        ident[pair] = _identification(n, p, y, form, fit_options.robust_loss, fs, n_w, need_w, q,
+                                      uncertainty.sigma_rel)
         if not ident[pair]["identified"]:
             warnings.append(f"pair {pair!r}: f̂ ({form}) not identified: {ident[pair]['reason']}")
         wr[pair] = [float(p.min()), float(p.max())]
@@ -298,40 +293,45 @@ def fit_multilingual_law(
         preds.append(pred)
 
         def refit_y(y_new, n=n, p=p, fs=fs, theta=theta, pair=pair):
-            qq, _, _ = _fit_pair(n, p, y_new, form=form, loss=robust_loss, f_scale=fs,
+            qq, _, _ = _fit_pair(n, p, y_new, form=form, loss=fit_options.robust_loss, f_scale=fs,
                                  theta0=theta)
             return {_k(kk, pair): v for kk, v in qq.items()}
 
         def refit_idx(idx, n=n, p=p, y=y, fs=fs, theta=theta, pair=pair, need_w=need_w):
             if np.unique(p[idx]).size < need_w:
                 raise FitError("resample lacks weights")
-            qq, _, _ = _fit_pair(n[idx], p[idx], y[idx], form=form, loss=robust_loss,
+            qq, _, _ = _fit_pair(n[idx], p[idx], y[idx], form=form, loss=fit_options.robust_loss,
                                  f_scale=fs, theta0=theta)
             return {_k(kk, pair): v for kk, v in qq.items()}
 
-        if uncertainty in ("perturbation", "both"):
-            s, failed = perturbation_samples(refit_y, y, n_refits=n_refits, sigma_rel=sigma_rel,
-                                             seed=seed)
-        elif uncertainty == "bootstrap":
-            s, failed = bootstrap_samples(refit_idx, y.size, n_boot=n_refits, seed=seed)
-        elif uncertainty in (None, "none"):
+        if uncertainty.method in ("perturbation", "both"):
+            s, failed = perturbation_samples(refit_y, y, n_refits=uncertainty.n_refits,
+                                             sigma_rel=uncertainty.sigma_rel,
+                                             seed=uncertainty.seed)
+        elif uncertainty.method == "bootstrap":
+            s, failed = bootstrap_samples(refit_idx, y.size, n_boot=uncertainty.n_refits,
+                                          seed=uncertainty.seed)
+        elif uncertainty.method in (None, "none"):
             s, failed = None, 0
         else:
-            raise FitError(f"uncertainty must be perturbation, bootstrap or None, got {uncertainty!r}")
+            raise FitError("uncertainty must be perturbation, bootstrap or None, "
+                           f"got {uncertainty.method!r}")
         meta.setdefault("refits_failed", {})[pair] = failed
         if s is not None:
             samples.update({kk: v.tolist() for kk, v in s.items()})
         if backtest:
 
             def refit_mask(mask, n=n, p=p, y=y, fs=fs):
-                qq, _, _ = _fit_pair(n[mask], p[mask], y[mask], form=form, loss=robust_loss,
+                qq, _, _ = _fit_pair(n[mask], p[mask], y[mask], form=form,
+                                     loss=fit_options.robust_loss,
                                      f_scale=fs, refit=True)
                 ph = p[~mask]
                 f = np.clip(_FORMS[form][1](ph, *[qq[c] for c in names]), 1e-300, None)
                 return lambda xx: qq["beta1"] * (f * xx) ** -qq["alpha"] + qq["l_inf"]
 
-            bt, w_ = leave_largest_out(n, y, refit_mask, noise_level, noise_rel=sigma_rel,
-                                       tolerance=backtest_tolerance, groups=p)
+            bt, w_ = leave_largest_out(n, y, refit_mask, backtest.noise_level,
+                                       noise_rel=uncertainty.sigma_rel,
+                                       tolerance=backtest.tolerance, groups=p)
             if bt is not None:
                 bts[pair] = bt
             if w_:
@@ -340,7 +340,8 @@ def fit_multilingual_law(
     good = {**goodness_of_fit(y_all, p_all, len(params)), **good}
     stderr = intervals = None
     if samples:
-        stderr, intervals = summarize_samples({kk: np.array(v) for kk, v in samples.items()}, level,
+        stderr, intervals = summarize_samples({kk: np.array(v) for kk, v in samples.items()},
+                                              uncertainty.level,
                                               estimate=params)
     return MultilingualLawFit(
         law="multilingual", params=params, stderr=stderr, intervals=intervals, goodness=good,

@@ -21,6 +21,7 @@ from numpy.typing import ArrayLike
 
 from fitting.core.base import FitError, FitResult, TableRequest, fitted_pair, register_law
 from fitting.core.engine import convergence_warning, goodness_of_fit, varpro_fit
+from fitting.core.options import BacktestOptions, FitOptions, UncertaintyOptions, options_meta
 from fitting.core.uncertainty import (
     bootstrap_samples,
     pair_band,
@@ -93,7 +94,7 @@ class JointLawFit(FitResult):
     def fit_table(cls, table: pd.DataFrame, request: TableRequest) -> JointLawFit:
         """``mnmt-fit fit --law joint``: eq. 7 fitted to the table's final losses."""
         fin, dropped = pair_final_losses(table, request)
-        kw = {**request.fit_options(), **request.options}
+        kw = request.fit_options()
         return note_dropped(fit_joint_law(fin, loss_col="loss", source=request.source, **kw),
                             dropped)
 
@@ -205,22 +206,17 @@ def fit_joint_law(
     df: pd.DataFrame,
     *,
     loss_col: str | None = None,
-    robust_loss: str = "soft_l1",
-    f_scale: float | str = "auto",
-    uncertainty: str | None = "perturbation",
-    n_refits: int = 100,
-    sigma_rel: float = 0.01,
-    level: float = 0.95,
-    seed: int = 0,
-    backtest: bool = True,
-    noise_level: float | None = None,
-    backtest_tolerance: float = 3.0,
+    fit_options: FitOptions = FitOptions(),
+    uncertainty: UncertaintyOptions = UncertaintyOptions(),
+    backtest: BacktestOptions | None = BacktestOptions(),
     source: str | None = None,
 ) -> JointLawFit:
     """Fit Fernandes eq. 7 to final losses (columns ``pair``, ``weight``, ``n``, ``loss``/``value``).
 
     Rows with weight 0 (zero-shot pairs, outside the law: f(0) = 0) are excluded and counted in
     ``meta["excluded_zero_weight"]``. Each pair needs at least #weights + 2 points and 3 sizes.
+    The options objects are :func:`fitting.laws.size.power.fit_power_law`'s (``method``
+    ``"both"`` is not offered here).
     """
     pts = prepare_points(df, loss_col=loss_col, source=source)
     zero = pts["weight"] <= 0
@@ -231,8 +227,7 @@ def fit_joint_law(
     samples: dict[str, list[float]] = {}
     bts: dict[str, dict[str, float]] = {}
     weights: dict[str, list[float]] = {}
-    meta: dict = {"robust_loss": robust_loss, "uncertainty": uncertainty, "sigma_rel": sigma_rel,
-                  "n_refits": n_refits, "seed": seed, "level": level,
+    meta: dict = {**options_meta(fit_options, uncertainty),
                   "excluded_zero_weight": int(zero.sum()), "f_scale": {}}
     pairs = sorted(pts["pair"].unique())
     if not pairs:
@@ -254,7 +249,8 @@ def fit_joint_law(
                 warnings.append(f"pair {pair!r}, weight {w:g}: a single size; its β is not checked "
                                 "by any other point")
         check_span(n, "n", "joint")
-        a, betas, linf, fs, res = _fit_pair(n, p, y, loss=robust_loss, f_scale=f_scale)
+        a, betas, linf, fs, res = _fit_pair(n, p, y, loss=fit_options.robust_loss,
+                                            f_scale=fit_options.f_scale)
         meta.setdefault("converged", {})[pair] = res.success
         if (w_conv := convergence_warning(res, f"pair {pair!r}")):
             warnings.append(w_conv)
@@ -278,31 +274,36 @@ def fit_joint_law(
             return d
 
         def refit_y(y_new, n=n, p=p, fs=fs, a0=a, pack=pack):
-            return pack(*_fit_pair(n, p, y_new, loss=robust_loss, f_scale=fs, alpha0=a0)[:3])
+            return pack(*_fit_pair(n, p, y_new, loss=fit_options.robust_loss, f_scale=fs,
+                                   alpha0=a0)[:3])
 
         def refit_idx(idx, n=n, p=p, y=y, fs=fs, ws=ws, pack=pack):
             if np.unique(p[idx]).size < ws.size or np.unique(n[idx]).size < 3:
                 raise FitError("resample lost a weight or has < 3 sizes")
-            return pack(*_fit_pair(n[idx], p[idx], y[idx], loss=robust_loss, f_scale=fs,
+            return pack(*_fit_pair(n[idx], p[idx], y[idx], loss=fit_options.robust_loss, f_scale=fs,
                                    refit=True)[:3])
 
-        if uncertainty in ("perturbation", "both"):
-            s, failed = perturbation_samples(refit_y, y, n_refits=n_refits, sigma_rel=sigma_rel,
-                                             seed=seed)
+        if uncertainty.method in ("perturbation", "both"):
+            s, failed = perturbation_samples(refit_y, y, n_refits=uncertainty.n_refits,
+                                             sigma_rel=uncertainty.sigma_rel,
+                                             seed=uncertainty.seed)
             meta.setdefault("perturbation_failed", {})[pair] = failed
-        elif uncertainty == "bootstrap":
-            s, failed = bootstrap_samples(refit_idx, y.size, n_boot=n_refits, seed=seed)
+        elif uncertainty.method == "bootstrap":
+            s, failed = bootstrap_samples(refit_idx, y.size, n_boot=uncertainty.n_refits,
+                                          seed=uncertainty.seed)
             meta.setdefault("bootstrap_failed", {})[pair] = failed
-        elif uncertainty in (None, "none"):
+        elif uncertainty.method in (None, "none"):
             s = None
         else:
-            raise FitError(f"uncertainty must be perturbation, bootstrap or None, got {uncertainty!r}")
+            raise FitError("uncertainty must be perturbation, bootstrap or None, "
+                           f"got {uncertainty.method!r}")
         if s is not None:
             samples.update({kk: v.tolist() for kk, v in s.items()})
 
         if backtest:
             def refit_mask(mask, n=n, p=p, y=y, fs=fs):
-                a_, b_, l_, _, _ = _fit_pair(n[mask], p[mask], y[mask], loss=robust_loss,
+                a_, b_, l_, _, _ = _fit_pair(n[mask], p[mask], y[mask],
+                                             loss=fit_options.robust_loss,
                                              f_scale=fs, refit=True)
                 ph = p[~mask]
 
@@ -313,8 +314,9 @@ def fit_joint_law(
 
             held_ok = all(np.unique(n[p == w]).size >= 2 for w in ws)
             if held_ok:
-                bt, w_ = leave_largest_out(n, y, refit_mask, noise_level, noise_rel=sigma_rel,
-                                           tolerance=backtest_tolerance, groups=p)
+                bt, w_ = leave_largest_out(n, y, refit_mask, backtest.noise_level,
+                                           noise_rel=uncertainty.sigma_rel,
+                                           tolerance=backtest.tolerance, groups=p)
                 if bt is not None:
                     bts[pair] = bt
                 if w_:
@@ -324,7 +326,8 @@ def fit_joint_law(
     good.update(good_all)
     stderr = intervals = None
     if samples:
-        stderr, intervals = summarize_samples({k: np.array(v) for k, v in samples.items()}, level,
+        stderr, intervals = summarize_samples({k: np.array(v) for k, v in samples.items()},
+                                              uncertainty.level,
                                               estimate=params)
     return JointLawFit(
         law="joint", params=params, stderr=stderr, intervals=intervals, goodness=good,

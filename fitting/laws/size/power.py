@@ -20,6 +20,7 @@ import pandas as pd
 
 from fitting.core.base import FitError, FitResult, TableRequest, register_law
 from fitting.core.engine import EngineResult, convergence_warning, goodness_of_fit, varpro_fit
+from fitting.core.options import BacktestOptions, FitOptions, UncertaintyOptions, options_meta
 from fitting.core.uncertainty import (
     band_from_samples,
     bootstrap_samples,
@@ -257,16 +258,9 @@ def fit_power_law(
     loss: Sequence[float] | np.ndarray,
     *,
     x_name: str = "n",
-    robust_loss: str = "soft_l1",
-    f_scale: float | str = "auto",
-    uncertainty: str | None = "perturbation",
-    n_refits: int = 100,
-    sigma_rel: float = 0.01,
-    level: float = 0.95,
-    seed: int = 0,
-    backtest: bool = True,
-    noise_level: float | None = None,
-    backtest_tolerance: float = 3.0,
+    fit_options: FitOptions = FitOptions(),
+    uncertainty: UncertaintyOptions = UncertaintyOptions(),
+    backtest: BacktestOptions | None = BacktestOptions(),
     alpha_bounds: tuple[float, float] = ALPHA_BOUNDS,
 ) -> PowerLawFit:
     """Fit L(N) = β·N^(−α) + L∞ (Fernandes eq. 6) robustly, with uncertainty and a backtest.
@@ -274,13 +268,14 @@ def fit_power_law(
     Args:
       n: sizes (non-embedding parameters, or data size / steps; ``x_name`` names them).
       loss: observed losses (finite, positive).
-      robust_loss / f_scale: engine options (soft_l1 with Ghorbani's f_scale grid by default).
-      uncertainty: ``"perturbation"`` (σ = ``sigma_rel`` × loss, Fernandes fn. 5), ``"bootstrap"``,
-        ``"both"`` or ``None``; ``n_refits`` refits each.
-      backtest: leave-largest-size-out backtest (needs ≥ 4 distinct sizes); warns when its error
-        exceeds ``backtest_tolerance`` × noise; noise = ``noise_level`` (nats) or, by default,
-        ``sigma_rel`` × the observed loss at the held-out size (Fernandes footnote 5's noise
-        model; the fit's residual σ is not used because it includes systematic misfit).
+      fit_options: the robust loss (soft_l1 with Ghorbani's f_scale grid by default).
+      uncertainty: ``method`` ``"perturbation"`` (σ = ``sigma_rel`` × loss, Fernandes fn. 5),
+        ``"bootstrap"``, ``"both"`` or ``None``; ``n_refits`` refits each.
+      backtest: leave-largest-size-out backtest (needs ≥ 4 distinct sizes; ``None`` skips it);
+        warns when its error exceeds ``tolerance`` × noise; noise = ``noise_level`` (nats) or, by
+        default, ``uncertainty.sigma_rel`` × the observed loss at the held-out size (Fernandes
+        footnote 5's noise model; the fit's residual σ is not used because it includes
+        systematic misfit).
     """
     x = as_positive_array(n, x_name)
     y = as_positive_array(loss, "loss")
@@ -293,7 +288,8 @@ def fit_power_law(
             column=x_name,
         )
     check_span(x, x_name, "power")
-    core = _fit_core(x, y, loss=robust_loss, f_scale=f_scale, alpha_bounds=alpha_bounds)
+    core = _fit_core(x, y, loss=fit_options.robust_loss, f_scale=fit_options.f_scale,
+                     alpha_bounds=alpha_bounds)
     params = {"alpha": core.alpha, "beta": core.beta, "l_inf": core.l_inf}
     require_finite_params(params, "power")
     pred = power_law(x, **params)
@@ -306,51 +302,54 @@ def fit_power_law(
         warnings.append("l_inf fitted at its lower bound 0: the data do not show a plateau yet")
 
     def refit_y(y_new: np.ndarray) -> dict[str, float]:
-        c = _fit_core(x, y_new, loss=robust_loss, f_scale=core.f_scale, alpha0=core.alpha,
+        c = _fit_core(x, y_new, loss=fit_options.robust_loss, f_scale=core.f_scale,
+                      alpha0=core.alpha,
                       alpha_bounds=alpha_bounds)
         return {"alpha": c.alpha, "beta": c.beta, "l_inf": c.l_inf}
 
     def refit_idx(idx: np.ndarray) -> dict[str, float]:
         if np.unique(x[idx]).size < 3:
             raise FitError("resample has fewer than 3 distinct sizes")
-        c = _fit_core(x[idx], y[idx], loss=robust_loss, f_scale=core.f_scale,
+        c = _fit_core(x[idx], y[idx], loss=fit_options.robust_loss, f_scale=core.f_scale,
                       alpha_bounds=alpha_bounds, refit=True)
         return {"alpha": c.alpha, "beta": c.beta, "l_inf": c.l_inf}
 
     samples: dict[str, np.ndarray] | None = None
     stderr = intervals = None
-    meta: dict = {"robust_loss": robust_loss, "uncertainty": uncertainty, "level": level,
-                  "sigma_rel": sigma_rel, "n_refits": n_refits, "seed": seed,
-                  "converged": core.result.success}
+    meta: dict = {**options_meta(fit_options, uncertainty), "converged": core.result.success}
     if (w := convergence_warning(core.result, "power law fit")):
         warnings.append(w)
-    if uncertainty in ("perturbation", "both"):
-        samples, failed = perturbation_samples(refit_y, y, n_refits=n_refits,
-                                               sigma_rel=sigma_rel, seed=seed)
+    if uncertainty.method in ("perturbation", "both"):
+        samples, failed = perturbation_samples(refit_y, y, n_refits=uncertainty.n_refits,
+                                               sigma_rel=uncertainty.sigma_rel,
+                                               seed=uncertainty.seed)
         meta["perturbation_failed"] = failed
-    if uncertainty in ("bootstrap", "both"):
-        bs, failed = bootstrap_samples(refit_idx, x.size, n_boot=n_refits, seed=seed + 1)
+    if uncertainty.method in ("bootstrap", "both"):
+        bs, failed = bootstrap_samples(refit_idx, x.size, n_boot=uncertainty.n_refits,
+                                       seed=uncertainty.seed + 1)
         meta["bootstrap_failed"] = failed
         if samples is None:
             samples = bs
         else:
-            stderr_b, intervals_b = summarize_samples(bs, level, estimate=params)
+            stderr_b, intervals_b = summarize_samples(bs, uncertainty.level, estimate=params)
             meta["bootstrap_stderr"] = stderr_b
             meta["bootstrap_intervals"] = {k: list(v) for k, v in intervals_b.items()}
-    elif uncertainty not in (None, "none", "perturbation"):
-        raise FitError(f"uncertainty must be perturbation, bootstrap, both or None, got {uncertainty!r}")
+    elif uncertainty.method not in (None, "none", "perturbation"):
+        raise FitError("uncertainty must be perturbation, bootstrap, both or None, "
+                       f"got {uncertainty.method!r}")
     if samples is not None:
-        stderr, intervals = summarize_samples(samples, level, estimate=params)
+        stderr, intervals = summarize_samples(samples, uncertainty.level, estimate=params)
 
     bt = None
     if backtest:
         def refit_mask(mask: np.ndarray):
-            c = _fit_core(x[mask], y[mask], loss=robust_loss, f_scale=core.f_scale,
+            c = _fit_core(x[mask], y[mask], loss=fit_options.robust_loss, f_scale=core.f_scale,
                           alpha_bounds=alpha_bounds, refit=True)
             return lambda xx: power_law(xx, c.alpha, c.beta, c.l_inf)
 
-        bt, w = leave_largest_out(x, y, refit_mask, noise_level, noise_rel=sigma_rel,
-                                  tolerance=backtest_tolerance)
+        bt, w = leave_largest_out(x, y, refit_mask, backtest.noise_level,
+                                  noise_rel=uncertainty.sigma_rel,
+                                  tolerance=backtest.tolerance)
         if w:
             warnings.append(w)
         if bt is None and w is None:
@@ -368,7 +367,7 @@ def fit_power_groups(fin: pd.DataFrame, request: TableRequest) -> PowerLawFit | 
     """The power law of ``fin``'s final losses in N: where the table has several pairs or
     weights, a dict with one fit per (pair, weight) (weight 0 left out; ``{"error": message}``
     where that group's fit failed); else one fit. ``request.weight`` keeps that weight alone."""
-    kw = {**request.fit_options(), **request.options}
+    kw = request.fit_options()
     if request.weight is not None and "weight" in fin.columns:
         fin = fin[(fin["weight"].astype(float) - request.weight).abs() < 1e-9]
     groups = [c for c in ("pair", "weight") if c in fin.columns and fin[c].nunique() > 1]

@@ -16,6 +16,7 @@ import pandas as pd
 
 from fitting import plots
 from fitting.core.base import FitError
+from fitting.core.options import UncertaintyOptions
 from fitting.laws.size.bivariate import BivariateLawFit, fit_bivariate_law
 from fitting.plots.laws import plot_bivariate_slices
 from fitting.report.markdown import Document, format_number
@@ -74,7 +75,8 @@ def bivariate_section(doc: Document, rep: Report, fin: pd.DataFrame, out_dir: st
     for pair, g in sub.groupby("pair"):
         try:
             b = fit_bivariate_law(g["n_enc"].to_numpy(float), g["n_dec"].to_numpy(float),
-                                  g["value"].to_numpy(float), n_refits=n_refits)
+                                  g["value"].to_numpy(float),
+                                  uncertainty=UncertaintyOptions(n_refits=n_refits))
         except FitError as e:
             rep.skipped[f"bivariate {pair}"] = str(e)
             continue

@@ -16,6 +16,7 @@ import pandas as pd
 
 from fitting import plots
 from fitting.core.base import FitError
+from fitting.core.options import UncertaintyOptions
 from fitting.intervals.eq11 import frontier_intervals
 from fitting.laws.size.effective import MultilingualLawFit, fit_multilingual_law
 from fitting.laws.size.frontier import Recommendation, frontier_2pair, frontier_kpair, recommend
@@ -174,10 +175,10 @@ def frontier_section(doc: Document, rep: Report, view: StudyView,
         doc.p(f"Skipped: {why}.")
         return
     fits, reasons = {}, []
+    unc = UncertaintyOptions(method=uncertainty, n_refits=n_refits, seed=seed)
     for form in ("eq12", "eq13"):  # eq. 12 where its f̂ is identified, else the linear eq. 13
         try:
-            fits[form] = fit_multilingual_law(sub, form=form, uncertainty=uncertainty,
-                                              n_refits=n_refits, seed=seed)
+            fits[form] = fit_multilingual_law(sub, form=form, uncertainty=unc)
         except FitError as e:
             reasons.append(f"{form}: {e}")
             continue

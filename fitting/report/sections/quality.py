@@ -9,6 +9,7 @@ import os
 
 from fitting import plots
 from fitting.core.base import FitError
+from fitting.core.options import UncertaintyOptions
 from fitting.data.tables import final_losses
 from fitting.laws.quality import fit_quality_law, quality_points
 from fitting.laws.size.frontier import frontier_2pair
@@ -60,7 +61,8 @@ def quality_section(doc: Document, rep: Report, view: StudyView, out_dir: str) -
                                             f"points with {m} ≤ 0 left out (the power form "
                                             f"needs {m} > 0)")
                         pts = pts[~bad]
-                q = fit_quality_law(pts["loss"], pts[m], form=form, metric=m, n_refits=30)
+                q = fit_quality_law(pts["loss"], pts[m], form=form, metric=m,
+                                    uncertainty=UncertaintyOptions(n_refits=30))
             except FitError as e:
                 rep.skipped[f"quality {m} {pair}"] = str(e)
                 continue
