@@ -11,10 +11,14 @@ per pair, the report's two curve-law rows (longer run, later cool-down) against 
 judged on, per pair, and whether both hold for both pairs (a missing or unjudged row never
 holds), the pooled coverage of the calibrated predictive intervals with Clopper–Pearson
 intervals over the points and over the seed × pair clusters, and whether all six checks pass (checks 1 and 4 as `check_main_job` judges them). A seed whose output already holds a report is not re-run
-(`mnmt-study run` resumes; pass --fresh to start over).
+(`mnmt-study run` resumes; pass --fresh to start over). ``--report-into DIR`` writes each
+finished seed's report again with this checkout's fitting code into DIR/seed<K>/report and
+tabulates those, the study untouched (before / after a fitting change, without --rereport's
+overwriting).
 
     flock /tmp/cpu.lock python benchmarks/studies/main_job_seeds.py --out /tmp/seeds --seeds 0 1 2
     python benchmarks/studies/main_job_seeds.py --out /tmp/seeds --seeds 0 1 2 --json
+    python benchmarks/studies/main_job_seeds.py --out /tmp/seeds --seeds 0 1 2 --report-into /tmp/after
 
 Exit status 0 when checks 1 and 4 hold on every seed, 1 otherwise.
 """
@@ -242,6 +246,29 @@ def rereport(out: str, extra_gin: list[str]) -> None:
         subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT)
 
 
+def report_into(out: str, dest: str) -> None:
+    """Write the finished study ``out``'s report again into ``dest``/report with this
+    checkout's fitting code and the arguments `mnmt-study run` gives it
+    (:func:`mnmt.study.stages.export_and_report`: the study's spec, held-out runs and target
+    sizes), the ground truth read from the study's own fits.json (the data stage's exact
+    irreducible loss); ``out`` is only read."""
+    from fitting.data.tables import read_table  # noqa: PLC0415  (heavy: only when re-reporting)
+    from fitting.report.writer import ReportOptions, write_report  # noqa: PLC0415
+    from mnmt.study.expansion import expand  # noqa: PLC0415
+    from mnmt.study.mesh_plan import spec_from_json  # noqa: PLC0415
+    from mnmt.study.stages import mixture_constraints  # noqa: PLC0415
+
+    with open(os.path.join(out, "study.json"), encoding="utf-8") as f:
+        spec = spec_from_json(json.load(f))
+    with open(os.path.join(out, "report", "fits.json"), encoding="utf-8") as f:
+        truth = json.load(f).get("ground_truth")
+    write_report(read_table(os.path.join(out, "metrics.csv")), os.path.join(dest, "report"),
+                 ReportOptions(ground_truth=truth, target_sizes=list(spec.report_target_sizes),
+                               title=f"Study {spec.name}", eval_set=spec.evaluation.eval_sets[0],
+                               heldout_runs=[r.run_id for r in expand(spec) if r.heldout],
+                               mixture_constraints=mixture_constraints(spec)))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="directory holding one study per seed")
@@ -253,12 +280,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print the rows as JSON as well")
     ap.add_argument("--rereport", action="store_true",
                     help="write each finished seed's report again (fitting code changed)")
+    ap.add_argument("--report-into", metavar="DIR",
+                    help="write each finished seed's report again into DIR/seed<K> (the study "
+                         "untouched) and tabulate those; no seed is trained")
     args = ap.parse_args(argv)
     check = _check_module()
     os.makedirs(args.out, exist_ok=True)
     rows = []
     for seed in args.seeds:
         out = os.path.join(args.out, f"seed{seed}")
+        if args.report_into:   # before --fresh: the study is only read
+            dest = os.path.join(args.report_into, f"seed{seed}")
+            if os.path.exists(os.path.join(out, "report", "fits.json")):
+                report_into(out, dest)
+            rows.append(seed_row(dest, seed, {"wall_s": None, "rc": 0}, check))
+            continue
         if args.fresh and os.path.exists(out):
             shutil.rmtree(out)
         if args.rereport and os.path.exists(os.path.join(out, "study.json")):

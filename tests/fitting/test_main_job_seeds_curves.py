@@ -3,6 +3,8 @@ rows per pair, and whether both hold for both pairs on a seed."""
 
 from __future__ import annotations
 
+import json
+
 from fitting.report.sections.extrapolation import (
     FAILS,
     HOLDS,
@@ -83,3 +85,34 @@ def test_an_unjudged_backtest_says_so_and_pooled_coverage_counts_calibrated_clus
     held = cov["heldout"]["0.95"]
     assert (held["inside"], held["n"], held["clusters"]) == (2, 2, 2)  # en-zh not calibrated
     assert "4/6 (90 % CI" in seeds.coverage_lines(cov)
+
+
+def test_report_into_writes_another_folder_with_the_studys_report_arguments(
+        benchmark_script, tmp_path, monkeypatch):
+    """--report-into re-reports a finished seed beside it: the study's held-out runs, target
+    sizes and ground truth, written under the destination; the study's own report is only
+    read."""
+    from fitting.data import tables  # noqa: PLC0415
+    from fitting.report import writer  # noqa: PLC0415
+    from mnmt.study.expansion import expand  # noqa: PLC0415
+    from mnmt.study.loading import load_spec  # noqa: PLC0415
+    from mnmt.study.stages import spec_json  # noqa: PLC0415
+
+    seeds = benchmark_script("main_job_seeds")
+    study = tmp_path / "seed7"
+    (study / "report").mkdir(parents=True)
+    spec = load_spec(None, None, [])   # the default study: three held-out mini-3 seeds
+    (study / "study.json").write_text(json.dumps(spec_json(spec)))
+    (study / "report" / "fits.json").write_text(json.dumps({"ground_truth": {"en-de": 0.1}}))
+    calls = []
+    monkeypatch.setattr(tables, "read_table", lambda path: f"table of {path}")
+    monkeypatch.setattr(writer, "write_report", lambda *args: calls.append(args))
+    seeds.report_into(str(study), str(tmp_path / "after" / "seed7"))
+    ((table, dest, options),) = calls
+    assert table == f"table of {study / 'metrics.csv'}"
+    assert dest == str(tmp_path / "after" / "seed7" / "report")
+    assert options.ground_truth == {"en-de": 0.1}
+    held = [r.run_id for r in expand(spec) if r.heldout]
+    assert held and options.heldout_runs == held
+    assert options.target_sizes == list(spec.report_target_sizes)
+    assert sorted(p.name for p in (study / "report").iterdir()) == ["fits.json"]

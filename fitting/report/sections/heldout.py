@@ -1,50 +1,15 @@
 """Held-out runs: trained, never fitted, predicted by the fitted laws (the report's check of
 prediction on what the fits never saw).
 
-A study names some runs "held out" (typically a larger size at an unseen weight).
-:func:`fitting.report.writer.write_report` removes their rows from every fit and calls
-:func:`heldout_section`, which compares each held-out (experiment, pair) final loss with:
-
-* where the table has cool-down branches, the law the report leads with: L(N, D) across
-  weights on cooled-down budgets (:mod:`fitting.laws.budget.chinchilla_joint`) at the run's own N and
-  D (its final ``tokens``) and weight; entry ``primary: true``;
-* the eq. 11 law (Fernandes et al. 2023) with the fitted f̂ — eq. 12 where it was identifiable,
-  else the linear eq. 13 — the law that predicts an unseen (N, p) at the trained budget; entry
-  ``primary: true`` when there is no L(N, D) entry, with ``f_hat_identified`` (false: the law
-  names it, and the prediction rests on an f̂ that the data do not determine,
-  :class:`fitting.laws.size.effective.MultilingualLawFit`);
-* where the run's weight equals a fitted weight, also the joint law (eq. 7, its β_p) and the
-  per-weight power law (eq. 6) at the run's N.
-
-A pair the run did not train (p = 0) is not predicted: f̂(0) = 0, so eq. 11 gives no finite loss
-(Fernandes et al. leave zero-shot pairs out of the laws); it is listed under "skipped".
-
-Runs that differ only in their seed (the experiments of
-:func:`fitting.report.sections.seeds.experiment_groups`, whose keys include each run's whole mixture; a
-study's ``StudySpec.heldout_seeds``) form one held-out
-experiment, predicted once per (pair, law): ``measured`` is the mean of its seeds' final losses
-(``measured_runs`` each one), ``run`` its first run id and ``runs`` all of them.
-
-Each entry: ``error = (predicted − measured) / measured``; ``within_tolerance = |error| ≤ 2 % or
-(|predicted − measured| ≤ 3·σ_seed and σ_seed judges)`` (``within_rel``, ``within_noise``: each
-clause alone), where σ_seed (``noise``, nats) is measured seed noise, never a fit's residuals
-(which grow with the law's misfit, and would loosen the check as the fit worsens), with
-``noise_seeds`` (the runs it was measured on), ``noise_dof``, ``noise_ci90`` (its χ² 90 %
-interval in nats, :func:`fitting.core.seed_noise.sigma_ci90`) and ``noise_judges``: a σ from
-fewer than 3 seeds (dof < 2: from 2 seeds the 90 % interval is [0.51 s, 15.9 s]) does not
-judge — its clause is information (``within_noise`` still says whether it would hold) and the
-2 % clause alone judges:
-
-* ``noise_source = "heldout seeds (n=k)"``: the seed-to-seed sd (ddof = 1) of the experiment's own
-  k ≥ 2 seeds, with ``noise_dof = k − 1``;
-* else ``"study seed noise"``: the study's relative seed sd for that pair at the largest size it
-  repeated (:func:`fitting.report.sections.chinchilla.largest_size_seed_noises`: the weights repeated
-  there pooled, their seeds and dof summed; the noise the backtests are judged against) times
-  the measured loss;
-* else ``"none"``: no seed noise was measured, ``noise`` is null and only the 2 % clause judges.
-
-``curve_sd`` (the largest over the experiment's runs of the sd of a run's last 3 evaluated
-losses) is given for information: a large one means the measured value itself is still moving.
+:func:`fitting.report.writer.write_report` removes the held-out runs' rows from every fit and
+:func:`heldout_section` compares each held-out experiment's (its seeds') mean final loss per pair
+with L(N, D) across weights at its own N and D (the law the report leads with, where the table
+has cool-down branches), eq. 11 with the fitted f̂, and at a fitted weight the joint law and
+the per-weight power law. The rule (:func:`heldout_within`): |error| ≤ 2 % or |predicted −
+measured| ≤ 3σ_seed, σ_seed measured seed noise (the experiment's own seeds, else the study's
+at its largest repeated size), whose clause judges only from 3 seeds on. L(N, D)'s entries get
+their predictive intervals (:mod:`fitting.intervals.heldout`). Entries and fields:
+docs/guides/fitting.md, "Held-out runs (predicted, never fitted)".
 """
 
 from __future__ import annotations

@@ -321,7 +321,8 @@ def verification_section(doc: Document, rep, table: pd.DataFrame, mixture: dict 
                          plan: Mapping | None, laws: Mapping, *, eval_set: str = "validation",
                          metric: str = "loss", final: pd.DataFrame | None = None) -> dict | None:
     """Add the section to ``doc`` and return ``fits.json["mixture"]["verification"]``; None
-    without a plan. ``table``: the verification runs' rows (:func:`split_verification`);
+    without a plan, FitError for a plan that is not one (:func:`check_plan`, raised by
+    :func:`verification_payload`; the writer's section boundary reports it). ``table``: the verification runs' rows (:func:`split_verification`);
     ``mixture``: ``fits.json["mixture"]``; ``laws``: the fitted mixture laws by form;
     ``final``: the rows' final losses where already derived (:func:`_measured_losses`)."""
     if not plan:
