@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fitting.intervals.cooled_law import LEAVE_ONE_RUN_OUT
 from fitting.laws.curves.annealing import AnnealingLawFit
 from fitting.laws.curves.runs import Curve, curves_from_table, pair_training_curves
 from fitting.report.markdown import Document
@@ -265,7 +266,9 @@ def test_rows_count_their_points_inside_the_predictive_intervals():
     view = prepare_view(_seeded())
     cov = {"0.80": {"inside": 3, "n": 4, "fraction": 0.75, "ci90": [0.3, 0.98]},
            "0.95": {"inside": 4, "n": 4, "fraction": 1.0, "ci90": [0.47, 1.0]}}
-    bt = {"errors": [{"d": 1.0, "p": 0.5, "error": 0.01}], "held_out_n": 1e7, "coverage": cov}
+    point = {"calibrated": True, "calibration_n": 4.0, "dof": 4.0}
+    bt = {"errors": [{"d": 1.0, "p": 0.5, "error": 0.01}], "held_out_n": 1e7, "coverage": cov,
+          "predictive": {"points": [point], "calibration": LEAVE_ONE_RUN_OUT}}
     cooled = SimpleNamespace(pairs=["en-de"], backtest={"en-de": bt},
                              meta={"backtest_failed": {}})
     rep = Report(out_dir="", markdown_path="", html_path="", json_path="")
@@ -276,9 +279,11 @@ def test_rows_count_their_points_inside_the_predictive_intervals():
     rows = extrapolation_rows(rep, view, cooled)
     larger = next(r for r in rows if r["kind"] == LARGER_SIZE and r["pair"] == "en-de")
     assert larger["coverage"] == cov
+    assert larger["calibration"]["source"] == LEAVE_ONE_RUN_OUT
     held = next(r for r in rows if r["kind"] == "held-out run")
     assert held["coverage"]["0.80"]["inside"] == 1 and held["coverage"]["0.80"]["n"] == 2
     assert held["coverage"]["0.95"]["inside"] == 2
     doc = Document()
     extrapolation_section(doc, rep, view, cooled)
-    assert "3/4 · 4/4" in doc.markdown() and "1/2 · 2/2" in doc.markdown()
+    assert "3/4 · 4/4 (calibrated on 4 runs left out, 4.0 dof)" in doc.markdown()
+    assert "1/2 · 2/2" in doc.markdown()

@@ -19,7 +19,7 @@ from fitting import plots
 from fitting.core.base import FitError
 from fitting.core.seed_noise import SeedNoise, pooled_sd
 from fitting.data.tables import has_branches, with_optional_columns
-from fitting.intervals.cooled_law import cooled_law_intervals
+from fitting.intervals.cooled_law import LEAVE_ONE_RUN_OUT, cooled_law_intervals
 from fitting.laws.budget.chinchilla import ChinchillaFit, fit_chinchilla
 from fitting.laws.budget.chinchilla_joint import JointChinchillaFit, coef_key, fit_joint_chinchilla
 from fitting.laws.curves.learning_curve import cooldown_budgets, cooldown_start
@@ -450,7 +450,7 @@ def _interval_texts(fit: JointChinchillaFit) -> list[str]:
             parts.append(f"the backtest's {cov['0.80']['n']} points inside the 80 % interval "
                          f"{cov['0.80']['inside']}, inside the 95 % {cov['0.95']['inside']} "
                          f"(calibrated by {pv.get('calibration')} on {pv.get('calibration_n')} "
-                         "errors)")
+                         + ("runs)" if pv.get("calibration") == LEAVE_ONE_RUN_OUT else "errors)"))
         elif cov and cov["0.80"].get("left_out"):
             parts.append(f"the backtest's {cov['0.80']['left_out']} intervals not calibrated "
                          "(no calibration term: too narrow, not counted)")

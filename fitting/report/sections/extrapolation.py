@@ -31,6 +31,7 @@ from fitting.core.seed_noise import (
     judging_multiple,
     noise_fields,
 )
+from fitting.intervals.cooled_law import LEAVE_ONE_RUN_OUT
 from fitting.intervals.predictive import coverage_of_marks
 from fitting.laws.budget.chinchilla_joint import JointChinchillaFit
 from fitting.laws.curves.annealing import fit_annealing_law
@@ -211,8 +212,9 @@ def _larger_size_rows(rep: Report, view: StudyView, cooled: JointChinchillaFit |
                                     "" if bt else why,
                                     "" if not bt else f"without N = {bt['held_out_n']:.3g}"))
             rows[-1]["coverage"] = (bt or {}).get("coverage")
-            rows[-1]["calibration"] = _calibration(((bt or {}).get("predictive") or {})
-                                                   .get("points") or [])
+            pv = (bt or {}).get("predictive") or {}
+            rows[-1]["calibration"] = _calibration(pv.get("points") or [],
+                                                   pv.get("calibration"))
             continue
         if (mixture or {}).get("size_backtest"):
             rows.append(_mixture_size_row(pair, mixture, sigma, max(view.sizes)))
@@ -272,17 +274,21 @@ def _marks_coverage(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
     return out
 
 
-def _calibration(intervals: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _calibration(intervals: list[dict[str, Any]], source: str | None = None
+                 ) -> dict[str, Any] | None:
     """What a row's intervals were calibrated on: ``calibrated`` (how many), ``calibration_n``
-    (the most errors any calibration averaged) and ``dof`` (the median quantile dof; None:
-    normal quantiles) — None without an interval."""
+    (the most errors — for ``source`` "leave one run out" the runs — any calibration counted)
+    and ``dof`` (the median quantile dof; None: normal quantiles), with ``source``
+    (:data:`fitting.intervals.cooled_law.INNER_BACKTEST` or ``LEAVE_ONE_RUN_OUT``) where
+    given — None without an interval."""
     if not intervals:
         return None
     ns = [iv["calibration_n"] for iv in intervals if iv.get("calibration_n")]
     dofs = [iv["dof"] for iv in intervals if iv.get("dof") is not None]
     return {"calibrated": sum(bool(iv.get("calibrated")) for iv in intervals),
             "intervals": len(intervals), "calibration_n": max(ns) if ns else None,
-            "dof": float(np.median(dofs)) if dofs else None}
+            "dof": float(np.median(dofs)) if dofs else None,
+            **({"source": source} if source else {})}
 
 
 def _entries_noise(entries: list[dict[str, Any]]) -> SeedNoise:
@@ -568,7 +574,8 @@ def _coverage_text(cov: dict[str, Any] | None, cal: dict[str, Any] | None = None
         return f"not calibrated ({left} intervals, not counted)" if left else "–"
     text = " · ".join(f"{cov[q]['inside']}/{cov[q]['n']}" for q in ("0.80", "0.95"))
     if cal and cal.get("calibration_n"):
-        text += f" (calibrated on {cal['calibration_n']:g} errors"
+        what = "runs left out" if cal.get("source") == LEAVE_ONE_RUN_OUT else "errors"
+        text += f" (calibrated on {cal['calibration_n']:g} {what}"
         text += "" if cal.get("dof") is None else f", {cal['dof']:.1f} dof"
         text += ")"
     return text + (f"; {left} not calibrated, not counted" if left else "")
