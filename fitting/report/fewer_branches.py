@@ -18,7 +18,7 @@ fit_cooled_law`) on both and sets side by side, per pair:
   size the trained ones, never fitted);
 * the held-out runs (a size no fit sees) predicted by both laws at their N, D and weight against
   their measured seed mean;
-* the predicted budgets against the trained ones they replace (error, within 3σ_seed).
+* the predicted budgets against the trained ones they replace (error, within k·σ_seed).
 
 Verdict (:func:`verdict`), two-sided on paired differences — the two fits share every run, so
 a difference between them has no seed noise of its own; its scatter comes from the predicted
@@ -59,7 +59,7 @@ from fitting.report.view import StudyView, prepare_view
 
 __all__ = ["REQUIRED_SHARE", "check_branches", "without_branches_except", "compare", "verdict"]
 
-#: the share of predicted budgets that must lie within 3σ_seed of the trained ones
+#: the share of predicted budgets that must lie within k·σ_seed of the trained ones
 REQUIRED_SHARE = 0.8
 
 

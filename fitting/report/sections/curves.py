@@ -33,7 +33,8 @@ the main job's own runs (``benchmarks/studies/curve_laws_main_job.py``, variant
 training loss of the pair read at its logged step (``loss_window=0``).
 
 Per pair the tested ends' relative errors (predicted − trained) / trained are judged by the
-report's one rule (:func:`fitting.report.sections.extrapolation.judge`: RMSE within 3σ, σ the
+report's one rule (:func:`fitting.report.sections.extrapolation.judge`: RMSE within k·σ, k = 3
+or Student's t on σ's dof where wider, σ the
 per-point scatter above for probe-loss ends, else the relative seed sd at the largest size
 repeated, :func:`fitting.report.sections.chinchilla.largest_size_seed_noises`, with its seeds (points),
 dof and 90 % interval; information without it, and where it rests on fewer than 2 dof); the median and worst error are shown with it. The first section's row "later cool-down" reads these errors.
@@ -291,12 +292,14 @@ def curves_section(doc: Document, rep: Report, view: StudyView, out_dir: str, *,
           "learning-rate schedules, the cooled-down ends of the other branches and of the "
           "parent (Hägele et al. 2024), each judged against the " + " / ".join(judged) + " at "
           "its end: can a cool-down at another step be predicted instead of "
-          f"trained? Verdict: the report's rule (RMSE within {NOISE_MULTIPLE:g}σ_seed, the "
-          "relative seed sd at the largest size repeated; information without repeats, or "
-          "where it rests on fewer than 3 seeds). At "
+          "trained? Verdict: the report's rule (RMSE within k·σ, σ the noise of the quantity "
+          "predicted — for probe-loss ends the per-point scatter the family fits leave on "
+          "their fitted steps, for evaluated ends the relative seed sd at the largest size "
+          f"repeated —, k = {NOISE_MULTIPLE:g} or Student's t on σ's dof where wider; "
+          "information without σ, or where a seed sd rests on fewer than 3 seeds). At "
           f"most {MAX_FAMILIES} parents per pair are fitted, spread over the sizes.")
     doc.table(["pair", "parents fitted", "ends predicted", "median |error|", "worst |error|",
-               "RMSE", "σ_seed", "3σ_seed", "verdict"],
+               "RMSE", "σ", "k·σ", "verdict"],
               [[pair, f"{d['n_families']} of {d['n_families_total']}", str(d["n_points"]),
                 _pct(d["median"]), _pct(d["worst"]), _pct(d["rmse"]),
                 _pct(d["sigma"]) + ("" if d.get("sigma_dof") is None else

@@ -82,7 +82,7 @@ from fitting.report.view import StudyView
 __all__ = ["REQUIRED_SHARE", "table_stop_fraction", "early_stop_ends", "verdict",
            "early_stop_payload", "early_stop_section"]
 
-#: the share of checked ends that must lie within 3σ_seed of their trained ends
+#: the share of checked ends that must lie within k·σ_seed of their trained ends
 REQUIRED_SHARE = 0.8
 _KEY = "early stop"
 
