@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from fitting.core.base import FitError
+from fitting.core.options import NO_UNCERTAINTY, FitOptions
 from fitting.core.seed_noise import SeedNoise
 from fitting.intervals.predictive import (
     coverage,
@@ -54,8 +55,8 @@ _SAME = 1e-9
 
 
 def _refit(points: pd.DataFrame, form: str, f_scale: float | str) -> JointChinchillaFit:
-    return fit_joint_chinchilla(points, uncertainty=None, backtest=False, form=form,
-                                f_scale=f_scale)
+    return fit_joint_chinchilla(points, form=form, fit_options=FitOptions(f_scale=f_scale),
+                                uncertainty=NO_UNCERTAINTY, backtest=None)
 
 
 def resampled_run_refits(points: pd.DataFrame, form: str, predict, seed: int,

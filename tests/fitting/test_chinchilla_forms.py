@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from fitting.core.base import FitResult
+from fitting.core.options import NO_UNCERTAINTY, UncertaintyOptions
 from fitting.laws.budget.chinchilla_joint import fit_joint_chinchilla, select_form
 from fitting.laws.budget.kaplan_nd import fit_pair_kaplan, predict_kaplan
 
@@ -67,7 +68,8 @@ def test_exact_kaplan_points_give_back_the_law_its_limit_and_shares():
     assert raw["alpha"] == pytest.approx(al, rel=1e-2)
     assert raw["beta"] == pytest.approx(be, rel=1e-2)
     assert raw[("A", 0.5)] == pytest.approx(2 * a, rel=2e-2)
-    fit = fit_joint_chinchilla(t, uncertainty=None, form="kaplan", backtest=False)
+    fit = fit_joint_chinchilla(t, form="kaplan", uncertainty=NO_UNCERTAINTY,
+                               backtest=None)
     for pair, (e, al, be, a, b) in KAPLAN.items():
         assert fit.form(pair) == "kaplan"
         assert fit.l_inf(pair) == pytest.approx(e, rel=1e-3)
@@ -80,8 +82,10 @@ def test_exact_kaplan_points_give_back_the_law_its_limit_and_shares():
 
 def test_the_additive_form_misses_kaplan_data_and_the_choice_sees_it():
     t = _kaplan_table(noise=0.003, seed=2)
-    additive = fit_joint_chinchilla(t, uncertainty=None, form="additive", backtest=False)
-    auto = fit_joint_chinchilla(t, uncertainty=None, form="auto", backtest=False)
+    additive = fit_joint_chinchilla(t, form="additive",
+                                    uncertainty=NO_UNCERTAINTY, backtest=None)
+    auto = fit_joint_chinchilla(t, form="auto", uncertainty=NO_UNCERTAINTY,
+                                backtest=None)
     for pair, (e, *_) in KAPLAN.items():
         assert auto.form(pair) == "kaplan"
         assert abs(auto.l_inf(pair) / e - 1) < 0.03
@@ -93,8 +97,8 @@ def test_the_additive_form_misses_kaplan_data_and_the_choice_sees_it():
 
 
 def test_the_choice_keeps_the_additive_form_on_additive_data():
-    auto = fit_joint_chinchilla(_additive_table(), uncertainty=None, form="auto",
-                                backtest=False)
+    auto = fit_joint_chinchilla(_additive_table(), form="auto",
+                                uncertainty=NO_UNCERTAINTY, backtest=None)
     assert auto.form("en-de") == "additive" and auto.form("en-zh") == "additive"
     assert auto.l_inf("en-de") == pytest.approx(0.11, rel=1e-3)
 
@@ -105,12 +109,14 @@ def test_an_off_law_earliest_budget_is_dropped_by_the_choice():
     sel = select_form(sub["n"], sub["tokens"], sub["weight"], sub["value"])
     assert sel["form"] == "kaplan" and sel["budgets"] == len(BUDGETS) - 1
     assert int(sel["keep"].sum()) == len(sub) * 3 // 4
-    fit = fit_joint_chinchilla(t, uncertainty=None, form="auto", backtest=False)
+    fit = fit_joint_chinchilla(t, form="auto", uncertainty=NO_UNCERTAINTY,
+                               backtest=None)
     assert fit.l_inf("en-zh") == pytest.approx(KAPLAN["en-zh"][0], rel=1e-3)
 
 
 def test_a_chosen_kaplan_fit_round_trips_with_its_uncertainty():
-    fit = fit_joint_chinchilla(_kaplan_table(noise=0.002, seed=5), n_refits=20, form="auto")
+    fit = fit_joint_chinchilla(_kaplan_table(noise=0.002, seed=5), form="auto",
+                               uncertainty=UncertaintyOptions(n_refits=20))
     back = FitResult.from_json(fit.to_json())
     assert back.form("en-de") == "kaplan"
     assert float(back.predict(3e5, 1.3e6, 0.6, "en-de")) == float(
@@ -119,11 +125,12 @@ def test_a_chosen_kaplan_fit_round_trips_with_its_uncertainty():
         sd = fit.stderr[f"E[{pair}]"]
         assert sd > 0 and abs(fit.l_inf(pair) - e) < 4 * sd + 0.01 * e
     with pytest.raises(Exception, match="form"):
-        fit_joint_chinchilla(_kaplan_table(), uncertainty=None, form="cubic")
+        fit_joint_chinchilla(_kaplan_table(), form="cubic",
+                             uncertainty=NO_UNCERTAINTY)
     two = _kaplan_table()
     two = two[two["tokens"] >= BUDGETS[2]]
     with pytest.raises(Exception, match="≥ 3 cooled-down budgets per run"):
-        fit_joint_chinchilla(two, uncertainty=None, form="auto")
+        fit_joint_chinchilla(two, form="auto", uncertainty=NO_UNCERTAINTY)
 
 
 @pytest.mark.parametrize("form", ["kaplan", "additive"])
@@ -133,13 +140,14 @@ def test_an_e_at_the_lowest_loss_is_flagged_as_a_bound(form):
     an additive E there only warned, and check 1 of the main job passed it."""
     t = _kaplan_table()
     flat = t.assign(value=np.where(t["pair"] == "en-de", 0.2, 0.3))
-    fit = fit_joint_chinchilla(flat, uncertainty=None, form=form, backtest=False)
+    fit = fit_joint_chinchilla(flat, form=form, uncertainty=NO_UNCERTAINTY,
+                               backtest=None)
     assert set(fit.meta["e_at_lowest_loss"]) == {"en-de", "en-zh"}
     assert fit.meta["E_is_bound"] == {"en-de": True, "en-zh": True}
     assert fit.e_is_bound("en-de") is True
     assert any("bounded above by it, not estimated" in w for w in fit.warnings)
-    clean = fit_joint_chinchilla(_additive_table() if form == "additive" else t,
-                                 uncertainty=None, form=form, backtest=False)
+    clean = fit_joint_chinchilla(_additive_table() if form == "additive" else t, form=form,
+                                 uncertainty=NO_UNCERTAINTY, backtest=None)
     assert "e_at_lowest_loss" not in clean.meta
     assert clean.meta["E_is_bound"] == {"en-de": False, "en-zh": False}
     # a fit stored before the flag existed cannot tell
@@ -164,7 +172,7 @@ def test_the_backtest_chooses_its_form_without_the_held_out_size():
     Kaplan's form, and the backtest's refit with it)."""
     t = _additive_table()
     bent = t.assign(value=np.where(t["n"] == max(SIZES), t["value"] * 0.95, t["value"]))
-    fits = [fit_joint_chinchilla(x, uncertainty=None, form="auto") for x in (t, bent)]
+    fits = [fit_joint_chinchilla(x, form="auto", uncertainty=NO_UNCERTAINTY) for x in (t, bent)]
     assert fits[1].form("en-zh") == "kaplan"  # the main choice sees the largest size
     for pair in ("en-de", "en-zh"):
         plain, moved = (f.backtest[pair] for f in fits)

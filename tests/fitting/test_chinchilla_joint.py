@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from fitting.core.base import FitError, FitResult
+from fitting.core.options import NO_UNCERTAINTY, BacktestOptions, UncertaintyOptions
 from fitting.core.seed_noise import SeedNoise
 from fitting.laws.budget.chinchilla_joint import (
     NO_NOISE_GIVEN,
@@ -43,7 +44,7 @@ def _truth(pair, n, d, w):
 
 
 def test_exact_points_give_back_the_law_and_its_limit():
-    fit = fit_joint_chinchilla(_table(), uncertainty=None)
+    fit = fit_joint_chinchilla(_table(), uncertainty=NO_UNCERTAINTY)
     for pair, (e, al, be) in TRUTH.items():
         assert fit.l_inf(pair) == pytest.approx(e, rel=1e-4)
         assert fit[f"alpha[{pair}]"] == pytest.approx(al, rel=1e-4)
@@ -61,7 +62,7 @@ def test_exact_points_give_back_the_law_and_its_limit():
 def test_the_limit_lies_below_every_budget_asymptote():
     """E is the N, D → ∞ limit: at the largest trained budget the loss at N → ∞ is E + B D^−β,
     which a size law on that budget's losses alone would report as its L∞."""
-    fit = fit_joint_chinchilla(_table(), uncertainty=None)
+    fit = fit_joint_chinchilla(_table(), uncertainty=NO_UNCERTAINTY)
     for pair in TRUTH:
         at_budget = float(fit.predict(1e30, max(BUDGETS), 1.0, pair))
         assert fit.l_inf(pair) < at_budget
@@ -70,7 +71,8 @@ def test_the_limit_lies_below_every_budget_asymptote():
 
 
 def test_noisy_points_perturbation_sd_covers_the_error_and_json_round_trips():
-    fit = fit_joint_chinchilla(_table(noise=0.002, seed=3), n_refits=30)
+    fit = fit_joint_chinchilla(_table(noise=0.002, seed=3),
+                               uncertainty=UncertaintyOptions(n_refits=30))
     for pair, (e, _, _) in TRUTH.items():
         sd = fit.stderr[f"E[{pair}]"]
         assert sd > 0 and abs(fit.l_inf(pair) - e) < 4 * sd + 0.01 * e
@@ -85,7 +87,8 @@ def test_noisy_points_perturbation_sd_covers_the_error_and_json_round_trips():
 
 def test_backtest_judges_the_largest_size_against_the_noise_given():
     t = _table(noise=0.002, seed=1)
-    fit = fit_joint_chinchilla(t, uncertainty=None, noise_rel={"en-de": 1e-6})
+    fit = fit_joint_chinchilla(t, noise_rel={"en-de": 1e-6},
+                               uncertainty=NO_UNCERTAINTY)
     de, zh = fit.backtest["en-de"], fit.backtest["en-zh"]
     assert de["held_out_n"] == max(SIZES) and len(de["errors"]) == 4 * len(BUDGETS)
     assert de["within"] is False and de["noise_source"] == NOISE_GIVEN
@@ -103,8 +106,8 @@ def test_a_seed_noise_of_zero_is_the_noise_given_not_the_fits_residuals():
     """0183a09 read ``float(given) if given else residual_sd``: two seeds with the same loss
     (σ = 0, falsy) judged the backtest against the fit's relative residual sd instead — the
     noise that grows with the misfit the backtest is there to expose."""
-    bt = fit_joint_chinchilla(_table(noise=0.002, seed=1), uncertainty=None,
-                              noise_rel={"en-de": 0.0}).backtest["en-de"]
+    bt = fit_joint_chinchilla(_table(noise=0.002, seed=1), noise_rel={"en-de": 0.0},
+                              uncertainty=NO_UNCERTAINTY).backtest["en-de"]
     assert bt["noise_source"] == NOISE_GIVEN and bt["noise_rel"] == 0.0
     assert bt["rmse_rel"] > 0 and bt["within"] is False
 
@@ -113,29 +116,35 @@ def test_a_seed_noise_on_one_dof_does_not_judge_the_backtest():
     """A σ from 2 seeds (1 dof; its 90 % interval spans 0.51–15.9× the estimate) is
     information; the same σ from 3 seeds judges."""
     t = _table(noise=0.002, seed=1)
-    few = fit_joint_chinchilla(t, uncertainty=None,
-                               noise_rel={"en-de": SeedNoise(1e-6, 2, 1)}).backtest["en-de"]
+    few = fit_joint_chinchilla(t, noise_rel={"en-de": SeedNoise(1e-6, 2, 1)},
+                               uncertainty=NO_UNCERTAINTY).backtest["en-de"]
     assert few["within"] is None and few["noise_rel"] == 1e-6
     assert "information" in few["noise_source"] and few["noise_dof"] == 1
-    enough = fit_joint_chinchilla(t, uncertainty=None,
-                                  noise_rel={"en-de": SeedNoise(1e-6, 3, 2)}).backtest["en-de"]
+    enough = fit_joint_chinchilla(t, noise_rel={"en-de": SeedNoise(1e-6, 3, 2)},
+                                  uncertainty=NO_UNCERTAINTY).backtest["en-de"]
     assert enough["within"] is False and enough["noise_seeds"] == 3
 
 
 def test_what_the_law_needs_is_said():
     t = _table()
     with pytest.raises(FitError, match="one token budget D"):
-        fit_joint_chinchilla(t[t["tokens"] == max(BUDGETS)], uncertainty=None)
+        fit_joint_chinchilla(t[t["tokens"] == max(BUDGETS)],
+                             uncertainty=NO_UNCERTAINTY)
     with pytest.raises(FitError, match="≥ 3 sizes"):
-        fit_joint_chinchilla(t[t["n"] <= 2e4], uncertainty=None)
-    fit = fit_joint_chinchilla(t, uncertainty=None)
+        fit_joint_chinchilla(t[t["n"] <= 2e4], uncertainty=NO_UNCERTAINTY)
+    fit = fit_joint_chinchilla(t, uncertainty=NO_UNCERTAINTY)
     with pytest.raises(FitError, match="outside"):
         fit.predict(1e5, 1e6, 0.0, "en-de")
     with pytest.raises(FitError, match="was not fitted"):
         fit.predict(1e5, 1e6, 0.5, "en-fr")
     # zero-shot rows are left out, not fitted
     z = pd.concat([t, t[t["weight"] == 1.0].assign(weight=0.0, value=9.0)])
-    assert fit_joint_chinchilla(z, uncertainty=None).meta["excluded_zero_weight"] == 2 * 20
+    fit = fit_joint_chinchilla(z, uncertainty=NO_UNCERTAINTY)
+    assert fit.meta["excluded_zero_weight"] == 2 * 20
+    # its backtest noise is relative and per pair (noise_rel), not one level in nats
+    with pytest.raises(FitError, match="noise_rel"):
+        fit_joint_chinchilla(t, uncertainty=NO_UNCERTAINTY,
+                             backtest=BacktestOptions(noise_level=0.01))
 
 
 def test_a_pair_that_cannot_be_fitted_leaves_the_others_when_asked():
@@ -144,13 +153,15 @@ def test_a_pair_that_cannot_be_fitted_leaves_the_others_when_asked():
     t = _table()
     short = t[(t["pair"] == "en-de") | (t["n"] <= 2e4)]  # en-zh: 2 sizes
     with pytest.raises(FitError, match="en-zh"):
-        fit_joint_chinchilla(short, uncertainty=None)
-    fit = fit_joint_chinchilla(short, uncertainty=None, skip_failed_pairs=True)
+        fit_joint_chinchilla(short, uncertainty=NO_UNCERTAINTY)
+    fit = fit_joint_chinchilla(short, skip_failed_pairs=True,
+                               uncertainty=NO_UNCERTAINTY)
     assert fit.pairs == ["en-de"] and "≥ 3 sizes" in fit.meta["failed_pairs"]["en-zh"]
     assert fit.l_inf("en-de") == pytest.approx(TRUTH["en-de"][0], rel=1e-4)
     assert fit.meta["E_is_bound"] == {"en-de": False}
     with pytest.raises(FitError, match="no pair could be fitted"):
-        fit_joint_chinchilla(t[t["n"] <= 2e4], uncertainty=None, skip_failed_pairs=True)
+        fit_joint_chinchilla(t[t["n"] <= 2e4], skip_failed_pairs=True,
+                             uncertainty=NO_UNCERTAINTY)
 
 
 def _capped_polish(monkeypatch):
@@ -188,7 +199,8 @@ def test_band_reads_each_pairs_own_refits_when_pairs_lose_different_numbers():
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(cj, "_fit_pair", some_fail)
-        fit = fit_joint_chinchilla(_table(noise=0.002, seed=3), n_refits=12, backtest=False)
+        fit = fit_joint_chinchilla(_table(noise=0.002, seed=3),
+                                   uncertainty=UncertaintyOptions(n_refits=12), backtest=None)
     assert fit.meta["perturbation_failed"] == {"en-de": 0, "en-zh": 4}
     assert len(pair_samples(fit.samples, "en-de")["E[en-de]"]) == 12
     assert len(pair_samples(fit.samples, "en-zh")["E[en-zh]"]) == 8
@@ -202,12 +214,13 @@ def test_a_main_fit_that_did_not_converge_says_so_per_pair(monkeypatch):
     """Old rule (a8299e0): the main fit's optimiser status was not read, so a polish stopped at
     its evaluation cap was reported as a fit (no meta['converged'], no warning)."""
     t = _table(noise=0.002, seed=3)
-    ok = fit_joint_chinchilla(t, uncertainty=None, backtest=False)
+    ok = fit_joint_chinchilla(t, uncertainty=NO_UNCERTAINTY, backtest=None)
     assert ok.converged == {"en-de": True, "en-zh": True}
     assert not any("converg" in w for w in ok.warnings)
     _capped_polish(monkeypatch)
     for form in ("additive", "kaplan"):
-        fit = fit_joint_chinchilla(t, uncertainty=None, backtest=False, form=form)
+        fit = fit_joint_chinchilla(t, form=form, uncertainty=NO_UNCERTAINTY,
+                                   backtest=None)
         assert fit.converged == {"en-de": False, "en-zh": False}
         for pair in TRUTH:
             assert any(w.startswith(f"pair {pair!r} ({form} form): the optimiser stopped before "
@@ -224,7 +237,7 @@ def test_a_backtest_refit_that_did_not_converge_is_a_failed_backtest(monkeypatch
     for form in ("additive", "kaplan", "auto"):
         with pytest.raises(FitError, match="did not converge"):
             leave_largest_out(*pts, noise_rel=0.005, form=form)
-    fit = fit_joint_chinchilla(t, uncertainty=None)
+    fit = fit_joint_chinchilla(t, uncertainty=NO_UNCERTAINTY)
     assert fit.backtest is None
     for pair in TRUTH:
         assert "did not converge" in fit.meta["backtest_failed"][pair]

@@ -100,8 +100,9 @@ def test_kaplan_refits_at_the_evaluation_cap_are_failed_and_left_out_of_E_sd(mon
     They count in ``perturbation_failed`` and E's sd is the sd of the 6 converged refits.
     At 082b6f0 ``perturbation_failed`` is 0 and the capped refits enter E's sd."""
     log = _capping(monkeypatch, kaplan_nd, lambda i, kw: i % 3 == 1)
-    fit = fit_joint_chinchilla(_kaplan_table(), uncertainty="perturbation", n_refits=9,
-                               form="kaplan", backtest=False)
+    fit = fit_joint_chinchilla(_kaplan_table(), form="kaplan",
+                               uncertainty=UncertaintyOptions(method="perturbation", n_refits=9),
+                               backtest=None)
     refits = log[1:]
     assert len(refits) == 9
     capped = [r for r in refits if r["capped"]]

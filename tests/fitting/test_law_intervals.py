@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fitting.core.options import NO_UNCERTAINTY
 from fitting.core.seed_noise import SeedNoise
 from fitting.intervals.cooled_law import (
     LEAVE_ONE_RUN_OUT,
@@ -40,7 +41,8 @@ def _points(noise: float = 0.01, seed: int = 3) -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def fitted():
     pts = _points()
-    fit = fit_joint_chinchilla(pts, uncertainty=None, form="additive", noise_rel={"en-de": 0.01})
+    fit = fit_joint_chinchilla(pts, form="additive", noise_rel={"en-de": 0.01},
+                               uncertainty=NO_UNCERTAINTY)
     cooled_law_intervals(fit, pts, {"en-de": NOISE})
     return fit, pts
 
@@ -107,7 +109,8 @@ def test_uncalibrated_backtest_points_are_never_counted_in_its_coverage():
     says how many)."""
     pts = _points()
     pts = pts[pts["n"] > SIZES[0]]
-    fit = fit_joint_chinchilla(pts, uncertainty=None, form="additive", noise_rel={"en-de": 0.01})
+    fit = fit_joint_chinchilla(pts, form="additive", noise_rel={"en-de": 0.01},
+                               uncertainty=NO_UNCERTAINTY)
     cooled_law_intervals(fit, pts, {"en-de": NOISE})
     bt = fit.backtest["en-de"]
     assert not bt["predictive"]["calibrated"] and bt["predictive"]["calibration_n"] is None

@@ -25,6 +25,7 @@ from scipy.optimize import OptimizeResult
 
 from fitting.core.base import FitError, FitResult, fitted_pair, register_law
 from fitting.core.engine import converged, convergence_warning, goodness_of_fit, varpro_fit
+from fitting.core.options import BacktestOptions, FitOptions, UncertaintyOptions
 from fitting.core.seed_noise import SeedNoise, few_seeds_verdict
 from fitting.core.uncertainty import (
     pair_band,
@@ -452,7 +453,18 @@ def _convergence_warning(pair: str, form: str, status: dict) -> str | None:
     return convergence_warning(result, f"pair {pair!r} ({form} form)")
 
 
-def _fit_one(pair: str, sub: pd.DataFrame, o: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _PairOptions:
+    """What :func:`fit_joint_chinchilla` hands each pair's fit: its arguments of those names."""
+
+    fit: FitOptions
+    uncertainty: UncertaintyOptions
+    backtest: BacktestOptions | None
+    noise_rel: Mapping[str, float | SeedNoise] | None
+    form: str
+
+
+def _fit_one(pair: str, sub: pd.DataFrame, o: _PairOptions) -> dict[str, Any]:
     """One pair of :func:`fit_joint_chinchilla` (``o``: its options): the pair's parameters,
     goodness, warnings, meta entries, samples and backtest; FitError when it cannot be fitted."""
     n, d, p, y = (sub[c].to_numpy(np.float64) for c in ("n", "d", "weight", "loss"))
@@ -460,16 +472,16 @@ def _fit_one(pair: str, sub: pd.DataFrame, o: dict[str, Any]) -> dict[str, Any]:
     is_pred = sub["predicted"].to_numpy(bool)
     all_points = (n, d, p, y, is_pred)
     out: dict[str, Any] = {"meta": {"predicted_points": int(is_pred.sum())}}
-    if o["form"] == "auto":
-        sel = select_form(n, d, p, y, loss=o["robust_loss"], f_scale=o["f_scale"])
+    if o.form == "auto":
+        sel = select_form(n, d, p, y, loss=o.fit.robust_loss, f_scale=o.fit.f_scale)
         form, raw, fs = sel["form"], sel["raw"], sel["f_scale"]
         st = sel["candidates"][sel["chosen"]]
         n, d, p, y = (x[sel["keep"]] for x in (n, d, p, y))
         out["meta"]["selection"] = {k: v for k, v in sel.items()
                                     if k not in ("keep", "raw", "f_scale")}
     else:
-        form, st = o["form"], {}
-        raw, fs = _fit_pair(n, d, p, y, loss=o["robust_loss"], f_scale=o["f_scale"], form=form,
+        form, st = o.form, {}
+        raw, fs = _fit_pair(n, d, p, y, loss=o.fit.robust_loss, f_scale=o.fit.f_scale, form=form,
                             status=st)
     k = 3 + 2 * np.unique(p).size
     pred = _predict_raw(raw, n, d, p, form)
@@ -481,20 +493,22 @@ def _fit_one(pair: str, sub: pd.DataFrame, o: dict[str, Any]) -> dict[str, Any]:
         warnings.append(w_conv)
     out.update(raw=raw, form=form, f_scale=fs, weights=[float(w) for w in np.unique(p)],
                goodness=good, y=y, pred=pred, bound=bound, warnings=warnings)
-    if o["uncertainty"] == "perturbation":
+    if o.uncertainty.method == "perturbation":
 
         def refit(y_new, n=n, d=d, p=p):
-            return _named(_fit_pair(n, d, p, y_new, loss=o["robust_loss"], f_scale=fs,
+            return _named(_fit_pair(n, d, p, y_new, loss=o.fit.robust_loss, f_scale=fs,
                                     theta0=raw, form=form)[0], pair)
 
-        s, failed = perturbation_samples(refit, y, n_refits=o["n_refits"],
-                                         sigma_rel=o["sigma_rel"], seed=o["seed"])
+        s, failed = perturbation_samples(refit, y, n_refits=o.uncertainty.n_refits,
+                                         sigma_rel=o.uncertainty.sigma_rel,
+                                         seed=o.uncertainty.seed)
         out["meta"]["perturbation_failed"] = failed
         out["samples"] = {kk: v.tolist() for kk, v in s.items()}
-    elif o["uncertainty"] not in (None, "none"):
-        raise FitError(f"uncertainty: expected 'perturbation' or None, got {o['uncertainty']!r}")
-    if o["backtest"] and np.unique(n).size >= 4:
-        bt_points, bt_form = (all_points, "auto") if o["form"] == "auto" else (
+    elif o.uncertainty.method not in (None, "none"):
+        raise FitError("uncertainty: expected 'perturbation' or None, "
+                       f"got {o.uncertainty.method!r}")
+    if o.backtest is not None and np.unique(n).size >= 4:
+        bt_points, bt_form = (all_points, "auto") if o.form == "auto" else (
             (n, d, p, y, is_pred), form)
         out["backtest"] = _pair_backtest(pair, bt_points, o, bt_form)
     return out
@@ -505,7 +519,7 @@ NOISE_GIVEN = "given (seed noise)"
 NO_NOISE_GIVEN = "none: no seed noise given, not judged"
 
 
-def _pair_backtest(pair: str, points, o: dict[str, Any], form: str) -> dict[str, Any]:
+def _pair_backtest(pair: str, points, o: _PairOptions, form: str) -> dict[str, Any]:
     """:func:`leave_largest_out` of one pair, judged against the noise given for it (a seed sd
     of 0 included); without one, not judged (``within`` None): never against the fit's
     residual sd, which grows with the law's misfit and would pass the law that misses most.
@@ -515,11 +529,11 @@ def _pair_backtest(pair: str, points, o: dict[str, Any], form: str) -> dict[str,
     With ``form="auto"`` on all the pair's points, so that the backtest chooses its form and
     budgets without the held-out size. A backtest that cannot be fitted returns
     ``{"error": …}``."""
-    given = (o["noise_rel"] or {}).get(pair)
+    given = (o.noise_rel or {}).get(pair)
     noise = None if given is None else float(getattr(given, "sigma", given))
     try:
-        bt = leave_largest_out(*points[:4], loss=o["robust_loss"], f_scale=o["f_scale"],
-                               noise_rel=noise, tolerance=o["backtest_tolerance"], form=form,
+        bt = leave_largest_out(*points[:4], loss=o.fit.robust_loss, f_scale=o.fit.f_scale,
+                               noise_rel=noise, tolerance=o.backtest.tolerance, form=form,
                                graded=~points[4])
     except FitError as e:
         return {"error": str(e)}
@@ -535,16 +549,10 @@ def _pair_backtest(pair: str, points, o: dict[str, Any], form: str) -> dict[str,
 def fit_joint_chinchilla(
     df: pd.DataFrame,
     *,
-    robust_loss: str = "soft_l1",
-    f_scale: float | str = "auto",
-    uncertainty: str | None = "perturbation",
-    n_refits: int = 100,
-    sigma_rel: float = 0.01,
-    level: float = 0.95,
-    seed: int = 0,
-    backtest: bool = True,
+    fit_options: FitOptions = FitOptions(),
+    uncertainty: UncertaintyOptions = UncertaintyOptions(),
+    backtest: BacktestOptions | None = BacktestOptions(),
     noise_rel: Mapping[str, float | SeedNoise] | None = None,
-    backtest_tolerance: float = 3.0,
     form: str = "additive",
     skip_failed_pairs: bool = False,
     source: str | None = None,
@@ -562,9 +570,12 @@ def fit_joint_chinchilla(
     backtest; ``meta["predicted_points"][pair]`` counts them.
 
     Rows with weight 0 (zero-shot) are left out (``meta["excluded_zero_weight"]``). Each pair
-    needs ≥ 3 model sizes and ≥ 2 distinct D at every weight. ``noise_rel[pair]``: the relative
-    noise the backtest is judged against (e.g. the seed sd of the largest size over its loss;
-    a :class:`~fitting.core.seed_noise.SeedNoise` judges only on enough dof);
+    needs ≥ 3 model sizes and ≥ 2 distinct D at every weight. ``fit_options`` and
+    ``uncertainty`` (``method`` ``"perturbation"`` or ``None``) are
+    :func:`fitting.laws.size.power.fit_power_law`'s; ``backtest``: its ``tolerance`` (``None``: no
+    backtest; its ``noise_level`` must stay None, the noise being per pair). ``noise_rel[pair]``:
+    the relative noise the backtest is judged against (e.g. the seed sd of the largest size over
+    its loss; a :class:`~fitting.core.seed_noise.SeedNoise` judges only on enough dof);
     without it the backtest is not judged (``within`` None, ``noise_source``
     :data:`NO_NOISE_GIVEN`): the fit's residual sd includes the misfit the backtest exposes.
 
@@ -584,15 +595,17 @@ def fit_joint_chinchilla(
         raise FitError("no rows with a positive weight to fit L(N, D) to", column="weight")
     if form not in (*FORMS, "auto"):
         raise FitError(f"L(N, D) form: expected one of {FORMS} or 'auto', got {form!r}")
-    opts = {"robust_loss": robust_loss, "f_scale": f_scale, "uncertainty": uncertainty,
-            "n_refits": n_refits, "sigma_rel": sigma_rel, "seed": seed, "backtest": backtest,
-            "noise_rel": noise_rel, "backtest_tolerance": backtest_tolerance, "form": form}
+    if backtest is not None and backtest.noise_level is not None:
+        raise FitError("L(N, D): the backtest's noise is relative and per pair: give noise_rel, "
+                       "not BacktestOptions.noise_level")
+    opts = _PairOptions(fit_options, uncertainty, backtest, noise_rel, form)
     meta: dict[str, Any] = {
         "equation": "Caillaut et al. 2024 eq. 2 (form additive) or Kaplan et al. 2020 eq. 1.5 "
                     "with an irreducible loss (form kaplan), per pair as meta['form'] says, "
                     "with Fernandes et al. 2023 eq. 7's sharing",
-        "robust_loss": robust_loss, "uncertainty": uncertainty, "sigma_rel": sigma_rel,
-        "n_refits": n_refits, "seed": seed, "excluded_zero_weight": int(zero.sum()),
+        "robust_loss": fit_options.robust_loss, "uncertainty": uncertainty.method,
+        "sigma_rel": uncertainty.sigma_rel, "n_refits": uncertainty.n_refits,
+        "seed": uncertainty.seed, "excluded_zero_weight": int(zero.sum()),
         "f_scale": {}, "form": {}, "E_is_bound": {}}
     fits: dict[str, dict[str, Any]] = {}
     for pair in sorted(pts["pair"].unique()):
@@ -605,7 +618,7 @@ def fit_joint_chinchilla(
     if not fits:
         raise FitError("no pair could be fitted: " + "; ".join(
             f"{p}: {why}" for p, why in meta["failed_pairs"].items()))
-    return _assemble(fits, meta, pts, level)
+    return _assemble(fits, meta, pts, uncertainty.level)
 
 
 def _assemble(fits: dict[str, dict[str, Any]], meta: dict[str, Any], pts: pd.DataFrame,

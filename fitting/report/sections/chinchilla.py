@@ -17,6 +17,7 @@ import pandas as pd
 
 from fitting import plots
 from fitting.core.base import FitError
+from fitting.core.options import UncertaintyOptions
 from fitting.core.seed_noise import SeedNoise, pooled_sd
 from fitting.data.tables import has_branches, with_optional_columns
 from fitting.intervals.cooled_law import LEAVE_ONE_RUN_OUT, cooled_law_intervals
@@ -378,9 +379,10 @@ def fit_cooled_law(view: StudyView, *, uncertainty: str | None = "perturbation",
     if why:
         return None, "", why
     try:
-        fit = fit_joint_chinchilla(pts, uncertainty=None if uncertainty == "bootstrap"
-                                   else uncertainty, n_refits=n_refits, seed=seed,
-                                   noise_rel=noise_rel, form="auto", skip_failed_pairs=True)
+        unc = UncertaintyOptions(method=None if uncertainty == "bootstrap" else uncertainty,
+                                 n_refits=n_refits, seed=seed)
+        fit = fit_joint_chinchilla(pts, uncertainty=unc, noise_rel=noise_rel, form="auto",
+                                   skip_failed_pairs=True)
     except FitError as e:
         return None, "", str(e)
     if uncertainty not in (None, "none"):
