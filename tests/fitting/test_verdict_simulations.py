@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fitting.core.options import NO_UNCERTAINTY
 from fitting.core.seed_noise import SeedNoise, judges, judging_multiple
 from fitting.intervals import cooled_law
 from fitting.intervals.predictive import (
@@ -282,7 +283,8 @@ def default_backtests():
             marks, sources, factors = {0.80: {}, 0.95: {}}, set(), []
             for i in range(draws):
                 pts = _default_points(rng, off)
-                fit = fit_joint_chinchilla(pts, uncertainty=None, form="additive")
+                fit = fit_joint_chinchilla(pts, form="additive",
+                                           uncertainty=NO_UNCERTAINTY)
                 bt = fit.backtest["en-de"]
                 cooled_law.backtest_intervals("en-de", bt, pts, None, f_scale=fit.f_scale["en-de"])
                 sources.add(bt["predictive"]["calibration"])
