@@ -137,7 +137,8 @@ def test_three_smaller_sizes_are_calibrated_by_leaving_each_run_of_the_largest_o
     calibration rule (its width the calibration and seed terms only), on the runs as dof;
     moving the held-out size's losses changes no width."""
     pts = _three_weights()
-    fit = fit_joint_chinchilla(pts, uncertainty=None, form="additive", noise_rel={"en-de": 0.01})
+    fit = fit_joint_chinchilla(pts, form="additive", noise_rel={"en-de": 0.01},
+                               uncertainty=NO_UNCERTAINTY)
     bt = fit.backtest["en-de"]
     backtest_intervals("en-de", bt, pts, None, f_scale=fit.f_scale["en-de"])
     pv = bt["predictive"]
