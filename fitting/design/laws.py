@@ -19,8 +19,9 @@ from fitting.laws.budget.data_constrained import (
     data_constrained_loss,
 )
 from fitting.laws.budget.farseer import FARSEER_BOUNDS, FARSEER_PARAMS, farseer_loss
+from fitting.laws.budget.kaplan_nd import KAPLAN_EXPONENT_BOUNDS, predict_kaplan
 
-__all__ = ["DesignLaw", "DESIGN_LAWS", "at_budgets", "design_law"]
+__all__ = ["DesignLaw", "DESIGN_LAWS", "design_law", "kaplan_across_weights"]
 
 
 @dataclass(frozen=True)
@@ -60,15 +61,26 @@ def design_law(name: str) -> DesignLaw:
 
 
 
-def at_budgets(law: ParametricLaw, k: int) -> ParametricLaw:
-    """``law`` of inputs (n, d) evaluated at k budgets of one run: inputs (n, d_1 … d_k), outputs
-    the k losses — a run with cool-down branches measures its cooled-down loss at k budgets D,
-    and the design weighs a run by everything it measures (its k outputs together)."""
-    if k < 1:
-        raise ValueError(f"need at least one budget per run, got {k}")
+def kaplan_across_weights(n_weights: int, k: int) -> ParametricLaw:
+    """L(N, D) across mixture weights in Kaplan's form (:mod:`fitting.laws.budget.kaplan_nd`:
+    E + [(A_p/N)^(α/β) + B_p/D]^β, Kaplan et al. 2020 eq. 1.5 with Fernandes et al. 2023 eq. 7's
+    sharing) at the k cooled-down budgets of a run, as log L (relative noise is what a run's
+    loss has). Inputs (N, D_1 … D_k, p) with p the index of the run's weight, best scaled to
+    O(1); parameters E, α, β, A_1 … A_W, B_1 … B_W. At N = D = ∞ it is log E."""
+    if n_weights < 1 or k < 1:
+        raise ValueError(f"need at least one weight and one budget, got {n_weights}, {k}")
 
     def predict(T, X):
         X = np.asarray(X, float)
-        return np.stack([law.predict(T, X[:, [0, 1 + j]]) for j in range(k)], axis=-1)
+        E, alpha, beta = T[0][:, None], T[1][:, None], T[2][:, None]
+        idx = np.nan_to_num(X[:, -1]).astype(int)
+        A, B = T[3:3 + n_weights][idx].T, T[3 + n_weights:3 + 2 * n_weights][idx].T
+        with np.errstate(all="ignore"):
+            return np.log(np.stack([predict_kaplan(E, alpha, beta, A, B, X[:, 0], X[:, 1 + j])
+                                    for j in range(k)], axis=-1))
 
-    return ParametricLaw(f"{law.name}@{k}", predict, law.bounds, law.param_names)
+    names = ("E", "alpha", "beta", *(f"A_{i}" for i in range(n_weights)),
+             *(f"B_{i}" for i in range(n_weights)))
+    return ParametricLaw(f"kaplan_across_weights@{k}", predict,
+                         [(0.0, 10.0), KAPLAN_EXPONENT_BOUNDS, KAPLAN_EXPONENT_BOUNDS,
+                          *[(1e-4, 1e6)] * (2 * n_weights)], names)

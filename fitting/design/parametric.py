@@ -87,7 +87,8 @@ class ParametricLaw:
         steps = np.where(u + step <= 1.0, step, -step)
         batch = np.vstack([u, u + np.diag(steps)])
         out = self.predict_batch(batch, X)
-        diff = (out[1:] - out[0]) / steps[:, None, None]
+        with np.errstate(invalid="ignore"):  # inf − inf where a prediction is not finite
+            diff = (out[1:] - out[0]) / steps[:, None, None]
         return np.moveaxis(np.where(np.isfinite(diff), diff, 0.0), 0, -1)
 
 

@@ -16,55 +16,68 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from fitting.design.information import fisher_information, jacobian, target_variance
-from fitting.design.laws import DESIGN_LAWS, at_budgets
+from fitting.design.laws import kaplan_across_weights
 from fitting.design.parametric import ParametricFit, ParametricLaw
 from fitting.design.plan import plan_batch
 from fitting.design.simulate import FitSettings
 from fitting.intervals.predictive import quantile
 from mnmt.study.design_pool import run_flops, size_step_flops
-from mnmt.study.spec import RunSpec, StudySpec, branch_runs, expand, run_id
+from mnmt.study.spec import RunSpec, StudySpec, branch_runs, expand, run_id, with_branches
 from mnmt.study.spec_checks import StudyError, mixture_weights
 
 __all__ = ["ROUNDS_FILE", "AdaptiveDesign", "Estimate", "append_round", "estimate_text",
-           "fixed_runs", "grow", "measure_from_runs", "plan_text", "read_rounds", "trained_runs"]
+           "fixed_runs", "grow", "measure_from_runs", "plan_rounds", "plan_text", "read_rounds",
+           "report_interval", "trained_runs"]
 
 ROUNDS_FILE = Path("design") / "rounds.jsonl"
-#: the design law: L(N, D) per pair (Caillaut et al. 2024 eq. 2), at every budget of a run
-BASE_LAW = "chinchilla"
 
 #: what `grow` calls to train runs (their cool-down branches included) and to read, per run id,
 #: the target pair's cooled-down loss at each budget of `AdaptiveDesign.budgets`
 Train = Callable[[list[RunSpec]], None]
 Measure = Callable[[list[RunSpec]], dict[str, np.ndarray]]
+#: what `grow` stops on: E's interval from the trained design runs (None: the design law's own)
+Interval = Callable[[list[RunSpec]], "Estimate"]
 
 
 @dataclass(frozen=True)
 class Estimate:
-    """E of the target pair with its 95 % interval from the design law's fit.
+    """E of the target pair with its 95 % interval.
 
     Attributes:
-        E: the fitted L∞.
-        sd: its linearised sd √(g M⁻¹ gᵀ), M = Σ JᵀJ/σ² + prior (fitting.design.information),
-            σ² the fit's residual variance.
-        dof: residual degrees of freedom (values − parameters).
-        half_width: t_{0.975, dof} · sd; ``relative`` = half_width / E.
+        E: the estimate of L∞; ``lo``, ``hi``: its 95 % interval (NaN: none).
+        source: what made it: "design law" (:meth:`AdaptiveDesign.fit`: linearised, t_{0.975,
+            dof} · sd of log E from the fit's own residual variance) or "L(N, D) across
+            weights" (the report's interval: resampled runs and forms, :func:`report_interval`).
+        detail: the parts of its width (sd_log and dof; or sd_resample, sd_forms, sd_total) or
+            why there is none.
     """
 
     E: float
-    sd: float
-    dof: int
-    half_width: float
-    relative: float
+    lo: float
+    hi: float
+    source: str
+    detail: dict = field(default_factory=dict)
+
+    @property
+    def relative(self) -> float:
+        """Half-width of the interval of log E: log(hi / lo) / 2 (≈ the share of E for narrow
+        intervals; ∞ without an interval)."""
+        ok = self.lo > 0 and self.hi > 0 and np.isfinite([self.lo, self.hi]).all()
+        return float(np.log(self.hi / self.lo) / 2) if ok else float("inf")
 
     def as_json(self) -> dict:
-        return {"E": self.E, "sd": self.sd, "dof": self.dof, "half_width": self.half_width,
-                "relative": self.relative}
+        """The estimate as strict JSON (None where a number is not finite)."""
+        def number(x: float) -> float | None:
+            return float(x) if np.isfinite(x) else None
+
+        return {"E": number(self.E), "lo95": number(self.lo), "hi95": number(self.hi),
+                "relative": number(self.relative), "source": self.source, **self.detail}
 
 
 def rounds_path(out: Path) -> Path:
@@ -106,7 +119,7 @@ def append_round(out: Path, record: dict) -> None:
             with open(path, "r+", encoding="utf-8") as f:
                 f.truncate(len(text[:text.rfind("\n") + 1].encode("utf-8")))
     with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record, sort_keys=True) + "\n")
+        f.write(json.dumps(record, sort_keys=True, allow_nan=False) + "\n")
         f.flush()
         os.fsync(f.fileno())
 
@@ -173,7 +186,8 @@ class AdaptiveDesign:
         if len(counts) != 1:
             raise StudyError("StudySpec.adaptive: every run of the pool must have the same number "
                              f"of cooled-down budgets (cool-down branches); got {sorted(counts)}")
-        self.law: ParametricLaw = at_budgets(DESIGN_LAWS[BASE_LAW].law, counts.pop())
+        self.weights = sorted({r.weights[self.pair] for r in self.pool})
+        self.law: ParametricLaw = kaplan_across_weights(len(self.weights), counts.pop())
         grid = grid_design_runs(spec)
         flops = {size: size_step_flops(spec, size)
                  for size in {r.size for r in (*self.pool, *grid)}}
@@ -181,12 +195,15 @@ class AdaptiveDesign:
         self.budget = spec.adaptive.adaptive_budget * sum(run_flops(spec, r, flops[r.size])
                                                           for r in grid)
         self.n = {size: _non_embedding(spec, size) for size in flops}
+        # inputs in units of the smallest size and the smallest budget: parameters of order 1
+        self.scale = (min(self.n.values()),
+                      self.tokens_per_step * min(min(b) for b in self.budgets.values()))
 
     def header(self) -> dict:
         """What every round record repeats: the target, its threshold, the budget, the law."""
         return {"pair": self.pair, "target": "E", "threshold": self.spec.adaptive.adaptive_threshold,
-                "budget": self.budget, "law": self.law.name,
-                "params": list(self.law.param_names)}
+                "budget": self.budget, "law": self.law.name, "params": list(self.law.param_names),
+                "weights": self.weights, "scale": list(self.scale)}
 
     def round_budget(self, spent: float) -> float:
         """A round's FLOPs: `adaptive_round` of the budget, at least the dearest pool run (so
@@ -199,35 +216,42 @@ class AdaptiveDesign:
         return sorted([b.branch_step + b.cooldown_steps for b in branch_runs(self.spec, run)]
                       + [self.spec.steps_for(run.size)])
 
-    def inputs(self, run: RunSpec) -> np.ndarray:
-        """(N, D_1 … D_k): non-embedding parameters and the pair's target tokens at each budget."""
+    @property
+    def tokens_per_step(self) -> float:
         from mnmt.models import accounting  # noqa: PLC0415  light: no jax
 
-        rows = accounting.rows_per_step(self.spec.schedule.batch_size,
-                                        self.spec.schedule.batch_tokens,
-                                        self.spec.lengths["targets"])
-        per_step = rows * self.spec.lengths["targets"] * run.weights[self.pair]
-        return np.array([self.n[run.size], *(per_step * s for s in self.budgets[run.run_id])],
-                        float)
+        spec = self.spec
+        rows = accounting.rows_per_step(spec.schedule.batch_size, spec.schedule.batch_tokens,
+                                        spec.lengths["targets"])
+        return float(rows * spec.lengths["targets"])
+
+    def inputs(self, run: RunSpec) -> np.ndarray:
+        """(N, D_1 … D_k, p): non-embedding parameters and the target tokens at each budget, in
+        units of ``scale``, and the index of the run's weight of the target pair."""
+        n0, d0 = self.scale
+        weight = self.weights.index(run.weights[self.pair])
+        return np.array([self.n[run.size] / n0,
+                         *(self.tokens_per_step * s / d0 for s in self.budgets[run.run_id]),
+                         weight], float)
 
     def target_inputs(self) -> np.ndarray:
-        """N = D = ∞ at every budget: the law's value there is E."""
-        return np.full((1, 1 + len(next(iter(self.budgets.values())))), np.inf)
+        """N = D = ∞ at every budget: the law's value there is log E."""
+        k = len(next(iter(self.budgets.values())))
+        return np.array([[np.inf] * (1 + k) + [0.0]])
 
     def fit(self, runs: Sequence[RunSpec], losses: dict[str, np.ndarray], round_number: int,
             warm: np.ndarray | None = None) -> tuple[ParametricFit, Estimate]:
         """The design law fitted on ``runs`` and E's interval."""
         X = np.stack([self.inputs(r) for r in runs])
-        y = np.stack([np.asarray(losses[r.run_id], float) for r in runs])
-        settings = FitSettings()
-        fit = settings.fit(self.law, X, y, np.random.default_rng(round_number), warm=warm)
+        y = np.log(np.stack([np.asarray(losses[r.run_id], float) for r in runs]))
+        fit = FitSettings().fit(self.law, X, y, np.random.default_rng(round_number), warm=warm)
         info = fisher_information(jacobian(self.law, fit.u, X), max(fit.sigma2, 1e-12))
         sd = float(np.sqrt(target_variance(info, jacobian(self.law, fit.u,
                                                           self.target_inputs()))[0, 0]))
         dof = max(fit.n_obs - self.law.n_params, 1)
-        E = float(fit.theta[0])
-        half = quantile(0.95, dof) * sd
-        return fit, Estimate(E, sd, dof, half, half / E if E > 0 else float("inf"))
+        E, half = float(fit.theta[0]), quantile(0.95, dof) * sd
+        return fit, Estimate(E, E * float(np.exp(-half)), E * float(np.exp(half)), "design law",
+                             {"sd_log": sd, "dof": dof})
 
     def plan(self, fit: ParametricFit, trained: Sequence[RunSpec], budget: float) -> list[dict]:
         """The next batch within ``budget`` FLOPs: pool runs not trained, by E's variance drop
@@ -240,12 +264,14 @@ class AdaptiveDesign:
         X_pool = np.stack([self.inputs(r) for r in free])
         cost = np.array([self.cost[r.run_id] for r in free])
         picks = plan_batch(fit, X_done, X_pool, cost, self.target_inputs(), budget)
-        k, E = X_pool.shape[1] - 1, float(fit.theta[0])
-        return [{"run_id": free[p.index].run_id, "cost": p.cost,
-                 "predicted_relative": quantile(
-                     0.95, max(fit.n_obs + (i + 1) * k - self.law.n_params, 1))
-                 * float(p.target_sd[0]) / E}
-                for i, p in enumerate(picks)]
+        k = X_pool.shape[1] - 2  # outputs per run: its budgets
+        out = []
+        for i, p in enumerate(picks):
+            dof = max((len(trained) + i + 1) * k - self.law.n_params, 1)
+            width = quantile(0.95, dof) * float(p.target_sd[0])
+            out.append({"run_id": free[p.index].run_id, "cost": p.cost,
+                        "predicted_relative": width if np.isfinite(width) else None})
+        return out
 
 
 def measure_from_runs(design: AdaptiveDesign, runs_dir: Path, eval_set: str) -> Measure:
@@ -273,6 +299,84 @@ def measure_from_runs(design: AdaptiveDesign, runs_dir: Path, eval_set: str) -> 
     return measure
 
 
+#: the design law's prior point for a plan made before any run (scaled units, every weight
+#: alike): a loss a few times E at the smallest size and budget
+PLAN_PRIOR = {"E": 1.0, "alpha": 0.5, "beta": 0.5, "A": 1.0, "B": 1.0}
+
+
+def plan_rounds(design: AdaptiveDesign, rounds: int, noise: float,
+                prior: dict[str, float] | None = None) -> list[dict]:
+    """The first ``rounds`` rounds as the study would pick them if every run measured what the
+    law at ``prior`` predicts (`PLAN_PRIOR` by default; keys E, alpha, beta, A, B, in the
+    design's scaled units) with relative noise ``noise``: per round its runs, FLOPs and the
+    interval of log E predicted once it is trained (linearised: nothing is fitted)."""
+    values = {**PLAN_PRIOR, **(prior or {})}
+    unknown = sorted(set(values) - set(PLAN_PRIOR))
+    if unknown:
+        raise StudyError(f"plan prior: unknown parameter(s) {unknown}; known: "
+                         f"{', '.join(PLAN_PRIOR)}")
+    w = len(design.weights)
+    theta = np.array([values["E"], values["alpha"], values["beta"], *[values["A"]] * w,
+                      *[values["B"]] * w])
+    u = design.law.to_u(theta)
+    fit = ParametricFit(design.law, u, design.law.to_theta(u), 0.0, 0, noise ** 2)
+    trained = initial_runs(design.spec, design.pool)
+    spent = sum(design.cost[r.run_id] for r in trained)
+    out = [{"round": 0, "chosen": [r.run_id for r in trained], "cost": spent, "spent": spent,
+            "relative": _planned_relative(design, fit, trained)}]
+    for number in range(1, rounds + 1):
+        picks = design.plan(fit, trained, design.round_budget(spent))
+        if not picks:
+            break
+        trained = trained + [r for r in design.pool if r.run_id in {p["run_id"] for p in picks}]
+        cost = sum(p["cost"] for p in picks)
+        spent += cost
+        out.append({"round": number, "chosen": [p["run_id"] for p in picks], "cost": cost,
+                    "spent": spent, "relative": picks[-1]["predicted_relative"]})
+    return out
+
+
+def _planned_relative(design: AdaptiveDesign, fit: ParametricFit,
+                      runs: Sequence[RunSpec]) -> float:
+    """t_{0.975} · the linearised sd of log E once ``runs`` are measured."""
+    X = np.stack([design.inputs(r) for r in runs])
+    info = fisher_information(jacobian(design.law, fit.u, X), fit.sigma2)
+    sd = float(np.sqrt(target_variance(info, jacobian(design.law, fit.u,
+                                                      design.target_inputs()))[0, 0]))
+    dof = max(X.shape[0] * (X.shape[1] - 2) - design.law.n_params, 1)
+    return quantile(0.95, dof) * sd
+
+
+def report_interval(design: AdaptiveDesign, runs_dir: Path, eval_set: str,
+                    also: Sequence[RunSpec] = ()) -> Interval:
+    """An `Interval`: the report's own — L(N, D) across weights fitted on the trained runs (and
+    ``also``: the seed repeats, whose σ_seed its backtest reads) as the report fits it, and the
+    95 % interval of the target pair's E it gives (resampled runs and forms)."""
+    from fitting.data.rundirs import collect_runs  # noqa: PLC0415  pandas
+    from fitting.report.sections.chinchilla import (  # noqa: PLC0415
+        fit_cooled_law,
+        largest_size_seed_noises,
+    )
+    from fitting.report.view import prepare_view  # noqa: PLC0415
+
+    source = "L(N, D) across weights"
+
+    def interval(trained: list[RunSpec]) -> Estimate:
+        runs = with_branches(design.spec, [*also, *trained])
+        view = prepare_view(collect_runs([str(runs_dir / r.run_id) for r in runs]),
+                            eval_set=eval_set)
+        fit, _, why = fit_cooled_law(view, noise_rel=largest_size_seed_noises(view.seeds)[0]
+                                     or None)
+        e = ((fit.meta.get("E_predictive") or {}).get(design.pair) or {}) if fit else {}
+        if "lo95" not in e:
+            return Estimate(float(e.get("estimate", np.nan)), np.nan, np.nan, source,
+                            {"why": e.get("error") or why or "no interval"})
+        return Estimate(e["estimate"], e["lo95"], e["hi95"], source,
+                        {k: e[k] for k in ("sd_resample", "sd_forms", "sd_total") if k in e})
+
+    return interval
+
+
 def _non_embedding(spec: StudySpec, size: str) -> float:
     from mnmt.models import accounting, zoo  # noqa: PLC0415  light: no jax
 
@@ -280,11 +384,13 @@ def _non_embedding(spec: StudySpec, size: str) -> float:
 
 
 def grow(design: AdaptiveDesign, out: Path, train: Train, measure: Measure,
-         log: Callable[[str], None] = print) -> list[dict]:
+         interval: Interval | None = None, log: Callable[[str], None] = print) -> list[dict]:
     """Run the adaptive study's rounds (resuming recorded ones) and return every record: round
     0 trains the seed repeats and the initial design; each later round records its state
-    (``before``: E's interval), then either stops (``stop``: "threshold", "budget" or "pool")
-    or records its batch (``chosen``, ``costs``, ``predicted_relative``) and trains it."""
+    (``before``: E's interval from ``interval``, the design law's own when None; ``design``:
+    the design law's), then either stops (``stop``: "threshold", "budget" or "pool") or records
+    its batch (``chosen``, ``costs``, ``predicted_relative``: the design law's interval of log E
+    predicted once the batch up to each pick is trained) and trains it."""
     spec = design.spec
     by_id = {r.run_id: r for r in design.pool}
     records = read_rounds(out)
@@ -308,10 +414,14 @@ def grow(design: AdaptiveDesign, out: Path, train: Train, measure: Measure,
         trained += batch
         if "stop" in record:
             return records
-    warm = None
+    # the last recorded fit starts the next (as it did before a kill): a resumed study fits as
+    # the uninterrupted one would
+    fitted = [r["theta"] for r in records if r.get("theta")]
+    warm = design.law.to_u(np.asarray(fitted[-1], float)) if fitted else None
     while True:
         number = records[-1]["round"] + 1
-        fit, estimate = design.fit(trained, measure(trained), number, warm)
+        fit, own = design.fit(trained, measure(trained), number, warm)
+        estimate = interval(trained) if interval else own
         warm = fit.u
         spent = sum(design.cost[r.run_id] for r in trained)
         log(f"design round {number}: {design.pair} E {estimate_text(estimate)}, "
@@ -321,7 +431,7 @@ def grow(design: AdaptiveDesign, out: Path, train: Train, measure: Measure,
         if not stop and not picks:
             stop = "budget" if len(trained) < len(design.pool) else "pool"
         record = {**design.header(), "round": number, "before": estimate.as_json(),
-                  "spent": spent, "theta": fit.theta.tolist()}
+                  "design": own.as_json(), "spent": spent, "theta": fit.theta.tolist()}
         if stop:
             append_round(out, {**record, "chosen": [], "stop": stop})
             return read_rounds(out)
@@ -348,10 +458,13 @@ def plan_text(design: AdaptiveDesign) -> str:
 
 
 def estimate_text(estimate: Estimate) -> str:
-    """E with its 95 % half-width as a share of E, or 'not identified' past ±100 %."""
+    """E with its 95 % interval, or 'not identified' when it spans more than a factor e² (the
+    half-width of log E above 1)."""
     if not estimate.relative <= 1:
-        return f"= {estimate.E:.4g}, not identified yet (95 % interval wider than ±100 %)"
-    return f"= {estimate.E:.4g} ± {estimate.relative:.1%} (95 %)"
+        return (f"= {estimate.E:.4g}, not identified yet (no 95 % interval, or one wider than "
+                f"×e^±1; {estimate.source})")
+    return (f"= {estimate.E:.4g}, 95 % [{estimate.lo:.4g}, {estimate.hi:.4g}] "
+            f"(±{estimate.relative:.1%} in log; {estimate.source})")
 
 
 def trained_runs(design: AdaptiveDesign, records: Sequence[dict]) -> list[RunSpec]:

@@ -174,9 +174,11 @@ def _grow(spec, data, out: Path, workers_arg, log) -> tuple[list[Path], list[dic
         _train(spec, batch, data, out, progress, workers, flops)
 
     design = adaptive.AdaptiveDesign(spec)
-    measure = adaptive.measure_from_runs(design, out / "runs", spec.evaluation.eval_sets[0])
-    rounds = adaptive.grow(design, out, train, measure, log)
+    eval_set = spec.evaluation.eval_sets[0]
     repeats, held = adaptive.fixed_runs(spec)
+    rounds = adaptive.grow(design, out, train,
+                           adaptive.measure_from_runs(design, out / "runs", eval_set),
+                           adaptive.report_interval(design, out / "runs", eval_set, repeats), log)
     if held:
         train(held)
     runs = [*repeats, *adaptive.trained_runs(design, rounds), *held]
@@ -409,6 +411,36 @@ def cmd_design_pool(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_design_plan(args: argparse.Namespace) -> int:
+    """Print an adaptive study's first rounds before any run: runs, FLOPs, accelerator-hours and
+    the interval of E predicted after each (mnmt.study.adaptive.plan_rounds)."""
+    spec = load_spec(args.study, args.preset, [*args.gin, "StudySpec.adaptive=True"])
+    try:
+        prior = json.loads(args.prior) if args.prior else None
+        if prior is not None and not isinstance(prior, dict):
+            raise ValueError("--prior: expected a JSON object such as '{\"E\": 1.6}'")
+        design = adaptive.AdaptiveDesign(spec)
+        rounds = adaptive.plan_rounds(design, args.rounds, args.noise, prior)
+    except (ValueError, StudyError) as err:
+        raise UsageError(f"design-plan: {err}") from None
+    for r in rounds:
+        r["accelerator_hours"] = design_pool.accelerator_hours(r["cost"], args.peak_tflops, args.mfu)
+    if args.json:
+        print(json.dumps({"pair": design.pair, "budget": design.budget, "rounds": rounds},
+                         indent=1))
+        return 0
+    print(f"{spec.name}: {design.pair}'s E, budget {design.budget:.3g} FLOPs "
+          f"({design_pool.accelerator_hours(design.budget, args.peak_tflops, args.mfu):,.0f} "
+          f"accelerator-hours at {args.peak_tflops:g} TFLOP/s × MFU {args.mfu:g}); prior "
+          f"{args.prior or adaptive.PLAN_PRIOR}, noise {args.noise:.1%}")
+    print("round\taccelerator-hours\tof budget (after)\tE's 95 % interval after (log)\truns")
+    for r in rounds:
+        print(f"{r['round']}\t{r['accelerator_hours']:,.0f}\t{r['spent'] / design.budget:.0%}\t"
+              f"±{r['relative']:.1%}\t{len(r['chosen'])}: {', '.join(r['chosen'][:6])}"
+              + (", …" if len(r["chosen"]) > 6 else ""))
+    return 0
+
+
 def cmd_presets(args: argparse.Namespace) -> int:
     """One line per preset: name, scale, runs, sizes, mixtures, steps and what it studies (the
     study file's first comment line)."""
@@ -491,6 +523,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="model-FLOPs utilisation for accelerator-hours (default: %(default)g)")
     p.add_argument("--csv", required=True, help="write the pool to this CSV file")
     p.set_defaults(func=cmd_design_pool)
+    p = add_study_arguments(sub.add_parser(
+        "design-plan", help="an adaptive study's first rounds before any run is trained: "
+                            "runs, accelerator-hours and E's predicted interval after each"))
+    p.add_argument("--rounds", type=int, default=4, help="rounds after round 0 (default: %(default)s)")
+    p.add_argument("--noise", type=float, default=0.01,
+                   help="relative noise of a run's loss (default: %(default)g)")
+    p.add_argument("--prior", help="JSON object of the law's prior point, keys E, alpha, beta, "
+                                   "A, B in the design's scaled units (default: "
+                                   f"{json.dumps(adaptive.PLAN_PRIOR)})")
+    p.add_argument("--peak-tflops", type=float, default=mesh_plan.DEFAULT_PEAK_TFLOPS,
+                   help="peak TFLOP/s of one device (default: %(default)g, a TPU v4 chip)")
+    p.add_argument("--mfu", type=float, default=design_pool.DEFAULT_MFU,
+                   help="model-FLOPs utilisation for accelerator-hours (default: %(default)g)")
+    p.add_argument("--json", action="store_true", help="print the rounds as JSON")
+    p.set_defaults(func=cmd_design_plan)
     p = sub.add_parser("presets", help="list the built-in presets")
     p.set_defaults(func=cmd_presets)
     return parser

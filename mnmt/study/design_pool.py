@@ -17,7 +17,7 @@ from pathlib import Path
 from mnmt.study.expansion import RunSpec, branch_runs, expand
 from mnmt.study.spec import StudySpec
 
-__all__ = ["pool_rows", "run_flops", "size_step_flops", "write_pool"]
+__all__ = ["accelerator_hours", "pool_rows", "run_flops", "size_step_flops", "write_pool"]
 
 #: Model-FLOPs utilisation assumed for accelerator-hours (a T5X-scale TPU run reaches 0.3–0.5).
 DEFAULT_MFU = 0.4
@@ -49,9 +49,14 @@ def pool_rows(spec: StudySpec, fractions: Sequence[float] = (0.25, 0.5, 1.0), *,
                 row.update({f"w_{pair}": w for pair, w in weights})
                 row.update({f"d_{pair}": w * tokens for pair, w in weights})
                 row.update({"flops": flops, "cost": flops,
-                            "accelerator_hours": flops / (peak_tflops * 1e12 * mfu) / 3600})
+                            "accelerator_hours": accelerator_hours(flops, peak_tflops, mfu)})
                 out.append(row)
     return out
+
+
+def accelerator_hours(flops: float, peak_tflops: float, mfu: float = DEFAULT_MFU) -> float:
+    """Device-hours that ``flops`` take at ``peak_tflops`` per device and utilisation ``mfu``."""
+    return flops / (peak_tflops * 1e12 * mfu) / 3600
 
 
 def size_step_flops(spec: StudySpec, size: str) -> float:

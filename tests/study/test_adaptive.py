@@ -3,6 +3,7 @@ it stops on its interval or its budget, never spends past the budget, resumes a 
 without repeating a finished run, and reads back its records."""
 
 import json
+import zlib
 
 import numpy as np
 import pytest
@@ -12,8 +13,12 @@ from fitting.report.sections.design_rounds import design_rounds_section
 from mnmt.study import adaptive, design_pool
 from mnmt.study.spec import StudyError, StudySpec
 
-#: the known law: E, A, α, B, β of L(N, D) = E + A/N^α + B/D^β (en-de)
-TRUTH = np.array([1.5, 30.0, 0.5, 300.0, 0.4])
+
+def _truth(design) -> np.ndarray:
+    """The known law: the design law (Kaplan's form across weights) at E = 1.5, α = 1.5,
+    β = 3 and A_p = B_p = 0.3 for every weight p, in the design's scaled units."""
+    w = len(design.weights)
+    return np.array([1.5, 1.5, 3.0, *[0.3] * (2 * w)])
 
 
 def _spec(**kw) -> StudySpec:
@@ -27,12 +32,12 @@ def _spec(**kw) -> StudySpec:
 
 
 class KnownLaw:
-    """Outcomes from TRUTH with 1 % relative noise fixed per run; counts what was trained."""
+    """Outcomes from `_truth` with relative noise drawn once per run (the same run always
+    measures the same losses); records what was trained."""
 
     def __init__(self, design: adaptive.AdaptiveDesign, noise: float = 0.01, seed: int = 0):
         self.design, self.noise = design, noise
-        self.rng = np.random.default_rng(seed)
-        self.draws: dict[str, np.ndarray] = {}
+        self.theta, self.seed = _truth(design), seed
         self.trained: list[str] = []
 
     def train(self, runs):
@@ -41,11 +46,10 @@ class KnownLaw:
     def measure(self, runs):
         out = {}
         for run in runs:
-            x = self.design.inputs(run)
-            clean = TRUTH[0] + TRUTH[1] / x[0] ** TRUTH[2] + TRUTH[3] / x[1:] ** TRUTH[4]
-            if run.run_id not in self.draws:
-                self.draws[run.run_id] = self.rng.normal(0.0, self.noise, clean.shape)
-            out[run.run_id] = clean * (1 + self.draws[run.run_id])
+            x = self.design.inputs(run)[None, :]
+            clean = np.exp(self.design.law.predict(self.theta[:, None], x))[0, 0]
+            rng = np.random.default_rng([self.seed, zlib.crc32(run.run_id.encode())])
+            out[run.run_id] = clean * (1 + rng.normal(0.0, self.noise, clean.shape))
         return out
 
 
@@ -68,11 +72,9 @@ def test_a_reachable_threshold_stops_the_study_before_its_budget(tmp_path):
     design, _, records = _grow(tmp_path, _spec(adaptive_threshold=0.3), noise=0.002)
     last = records[-1]
     assert last["stop"] == "threshold"
-    assert last["before"]["relative"] <= 0.3
+    assert last["before"]["relative"] <= 0.3 and last["before"]["source"] == "design law"
     assert last["spent"] < design.budget
-    lo = last["before"]["E"] - last["before"]["half_width"]
-    hi = last["before"]["E"] + last["before"]["half_width"]
-    assert lo <= TRUTH[0] <= hi
+    assert last["before"]["lo95"] <= 1.5 <= last["before"]["hi95"]
 
 
 def test_an_unreachable_threshold_spends_at_most_the_budget_and_never_a_run_twice(tmp_path):
@@ -103,7 +105,6 @@ def test_a_round_killed_while_training_resumes_the_same_batch_and_ends_as_uninte
     recorded = adaptive.read_rounds(tmp_path / "cut")
     assert [r["round"] for r in recorded] == [0, 1, 2]
     again = KnownLaw(design)
-    again.draws = law.draws  # the same runs measure the same losses
     resumed = adaptive.grow(design, tmp_path / "cut", again.train, again.measure,
                             log=lambda _: None)
     batches = [i for r in recorded for i in r["chosen"]]
@@ -178,3 +179,67 @@ def test_the_report_section_shows_every_round_and_why_it_stopped(tmp_path):
     assert "Stopped: the compute budget is spent" in text or "every run of the pool" in text
     assert payload["stop"] == records[-1]["stop"]
     assert (tmp_path / "figures" / "design_rounds.png").exists()
+
+
+ADAPTIVE_CI = ["StudySpec.sizes=('micro-1', 'micro-2', 'micro-3')",
+               "StudySpec.weights=(0.3, 0.7, 1.0)", "StudySpec.train_steps=200",
+               "StudySpec.eval_every=50", "StudySpec.checkpoint_every=100",
+               "StudySpec.warmup_steps=20", "StudySpec.decode_at_end=False",
+               "StudySpec.cooldown_branches=(0.5, 0.75)", "StudySpec.branch_cooldown_fraction=0.1",
+               "StudySpec.adaptive=True", "StudySpec.adaptive_threshold=0.01",
+               "StudySpec.adaptive_round=0.3", "StudySpec.adaptive_budget=0.8"]
+
+
+@pytest.mark.slow
+def test_an_adaptive_study_trains_its_rounds_reports_them_and_resumes_with_nothing_to_train(
+        tmp_path):
+    """`mnmt-study run` on a 3-size miniature grown adaptively: the rounds file, the report's
+    section and the table hold the same runs; the same command again trains nothing."""
+    from mnmt.study import cli
+
+    out = tmp_path / "adaptive"
+    args = ["run", "--preset", "ci", "--out", str(out)]
+    for binding in ADAPTIVE_CI:
+        args += ["--gin", binding]
+    assert cli.main(args) == 0
+    records = adaptive.read_rounds(out)
+    chosen = {i for r in records for i in r["chosen"]}
+    assert records[-1].get("stop") in ("threshold", "budget", "pool")
+    fits = json.loads((out / "report" / "fits.json").read_text())
+    assert [r["round"] for r in fits["design_rounds"]["rounds"]] == [r["round"] for r in records]
+    assert "## Design rounds" in (out / "report" / "report.md").read_text()
+    table = __import__("pandas").read_csv(out / "metrics.csv")
+    parents = {r.split("_cd")[0] for r in table["run_id"].unique()}
+    assert parents == chosen  # every chosen run (and its branches) trained, nothing else
+    before = (out / adaptive.ROUNDS_FILE).read_text()
+    mtimes = {p: p.stat().st_mtime for p in (out / "runs").glob("*/run.json")}
+    assert cli.main(args) == 0
+    assert (out / adaptive.ROUNDS_FILE).read_text() == before
+    assert {p: p.stat().st_mtime for p in (out / "runs").glob("*/run.json")} == mtimes
+
+
+def test_a_plan_before_any_run_narrows_e_round_by_round_and_costs_each_round(capsys):
+    """`mnmt-study design-plan`: from the prior alone, every round's predicted interval of log E
+    is no wider than the last (information only grows), and its hours are its FLOPs at the
+    device's rate."""
+    from mnmt.study import cli
+
+    args = ["design-plan", "--preset", "ci", "--json", "--rounds", "3", "--peak-tflops", "100",
+            "--mfu", "0.5", "--gin", "StudySpec.weights=(0.3, 0.7, 1.0)",
+            "--gin", "StudySpec.cooldown_branches=(0.5, 0.75)",
+            "--gin", "StudySpec.branch_cooldown_fraction=0.1"]
+    assert cli.main(args) == 0
+    plan = json.loads(capsys.readouterr().out)
+    rounds = plan["rounds"]
+    assert [r["round"] for r in rounds] == list(range(len(rounds))) and len(rounds) >= 2
+    widths = [r["relative"] for r in rounds]
+    assert all(b <= a * (1 + 1e-9) for a, b in zip(widths, widths[1:], strict=False)), widths
+    assert rounds[0]["accelerator_hours"] == pytest.approx(rounds[0]["cost"] / 50e12 / 3600)
+    assert rounds[-1]["spent"] <= plan["budget"] * (1 + 1e-9)
+
+
+def test_a_plan_with_an_unknown_prior_parameter_is_refused_in_one_line(capsys):
+    from mnmt.study import cli
+
+    assert cli.main(["design-plan", "--preset", "ci", "--prior", '{"gamma": 1}']) == 2
+    assert "unknown parameter(s) ['gamma']" in capsys.readouterr().err

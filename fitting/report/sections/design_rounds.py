@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from fitting.laws.budget.kaplan_nd import predict_kaplan
 from fitting.plots.laws import plot_chinchilla_contours
 from fitting.plots.style import save
 from fitting.report.markdown import Document
@@ -32,9 +33,10 @@ STOP_REASONS = {
 def _interval(before: dict | None) -> str:
     if not before:
         return "–"
-    if not before["relative"] <= 1:
-        return f"{before['E']:.4g}, not identified"
-    return f"{before['E']:.4g} ± {before['relative']:.1%}"
+    if before.get("relative") is None or not before["relative"] <= 1:
+        return ("not identified" if before.get("E") is None else
+                f"{before['E']:.4g}, not identified")
+    return f"{before['E']:.4g} [{before['lo95']:.4g}, {before['hi95']:.4g}] (±{before['relative']:.1%})"
 
 
 def _row(record: dict, budget: float) -> list[str]:
@@ -47,28 +49,30 @@ def _row(record: dict, budget: float) -> list[str]:
             f"{record.get('cost', 0.0):.3g} ({record.get('cost', 0.0) / budget:.0%})",
             f"{record.get('spent', 0.0) / budget:.0%}",
             _interval(record.get("before")),
-            f"± {predicted[-1]:.1%}" if predicted and predicted[-1] <= 1 else "–"]
+            f"± {predicted[-1]:.1%}" if predicted and (predicted[-1] or 2) <= 1 else "–"]
 
 
 def _figure(records: Sequence[dict], out_dir: str) -> str | None:
-    """Iso-loss contours of the last fit of the design law with each round's runs at (N, D)
-    of their last budget; None before any fit."""
+    """Iso-loss contours of the design law's last fit at the largest weight, with each round's
+    runs at (N, D) of their last budget; None before any fit."""
     fits = [r for r in records if r.get("theta")]
     if not fits:
         return None
-    E, A, alpha, B, beta = fits[-1]["theta"]
-    points = [(int(r["round"]), np.asarray(x, float)) for r in records
-              for x in r.get("inputs") or []]
-    n = np.array([x[0] for _, x in points])
-    d = np.array([x[-1] for _, x in points])
+    theta, head = fits[-1]["theta"], records[0]
+    n0, d0 = head["scale"]
+    w = len(head["weights"])
+    E, alpha, beta, A, B = theta[0], theta[1], theta[2], theta[2 + w], theta[2 + 2 * w]
     rounds: dict[int, list[tuple[float, float]]] = {}
-    for k, x in points:
-        rounds.setdefault(k, []).append((float(x[0]), float(x[-1])))
-    panel = {"predict": lambda nn, dd: E + A / nn ** alpha + B / dd ** beta,
-             "n_range": (n.min() / 1.5, n.max() * 1.5), "d_range": (d.min() / 1.5, d.max() * 1.5),
-             "rounds": rounds}
-    fig = plot_chinchilla_contours({f"{records[0]['pair']} (design law)": panel}, ncols=1)
-    save(fig, os.path.join(out_dir, "figures", "design_rounds.png"))
+    for record in records:
+        for x in record.get("inputs") or []:
+            rounds.setdefault(int(record["round"]), []).append((x[0] * n0, x[-2] * d0))
+    pts = np.array([p for v in rounds.values() for p in v])
+    panel = {"predict": lambda nn, dd: predict_kaplan(E, alpha, beta, A, B, nn / n0, dd / d0),
+             "n_range": (pts[:, 0].min() / 1.5, pts[:, 0].max() * 1.5),
+             "d_range": (pts[:, 1].min() / 1.5, pts[:, 1].max() * 1.5), "rounds": rounds}
+    title = f"{head['pair']}, p = {head['weights'][-1]:g} (design law)"
+    save(plot_chinchilla_contours({title: panel}, ncols=1),
+         os.path.join(out_dir, "figures", "design_rounds.png"))
     return "figures/design_rounds.png"
 
 
@@ -84,10 +88,11 @@ def design_rounds_section(doc: Document, records: Sequence[dict], out_dir: str,
     budget = float(head["budget"])
     doc.h(2, "Design rounds")
     doc.p(f"This study grew adaptively: round 0 trained an initial design; each later round fitted "
-          f"the design law ({head['law']}: L(N, D) = E + A/N^α + B/D^β of {head['pair']} at each "
-          f"cooled-down budget of a run) and, while E's 95 % interval was wider than "
-          f"±{head['threshold']:.0%} of E, trained the grid runs that most shrink E's predicted "
-          f"variance per FLOP within the round's share of the budget ({budget:.3g} FLOPs).")
+          f"the design law (L(N, D) across weights in Kaplan's form, E + [(A_p/N)^(α/β) + "
+          f"B_p/D]^β, to log L of {head['pair']} at each cooled-down budget of a run) and, while "
+          f"the 95 % interval of log E was wider than ±{head['threshold']:.0%}, trained the grid "
+          f"runs that most shrink E's predicted variance per FLOP within the round's share of the "
+          f"budget ({budget:.3g} FLOPs).")
     doc.table(["round", "runs trained", "why", "FLOPs (of budget)", "spent after", "E before "
                "(95 %)", "predicted after"], [_row(r, budget) for r in records])
     stop = last.get("stop")
