@@ -9,7 +9,7 @@ share of the fixed grid's FLOPs spent, the report's 95 % interval of the target 
 rule's), whether it holds the exact L∞, and the design law's own interval; last, the full grid's
 interval from the study's report, for comparison at 100 % of the FLOPs.
 
-    python benchmarks/studies/adaptive_replay.py /work/study_base
+    python benchmarks/studies/adaptive_replay.py mnmt_study_out
     python benchmarks/studies/adaptive_replay.py OUT/seed30 OUT/seed31 --json
 
 Exit status 0 when every study replays, 2 on bad input.
