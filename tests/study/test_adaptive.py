@@ -177,6 +177,8 @@ def test_the_report_section_shows_every_round_and_why_it_stopped(tmp_path):
     table = [line for line in text.splitlines() if line.startswith("| ")]
     assert len(table) == 1 + len(records)  # header + one row per round
     assert "Stopped: the compute budget is spent" in text or "every run of the pool" in text
+    narrowest = min(r["before"]["relative"] for r in records[1:])
+    assert "did not reach ±0% of log E" in text and f"the narrowest ±{narrowest:.1%}" in text
     assert payload["stop"] == records[-1]["stop"]
     assert (tmp_path / "figures" / "design_rounds.png").exists()
 

@@ -52,6 +52,22 @@ def _row(record: dict, budget: float) -> list[str]:
             f"± {predicted[-1]:.1%}" if predicted and (predicted[-1] or 2) <= 1 else "–"]
 
 
+def _not_reached(records: Sequence[dict], threshold: float, budget: float) -> str:
+    """The sentence of a study that stopped short of its threshold: the width it reached and the
+    narrowest of any round, each with the share of the budget spent before it."""
+    widths = [(r["before"]["relative"], r["spent"] - r.get("cost", 0.0)) for r in records
+              if (r.get("before") or {}).get("relative") is not None]
+    if not widths:
+        return (f"E never had an interval: the budget could not pin it to ±{threshold:.0%} "
+                "(train larger sizes or longer runs: `adaptive_sizes`, `adaptive_budget`).")
+    last, spent = widths[-1]
+    best, at = min(widths)
+    return (f"E's interval did not reach ±{threshold:.0%} of log E within the budget: "
+            f"±{last:.1%} with {spent / budget:.0%} of it spent, the narrowest ±{best:.1%} at "
+            f"{at / budget:.0%} (where the forms disagree, more grid runs do not narrow it; "
+            "larger sizes may: `adaptive_sizes`).")
+
+
 def _figure(records: Sequence[dict], out_dir: str) -> str | None:
     """Iso-loss contours of the design law's last fit at the largest weight, with each round's
     runs at (N, D) of their last budget; None before any fit."""
@@ -98,6 +114,8 @@ def design_rounds_section(doc: Document, records: Sequence[dict], out_dir: str,
     stop = last.get("stop")
     text = (f"Stopped: {STOP_REASONS.get(stop, stop)}." if stop else
             "Still growing: the last round's runs are not all trained.")
+    if stop in ("budget", "pool"):
+        text += " " + _not_reached(records, float(head["threshold"]), budget)
     if report_e and "lo95" in report_e and last.get("before"):
         text += (f" The report's own interval on {head['pair']}'s E (L(N, D) across weights, "
                  f"resampled runs and forms): {report_e['estimate']:.4g}, 95 % "
