@@ -13,15 +13,17 @@ App. B) and with a cosine schedule by Caillaut et al. (2024, §3.5). One functio
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from mnmt.training.config import COOLDOWN_SHAPES, DECAYS, OptimizerConfig
 
-__all__ = ["DECAYS", "COOLDOWN_SHAPES", "learning_rate_schedule", "rsqrt_schedule",
+__all__ = ["DECAYS", "COOLDOWN_SHAPES", "Schedule", "learning_rate_schedule", "rsqrt_schedule",
            "schedule_for", "make_optimizer", "decay_mask"]
 
 WARMUPS = ("linear", "constant")
@@ -66,7 +68,7 @@ def learning_rate_schedule(
     final = float(final_lr_fraction)
     span = float(total_steps) - w if decay == "cosine" else 1.0
 
-    def schedule(count):
+    def schedule(count, ends=None):
         step = jnp.asarray(count, jnp.float32) + 1.0
         if decay == "rsqrt":
             value = lr * jnp.reciprocal(jnp.sqrt(jnp.maximum(step, w)))
@@ -78,14 +80,48 @@ def learning_rate_schedule(
         if warmup == "linear":
             value = value * jnp.minimum(step / w, 1.0)
         if cooldown_steps:
-            left = float(total_steps) - jnp.asarray(count, jnp.float32)
-            remaining = jnp.clip(left / float(cooldown_steps), 0.0, 1.0)  # 1 − x
+            if ends is None:
+                left = float(total_steps) - jnp.asarray(count, jnp.float32)
+                remaining = jnp.clip(left / float(cooldown_steps), 0.0, 1.0)  # 1 − x
+            else:  # (T, 1/c) are an input of the program being traced (`Schedule.bound`)
+                left = ends[0] - jnp.asarray(count, jnp.float32)
+                remaining = jnp.clip(left * ends[1], 0.0, 1.0)
             if cooldown_shape == "1-sqrt":
                 remaining = 1.0 - jnp.sqrt(1.0 - remaining)
             value = value * remaining
         return value
 
-    return schedule
+    return Schedule(schedule, total_steps if cooldown_steps else None, cooldown_steps)
+
+
+class Schedule:
+    """A learning-rate schedule (``schedule(count)``, as optax calls it) whose cool-down can be
+    an input of the compiled program instead of a constant in it.
+
+    ``inputs`` holds (T, 1/c) in float32 (None without a cool-down). While ``bound(ends)`` is
+    open — during the tracing of a step that takes ``inputs`` as its argument ``ends`` — the
+    cool-down ramp reads T and 1/c from ``ends``, so one compiled step serves every cool-down
+    branch of a run (branches differ in T and c only). The rate is the same to the bit: XLA
+    compiles ``left / c`` with a constant c as ``left * (1/c)``, the product ``ends`` gives.
+    Outside ``bound`` (eager calls, other programs) the schedule is the function itself."""
+
+    def __init__(self, rate, total_steps: int | None, cooldown_steps: int) -> None:
+        self._rate = rate
+        self._ends = None
+        self.inputs = None if total_steps is None else np.array(
+            [total_steps, np.float32(1.0) / np.float32(cooldown_steps)], np.float32)
+
+    def __call__(self, count):
+        return self._rate(count, self._ends)
+
+    @contextlib.contextmanager
+    def bound(self, ends):
+        """Read the cool-down's (T, 1/c) from ``ends`` (a traced input) while open."""
+        previous, self._ends = self._ends, ends
+        try:
+            yield
+        finally:
+            self._ends = previous
 
 
 # The schedule's first name (it began with the rsqrt decay only); callers may use either.

@@ -216,12 +216,8 @@ def build_step_functions(
         def jit_init(keys):  # each run initialised exactly as it would be alone, then stacked
             return stack_members([member_init(key) for key in keys], state_shardings)
 
-    jit_step = jax.jit(
-        step,
-        in_shardings=(state_shardings, batch_sharding),
-        out_shardings=(state_shardings, replicated),
-        donate_argnums=(0,),
-    )
+    jit_step = _step_program(step, schedule, (state_shardings, batch_sharding),
+                             (state_shardings, replicated), replicated)
     if context is not None:  # trace inside the mesh + logical-axis-rules scope
         jit_init, jit_step = _in_context(jit_init, context), _in_context(jit_step, context)
     abstract_state = member_abstract_state
@@ -288,16 +284,18 @@ def stack_members(trees: list[Any], shardings: Any) -> Any:
 def single_device_step_functions(model: Any, example_batch: Mapping[str, np.ndarray], *,
                                   label_smoothing: float = 0.0, z_loss: float = 0.0,
                                   accumulation_steps: int = 1,
-                                  num_pairs: int = 0) -> StepFunctions:
+                                  num_pairs: int = 0,
+                                  schedule: optax.Schedule | None = None) -> StepFunctions:
     """`build_step_functions` on a 1×1 mesh with T5X's standard logical-axis rules and the
-    default optimiser (Adafactor, rsqrt schedule at learning rate 1.0, 100 warm-up steps): the
-    trainer's own step, for benchmarks and notebooks that time or inspect one step."""
+    default optimiser (Adafactor driven by `schedule`, by default the rsqrt schedule at learning
+    rate 1.0, 100 warm-up steps): the trainer's own step, for benchmarks and notebooks that time
+    or inspect one step."""
     from mnmt.models import partitioning
     from mnmt.training.optimizer import make_optimizer, rsqrt_schedule
 
     mesh = partitioning.make_mesh(1, 1)
     rules = partitioning.standard_logical_axis_rules()
-    schedule = rsqrt_schedule(1.0, 100)
+    schedule = schedule or rsqrt_schedule(1.0, 100)
 
     def shardings(_abstract_params):
         axes = model.params_logical_axes({k: v[:1] for k, v in example_batch.items()})
@@ -306,6 +304,40 @@ def single_device_step_functions(model: Any, example_batch: Mapping[str, np.ndar
     return build_step_functions(model, make_optimizer(schedule), schedule, mesh, shardings,
                                 example_batch, label_smoothing=label_smoothing, z_loss=z_loss,
                                 accumulation_steps=accumulation_steps, num_pairs=num_pairs)
+
+
+class _WithInputs:
+    """A jitted step called as ``step(state, batch)`` (and lowered so) with the schedule's
+    inputs placed once as its last argument."""
+
+    def __init__(self, jitted: Callable, inputs: jax.Array) -> None:
+        self.jitted, self.inputs = jitted, inputs
+
+    def __call__(self, state, batch):
+        return self.jitted(state, batch, self.inputs)
+
+    def lower(self, state, batch):
+        return self.jitted.lower(state, batch, self.inputs)
+
+
+def _step_program(step: Callable, schedule: Any, in_shardings: tuple, out_shardings: tuple,
+                  replicated: NamedSharding) -> Callable:
+    """`step` jitted (its state donated). A schedule with a cool-down's `inputs`
+    (`mnmt.training.optimizer.Schedule`) gets them as an argument of the program, not as
+    constants in it: the cool-down branches of a run (which differ in T and c only) share one
+    compiled step instead of compiling one each."""
+    inputs = getattr(schedule, "inputs", None)
+    if inputs is None:
+        return jax.jit(step, in_shardings=in_shardings, out_shardings=out_shardings,
+                       donate_argnums=(0,))
+
+    def step_with_inputs(state, batch, ends):
+        with schedule.bound(ends):
+            return step(state, batch)
+
+    jitted = jax.jit(step_with_inputs, in_shardings=(*in_shardings, replicated),
+                     out_shardings=out_shardings, donate_argnums=(0,))
+    return _WithInputs(jitted, jax.device_put(inputs, replicated))
 
 
 def _in_context(fn: Callable, context: Callable[[], Any]) -> Callable:

@@ -115,3 +115,53 @@ def test_adamw_cosine_run_lowers_the_loss_and_logs_the_cosine_rates(make_config)
     training = run_files.read_run_json(config.model_dir)["training"]
     assert (training["optimizer"], training["decay"], training["final_lr_fraction"]) == \
         ("adamw", "cosine", final)
+
+
+# ---- the cool-down as an input of the compiled step ---------------------------------------
+#: (T, c) of the main job's parents and of its branches' cool-downs (10 % of the branch step)
+STUDY_COOLDOWNS = ((2000, 400), (1000, 100), (1333, 133), (1667, 167))
+
+
+@pytest.mark.parametrize("total,cooldown", STUDY_COOLDOWNS)
+def test_a_cooldown_read_from_the_program_input_is_the_constant_one_to_the_bit(total, cooldown):
+    """`Schedule.bound`: the rate computed from (T, 1/c) passed in equals, at every update, the
+    rate XLA compiles with T and c as constants (which it computes as left · (1/c))."""
+    import jax
+    import jax.numpy as jnp
+
+    schedule = learning_rate_schedule(1.0, 100, total_steps=total, cooldown_steps=cooldown)
+
+    def bound(count, ends):
+        with schedule.bound(ends):
+            return schedule(count)
+
+    compiled_constant = jax.jit(schedule)
+    compiled_input = jax.jit(bound)
+    ends = jnp.asarray(schedule.inputs)
+    for count in range(total + 1):
+        assert compiled_input(jnp.int32(count), ends) == compiled_constant(jnp.int32(count)), count
+
+
+def test_cooldown_branches_share_one_compiled_step():
+    """Two cool-downs (a parent and its branch) lower to the same program; each step's
+    `learning_rate` metric is its own schedule's rate."""
+    import jax
+
+    from mnmt.models.encoder_decoder import EncoderDecoderModel
+    from mnmt.models.test_utils import make_batch, tiny_config
+    from mnmt.training.step_functions import single_device_step_functions
+
+    model = EncoderDecoderModel(tiny_config())
+    batch = make_batch(np.random.default_rng(0), b=4, tlen=7)
+    programs, rates = [], []
+    for total, cooldown in STUDY_COOLDOWNS[:2]:
+        schedule = learning_rate_schedule(1.0, 100, total_steps=total, cooldown_steps=cooldown)
+        fns = single_device_step_functions(model, batch, schedule=schedule)
+        programs.append(fns.step.lower(fns.abstract_state, batch).as_text())
+        state = jax.device_put(fns.init(jax.random.PRNGKey(0)), fns.state_shardings)
+        state["step"] = jax.numpy.int32(950)  # inside the second schedule's cool-down
+        _, metrics = fns.step(state, batch)
+        rates.append((float(metrics["learning_rate"]), float(jax.jit(schedule)(950))))
+    assert programs[0] == programs[1]
+    assert rates[0][0] == rates[0][1] and rates[1][0] == rates[1][1]
+    assert rates[0][0] != rates[1][0]  # 950 is in the branch's cool-down, not the parent's
