@@ -50,7 +50,7 @@ from fitting.intervals.predictive import (  # noqa: E402
     resampled_predictions,
     stratified_resamples,
 )
-from fitting.laws.budget.chinchilla import fit_chinchilla  # noqa: E402
+from fitting.laws.budget.chinchilla import ChinchillaOptions, fit_chinchilla  # noqa: E402
 
 SIZE_TOLERANCE = 0.03
 
@@ -83,7 +83,7 @@ def size_bins(n: np.ndarray) -> np.ndarray:
 
 
 def _fit(n, d, y):
-    return fit_chinchilla(n, d, y, init="varpro", backtest=False)
+    return fit_chinchilla(n, d, y, options=ChinchillaOptions(init="varpro"), backtest=None)
 
 
 def _log_rmse(fit, n, d, y) -> float:

@@ -36,7 +36,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root (run or loaded by path)
 
 from benchmarks.common import DATA, machine  # noqa: E402  (public data: benchmarks/data/README.md)
-from fitting.laws.budget.chinchilla import EPOCH_PUBLISHED, fit_chinchilla  # noqa: E402
+from fitting.laws.budget.chinchilla import EPOCH_PUBLISHED, ChinchillaOptions, fit_chinchilla  # noqa: E402
 
 DATABLATIONS_PUBLISHED = {"E": 1.87, "A": 521.0, "B": 1488.0, "alpha": 0.3527, "beta": 0.3527}
 NAMES = ["E", "A", "B", "alpha", "beta"]
@@ -60,19 +60,19 @@ def run_ours(n, d, loss, bootstrap: int) -> dict:
     out: dict = {}
     t = time.perf_counter()
     # published grid, every start run; the backtest is timed separately (the peer has none)
-    fit = fit_chinchilla(n, d, loss, init="grid", backtest=False)
+    fit = fit_chinchilla(n, d, loss, options=ChinchillaOptions(init="grid"), backtest=None)
     out["wall_s"] = time.perf_counter() - t
     out["params"] = fit.params
     out["start_stats"] = fit.meta["start_stats"]
     out["local_optima"] = fit.local_optima
     t = time.perf_counter()
-    fa = fit_chinchilla(n, d, loss, backtest=False)  # the default, init="auto"
+    fa = fit_chinchilla(n, d, loss, backtest=None)  # the default, init="auto"
     out["auto"] = {"wall_s": time.perf_counter() - t, "params": fa.params,
                    "path": fa.meta["init"], "init_reason": fa.meta["init_reason"],
                    "max_rel_diff_vs_grid": max(abs(fa.params[k] / fit.params[k] - 1)
                                                for k in NAMES)}
     t = time.perf_counter()
-    fv = fit_chinchilla(n, d, loss, init="varpro", backtest=False)
+    fv = fit_chinchilla(n, d, loss, options=ChinchillaOptions(init="varpro"), backtest=None)
     out["varpro"] = {"wall_s": time.perf_counter() - t, "params": fv.params,
                      "start_stats": fv.meta["start_stats"]}
     g3 = {"a": [0.0, 12.5, 25.0], "b": [0.0, 12.5, 25.0], "e": [-1.0, 0.0, 1.0],
@@ -80,15 +80,16 @@ def run_ours(n, d, loss, bootstrap: int) -> dict:
     out["grid_3x5"] = {}
     for init in ("grid", "varpro"):
         t = time.perf_counter()
-        f3 = fit_chinchilla(n, d, loss, grid=g3, init=init, backtest=False)
+        f3 = fit_chinchilla(n, d, loss, options=ChinchillaOptions(grid=g3, init=init),
+                            backtest=None)
         out["grid_3x5"][init] = {"wall_s": time.perf_counter() - t, "params": f3.params,
                                  "start_stats": f3.meta["start_stats"]}
-    fb = fit_chinchilla(n, d, loss, init="varpro", backtest=True)
+    fb = fit_chinchilla(n, d, loss, options=ChinchillaOptions(init="varpro"))
     out["backtest"] = {**fb.meta["backtest"], "warnings": fb.warnings}
     if bootstrap:
         t = time.perf_counter()
-        fb = fit_chinchilla(n, d, loss, init="varpro", bootstrap=bootstrap, seed=0,
-                            backtest=False)
+        fb = fit_chinchilla(n, d, loss, bootstrap=bootstrap, seed=0,
+                            options=ChinchillaOptions(init="varpro"), backtest=None)
         out["bootstrap"] = {"n": bootstrap, "wall_s": time.perf_counter() - t,
                             "intervals": fb.intervals, "stderr": fb.stderr}
     return out
@@ -126,15 +127,17 @@ def run_datablations(path: Path) -> dict:
     out = {}
     for name, s in subsets.items():
         t = time.perf_counter()
-        fit = fit_chinchilla(s.params, s.tokens, s.val_loss, tied_exponents=True, grid=grid,
-                             init="grid", backtest=False)
+        fit = fit_chinchilla(s.params, s.tokens, s.val_loss,
+                             options=ChinchillaOptions(tied_exponents=True, grid=grid, init="grid"),
+                             backtest=None)
         out[name] = {"rows": len(s), "wall_s": time.perf_counter() - t, "params": fit.params,
                      "rel_err_vs_published": rel_err(fit.params, DATABLATIONS_PUBLISHED),
                      "fraction_reached_optimum": fit.meta["start_stats"]
                      ["fraction_reached_optimum"]}
         t = time.perf_counter()
-        fa = fit_chinchilla(s.params, s.tokens, s.val_loss, tied_exponents=True, grid=grid,
-                            backtest=False)  # the default, init="auto"
+        fa = fit_chinchilla(s.params, s.tokens, s.val_loss,
+                            options=ChinchillaOptions(tied_exponents=True, grid=grid),
+                            backtest=None)  # the default, init="auto"
         out[name]["auto"] = {"wall_s": time.perf_counter() - t, "params": fa.params,
                              "path": fa.meta["init"],
                              "max_rel_diff_vs_grid": max(abs(fa.params[k] / fit.params[k] - 1)

@@ -86,21 +86,23 @@ OPTION_TYPES = {"fit_options": FitOptions, "uncertainty": UncertaintyOptions,
                 "backtest": BacktestOptions}
 
 
-def grouped_options(flat: Mapping[str, Any]) -> dict[str, Any]:
-    """Keyword arguments of a law's fit function from flat names (:data:`FLAT_NAMES`): each
-    group named at least once becomes its options object, ``backtest=False`` becomes
+def grouped_options(flat: Mapping[str, Any],
+                    groups: tuple[str, ...] = ("fit_options", "uncertainty", "backtest")
+                    ) -> dict[str, Any]:
+    """Keyword arguments of a law's fit function from flat names (:data:`FLAT_NAMES`): each of
+    ``groups`` named at least once becomes its options object, ``backtest=False`` becomes
     ``backtest=None`` (no backtest); other names are passed on as they are."""
     fields: dict[str, dict[str, Any]] = {}
     out: dict[str, Any] = {}
     for key, value in flat.items():
-        if key in FLAT_NAMES:
+        if key in FLAT_NAMES and FLAT_NAMES[key][0] in groups:
             group, name = FLAT_NAMES[key]
             fields.setdefault(group, {})[name] = value
-        elif key != "backtest":
+        elif key != "backtest" or "backtest" not in groups:
             out[key] = value
     for group, values in fields.items():
         out[group] = OPTION_TYPES[group](**values)
-    if "backtest" in flat and not flat["backtest"]:
+    if "backtest" in groups and "backtest" in flat and not flat["backtest"]:
         out["backtest"] = None
     return out
 

@@ -72,11 +72,13 @@ def note_dropped(res: FitResult | dict[str, Any], dropped: int) -> FitResult | d
 
 
 def fit_bootstrapped(fit_from_table: Callable[..., FitResult], law: str, df: pd.DataFrame,
-                     request: TableRequest, pre_dropped: int = 0) -> FitResult:
+                     request: TableRequest, pre_dropped: int = 0,
+                     keywords: Callable[[dict[str, Any]], dict[str, Any]] = dict) -> FitResult:
     """A law whose only uncertainty is the bootstrap (Chinchilla, DPL) fitted by its
-    ``fit_from_table`` with the request's bootstrap and own options; the resamples recorded in
+    ``fit_from_table`` with the request's bootstrap and own options, made its keyword arguments
+    by ``keywords`` (the law's options objects from the flat names); the resamples recorded in
     ``meta["uncertainty"]``."""
-    kw = {**request.bootstrap_options(), **request.options}
+    kw = keywords({**request.bootstrap_options(), **request.options})
     fit = fit_from_table(df, source=request.source, **kw)
     if kw.get("bootstrap"):
         fit.meta["uncertainty"] = (f"bootstrap, {kw['bootstrap']} resamples (the only "

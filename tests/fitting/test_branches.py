@@ -22,7 +22,7 @@ from fitting.data.tables import (
     without_branches,
     write_table,
 )
-from fitting.laws.budget.chinchilla import fit_chinchilla
+from fitting.laws.budget.chinchilla import ChinchillaOptions, fit_chinchilla
 from fitting.laws.curves.learning_curve import cooled_drop_per_doubling
 from fitting.report.markdown import Document
 from fitting.report.record import Report
@@ -363,7 +363,8 @@ def test_chinchilla_points_use_the_branch_ends_and_recover_the_exponents(tmp_pat
     assert len(pts) == 15 and (pts["n_seeds"] == 2).all()  # 5 sizes × 3 budgets, seeds averaged
     truth = E + A / pts["n"] ** ALPHA + B / pts["tokens"] ** BETA
     assert np.allclose(pts["value"], truth, rtol=1e-12)
-    fit = fit_chinchilla(pts["n"], pts["tokens"], pts["value"], init="varpro")
+    fit = fit_chinchilla(pts["n"], pts["tokens"], pts["value"],
+                         options=ChinchillaOptions(init="varpro"))
     assert fit["alpha"] == pytest.approx(ALPHA, rel=0.03)  # noiseless: within 3 %
     assert fit["beta"] == pytest.approx(BETA, rel=0.03)
     # the same runs without branches: the intermediate evaluations, a different law

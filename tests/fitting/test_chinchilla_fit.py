@@ -11,6 +11,7 @@ import pytest
 from fitting.core.base import FitError, FitResult
 from fitting.laws.budget.chinchilla import (
     ChinchillaFit,
+    ChinchillaOptions,
     fit_chinchilla,
     fit_from_table,
     grid_starts,
@@ -72,7 +73,7 @@ def _data(noise=0.01, seed=0, p=TRUE, n_sizes=10, n_tokens=10):
 
 def test_recovers_truth_without_noise():
     n, d, loss = _data(noise=0.0)
-    fit = fit_chinchilla(n, d, loss, grid=SMALL_GRID, init="varpro")
+    fit = fit_chinchilla(n, d, loss, options=ChinchillaOptions(grid=SMALL_GRID, init="varpro"))
     for k, v in TRUE.items():
         assert fit.params[k] == pytest.approx(v, rel=1e-4), k
     assert fit.goodness["rmse"] < 1e-6
@@ -83,7 +84,7 @@ def test_recovers_truth_with_one_percent_noise(seed):
     # Tolerances: E within 3%, exponents within 10%, A and B within a factor 1.6 (A, B are
     # strongly correlated with their exponents); predictions 4x beyond the largest N within 2%.
     n, d, loss = _data(noise=0.01, seed=seed)
-    fit = fit_chinchilla(n, d, loss, grid=SMALL_GRID, init="varpro")
+    fit = fit_chinchilla(n, d, loss, options=ChinchillaOptions(grid=SMALL_GRID, init="varpro"))
     assert fit.params["E"] == pytest.approx(TRUE["E"], rel=0.03)
     assert fit.params["alpha"] == pytest.approx(TRUE["alpha"], rel=0.10)
     assert fit.params["beta"] == pytest.approx(TRUE["beta"], rel=0.10)
@@ -96,8 +97,9 @@ def test_recovers_truth_with_one_percent_noise(seed):
 
 def test_published_grid_procedure_reaches_optimum_and_reports_starts():
     n, d, loss = _data(noise=0.01, seed=3, n_sizes=6, n_tokens=6)
-    fit = fit_chinchilla(n, d, loss, init="grid")  # the published 4,500-start grid
-    ref = fit_chinchilla(n, d, loss, grid=SMALL_GRID, init="varpro")
+    # the published 4,500-start grid
+    fit = fit_chinchilla(n, d, loss, options=ChinchillaOptions(init="grid"))
+    ref = fit_chinchilla(n, d, loss, options=ChinchillaOptions(grid=SMALL_GRID, init="varpro"))
     assert fit.goodness["huber_objective"] == pytest.approx(ref.goodness["huber_objective"],
                                                             rel=1e-6)
     stats = fit.meta["start_stats"]
@@ -118,8 +120,8 @@ def test_published_grid_procedure_reaches_optimum_and_reports_starts():
 def test_default_reaches_the_grid_optimum_on_public_data():
     """Datablations single-epoch runs: the default and the published 4,500-start grid agree."""
     n, d, loss = DATABLATIONS_SINGLE_EPOCH.T
-    grid = fit_chinchilla(n, d, loss, init="grid", backtest=False)
-    auto = fit_chinchilla(n, d, loss, backtest=False)
+    grid = fit_chinchilla(n, d, loss, options=ChinchillaOptions(init="grid"), backtest=None)
+    auto = fit_chinchilla(n, d, loss, backtest=None)
     assert auto.meta["init"] == "varpro" and auto.meta["init_reason"] == ""
     assert auto.meta["init_check"]["varpro_starts_at_optimum"] >= 2
     assert auto.goodness["huber_objective"] <= grid.goodness["huber_objective"] * (1 + 1e-9)
@@ -130,22 +132,24 @@ def test_default_reaches_the_grid_optimum_on_public_data():
 def test_auto_runs_an_array_of_starts_as_given():
     n, d, loss = _data(noise=0.01, n_sizes=6, n_tokens=6)
     starts = grid_starts(SMALL_GRID, False)[::9]
-    fit = fit_chinchilla(n, d, loss, grid=starts, backtest=False)
+    fit = fit_chinchilla(n, d, loss, options=ChinchillaOptions(grid=starts), backtest=None)
     assert fit.meta["init"] == "grid" and "array of starts" in fit.meta["init_reason"]
     assert fit.meta["start_stats"]["n_starts"] == len(starts)
-    assert fit.params == fit_chinchilla(n, d, loss, grid=starts, init="grid",
-                                        backtest=False).params
+    assert fit.params == fit_chinchilla(n, d, loss,
+                                        options=ChinchillaOptions(grid=starts, init="grid"),
+                                        backtest=None).params
 
 
 def test_auto_adds_the_grid_when_too_few_varpro_starts_reach_the_optimum():
     # one exponent pair in the grid: a single variable-projection start is no evidence
     n, d, loss = _data(noise=0.01, n_sizes=6, n_tokens=6)
     grid = dict(SMALL_GRID, alpha=[1.5], beta=[0.0])
-    fit = fit_chinchilla(n, d, loss, grid=grid, backtest=False)
+    fit = fit_chinchilla(n, d, loss, options=ChinchillaOptions(grid=grid), backtest=None)
     assert fit.meta["init"] == "varpro+grid"
     assert "of 1 variable-projection starts" in fit.meta["init_reason"]
     assert fit.meta["start_stats"]["n_starts"] == 1 + 3 * 3 * 2
-    alone = [fit_chinchilla(n, d, loss, grid=grid, init=i, backtest=False) for i in
+    alone = [fit_chinchilla(n, d, loss, options=ChinchillaOptions(grid=grid, init=i),
+                            backtest=None) for i in
              ("varpro", "grid")]
     best = min(f.goodness["huber_objective"] for f in alone)
     assert fit.goodness["huber_objective"] <= best * (1 + 1e-9)
@@ -156,14 +160,15 @@ def test_auto_adds_the_grid_when_the_lattice_check_beats_varpro(monkeypatch):
     import fitting.laws.budget.chinchilla_search as chinchilla_module
 
     n, d, loss = _data(noise=0.01, n_sizes=6, n_tokens=6)
-    trusted = fit_chinchilla(n, d, loss, grid=SMALL_GRID, backtest=False)
+    trusted = fit_chinchilla(n, d, loss, options=ChinchillaOptions(grid=SMALL_GRID), backtest=None)
     assert trusted.meta["init"] == "varpro"
     assert trusted.meta["init_check"]["lattice_objective"] > trusted.goodness["huber_objective"]
     monkeypatch.setattr(chinchilla_module, "profile_check", lambda *a, **k: (1e-12, None))
-    fit = fit_chinchilla(n, d, loss, grid=SMALL_GRID, backtest=False)
+    fit = fit_chinchilla(n, d, loss, options=ChinchillaOptions(grid=SMALL_GRID), backtest=None)
     assert fit.meta["init"] == "varpro+grid" and "lattice" in fit.meta["init_reason"]
     assert fit.meta["start_stats"]["n_starts"] == 16 + len(grid_starts(SMALL_GRID, False))
-    grid = fit_chinchilla(n, d, loss, grid=SMALL_GRID, init="grid", backtest=False)
+    grid = fit_chinchilla(n, d, loss, options=ChinchillaOptions(grid=SMALL_GRID, init="grid"),
+                          backtest=None)
     assert fit.goodness["huber_objective"] <= grid.goodness["huber_objective"] * (1 + 1e-9)
 
 
@@ -173,7 +178,7 @@ def test_profile_check_is_attained_above_the_optimum_and_close_to_it():
     x, z, y = np.log(n), np.log(d), np.log(loss)
     assert f == pytest.approx(huber_objective(theta[None, :], x, z, y, 1e-3)[0], rel=1e-12)
     assert set(np.round(theta[3:], 9)) <= set(np.round(np.linspace(0, 2, 21), 9))
-    optimum = fit_chinchilla(n, d, loss, backtest=False).goodness["huber_objective"]
+    optimum = fit_chinchilla(n, d, loss, backtest=None).goodness["huber_objective"]
     # here 1.9x the optimum: a local optimum 2.5x worse than the global one would be caught
     assert optimum <= f < 2.5 * optimum
 
@@ -182,25 +187,28 @@ def test_tied_exponents():
     p = dict(TRUE, beta=TRUE["alpha"])
     n, d, loss = _data(noise=0.0, p=p)
     tied_grid = {k: v for k, v in SMALL_GRID.items() if k != "beta"}
-    fit = fit_chinchilla(n, d, loss, tied_exponents=True, grid=tied_grid, init="grid")
+    fit = fit_chinchilla(n, d, loss, options=ChinchillaOptions(tied_exponents=True,
+                                                               grid=tied_grid, init="grid"))
     assert fit.params["alpha"] == fit.params["beta"]
     for k, v in p.items():
         assert fit.params[k] == pytest.approx(v, rel=1e-4), k
-    auto = fit_chinchilla(n, d, loss, tied_exponents=True, grid=tied_grid)
+    auto = fit_chinchilla(n, d, loss,
+                          options=ChinchillaOptions(tied_exponents=True, grid=tied_grid))
     assert auto.meta["init"] == "varpro"  # variable projection handles tied exponents
     assert auto.meta["start_stats"]["n_starts"] == 4
     assert auto.params == pytest.approx(fit.params, rel=1e-6)
     # a tied fit to untied truth is worse than the free fit
     n, d, loss = _data(noise=0.0)
-    tied = fit_chinchilla(n, d, loss, tied_exponents=True, init="varpro",
-                          grid={k: v for k, v in SMALL_GRID.items() if k != "beta"})
-    free = fit_chinchilla(n, d, loss, init="varpro", grid=SMALL_GRID)
+    tied = fit_chinchilla(n, d, loss, options=ChinchillaOptions(tied_exponents=True,
+                                                                init="varpro", grid=tied_grid))
+    free = fit_chinchilla(n, d, loss, options=ChinchillaOptions(init="varpro", grid=SMALL_GRID))
     assert tied.goodness["huber_objective"] > free.goodness["huber_objective"]
 
 
 def test_bootstrap_intervals_cover_truth():
     n, d, loss = _data(noise=0.01, seed=5, n_sizes=8, n_tokens=8)
-    fit = fit_chinchilla(n, d, loss, grid=SMALL_GRID, init="varpro", bootstrap=40, seed=1)
+    fit = fit_chinchilla(n, d, loss, bootstrap=40, seed=1,
+                         options=ChinchillaOptions(grid=SMALL_GRID, init="varpro"))
     for k in ("E", "alpha", "beta"):
         lo, hi = fit.intervals[k]
         assert lo <= fit.params[k] <= hi
@@ -228,7 +236,8 @@ def test_bootstrap_refits_past_float_range_are_left_out(monkeypatch):
         return theta
 
     monkeypatch.setattr(chinchilla_module, "refit_many", sometimes_runaway)
-    fit = fit_chinchilla(n, d, loss, grid=SMALL_GRID, init="varpro", bootstrap=12, seed=1)
+    fit = fit_chinchilla(n, d, loss, bootstrap=12, seed=1,
+                         options=ChinchillaOptions(grid=SMALL_GRID, init="varpro"))
     assert fit.meta["bootstrap"]["non_finite"] == 3
     assert any("past float range" in w for w in fit.warnings)
     assert all(np.isfinite(v) for v in fit.stderr.values())
@@ -250,7 +259,8 @@ def test_predict_and_compute_optimal():
 
 def test_json_round_trip():
     n, d, loss = _data(noise=0.01)
-    fit = fit_chinchilla(n, d, loss, grid=SMALL_GRID, init="varpro", bootstrap=5)
+    fit = fit_chinchilla(n, d, loss, bootstrap=5,
+                         options=ChinchillaOptions(grid=SMALL_GRID, init="varpro"))
     d_json = json.loads(json.dumps(fit.to_json()))
     back = FitResult.from_json(d_json)
     assert isinstance(back, ChinchillaFit)
@@ -279,32 +289,33 @@ def test_grid_construction():
 def test_bad_input(mutate, match):
     n, d, loss = _data()
     with pytest.raises(FitError, match=match):
-        fit_chinchilla(*mutate(n, d, loss), grid=SMALL_GRID)
+        fit_chinchilla(*mutate(n, d, loss), options=ChinchillaOptions(grid=SMALL_GRID))
 
 
 def test_bad_options():
     n, d, loss = _data()
     with pytest.raises(FitError, match="unknown parameter"):
-        fit_chinchilla(n, d, loss, grid=dict(SMALL_GRID, gamma=[1.0]))
+        fit_chinchilla(n, d, loss, options=ChinchillaOptions(grid=dict(SMALL_GRID, gamma=[1.0])))
     with pytest.raises(FitError, match="init"):
-        fit_chinchilla(n, d, loss, grid=SMALL_GRID, init="random")
+        fit_chinchilla(n, d, loss, options=ChinchillaOptions(grid=SMALL_GRID, init="random"))
     with pytest.raises(FitError, match="delta"):
-        fit_chinchilla(n, d, loss, delta=0)
+        fit_chinchilla(n, d, loss, options=ChinchillaOptions(delta=0))
 
 
 def test_fit_from_table_columns_and_drops():
     n, d, loss = _data(noise=0.0)
     df = pd.DataFrame({"params": n, "tokens": d, "val_loss": loss})
-    fit = fit_from_table(df, columns="n=params,d=tokens,loss=val_loss", grid=SMALL_GRID,
-                         init="varpro")
+    fit = fit_from_table(df, columns="n=params,d=tokens,loss=val_loss",
+                         options=ChinchillaOptions(grid=SMALL_GRID, init="varpro"))
     assert fit.params["alpha"] == pytest.approx(TRUE["alpha"], rel=1e-4)
     with pytest.raises(FitError, match="missing column"):
-        fit_from_table(df, grid=SMALL_GRID)
+        fit_from_table(df, options=ChinchillaOptions(grid=SMALL_GRID))
     bad = pd.DataFrame({"n": n, "d": d, "loss": loss})
     bad.loc[[2, 5], "loss"] = [np.nan, 0.0]
     with pytest.raises(FitError, match="'loss', row 2"):
-        fit_from_table(bad, grid=SMALL_GRID)
-    fit = fit_from_table(bad, drop_invalid=True, grid=SMALL_GRID, init="varpro")
+        fit_from_table(bad, options=ChinchillaOptions(grid=SMALL_GRID))
+    fit = fit_from_table(bad, drop_invalid=True,
+                         options=ChinchillaOptions(grid=SMALL_GRID, init="varpro"))
     assert fit.n_points == len(bad) - 2
     assert any("dropped 2" in w for w in fit.warnings)
 
@@ -321,14 +332,14 @@ def test_modules_do_not_import_jax_or_tensorflow():
 
 def test_backtest_warns_only_when_extrapolation_fails():
     n, d, loss = _data(noise=0.005, seed=2)
-    fit = fit_chinchilla(n, d, loss, grid=SMALL_GRID, init="varpro")
+    fit = fit_chinchilla(n, d, loss, options=ChinchillaOptions(grid=SMALL_GRID, init="varpro"))
     bt = fit.meta["backtest"]
     assert bt["held_out_n"] == n.max() and bt["held_out_rows"] == 10
     assert bt["rmse_log"] < 3 * bt["noise_log"]
     assert not any("backtest" in w for w in fit.warnings)
     # the largest model underperforms the law by 5% (curves flatten): the backtest must fire
     bent = np.where(n == n.max(), loss * 1.05, loss)
-    fit = fit_chinchilla(n, d, bent, grid=SMALL_GRID, init="varpro")
+    fit = fit_chinchilla(n, d, bent, options=ChinchillaOptions(grid=SMALL_GRID, init="varpro"))
     assert any("extrapolation backtest" in w for w in fit.warnings)
     assert fit.meta["backtest"]["mean_log_error"] < -0.02
 
@@ -336,9 +347,10 @@ def test_backtest_warns_only_when_extrapolation_fails():
 def test_identifiability_checks():
     n, d, loss = _data(noise=0.0)
     with pytest.raises(FitError, match="distinct values of n"):
-        fit_chinchilla(np.full_like(n, 1e9), d, loss, grid=SMALL_GRID)
+        fit_chinchilla(np.full_like(n, 1e9), d, loss, options=ChinchillaOptions(grid=SMALL_GRID))
     keep = np.isin(n, np.unique(n)[:2])
-    fit = fit_chinchilla(n[keep], d[keep], loss[keep], grid=SMALL_GRID, init="varpro")
+    fit = fit_chinchilla(n[keep], d[keep], loss[keep],
+                         options=ChinchillaOptions(grid=SMALL_GRID, init="varpro"))
     assert any("weakly identified" in w for w in fit.warnings)
     with pytest.raises(FitError, match="bootstrap"):
         fit.predict_band(1e9, 1e11)
@@ -358,3 +370,16 @@ def test_multi_start_chunking_is_transparent():
     i, j = np.argmin(f_all), np.argmin(f_chk)
     assert f_chk[j] == pytest.approx(f_all[i], rel=1e-8)
     np.testing.assert_allclose(x_chk[j], x_all[i], rtol=1e-4)
+
+
+def test_the_flat_option_names_become_the_fits_keywords():
+    """``mnmt-fit fit --law chinchilla --option KEY=VALUE``: the search's names into
+    ChinchillaOptions, the backtest's into BacktestOptions (false: none), the rest as given."""
+    from fitting.core.options import BacktestOptions
+    from fitting.laws.budget.chinchilla import table_keywords
+
+    assert table_keywords({"init": "grid", "delta": 0.01, "seed": 3, "bootstrap": 5,
+                           "backtest_tolerance": 2.0}) == {
+        "options": ChinchillaOptions(init="grid", delta=0.01), "seed": 3, "bootstrap": 5,
+        "backtest": BacktestOptions(tolerance=2.0)}
+    assert table_keywords({"backtest": False}) == {"backtest": None}

@@ -12,6 +12,7 @@ published grid: docs/reference/laws.md, "Chinchilla form".
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from fitting.core.base import FitError, FitResult, TableRequest, register_law
+from fitting.core.options import BacktestOptions, grouped_options
 from fitting.data.tables import (
     apply_column_map,
     check_finite_positive,
@@ -41,6 +43,7 @@ from fitting.laws.table_fits import final_loss_table, fit_bootstrapped
 
 __all__ = [
     "ChinchillaFit",
+    "ChinchillaOptions",
     "fit_chinchilla",
     "fit_from_table",
     "published_grid",
@@ -106,7 +109,8 @@ class ChinchillaFit(FitResult):
         df, pre_dropped = table, 0
         if "loss" not in df.columns and {"metric", "value"} <= set(df.columns):
             df, pre_dropped = final_loss_table(df, request, include_branches=True)
-        return fit_bootstrapped(fit_from_table, "chinchilla", df, request, pre_dropped)
+        return fit_bootstrapped(fit_from_table, "chinchilla", df, request, pre_dropped,
+                                keywords=table_keywords)
 
     def predict(self, n: Any, d: Any) -> np.ndarray:  # type: ignore[override]
         """Predicted loss at model size(s) ``n`` and training tokens ``d`` (broadcast)."""
@@ -198,36 +202,51 @@ def _validate(n: np.ndarray, d: np.ndarray, loss: np.ndarray, delta: Any, tied: 
                            column=name)
 
 
+@dataclass(frozen=True)
+class ChinchillaOptions:
+    """How :func:`fit_chinchilla` fits: the Huber loss, the form and the starts (Hoffmann et al.
+    2022 Approach 3; Besiroglu et al. 2024).
+
+    Attributes:
+      delta: the Huber threshold on log-loss residuals.
+      tied_exponents: α = β (four parameters).
+      init: ``"auto"``, ``"grid"`` or ``"varpro"``: how the starts are chosen
+        (:func:`fit_chinchilla`).
+      grid: a mapping of start values per parameter (keys a, b, e, alpha[, beta]; log-space
+        a = log A, …) or an (S, 5|4) array of starts; ``None``: :func:`published_grid`.
+      n_polish: distinct best end points polished to full convergence.
+      optimum_rtol: a start "reached the optimum" when its objective is within this relative
+        tolerance of the best.
+    """
+
+    delta: float = 1e-3
+    tied_exponents: bool = False
+    init: str = "auto"
+    grid: Mapping[str, Sequence[float]] | np.ndarray | None = None
+    n_polish: int = 8
+    optimum_rtol: float = 1e-6
+
+
 def fit_chinchilla(
     n: Any,
     d: Any,
     loss: Any,
     *,
-    delta: float = 1e-3,
-    tied_exponents: bool = False,
-    grid: Mapping[str, Sequence[float]] | np.ndarray | None = None,
+    options: ChinchillaOptions = ChinchillaOptions(),
     bootstrap: int = 0,
     seed: int = 0,
-    n_polish: int = 8,
-    optimum_rtol: float = 1e-6,
-    init: str = "auto",
-    backtest: bool = True,
-    noise_level: float | None = None,
-    backtest_tolerance: float = 3.0,
+    backtest: BacktestOptions | None = BacktestOptions(),
 ) -> ChinchillaFit:
     """Fit L(N, D) = E + A/N^α + B/D^β (Caillaut et al. 2024 eq. 2; Hoffmann et al. 2022) to
     (n, d, loss): Huber loss on log L, log-space parameters, L-BFGS from a grid of starts.
 
-    ``delta``: Huber threshold on log-loss residuals. ``tied_exponents``: α = β. ``grid``: a
-    mapping of start values per parameter (keys a, b, e, alpha[, beta]; log-space a = log A, …)
-    or an (S, 5|4) array of starts; default :func:`published_grid`. ``bootstrap``: number of
-    row-resampling refits for 95% percentile intervals and standard errors. ``n_polish``: distinct
-    best end points polished to full convergence. ``optimum_rtol``: a start "reached the optimum"
-    when its objective is within this relative tolerance of the best.
+    ``options``: the Huber threshold, tied exponents and the starts (:class:`ChinchillaOptions`).
+    ``bootstrap``: number of row-resampling refits (seeded by ``seed``) for 95% percentile
+    intervals and standard errors.
 
-    ``init`` chooses the starts (``meta["init"]`` records the path that ran; under ``"auto"``,
-    ``meta["init_reason"]`` says why the grid ran ("" when it did not) and ``meta["init_check"]``
-    holds the two checks' values):
+    ``options.init`` chooses the starts (``meta["init"]`` records the path that ran; under
+    ``"auto"``, ``meta["init_reason"]`` says why the grid ran ("" when it did not) and
+    ``meta["init_check"]`` holds the two checks' values):
 
     - ``"grid"``: L-BFGS from every grid point as given (the published procedure of Hoffmann et
       al. and Besiroglu et al.; 4,500 starts by default).
@@ -244,31 +263,33 @@ def fit_chinchilla(
       are the user's explicit starts) or variable projection gives non-finite starts.
 
     ``backtest``: refit without the largest model size (varpro starts) and predict it
-    (Caillaut §4.1); warns when the held-out RMSE of log L exceeds ``backtest_tolerance`` × the
-    noise level (``noise_level``, in log-loss units, default the fit's own RMSE of log L).
+    (Caillaut §4.1); warns when the held-out RMSE of log L exceeds ``backtest.tolerance`` × the
+    noise level (``backtest.noise_level``, in log-loss units, default the fit's own RMSE of
+    log L); ``None``: no backtest.
     """
+    o = options
     n, d, loss = _check_inputs(n, d, loss)
-    _validate(n, d, loss, delta, tied_exponents, init)
+    _validate(n, d, loss, o.delta, o.tied_exponents, o.init)
     logs = (np.log(n), np.log(d), np.log(loss))
     t0 = time.perf_counter()
-    s = search_starts(init, grid, (n, d, loss), logs, float(delta), tied_exponents, n_polish,
-                optimum_rtol)
+    s = search_starts(o.init, o.grid, (n, d, loss), logs, float(o.delta), o.tied_exponents,
+                      o.n_polish, o.optimum_rtol)
     t_total = time.perf_counter() - t0
-    theta = to_theta(s.best[1], tied_exponents)
+    theta = to_theta(s.best[1], o.tied_exponents)
     params = _params(theta)
     fit = ChinchillaFit(
         law="chinchilla",
         params=params,
-        goodness=_goodness(theta, *logs, delta, loss),
+        goodness=_goodness(theta, *logs, o.delta, loss),
         n_points=len(loss),
         warnings=_warnings(n, d, params),
-        meta=_meta(init, s, optimum_rtol, t_total),
-        delta=float(delta),
-        tied_exponents=bool(tied_exponents),
-        local_optima=_local_optima(s.polished, tied_exponents)[:5],
+        meta=_meta(o.init, s, o.optimum_rtol, t_total),
+        delta=float(o.delta),
+        tied_exponents=bool(o.tied_exponents),
+        local_optima=_local_optima(s.polished, o.tied_exponents)[:5],
     )
-    if backtest:
-        _backtest(fit, n, d, loss, grid, noise_level, backtest_tolerance)
+    if backtest is not None:
+        _backtest(fit, n, d, loss, o.grid, backtest.noise_level, backtest.tolerance)
     if bootstrap:
         _bootstrap(fit, *logs, [th for _, th in s.polished[:3]], int(bootstrap), seed)
     return fit
@@ -321,9 +342,10 @@ def _backtest(fit: ChinchillaFit, n, d, loss, grid, noise_level, tolerance) -> N
         fit.meta["backtest_skipped"] = "needs >= 3 distinct model sizes and enough rows"
         return
     t0 = time.perf_counter()
-    sub = fit_chinchilla(n[~held], d[~held], loss[~held], delta=fit.delta,
-                         tied_exponents=fit.tied_exponents, grid=grid, init="varpro",
-                         backtest=False)
+    sub = fit_chinchilla(n[~held], d[~held], loss[~held],
+                         options=ChinchillaOptions(delta=fit.delta,
+                                                   tied_exponents=fit.tied_exponents, grid=grid,
+                                                   init="varpro"), backtest=None)
     err = np.log(sub.predict(n[held], d[held])) - np.log(loss[held])
     # floor 1e-4 (0.01% of the loss) so that exact synthetic data do not warn on rounding
     noise = float(noise_level) if noise_level is not None else max(fit.goodness["rmse_log"], 1e-4)
@@ -381,19 +403,35 @@ def _bootstrap(fit: ChinchillaFit, x, z, y, seeds: list[np.ndarray], n_boot: int
     fit.bootstrap_params = samples[conv].tolist()
 
 
+def table_keywords(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`fit_from_table`'s keyword arguments from the flat names ``mnmt-fit fit --option``
+    takes: :class:`ChinchillaOptions`' fields into ``options``, the backtest's names
+    (:func:`~fitting.core.options.grouped_options`) into ``backtest``, the others as they are."""
+    fields = {f.name for f in dataclasses.fields(ChinchillaOptions)}
+    own = {k: v for k, v in flat.items() if k in fields}
+    out = grouped_options({k: v for k, v in flat.items() if k not in fields},
+                          groups=("backtest",))
+    if own:
+        out["options"] = ChinchillaOptions(**own)
+    return out
+
+
 def fit_from_table(
     df: Any,
     *,
     columns: str | Mapping[str, str] | None = None,
     drop_invalid: bool = False,
     source: str | None = None,
-    **options: Any,
+    options: ChinchillaOptions = ChinchillaOptions(),
+    bootstrap: int = 0,
+    seed: int = 0,
+    backtest: BacktestOptions | None = BacktestOptions(),
 ) -> ChinchillaFit:
     """Fit the Chinchilla form to a table with columns ``n`` (parameters), ``d`` (training
     tokens) and ``loss``. ``columns`` maps other names (``{"n": "params", "d": "tokens"}`` or
     ``"n=params,d=tokens"``). ``drop_invalid`` drops rows with missing/non-positive values and
     reports the count in the warnings; otherwise such a row raises naming column and row.
-    ``options`` go to :func:`fit_chinchilla`.
+    ``options``, ``bootstrap``, ``seed`` and ``backtest`` are :func:`fit_chinchilla`'s.
     """
     df = apply_column_map(df, columns, source)
     require_columns(df, ["n", "d", "loss"], source)
@@ -403,7 +441,8 @@ def fit_from_table(
     n = check_finite_positive(df, "n", source)
     d = check_finite_positive(df, "d", source)
     loss = check_finite_positive(df, "loss", source)
-    fit = fit_chinchilla(n, d, loss, **options)
+    fit = fit_chinchilla(n, d, loss, options=options, bootstrap=bootstrap, seed=seed,
+                         backtest=backtest)
     if dropped:
         fit.warnings.append(f"dropped {dropped} invalid row(s) (drop_invalid=True)")
         fit.meta["dropped_rows"] = dropped

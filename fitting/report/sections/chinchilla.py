@@ -21,7 +21,7 @@ from fitting.core.options import UncertaintyOptions
 from fitting.core.seed_noise import SeedNoise, pooled_sd
 from fitting.data.tables import has_branches, with_optional_columns
 from fitting.intervals.cooled_law import LEAVE_ONE_RUN_OUT, cooled_law_intervals
-from fitting.laws.budget.chinchilla import ChinchillaFit, fit_chinchilla
+from fitting.laws.budget.chinchilla import ChinchillaFit, ChinchillaOptions, fit_chinchilla
 from fitting.laws.budget.chinchilla_joint import JointChinchillaFit, coef_key, fit_joint_chinchilla
 from fitting.laws.curves.learning_curve import cooldown_budgets, cooldown_start
 from fitting.plots.laws import plot_chinchilla_contours
@@ -229,8 +229,8 @@ def chinchilla_section(doc: Document, rep: Report, view: StudyView, out_dir: str
             rep.skipped[f"{_KEY} {label}"] = f"{g['n'].nunique()} model sizes (needs 3)"
             continue
         try:
-            fit = fit_chinchilla(g["n"], g["tokens"], g["value"], init="varpro", bootstrap=boot,
-                                 seed=seed)
+            fit = fit_chinchilla(g["n"], g["tokens"], g["value"], bootstrap=boot, seed=seed,
+                                 options=ChinchillaOptions(init="varpro"))
         except FitError as e:
             rep.skipped[f"{_KEY} {label}"] = str(e)
             continue
