@@ -3,7 +3,7 @@ engine (soft_l1 with an f_scale grid, multi-start, variable projection; Ghorbani
 uncertainty (Fernandes footnote 5's perturbation refits, bootstrap, prediction bands).
 
 * :mod:`fitting.core.base`        ``FitResult``, ``FitError``, the law registry, ``json_safe``
-* :mod:`fitting.core.engine`      ``robust_fit``, ``varpro_fit``, ``goodness_of_fit``
+* :mod:`fitting.core.engine`      ``robust_fit``, ``varpro_fit``, ``VarproModel``, ``VarproOptions``
 * :mod:`fitting.core.options`     ``FitOptions``, ``UncertaintyOptions``, ``BacktestOptions``
 * :mod:`fitting.core.uncertainty` perturbation and bootstrap samples, summaries, bands
 * :mod:`fitting.core.exports`     the lazy re-exports every package of ``fitting`` uses
@@ -16,7 +16,8 @@ from fitting.core.exports import lazy_exports
 _EXPORTS = {
     **dict.fromkeys(["FitError", "FitResult", "LAW_REGISTRY", "register_law", "get_law",
                      "table_laws", "TableRequest", "json_safe"], "base"),
-    **dict.fromkeys(["EngineResult", "robust_fit", "varpro_fit", "goodness_of_fit"], "engine"),
+    **dict.fromkeys(["EngineResult", "VarproModel", "VarproOptions", "robust_fit", "varpro_fit",
+                     "goodness_of_fit"], "engine"),
     **dict.fromkeys(["FitOptions", "UncertaintyOptions", "BacktestOptions", "NO_UNCERTAINTY"],
                     "options"),
     **dict.fromkeys(["perturbation_samples", "bootstrap_samples", "summarize_samples",

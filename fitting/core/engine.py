@@ -23,7 +23,8 @@ from scipy.optimize import least_squares, nnls
 
 from fitting.core.base import FitError
 
-__all__ = ["F_SCALE_GRID", "EngineResult", "varpro_fit", "robust_fit", "goodness_of_fit",
+__all__ = ["F_SCALE_GRID", "EngineResult", "VarproModel", "VarproOptions", "varpro_fit",
+           "robust_fit", "goodness_of_fit",
            "converged", "require_converged", "convergence_warning"]
 
 #: Ghorbani et al. 2021, App. E: f_scale candidates for soft_l1 (loss units, nats).
@@ -126,53 +127,84 @@ def _soft_l1_sum(r: np.ndarray, f: float) -> float:
     return float(np.sum(2.0 * f * f * (np.sqrt(1.0 + (r / f) ** 2) - 1.0)))
 
 
-def varpro_fit(
-    design: Design,
-    y: np.ndarray,
-    *,
-    theta_grid: Sequence[Sequence[float]],
-    theta_bounds: tuple[Sequence[float], Sequence[float]],
-    coef_nonneg: Sequence[bool] | bool = True,
-    coef_upper: Sequence[float] | None = None,
-    loss: str = "soft_l1",
-    f_scale: float | str = "auto",
-    f_scale_grid: Sequence[float] | None = None,
-    sigma: np.ndarray | None = None,
-    n_refine: int = 3,
-    theta0: Sequence[float] | None = None,
-    design_jac: Callable[[np.ndarray], Sequence[np.ndarray]] | None = None,
-    theta_penalty: Callable[[np.ndarray], np.ndarray] | None = None,
-    theta_starts: Sequence[Sequence[float]] | None = None,
-    search_jac: bool = False,
-    require_convergence: bool | None = None,
-) -> EngineResult:
-    """Fit ``y ≈ design(θ) @ c`` robustly (variable projection + joint polish).
+@dataclass(frozen=True)
+class VarproModel:
+    """The model :func:`varpro_fit` fits: y ≈ design(θ) @ c, with θ in ``theta_bounds``.
 
-    Args:
+    Attributes:
       design: θ -> design matrix A (n × k).
-      y: observations (n,).
-      theta_grid: per-θ candidate values; their Cartesian product is the multi-start grid
-        (ignored when ``theta0`` is given: a single local refit, used for perturbation refits).
       theta_bounds: (lower, upper) for θ.
-      coef_nonneg: which linear coefficients are constrained ≥ 0.
-      loss: ``"soft_l1"`` (Ghorbani App. E) or any ``least_squares`` loss, ``"linear"`` = OLS.
-      f_scale: a number, or ``"auto"`` to search ``f_scale_grid`` (default :data:`F_SCALE_GRID`).
-      sigma: optional per-point scale; residuals are divided by it.
-      n_refine: how many of the best grid points are refined locally.
-      theta0: skip the grid and the θ search; polish locally from (θ0, c(θ0)) (perturbation refits).
+      coef_nonneg: which linear coefficients are constrained ≥ 0 (one bool: all of them).
+      coef_upper: upper bounds of the linear coefficients (``None``: none).
       design_jac: θ -> [∂A/∂θ_j]; gives the polish an analytic Jacobian (faster).
       theta_penalty: θ -> non-negative residuals appended to the data residuals, 0 where θ
         satisfies a shape constraint that bounds cannot express (e.g. a monotone f̂); the
-        returned ``residuals`` are the data's alone, ``cost`` includes the penalty. With it the polish
-        uses finite differences (``design_jac`` is ignored).
-      theta_starts: explicit start points, used instead of ``theta_grid``'s Cartesian product
-        (several grids of one law pooled: the best ``n_refine`` of all are refined, one polish).
+        returned ``residuals`` are the data's alone, ``cost`` includes the penalty. With it the
+        polish uses finite differences (``design_jac`` is ignored).
+    """
+
+    design: Design
+    theta_bounds: tuple[Sequence[float], Sequence[float]]
+    coef_nonneg: Sequence[bool] | bool = True
+    coef_upper: Sequence[float] | None = None
+    design_jac: Callable[[np.ndarray], Sequence[np.ndarray]] | None = None
+    theta_penalty: Callable[[np.ndarray], np.ndarray] | None = None
+
+
+@dataclass(frozen=True)
+class VarproOptions:
+    """How :func:`varpro_fit` searches θ and polishes (θ, c) (Ghorbani et al. App. E).
+
+    Attributes:
+      loss: ``"soft_l1"`` (Ghorbani App. E) or any ``least_squares`` loss, ``"linear"`` = OLS.
+      f_scale: a number, or ``"auto"`` to search ``f_scale_grid`` (default :data:`F_SCALE_GRID`).
+      f_scale_grid: the f_scale candidates of ``"auto"``.
+      n_refine: how many of the best grid points are refined locally.
       search_jac: the θ search uses ``design_jac`` too (:func:`_projected_jac`, Kaufman's
         approximation) instead of finite differences, each of which solves the linear problem.
       require_convergence: raise :class:`FitError` when no polish converged (:func:`converged`);
         default: when ``theta0`` is given (a local refit, counted as failed by its sampler).
         Otherwise the best polish is returned with ``success=False``.
     """
+
+    loss: str = "soft_l1"
+    f_scale: float | str = "auto"
+    f_scale_grid: Sequence[float] | None = None
+    n_refine: int = 3
+    search_jac: bool = False
+    require_convergence: bool | None = None
+
+
+def varpro_fit(
+    model: VarproModel,
+    y: np.ndarray,
+    *,
+    theta_grid: Sequence[Sequence[float]],
+    theta_starts: Sequence[Sequence[float]] | None = None,
+    theta0: Sequence[float] | None = None,
+    sigma: np.ndarray | None = None,
+    options: VarproOptions = VarproOptions(),
+) -> EngineResult:
+    """Fit ``y ≈ model.design(θ) @ c`` robustly (variable projection + joint polish).
+
+    Args:
+      model: the design, θ's bounds and the coefficients' constraints (:class:`VarproModel`).
+      y: observations (n,).
+      theta_grid: per-θ candidate values; their Cartesian product is the multi-start grid
+        (ignored when ``theta0`` is given: a single local refit, used for perturbation refits).
+      theta_starts: explicit start points, used instead of ``theta_grid``'s Cartesian product
+        (several grids of one law pooled: the best ``n_refine`` of all are refined, one polish).
+      theta0: skip the grid and the θ search; polish locally from (θ0, c(θ0)) (perturbation
+        refits).
+      sigma: optional per-point scale; residuals are divided by it.
+      options: the robust loss, f_scale and the search (:class:`VarproOptions`).
+    """
+    design, theta_bounds = model.design, model.theta_bounds
+    coef_nonneg, coef_upper = model.coef_nonneg, model.coef_upper
+    design_jac, theta_penalty = model.design_jac, model.theta_penalty
+    loss, f_scale, f_scale_grid = options.loss, options.f_scale, options.f_scale_grid
+    n_refine, search_jac = options.n_refine, options.search_jac
+    require_convergence = options.require_convergence
     y = np.asarray(y, dtype=np.float64)
     lo_t = np.asarray(theta_bounds[0], dtype=np.float64)
     hi_t = np.asarray(theta_bounds[1], dtype=np.float64)

@@ -24,7 +24,7 @@ import fitting.laws.budget.chinchilla_opt as chinchilla_opt
 import fitting.laws.budget.kaplan_nd as kaplan_nd
 import fitting.laws.mixture.dpl as dpl
 from fitting.core.base import FitError
-from fitting.core.engine import F_SCALE_GRID, converged, varpro_fit
+from fitting.core.engine import F_SCALE_GRID, VarproModel, VarproOptions, converged, varpro_fit
 from fitting.core.options import NO_UNCERTAINTY, UncertaintyOptions
 from fitting.laws.budget.chinchilla import fit_chinchilla
 from fitting.laws.budget.chinchilla_joint import fit_joint_chinchilla
@@ -148,13 +148,15 @@ def test_engine_refit_at_the_cap_raises_and_a_main_fit_reports_it(monkeypatch):
     """A local refit (``theta0``) whose polish stops at the cap raises FitError; a main fit
     returns ``success=False``. At 082b6f0 the refit returned its capped iterate."""
     y = 2.0 * np.exp(-1.3 * X) + 0.5 + 0.01 * np.random.default_rng(0).standard_normal(X.size)
-    kw = dict(theta_grid=[np.linspace(0.1, 3, 10)], theta_bounds=([0.01], [5]), f_scale=0.01)
-    assert varpro_fit(_design, y, **kw).success
+    model, grid = VarproModel(_design, theta_bounds=([0.01], [5])), [np.linspace(0.1, 3, 10)]
+    options = VarproOptions(f_scale=0.01)
+    assert varpro_fit(model, y, theta_grid=grid, options=options).success
     _capping(monkeypatch, engine, lambda i, k: True)
-    assert not varpro_fit(_design, y, **kw).success
+    assert not varpro_fit(model, y, theta_grid=grid, options=options).success
     with pytest.raises(FitError, match="did not converge"):
-        varpro_fit(_design, y, theta0=[1.0], **kw)
-    assert not varpro_fit(_design, y, theta0=[1.0], require_convergence=False, **kw).success
+        varpro_fit(model, y, theta_grid=grid, theta0=[1.0], options=options)
+    assert not varpro_fit(model, y, theta_grid=grid, theta0=[1.0],
+                          options=VarproOptions(f_scale=0.01, require_convergence=False)).success
 
 
 def _power_loss(noise=0.002, seed=1):

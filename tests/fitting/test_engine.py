@@ -2,11 +2,21 @@ import numpy as np
 import pytest
 
 from fitting.core.base import FitError, FitResult, json_safe, register_law
-from fitting.core.engine import F_SCALE_GRID, goodness_of_fit, robust_fit, varpro_fit
+from fitting.core.engine import (
+    F_SCALE_GRID,
+    VarproModel,
+    VarproOptions,
+    goodness_of_fit,
+    robust_fit,
+    varpro_fit,
+)
 from fitting.core.options import NO_UNCERTAINTY
 from fitting.core.uncertainty import band_from_samples, summarize_samples
 
 X = np.linspace(0, 4, 30)
+
+#: ordinary least squares
+OLS = VarproOptions(loss="linear")
 
 
 def _design(theta):
@@ -15,23 +25,22 @@ def _design(theta):
 
 def test_varpro_recovers_nonlinear_and_signed_linear_parameters():
     y = 2.0 * np.exp(-1.3 * X) - 0.5  # negative offset: the second coefficient is free
-    res = varpro_fit(_design, y, theta_grid=[np.linspace(0.1, 3, 10)], theta_bounds=([0.01], [5]),
-                     coef_nonneg=[True, False], loss="linear")
+    res = varpro_fit(VarproModel(_design, theta_bounds=([0.01], [5]), coef_nonneg=[True, False]),
+                     y, theta_grid=[np.linspace(0.1, 3, 10)], options=OLS)
     assert res.theta[0] == pytest.approx(1.3, rel=1e-6)
     np.testing.assert_allclose(res.coef, [2.0, -0.5], rtol=1e-6)
     # with both coefficients constrained ≥ 0 the offset cannot go negative
-    res_nn = varpro_fit(_design, y, theta_grid=[np.linspace(0.1, 3, 10)],
-                        theta_bounds=([0.01], [5]), coef_nonneg=True, loss="linear")
+    res_nn = varpro_fit(VarproModel(_design, theta_bounds=([0.01], [5]), coef_nonneg=True), y,
+                        theta_grid=[np.linspace(0.1, 3, 10)], options=OLS)
     assert res_nn.coef[1] >= 0
 
 
 def test_soft_l1_grid_and_outlier():
     y = 2.0 * np.exp(-1.3 * X) + 0.5
     y[5] += 0.3
-    robust = varpro_fit(_design, y, theta_grid=[np.linspace(0.1, 3, 10)],
-                        theta_bounds=([0.01], [5]))
-    ols = varpro_fit(_design, y, theta_grid=[np.linspace(0.1, 3, 10)],
-                     theta_bounds=([0.01], [5]), loss="linear")
+    model = VarproModel(_design, theta_bounds=([0.01], [5]))
+    robust = varpro_fit(model, y, theta_grid=[np.linspace(0.1, 3, 10)])
+    ols = varpro_fit(model, y, theta_grid=[np.linspace(0.1, 3, 10)], options=OLS)
     assert robust.f_scale in F_SCALE_GRID
     assert abs(robust.theta[0] - 1.3) < abs(ols.theta[0] - 1.3)
     # the outlier keeps a large residual under soft_l1 (it is not fitted away)
@@ -89,9 +98,9 @@ def test_search_jacobian_reaches_the_finite_difference_fit_with_fewer_designs():
         def design(theta, key=search_jac):
             calls[key] += 1
             return _two_rates(theta)
-        res[search_jac] = varpro_fit(design, y, theta_grid=[[0.5, 2.0], [0.05, 0.3]],
-                                     theta_bounds=([0.01, 0.01], [5, 5]), loss="linear",
-                                     design_jac=jac, search_jac=search_jac)
+        model = VarproModel(design, theta_bounds=([0.01, 0.01], [5, 5]), design_jac=jac)
+        res[search_jac] = varpro_fit(model, y, theta_grid=[[0.5, 2.0], [0.05, 0.3]],
+                                     options=VarproOptions(loss="linear", search_jac=search_jac))
     np.testing.assert_allclose(res[True].theta, res[False].theta, rtol=1e-3)
     np.testing.assert_allclose(res[True].coef, res[False].coef, rtol=1e-3, atol=1e-6)
     np.testing.assert_allclose(res[True].theta, [2.5, 0.5], rtol=1e-3)
@@ -101,8 +110,9 @@ def test_search_jacobian_reaches_the_finite_difference_fit_with_fewer_designs():
 def test_explicit_starts_replace_the_grid():
     y = 2.0 * np.exp(-1.3 * X) + 0.7 * np.exp(-0.2 * X) + 0.5
     # the grid alone is one point where both rates are equal (the two columns coincide)
-    res = varpro_fit(_two_rates, y, theta_grid=[[3.0], [3.0]], theta_bounds=([0.01, 0.01], [5, 5]),
-                     loss="linear", theta_starts=[[3.0, 3.0], [1.0, 0.1]], n_refine=2)
+    res = varpro_fit(VarproModel(_two_rates, theta_bounds=([0.01, 0.01], [5, 5])), y,
+                     theta_grid=[[3.0], [3.0]], theta_starts=[[3.0, 3.0], [1.0, 0.1]],
+                     options=VarproOptions(loss="linear", n_refine=2))
     assert sorted(res.theta) == pytest.approx([0.2, 1.3], rel=1e-4)
 
 

@@ -24,7 +24,14 @@ from numpy.typing import ArrayLike
 from scipy.optimize import OptimizeResult
 
 from fitting.core.base import FitError, FitResult, fitted_pair, register_law
-from fitting.core.engine import converged, convergence_warning, goodness_of_fit, varpro_fit
+from fitting.core.engine import (
+    VarproModel,
+    VarproOptions,
+    converged,
+    convergence_warning,
+    goodness_of_fit,
+    varpro_fit,
+)
 from fitting.core.options import BacktestOptions, FitOptions, UncertaintyOptions
 from fitting.core.seed_noise import SeedNoise, few_seeds_verdict
 from fitting.core.uncertainty import (
@@ -223,9 +230,10 @@ def _fit_pair_additive(n, d, p, y, *, loss: str, f_scale, theta0=None,
         return [np.column_stack([zero_1, da, zero_w]), np.column_stack([zero_1, zero_w, db])]
 
     lo, hi = EXPONENT_BOUNDS
-    res = varpro_fit(design, y, theta_grid=[_EXPONENT_GRID, _EXPONENT_GRID],
-                     theta_bounds=([lo, lo], [hi, hi]), coef_nonneg=True, loss=loss,
-                     f_scale=f_scale, sigma=y, theta0=theta0, design_jac=design_jac)
+    model = VarproModel(design, theta_bounds=([lo, lo], [hi, hi]), coef_nonneg=True,
+                        design_jac=design_jac)
+    res = varpro_fit(model, y, theta_grid=[_EXPONENT_GRID, _EXPONENT_GRID], theta0=theta0,
+                     sigma=y, options=VarproOptions(loss=loss, f_scale=f_scale))
     if status is not None:
         status.update(converged=converged(res), nfev=res.nfev, message=res.message)
     a, b = (float(t) for t in res.theta)

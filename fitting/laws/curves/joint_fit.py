@@ -18,7 +18,13 @@ from typing import Any
 import numpy as np
 
 from fitting.core.base import FitError, FitResult
-from fitting.core.engine import F_SCALE_GRID, goodness_of_fit, varpro_fit
+from fitting.core.engine import (
+    F_SCALE_GRID,
+    VarproModel,
+    VarproOptions,
+    goodness_of_fit,
+    varpro_fit,
+)
 from fitting.core.uncertainty import perturbation_samples, summarize_samples
 from fitting.laws.curves.runs import Curve
 
@@ -320,10 +326,12 @@ def fit_curve_law(
     def design(theta: np.ndarray) -> np.ndarray:
         return _design(law, feats, sizes, theta, fixed)
 
+    model = VarproModel(design, theta_bounds=(lo, hi))
     fs_grid = CURVE_F_SCALES if f_scale == "auto" else None
     with np.errstate(all="ignore"):
-        res = varpro_fit(design, y - offset, theta_grid=grid, theta_bounds=(lo, hi), sigma=y,
-                         f_scale=f_scale, f_scale_grid=fs_grid, n_refine=n_refine)
+        res = varpro_fit(model, y - offset, theta_grid=grid, sigma=y,
+                         options=VarproOptions(f_scale=f_scale, f_scale_grid=fs_grid,
+                                               n_refine=n_refine))
 
     def params_of(theta: np.ndarray, coef: np.ndarray) -> dict[str, float]:
         names = _size_names(size_terms, fixed) + law.coef_names
@@ -362,8 +370,8 @@ def fit_curve_law(
     if uncertainty == "perturbation" and n_refits > 0:
         def refit(y_new: np.ndarray) -> dict[str, float]:
             with np.errstate(all="ignore"):
-                r = varpro_fit(design, y_new - offset, theta_grid=grid, theta_bounds=(lo, hi),
-                               sigma=y_new, f_scale=res.f_scale, theta0=res.theta)
+                r = varpro_fit(model, y_new - offset, theta_grid=grid, theta0=res.theta,
+                               sigma=y_new, options=VarproOptions(f_scale=res.f_scale))
             out = params_of(r.theta, r.coef)
             return {n: v for n, v in out.items() if n not in fixed}
 

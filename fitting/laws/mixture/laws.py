@@ -22,7 +22,13 @@ from numpy.typing import ArrayLike
 from scipy.optimize import least_squares
 
 from fitting.core.base import FitError, FitResult, register_law
-from fitting.core.engine import goodness_of_fit, require_converged, varpro_fit
+from fitting.core.engine import (
+    VarproModel,
+    VarproOptions,
+    goodness_of_fit,
+    require_converged,
+    varpro_fit,
+)
 from fitting.core.uncertainty import percentile_range
 from fitting.laws.mixture.forms import (
     BUDGET_FORMS,
@@ -80,15 +86,14 @@ def _solve(spec: LawSpec, u, W, y, *, loss, n_refine: int = 2) -> tuple:
     """Robust fit of one target: the start points of every grid of ``spec`` pooled, the best
     ``n_refine`` by projected least-squares cost refined by variable projection, the best of
     those polished robustly (:func:`fitting.core.engine.varpro_fit`)."""
-    kw = dict(theta_bounds=(spec.lo, spec.hi), coef_nonneg=True, loss=loss)
-    if loss == "huber":
-        kw["f_scale"] = _HUBER_DELTA
-    else:
-        kw["f_scale_grid"] = _F_SCALES
+    huber = loss == "huber"
+    model = VarproModel(lambda th: spec.design(th, u, W), theta_bounds=(spec.lo, spec.hi),
+                        coef_nonneg=True, design_jac=lambda th: spec.jac(th, u, W))
     starts = [list(t) for grid in spec.grids for t in itertools.product(*grid)]
-    return varpro_fit(lambda th: spec.design(th, u, W), y, theta_grid=spec.grids[0],
-                      theta_starts=starts, n_refine=n_refine,
-                      design_jac=lambda th: spec.jac(th, u, W), search_jac=True, **kw)
+    return varpro_fit(model, y, theta_grid=spec.grids[0], theta_starts=starts,
+                      options=VarproOptions(loss=loss, f_scale=_HUBER_DELTA if huber else "auto",
+                                            f_scale_grid=None if huber else _F_SCALES,
+                                            n_refine=n_refine, search_jac=True))
 
 
 @register_law("mixture")

@@ -22,7 +22,13 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from fitting.core.base import FitError, FitResult, TableRequest, register_law
-from fitting.core.engine import convergence_warning, goodness_of_fit, varpro_fit
+from fitting.core.engine import (
+    VarproModel,
+    VarproOptions,
+    convergence_warning,
+    goodness_of_fit,
+    varpro_fit,
+)
 from fitting.core.options import BacktestOptions, FitOptions, UncertaintyOptions, options_meta
 from fitting.core.uncertainty import (
     band_from_samples,
@@ -177,11 +183,11 @@ def fit_bivariate_law(
             z = np.zeros_like(a_e)
             return [np.column_stack([a_e * g, z]), np.column_stack([a_d * g, z])]
 
-        res = varpro_fit(design, yv, theta_grid=[_P_GRID, _P_GRID],
-                         theta_bounds=([1e-4, 1e-4], [5.0, 5.0]), coef_nonneg=True,
-                         loss=fit_options.robust_loss, f_scale=fs, theta0=theta0,
-                         design_jac=design_jac,
-                         require_convergence=refit or theta0 is not None)
+        model = VarproModel(design, theta_bounds=([1e-4, 1e-4], [5.0, 5.0]), coef_nonneg=True,
+                            design_jac=design_jac)
+        res = varpro_fit(model, yv, theta_grid=[_P_GRID, _P_GRID], theta0=theta0,
+                         options=VarproOptions(loss=fit_options.robust_loss, f_scale=fs,
+                                               require_convergence=refit or theta0 is not None))
         q = {"alpha": float(res.coef[0]), "p_e": float(res.theta[0]),
              "p_d": float(res.theta[1]), "l_inf": float(res.coef[1])}
         return q, res

@@ -20,7 +20,13 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from fitting.core.base import FitError, FitResult, TableRequest, fitted_pair, register_law
-from fitting.core.engine import convergence_warning, goodness_of_fit, varpro_fit
+from fitting.core.engine import (
+    VarproModel,
+    VarproOptions,
+    convergence_warning,
+    goodness_of_fit,
+    varpro_fit,
+)
 from fitting.core.options import BacktestOptions, FitOptions, UncertaintyOptions, options_meta
 from fitting.core.uncertainty import (
     bootstrap_samples,
@@ -205,9 +211,10 @@ def _fit_pair(n, p, y, *, form, loss, f_scale, theta0=None, constrained=True, re
         upper = 1.0 if constrained else (0.999 / (1.0 - pmin) if pmin < 1 else 1.0)
         lo, hi = [1e-4, 0.0], [5.0, upper]
         grid = [_ALPHA_STARTS, [0.2, 0.5, 0.8, 0.95]]
-    res = varpro_fit(design, y, theta_grid=grid, theta_bounds=(lo, hi), coef_nonneg=True,
-                     loss=loss, f_scale=f_scale, theta0=theta0, n_refine=4,
-                     theta_penalty=penalty, require_convergence=refit or theta0 is not None)
+    model = VarproModel(design, theta_bounds=(lo, hi), coef_nonneg=True, theta_penalty=penalty)
+    res = varpro_fit(model, y, theta_grid=grid, theta0=theta0,
+                     options=VarproOptions(loss=loss, f_scale=f_scale, n_refine=4,
+                                           require_convergence=refit or theta0 is not None))
     if report is not None:
         report["result"] = res
     t = res.theta

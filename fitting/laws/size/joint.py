@@ -20,7 +20,13 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from fitting.core.base import FitError, FitResult, TableRequest, fitted_pair, register_law
-from fitting.core.engine import convergence_warning, goodness_of_fit, varpro_fit
+from fitting.core.engine import (
+    VarproModel,
+    VarproOptions,
+    convergence_warning,
+    goodness_of_fit,
+    varpro_fit,
+)
 from fitting.core.options import BacktestOptions, FitOptions, UncertaintyOptions, options_meta
 from fitting.core.uncertainty import (
     bootstrap_samples,
@@ -189,13 +195,14 @@ def _fit_pair(n, p, y, *, loss, f_scale, alpha0=None, alpha_bounds=ALPHA_BOUNDS,
         d = onehot * (-logu * np.power(u, -theta[0]))[:, None]
         return [np.column_stack([d, np.zeros_like(u)])]
 
+    model = VarproModel(design, theta_bounds=([alpha_bounds[0]], [alpha_bounds[1]]),
+                        coef_nonneg=True, design_jac=design_jac)
     res = varpro_fit(
-        design, y,
+        model, y,
         theta_grid=[ALPHA_GRID[(ALPHA_GRID > alpha_bounds[0]) & (ALPHA_GRID < alpha_bounds[1])]],
-        theta_bounds=([alpha_bounds[0]], [alpha_bounds[1]]),
-        coef_nonneg=True, loss=loss, f_scale=f_scale,
-        theta0=None if alpha0 is None else [alpha0], design_jac=design_jac,
-        require_convergence=refit or alpha0 is not None,
+        theta0=None if alpha0 is None else [alpha0],
+        options=VarproOptions(loss=loss, f_scale=f_scale,
+                              require_convergence=refit or alpha0 is not None),
     )
     a = float(res.theta[0])
     betas = {float(w): float(res.coef[j] * n_ref**a) for j, w in enumerate(ws)}

@@ -19,7 +19,14 @@ import numpy as np
 import pandas as pd
 
 from fitting.core.base import FitError, FitResult, TableRequest, register_law
-from fitting.core.engine import EngineResult, convergence_warning, goodness_of_fit, varpro_fit
+from fitting.core.engine import (
+    EngineResult,
+    VarproModel,
+    VarproOptions,
+    convergence_warning,
+    goodness_of_fit,
+    varpro_fit,
+)
 from fitting.core.options import BacktestOptions, FitOptions, UncertaintyOptions, options_meta
 from fitting.core.uncertainty import (
     band_from_samples,
@@ -167,16 +174,16 @@ def _fit_core(
     def design_jac(theta: np.ndarray) -> list[np.ndarray]:
         return [np.column_stack([-logu * np.power(u, -theta[0]), np.zeros_like(u)])]
 
+    model = VarproModel(design, theta_bounds=([alpha_bounds[0]], [alpha_bounds[1]]),
+                        coef_nonneg=True,
+                        coef_upper=None if l_inf_max is None else [np.inf, l_inf_max],
+                        design_jac=design_jac)
     res = varpro_fit(
-        design, y,
+        model, y,
         theta_grid=[ALPHA_GRID[(ALPHA_GRID > alpha_bounds[0]) & (ALPHA_GRID < alpha_bounds[1])]],
-        theta_bounds=([alpha_bounds[0]], [alpha_bounds[1]]),
-        coef_nonneg=True,
-        coef_upper=None if l_inf_max is None else [np.inf, l_inf_max],
-        loss=loss, f_scale=f_scale,
         theta0=None if alpha0 is None else [alpha0],
-        design_jac=design_jac,
-        require_convergence=refit or alpha0 is not None,
+        options=VarproOptions(loss=loss, f_scale=f_scale,
+                              require_convergence=refit or alpha0 is not None),
     )
     alpha = float(res.theta[0])
     beta = float(res.coef[0] * x_ref**alpha)
