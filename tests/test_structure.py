@@ -238,7 +238,6 @@ def test_no_folder_of_fitting_mixes_command_lines_with_report_sections():
 #: take its settings as an options object (as ``write_report`` takes ``ReportOptions``); the list
 #: only shrinks
 KEYWORD_HEAVY = {
-    "fit_curve_law": 10,
     "compare_mixture_laws": 9, "predictive_interval": 9,
 }
 MAX_KEYWORDS = 8

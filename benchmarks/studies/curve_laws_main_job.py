@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 from benchmarks.common import machine  # noqa: E402
 from fitting.data.rundirs import collect_runs  # noqa: E402
 from fitting.laws.curves.branches import BranchPredictions, predict_branch_ends  # noqa: E402
+from fitting.laws.curves.joint_fit import CurveFitOptions  # noqa: E402
 from fitting.laws.curves.runs import Curve, curves_from_table  # noqa: E402
 
 #: (name, law, fit set, loss, λ or None, first step fitted)
@@ -108,11 +109,11 @@ def run_variant(sets: dict, variant: tuple, stable_until: float) -> list[BranchP
     res = []
     for pair in sets["train"]:
         res.append(predict_branch_ends(
-            sets[src][pair], law=law, from_step=start,
+            sets[src][pair], law=law, options=CurveFitOptions(from_step=start),
             stable_until=None if fit_set == "parent" else stable_until,
             fit_branches="middle" if fit_set == "middle" else (),
             targets=sets["val"][pair] if ">val" in loss else None,
-            offset=loss in ("train>val", "nowin>val+offset"), **kw))
+            offset=loss in ("train>val", "nowin>val+offset"), law_params=kw))
     return res
 
 

@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 
 from benchmarks.common import SHARED_DATA, machine  # noqa: E402
 from fitting.laws.curves.annealing import fit_annealing_law  # noqa: E402
-from fitting.laws.curves.joint_fit import heldout_errors  # noqa: E402
+from fitting.laws.curves.joint_fit import CurveFitOptions, heldout_errors  # noqa: E402
 from fitting.laws.curves.multipower import fit_multipower_law  # noqa: E402
 from fitting.laws.curves.runs import Curve  # noqa: E402
 
@@ -182,7 +182,7 @@ def cross_size(split: dict, law: str, curves: dict[str, Curve], from_step: float
     for name, kw in TWO_SIZE_ASSUMPTIONS.items():
         rows = []
         for pair in size_pairs(split, curves):
-            r = evaluate({**pair, "size_terms": True}, law, curves, from_step, **kw)
+            r = evaluate({**pair, "size_terms": True}, law, curves, from_step, kw)
             rows.append({"fit_sizes_M": [round(n / 1e6) for n in pair["sizes"]],
                          "predict_size_M": round(pair["target"] / 1e6),
                          **{k: r[k] for k in ("n_heldout", "heldout_mean_rel_err",
@@ -198,11 +198,13 @@ def cross_size(split: dict, law: str, curves: dict[str, Curve], from_step: float
 
 
 def evaluate(split: dict, law: str, curves: dict[str, Curve], from_step: float,
-             **fit_kwargs: float) -> dict:
-    """Fit ``law`` on the split's fitted curves, predict its held-out runs."""
+             given: dict[str, float] | None = None) -> dict:
+    """Fit ``law`` on the split's fitted curves (``given``: the size parameters fixed), predict
+    its held-out runs."""
     t0 = time.perf_counter()
-    fit = FITS[law](split["fit"], from_step=from_step, size_terms=split.get("size_terms", False),
-                    **fit_kwargs)
+    options = CurveFitOptions(from_step=from_step, size_terms=split.get("size_terms", False),
+                              **(given or {}))
+    fit = FITS[law](split["fit"], options=options)
     secs = time.perf_counter() - t0
     errs = {r: heldout_errors(fit, curves[r]) for r in split["heldout"]}
     means = [e["mean"] for e in errs.values()]

@@ -27,7 +27,7 @@ import numpy as np
 from fitting.core.base import FitError
 from fitting.data.tables import read_table
 from fitting.laws.curves.annealing import fit_annealing_law
-from fitting.laws.curves.joint_fit import heldout_errors, size_constraints
+from fitting.laws.curves.joint_fit import CurveFitOptions, heldout_errors, size_constraints
 from fitting.laws.curves.multipower import fit_multipower_law
 from fitting.laws.curves.runs import check_runs, curve_loss_metric, curves_from_table
 
@@ -73,9 +73,9 @@ def curves_command(args: argparse.Namespace) -> dict[str, Any]:
             "(a given) to fit across the two sizes under that assumption, or --size-terms off "
             "for one L0 shared by both sizes", column="n")
     unc = None if args.uncertainty == "none" else args.uncertainty
-    fit = CURVE_LAWS[args.law](fitted, size_terms=size_terms, fixed_e=fixed_e,
-                               size_exponent=exponent, from_step=args.from_step,
-                               uncertainty=unc, n_refits=args.n_refits, seed=args.seed)
+    fit = CURVE_LAWS[args.law](fitted, options=CurveFitOptions(
+        size_terms=size_terms, fixed_e=fixed_e, size_exponent=exponent, from_step=args.from_step,
+        uncertainty=unc, n_refits=args.n_refits, seed=args.seed))
     if late:
         fit.warnings.append(f"{len(late)} run(s) left out of the fit: their learning rate is "
                             f"logged from late in the run on (e.g. {late[0]!r}; a branch without "

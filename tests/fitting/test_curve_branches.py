@@ -14,12 +14,15 @@ import pytest
 from fitting.core.base import FitError
 from fitting.laws.curves.annealing import AnnealingLawFit
 from fitting.laws.curves.branches import branch_families, predict_branch_ends
+from fitting.laws.curves.joint_fit import CurveFitOptions
 from fitting.laws.curves.runs import Curve, curves_from_table
 
 TRUTH = AnnealingLawFit(law="lr_annealing", lam=0.9,
                         params={"L0": 0.15, "A": 1.5, "alpha": 0.7, "C": 0.06})
 T, WARMUP = 1000, 100
 BRANCHES = {450: 500, 600: 667, 750: 833}
+#: the annealing law fitted from step 200 with the truth's λ
+FROM_200 = {"options": CurveFitOptions(from_step=200), "law_params": {"lam": 0.9}}
 
 
 def rate(s: np.ndarray, end: int, cooldown: int) -> np.ndarray:
@@ -98,12 +101,12 @@ def test_branch_ends_predicted_from_the_parent_with_the_window(table):
     training-loss row to 0.1 % when the row is read as its window's mean; read as the loss at
     its step (loss_window=0), the ~5-step lag of every row costs 0.5–1 % at the ends of
     the short cool-downs."""
-    res = predict_branch_ends(curves_from_table(table), from_step=200, lam=0.9)
+    res = predict_branch_ends(curves_from_table(table), **FROM_200)
     s = res.summary()
     assert s["n"] == 3 and s["worst_abs"] < 1e-3
     assert [e.run for e in res.tested()] == ["parent_cd450", "parent_cd600", "parent_cd750"]
     assert res.fits["parent"].params["C"] == pytest.approx(0.06, rel=0.02)
-    old = predict_branch_ends(curves_from_table(table, loss_window=0), from_step=200, lam=0.9)
+    old = predict_branch_ends(curves_from_table(table, loss_window=0), **FROM_200)
     assert old.summary()["worst_abs"] > 5e-3
 
 
@@ -112,16 +115,16 @@ def test_validation_ends_from_a_training_fit_with_the_offset(table):
     fit on the training loss adds the gap it measures at the parent's evaluations."""
     train = curves_from_table(table)
     val = curves_from_table(table, loss_metric="loss", eval_set="validation", pair="en-de")
-    res = predict_branch_ends(train, targets=val, offset=True, from_step=200, lam=0.9)
+    res = predict_branch_ends(train, targets=val, offset=True, **FROM_200)
     assert res.offsets["parent"] == pytest.approx(0.02, abs=2e-4)
     assert res.summary()["worst_abs"] < 2e-3
-    plain = predict_branch_ends(train, targets=val, from_step=200, lam=0.9)
+    plain = predict_branch_ends(train, targets=val, **FROM_200)
     assert plain.summary()["mean"] < -0.05   # 0.02 below losses of ~0.2–0.3
 
 
 def test_stable_phase_and_one_branch_mark_what_was_fitted(table):
     res = predict_branch_ends(curves_from_table(table), stable_until=800, fit_branches="middle",
-                              from_step=200, lam=0.9)
+                              **FROM_200)
     fitted = {e.run: e.fitted for e in res.ends}
     assert fitted == {"parent": False, "parent_cd450": False, "parent_cd600": True,
                       "parent_cd750": False}

@@ -11,7 +11,7 @@ import pytest
 from fitting.cli import main
 from fitting.core.base import FitError, FitResult
 from fitting.laws.curves.annealing import AnnealingLawFit, fit_annealing_law
-from fitting.laws.curves.joint_fit import heldout_errors
+from fitting.laws.curves.joint_fit import CurveFitOptions, heldout_errors
 from fitting.laws.curves.multipower import MultiPowerLawFit, fit_multipower_law
 from fitting.laws.curves.runs import Curve, curves_from_table
 from fitting.laws.curves.schedule import (
@@ -91,7 +91,7 @@ def test_reduction_sum_matches_the_definition_step_by_step():
 def test_annealing_law_recovers_parameters_and_predicts_heldout_schedule():
     truth = AnnealingLawFit(law="lr_annealing", params=dict(ANNEAL))
     fit = fit_annealing_law([make(truth, "wsd", wsd(0.2)), make(truth, "cos", cosine())],
-                            uncertainty="perturbation", n_refits=5)
+                            options=CurveFitOptions(uncertainty="perturbation", n_refits=5))
     for k, v in ANNEAL.items():
         assert fit.params[k] == pytest.approx(v, rel=1e-4), k
     assert fit.limits["L_inf"] == pytest.approx(2.0, rel=1e-4)
@@ -259,7 +259,7 @@ def test_two_sizes_predict_a_third_under_a_true_assumption(given):
     """Curves of a law with known E = 1.5 and a = 0.4 at two sizes: with either given (true),
     the other size parameters are recovered and larger sizes' curves predicted to < 0.1 %."""
     truth = _sized_truth()
-    fit = fit_annealing_law(_two_sizes(truth), **given)
+    fit = fit_annealing_law(_two_sizes(truth), options=CurveFitOptions(**given))
     assert fit.size_terms
     fixed = {"E": 1.5} if "fixed_e" in given else {"a": 0.4}
     assert fit.size_fixed == fixed and fit.meta["size_terms"]["fixed"] == fixed
@@ -279,7 +279,7 @@ def test_two_sizes_a_false_assumption_mispredicts_the_third():
     two sizes yet misses 1e8's curve by more than 1 % (the test would pass for any E if the
     fixed value were ignored)."""
     truth = _sized_truth()
-    fit = fit_annealing_law(_two_sizes(truth), fixed_e=0.0)
+    fit = fit_annealing_law(_two_sizes(truth), options=CurveFitOptions(fixed_e=0.0))
     assert fit.params["E"] == 0.0 and "E fixed at 0" in fit.meta["size_terms"]["assumption"]
     assert heldout_errors(fit, make(truth, "big", wsd(0.5), n=1e8))["mean"] > 0.01
 
@@ -288,19 +288,20 @@ def test_two_sizes_without_an_assumption_name_the_flags():
     truth = _sized_truth()
     with pytest.raises(FitError, match=r"at least 3 distinct sizes; the runs have 2: add "
                                        r"--fixed-e VALUE.* or --size-exponent VALUE"):
-        fit_annealing_law(_two_sizes(truth), size_terms=True)
+        fit_annealing_law(_two_sizes(truth), options=CurveFitOptions(size_terms=True))
     assert not fit_annealing_law(_two_sizes(truth)).size_terms  # auto: off, as before
     one = _two_sizes(truth, sizes=(1e6,))
     with pytest.raises(FitError, match="the runs have 1: add --size-exponent VALUE"):
-        fit_annealing_law(one, fixed_e=1.5)
-    assert fit_annealing_law(one, fixed_e=1.5, size_exponent=0.4).params["A_N"] == \
+        fit_annealing_law(one, options=CurveFitOptions(fixed_e=1.5))
+    both = CurveFitOptions(fixed_e=1.5, size_exponent=0.4)
+    assert fit_annealing_law(one, options=both).params["A_N"] == \
         pytest.approx(300.0, rel=1e-3)  # both given: one size identifies A_N
     with pytest.raises(FitError, match="constrain the size terms"):
-        fit_annealing_law(one, fixed_e=1.5, size_terms=False)
+        fit_annealing_law(one, options=CurveFitOptions(fixed_e=1.5, size_terms=False))
     with pytest.raises(FitError, match="size exponent a must be finite and > 0"):
-        fit_annealing_law(one, size_exponent=-1.0)
+        fit_annealing_law(one, options=CurveFitOptions(size_exponent=-1.0))
     with pytest.raises(FitError, match="fixed E needs an additive law.*--size-exponent"):
-        fit_annealing_law(one, form="relative", fixed_e=1.5)
+        fit_annealing_law(one, form="relative", options=CurveFitOptions(fixed_e=1.5))
 
 
 def _sized_table(path, sizes):
@@ -401,12 +402,12 @@ def test_relative_form_predicts_cooled_ends_where_eq1_cannot():
     truth = AnnealingLawFit(law="lr_annealing", lam=0.8, form="relative",
                             params={"L0": 0.2, "A": 20.0, "alpha": 0.7, "C": 2.0})
     fam = rsqrt_family(truth)
-    kw = dict(stable_until=800, fit_branches="middle", from_step=400, lam=0.8)
-    rel = predict_branch_ends(fam, form="relative", **kw)
+    kw = dict(stable_until=800, fit_branches="middle", options=CurveFitOptions(from_step=400))
+    rel = predict_branch_ends(fam, law_params={"lam": 0.8, "form": "relative"}, **kw)
     for k, v in truth.params.items():
         assert rel.fits["p"].params[k] == pytest.approx(v, rel=1e-3), k
     assert rel.summary()["n"] == 3 and rel.summary()["worst_abs"] < 1e-4
-    old = predict_branch_ends(fam, **kw)  # eq. 1 (form="additive")
+    old = predict_branch_ends(fam, law_params={"lam": 0.8}, **kw)  # eq. 1 (form="additive")
     assert old.summary()["worst_abs"] > 0.01
     back = FitResult.from_json(json.loads(json.dumps(rel.fits["p"].to_json())))
     assert isinstance(back, AnnealingLawFit) and back.form == "relative"

@@ -31,6 +31,7 @@ from fitting.laws.budget.chinchilla_joint import fit_joint_chinchilla, leave_lar
 from fitting.laws.curves.annealing import AnnealingLawFit
 from fitting.laws.curves.branches import predict_branch_ends
 from fitting.laws.curves.early_stop import predict_stopped_end
+from fitting.laws.curves.joint_fit import CurveFitOptions
 from fitting.laws.curves.learning_curve import cooldown_start
 from fitting.laws.curves.runs import Curve
 from fitting.report.fewer_branches import verdict as fewer_verdict
@@ -167,8 +168,9 @@ def _cooldown_draw(rng: np.random.Generator, off: float) -> str:
         stable = cooldown_start(curves[run].lr_steps, curves[run].lr)
         start = FROM_FRACTION * float(curves[run].steps.max())
         res = predict_branch_ends(curves, law="lr_annealing", stable_until=stable,
-                                  fit_branches=FIT_BRANCHES, from_step=start, lam=CURVE_LAMBDA,
-                                  form=CURVE_FORM, max_points=60)
+                                  fit_branches=FIT_BRANCHES,
+                                  options=CurveFitOptions(from_step=start, max_points=60),
+                                  law_params={"lam": CURVE_LAMBDA, "form": CURVE_FORM})
         fit = res.fits[run]
         errors += [e.error for e in res.tested() if e.run != run]
         scatter.append((family_residuals(fit, curves, run, stable, start), len(fit.params)))

@@ -13,12 +13,11 @@ why the report uses it: docs/reference/laws.md, "Schedule-aware curve laws".
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from fitting.core.base import FitError, register_law
-from fitting.laws.curves.joint_fit import CurveLaw, ScheduleLawFit, fit_curve_law
+from fitting.laws.curves.joint_fit import CurveFitOptions, CurveLaw, ScheduleLawFit, fit_curve_law
 from fitting.laws.curves.runs import Curve
 from fitting.laws.curves.schedule import DEFAULT_LAMBDA, annealing_area, forward_area
 
@@ -97,10 +96,11 @@ class AnnealingLawFit(ScheduleLawFit):
 
 
 def fit_annealing_law(curves: dict[str, Curve] | list[Curve], *, lam: float = DEFAULT_LAMBDA,
-                      form: str = "additive", **kwargs: Any) -> AnnealingLawFit:
+                      form: str = "additive",
+                      options: CurveFitOptions = CurveFitOptions()) -> AnnealingLawFit:
     """Fit Tissue et al.'s eq. 1 (``form="additive"``) or its relative form
-    (``form="relative"``, docs/reference/laws.md) jointly to ``curves`` ({run: Curve} or a list);
-    keyword options as :func:`fitting.laws.curves.joint_fit.fit_curve_law` (``size_terms``,
-    ``fixed_e`` (eq. 1 only), ``size_exponent``, ``from_step``, ``max_points``, ``f_scale``, ``uncertainty``, ``n_refits``, ``seed``)."""
-    out = fit_curve_law(AnnealingLaw(lam, form), curves, **kwargs)
+    (``form="relative"``, docs/reference/laws.md) jointly to ``curves`` ({run: Curve} or a list)
+    as ``options`` say (:class:`~fitting.laws.curves.joint_fit.CurveFitOptions`; ``fixed_e``
+    with eq. 1 only)."""
+    out = fit_curve_law(AnnealingLaw(lam, form), curves, options=options)
     return AnnealingLawFit(law="lr_annealing", lam=float(lam), form=form, **out)

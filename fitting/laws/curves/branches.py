@@ -18,7 +18,8 @@ phase alone cannot tell how much a cool-down gains.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +27,7 @@ import numpy as np
 
 from fitting.core.base import FitError
 from fitting.laws.curves.annealing import fit_annealing_law
-from fitting.laws.curves.joint_fit import ScheduleLawFit
+from fitting.laws.curves.joint_fit import CurveFitOptions, ScheduleLawFit
 from fitting.laws.curves.multipower import fit_multipower_law
 from fitting.laws.curves.runs import Curve
 
@@ -140,17 +141,19 @@ def predict_branch_ends(
     fit_branches: Sequence[str] | str = (),
     targets: dict[str, Curve] | None = None,
     offset: bool = False,
-    from_step: float = 0.0,
-    **fit_kwargs: Any,
+    options: CurveFitOptions = CurveFitOptions(),
+    law_params: Mapping[str, Any] | None = None,
 ) -> BranchPredictions:
     """Fit ``law`` on each parent's curve (its losses up to ``stable_until``; None = all of it,
     its own cool-down included) and the branches ``fit_branches`` names (``"middle"``: the
     middle one of each family), and predict every run's cooled-down end (module docstring).
 
     ``targets`` ({run: Curve}, default ``curves``): the losses judged, at each run's last
-    target step; ``offset``: add their median gap to the law on the fitted runs. ``from_step``
-    and further keywords go to the law's fit (``lam`` for ``lr_annealing``). A family whose
-    fit fails is listed in ``failed``, the others go on."""
+    target step; ``offset``: add their median gap to the law on the fitted runs. ``options`` go
+    to the law's fit without size terms; ``law_params`` are the law's own parameters (``lam``
+    and ``form`` of ``lr_annealing``, ``max_knots`` of ``multi_power``). A family whose fit
+    fails is listed in ``failed``, the others go on."""
+    fit_options = dataclasses.replace(options, size_terms=False)
     if law not in BRANCH_LAWS:
         raise FitError(f"law must be one of {sorted(BRANCH_LAWS)}, got {law!r}", column="law")
     fams = branch_families(curves)
@@ -160,13 +163,13 @@ def predict_branch_ends(
     targets = curves if targets is None else targets
     out = BranchPredictions(law=law, settings={
         "stable_until": stable_until, "fit_branches": fit_branches if isinstance(
-            fit_branches, str) else list(fit_branches), "from_step": float(from_step),
+            fit_branches, str) else list(fit_branches), "from_step": float(options.from_step),
         "offset": bool(offset)})
     for parent, branches in fams.items():
         chosen = _chosen(branches, fit_branches)
         fitted = [_cut(curves[parent], stable_until)] + [curves[b] for b in chosen]
         try:
-            fit = BRANCH_LAWS[law](fitted, from_step=from_step, size_terms=False, **fit_kwargs)
+            fit = BRANCH_LAWS[law](fitted, options=fit_options, **(law_params or {}))
             gap = _offset(fit, fitted, targets) if offset else 0.0
         except FitError as err:
             out.failed[parent] = str(err)

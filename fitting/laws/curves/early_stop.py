@@ -23,6 +23,7 @@ import pandas as pd
 
 from fitting.core.base import FitError
 from fitting.laws.curves.annealing import fit_annealing_law
+from fitting.laws.curves.joint_fit import CurveFitOptions
 from fitting.laws.curves.learning_curve import cooldown_start
 from fitting.laws.curves.runs import Curve
 
@@ -130,8 +131,9 @@ def fit_run_curve(curves: dict[str, Curve], run: str, stop: float, *,
     branches = sorted((r for r, b in curves.items() if b.parent == run and b.steps.size
                        and b.branch_step <= stop), key=lambda r: curves[r].branch_step)
     fitted = [_cut(c, stop, from_step)] + [curves[b] for b in branches]
-    fit = fit_annealing_law(fitted, lam=lam, form=form, from_step=from_step,
-                            max_points=max_points, size_terms=False)
+    fit = fit_annealing_law(fitted, lam=lam, form=form,
+                            options=CurveFitOptions(size_terms=False, from_step=from_step,
+                                                    max_points=max_points))
     gap, points = _offset(fit, fitted, curves if targets is None else targets, from_step)
     return fit, gap, points, branches
 

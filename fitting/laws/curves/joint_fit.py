@@ -28,7 +28,7 @@ from fitting.core.engine import (
 from fitting.core.uncertainty import perturbation_samples, summarize_samples
 from fitting.laws.curves.runs import Curve
 
-__all__ = ["CurveLaw", "ScheduleLawFit", "fit_curve_law", "heldout_errors", "CURVE_F_SCALES",
+__all__ = ["CurveLaw", "CurveFitOptions", "ScheduleLawFit", "fit_curve_law", "heldout_errors", "CURVE_F_SCALES",
            "WindowFeatures", "curve_features", "law_columns", "WINDOW_SAMPLES",
            "SIZE_ASSUMPTIONS", "size_constraints", "size_assumption_text", "sizes_needed"]
 
@@ -254,34 +254,52 @@ def _sizes_error(n_sizes: int, fixed: dict[str, float]) -> FitError:
                     f"{how}, or fit runs of more sizes", column="n")
 
 
+@dataclass(frozen=True)
+class CurveFitOptions:
+    """How a schedule law is fitted to learning curves (:func:`fit_curve_law`).
+
+    Attributes:
+      size_terms: L0(N) = E + A_N·N^−a across sizes: None = on when the runs have at least 3
+        distinct sizes N, or when ``fixed_e`` or ``size_exponent`` is given (every run needs its
+        N then).
+      fixed_e / size_exponent: E / a of L0(N) given, not fitted, so that fewer sizes identify it
+        (module docstring); ``fixed_e`` needs an additive law (g = 1).
+      from_step: the first step fitted (after each run's warm-up).
+      max_points: losses per run, thinned evenly in step.
+      f_scale: the soft_l1 scale, or ``"auto"`` (:data:`CURVE_F_SCALES`).
+      uncertainty: None or ``"perturbation"`` (losses × (1 + 0.01 ε), Fernandes fn. 5).
+      n_refits / seed: the perturbation refits and their seed.
+      n_refine: grid points refined by the θ search (:class:`~fitting.core.engine.VarproOptions`).
+    """
+
+    size_terms: bool | None = None
+    fixed_e: float | None = None
+    size_exponent: float | None = None
+    from_step: float = 0.0
+    max_points: int = 200
+    f_scale: float | str = "auto"
+    uncertainty: str | None = None
+    n_refits: int = 20
+    seed: int = 0
+    n_refine: int = 3
+
+
 def fit_curve_law(
     law: CurveLaw,
     curves: dict[str, Curve] | list[Curve],
     *,
-    size_terms: bool | None = None,
-    fixed_e: float | None = None,
-    size_exponent: float | None = None,
-    from_step: float = 0.0,
-    max_points: int = 200,
-    f_scale: float | str = "auto",
-    uncertainty: str | None = None,
-    n_refits: int = 20,
-    seed: int = 0,
-    n_refine: int = 3,
+    options: CurveFitOptions = CurveFitOptions(),
 ) -> dict[str, Any]:
-    """Fit ``law`` jointly to ``curves``; the pieces each law's result is built from.
-
-    ``size_terms``: None = on when the runs have at least 3 distinct sizes N, or when
-    ``fixed_e`` or ``size_exponent`` is given (every run needs its N then). ``fixed_e`` /
-    ``size_exponent``: E / a of L0(N) = E + A_N·N^−a given, not fitted, so that fewer sizes
-    identify it (module docstring); ``fixed_e`` needs an additive law (g = 1).
-    ``uncertainty``: None or ``"perturbation"``. Returns params (fixed ones included),
-    stderr, intervals (fitted ones only), goodness, n_points, warnings, meta, limits,
-    size_fixed."""
+    """Fit ``law`` jointly to ``curves`` as ``options`` say; the pieces each law's result is
+    built from. Returns params (fixed ones included), stderr, intervals (fitted ones only),
+    goodness, n_points, warnings, meta, limits, size_fixed."""
+    size_terms, from_step, max_points = options.size_terms, options.from_step, options.max_points
+    f_scale, uncertainty, n_refine = options.f_scale, options.uncertainty, options.n_refine
+    n_refits, seed = options.n_refits, options.seed
     cs = list(curves.values()) if isinstance(curves, dict) else list(curves)
     if not cs:
         raise FitError("no curves to fit", column="run")
-    fixed = size_constraints(fixed_e, size_exponent)
+    fixed = size_constraints(options.fixed_e, options.size_exponent)
     if "E" in fixed and not law.additive:
         raise FitError(f"{law.name}: a fixed E needs an additive law (this form multiplies the "
                        "constant by exp(−C·S2)); give the size exponent instead "

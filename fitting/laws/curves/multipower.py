@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from fitting.core.base import register_law
-from fitting.laws.curves.joint_fit import CurveLaw, ScheduleLawFit, fit_curve_law
+from fitting.laws.curves.joint_fit import CurveFitOptions, CurveLaw, ScheduleLawFit, fit_curve_law
 from fitting.laws.curves.runs import Curve
 from fitting.laws.curves.schedule import reduction_knots, reduction_sum
 
@@ -81,8 +81,8 @@ class MultiPowerLawFit(ScheduleLawFit):
 
 
 def fit_multipower_law(curves: dict[str, Curve] | list[Curve], *, max_knots: int = 400,
-                       **kwargs: Any) -> MultiPowerLawFit:
-    """Fit Luo et al.'s Multi-Power Law jointly to ``curves``; keyword options as
-    :func:`fitting.laws.curves.joint_fit.fit_curve_law`."""
-    out = fit_curve_law(MultiPowerLaw(max_knots), curves, **kwargs)
+                       options: CurveFitOptions = CurveFitOptions()) -> MultiPowerLawFit:
+    """Fit Luo et al.'s Multi-Power Law jointly to ``curves`` as ``options`` say
+    (:class:`~fitting.laws.curves.joint_fit.CurveFitOptions`)."""
+    out = fit_curve_law(MultiPowerLaw(max_knots), curves, options=options)
     return MultiPowerLawFit(law="multi_power", max_knots=int(max_knots), **out)

@@ -55,6 +55,7 @@ import numpy as np
 from fitting import plots
 from fitting.core.base import FitError
 from fitting.laws.curves.branches import BranchPredictions, branch_families, predict_branch_ends
+from fitting.laws.curves.joint_fit import CurveFitOptions
 from fitting.laws.curves.learning_curve import cooldown_start
 from fitting.laws.curves.runs import (
     PROBE_METRIC,
@@ -124,8 +125,9 @@ def _family(curves: dict[str, Curve], parent: str, branches: list[str], lam: flo
     fam = {r: curves[r] for r in [parent, *branches]}
     tg = None if targets is None else {r: targets[r] for r in fam if r in targets}
     res = predict_branch_ends(fam, law="lr_annealing", stable_until=stable,
-                              fit_branches=FIT_BRANCHES, from_step=start, lam=lam,
-                              form=CURVE_FORM, max_points=MAX_POINTS, targets=tg)
+                              fit_branches=FIT_BRANCHES, targets=tg,
+                              options=CurveFitOptions(from_step=start, max_points=MAX_POINTS),
+                              law_params={"lam": lam, "form": CURVE_FORM})
     if parent in res.failed:
         raise FitError(res.failed[parent], column="loss")
     return res, stable, start

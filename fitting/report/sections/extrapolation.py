@@ -35,6 +35,7 @@ from fitting.intervals.cooled_law import LEAVE_ONE_RUN_OUT
 from fitting.intervals.predictive import coverage_of_marks
 from fitting.laws.budget.chinchilla_joint import JointChinchillaFit
 from fitting.laws.curves.annealing import fit_annealing_law
+from fitting.laws.curves.joint_fit import CurveFitOptions
 from fitting.laws.curves.runs import (
     PROBE_METRIC,
     Curve,
@@ -412,7 +413,8 @@ def last_third_fit(curves: dict[str, Curve], *, fraction: float = FIT_FRACTION,
     if len(parts) == 0 or sum(p.steps.size for p in parts.values()) < 6:
         return [], [], 0, "fewer than 6 losses before the cut"
     try:
-        fit = fit_annealing_law(parts, lam=lam, form=CURVE_FORM, max_points=max_points)
+        fit = fit_annealing_law(parts, lam=lam, form=CURVE_FORM,
+                                options=CurveFitOptions(max_points=max_points))
     except FitError as e:
         return [], [], 0, str(e)
     errors: list[float] = []
