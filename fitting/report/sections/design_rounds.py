@@ -110,7 +110,7 @@ def design_rounds_section(doc: Document, records: Sequence[dict], out_dir: str,
           f"runs that most shrink E's predicted variance per FLOP within the round's share of the "
           f"budget ({budget:.3g} FLOPs).")
     doc.table(["round", "runs trained", "why", "FLOPs (of budget)", "spent after", "E before "
-               "(95 %)", "predicted after"], [_row(r, budget) for r in records])
+               "(95 %)", "design law's interval after"], [_row(r, budget) for r in records])
     stop = last.get("stop")
     text = (f"Stopped: {STOP_REASONS.get(stop, stop)}." if stop else
             "Still growing: the last round's runs are not all trained.")
