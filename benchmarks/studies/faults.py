@@ -25,6 +25,7 @@ the totals; a trial that differs also prints, per file, the field and its two va
 
     python benchmarks/studies/faults.py --trials 50 --parallel 2 --json
     python benchmarks/studies/faults.py --trials 6 --phase report --json   # kills aimed at one phase
+    python benchmarks/studies/faults.py --trials 3 --gin StudySpec.adaptive=True --gin …   # grown
 """
 
 from __future__ import annotations
@@ -53,18 +54,19 @@ from benchmarks.common import machine  # noqa: E402
 LOCKED = 75  # mnmt-study's exit status when another process holds OUT's lock
 
 
-def _command(out: Path, workers: str) -> list[str]:
+def _command(out: Path, study_args: tuple[str, ...]) -> list[str]:
+    """The ci study into ``out`` with ``study_args`` (--workers, --gin bindings)."""
     return [sys.executable, "-m", "mnmt.study.cli", "run", "--preset", "ci", "--out", str(out),
-            "--workers", workers]
+            *study_args]
 
 
-def _run_to_completion(out: Path, workers: str, log, timeout: float) -> int:
+def _run_to_completion(out: Path, study_args: tuple[str, ...], log, timeout: float) -> int:
     """Run the study until it exits 0; returns how many runs it took (lock waits included)."""
     deadline = time.monotonic() + timeout
     attempts = 0
     while True:
         attempts += 1
-        proc = subprocess.run(_command(out, workers), stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.run(_command(out, study_args), stdout=log, stderr=subprocess.STDOUT,
                               timeout=max(1.0, deadline - time.monotonic()))
         if proc.returncode == 0:
             return attempts
@@ -231,8 +233,8 @@ def _wait_for_line(proc: subprocess.Popen, log_path: Path, pattern: re.Pattern) 
     return False
 
 
-def trial(index: int, seed: int, ref: Path, ref_seconds: float, root: Path, workers: str,
-          timeout: float, phase: str = "any") -> dict:
+def trial(index: int, seed: int, ref: Path, ref_seconds: float, root: Path,
+          study_args: tuple[str, ...], timeout: float, phase: str = "any") -> dict:
     """One kill trial in `root/trial_<index>`; see the module docstring. With `phase` other than
     "any" the kill is due a random moment after that phase's line (:data:`PHASES`)."""
     rng = random.Random(seed * 1_000_003 + index)
@@ -241,7 +243,7 @@ def trial(index: int, seed: int, ref: Path, ref_seconds: float, root: Path, work
     log_path = root / f"trial_{index:03d}.log"
     start = time.monotonic()
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(_command(out, workers), stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(_command(out, study_args), stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         if phase == "any":
             delay = rng.uniform(0.0, ref_seconds)
@@ -261,7 +263,7 @@ def trial(index: int, seed: int, ref: Path, ref_seconds: float, root: Path, work
             killed = True
         phase = phase_of(log_path.read_text(errors="replace").splitlines()) if killed \
             else "finished"
-        reruns = _run_to_completion(out, workers, log, timeout)
+        reruns = _run_to_completion(out, study_args, log, timeout)
     result = {"trial": index, "delay_s": round(delay, 2), "killed": killed,
               "kill": "process group" if whole_group else "study process", "phase": phase,
               "reruns": reruns, **compare(ref, out), "seconds": round(time.monotonic() - start, 1)}
@@ -276,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="trials run side by side (default %(default)s)")
     ap.add_argument("--workers", default="1",
                     help="mnmt-study --workers for every study, the reference included")
+    ap.add_argument("--gin", action="append", default=[],
+                    help="a StudySpec binding for every study, the reference included (e.g. an "
+                         "adaptive miniature: StudySpec.adaptive=True …)")
     ap.add_argument("--seed", type=int, default=0, help="seeds the kill delays")
     ap.add_argument("--phase", choices=["any", *PHASES], default="any",
                     help="kill at a uniform moment of the whole study (any, default) or a "
@@ -287,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
                                         "earlier run of this script (same --workers)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
+    study_args = ("--workers", args.workers, *(f for g in args.gin for f in ("--gin", g)))
     root = Path(args.dir or tempfile.mkdtemp(prefix="mnmt_faults_")).resolve()
     root.mkdir(parents=True, exist_ok=True)
     if args.reference:  # an uninterrupted study of an earlier invocation, same --workers
@@ -297,13 +303,13 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(ref, ignore_errors=True)
         start = time.monotonic()
         with open(root / "reference.log", "w") as log:
-            _run_to_completion(ref, args.workers, log, timeout=1800)
+            _run_to_completion(ref, study_args, log, timeout=3600)
         ref_seconds = time.monotonic() - start
         (ref / "faults_reference.json").write_text(json.dumps({"seconds": ref_seconds}))
     print(f"reference: {ref_seconds:.0f} s", file=sys.stderr)
     results = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.parallel) as pool:
-        futures = [pool.submit(trial, i, args.seed, ref, ref_seconds, root, args.workers,
+        futures = [pool.submit(trial, i, args.seed, ref, ref_seconds, root, study_args,
                                timeout=max(600.0, 10 * ref_seconds), phase=args.phase)
                    for i in range(args.trials)]
         for future in concurrent.futures.as_completed(futures):
