@@ -237,9 +237,7 @@ def test_no_folder_of_fitting_mixes_command_lines_with_report_sections():
 #: functions of fitting that still take more than 8 keyword parameters (name: count), each to
 #: take its settings as an options object (as ``write_report`` takes ``ReportOptions``); the list
 #: only shrinks
-KEYWORD_HEAVY = {
-    "compare_mixture_laws": 9, "predictive_interval": 9,
-}
+KEYWORD_HEAVY = {"predictive_interval": 9}
 MAX_KEYWORDS = 8
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from fitting.data.sampling import dirichlet_mixtures
 from fitting.laws.mixture.compare import compare_mixture_laws
-from fitting.laws.mixture.domain import outside_domain
+from fitting.laws.mixture.domain import EpochCap, outside_domain
 from fitting.laws.mixture.laws import MixtureLawFit
 from fitting.laws.mixture.runs import MixtureRuns
 
@@ -38,7 +38,7 @@ def _runs() -> MixtureRuns:
 
 def test_masks_name_untrained_and_over_cap_losses():
     runs = _runs()
-    masks = outside_domain(runs, budget_examples=20_000, epoch_cap=5)  # cap: w > 0.25
+    masks = outside_domain(runs, epoch_cap=EpochCap(20_000, 5))  # cap: w > 0.25
     np.testing.assert_array_equal(masks["untrained"], runs.W == 0)
     np.testing.assert_array_equal(masks["over epoch cap"], runs.W > 0.25)
     assert not outside_domain(runs)["over epoch cap"].any()  # no budget: no cap
@@ -50,7 +50,7 @@ def test_zero_shot_and_overfit_losses_do_not_bend_the_fit():
     Y = np.where(over, runs.Y * 3, runs.Y)  # over-fitted: loss rises with the pair's weight
     bad = dataclasses.replace(runs, Y=Y)
     cmp = compare_mixture_laws(bad, forms=("transfer",), n_boot=0,
-                               budget_examples=10_000, epoch_cap=6)  # cap: w > 0.6
+                               epoch_cap=EpochCap(10_000, 6))  # cap: w > 0.6
     assert cmp.outside == {"untrained": int((runs.W == 0).sum()),
                            "over epoch cap": int(over.sum())}
     fit = cmp.laws["transfer"]

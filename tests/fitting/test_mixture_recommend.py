@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from fitting.core.base import FitError
+from fitting.laws.mixture.domain import EpochCap
 from fitting.laws.mixture.recommend import MixtureConstraints, recommend_mixture, support_bounds
 from fitting.laws.mixture.runs import MixtureRuns
 from fitting.test_utils import MIXTURE_PAIRS as PAIRS
@@ -40,7 +41,7 @@ def test_support_bound_is_the_second_smallest_fitted_in_domain_weight():
                                  "en-x4": 0.1})
     assert support_bounds(runs, points=3)["en-x1"] == pytest.approx(0.4)
     # over 3 epochs (w > 0.3 of a 10,000-example budget on 1,000 examples) is outside the domain
-    capped = support_bounds(runs, budget_examples=10_000, epoch_cap=3.0, points=3)
+    capped = support_bounds(runs, epoch_cap=EpochCap(10_000, 3.0), points=3)
     assert capped["en-x1"] == pytest.approx(0.2)
     assert support_bounds(runs, points=1)["en-x1"] == pytest.approx(0.05)
     only_one = support_bounds(_runs([[1.0, 0, 0, 0, 0], [0.5, 0.5, 0, 0, 0]]))

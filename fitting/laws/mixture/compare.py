@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from fitting.core.base import FitError
-from fitting.laws.mixture.domain import outside_domain
+from fitting.laws.mixture.domain import EpochCap, outside_domain
 from fitting.laws.mixture.laws import (
     FORMS,
     MixtureLawFit,
@@ -218,8 +218,7 @@ def _bootstrap_forms(errors: dict[str, dict], chosen: str | None,
 
 def compare_mixture_laws(runs: MixtureRuns, *, forms: tuple[str, ...] = FORMS, n_boot: int = 100,
                          seed: int = 0, min_mixtures: int | None = None,
-                         budget_examples: float | None = None,
-                         epoch_cap: float | None = None, max_folds: int = 10,
+                         epoch_cap: EpochCap | None = None, max_folds: int = 10,
                          workers: int | None = None,
                          progress: Callable[[str], None] | None = None) -> MixtureComparison:
     """Fit every law in ``forms`` to the runs not held out; CV and held-out errors; the choice.
@@ -231,10 +230,11 @@ def compare_mixture_laws(runs: MixtureRuns, *, forms: tuple[str, ...] = FORMS, n
     (:func:`_bootstrap_forms`); failed refits dropped and counted (``boot_failed``).
     ``workers`` processes (default: one for small tables, else the CPU count up to 8);
     ``progress`` receives a line per finished fit. Losses outside the laws' domain
-    (:func:`outside_domain`) are neither fitted nor scored. Raises FitError when fewer than
+    (:func:`outside_domain` under ``epoch_cap``) are neither fitted nor scored. Raises FitError
+    when fewer than
     ``min_mixtures`` (default K + 2) distinct design mixtures are left to fit.
     """
-    masks = outside_domain(runs, budget_examples=budget_examples, epoch_cap=epoch_cap)
+    masks = outside_domain(runs, epoch_cap=epoch_cap)
     outside = {why: int(m[np.isfinite(runs.Y)].sum()) for why, m in masks.items()}
     Y_in = np.where(np.logical_or.reduce(list(masks.values())), np.nan, runs.Y)
     all_runs, runs = runs, replace(runs, Y=Y_in)

@@ -14,7 +14,7 @@ import numpy as np
 from fitting.core.base import FitError
 from fitting.data.sampling import epoch_cap_weights
 from fitting.laws.mixture.baselines import baseline_mixtures, constraint_violations
-from fitting.laws.mixture.domain import outside_domain
+from fitting.laws.mixture.domain import EpochCap, outside_domain
 from fitting.laws.mixture.laws import MixtureLawFit
 from fitting.laws.mixture.runs import MixtureRuns
 
@@ -28,16 +28,15 @@ BAND_REFITS = 40
 SUPPORT_POINTS = 2
 
 
-def support_bounds(runs: MixtureRuns, *, budget_examples: float | None = None,
-                   epoch_cap: float | None = None, points: int = SUPPORT_POINTS
-                   ) -> dict[str, float]:
+def support_bounds(runs: MixtureRuns, *, epoch_cap: EpochCap | None = None,
+                   points: int = SUPPORT_POINTS) -> dict[str, float]:
     """Per pair the least weight at which the laws have data: the ``points``-th smallest
     distinct weight of the pair among the fitted (not held-out) runs whose loss of that pair is
     inside the laws' domain (:func:`~fitting.laws.mixture.domain.outside_domain`: trained, not
     over the epoch cap). Below it a law extrapolates towards the zero-shot loss it never saw
     (weight 0 is never in the domain, so the bound is > 0). A pair with fewer such weights gets
     the largest it has; one with none gets 1/K."""
-    masks = outside_domain(runs, budget_examples=budget_examples, epoch_cap=epoch_cap)
+    masks = outside_domain(runs, epoch_cap=epoch_cap)
     inside = np.isfinite(runs.Y) & ~np.logical_or.reduce(list(masks.values()))
     inside &= ~runs.heldout[:, None]
     out = {}

@@ -35,6 +35,7 @@ from fitting.laws.mixture.compare import (
     rank_laws,
     transfer_matrix,
 )
+from fitting.laws.mixture.domain import EpochCap
 from fitting.laws.mixture.recommend import (
     SUPPORT_POINTS,
     MixtureConstraints,
@@ -134,10 +135,10 @@ def _mark_intervals(cmp: MixtureComparison, heldout: dict, summary: dict) -> Non
     summary["coverage"] = coverage(records, calibrated_only=True)
 
 
-def _domain(constraints: dict) -> dict:
+def _epoch_cap(constraints: dict) -> EpochCap | None:
     """The epoch cap that bounds the laws' domain (`outside_domain`), from the constraints."""
-    return {"budget_examples": constraints.get("budget_examples"),
-            "epoch_cap": constraints.get("epoch_cap")}
+    budget, cap = constraints.get("budget_examples"), constraints.get("epoch_cap")
+    return None if budget is None or cap is None else EpochCap(budget, cap)
 
 
 def _recommend(cmp: MixtureComparison, target_sizes, constraints: dict, seed: int) -> dict:
@@ -147,7 +148,7 @@ def _recommend(cmp: MixtureComparison, target_sizes, constraints: dict, seed: in
         preferences=constraints.get("preferences"), data_size=cmp.runs.data_size,
         budget_examples=constraints.get("budget_examples"),
         epoch_cap=constraints.get("epoch_cap"),
-        min_weights=support_bounds(cmp.runs, **_domain(constraints))), seed=seed)
+        min_weights=support_bounds(cmp.runs, epoch_cap=_epoch_cap(constraints))), seed=seed)
     law, pi = cmp.laws[form], rec["constraints"]["preferences"]
     calibration = heldout_objective_error(law, cmp.heldout, pi, max_n=n)
     iv = objective_interval(law, cmp.laws, n, rec["weights"], pi, calibration,
@@ -187,7 +188,8 @@ def mixture_section(doc: Document, rep, table: pd.DataFrame, out_dir: str, *,
         return None
     doc.h(2, "Mixture laws for K pairs")
     try:
-        cmp = compare_mixture_laws(runs, n_boot=n_boot, seed=seed, **_domain(constraints))
+        cmp = compare_mixture_laws(runs, n_boot=n_boot, seed=seed,
+                                   epoch_cap=_epoch_cap(constraints))
     except FitError as e:
         return _skip(doc, rep, str(e), header=False)
     rep.mixture_laws = dict(cmp.laws)  # the verification section predicts with them
@@ -460,7 +462,8 @@ def mixture_run_table(table: pd.DataFrame | str, options: MixtureRunOptions | No
                        "need at least 3", column="pair")
     constraints = {k: v for k, v in (o.constraints or {}).items() if v is not None}
     cmp = compare_mixture_laws(runs, n_boot=o.n_boot, seed=seed, max_folds=o.max_folds,
-                               workers=o.workers, progress=o.progress, **_domain(constraints))
+                               workers=o.workers, progress=o.progress,
+                               epoch_cap=_epoch_cap(constraints))
     rec, why = None, None
     try:
         rec = _recommend(cmp, None if target_size is None else [target_size], constraints, seed)
