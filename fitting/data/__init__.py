@@ -5,6 +5,7 @@ table, local and remote paths, and mixture sampling weights from data sizes.
 * :mod:`fitting.data.io`       local and remote (``://``) paths behind one API, atomic writes
 * :mod:`fitting.data.rundirs`  run directories (``run.json`` + ``metrics.jsonl``) → rows, table
 * :mod:`fitting.data.tables`   the tidy table: reading, writing, validation, final losses
+* :mod:`fitting.data.seeds`    which runs are seeds of one experiment; seed spread and means
 * :mod:`fitting.data.sampling` temperature and oversampling weights (Chen; Caillaut §3.1)
 """
 

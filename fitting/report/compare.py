@@ -30,12 +30,12 @@ from fitting.core.base import FitError, json_safe
 from fitting.core.options import NO_UNCERTAINTY, UncertaintyOptions
 from fitting.core.uncertainty import beyond_sd
 from fitting.data import io
+from fitting.data.seeds import seed_means
 from fitting.data.tables import final_losses, read_table, round_weights
 from fitting.laws.size.effective import fit_multilingual_law
 from fitting.laws.size.joint import fit_joint_law
 from fitting.plots.laws import plot_fraction_panels
 from fitting.report.markdown import Document, format_number
-from fitting.report.sections.seeds import seed_means
 
 __all__ = ["Comparison", "resolve_study", "study_fractions", "write_comparison"]
 

@@ -45,6 +45,7 @@ import pandas as pd
 
 from fitting.core.base import FitError
 from fitting.core.seed_noise import SeedNoise, few_seeds_verdict, judges, judging_multiple
+from fitting.data.seeds import run_mixtures
 from fitting.laws.budget.chinchilla_joint import coef_key, leave_largest_out
 from fitting.report.predicted_budgets import BudgetPlan, infer_plan, predicted_budgets
 from fitting.report.sections.chinchilla import (
@@ -54,7 +55,6 @@ from fitting.report.sections.chinchilla import (
     largest_size_seed_noises,
 )
 from fitting.report.sections.extrapolation import FAILS, HOLDS, NO_NOISE, NOISE_MULTIPLE
-from fitting.report.sections.seeds import run_mixtures
 from fitting.report.view import StudyView, prepare_view
 
 __all__ = ["REQUIRED_SHARE", "check_branches", "without_branches_except", "compare", "verdict"]

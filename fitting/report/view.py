@@ -8,7 +8,7 @@ one weight); verification runs split off first; held-out runs
 fit, though still in the regime and the learning-curve figure; cool-down branches (Hägele et al.
 2024) never in the size laws, seeds, held-out predictions or quality laws, only in the regime and
 L(N, D) as cooled-down budgets; repeated seeds fitted on their means
-(:mod:`fitting.report.sections.seeds`).
+(:mod:`fitting.data.seeds`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from fitting.core.base import FitError
+from fitting.data.seeds import seed_means, seed_spread
 from fitting.data.tables import (
     final_losses,
     has_branches,
@@ -30,7 +31,6 @@ from fitting.data.tables import (
     without_branches,
 )
 from fitting.laws.curves.learning_curve import cooldown_budgets, correct_final_losses
-from fitting.report.sections.seeds import seed_means, seed_spread
 
 __all__ = ["StudyView", "prepare_view", "points_by_weight", "check_heldout_runs",
            "split_verification"]
@@ -56,7 +56,7 @@ class StudyView:
       final_all: final rows of every run with a final ``metric`` row on ``eval_set``, held-out
         runs included (branches left out; corrected when ``correction_step``): the regime's.
       final_seeds: final rows of the fitted runs, one per seed (the seed spread's).
-      final: the fitted runs' final rows as seed means (:func:`fitting.report.sections.seeds.seed_means`):
+      final: the fitted runs' final rows as seed means (:func:`fitting.data.seeds.seed_means`):
         what every size law is fitted on.
       held: final rows of the held-out runs (empty without any).
       table_fit: ``table`` without the held-out runs and their cool-down branches.
@@ -67,7 +67,7 @@ class StudyView:
         (:func:`fitting.laws.curves.learning_curve.cooldown_budgets`, invalid rows dropped), or
         None without branches or the columns they need (the regime then derives them itself).
       budgets_fit: ``budgets`` without the held-out runs (those of ``table_fit``), or None.
-      seeds: the fitted runs' seed spread (:func:`fitting.report.sections.seeds.seed_spread`).
+      seeds: the fitted runs' seed spread (:func:`fitting.data.seeds.seed_spread`).
       points: ``{pair: {weight: (n, loss)}}`` of ``final`` (:func:`points_by_weight`).
       shown: ``points`` without zero-shot weights (p = 0), as the figures show them.
       sizes: the fitted model sizes N, sorted.

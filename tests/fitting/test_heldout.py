@@ -18,8 +18,8 @@ import pytest
 
 from fitting.cli import main
 from fitting.core.base import FitError
+from fitting.data.seeds import seed_spread
 from fitting.report.sections.heldout import heldout_experiments, predict_heldout
-from fitting.report.sections.seeds import seed_spread
 from fitting.report.writer import ReportOptions, write_report
 from fitting.test_utils import make_final_table, true_loss
 

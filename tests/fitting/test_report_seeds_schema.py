@@ -12,10 +12,10 @@ from fitting.core.base import FitError
 from fitting.core.options import NO_UNCERTAINTY
 from fitting.data.rundirs import collect_runs
 from fitting.data.schema import OPTIONAL_COLUMNS, TIDY_COLUMNS
+from fitting.data.seeds import seed_means, seed_spread
 from fitting.data.tables import read_table, with_optional_columns, write_table
 from fitting.laws.size.joint import fit_joint_law
 from fitting.laws.size.power import fit_power_law
-from fitting.report.sections.seeds import seed_means, seed_spread
 from fitting.report.writer import ReportOptions, write_report
 from fitting.test_utils import TRUTH, make_final_table, write_run_dirs
 

@@ -1,7 +1,7 @@
 """The report's sections, one module per section, listed in the order the report shows them.
 
 * :mod:`~fitting.report.sections.extrapolation` first: how far the predictions can be trusted
-* :mod:`~fitting.report.sections.seeds`         repeated seeds: spread, and the means fits use
+* :mod:`~fitting.report.sections.seeds`         the seed spread of repeated experiments
 * :mod:`~fitting.report.sections.regime`        converged or compute-limited
 * :mod:`~fitting.report.sections.chinchilla`    L(N, D) across weights; Caillaut's L(N, D)
 * :mod:`~fitting.report.sections.size_laws`     power law per weight (eq. 6), joint law (eq. 7)

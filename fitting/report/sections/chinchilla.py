@@ -19,6 +19,7 @@ from fitting import plots
 from fitting.core.base import FitError
 from fitting.core.options import UncertaintyOptions
 from fitting.core.seed_noise import SeedNoise, pooled_sd
+from fitting.data.seeds import seed_means
 from fitting.data.tables import has_branches, with_optional_columns
 from fitting.intervals.cooled_law import LEAVE_ONE_RUN_OUT, cooled_law_intervals
 from fitting.laws.budget.chinchilla import ChinchillaFit, ChinchillaOptions, fit_chinchilla
@@ -27,7 +28,6 @@ from fitting.laws.curves.learning_curve import cooldown_budgets, cooldown_start
 from fitting.plots.laws import plot_chinchilla_contours
 from fitting.report.markdown import Document, format_number
 from fitting.report.record import Report
-from fitting.report.sections.seeds import seed_means
 from fitting.report.view import StudyView
 
 __all__ = ["D_AXIS_BRANCHES", "D_AXIS_EVALUATIONS", "COOLED_LAW", "PREDICTED", "chinchilla_points",
@@ -300,7 +300,7 @@ def _panel(fit: ChinchillaFit, g: pd.DataFrame, budgets: list[dict]) -> dict:
 
 
 def trained_seed_groups(spread: dict) -> list[dict]:
-    """The repeated experiments of :func:`fitting.report.sections.seeds.seed_spread` whose seed noise
+    """The repeated experiments of :func:`fitting.data.seeds.seed_spread` whose seed noise
     is that of a trained loss: a finite size, a positive mean, and the pair trained (weight
     > 0, or no weight column). A pair at weight 0 is evaluated zero-shot and varies with the
     seed far more: never the noise a trained loss is judged against (as
@@ -312,7 +312,7 @@ def trained_seed_groups(spread: dict) -> list[dict]:
 def largest_size_seed_noises(spread: dict, below: float | None = None
                              ) -> tuple[dict[str, SeedNoise], float | None]:
     """``({pair: relative seed sd at the largest repeated size}, that size)`` from
-    :func:`fitting.report.sections.seeds.seed_spread`, over :func:`trained_seed_groups` only: per pair,
+    :func:`fitting.data.seeds.seed_spread`, over :func:`trained_seed_groups` only: per pair,
     the relative sds (sd / mean) of the experiments repeated there pooled by the pooled
     variance rule (:func:`fitting.core.seed_noise.pooled_sd`: their seeds and dof summed);
     empty when no trained experiment was repeated. ``below``: only sizes under it (the noise a

@@ -54,6 +54,7 @@ from fitting.core.seed_noise import (
     judging_multiple,
     noise_fields,
 )
+from fitting.data.seeds import run_mixtures
 from fitting.intervals.early_stop import calibrated_intervals
 from fitting.intervals.predictive import coverage
 from fitting.laws.curves.early_stop import (
@@ -76,7 +77,6 @@ from fitting.report.sections.extrapolation import (
     NO_NOISE,
     NOISE_MULTIPLE,
 )
-from fitting.report.sections.seeds import run_mixtures
 from fitting.report.view import StudyView
 
 __all__ = ["REQUIRED_SHARE", "table_stop_fraction", "early_stop_ends", "verdict",

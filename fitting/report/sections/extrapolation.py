@@ -31,6 +31,7 @@ from fitting.core.seed_noise import (
     judging_multiple,
     noise_fields,
 )
+from fitting.data.seeds import run_mixtures
 from fitting.intervals.cooled_law import LEAVE_ONE_RUN_OUT
 from fitting.intervals.predictive import coverage_of_marks
 from fitting.laws.budget.chinchilla_joint import JointChinchillaFit
@@ -48,7 +49,6 @@ from fitting.report.record import Report
 from fitting.report.sections.chinchilla import COOLED_LAW, largest_size_seed_noises
 from fitting.report.sections.heldout import NOISE_TOLERANCE as HELDOUT_NOISE_TOLERANCE
 from fitting.report.sections.heldout import REL_TOLERANCE
-from fitting.report.sections.seeds import run_mixtures
 from fitting.report.sections.verification import verification_seed_noise
 from fitting.report.view import StudyView
 
@@ -438,7 +438,7 @@ def relative_errors(fit: Any, c: Curve, mask: np.ndarray) -> list[float]:
 
 def _experiment_of_runs(table: pd.DataFrame) -> dict[str, tuple[str, str]]:
     """{run_id: (size, whole mixture)}: the runs of one experiment — its seeds and the
-    cool-down branches of each — share one curve law (:func:`fitting.report.sections.seeds.run_mixtures`
+    cool-down branches of each — share one curve law (:func:`fitting.data.seeds.run_mixtures`
     names the mixture; runs of other sizes or mixtures do not share L0, A, C)."""
     frame = pd.DataFrame({"run": table["run_id"].astype(str), "mixture": run_mixtures(table),
                           "n": table["n"] if "n" in table.columns else np.nan})

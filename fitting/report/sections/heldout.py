@@ -22,6 +22,7 @@ import pandas as pd
 
 from fitting.core.base import FitError
 from fitting.core.seed_noise import MIN_DOF, SeedNoise, noise_fields
+from fitting.data.seeds import experiment_groups
 from fitting.data.tables import last_evaluations_sd
 from fitting.intervals.eq11 import mark_eq11_heldout
 from fitting.intervals.heldout import heldout_predictive
@@ -40,7 +41,6 @@ from fitting.report.sections.chinchilla import (
     chinchilla_points,
     largest_size_seed_noises,
 )
-from fitting.report.sections.seeds import experiment_groups
 from fitting.report.view import StudyView, check_heldout_runs
 
 __all__ = ["REL_TOLERANCE", "NOISE_TOLERANCE", "heldout_within", "check_heldout_runs",
@@ -60,7 +60,7 @@ _SAME_WEIGHT = 1e-6
 def heldout_experiments(held: pd.DataFrame, curve_sd: dict[tuple[str, str], float]
                         ) -> list[dict[str, Any]]:
     """The final rows ``held`` of held-out runs as experiments: one dict per (experiment, pair),
-    its runs being the seeds of one experiment (:func:`fitting.report.sections.seeds.experiment_groups`:
+    its runs being the seeds of one experiment (:func:`fitting.data.seeds.experiment_groups`:
     K-pair runs that share one pair's weight but not the others' are two experiments), with
     ``measured`` (their mean), ``measured_runs``, ``seed_sd`` (ddof = 1; None for one seed),
     ``curve_sd`` (the largest of its runs') and the run's N, weight and final tokens."""
@@ -90,7 +90,7 @@ def heldout_noise(exp: dict[str, Any], spread: dict) -> dict[str, Any]:
     """σ_seed of a held-out experiment from :func:`heldout_experiments`: ``{"noise",
     "noise_source", "noise_seeds", "noise_dof", "noise_ci90", "noise_judges",
     "noise_detail"}`` — its own seeds' sd, else the study's seed noise for the pair
-    (``spread``: :func:`fitting.report.sections.seeds.seed_spread` of the fitted runs), else none (the
+    (``spread``: :func:`fitting.data.seeds.seed_spread` of the fitted runs), else none (the
     module docstring); ``noise_ci90`` its χ² 90 % interval in nats and ``noise_judges``
     whether it rests on enough seeds to judge (:func:`fitting.core.seed_noise.judges`)."""
     k = exp["seeds"]
