@@ -40,7 +40,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from mnmt.study import adaptive, design_pool, lock, mesh_plan, mixture_design, train_options, verify
-from mnmt.study.loading import DEFAULT_PRESET, preset, preset_file
+from mnmt.study.loading import DEFAULT_FILE, DEFAULT_PRESET, preset, preset_file
 from mnmt.study.progress import StudyProgress
 from mnmt.study.runner import RunStopped, run_all, run_complete
 from mnmt.study.spec import (
@@ -443,10 +443,15 @@ def cmd_design_plan(args: argparse.Namespace) -> int:
 
 def cmd_presets(args: argparse.Namespace) -> int:
     """One line per preset: name, scale, runs, sizes, mixtures, steps and what it studies (the
-    study file's first comment line)."""
+    study file's first comment line). The default preset is its study file: one line, `default`,
+    naming the file's preset name as its alias."""
     for name in preset_names():
+        if name == DEFAULT_FILE:
+            continue
         spec = preset(name)
         about = PRESET_SUMMARIES.get(name) or study_summary(preset_file(name))
+        if name == DEFAULT_PRESET:
+            about += f" (alias: {DEFAULT_FILE})"
         scale = "paper" if spec.tasks else "cpu"
         mixtures = mixture_count(spec)
         print(f"{name}\t{scale}\t{len(expand(spec))} runs\tsizes={','.join(spec.sizes)}"

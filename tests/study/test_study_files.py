@@ -65,7 +65,9 @@ def test_plan_lists_every_run(name, capsys):
 def test_presets_lists_built_ins_and_files(capsys):
     assert cli.main(["presets"]) == 0
     rows = {line.split("\t")[0]: line.split("\t") for line in capsys.readouterr().out.splitlines()}
-    assert set(rows) == {"default", "ci"} | set(FILES)
+    # the default preset is the study file cpu_default.gin: one line, naming its alias
+    assert set(rows) == {"default", "ci"} | set(FILES) - {"cpu-default"}
+    assert rows["default"][-1].endswith("(alias: cpu-default)")
     assert rows["chen-2dir"][1] == "paper" and rows["cpu-chen-2dir"][1] == "cpu"
     assert rows["cpu-chen-2dir"][-1] == stages.study_summary(FILES["cpu-chen-2dir"])
     # 7 weights + 5 temperatures on one size
