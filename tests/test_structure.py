@@ -234,10 +234,6 @@ def test_no_folder_of_fitting_mixes_command_lines_with_report_sections():
     assert not misplaced, "\n".join(misplaced)
 
 
-#: functions of fitting that still take more than 8 keyword parameters (name: count), each to
-#: take its settings as an options object (as ``write_report`` takes ``ReportOptions``); the list
-#: only shrinks
-KEYWORD_HEAVY = {"predictive_interval": 9}
 MAX_KEYWORDS = 8
 
 
@@ -252,15 +248,35 @@ def test_the_keyword_count_sees_defaults_and_keyword_only_parameters():
 
 
 def test_no_function_in_fitting_takes_more_than_8_keyword_parameters():
-    """Long keyword lists become options objects; the functions that still have one are listed
-    in ``KEYWORD_HEAVY`` and none of them grows."""
+    """Long keyword lists become options objects (``FitOptions``, ``ReportOptions``, …)."""
     bad = []
     for module, path in MODULES.items():
         if not module.startswith("fitting"):
             continue
         for name, count in _keyword_counts(path.read_text()).items():
-            if count > max(MAX_KEYWORDS, KEYWORD_HEAVY.get(name, 0)):
+            if count > MAX_KEYWORDS:
                 bad.append(f"{path.relative_to(REPO)}: {name} takes {count} keyword parameters")
+    assert not bad, "\n".join(bad)
+
+
+#: the fit functions that still pass ``**kwargs`` on, with why (the keyword count cannot see
+#: what they hide): DPL's table fit hands ``mnmt-fit fit --option`` values to ``fit_dpl``
+KWARGS_FITS = {"fitting/laws/mixture/dpl.py:fit_from_table"}
+
+
+def test_no_fit_function_hides_its_keywords_in_kwargs():
+    """A law's fit function names its keywords (options objects where they are many), so that
+    the count above sees them; ``**kwargs`` handed on to another fit function would hide them."""
+    bad = []
+    for module, path in MODULES.items():
+        if not module.startswith("fitting"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.FunctionDef) and node.name.startswith("fit")
+                    and node.args.kwarg is not None):
+                where = f"{path.relative_to(REPO)}:{node.name}"
+                if where not in KWARGS_FITS:
+                    bad.append(f"{where} takes **{node.args.kwarg.arg}")
     assert not bad, "\n".join(bad)
 
 

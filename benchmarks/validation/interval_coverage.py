@@ -43,6 +43,7 @@ from benchmarks.common import machine  # noqa: E402
 from benchmarks.validation.validate_chinchilla import load_epoch  # noqa: E402
 from fitting.core.base import FitError  # noqa: E402
 from fitting.intervals.predictive import (  # noqa: E402
+    IntervalTerm,
     PredictiveInterval,
     coverage,
     extrapolation_sd,
@@ -122,9 +123,9 @@ def leave_size_out(n, d, y, bins, k: int, resamples: int, perturbations: int, se
     for j, i in enumerate(target):
         est = float(main.predict(n[i], d[i]))
         dist = math.log(n[i] / n_max)
-        iv = predictive_interval(est, resampled=boot[:, j] if boot.size else (),
-                                 sd_extrapolation=extrapolation_sd(step_error, step_distance,
-                                                                   dist), n_failed=failed)
+        cal = IntervalTerm(sd=extrapolation_sd(step_error, step_distance, dist))
+        iv = predictive_interval(est, resampled=boot[:, j] if boot.size else (), n_failed=failed,
+                                 calibration=cal)
         s_old = float(np.std(pert[:, j], ddof=1))
         old = predictive_interval(est, resampled=est * np.exp(pert[:, j] - pert[:, j].mean()))
         out.append({"size_index": k, "n": float(n[i]), "d": float(d[i]), "measured": float(y[i]),

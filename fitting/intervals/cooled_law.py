@@ -24,6 +24,7 @@ from fitting.core.base import FitError
 from fitting.core.options import NO_UNCERTAINTY, FitOptions
 from fitting.core.seed_noise import SeedNoise
 from fitting.intervals.predictive import (
+    IntervalTerm,
     coverage,
     extrapolation_sd,
     largest_size_step,
@@ -129,11 +130,10 @@ def backtest_intervals(pair: str, bt: dict[str, Any], points: pd.DataFrame,
         sigma = None if noise is None else noise.sigma / math.sqrt(max(1, seeds[j]))
         try:
             iv = predictive_interval(pred, resampled=boot[:, j] if boot.size else (),
-                                     form_estimates=[o[j] for o in others],
-                                     sd_extrapolation=cal["sd"], rule=cal["rule"],
-                                     sigma_seed=sigma, n_failed=failed,
-                                     calibration_dof=cal["dof"],
-                                     seed_dof=None if noise is None else noise.dof)
+                                     form_estimates=[o[j] for o in others], rule=cal["rule"],
+                                     n_failed=failed,
+                                     calibration=IntervalTerm(cal["sd"], cal["dof"]),
+                                     seed=IntervalTerm(sigma, None if noise is None else noise.dof))
         except FitError as err:
             e["predictive_error"] = str(err)
             continue

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from fitting.intervals.predictive import predictive_interval
+from fitting.intervals.predictive import IntervalTerm, predictive_interval
 from fitting.laws.curves.early_stop import StoppedEnd
 
 __all__ = ["MIN_CALIBRATION", "calibrated_intervals"]
@@ -45,8 +45,8 @@ def calibrated_intervals(ends: Sequence[StoppedEnd], experiment: dict[str, Any])
             missing += 1
             continue
         sd = float(np.sqrt(np.mean(np.square(errs))))
-        e.interval = predictive_interval(e.predicted, sd_extrapolation=sd,
-                                         calibration_dof=len(errs), rule="calibration")
+        e.interval = predictive_interval(e.predicted, rule="calibration",
+                                         calibration=IntervalTerm(sd=sd, dof=len(errs)))
     if not missing:
         return ""
     return (f"{missing} end(s) without an interval: fewer than {MIN_CALIBRATION} check errors "

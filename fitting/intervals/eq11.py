@@ -30,6 +30,7 @@ import numpy as np
 
 from fitting.core.seed_noise import SeedNoise
 from fitting.intervals.predictive import (
+    IntervalTerm,
     PredictiveInterval,
     coverage,
     extrapolation_sd,
@@ -67,10 +68,9 @@ def eq11_interval(law, n: float, w: float, pair: str, sizes: Sequence[float],
     beyond = max(0.0, math.log(float(n) / max(sizes)))
     s_ext = extrapolation_sd(step_error, step, beyond)
     calibrated = math.isfinite(s_ext)
-    iv = predictive_interval(est, resampled=refits,
-                             sd_extrapolation=s_ext if calibrated else 0.0,
-                             calibration_dof=1 if calibrated else None,
-                             sigma_seed=sigma_seed, seed_dof=seed_dof)
+    cal = IntervalTerm(s_ext, 1) if calibrated else IntervalTerm(0.0)
+    iv = predictive_interval(est, resampled=refits, calibration=cal,
+                             seed=IntervalTerm(sigma_seed, seed_dof))
     return iv, calibrated
 
 

@@ -29,6 +29,7 @@ from fitting.intervals.cooled_law import (
     resampled_run_refits,
 )
 from fitting.intervals.predictive import (
+    IntervalTerm,
     coverage,
     extrapolation_sd,
     largest_size_step,
@@ -80,11 +81,10 @@ def heldout_predictive(entries: list[dict[str, Any]], cooled: JointChinchillaFit
             rel = noise.get(pair)
             sigma = None if rel is None else rel.sigma / math.sqrt(max(1, int(e["seeds"])))
             iv = predictive_interval(e["predicted"], resampled=boot[:, j] if boot.size else (),
-                                     form_estimates=[o[j] for o in others],
-                                     sd_extrapolation=s_ext if calibrated else 0.0,
-                                     sigma_seed=sigma, n_failed=failed,
-                                     seed_dof=None if rel is None else rel.dof,
-                                     calibration_dof=step_points if calibrated else None)
+                                     form_estimates=[o[j] for o in others], n_failed=failed,
+                                     calibration=(IntervalTerm(s_ext, step_points) if calibrated
+                                                  else IntervalTerm(0.0)),
+                                     seed=IntervalTerm(sigma, None if rel is None else rel.dof))
             e["predictive"] = iv.to_dict()
             e["inside80"], e["inside95"] = (iv.contains(e["measured"], 0.80),
                                             iv.contains(e["measured"], 0.95))

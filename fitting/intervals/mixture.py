@@ -48,6 +48,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from fitting.intervals.predictive import (
+    IntervalTerm,
     PredictiveInterval,
     extrapolation_sd,
     largest_size_step,
@@ -150,9 +151,9 @@ def objective_interval(law, other_laws: Mapping[str, object], n: float,
     return predictive_interval(float(j[0]), resampled=resampled, form_estimates=forms,
                                form_weights=None if form_weights is None else
                                [form_weights.get(name, 0.0) for name in others],
-                               sd_extrapolation=rms if math.isfinite(rms) else 0.0,
                                n_failed=failed, rule="calibration",
-                               calibration_dof=calibration.get("runs"))
+                               calibration=IntervalTerm(rms if math.isfinite(rms) else 0.0,
+                                                        calibration.get("runs")))
 
 
 def cv_log_error(cmp) -> dict[str, dict[str, float]]:
@@ -232,13 +233,14 @@ def heldout_mixture_intervals(cmp, heldout: Mapping[str, Mapping[str, Mapping]] 
             seed = (float(e["noise"]) / float(e["measured"])
                     if e.get("noise_source") in ("pooled seed sd", "seed spread")
                     and e.get("noise") and float(e["measured"]) > 0 else None)
+            cal = IntervalTerm(math.sqrt(sum(sd * sd for sd, _ in calib)),
+                               satterthwaite_dof(calib) if calib else None)
+            seed_dof = None if seed is None or not e.get("noise_dof") else int(e["noise_dof"])
             iv = predictive_interval(
                 est, resampled=[] if samples is None else samples[:, i],
                 form_estimates=[float(o[i]) for o in others.values()],
                 form_weights=[fw.get(f, 0.0) for f in others],
-                sd_extrapolation=math.sqrt(sum(sd * sd for sd, _ in calib)), sigma_seed=seed,
                 n_failed=0 if samples is None else int(np.sum(~np.isfinite(samples[:, i]))),
-                rule="calibration", calibration_dof=satterthwaite_dof(calib) if calib else None,
-                seed_dof=None if seed is None or not e.get("noise_dof") else int(e["noise_dof"]))
+                rule="calibration", calibration=cal, seed=IntervalTerm(seed, seed_dof))
             out[rid][pair] = (iv, bool(math.isfinite(cv[pair]["rms_log"]) and sized))
     return out

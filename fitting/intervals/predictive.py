@@ -24,7 +24,8 @@ from scipy import stats
 
 from fitting.core.base import FitError
 
-__all__ = ["LEVELS", "PredictiveInterval", "predictive_interval", "interval_dof", "quantile",
+__all__ = ["LEVELS", "IntervalTerm", "PredictiveInterval", "predictive_interval", "interval_dof",
+           "quantile",
            "extrapolation_sd", "largest_size_step", "satterthwaite_dof", "stratified_resamples",
            "resampled_predictions", "coverage", "coverage_of_marks", "coverage_by_cluster",
            "coverage_text", "clopper_pearson", "UNINFORMATIVE_FACTOR", "band_factor",
@@ -86,12 +87,20 @@ class PredictiveInterval:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class IntervalTerm:
+    """One measured term of a predictive interval: its relative sd (log scale; None: 0) and the
+    dof it was estimated on (None: known, no dof of its own)."""
+
+    sd: float | None = None
+    dof: float | None = None
+
+
 def predictive_interval(estimate: float, *, resampled: Sequence[float] = (),
-                        form_estimates: Sequence[float] = (), sd_extrapolation: float = 0.0,
-                        sigma_seed: float | None = None, n_failed: int = 0,
-                        form_weights: Sequence[float] | None = None,
-                        calibration_dof: float | None = None,
-                        seed_dof: float | None = None,
+                        form_estimates: Sequence[float] = (),
+                        form_weights: Sequence[float] | None = None, n_failed: int = 0,
+                        calibration: IntervalTerm = IntervalTerm(),
+                        seed: IntervalTerm = IntervalTerm(),
                         rule: str = "sum") -> PredictiveInterval:
     """The predictive interval of ``estimate`` from its resampled refits' predictions, the
     other forms' predictions, the calibration term and the point's relative seed sd. s_forms is
@@ -101,10 +110,11 @@ def predictive_interval(estimate: float, *, resampled: Sequence[float] = (),
     ``rule`` "sum" adds all four in quadrature; "calibration" (the module docstring) keeps the
     calibration term and the seed sd only — it falls back to "sum" where the calibration term
     is not a positive finite number. Under either, the quantiles are Student's t with the
-    Welch–Satterthwaite dof of the terms kept (:func:`interval_dof`): ``calibration_dof`` the
-    number of errors the calibration's RMS averaged, ``seed_dof`` σ_seed's (k − 1 for k seeds);
-    None counts a term as known, and where every term is known the quantiles are normal. Raises FitError for a non-positive or non-finite estimate (the interval is built in
-    log space) and ValueError for an unknown rule."""
+    Welch–Satterthwaite dof of the terms kept (:func:`interval_dof`): ``calibration.dof`` the
+    number of errors the calibration's RMS (``calibration.sd``) averaged, ``seed.dof`` σ_seed's
+    (``seed.sd``; k − 1 for k seeds); None counts a term as known, and where every term is known
+    the quantiles are normal. Raises FitError for a non-positive or non-finite estimate (the
+    interval is built in log space) and ValueError for an unknown rule."""
     if not (math.isfinite(estimate) and estimate > 0):
         raise FitError(f"a predictive interval needs a positive finite estimate, got {estimate}")
     if rule not in ("sum", "calibration"):
@@ -118,23 +128,24 @@ def predictive_interval(estimate: float, *, resampled: Sequence[float] = (),
     wts = np.asarray([w for _, w in kept], dtype=float)
     s_forms = (float(np.sqrt(np.sum(wts * np.log(forms / estimate) ** 2) / np.sum(wts)))
                if len(forms) else 0.0)
-    seed = float(sigma_seed) if sigma_seed is not None and math.isfinite(sigma_seed) else 0.0
-    cal = float(sd_extrapolation)
+    sigma_seed, seed_dof, calibration_dof = seed.sd, seed.dof, calibration.dof
+    seed_sd = float(sigma_seed) if sigma_seed is not None and math.isfinite(sigma_seed) else 0.0
+    cal = 0.0 if calibration.sd is None else float(calibration.sd)
     if rule == "calibration" and not (math.isfinite(cal) and cal > 0):
         rule = "sum"
     calibrated = math.isfinite(cal) and cal > 0
     if rule == "calibration":
-        total = math.sqrt(cal ** 2 + seed ** 2)
+        total = math.sqrt(cal ** 2 + seed_sd ** 2)
         known = []
     else:
         cal = cal if math.isfinite(cal) else 0.0
-        total = math.sqrt(s_res ** 2 + s_forms ** 2 + cal ** 2 + seed ** 2)
+        total = math.sqrt(s_res ** 2 + s_forms ** 2 + cal ** 2 + seed_sd ** 2)
         known = [s_res, s_forms]
-    dof = interval_dof(known, (cal, calibration_dof), (seed, seed_dof))
+    dof = interval_dof(known, (cal, calibration_dof), (seed_sd, seed_dof))
     q80, q95 = (quantile(q, dof) for q in LEVELS)
     return PredictiveInterval(
         estimate=float(estimate), sd_resample=s_res, sd_forms=s_forms,
-        sd_extrapolation=cal, sigma_seed=seed, sd_total=total,
+        sd_extrapolation=cal, sigma_seed=seed_sd, sd_total=total,
         lo80=estimate * math.exp(-q80 * total), hi80=estimate * math.exp(q80 * total),
         lo95=estimate * math.exp(-q95 * total), hi95=estimate * math.exp(q95 * total),
         n_resamples=int(len(res)), n_failed=int(n_failed), rule=rule, dof=dof,

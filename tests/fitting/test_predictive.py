@@ -11,6 +11,7 @@ from scipy import stats
 from fitting.core.base import FitError
 from fitting.intervals.predictive import (
     UNINFORMATIVE_FACTOR,
+    IntervalTerm,
     band_factor,
     clopper_pearson,
     coverage,
@@ -43,7 +44,7 @@ def test_resampling_and_the_new_points_noise_together_cover_at_the_nominal_rate(
         idx = rng.integers(0, m, size=(60, m))
         boot = np.exp(np.log(y)[idx].mean(axis=1))
         new = mu * math.exp(rng.normal(0, s))
-        records.append((predictive_interval(est, resampled=boot, sigma_seed=s), new))
+        records.append((predictive_interval(est, resampled=boot, seed=IntervalTerm(sd=s)), new))
         narrow.append((predictive_interval(est, resampled=boot), new))
     cov = coverage(records)
     assert cov["0.80"]["fraction"] == pytest.approx(0.80, abs=0.04)
@@ -53,7 +54,7 @@ def test_resampling_and_the_new_points_noise_together_cover_at_the_nominal_rate(
 
 def test_components_add_in_quadrature_in_log_space():
     iv = predictive_interval(1.0, form_estimates=[math.exp(0.03), math.exp(-0.03)],
-                             sd_extrapolation=0.04, sigma_seed=0.0)
+                             calibration=IntervalTerm(sd=0.04), seed=IntervalTerm(sd=0.0))
     assert iv.sd_forms == pytest.approx(0.03) and iv.sd_total == pytest.approx(0.05)
     assert iv.hi95 == pytest.approx(math.exp(1.959964 * 0.05), rel=1e-5)
     assert iv.lo80 == pytest.approx(math.exp(-1.281552 * 0.05), rel=1e-5)
@@ -63,19 +64,19 @@ def test_components_add_in_quadrature_in_log_space():
 
 
 def test_the_calibration_rule_keeps_the_calibration_and_seed_and_uses_t_quantiles():
-    iv = predictive_interval(1.0, resampled=[0.9, 1.1], form_estimates=[1.2],
-                             sd_extrapolation=0.04, sigma_seed=0.03, calibration_dof=5,
-                             rule="calibration")
+    iv = predictive_interval(1.0, resampled=[0.9, 1.1], form_estimates=[1.2], rule="calibration",
+                             calibration=IntervalTerm(sd=0.04, dof=5), seed=IntervalTerm(sd=0.03))
     assert iv.sd_total == pytest.approx(0.05) and iv.rule == "calibration"
     assert iv.sd_resample > 0.1 and iv.sd_forms == pytest.approx(math.log(1.2))  # reported
     dof = 0.05 ** 4 / (0.04 ** 4 / 5)               # the seed sd counted as known
     assert iv.dof == pytest.approx(dof)
     assert iv.hi80 == pytest.approx(math.exp(stats.t.ppf(0.9, dof) * 0.05))
-    normal = predictive_interval(1.0, sd_extrapolation=0.04, rule="calibration")
+    normal = predictive_interval(1.0, rule="calibration", calibration=IntervalTerm(sd=0.04))
     assert normal.dof is None and normal.hi95 == pytest.approx(math.exp(1.959964 * 0.04))
     # no calibration: back to the sum of every term
-    fallback = predictive_interval(1.0, form_estimates=[math.exp(0.03)], sd_extrapolation=0.0,
-                                   sigma_seed=0.04, rule="calibration", calibration_dof=3)
+    fallback = predictive_interval(1.0, form_estimates=[math.exp(0.03)], rule="calibration",
+                                   calibration=IntervalTerm(sd=0.0, dof=3),
+                                   seed=IntervalTerm(sd=0.04))
     assert fallback.rule == "sum" and fallback.sd_total == pytest.approx(0.05)
     with pytest.raises(ValueError, match="rule"):
         predictive_interval(1.0, rule="envelope")
@@ -90,9 +91,9 @@ def test_a_calibration_from_few_errors_covers_at_the_nominal_rate_only_with_t_qu
     for _ in range(trials):
         rms = float(np.sqrt(np.mean(rng.normal(0, 0.1, 4) ** 2)))
         truth = math.exp(rng.normal(0, 0.1))
-        t_iv = predictive_interval(1.0, sd_extrapolation=rms, calibration_dof=4,
-                                   rule="calibration")
-        z_iv = predictive_interval(1.0, sd_extrapolation=rms, rule="calibration")
+        t_iv = predictive_interval(1.0, rule="calibration",
+                                   calibration=IntervalTerm(sd=rms, dof=4))
+        z_iv = predictive_interval(1.0, rule="calibration", calibration=IntervalTerm(sd=rms))
         for q in hits_t:
             hits_t[q] += t_iv.contains(truth, q)
             hits_z[q] += z_iv.contains(truth, q)
@@ -138,7 +139,7 @@ def test_resamples_keep_every_stratum_and_failed_refits_are_counted_not_replaced
 
 
 def test_coverage_counts_and_bounds_the_fraction():
-    iv = predictive_interval(1.0, sd_extrapolation=0.1)
+    iv = predictive_interval(1.0, calibration=IntervalTerm(sd=0.1))
     cov = coverage([(iv, 1.0), (iv, 1.15), (iv, 1.5), (iv, float("nan"))])
     assert cov["0.80"]["n"] == 3 and cov["0.80"]["inside"] == 1   # 1.15 > exp(0.128)
     assert cov["0.95"]["inside"] == 2
@@ -159,28 +160,28 @@ def test_a_seed_sd_from_three_seeds_enters_on_its_own_dof_and_covers_at_the_nomi
     marks = {q: [] for q in (0.80, 0.95)}
     known = []
     for sd, new in zip(s, y, strict=True):
-        iv = predictive_interval(1.0, sigma_seed=float(sd), seed_dof=2)
+        iv = predictive_interval(1.0, seed=IntervalTerm(sd=float(sd), dof=2))
         for q in marks:
             marks[q].append(iv.contains(float(new), q))
-        known.append(predictive_interval(1.0, sigma_seed=float(sd)).contains(float(new), 0.95))
+        known.append(predictive_interval(1.0, seed=IntervalTerm(sd=float(sd))).contains(float(new), 0.95))
     cov = coverage_of_marks(marks)
     for q in (0.80, 0.95):
         lo, hi = cov[f"{q:.2f}"]["ci90"]
         assert lo <= q <= hi
     assert np.mean(known) < 0.90
-    iv = predictive_interval(1.0, sigma_seed=0.02, seed_dof=2)
+    iv = predictive_interval(1.0, seed=IntervalTerm(sd=0.02, dof=2))
     assert iv.dof == pytest.approx(2) and iv.seed_dof == 2 and not iv.calibrated
 
 
 def test_every_term_enters_the_satterthwaite_sum_on_its_own_dof():
-    iv = predictive_interval(1.0, resampled=[0.97, 1.03], sd_extrapolation=0.04,
-                             calibration_dof=4, sigma_seed=0.03, seed_dof=2)
+    iv = predictive_interval(1.0, resampled=[0.97, 1.03], calibration=IntervalTerm(sd=0.04, dof=4),
+                             seed=IntervalTerm(sd=0.03, dof=2))
     parts = [(iv.sd_resample, math.inf), (0.04, 4), (0.03, 2)]
     assert iv.rule == "sum" and iv.dof == pytest.approx(satterthwaite_dof(parts))
     assert iv.calibrated and iv.calibration_n == 4
     assert iv.hi95 == pytest.approx(math.exp(stats.t.ppf(0.975, iv.dof) * iv.sd_total))
-    cal = predictive_interval(1.0, sd_extrapolation=0.04, calibration_dof=4, sigma_seed=0.03,
-                              seed_dof=2, rule="calibration")
+    cal = predictive_interval(1.0, rule="calibration", calibration=IntervalTerm(sd=0.04, dof=4),
+                              seed=IntervalTerm(sd=0.03, dof=2))
     assert cal.dof == pytest.approx(satterthwaite_dof([(0.04, 4), (0.03, 2)]))
     assert interval_dof([0.1]) is None and quantile(0.95, None) == pytest.approx(1.959964)
 
@@ -208,8 +209,8 @@ def test_coverage_by_cluster_is_as_wide_as_its_clusters_allow():
 
 
 def test_a_band_wider_than_the_stated_factor_is_uninformative():
-    narrow = predictive_interval(1.0, sd_extrapolation=0.05)
-    wide = predictive_interval(1.0, sd_extrapolation=0.31)   # ×0.54 to ×1.84: spans ×3.4
+    narrow = predictive_interval(1.0, calibration=IntervalTerm(sd=0.05))
+    wide = predictive_interval(1.0, calibration=IntervalTerm(sd=0.31))   # ×0.54 to ×1.84: spans ×3.4
     assert band_factor(narrow) == pytest.approx(math.exp(2 * 1.959964 * 0.05), rel=1e-5)
     assert informative(narrow) and informative(narrow.to_dict())
     assert not informative(wide) and band_factor(wide) > UNINFORMATIVE_FACTOR
