@@ -352,6 +352,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
               f"middle branch of {len(branch_check_runs(spec))} check runs), the other budgets "
               "predicted from each run's curve; "
               + compute_saved(spec, runs, None).split("; report")[0], file=sys.stderr)
+    if spec.adaptive.adaptive:
+        print(f"# {adaptive.plan_text(adaptive.AdaptiveDesign(spec))}: the grid above is what "
+              "its rounds pick from, not what trains (`mnmt-study design-plan` shows the rounds)",
+              file=sys.stderr)
     if spec.train_overrides:
         print(f"# training options beyond the defaults: "
               f"{train_options.describe(spec.train_overrides)}", file=sys.stderr)

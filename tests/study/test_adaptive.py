@@ -245,3 +245,11 @@ def test_a_plan_with_an_unknown_prior_parameter_is_refused_in_one_line(capsys):
 
     assert cli.main(["design-plan", "--preset", "ci", "--prior", '{"gamma": 1}']) == 2
     assert "unknown parameter(s) ['gamma']" in capsys.readouterr().err
+
+
+def test_plan_says_an_adaptive_grid_is_what_the_rounds_pick_from(capsys):
+    from mnmt.study import cli
+
+    assert cli.main(["plan", "--preset", "ci", "--gin", "StudySpec.adaptive=True"]) == 0
+    err = capsys.readouterr().err
+    assert "4 design runs to pick from" in err and "not what trains" in err
