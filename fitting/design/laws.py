@@ -59,8 +59,6 @@ def design_law(name: str) -> DesignLaw:
         raise ValueError(f"unknown design law {name!r}; known: {', '.join(DESIGN_LAWS)}") from None
 
 
-
-
 def kaplan_across_weights(n_weights: int, k: int) -> ParametricLaw:
     """L(N, D) across mixture weights in Kaplan's form (:mod:`fitting.laws.budget.kaplan_nd`:
     E + [(A_p/N)^(α/β) + B_p/D]^β, Kaplan et al. 2020 eq. 1.5 with Fernandes et al. 2023 eq. 7's

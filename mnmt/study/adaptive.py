@@ -2,12 +2,13 @@
 is spent (`StudySpec.adaptive`).
 
 Round 0 trains the initial design: the grid's runs at the `adaptive_initial` weights of the
-target pair, all sizes. Every later round fits the design law — L(N, D) = E + A/N^α + B/D^β of
-the target pair (Caillaut et al. 2024 eq. 2; D its tokens) at each cooled-down budget of a run —
-to what is trained; while the 95 % interval of E (the pair's L∞) is wider than
-`adaptive_threshold` of E, the next batch is picked from the grid's untrained runs by the drop in
-E's predicted variance per FLOP (`fitting.design.plan.plan_batch`) within `adaptive_round` of the
-budget, recorded in OUT/design/rounds.jsonl, then trained. A record is written before its batch
+target pair, all sizes. Every later round fits the design law — L(N, D) across weights in
+Kaplan's form on log L (`fitting.design.laws.kaplan_across_weights`) at each cooled-down budget of
+a run — to what is trained, and reads the 95 % interval of E (the pair's L∞) as the report
+computes it (`report_interval`); while the interval of log E is wider than ±`adaptive_threshold`,
+the next batch is picked from the pool's untrained runs by the drop in E's predicted variance per
+FLOP (`fitting.design.plan.plan_batch`) within a round's share of the budget, recorded in
+OUT/design/rounds.jsonl, then trained. A record is written before its batch
 trains, so a study killed mid-round resumes the same batch and no finished run trains again.
 """
 
@@ -21,13 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-from fitting.design.information import fisher_information, jacobian, target_variance
 from fitting.design.laws import kaplan_across_weights
 from fitting.design.parametric import ParametricFit, ParametricLaw
-from fitting.design.plan import plan_batch
+from fitting.design.plan import current_target_sd, plan_batch
 from fitting.design.simulate import FitSettings
 from fitting.intervals.predictive import quantile
-from mnmt.study.design_pool import run_flops, size_step_flops
+from mnmt.study.design_pool import non_embedding, run_flops, size_step_flops, tokens_per_step
 from mnmt.study.spec import RunSpec, StudySpec, branch_runs, expand, run_id, with_branches
 from mnmt.study.spec_checks import StudyError, mixture_weights
 
@@ -125,11 +125,8 @@ def append_round(out: Path, record: dict) -> None:
 
 
 def target_pair(spec: StudySpec) -> str:
-    pair = spec.adaptive.adaptive_pair or spec.pairs[0]
-    if pair not in spec.pairs:
-        raise StudyError(f"StudySpec.adaptive_pair: {pair!r} is not a pair of the study "
-                         f"({', '.join(spec.pairs)})")
-    return pair
+    """`adaptive_pair`, or the first pair (the spec's checks refuse a pair not in the study)."""
+    return spec.adaptive.adaptive_pair or spec.pairs[0]
 
 
 def fixed_runs(spec: StudySpec) -> tuple[list[RunSpec], list[RunSpec]]:
@@ -194,7 +191,8 @@ class AdaptiveDesign:
         self.cost = {r.run_id: run_flops(spec, r, flops[r.size]) for r in self.pool}
         self.budget = spec.adaptive.adaptive_budget * sum(run_flops(spec, r, flops[r.size])
                                                           for r in grid)
-        self.n = {size: _non_embedding(spec, size) for size in flops}
+        self.n = {size: float(non_embedding(spec, size)) for size in flops}
+        self.tokens_per_step = float(tokens_per_step(spec))
         # inputs in units of the smallest size and the smallest budget: parameters of order 1
         self.scale = (min(self.n.values()),
                       self.tokens_per_step * min(min(b) for b in self.budgets.values()))
@@ -216,15 +214,6 @@ class AdaptiveDesign:
         return sorted([b.branch_step + b.cooldown_steps for b in branch_runs(self.spec, run)]
                       + [self.spec.steps_for(run.size)])
 
-    @property
-    def tokens_per_step(self) -> float:
-        from mnmt.models import accounting  # noqa: PLC0415  light: no jax
-
-        spec = self.spec
-        rows = accounting.rows_per_step(spec.schedule.batch_size, spec.schedule.batch_tokens,
-                                        spec.lengths["targets"])
-        return float(rows * spec.lengths["targets"])
-
     def inputs(self, run: RunSpec) -> np.ndarray:
         """(N, D_1 … D_k, p): non-embedding parameters and the target tokens at each budget, in
         units of ``scale``, and the index of the run's weight of the target pair."""
@@ -245,13 +234,23 @@ class AdaptiveDesign:
         X = np.stack([self.inputs(r) for r in runs])
         y = np.log(np.stack([np.asarray(losses[r.run_id], float) for r in runs]))
         fit = FitSettings().fit(self.law, X, y, np.random.default_rng(round_number), warm=warm)
-        info = fisher_information(jacobian(self.law, fit.u, X), max(fit.sigma2, 1e-12))
-        sd = float(np.sqrt(target_variance(info, jacobian(self.law, fit.u,
-                                                          self.target_inputs()))[0, 0]))
-        dof = max(fit.n_obs - self.law.n_params, 1)
+        sd = float(current_target_sd(fit, X, self.target_inputs())[0])
+        dof = self.dof(len(runs))
         E, half = float(fit.theta[0]), quantile(0.95, dof) * sd
         return fit, Estimate(E, E * float(np.exp(-half)), E * float(np.exp(half)), "design law",
                              {"sd_log": sd, "dof": dof})
+
+    def dof(self, n_runs: int) -> int:
+        """Residual degrees of freedom of the law on ``n_runs`` runs: their values (a run gives
+        one per budget) less the parameters, at least 1."""
+        k = len(next(iter(self.budgets.values())))
+        return max(n_runs * k - self.law.n_params, 1)
+
+    def planned_relative(self, fit: ParametricFit, runs: Sequence[RunSpec]) -> float:
+        """t_{0.975, dof} · the linearised sd of log E once ``runs`` are measured, at ``fit``."""
+        X = np.stack([self.inputs(r) for r in runs])
+        return quantile(0.95, self.dof(len(runs))) * float(
+            current_target_sd(fit, X, self.target_inputs())[0])
 
     def plan(self, fit: ParametricFit, trained: Sequence[RunSpec], budget: float) -> list[dict]:
         """The next batch within ``budget`` FLOPs: pool runs not trained, by E's variance drop
@@ -264,11 +263,9 @@ class AdaptiveDesign:
         X_pool = np.stack([self.inputs(r) for r in free])
         cost = np.array([self.cost[r.run_id] for r in free])
         picks = plan_batch(fit, X_done, X_pool, cost, self.target_inputs(), budget)
-        k = X_pool.shape[1] - 2  # outputs per run: its budgets
         out = []
         for i, p in enumerate(picks):
-            dof = max((len(trained) + i + 1) * k - self.law.n_params, 1)
-            width = quantile(0.95, dof) * float(p.target_sd[0])
+            width = quantile(0.95, self.dof(len(trained) + i + 1)) * float(p.target_sd[0])
             out.append({"run_id": free[p.index].run_id, "cost": p.cost,
                         "predicted_relative": width if np.isfinite(width) else None})
         return out
@@ -279,14 +276,19 @@ def measure_from_runs(design: AdaptiveDesign, runs_dir: Path, eval_set: str) -> 
     on ``eval_set`` from their run directories (the cooled-down loss at each budget)."""
     from fitting.data.rundirs import read_run_dir  # noqa: PLC0415  pandas
 
+    read: dict[str, float] = {}  # a finished run's loss does not change: read once
+
     def last_loss(run_id: str) -> float:
+        if run_id in read:
+            return read[run_id]
         table = read_run_dir(str(runs_dir / run_id))
         rows = table[(table["metric"] == "loss") & (table["pair"] == design.pair)
                      & (table["eval_set"] == eval_set)]
         if rows.empty:
             raise StudyError(f"{runs_dir / run_id}: no {design.pair} loss on {eval_set!r} to fit "
                              "the design on")
-        return float(rows.sort_values("step")["value"].iloc[-1])
+        read[run_id] = float(rows.sort_values("step")["value"].iloc[-1])
+        return read[run_id]
 
     def measure(runs: list[RunSpec]) -> dict[str, np.ndarray]:
         out = {}
@@ -323,28 +325,18 @@ def plan_rounds(design: AdaptiveDesign, rounds: int, noise: float,
     trained = initial_runs(design.spec, design.pool)
     spent = sum(design.cost[r.run_id] for r in trained)
     out = [{"round": 0, "chosen": [r.run_id for r in trained], "cost": spent, "spent": spent,
-            "relative": _planned_relative(design, fit, trained)}]
+            "relative": design.planned_relative(fit, trained)}]
     for number in range(1, rounds + 1):
         picks = design.plan(fit, trained, design.round_budget(spent))
         if not picks:
             break
-        trained = trained + [r for r in design.pool if r.run_id in {p["run_id"] for p in picks}]
+        picked = {p["run_id"] for p in picks}
+        trained = trained + [r for r in design.pool if r.run_id in picked]  # in pool order
         cost = sum(p["cost"] for p in picks)
         spent += cost
         out.append({"round": number, "chosen": [p["run_id"] for p in picks], "cost": cost,
                     "spent": spent, "relative": picks[-1]["predicted_relative"]})
     return out
-
-
-def _planned_relative(design: AdaptiveDesign, fit: ParametricFit,
-                      runs: Sequence[RunSpec]) -> float:
-    """t_{0.975} · the linearised sd of log E once ``runs`` are measured."""
-    X = np.stack([design.inputs(r) for r in runs])
-    info = fisher_information(jacobian(design.law, fit.u, X), fit.sigma2)
-    sd = float(np.sqrt(target_variance(info, jacobian(design.law, fit.u,
-                                                      design.target_inputs()))[0, 0]))
-    dof = max(X.shape[0] * (X.shape[1] - 2) - design.law.n_params, 1)
-    return quantile(0.95, dof) * sd
 
 
 def report_interval(design: AdaptiveDesign, runs_dir: Path, eval_set: str,
@@ -375,12 +367,6 @@ def report_interval(design: AdaptiveDesign, runs_dir: Path, eval_set: str,
                         {k: e[k] for k in ("sd_resample", "sd_forms", "sd_total") if k in e})
 
     return interval
-
-
-def _non_embedding(spec: StudySpec, size: str) -> float:
-    from mnmt.models import accounting, zoo  # noqa: PLC0415  light: no jax
-
-    return float(accounting.param_counts(zoo.get_config(size, spec.vocab_size)).non_embedding)
 
 
 def grow(design: AdaptiveDesign, out: Path, train: Train, measure: Measure,

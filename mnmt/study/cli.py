@@ -90,8 +90,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     mixtures = mixture_count(spec)
     held = sum(r.heldout for r in runs)
     n_branches = len(with_branches(spec, runs)) - len(runs)
-    if spec.adaptive.adaptive:
-        log(adaptive.plan_text(adaptive.AdaptiveDesign(spec)))
+    design = adaptive.AdaptiveDesign(spec) if spec.adaptive.adaptive else None
+    if design is not None:
+        log(adaptive.plan_text(design))
     log(f"study {spec.name}: {len(runs)} runs ({len(spec.sizes)} sizes x {mixtures} "
         f"mixtures x {len(spec.seeds)} seeds" + (f" + {held} held out" if held else "")
         + ")" + (f" + {n_branches} cool-down branches" if n_branches else "")
@@ -103,8 +104,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             "trained to the end (StudySpec.stop_checks)")
     data = prepare_data(spec, out, log)
     rounds = None
-    if spec.adaptive.adaptive:
-        run_dirs, rounds = _grow(spec, data, out, args.workers, log)
+    if design is not None:
+        run_dirs, rounds = _grow(design, data, out, args.workers, log)
     else:
         run_dirs = _train(spec, runs, data, out, progress, workers, flops)
     report = export_and_report(spec, run_dirs, data, out, log, design_rounds=rounds)
@@ -166,14 +167,15 @@ def _train(spec, runs, data, out: Path, progress, workers: int, flops) -> list[P
     return run_all(spec, runs, data, out / "runs", progress)
 
 
-def _grow(spec, data, out: Path, workers_arg, log) -> tuple[list[Path], list[dict]]:
+def _grow(design, data, out: Path, workers_arg, log) -> tuple[list[Path], list[dict]]:
     """An adaptive study's training (mnmt.study.adaptive): the rounds, then the held-out runs;
     (every run directory trained, with its branches', the round records)."""
+    spec = design.spec
+
     def train(batch: list) -> None:
         progress, workers, flops = _training_progress(spec, batch, workers_arg)
         _train(spec, batch, data, out, progress, workers, flops)
 
-    design = adaptive.AdaptiveDesign(spec)
     eval_set = spec.evaluation.eval_sets[0]
     repeats, held = adaptive.fixed_runs(spec)
     rounds = adaptive.grow(design, out, train,
@@ -526,10 +528,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "with their FLOPs and accelerator-hours, for `mnmt-fit design`"))
     p.add_argument("--fractions", default="0.25,0.5,1",
                    help="fractions of the study's steps, comma-separated (default: %(default)s)")
-    p.add_argument("--peak-tflops", type=float, default=mesh_plan.DEFAULT_PEAK_TFLOPS,
-                   help="peak TFLOP/s of one device (default: %(default)g, a TPU v4 chip)")
-    p.add_argument("--mfu", type=float, default=design_pool.DEFAULT_MFU,
-                   help="model-FLOPs utilisation for accelerator-hours (default: %(default)g)")
+    add_cost_arguments(p)
     p.add_argument("--csv", required=True, help="write the pool to this CSV file")
     p.set_defaults(func=cmd_design_pool)
     p = add_study_arguments(sub.add_parser(
@@ -541,10 +540,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prior", help="JSON object of the law's prior point, keys E, alpha, beta, "
                                    "A, B in the design's scaled units (default: "
                                    f"{json.dumps(adaptive.PLAN_PRIOR)})")
-    p.add_argument("--peak-tflops", type=float, default=mesh_plan.DEFAULT_PEAK_TFLOPS,
-                   help="peak TFLOP/s of one device (default: %(default)g, a TPU v4 chip)")
-    p.add_argument("--mfu", type=float, default=design_pool.DEFAULT_MFU,
-                   help="model-FLOPs utilisation for accelerator-hours (default: %(default)g)")
+    add_cost_arguments(p)
     p.add_argument("--json", action="store_true", help="print the rounds as JSON")
     p.set_defaults(func=cmd_design_plan)
     p = sub.add_parser("presets", help="list the built-in presets")
@@ -578,6 +574,14 @@ def add_mesh_plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true",
                         help="print JSON: the sharding plans as one list (with --mesh), "
                              "else the runs and the training options the study sets")
+
+
+def add_cost_arguments(parser: argparse.ArgumentParser) -> None:
+    """--peak-tflops and --mfu: the rate accelerator-hours are counted at."""
+    parser.add_argument("--peak-tflops", type=float, default=mesh_plan.DEFAULT_PEAK_TFLOPS,
+                        help="peak TFLOP/s of one device (default: %(default)g, a TPU v4 chip)")
+    parser.add_argument("--mfu", type=float, default=design_pool.DEFAULT_MFU,
+                        help="model-FLOPs utilisation for accelerator-hours (default: %(default)g)")
 
 
 def _workers_arg(text: str) -> int | str:

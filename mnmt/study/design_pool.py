@@ -17,7 +17,8 @@ from pathlib import Path
 from mnmt.study.expansion import RunSpec, branch_runs, expand
 from mnmt.study.spec import StudySpec
 
-__all__ = ["accelerator_hours", "pool_rows", "run_flops", "size_step_flops", "write_pool"]
+__all__ = ["accelerator_hours", "non_embedding", "pool_rows", "rows_per_step", "run_flops",
+           "size_step_flops", "tokens_per_step", "write_pool"]
 
 #: Model-FLOPs utilisation assumed for accelerator-hours (a T5X-scale TPU run reaches 0.3–0.5).
 DEFAULT_MFU = 0.4
@@ -26,24 +27,20 @@ DEFAULT_MFU = 0.4
 def pool_rows(spec: StudySpec, fractions: Sequence[float] = (0.25, 0.5, 1.0), *,
               peak_tflops: float, mfu: float = DEFAULT_MFU) -> list[dict]:
     """The candidate runs of ``spec`` (its sizes × its weights × ``fractions`` of its steps)."""
-    from mnmt.models import accounting, zoo  # light: no jax
-
     if not fractions or any(not 0 < f <= 4 for f in fractions):
         raise ValueError(f"step fractions must lie in (0, 4], got {list(fractions)}")
     if peak_tflops <= 0 or not 0 < mfu <= 1:
         raise ValueError(f"need peak_tflops > 0 and 0 < mfu <= 1, got {peak_tflops}, {mfu}")
-    lengths = spec.lengths
-    rows_per_step = accounting.rows_per_step(spec.schedule.batch_size, spec.schedule.batch_tokens,
-                                             lengths["targets"])
+    step_tokens = tokens_per_step(spec)
     mixtures = {tuple(sorted(run.weights.items())) for run in expand(spec) if not run.heldout}
     out = []
     for size in spec.sizes:
-        n = accounting.param_counts(zoo.get_config(size, spec.vocab_size)).non_embedding
+        n = non_embedding(spec, size)
         step_flops = size_step_flops(spec, size)
         for weights in sorted(mixtures):
             for fraction in fractions:
                 steps = max(1, round(fraction * spec.steps_for(size)))
-                tokens = steps * rows_per_step * lengths["targets"]
+                tokens = steps * step_tokens
                 flops = steps * step_flops
                 row = {"size": size, "n": n, "steps": steps, "tokens": tokens}
                 row.update({f"w_{pair}": w for pair, w in weights})
@@ -59,6 +56,26 @@ def accelerator_hours(flops: float, peak_tflops: float, mfu: float = DEFAULT_MFU
     return flops / (peak_tflops * 1e12 * mfu) / 3600
 
 
+def rows_per_step(spec: StudySpec) -> int:
+    """Packed rows of one training step of the study (:func:`mnmt.models.accounting.rows_per_step`)."""
+    from mnmt.models import accounting  # light: no jax
+
+    return accounting.rows_per_step(spec.schedule.batch_size, spec.schedule.batch_tokens,
+                                    spec.lengths["targets"])
+
+
+def tokens_per_step(spec: StudySpec) -> int:
+    """Target tokens of one training step (rows × the targets' feature length)."""
+    return rows_per_step(spec) * spec.lengths["targets"]
+
+
+def non_embedding(spec: StudySpec, size: str) -> int:
+    """Non-embedding parameters of the zoo's ``size`` at the study's vocabulary."""
+    from mnmt.models import accounting, zoo  # light: no jax
+
+    return accounting.param_counts(zoo.get_config(size, spec.vocab_size)).non_embedding
+
+
 def size_step_flops(spec: StudySpec, size: str) -> float:
     """Training FLOPs of one step of a run of ``size``: rows per step × the zoo's exact
     per-example count (:func:`mnmt.models.accounting.train_flops_per_example`). ValueError for a
@@ -66,10 +83,8 @@ def size_step_flops(spec: StudySpec, size: str) -> float:
     from mnmt.models import accounting, zoo  # light: no jax
 
     lengths = spec.lengths
-    rows = accounting.rows_per_step(spec.schedule.batch_size, spec.schedule.batch_tokens,
-                                    lengths["targets"])
-    return rows * accounting.train_flops_per_example(zoo.get_config(size, spec.vocab_size),
-                                                     lengths["inputs"], lengths["targets"])
+    return rows_per_step(spec) * accounting.train_flops_per_example(
+        zoo.get_config(size, spec.vocab_size), lengths["inputs"], lengths["targets"])
 
 
 def run_flops(spec: StudySpec, run: RunSpec, step_flops: float) -> float:
