@@ -109,17 +109,24 @@ def read_rounds(out: Path) -> list[dict]:
 
 
 def append_round(out: Path, record: dict) -> None:
-    """Append one record as a line, flushed to disk before returning; a torn line left by an
-    earlier kill is cut off first, so every record ends up on its own line."""
+    """Append one record as a line, flushed to disk before returning. A last line left without
+    its newline by an earlier kill is judged as `read_rounds` judges it: a whole record is kept
+    (its newline added), a torn one cut off — so every record read is a record kept."""
     path = rounds_path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
+    prefix = ""
     if path.exists():
         text = path.read_text(encoding="utf-8")
         if text and not text.endswith("\n"):
-            with open(path, "r+", encoding="utf-8") as f:
-                f.truncate(len(text[:text.rfind("\n") + 1].encode("utf-8")))
+            last = text[text.rfind("\n") + 1:]
+            try:
+                json.loads(last)
+                prefix = "\n"
+            except json.JSONDecodeError:
+                with open(path, "r+", encoding="utf-8") as f:
+                    f.truncate(len(text[:text.rfind("\n") + 1].encode("utf-8")))
     with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record, sort_keys=True, allow_nan=False) + "\n")
+        f.write(prefix + json.dumps(record, sort_keys=True, allow_nan=False) + "\n")
         f.flush()
         os.fsync(f.fileno())
 
@@ -151,11 +158,14 @@ def pool_runs(spec: StudySpec) -> list[RunSpec]:
     """The grid's design runs the design may pick from (not held out, not seed repeats) that
     train the target pair."""
     pair = target_pair(spec)
+    repeats, held = fixed_runs(spec)
+    fixed = {r.run_id for r in (*repeats, *held)}  # never a design run, whatever its size
     extra = [RunSpec(run_id=run_id(size, weights, seed), size=size, weights=weights, seed=seed)
              for size in spec.adaptive.adaptive_sizes if size not in spec.sizes
              for weights in (mixture_weights(spec.pairs, w) for w in spec.weights)
              for seed in spec.seeds]
-    return [r for r in [*grid_design_runs(spec), *extra] if r.weights.get(pair, 0) > 0]
+    return [r for r in [*grid_design_runs(spec), *extra]
+            if r.weights.get(pair, 0) > 0 and r.run_id not in fixed]
 
 
 def initial_runs(spec: StudySpec, pool: Sequence[RunSpec]) -> list[RunSpec]:
@@ -196,6 +206,18 @@ class AdaptiveDesign:
         # inputs in units of the smallest size and the smallest budget: parameters of order 1
         self.scale = (min(self.n.values()),
                       self.tokens_per_step * min(min(b) for b in self.budgets.values()))
+
+    def initial(self) -> list[RunSpec]:
+        """Round 0's runs (`initial_runs`); a StudyError when they alone cost more than the
+        budget."""
+        runs = initial_runs(self.spec, self.pool)
+        cost = sum(self.cost[r.run_id] for r in runs)
+        if cost > self.budget * (1 + 1e-9):
+            raise StudyError(f"StudySpec.adaptive_budget: round 0 ({len(runs)} runs at "
+                             f"adaptive_initial weights) costs {cost:.3g} FLOPs, more than the "
+                             f"budget of {self.budget:.3g}; raise adaptive_budget or start from "
+                             "fewer weights")
+        return runs
 
     def header(self) -> dict:
         """What every round record repeats: the target, its threshold, the budget, the law."""
@@ -322,7 +344,7 @@ def plan_rounds(design: AdaptiveDesign, rounds: int, noise: float,
                       *[values["B"]] * w])
     u = design.law.to_u(theta)
     fit = ParametricFit(design.law, u, design.law.to_theta(u), 0.0, 0, noise ** 2)
-    trained = initial_runs(design.spec, design.pool)
+    trained = design.initial()
     spent = sum(design.cost[r.run_id] for r in trained)
     out = [{"round": 0, "chosen": [r.run_id for r in trained], "cost": spent, "spent": spent,
             "relative": design.planned_relative(fit, trained)}]
@@ -382,7 +404,7 @@ def grow(design: AdaptiveDesign, out: Path, train: Train, measure: Measure,
     records = read_rounds(out)
     repeats, _ = fixed_runs(spec)
     if not records:
-        initial = initial_runs(spec, design.pool)
+        initial = design.initial()
         cost = sum(design.cost[r.run_id] for r in initial)
         append_round(out, {**design.header(), "round": 0, "chosen": [r.run_id for r in initial],
                            "inputs": [design.inputs(r).tolist() for r in initial],

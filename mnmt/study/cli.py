@@ -441,8 +441,9 @@ def cmd_design_plan(args: argparse.Namespace) -> int:
           f"{args.prior or adaptive.PLAN_PRIOR}, noise {args.noise:.1%}")
     print("round\taccelerator-hours\tof budget (after)\tE's 95 % interval after (log)\truns")
     for r in rounds:
+        width = "–" if r["relative"] is None else f"±{r['relative']:.1%}"
         print(f"{r['round']}\t{r['accelerator_hours']:,.0f}\t{r['spent'] / design.budget:.0%}\t"
-              f"±{r['relative']:.1%}\t{len(r['chosen'])}: {', '.join(r['chosen'][:6])}"
+              f"{width}\t{len(r['chosen'])}: {', '.join(r['chosen'][:6])}"
               + (", …" if len(r["chosen"]) > 6 else ""))
     return 0
 

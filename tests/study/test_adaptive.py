@@ -253,3 +253,41 @@ def test_plan_says_an_adaptive_grid_is_what_the_rounds_pick_from(capsys):
     assert cli.main(["plan", "--preset", "ci", "--gin", "StudySpec.adaptive=True"]) == 0
     err = capsys.readouterr().err
     assert "4 design runs to pick from" in err and "not what trains" in err
+
+
+def test_a_whole_last_record_without_its_newline_is_kept_when_the_next_is_appended(tmp_path):
+    """A kill between a record and its newline: read_rounds counts the record, so the next
+    append keeps it too (a round read and trained is never dropped from the file)."""
+    adaptive.append_round(tmp_path, {"round": 0, "chosen": ["a"]})
+    with open(tmp_path / adaptive.ROUNDS_FILE, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"round": 1, "chosen": ["b"]}))
+    assert [r["round"] for r in adaptive.read_rounds(tmp_path)] == [0, 1]
+    adaptive.append_round(tmp_path, {"round": 2, "chosen": []})
+    assert [r["round"] for r in adaptive.read_rounds(tmp_path)] == [0, 1, 2]
+
+
+def test_a_held_out_run_of_an_extra_size_never_joins_the_pool():
+    spec = _spec(heldout=(("mini-2", 0.5),))
+    pool = {r.run_id for r in adaptive.AdaptiveDesign(spec).pool}
+    assert "mini-2_p0.50_s0" not in pool and "mini-2_p1.00_s0" in pool
+
+
+def test_a_round_zero_dearer_than_the_budget_is_refused_before_anything_is_recorded(tmp_path):
+    design = adaptive.AdaptiveDesign(_spec(adaptive_budget=0.1))
+    law = KnownLaw(design)
+    with pytest.raises(StudyError, match="adaptive_budget: round 0 .* more than the budget"):
+        adaptive.grow(design, tmp_path, law.train, law.measure, log=lambda _: None)
+    assert adaptive.read_rounds(tmp_path) == [] and law.trained == []
+
+
+def test_the_report_section_compares_the_reports_interval_with_the_design_laws(tmp_path):
+    _, _, records = _grow(tmp_path, _spec(adaptive_threshold=1e-4, adaptive_budget=0.5))
+    # as in a study: the stop rule's interval ("before") is the report's, not the design law's
+    records[-1]["before"] = {"E": 1.6, "lo95": 1.2, "hi95": 2.0, "relative": 0.26,
+                             "source": "L(N, D) across weights"}
+    doc = Document()
+    design_rounds_section(doc, records, str(tmp_path), {"estimate": 1.6, "lo95": 1.2,
+                                                        "hi95": 2.0})
+    design = records[-1]["design"]
+    assert (f"the design law's is {design['E']:.4g} [{design['lo95']:.4g}, "
+            f"{design['hi95']:.4g}]") in doc.markdown()

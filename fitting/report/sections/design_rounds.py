@@ -116,11 +116,11 @@ def design_rounds_section(doc: Document, records: Sequence[dict], out_dir: str,
             "Still growing: the last round's runs are not all trained.")
     if stop in ("budget", "pool"):
         text += " " + _not_reached(records, float(head["threshold"]), budget)
-    if report_e and "lo95" in report_e and last.get("before"):
+    if report_e and "lo95" in report_e and last.get("design"):
         text += (f" The report's own interval on {head['pair']}'s E (L(N, D) across weights, "
                  f"resampled runs and forms): {report_e['estimate']:.4g}, 95 % "
                  f"[{report_e['lo95']:.4g}, {report_e['hi95']:.4g}]; the design law's is "
-                 f"{_interval(last['before'])} (linearised, its own residual noise).")
+                 f"{_interval(last['design'])} (linearised, its own residual noise).")
     doc.p(text)
     figure = _figure(records, out_dir)
     if figure:
