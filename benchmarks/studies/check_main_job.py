@@ -354,7 +354,7 @@ def print_result(result: dict) -> None:
                  f", σ from {row.get('sigma_seeds')} seeds, {row['sigma_dof']} dof, first "
                  f"section: {row.get('verdict')}")
         judged = ("not judged: no seed noise measured" if bt.get("noise_rel") is None else
-                  f"seed sd {100 * bt['noise_rel']:.2f} % ({bt['tolerance']:g}x = "
+                  f"seed sd {100 * bt['noise_rel']:.2f} % ({bt['tolerance']:.3g}x = "
                   f"{100 * bt['tolerance'] * bt['noise_rel']:.2f} %; {bt['noise_source']}): "
                   f"{'within' if bt['within'] else 'beyond'}{seeds}")
         print(f"   backtest {pair} (information): without N = {bt['held_out_n']:.4g}, RMSE "

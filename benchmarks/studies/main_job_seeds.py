@@ -6,8 +6,8 @@ Runs the main job (`mnmt-study run`, the default preset) once per vocabulary see
 OUT/seed<K>, then `benchmarks/studies/check_main_job.py` on each, and prints one Markdown table: per
 seed, the wall time, check 1 (fitted L∞ against the exact one, per pair) and check 4 (the
 held-out run's error, per pair, and whether it is within 2 % without the noise clause), the
-leave-largest-size-out backtest of the leading L(N, D) law against 3× the measured seed noise,
-per pair, the report's two curve-law rows (longer run, later cool-down) against the σ each is
+leave-largest-size-out backtest of the leading L(N, D) law against k× the measured seed noise
+(k = 3, or Student's t on its dof where wider), per pair, the report's two curve-law rows (longer run, later cool-down) against the σ each is
 judged on, per pair, and whether both hold for both pairs (a missing or unjudged row never
 holds), the pooled coverage of the calibrated predictive intervals with Clopper–Pearson
 intervals over the points and over the seed × pair clusters, and whether all six checks pass (checks 1 and 4 as `check_main_job` judges them). A seed whose output already holds a report is not re-run
@@ -161,7 +161,7 @@ def table(rows: list[dict]) -> str:
     pairs = sorted({p for r in rows for key in ("l_inf", "curves") for p in r.get(key) or {}})
     head = (["vocab seed", "wall s"] + [f"L∞ {p} fitted / exact" for p in pairs]
             + [f"held-out {p}" for p in pairs]
-            + [f"backtest {p} vs 3× seed noise" for p in pairs]
+            + [f"backtest {p} vs k× seed noise" for p in pairs]
             + [f"{k} {p} vs 3σ" for p in pairs for k in CURVE_KINDS]
             + ["curve rows hold", "checks 1, 4", "all five"])
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

@@ -472,7 +472,7 @@ def test_check_main_job_reads_the_cooled_law_and_the_seed_table(branch_reports, 
     assert set(row["backtest"]) == {"en-de", "en-zh"}
     text = seeds.table([row, {"seed": 4, "wall_s": None, "rc": 1, "error": "no report"}])
     assert text.splitlines()[2].startswith("| 3 | 12 | ") and "| 4 | – | no report |" in text
-    assert "backtest en-de vs 3× seed noise" in text.splitlines()[0]
+    assert "backtest en-de vs k× seed noise" in text.splitlines()[0]
     # no seed was repeated: not judged (0183a09 printed within/beyond against the fit's
     # residual sd under the header "vs 3× seed noise")
     assert "(no seed noise: not judged)" in text

@@ -33,7 +33,7 @@ from fitting.core.engine import (
     varpro_fit,
 )
 from fitting.core.options import BacktestOptions, FitOptions, UncertaintyOptions
-from fitting.core.seed_noise import SeedNoise, few_seeds_verdict
+from fitting.core.seed_noise import SeedNoise, few_seeds_verdict, judging_multiple
 from fitting.core.uncertainty import (
     pair_band,
     perturbation_samples,
@@ -532,16 +532,20 @@ def _pair_backtest(pair: str, points, o: _PairOptions, form: str) -> dict[str, A
     of 0 included); without one, not judged (``within`` None): never against the fit's
     residual sd, which grows with the law's misfit and would pass the law that misses most.
     A :class:`~fitting.core.seed_noise.SeedNoise` given carries its seeds and dof
-    (``noise_seeds``, ``noise_dof``); one on too few dof to judge leaves ``within`` None, its
-    ``noise_source`` the verdict of information.
+    (``noise_seeds``, ``noise_dof``) and is judged by the report's one rule: ``tolerance`` the
+    backtest's multiple widened to Student's t on σ's dof (:func:`fitting.core.seed_noise.
+    judging_multiple`, 4.85 on 2 dof), as the report's first section judges the same backtest;
+    one on too few dof to judge leaves ``within`` None, its ``noise_source`` the verdict of
+    information.
     With ``form="auto"`` on all the pair's points, so that the backtest chooses its form and
     budgets without the held-out size. A backtest that cannot be fitted returns
     ``{"error": …}``."""
     given = (o.noise_rel or {}).get(pair)
     noise = None if given is None else float(getattr(given, "sigma", given))
+    tolerance = judging_multiple(getattr(given, "dof", None), o.backtest.tolerance)
     try:
         bt = leave_largest_out(*points[:4], loss=o.fit.robust_loss, f_scale=o.fit.f_scale,
-                               noise_rel=noise, tolerance=o.backtest.tolerance, form=form,
+                               noise_rel=noise, tolerance=tolerance, form=form,
                                graded=~points[4])
     except FitError as e:
         return {"error": str(e)}

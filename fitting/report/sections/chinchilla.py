@@ -430,7 +430,7 @@ def _backtest_text(pair: str, bt: dict) -> str:
     if bt.get("noise_rel") is None:
         return (f"{pair}: {miss}; not judged: no seed noise measured (repeat a run with "
                 "another seed; the fit's residual sd includes the misfit the backtest exposes).")
-    noise = f"{bt['tolerance']:g}× the noise {bt['noise_rel']:.2%} ({bt['noise_source']})"
+    noise = f"{bt['tolerance']:.3g}× the noise {bt['noise_rel']:.2%} ({bt['noise_source']})"
     if bt["within"] is None:
         return f"{pair}: {miss}; against {noise}."
     if bt["within"]:
@@ -533,5 +533,5 @@ def cooled_law_section(doc: Document, rep: Report, fit: JointChinchillaFit | Non
               "out, which replaces the refits and forms) — the seed noise below the held-out "
               "size; fixed before the held-out size is read): " + " ".join(intervals))
     rep.warnings += [f"{COOLED_LAW}: {m}" for m in fit.warnings]
-    rep.warnings += [f"{COOLED_LAW} backtest {p}: outside {bt['tolerance']:g}× the noise"
+    rep.warnings += [f"{COOLED_LAW} backtest {p}: outside {bt['tolerance']:.3g}× the noise"
                      for p, bt in (fit.backtest or {}).items() if bt["within"] is False]
