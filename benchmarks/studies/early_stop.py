@@ -14,6 +14,9 @@ study writes that a finished one does not hold: the evaluation (and probe) at S 
 their grid — counted and printed, not invented. They would enter only the stopped runs'
 predicted ends (the median gap to the judged loss), never a check's prediction or interval, so
 the checks' coverage is the stopped study's (tests/study/test_early_stop_as_stopped.py).
+``--save-stopped DIR`` writes each stopped table and its study.json to DIR/<study> for another
+checkout's report (``mnmt-fit report --input DIR/<study>/metrics.csv``, or this script at an
+older commit: the table is then read as stopped, every run with planned rates).
 
 For each study output directory (``OUT/metrics.csv`` and ``OUT/study.json``; its held-out runs
 left out as the report does) the report's section (:func:`fitting.report.sections.early_stop.
@@ -25,19 +28,20 @@ clusters (:func:`fitting.intervals.predictive.coverage_by_cluster`).
 
 Usage (from the repository root):
     nice python benchmarks/studies/early_stop.py OUT [OUT …] [--fraction 0.6] [--as-stopped]
-        [--json FILE]
+        [--save-stopped DIR] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 
 import pandas as pd
 
-from fitting.data.tables import read_table
+from fitting.data.tables import read_table, write_table
 from fitting.intervals.predictive import LEVELS, coverage_by_cluster, coverage_text
 from fitting.laws.curves.early_stop import PLANNED_LR_METRIC
 from fitting.report.sections.early_stop import early_stop_payload
@@ -86,13 +90,19 @@ def as_stopped(table: pd.DataFrame, spec: StudySpec, fraction: float
     return pd.concat(frames, ignore_index=True), missing
 
 
-def one_study(out: Path, fraction: float, stopped: bool = False) -> dict:
+def one_study(out: Path, fraction: float, stopped: bool = False,
+              save: Path | None = None) -> dict:
     """The report's early-stop payload of the study in ``out``: benchmark mode, or with
-    ``stopped`` the table :func:`as_stopped` (``payload["rows_not_given"]``)."""
+    ``stopped`` the table :func:`as_stopped` (``payload["rows_not_given"]``), written with
+    ``out``'s study.json into ``save``/<out's name> when given."""
     table = read_table(str(out / "metrics.csv"))
     missing = None
     if stopped:
         table, missing = as_stopped(table, recorded_spec(out), fraction)
+        if save is not None:
+            (save / out.name).mkdir(parents=True, exist_ok=True)
+            write_table(table, str(save / out.name / "metrics.csv"))
+            shutil.copyfile(out / "study.json", save / out.name / "study.json")
     view = prepare_view(table, heldout_runs=heldout_ids(out, table))
     return {**early_stop_payload(view, fraction), "rows_not_given": missing}
 
@@ -103,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fraction", type=float, default=0.6)
     parser.add_argument("--as-stopped", action="store_true",
                         help="read each study as stopped at --fraction (only checks checked)")
+    parser.add_argument("--save-stopped", type=Path, metavar="DIR",
+                        help="with --as-stopped: write each stopped table to DIR/<study>")
     parser.add_argument("--json", type=Path, help="write every study's payload here")
     args = parser.parse_args(argv)
     pooled, payloads, marks = [], {}, {level: {} for level in LEVELS}
@@ -110,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
           "median \\|err\\| | worst \\|err\\| | σ_seed (dof) | verdict |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for out in args.outs:
-        payload = payloads[str(out)] = one_study(out, args.fraction, args.as_stopped)
+        payload = payloads[str(out)] = one_study(out, args.fraction, args.as_stopped,
+                                                   args.save_stopped)
         for pair, d in payload["pairs"].items():
             c80, c95 = d["coverage"]["0.80"], d["coverage"]["0.95"]
             within = [e["within_3sigma"] for e in d["ends"] if e.get("within_3sigma")

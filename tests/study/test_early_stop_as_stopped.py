@@ -4,14 +4,18 @@ later branches gone, checks and held-out runs whole), and the rows it cannot giv
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
+from fitting.data.tables import read_table, write_table
 from fitting.laws.curves.early_stop import PLANNED_LR_METRIC
 from fitting.report.sections.early_stop import early_stop_payload, table_stop_fraction
 from fitting.report.view import prepare_view
 from mnmt.study.loading import preset
 from mnmt.study.spec import expand, stop_check_runs, with_branches
+from mnmt.study.stages import spec_json
 
 SPEC = preset("default")
 STEP = 100  # the synthetic log grid
@@ -84,15 +88,21 @@ def _payload(table: pd.DataFrame) -> dict:
 
 
 def test_the_report_reads_the_table_as_a_stopped_study_and_the_rows_not_given_touch_no_check(
-        script):
-    """The report's section reads the table as a stopped study's; the evaluation at the stop
+        script, tmp_path):
+    """The report's section reads the table as a stopped study's (here through the script's
+    one_study, the table written by --save-stopped and read back); the evaluation at the stop
     that a finished run lacks (added here, 5 % above the curve) moves a stopped run's predicted
     end but no check's prediction, interval or verdict: a check is trained to its end, its
     prediction and interval rest on the checks' rows only, so the coverage measured on an
     as-stopped table is the stopped study's."""
-    stopped, _ = script.as_stopped(_finished_table(SPEC), SPEC, 0.6)
+    study = tmp_path / "study"
+    study.mkdir()
+    write_table(_finished_table(SPEC), str(study / "metrics.csv"))
+    (study / "study.json").write_text(json.dumps(spec_json(SPEC)))
+    plain = script.one_study(study, 0.6, True, tmp_path / "saved")
+    stopped = read_table(str(tmp_path / "saved" / "study" / "metrics.csv"))
+    assert plain["rows_not_given"] == 16 * len(SPEC.pairs)
     assert table_stop_fraction(stopped) == pytest.approx(0.6)
-    plain = _payload(stopped)
     assert plain["runs_stopped"] == 16 and plain["run_steps_not_trained"] == 16 * 800
     # every design run's end predicted, only the six checks' trained ends checked
     assert {p: (d["n_predicted"], d["n_checked"]) for p, d in plain["pairs"].items()} == {
