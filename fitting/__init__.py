@@ -4,6 +4,13 @@ Pure numpy/scipy/pandas/matplotlib: importing this package never imports jax, te
 The main entry points are importable from here lazily (the submodule is loaded on first use):
 
     from fitting import fit_power_law, fit_joint_law, fit_multilingual_law, write_report
+
+Its rooms, each importing only from itself and those listed after it:
+:mod:`fitting.cli` (``mnmt-fit``), :mod:`fitting.report` (the study report),
+:mod:`fitting.plots` (figures), :mod:`fitting.design` (what to train next),
+:mod:`fitting.intervals` (predictive intervals), :mod:`fitting.laws` (the laws),
+:mod:`fitting.data` (metrics in and out), :mod:`fitting.core` (result, engine, options,
+uncertainty); :mod:`fitting.test_utils` (synthetic studies for tests) sits on top.
 """
 
 from __future__ import annotations
@@ -12,8 +19,6 @@ from fitting.core.exports import lazy_exports
 
 __version__ = "0.1.0"
 
-# The package is in rooms by role: core (result, engine, uncertainty) ← data (schema, run
-# directories, tables) ← laws ← intervals ← plots ← report ← cli; test_utils sits on top.
 _EXPORTS = {
     **dict.fromkeys(["FitResult", "FitError", "register_law"], "core.base"),
     **dict.fromkeys(["read_table", "write_table"], "data.tables"),

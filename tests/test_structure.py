@@ -171,7 +171,7 @@ def test_no_import_circles_between_fitting_rooms():
 
 
 def test_fitting_rooms_import_downwards_only():
-    """core ← data ← laws ← intervals ← plots ← report ← cli: laws never import intervals,
+    """core ← data ← laws ← intervals ← design ← plots ← report ← cli: laws never import intervals,
     plots or reports, plots never import reports, nothing but the cli imports the cli, and
     nothing in a room imports the top-level test_utils."""
     order = {room: rank for rank, room in enumerate((*FITTING_ROOMS, "fitting"))}
@@ -344,6 +344,48 @@ def test_every_module_is_on_the_design_map():
     assert not missing, f"modules missing from docs/development/design.md: {missing}"
 
 
+def _fitting_packages() -> list[str]:
+    return [m for m in MODULES if m.startswith("fitting") and _is_package(m)]
+
+
+def test_every_fitting_index_names_each_module_of_its_package():
+    """A package's ``__init__`` docstring is its index: it names every module and sub-package
+    in it (``__main__`` aside), so that the index a newcomer reads is true."""
+    missing = []
+    for package in _fitting_packages():
+        doc = ast.get_docstring(ast.parse(MODULES[package].read_text())) or ""
+        named = {ref.rsplit(".", 1)[-1] for ref in re.findall(r":mod:`~?([\w.]+)`", doc)}
+        children = {m.rsplit(".", 1)[-1] for m in MODULES
+                    if m.rpartition(".")[0] == package and not m.endswith("__main__")}
+        missing += [f"{package}.{c}" for c in sorted(children - named)]
+    assert not missing, f"modules missing from their package's index: {missing}"
+
+
+#: the longest module docstring of fitting (package indexes aside): about ten lines say what a
+#: module is for; derivations belong in docs/reference/laws.md
+MAX_DOCSTRING_LINES = 20
+
+
+def test_fitting_module_docstrings_say_what_the_module_is_for_briefly():
+    long = []
+    for module, path in MODULES.items():
+        if module.startswith("fitting") and not _is_package(module):
+            doc = ast.get_docstring(ast.parse(path.read_text()), clean=False) or ""
+            if len(doc.splitlines()) > MAX_DOCSTRING_LINES:
+                long.append(f"{path.relative_to(REPO)}: {len(doc.splitlines())} lines")
+    assert not long, "module docstrings over " + str(MAX_DOCSTRING_LINES) + " lines: " + \
+        ", ".join(long)
+
+
+def test_the_design_map_draws_fittings_rooms_in_their_import_order():
+    """design.md's room diagram lists the rooms top (cli) to bottom (core), the order
+    :data:`FITTING_ROOMS` enforces."""
+    design = (REPO / "docs" / "development" / "design.md").read_text()
+    block = design.split("### `fitting/`", 1)[1].split("```", 2)[1]
+    drawn = re.findall(r"^(\w+)/ ", block, re.M)
+    assert drawn == [room.split(".")[1] for room in reversed(FITTING_ROOMS)], drawn
+
+
 def test_no_issue_numbers_or_machine_paths_in_code_and_docs():
     bad = []
     for root in ("mnmt", "fitting", "launch", "docs", "benchmarks", "t5x_configs"):
@@ -362,9 +404,10 @@ def test_no_issue_numbers_or_machine_paths_in_code_and_docs():
 def test_no_results_section_numbers_in_code_and_docs():
     """Code and docs name benchmarks/RESULTS.md, never one of its numbered sections: the numbers
     move as the record grows, the file's dated entries do not."""
-    cited = re.compile(r"RESULTS(\.md)?,? *§ *\d")
+    cited = re.compile(r"RESULTS(\.md)?,? *(§|section )? *\d|§ *\d\d")  # papers' §: one digit
     bad = [f"{path.relative_to(REPO)}:{lineno}"
-           for root in ("mnmt", "fitting", "launch", "docs", "benchmarks", "t5x_configs")
+           for root in ("mnmt", "fitting", "launch", "docs", "benchmarks", "t5x_configs",
+                        "tests")
            for path in sorted((REPO / root).rglob("*"))
            if path.suffix in (".py", ".md", ".gin") and path.name != "RESULTS.md"
            for lineno, line in enumerate(path.read_text().splitlines(), start=1)

@@ -9,8 +9,9 @@ one Markdown table: the recommendation's measured J (mean ± seed sd over the ve
 paired seeds) against its prediction and 95 % predictive interval
 (`fitting.intervals.mixture`), the baselines it beats (Holm p < 0.05 and a gap over 2
 paired sd), how many verification mixtures and held-out mixture losses fell inside their 80 /
-95 % intervals — beside the same count under the sum rule that §93 used (every reported
-component added: refits, forms, calibration, seed; normal quantiles), recomputed from the
+95 % intervals — beside the same count under the sum rule used before (every reported
+component added: refits, forms, calibration, seed; normal quantiles; benchmarks/RESULTS.md,
+"cpu-many-pairs on two design seeds nobody chose it on"), recomputed from the
 components each interval reports — and the held-out larger size's errors; then the pooled
 coverage of the calibrated intervals with Clopper–Pearson intervals over the points and over
 the clusters (seed; seed × pair).

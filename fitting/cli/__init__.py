@@ -4,6 +4,7 @@
 * :mod:`fitting.cli.laws`    ``mnmt-fit fit``, ``frontier``, ``recommend``
 * :mod:`fitting.cli.reports` ``mnmt-fit report``, ``compare``, ``mixture``
 * :mod:`fitting.cli.curves`  ``mnmt-fit curves``
+* :mod:`fitting.cli.design`  ``mnmt-fit design``
 * :mod:`fitting.cli.inputs`  what the subcommands share: option values, the input table, fit options
 
 The command line sits above every other room of :mod:`fitting`; nothing in the package imports it.

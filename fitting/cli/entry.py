@@ -24,6 +24,7 @@ from fitting.cli.design import add_design_parser, design_command, design_text
 from fitting.cli.laws import fit_command, frontier_command, recommend_command
 from fitting.cli.reports import compare_command, mixture_command, report_command
 from fitting.core.base import FitError, FitResult, json_safe, table_laws
+from fitting.core.options import DEFAULT_UNCERTAINTY
 from fitting.report.sections.mixture import mixture_text
 
 __all__ = ["main", "build_parser"]
@@ -54,11 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--metric", default="loss", help="metric of the tidy table to fit")
         p.add_argument("--drop-invalid", action="store_true",
                        help="drop rows with NaN/inf/non-positive values (count reported)")
-        p.add_argument("--uncertainty", default="perturbation",
+        p.add_argument("--uncertainty", default=DEFAULT_UNCERTAINTY.method or "none",
                        choices=["perturbation", "bootstrap", "both", "none"])
-        p.add_argument("--n-refits", type=int, default=100)
+        p.add_argument("--n-refits", type=int, default=DEFAULT_UNCERTAINTY.n_refits)
         p.add_argument("--f-scale", default="auto", help="soft_l1 f_scale, or 'auto' (grid)")
-        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--seed", type=int, default=DEFAULT_UNCERTAINTY.seed)
         p.add_argument("--form", help="multilingual: eq12|eq13; quality: power|linear")
         p.add_argument("--json", action="store_true", help="print JSON")
         p.add_argument("--out", help="write the JSON result to this file")

@@ -14,6 +14,7 @@ import sys
 
 from fitting.cli.inputs import load_input, parse_floats, parse_pair_values, parse_values
 from fitting.core.base import FitError
+from fitting.core.options import UncertaintyOptions, uncertainty_method
 from fitting.report.compare import write_comparison
 from fitting.report.sections.mixture import MixtureRunOptions, mixture_run_table
 from fitting.report.writer import ReportOptions, write_report
@@ -38,11 +39,12 @@ def report_command(args: argparse.Namespace) -> dict:
         else:
             gt = parse_values(args.ground_truth, "ground-truth")
     df = load_input(args)
-    unc = None if args.uncertainty == "none" else args.uncertainty
     rep = write_report(df, args.out, ReportOptions(
         ground_truth=gt, target_sizes=parse_floats(args.target_sizes, "target-sizes"),
-        title=args.title, eval_set=args.eval_set, metric=args.metric, uncertainty=unc,
-        n_refits=args.n_refits, seed=args.seed, drop_invalid=args.drop_invalid,
+        title=args.title, eval_set=args.eval_set, metric=args.metric,
+        uncertainty=UncertaintyOptions(method=uncertainty_method(args.uncertainty),
+                                       n_refits=args.n_refits, seed=args.seed),
+        drop_invalid=args.drop_invalid,
         preferences=parse_values(args.preferences, "preferences"),
         convergence_correction=args.convergence_correction, heldout_runs=args.heldout or (),
         stop_fraction=fraction))

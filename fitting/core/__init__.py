@@ -6,6 +6,7 @@ uncertainty (Fernandes footnote 5's perturbation refits, bootstrap, prediction b
 * :mod:`fitting.core.engine`      ``robust_fit``, ``varpro_fit``, ``VarproModel``, ``VarproOptions``
 * :mod:`fitting.core.options`     ``FitOptions``, ``UncertaintyOptions``, ``BacktestOptions``
 * :mod:`fitting.core.uncertainty` perturbation and bootstrap samples, summaries, bands
+* :mod:`fitting.core.seed_noise`  a seed sd with its seeds, dof and 90 % interval; when it judges
 * :mod:`fitting.core.exports`     the lazy re-exports every package of ``fitting`` uses
 """
 

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fitting.core.options import grouped_options
+from fitting.core.options import DEFAULT_UNCERTAINTY, grouped_options, uncertainty_method
 
 __all__ = ["FitError", "FitResult", "LAW_REGISTRY", "register_law", "get_law", "table_laws",
            "TableRequest", "json_safe", "fitted_pair"]
@@ -98,10 +98,10 @@ class TableRequest:
     weight: float | None = None
     form: str | None = None
     quality_metric: str = "bleu"
-    uncertainty: str = "perturbation"
-    n_refits: int = 100
+    uncertainty: str = DEFAULT_UNCERTAINTY.method or "none"
+    n_refits: int = DEFAULT_UNCERTAINTY.n_refits
     f_scale: str | float = "auto"
-    seed: int = 0
+    seed: int = DEFAULT_UNCERTAINTY.seed
     options: dict[str, Any] = field(default_factory=dict)
 
     def fit_options(self) -> dict[str, Any]:
@@ -114,8 +114,7 @@ class TableRequest:
                 fs = float(fs)
             except ValueError:
                 raise FitError(f"--f-scale must be 'auto' or a number, got {fs!r}") from None
-        unc = None if self.uncertainty == "none" else self.uncertainty
-        return grouped_options({"f_scale": fs, "uncertainty": unc, "n_refits": self.n_refits,
+        return grouped_options({"f_scale": fs, "uncertainty": uncertainty_method(self.uncertainty), "n_refits": self.n_refits,
                                 "seed": self.seed, **self.options})
 
     def bootstrap_options(self) -> dict[str, Any]:

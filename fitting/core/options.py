@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["FitOptions", "UncertaintyOptions", "BacktestOptions", "NO_UNCERTAINTY",
-           "grouped_options", "options_meta"]
+           "DEFAULT_UNCERTAINTY", "uncertainty_method", "grouped_options", "options_meta"]
 
 
 @dataclass(frozen=True)
@@ -54,9 +54,23 @@ class UncertaintyOptions:
     level: float = 0.95
     seed: int = 0
 
+    def capped_resamples(self, cap: int) -> int:
+        """The resamples of a law whose only intervals are the bootstrap's (Chinchilla, the
+        DPL): ``n_refits`` up to ``cap``; 0 when no intervals are asked for."""
+        return min(int(self.n_refits), cap) if self.method not in (None, "none") else 0
+
 
 #: no intervals: the fit alone
 NO_UNCERTAINTY = UncertaintyOptions(method=None)
+#: the fits' interval settings by default (also the defaults of ``mnmt-fit``'s ``--uncertainty``,
+#: ``--n-refits`` and ``--seed``)
+DEFAULT_UNCERTAINTY = UncertaintyOptions()
+
+
+def uncertainty_method(flag: str | None) -> str | None:
+    """The :attr:`UncertaintyOptions.method` a user's ``--uncertainty`` names (``"none"``: None,
+    no intervals)."""
+    return None if flag == "none" else flag
 
 
 @dataclass(frozen=True)

@@ -1,26 +1,12 @@
 """How much a measured seed noise σ_seed can be trusted: its seeds, degrees of freedom and
 90 % confidence interval — the one rule the report applies to every σ it judges against.
 
-A seed sd s on ``dof`` degrees of freedom (k seeds of one experiment: k − 1; several
-experiments pooled by the pooled variance rule s² = Σ_g (k_g − 1) s_g² / Σ_g (k_g − 1): the
-sum Σ_g (k_g − 1)) estimates σ with dof·s²/σ² ~ χ²_dof (normal losses). Its 90 % interval is
-
-    [s · sqrt(dof / χ²_{0.95, dof}),  s · sqrt(dof / χ²_{0.05, dof})]
-
-(:func:`sigma_ci90`; χ²_{q, dof} the q quantile, ``scipy.stats.chi2.ppf``). One degree of
-freedom — two seeds — gives [0.51 s, 15.9 s]: a judge whose 3σ may be 30 times too wide or 2
-times too narrow. So a σ on fewer than :data:`MIN_DOF` degrees of freedom (fewer than 3 seeds
-of one experiment) does not judge: :func:`judges` is False and the verdict it would have given
-is information (:func:`few_seeds_verdict`).
-
-A judged σ is itself uncertain, so "within 3σ" takes its multiple from σ's dof
-(:func:`judging_multiple`): 3, or Student's t two-sided 96 % quantile (:data:`T_LEVEL`) on σ's
-dof where that is wider (4.85 on 2 dof, 3.48 on 3, 3 from 4 on). Simulated
-(tests/fitting/test_verdict_simulations.py), a flat 3 on a σ from 3 seeds fails an exact law
-in ≈ 15 % of studies from σ's own scatter, the 95 % t quantile (4.30) in ≈ 10 %; the 96 % one
-keeps it under 10 % and still fails a law off by 10 % (at σ = 1 %) in ≥ 95 %.
-
-Pure numpy/scipy.
+A seed sd on ``dof`` degrees of freedom (k − 1 for k seeds; the pooled variance rule sums them
+over experiments, :func:`pooled_sd`) has the χ² interval of :func:`sigma_ci90`. A σ on fewer
+than :data:`MIN_DOF` dof (fewer than 3 seeds) does not judge (:func:`judges`; the verdict is
+information, :func:`few_seeds_verdict`), and "within 3σ" takes its multiple from σ's dof
+(:func:`judging_multiple`: 3, or Student's t at :data:`T_LEVEL` where wider). The derivation and
+the simulations behind the multiple: docs/reference/laws.md, "Seed noise". Pure numpy/scipy.
 """
 
 from __future__ import annotations

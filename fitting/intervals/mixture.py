@@ -1,43 +1,16 @@
 """Predictive intervals of a mixture's objective J(w) = Σ_i π_i L_i(N, w) / Σ_i π_i.
 
-The recommendation (:func:`fitting.laws.mixture.recommend.recommend_mixture`) and every mixture
-the verification trains are predicted by a mixture law; the bootstrap band of that law is its
-sensitivity to the runs it was fitted on, not how far a trained mixture may land from it. The
-interval here is :func:`fitting.intervals.predictive.predictive_interval` of J, in log space,
-under its calibration rule:
-
-    s² = s_heldout²            (s_resample and s_forms computed and reported, not added)
-
-falling back to s² = s_resample² + s_forms² where there is no calibration term:
-
-* ``s_resample``: the sd of log J over the law's bootstrap refits (runs resampled with
-  replacement, :func:`fitting.laws.mixture.compare.compare_mixture_laws`);
-* ``s_forms``: the root mean square of log(J_form / J) over the other mixture-law forms the
-  study fitted and compared that can predict at N, each weighted by how well it
-  cross-validated against the law used (:func:`cv_form_weights`: (CV MAE of the law / CV MAE
-  of the form)², the inverse-MSE weight relative to it), so that a form the selection ranked
-  far behind (CV error several times larger) barely widens the interval; a form without a CV
-  error is left out. Model uncertainty as the spread of the credible candidates, the law
-  used at the centre;
-* ``s_heldout`` (:func:`heldout_objective_error`, the calibration term): the root mean square of
-  log(J_predicted / J_measured) over the study's held-out mixtures — trained, never fitted —
-  at sizes no larger than the N predicted, each J from one seed. It is fixed by runs the
-  verification never reads, before any verification run is; it holds one seed's noise, so no
-  separate σ_seed enters (a mean over seeds is then covered conservatively). Its degrees of
-  freedom are the number of runs it averaged. Without a calibration (fewer than
-  :data:`MIN_HELDOUT` runs) the interval falls back to the sum of s_resample and s_forms and
-  says it is uncalibrated.
-
-Held-out mixtures (:func:`heldout_mixture_intervals`) get one per pair the same way, with the
-chosen law's leave-one-mixture-out CV error of the pair as calibration (:func:`cv_log_error`,
-fixed by the fitted runs), plus — for a run above the largest fitted size — the size
-backtest's error grown with log N (:func:`size_step_error`,
-:func:`fitting.intervals.predictive.extrapolation_sd`), and the entry's seed noise where measured
-(on its own dof); the degrees of freedom of the terms together by Welch–Satterthwaite.
-
-What it cannot hold: the recommendation is the law's own optimum, so the law's error there is
-not a random draw (an optimiser seeks where the law is too optimistic); the verification's
-measured coverage says whether that matters. Pure numpy/scipy.
+The recommendation and every mixture the verification trains are predicted by a mixture law;
+its bootstrap band is its sensitivity to the runs it was fitted on, not how far a trained
+mixture may land. The interval here is :func:`fitting.intervals.predictive.predictive_interval`
+of J in log space under its calibration rule, s² = s_heldout² (the held-out mixtures' RMS log
+error, :func:`heldout_objective_error`; s_resample and s_forms, the latter weighted by
+:func:`cv_form_weights`, reported and not added), falling back to s_resample² + s_forms² without
+a calibration (fewer than :data:`MIN_HELDOUT` runs). Held-out mixtures get one per pair
+(:func:`heldout_mixture_intervals`: the chosen law's CV error, :func:`cv_log_error`, and above
+the fitted sizes the size backtest, :func:`size_step_error`). The terms, their dof and what the
+interval cannot hold: docs/reference/laws.md, "Predictive intervals and their coverage".
+Pure numpy/scipy.
 """
 
 from __future__ import annotations

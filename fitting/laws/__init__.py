@@ -12,6 +12,7 @@ grouped by what they are a function of:
 * :mod:`fitting.laws.mixture`  laws in the mixture weights: the Double Power Law and optimal
   ratios (Chen eq. 5–7) and mixture laws for K pairs with their comparison and recommendation
 * :mod:`fitting.laws.quality`  BLEU/ChrF against cross-entropy (Ghorbani eq. 5)
+* :mod:`fitting.laws.table_fits` what the laws' ``mnmt-fit fit --law`` table fitters share
 
 Laws depend on :mod:`fitting.core` and :mod:`fitting.data` only, never on plots or reports.
 """

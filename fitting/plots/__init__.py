@@ -7,6 +7,7 @@ matplotlib is imported when a figure is drawn).
 * :mod:`fitting.plots.laws`  the figures of the Chen, Caillaut and Ghorbani report sections, and
   f(p) of several studies side by side
 * :mod:`fitting.plots.curves` training curves with a curve law's continuations and cool-down ends
+* :mod:`fitting.plots.mixture` the mixture laws' transfer matrix as a heat map
 
 Every name is available from ``fitting.plots`` itself (``plots.save``, ``plots.plot_joint``):
 the report calls figures through this namespace, so a test can wrap ``plots.save``.
@@ -24,6 +25,7 @@ _EXPORTS = {
     **dict.fromkeys(["plot_dpl_curves", "plot_chinchilla_contours", "plot_bivariate_slices",
                      "plot_fraction_panels"], "laws"),
     "plot_curve_continuations": "curves",
+    "plot_transfer_matrix": "mixture",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_exports(__name__, _EXPORTS)

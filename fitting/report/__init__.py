@@ -2,6 +2,7 @@
 and the sections themselves (:mod:`fitting.report.sections.frontier`, one module per section).
 
 * :mod:`fitting.report.writer`     ``write_report``: the whole report of one study, its ``SECTIONS``
+* :mod:`fitting.report.sections`   the sections, one module each, in the report's order
 * :mod:`fitting.report.options`    ``ReportOptions``: what a report is asked for
 * :mod:`fitting.report.section`    ``Section``, ``SectionRun``, ``register_section``
 * :mod:`fitting.report.view`       ``prepare_view``: the one view of a study the sections read

@@ -2,37 +2,14 @@
 size (the check) and the other budgets predicted, against the same study with every branch
 trained.
 
-On a finished table (every branch trained), :func:`check_branches` picks per model size one
-experiment — the one with most seeds (the seed-repeated experiment), ties by the middle mixture —
-and its middle branch by step (every seed's): the branch a study with
-``StudySpec.branch_checks`` trains. :func:`without_branches_except` drops every other branch's
-rows, :func:`fitting.report.predicted_budgets.predicted_budgets` predicts them from their
-run's curve, and :func:`compare` refits L(N, D) (:func:`fitting.report.sections.chinchilla.
-fit_cooled_law`) on both and sets side by side, per pair:
-
-* L∞ = E of both fits, and |E_fewer / E_trained − 1|;
-* the leave-largest-size-out backtest (Caillaut §4.1;
-  :func:`fitting.laws.budget.chinchilla_joint.leave_largest_out`, form and budgets chosen on the
-  smaller sizes) of both, each graded on the **trained** cooled-down losses of the largest size
-  (all its budgets: the fewer-branch version's smaller sizes hold predicted points, its largest
-  size the trained ones, never fitted);
-* the held-out runs (a size no fit sees) predicted by both laws at their N, D and weight against
-  their measured seed mean;
-* the predicted budgets against the trained ones they replace (error, within k·σ_seed).
-
-Verdict (:func:`verdict`), two-sided on paired differences — the two fits share every run, so
-a difference between them has no seed noise of its own; its scatter comes from the predicted
-budgets alone, each as far from the budget it replaces as a trained budget would be (within
-σ_seed) if predicting is as good as training. **holds** when, for every pair, (1) at least
-:data:`REQUIRED_SHARE` of the predicted budgets lie within :data:`NOISE_MULTIPLE` σ_seed of the
-trained ones they replace (``n_within``), and (2) |ΔE| / E_trained (not compared where both
-fits put E at a bound, :func:`fitting.laws.budget.chinchilla_joint.e_bound`: a bound is no
-estimate, and the ratio of two values at 0 says nothing), |Δ backtest RMSE| and each held-out
-run's |Δ error| (signed errors: better or worse alike) lie within :data:`NOISE_MULTIPLE`
-σ_seed (σ_seed the relative seed sd at the largest size repeated, :func:`fitting.report.
-sections.chinchilla.largest_size_seed_noises`; the multiple wider on 2 or 3 dof, :func:`fitting.core.
-seed_noise.judging_multiple`); **does not hold** otherwise; information without a σ_seed from
-≥ 3 seeds.
+On a finished table, :func:`check_branches` picks per size the branch a study with
+``StudySpec.branch_checks`` trains, :func:`without_branches_except` drops the others,
+:func:`fitting.report.predicted_budgets.predicted_budgets` predicts them, and :func:`compare`
+refits L(N, D) on both and sets side by side, per pair: E, the leave-largest-size-out backtest
+graded on trained losses, the held-out runs, and the predicted budgets against the trained
+ones. :func:`verdict` judges the paired differences against :data:`NOISE_MULTIPLE` σ_seed (with
+:data:`REQUIRED_SHARE`). Which experiment and branch are kept and why the verdict is paired:
+docs/reference/laws.md, "Fewer cool-down branches, side by side".
 """
 
 from __future__ import annotations
@@ -44,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from fitting.core.base import FitError
+from fitting.core.options import NO_UNCERTAINTY
 from fitting.core.seed_noise import SeedNoise, few_seeds_verdict, judges, judging_multiple
 from fitting.data.seeds import run_mixtures
 from fitting.laws.budget.chinchilla_joint import coef_key, leave_largest_out
@@ -189,9 +167,9 @@ def compare(table: pd.DataFrame, *, heldout_runs: Sequence[str] = (),
     noise_rel = noise or None
     pred, failed = predicted_budgets(fewer, plan)
     cooled_t, cooled_f = cooled_points(full), cooled_points(fewer, pred)
-    fit_t, _, why_t = fit_cooled_law(full, uncertainty=None, noise_rel=noise_rel,
+    fit_t, _, why_t = fit_cooled_law(full, uncertainty=NO_UNCERTAINTY, noise_rel=noise_rel,
                                      points=cooled_t)
-    fit_f, _, why_f = fit_cooled_law(fewer, uncertainty=None, noise_rel=noise_rel,
+    fit_f, _, why_f = fit_cooled_law(fewer, uncertainty=NO_UNCERTAINTY, noise_rel=noise_rel,
                                      points=cooled_f)
     out: dict[str, Any] = {"kept": keep, "plan": None if plan is None else {
         "points": list(plan.points), "cooldown_share": plan.cooldown_share},

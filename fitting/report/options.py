@@ -6,9 +6,9 @@ stop, the planned branches)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
+from fitting.core.options import UncertaintyOptions
 from fitting.report.predicted_budgets import BudgetPlan
 
 __all__ = ["ReportOptions"]
@@ -23,7 +23,8 @@ class ReportOptions:
       target_sizes: model sizes N at which to predict the frontier and recommend weights
         (default: 4× and 16× the largest fitted size).
       title, eval_set, metric: the document's title; the eval set and metric fitted.
-      uncertainty / n_refits / seed: passed to the fits (Fernandes footnote 5 perturbations).
+      uncertainty: the fits' interval settings (:class:`~fitting.core.options.
+        UncertaintyOptions`: Fernandes footnote 5 perturbations, the refits, their seed).
       drop_invalid: drop rows with non-finite/non-positive losses (count reported) instead of
         raising FitError.
       preferences: ``{pair: importance}`` for the recommendation (default: equal).
@@ -54,9 +55,7 @@ class ReportOptions:
     title: str = "Scaling-law report"
     eval_set: str = "validation"
     metric: str = "loss"
-    uncertainty: str | None = "perturbation"
-    n_refits: int = 100
-    seed: int = 0
+    uncertainty: UncertaintyOptions = field(default_factory=UncertaintyOptions)
     drop_invalid: bool = False
     preferences: dict[str, float] | None = None
     convergence_correction: float | None = None
@@ -67,6 +66,3 @@ class ReportOptions:
     branch_plan: BudgetPlan | None = None
     design_rounds: Sequence[dict] = ()
 
-    def fit_kw(self) -> dict[str, Any]:
-        """The options every least-squares fit of the report takes."""
-        return {"uncertainty": self.uncertainty, "n_refits": self.n_refits, "seed": self.seed}

@@ -1,28 +1,13 @@
 """Cooled-down budgets not trained, predicted from their run's curve: L(N, D) across weights
 (:func:`fitting.report.sections.chinchilla.fit_cooled_law`) on fewer trained cool-down branches.
 
-A study plans, per run of T steps, its own end and a cool-down branch at each point b of
-:class:`BudgetPlan` (fractions of T or steps; c_b = max(1, round(b·f / (1 − f))) cool-down
-steps, f the branches' cool-down share — the training stack's rule, mnmt.training.branches).
-Where a planned budget was not trained — a branch a study with ``StudySpec.branch_checks``
-leaves out, a branch after an early stop, a stopped run's own end (``StudySpec.stop_fraction``)
-— its cooled-down loss is **predicted** by the one rule of the early stop
-(:func:`fitting.laws.curves.early_stop.fit_run_curve`): the LR-annealing law (Tissue et al. 2024
-eq. 1, the curve section's form and λ, :data:`fitting.report.sections.extrapolation.CURVE_FORM`,
-:data:`~fitting.report.sections.extrapolation.CURVE_LAMBDA`) fitted on the pair's training loss of the
-run from :data:`~fitting.report.sections.extrapolation.FROM_FRACTION` · T to its last trained step (its
-own cool-down included where it was trained to the end) and on its trained branches, plus the
-median gap to the judged loss on those steps; the branch's schedule is the parent's rates up to
-b and a cool-down of the parent's shape
-(:func:`fitting.laws.curves.early_stop.planned_branch_curve`); a stopped run's end reads its
-planned rates (:func:`fitting.laws.curves.early_stop.predict_stopped_end`).
-
-Each predicted row is marked ``predicted`` True (D = the run's tokens per step × the budget's
-last step) and weighs in L(N, D) like a trained one: the checks (the trained ends of the same
-rule) measure its error at 2–8 % (benchmarks/RESULTS.md, early stop), of the order of the seed
-noise and of L(N, D)'s own misfit, and no measured variance would set a lower weight; the
-leave-largest-size-out backtest grades trained points only
-(:func:`fitting.laws.budget.chinchilla_joint.leave_largest_out`).
+A study plans, per run, its own end and a cool-down branch at each point of :class:`BudgetPlan`.
+Where a planned budget was not trained — a branch ``StudySpec.branch_checks`` leaves out, a
+branch after an early stop, a stopped run's own end — its cooled-down loss is predicted by the
+early stop's one rule (:func:`fitting.laws.curves.early_stop.fit_run_curve`), marked
+``predicted`` and weighed in L(N, D) like a trained one; the backtest grades trained points
+only. The schedule each prediction reads and why the weight is equal: docs/reference/laws.md,
+"Cooled-down budgets predicted, not trained".
 """
 
 from __future__ import annotations

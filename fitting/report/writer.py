@@ -127,7 +127,7 @@ def _seeds(run: SectionRun) -> None:
 
 
 def _size_laws(run: SectionRun) -> None:
-    fit_size_laws(run.rep, run.view, **run.options.fit_kw())
+    fit_size_laws(run.rep, run.view, uncertainty=run.options.uncertainty)
 
 
 def _budgets(run: SectionRun) -> pd.DataFrame | None:
@@ -137,7 +137,8 @@ def _budgets(run: SectionRun) -> pd.DataFrame | None:
 def _cooled_fit(run: SectionRun) -> tuple:
     """L(N, D) across weights on cooled-down budgets: (fit or None, note, why not)."""
     seed_noise = largest_size_seed_noises(run.rep.seeds)[0]
-    return fit_cooled_law(run.view, **run.options.fit_kw(), noise_rel=seed_noise or None,
+    return fit_cooled_law(run.view, uncertainty=run.options.uncertainty,
+                          noise_rel=seed_noise or None,
                           predicted=run.payloads.get("predicted budgets"))
 
 
@@ -166,7 +167,7 @@ def _frontier(run: SectionRun) -> None:
     seed_sd = {pair: noise.sigma
                for pair, noise in largest_size_seed_noises(run.rep.seeds)[0].items()}
     frontier_section(run.doc, run.rep, run.view, o.target_sizes, o.preferences, run.out_dir,
-                     o.uncertainty, o.n_refits, o.seed, seed_sd)
+                     o.uncertainty, seed_sd)
 
 
 def _heldout(run: SectionRun) -> None:
@@ -179,8 +180,8 @@ def _mixture_laws(run: SectionRun) -> dict | None:
     kw = {"eval_set": view.eval_set, "metric": view.metric}
     return mixture_section(run.doc, run.rep, view.table, run.out_dir, **kw,
                            heldout_runs=view.held_ids, target_sizes=o.target_sizes,
-                           constraints=o.mixture_constraints, n_boot=min(o.n_refits, 100),
-                           seed=o.seed, seed_noise=verification_seed_noise(
+                           constraints=o.mixture_constraints, n_boot=min(o.uncertainty.n_refits, 100),
+                           seed=o.uncertainty.seed, seed_noise=verification_seed_noise(
                                view.verify_rows, view.verification, **kw,
                                final=view.verify_final))
 
@@ -206,15 +207,17 @@ def _quality(run: SectionRun) -> None:
 
 def _bivariate(run: SectionRun) -> None:
     bivariate_section(run.doc, run.rep, run.view.final, run.out_dir,
-                      n_refits=min(run.options.n_refits, 30))
+                      n_refits=min(run.options.uncertainty.n_refits, 30))
 
 
 def _dpl(run: SectionRun) -> None:
-    dpl_section(run.doc, run.rep, run.view.final, run.out_dir, **run.options.fit_kw())
+    dpl_section(run.doc, run.rep, run.view.final, run.out_dir,
+                uncertainty=run.options.uncertainty)
 
 
 def _chinchilla(run: SectionRun) -> None:
-    chinchilla_section(run.doc, run.rep, run.view, run.out_dir, **run.options.fit_kw())
+    chinchilla_section(run.doc, run.rep, run.view, run.out_dir,
+                       uncertainty=run.options.uncertainty)
 
 
 def _learning_curves(run: SectionRun) -> None:

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from fitting.core.base import FitError
+from fitting.core.options import NO_UNCERTAINTY, UncertaintyOptions
 from fitting.data.rundirs import collect_runs
 from fitting.data.schema import OPTIONAL_COLUMNS, SCHEMA_REVISION, TIDY_COLUMNS
 from fitting.data.tables import (
@@ -188,8 +189,8 @@ def branch_reports(tmp_path_factory):
                            seed=4)
     plain = _with_tokens_and_bleu(make_curves_table(fin))
     with_branches = _add_branches(plain)
-    kw = {"n_refits": 4, "heldout_runs": ["s2_p0.50"], "ground_truth": {"en-de": 1.0,
-                                                                       "en-zh": 1.5}}
+    kw = {"uncertainty": UncertaintyOptions(n_refits=4), "heldout_runs": ["s2_p0.50"],
+          "ground_truth": {"en-de": 1.0, "en-zh": 1.5}}
     out = tmp_path_factory.mktemp("branches")
     reps = {name: write_report(t, str(out / name), ReportOptions(**kw))
             for name, t in (("plain", plain), ("branches", with_branches))}
@@ -375,7 +376,7 @@ def test_chinchilla_points_use_the_branch_ends_and_recover_the_exponents(tmp_pat
     # the section says which D axis it used
     rep = Report(out_dir=str(tmp_path), markdown_path="", html_path="", json_path="")
     doc = Document()
-    chinchilla_section(doc, rep, prepare_view(tab), str(tmp_path), uncertainty=None)
+    chinchilla_section(doc, rep, prepare_view(tab), str(tmp_path), uncertainty=NO_UNCERTAINTY)
     assert rep.chinchilla["d_axis"] == D_AXIS_BRANCHES and D_AXIS_BRANCHES in doc.markdown()
     assert rep.chinchilla["fits"]["en-de"]["params"]["beta"] == pytest.approx(BETA, rel=0.03)
 
@@ -624,8 +625,8 @@ def test_a_cooled_down_law_that_cannot_be_fitted_leaves_no_fitted_l_inf(tmp_path
     fails too. Under 082b6f0 the report put eq. 7's L∞ in its place and check 1 judged it."""
     fin = make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.5, 1.0), noise=0.01, seed=4)
     tab = _add_branches(_with_tokens_and_bleu(make_curves_table(fin)), steps=(400,))
-    rep = write_report(tab, str(tmp_path / "one"), ReportOptions(uncertainty=None,
-                       ground_truth={"en-de": 1.0, "en-zh": 1.5}))
+    rep = write_report(tab, str(tmp_path / "one"), ReportOptions(uncertainty=NO_UNCERTAINTY,
+                                                                 ground_truth={"en-de": 1.0, "en-zh": 1.5}))
     fits = json.load(open(rep.json_path))
     reg = fits["regime"]
     assert reg["l_inf_law"] == COOLED_LAW

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from fitting.core.base import FitError, FitResult
+from fitting.core.options import NO_UNCERTAINTY
 from fitting.data.sampling import temperature_weights
 from fitting.laws.mixture.dpl import (
     CHEN_EQ6_PARAMS,
@@ -225,7 +226,7 @@ def test_dpl_section_reports_a_polish_that_did_not_converge(tmp_path, monkeypatc
                      html_path=str(tmp_path / "r.html"), json_path=str(tmp_path / "r.json"))
         doc = Document()
         report_dpl.dpl_section(doc, rep, _one_capped_size_table(), str(tmp_path),
-                               uncertainty=None)
+                               uncertainty=NO_UNCERTAINTY)
         return rep, doc.markdown()
 
     rep, md = section()

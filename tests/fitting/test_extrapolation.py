@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fitting.core.options import UncertaintyOptions
 from fitting.intervals.cooled_law import LEAVE_ONE_RUN_OUT
 from fitting.laws.curves.annealing import AnnealingLawFit
 from fitting.laws.curves.runs import Curve, curves_from_table, pair_training_curves
@@ -51,7 +52,8 @@ def _seeded(largest_off: float = 1.0, seeds: int = 2) -> pd.DataFrame:
 def reports(tmp_path_factory):
     out = tmp_path_factory.mktemp("extrapolation")
     tables = {"exact": _seeded(), "off": _seeded(largest_off=1.10), "single": _seeded(seeds=1)}
-    return {k: json.load(open(write_report(t, str(out / k), ReportOptions(uncertainty=None, n_refits=4))
+    return {k: json.load(open(write_report(t, str(out / k),
+                                           ReportOptions(uncertainty=UncertaintyOptions(method=None, n_refits=4)))
                               .json_path)) for k, t in tables.items()} | {"dir": out}
 
 

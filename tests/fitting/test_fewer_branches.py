@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fitting.core.options import NO_UNCERTAINTY
 from fitting.core.seed_noise import FEW_SEEDS, SeedNoise
 from fitting.laws.budget.chinchilla_joint import coef_key
 from fitting.laws.curves.annealing import AnnealingLawFit
@@ -124,27 +125,27 @@ def test_predicted_budgets_are_marked_counted_and_match_the_trained_ones():
         # offset is additive, the seeds' shift ± D a factor: ≤ D off where the loss has fallen)
         assert r["value"] == pytest.approx(trained[r["run_id"]], rel=D * 1.5)
         assert r["tokens"] == 512 * r["step"]
-    fit, note, why = fit_cooled_law(fewer, uncertainty=None, predicted=rows)
+    fit, note, why = fit_cooled_law(fewer, uncertainty=NO_UNCERTAINTY, predicted=rows)
     assert not why and "predicted from their run's curve" in note
     # seed means: per size 2 predicted budgets of one experiment (the largest: 3 seeds, 1 mean)
     assert fit.meta["predicted_points"]["en-de"] == 2 * len(SIZES)
-    ref, _, _ = fit_cooled_law(prepare_view(full), uncertainty=None)
+    ref, _, _ = fit_cooled_law(prepare_view(full), uncertainty=NO_UNCERTAINTY)
     e = coef_key("E", "en-de")
     assert fit.params[e] == pytest.approx(ref.params[e], rel=0.01)
 
 
 def test_a_stopped_study_no_longer_makes_the_law_refuse():
     view = prepare_view(table(lam=CURVE_LAMBDA, stopped=True))
-    fit, _, why = fit_cooled_law(view, uncertainty=None)
+    fit, _, why = fit_cooled_law(view, uncertainty=NO_UNCERTAINTY)
     assert fit is None and "needs ≥ 3 per run" in why  # before: trained budgets only
     rows, failed = predicted_budgets(view, None)
     assert not failed
     # each stopped run: its own end and its branch after the stop
     assert sorted(rows["run_id"]) == sorted([f"s{j}_s0" for j in range(3)]
                                             + [f"s{j}_s0_cd750" for j in range(3)])
-    fit, _, why = fit_cooled_law(view, uncertainty=None, predicted=rows)
+    fit, _, why = fit_cooled_law(view, uncertainty=NO_UNCERTAINTY, predicted=rows)
     assert not why and fit.meta["predicted_points"]["en-de"] == 6
-    ref, _, _ = fit_cooled_law(prepare_view(table(lam=CURVE_LAMBDA)), uncertainty=None)
+    ref, _, _ = fit_cooled_law(prepare_view(table(lam=CURVE_LAMBDA)), uncertainty=NO_UNCERTAINTY)
     e = coef_key("E", "en-de")
     assert fit.params[e] == pytest.approx(ref.params[e], rel=0.02)
 
@@ -201,7 +202,8 @@ def test_the_report_of_a_stopped_study_marks_and_counts_the_predicted_points(tmp
 
     from fitting.report.writer import ReportOptions, write_report  # noqa: PLC0415
 
-    rep = write_report(table(lam=CURVE_LAMBDA, stopped=True), str(tmp_path), ReportOptions(uncertainty=None))
+    rep = write_report(table(lam=CURVE_LAMBDA, stopped=True), str(tmp_path),
+                       ReportOptions(uncertainty=NO_UNCERTAINTY))
     fits = json.loads((tmp_path / "fits.json").read_text())
     joint = fits["chinchilla"]["joint"]
     assert joint["meta"]["predicted_points"] == {"en-de": 6}

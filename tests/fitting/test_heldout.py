@@ -18,6 +18,7 @@ import pytest
 
 from fitting.cli import main
 from fitting.core.base import FitError
+from fitting.core.options import UncertaintyOptions
 from fitting.data.seeds import seed_spread
 from fitting.report.sections.heldout import heldout_experiments, predict_heldout
 from fitting.report.writer import ReportOptions, write_report
@@ -62,8 +63,8 @@ def _fits(path):
 def truth_report(tmp_path_factory):
     fit, held = _study()
     out = tmp_path_factory.mktemp("truth")
-    return write_report(pd.concat([fit, held], ignore_index=True), str(out), ReportOptions(ground_truth=GT,
-                        n_refits=5, heldout_runs=HELD))
+    return write_report(pd.concat([fit, held], ignore_index=True), str(out), ReportOptions(uncertainty=UncertaintyOptions(n_refits=5),
+                                                                                           ground_truth=GT, heldout_runs=HELD))
 
 
 def _replicate(held: pd.DataFrame, scale: float) -> pd.DataFrame:
@@ -80,9 +81,10 @@ def test_heldout_rows_are_in_no_fit(tmp_path, truth_report):
     # frontier and recommendation is equal
     fit, held = _study(held_scale=1.5)
     held = pd.concat([held, _replicate(held, 1.01)], ignore_index=True)
-    alone = write_report(fit, str(tmp_path / "alone"), ReportOptions(ground_truth=GT, n_refits=5))
+    alone = write_report(fit, str(tmp_path / "alone"), ReportOptions(uncertainty=UncertaintyOptions(n_refits=5),
+                                                                     ground_truth=GT))
     absurd = write_report(pd.concat([fit, held], ignore_index=True), str(tmp_path / "absurd"),
-                          ReportOptions(ground_truth=GT, n_refits=5,
+                          ReportOptions(uncertainty=UncertaintyOptions(n_refits=5), ground_truth=GT,
                           heldout_runs=HELD + [f"{r}_s1" for r in HELD]))
     ref = _fits(alone.json_path)
     assert ref["effective"] and ref["joint"] and ref["quality"] and ref["frontier"]
@@ -163,8 +165,8 @@ def test_noisy_study_predicts_within_its_noise(tmp_path):
     # seeds 0–3), and the stated noise is the sd of the two seeds, not the fit's 1 % residuals
     fit, held = _study(noise=0.01, seed=3)
     held = pd.concat([held, _replicate(held, 1.004)], ignore_index=True)
-    rep = write_report(pd.concat([fit, held], ignore_index=True), str(tmp_path), ReportOptions(n_refits=5,
-                       heldout_runs=HELD + [f"{r}_s1" for r in HELD]))
+    rep = write_report(pd.concat([fit, held], ignore_index=True), str(tmp_path), ReportOptions(uncertainty=UncertaintyOptions(n_refits=5),
+                                                                                               heldout_runs=HELD + [f"{r}_s1" for r in HELD]))
     for e in (e for e in rep.heldout if e["primary"]):
         truth = float(true_loss(e["pair"], BIG, e["weight"]))
         assert e["measured"] == pytest.approx(1.002 * truth, rel=1e-9)
@@ -180,8 +182,8 @@ def misfit_report(tmp_path_factory):
     """A report fitted on runs with 5 % noise: residual sds of ≈ 5 % of the loss."""
     fit = make_final_table(sizes=SIZES, weights=(0.0, 0.1, 0.3, 0.5, 0.9, 1.0), noise=0.05,
                            seed=1)
-    return write_report(fit, str(tmp_path_factory.mktemp("misfit")), ReportOptions(uncertainty=None,
-                        n_refits=5))
+    return write_report(fit, str(tmp_path_factory.mktemp("misfit")),
+                        ReportOptions(uncertainty=UncertaintyOptions(method=None, n_refits=5)))
 
 
 def _held_at(rep, error: float, seed_scales: tuple[float, ...]) -> tuple[pd.DataFrame, float]:

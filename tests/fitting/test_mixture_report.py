@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pytest
 
+from fitting.core.options import UncertaintyOptions
 from fitting.data.sampling import dirichlet_mixtures
 from fitting.laws.mixture.laws import MixtureLawFit
 from fitting.laws.mixture.runs import MixtureRuns
@@ -38,8 +39,8 @@ def _table():
 
 @pytest.mark.slow  # ≈ 18 s of CPU: the report fits every other section on 18 weights too
 def test_report_mixture_section(tmp_path):
-    rep = write_report(_table(), str(tmp_path), ReportOptions(uncertainty=None, n_refits=4,
-                       heldout_runs=["run18"], target_sizes=[1e8],
+    rep = write_report(_table(), str(tmp_path), ReportOptions(uncertainty=UncertaintyOptions(method=None, n_refits=4),
+                                                              heldout_runs=["run18"], target_sizes=[1e8],
                        mixture_constraints={"max_weights": {"en-zh": 0.25},
                                             "preferences": {"en-de": 2}}))
     fits = json.loads(open(rep.json_path).read())
@@ -56,7 +57,8 @@ def test_report_mixture_section(tmp_path):
 
 
 def test_two_pair_report_has_no_mixture(tmp_path):
-    rep = write_report(make_final_table(), str(tmp_path), ReportOptions(uncertainty=None, n_refits=4))
+    rep = write_report(make_final_table(), str(tmp_path),
+                       ReportOptions(uncertainty=UncertaintyOptions(method=None, n_refits=4)))
     fits = json.loads(open(rep.json_path).read())
     assert "mixture" not in fits
     assert "Mixture laws" not in rep.markdown

@@ -14,6 +14,7 @@ import pytest
 
 from fitting.cli import build_parser, main
 from fitting.core.base import LAW_REGISTRY, FitResult, TableRequest, register_law, table_laws
+from fitting.core.options import UncertaintyOptions
 from fitting.report.section import ReportSection, SectionRun, register_section, unregister_section
 from fitting.report.writer import SECTIONS, ReportOptions, write_report
 from fitting.test_utils import make_final_table
@@ -91,7 +92,8 @@ def outside_sections():
 
 def test_a_section_registered_outside_is_in_the_report(outside_sections, tmp_path):
     table = make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.5, 1.0), noise=0.01)
-    rep = write_report(table, str(tmp_path), ReportOptions(n_refits=2, uncertainty=None))
+    rep = write_report(table, str(tmp_path),
+                       ReportOptions(uncertainty=UncertaintyOptions(method=None, n_refits=2)))
     fits = json.loads(open(rep.json_path).read())
     assert fits["run_count"]["n_runs"] == table["run_id"].nunique() == 8
     assert fits["run_count"]["first_rows"] == len(fits["extrapolation"]["rows"])

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from fitting import plots
+from fitting.core.options import NO_UNCERTAINTY, UncertaintyOptions
 from fitting.report.writer import ReportOptions, write_report
 from fitting.test_utils import TRUTH, f_hat, make_curves_table, make_final_table, write_run_dirs
 
@@ -14,7 +15,8 @@ from fitting.test_utils import TRUTH, f_hat, make_curves_table, make_final_table
 def full_report(tmp_path_factory):
     out = tmp_path_factory.mktemp("rep")
     tab = make_curves_table(make_final_table(noise=0.01, seed=2))
-    return write_report(tab, str(out), ReportOptions(ground_truth={"en-de": 1.0, "en-zh": 1.5}, n_refits=15))
+    return write_report(tab, str(out), ReportOptions(uncertainty=UncertaintyOptions(n_refits=15),
+                                                     ground_truth={"en-de": 1.0, "en-zh": 1.5}))
 
 
 def test_report_files_and_fits(full_report):
@@ -48,8 +50,8 @@ def test_report_states_compute_limited_regime(full_report):
 def test_report_near_convergence_and_far_from_linf(tmp_path):
     fin = make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.3, 0.5, 1.0), noise=0.0)
     flat = make_curves_table(fin, drop=1e-4)
-    rep = write_report(flat, str(tmp_path), ReportOptions(ground_truth={"en-de": 0.2, "en-zh": 0.3},
-                       n_refits=10))
+    rep = write_report(flat, str(tmp_path), ReportOptions(uncertainty=UncertaintyOptions(n_refits=10),
+                                                          ground_truth={"en-de": 0.2, "en-zh": 0.3}))
     assert rep.regime["verdict"] == "near convergence"
     assert rep.regime["far_from_l_inf"]  # best losses are ≫ the stated true L∞
 
@@ -61,7 +63,8 @@ def test_regime_counts_only_the_pairs_a_run_trains(tmp_path):
     tab = make_curves_table(fin)
     untrained = tab["weight"] <= 0
     tab.loc[untrained, "value"] = 6.0
-    rep = write_report(tab, str(tmp_path), ReportOptions(n_refits=5))
+    rep = write_report(tab, str(tmp_path),
+                       ReportOptions(uncertainty=UncertaintyOptions(n_refits=5)))
     assert rep.regime["n_curves"] == 16  # 4 sizes x (1 + 2 + 1 trained pairs); 8 untrained left out
     assert rep.regime["n_still_dropping"] == 16
     assert not any(key.startswith("s0_p0.00/en-de") for key in rep.regime["curves"])
@@ -70,11 +73,13 @@ def test_regime_counts_only_the_pairs_a_run_trains(tmp_path):
 def test_report_few_points_degrades_gracefully(tmp_path):
     # 4 sizes × 3 weights: everything fits, no p = 0
     fin = make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.3, 0.5, 1.0), noise=0.01)
-    rep = write_report(fin, str(tmp_path / "a"), ReportOptions(n_refits=10))
+    rep = write_report(fin, str(tmp_path / "a"),
+                       ReportOptions(uncertainty=UncertaintyOptions(n_refits=10)))
     assert rep.joint is not None and os.path.exists(rep.markdown_path)
     # 2 sizes × 1 weight: no law can be fitted; the reasons are stated, nothing crashes
     tiny = make_final_table(sizes=[1e5, 1e6], weights=(0.5,))
-    rep = write_report(tiny, str(tmp_path / "b"), ReportOptions(n_refits=10))
+    rep = write_report(tiny, str(tmp_path / "b"),
+                       ReportOptions(uncertainty=UncertaintyOptions(n_refits=10)))
     assert rep.joint is None and rep.effective is None
     assert "joint law (eq. 7)" in rep.skipped and "3 sizes" in rep.skipped["joint law (eq. 7)"]
     assert "Skipped" in rep.markdown and os.path.exists(rep.html_path)
@@ -83,7 +88,8 @@ def test_report_few_points_degrades_gracefully(tmp_path):
 def test_report_from_run_directories(tmp_path):
     fin = make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.5, 1.0), noise=0.0)
     write_run_dirs(fin, str(tmp_path / "runs"))
-    rep = write_report(str(tmp_path / "runs"), str(tmp_path / "out"), ReportOptions(n_refits=5))
+    rep = write_report(str(tmp_path / "runs"), str(tmp_path / "out"),
+                       ReportOptions(uncertainty=UncertaintyOptions(n_refits=5)))
     assert rep.power_fits["en-de"][1.0].params["l_inf"] == pytest.approx(1.0, rel=1e-3)
     assert np.isfinite(rep.joint.params["alpha[en-zh]"])
 
@@ -108,7 +114,8 @@ def test_report_quality_frontier_and_bivariate(tmp_path, monkeypatch):
         return real_plot(curves, pairs, **kw)
 
     monkeypatch.setattr(plots, "plot_frontier", recording_plot)
-    rep = write_report(tab, str(tmp_path), ReportOptions(n_refits=5))
+    rep = write_report(tab, str(tmp_path),
+                       ReportOptions(uncertainty=UncertaintyOptions(n_refits=5)))
     q = rep.quality[("chrf", "en-de")]
     assert q.form == "linear" and q.params["b"] == pytest.approx(-12.0, rel=1e-6)
     assert "frontier_chrf" in rep.figures and os.path.exists(rep.figures["frontier_chrf"])
@@ -122,14 +129,16 @@ def test_report_quality_frontier_and_bivariate(tmp_path, monkeypatch):
     assert "allocation_penalty" in rep.figures
     # proportional enc/dec (the synthetic default) → bivariate skipped with its reason
     rep2 = write_report(make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.5, 1.0)),
-                        str(tmp_path / "b"), ReportOptions(n_refits=5))
+                        str(tmp_path / "b"),
+                            ReportOptions(uncertainty=UncertaintyOptions(n_refits=5)))
     assert "proportionally" in rep2.skipped["bivariate law (Ghorbani eq. 2)"]
 
 
 def test_report_convergence_correction(tmp_path):
     fin = make_final_table(sizes=[1e5, 3e5, 1e6, 3e6], weights=(0.05, 0.5, 1.0), noise=0.0)
     tab = make_curves_table(fin, steps=(100, 200, 300, 400, 600, 800, 1000))
-    rep = write_report(tab, str(tmp_path), ReportOptions(n_refits=5, convergence_correction=1e5))
+    rep = write_report(tab, str(tmp_path), ReportOptions(uncertainty=UncertaintyOptions(n_refits=5),
+                                                         convergence_correction=1e5))
     assert "Convergence correction" in rep.markdown
     # weight-0.05 runs (en-de p=0.05 and en-zh p=0.05) were extrapolated below their last value
     fitted = rep.power_fits["en-de"][0.05]
@@ -147,7 +156,8 @@ def test_report_quality_leaves_out_zero_shot_and_counts_zero_bleu(tmp_path):
     # one trained point whose decode failed (BLEU 0): left out of the power form, and counted
     failed = bleu.index[(bleu["weight"] == 0.5) & (bleu["pair"] == "en-de")][0]
     bleu.loc[failed, "value"] = 0.0
-    rep = write_report(pd.concat([fin, bleu], ignore_index=True), str(tmp_path), ReportOptions(n_refits=5))
+    rep = write_report(pd.concat([fin, bleu], ignore_index=True), str(tmp_path),
+                       ReportOptions(uncertainty=UncertaintyOptions(n_refits=5)))
     for pair in ("en-de", "en-zh"):
         q = rep.quality[("bleu", pair)]
         assert q.params["c"] == pytest.approx(40.0, rel=1e-3)
@@ -163,7 +173,8 @@ def test_a_pair_only_ever_zero_shot_is_skipped_saying_so(tmp_path):
     bleu = fin.copy()
     bleu["metric"] = "bleu"
     bleu["value"] = np.where(bleu["weight"] > 0, 40.0 * bleu["value"] ** -0.7, 0.5)
-    rep = write_report(pd.concat([fin, bleu], ignore_index=True), str(tmp_path), ReportOptions(n_refits=5))
+    rep = write_report(pd.concat([fin, bleu], ignore_index=True), str(tmp_path),
+                       ReportOptions(uncertainty=UncertaintyOptions(n_refits=5)))
     assert ("bleu", "en-de") in rep.quality
     assert "zero-shot" in rep.skipped["quality bleu en-zh"], rep.skipped
 
@@ -178,7 +189,8 @@ def test_report_warns_where_f_hat_is_not_identified(tmp_path):
         m = (fin.pair == pair) & (fin.weight > 0)
         f = np.where(fin.loc[m, "weight"] < 1, 0.1, 1.0)
         fin.loc[m, "value"] = b1 * (f * fin.loc[m, "n"]) ** -a + li
-    rep = write_report(fin, str(tmp_path), ReportOptions(n_refits=5))
+    rep = write_report(fin, str(tmp_path),
+                       ReportOptions(uncertainty=UncertaintyOptions(n_refits=5)))
     assert rep.effective is not None and rep.effective.form == "eq13"
     assert set(rep.effective.not_identified()) == {"en-de", "en-zh"}
     assert "**Warning: f̂ (eq. 13) is not identified for en-de, en-zh.**" in rep.markdown
@@ -215,7 +227,8 @@ def test_every_figure_of_a_multi_weight_report_passes_the_figure_checks(tmp_path
     monkeypatch.setattr(plots, "save", checking_save)
     tab = make_curves_table(make_final_table(sizes=np.geomspace(2e5, 2e7, 6), weights=weights,
                                              noise=0.01, seed=3))
-    rep = write_report(tab, str(tmp_path), ReportOptions(ground_truth={"en-de": 1.0, "en-zh": 1.5}, n_refits=5))
+    rep = write_report(tab, str(tmp_path), ReportOptions(uncertainty=UncertaintyOptions(n_refits=5),
+                                                         ground_truth={"en-de": 1.0, "en-zh": 1.5}))
     assert {"frontier.png", "fraction_fit.png", "learning_curves.png"} <= set(checked)
     assert not [k for k in rep.skipped if k.startswith("figures")], rep.skipped
     problems = [p for found in checked.values() for p in found]
@@ -230,17 +243,18 @@ def test_report_on_a_full_disk_leaves_the_previous_report_whole(small_disk):
 
     tab = make_final_table(sizes=np.geomspace(2e5, 2e7, 4), weights=(0.5, 1.0), seed=2)
     out = small_disk.path / "report"
-    first = write_report(tab, str(out), ReportOptions(uncertainty=None, title="first"))
+    first = write_report(tab, str(out), ReportOptions(uncertainty=NO_UNCERTAINTY, title="first"))
     paths = (first.markdown_path, first.html_path, first.json_path)
     before = {p: open(p, "rb").read() for p in paths}
     small_disk.fill()
     with pytest.raises(NoSpaceError) as err:
-        write_report(tab, str(out), ReportOptions(uncertainty=None, title="second " + "x" * 20000))
+        write_report(tab, str(out), ReportOptions(uncertainty=NO_UNCERTAINTY,
+                                                  title="second " + "x" * 20000))
     text = str(err.value)
     assert "\n" not in text and text.split(": ")[0] in paths
     assert "no space left on device" in text
     assert {p: open(p, "rb").read() for p in paths} == before
     assert not [n for n in os.listdir(out) if ".tmp-" in n]
     small_disk.free()
-    second = write_report(tab, str(out), ReportOptions(uncertainty=None, title="second"))
+    second = write_report(tab, str(out), ReportOptions(uncertainty=NO_UNCERTAINTY, title="second"))
     assert "second" in open(second.markdown_path).read()

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fitting.core.options import UncertaintyOptions
 from fitting.core.seed_noise import FEW_SEEDS
 from fitting.laws.curves.annealing import AnnealingLawFit
 from fitting.report.markdown import Document
@@ -233,8 +234,8 @@ def test_figure_draws_every_family_shown(exact):
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    rep = write_report(study(), str(tmp_path_factory.mktemp("curves")), ReportOptions(uncertainty=None,
-                       n_refits=4))
+    rep = write_report(study(), str(tmp_path_factory.mktemp("curves")),
+                       ReportOptions(uncertainty=UncertaintyOptions(method=None, n_refits=4)))
     return rep, json.load(open(rep.json_path))
 
 

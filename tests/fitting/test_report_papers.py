@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from fitting import plots
+from fitting.core.options import NO_UNCERTAINTY
 from fitting.data.sampling import temperature_weights
 from fitting.laws.budget.chinchilla import ChinchillaFit
 from fitting.laws.mixture.dpl import CHEN_EQ6_PARAMS, DPLFit, optimal_sampling_ratios
@@ -109,7 +110,7 @@ def test_dpl_section_tables_the_optimum_next_to_the_trained_baselines(tmp_path, 
     sizes = [1e7, 2.6e5]
     tab, truth = chen_table([tuple(sizes)], params=params, temperatures=(1, 2, 5, 10, 100))
     rep, doc = _report(tmp_path), Document()
-    dpl_section(doc, rep, tab, str(tmp_path), uncertainty=None)
+    dpl_section(doc, rep, tab, str(tmp_path), uncertainty=NO_UNCERTAINTY)
     assert "DPL (Chen eq. 5–7)" not in rep.skipped
     (setting,) = rep.dpl["settings"]
     assert [b["mixture"] for b in setting["baselines"]] == ["T1", "T2", "T5", "T10", "T100"]
@@ -138,7 +139,7 @@ def test_dpl_fits_the_baselines_too_when_explicit_weights_are_few(tmp_path):
     many, _ = chen_table([(1e7, 2.6e5)], temperatures=(1, 2, 5, 10))
     for table, baselines_fitted in ((few, True), (many, False)):
         rep = _report(tmp_path)
-        dpl_section(Document(), rep, table, str(tmp_path), uncertainty=None)
+        dpl_section(Document(), rep, table, str(tmp_path), uncertainty=NO_UNCERTAINTY)
         (text,) = rep.dpl["fitted_on"].values()
         assert text.startswith("every run, baselines included") == baselines_fitted, text
         (fit,) = rep.dpl["fits"].values()
@@ -147,7 +148,7 @@ def test_dpl_fits_the_baselines_too_when_explicit_weights_are_few(tmp_path):
 
 def test_write_report_recognises_a_chen_study(tmp_path):
     tab, _ = chen_table([(1e7, 2.6e5)], temperatures=(1, 5))
-    rep = write_report(tab, str(tmp_path), ReportOptions(uncertainty=None))
+    rep = write_report(tab, str(tmp_path), ReportOptions(uncertainty=NO_UNCERTAINTY))
     assert "## Sampling ratio and data size: Double Power Law (Chen eq. 5–7)" in rep.markdown
     assert os.path.exists(rep.figures["dpl"])
     data = json.load(open(rep.json_path))
@@ -208,7 +209,7 @@ def curves_table(sizes=np.geomspace(1e5, 1e7, 5), steps=STEPS, tokens_per_step=4
 def test_chinchilla_section_recovers_the_law_and_the_compute_optimum(tmp_path, checked_figures):
     rep, doc = _report(tmp_path), Document()
     chinchilla_section(doc, rep, prepare_view(curves_table()), str(tmp_path),
-                       uncertainty=None)
+                       uncertainty=NO_UNCERTAINTY)
     fit = ChinchillaFit.from_json(rep.chinchilla["fits"]["en-de"])
     p = fit.params
     assert p["E"] == pytest.approx(1.2, rel=0.05) and p["A"] == pytest.approx(60, rel=0.15)
@@ -251,7 +252,7 @@ def test_chinchilla_section_is_skipped_with_its_reason(tmp_path):
 
 def test_write_report_recognises_a_caillaut_study_with_seeds(tmp_path):
     tab = curves_table(sizes=np.geomspace(1e5, 1e7, 4), seeds=(0, 1, 2), noise=0.002)
-    rep = write_report(tab, str(tmp_path), ReportOptions(uncertainty=None))
+    rep = write_report(tab, str(tmp_path), ReportOptions(uncertainty=NO_UNCERTAINTY))
     assert rep.seeds["n_repeated"] == 4 and rep.seeds["seeds_min"] == 3
     # the fit sees one point per (size, step): the seed means
     assert rep.chinchilla["fits"]["en-de"]["n_points"] == 4 * (len(STEPS) - 2)

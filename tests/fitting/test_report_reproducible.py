@@ -8,6 +8,7 @@ import math
 import os
 
 from fitting import plots
+from fitting.core.options import UncertaintyOptions
 from fitting.report.writer import ReportOptions, write_report
 from fitting.test_utils import make_curves_table, make_final_table
 
@@ -31,7 +32,8 @@ def test_two_reports_of_one_table_differ_only_in_measured_durations(tmp_path, mo
 
     monkeypatch.setattr(plots, "save", empty_figure)
     tab = _table()
-    docs = [json.loads(open(write_report(tab, str(tmp_path / name), ReportOptions(n_refits=3)).json_path).read())
+    docs = [json.loads(open(write_report(tab, str(tmp_path / name),
+                                         ReportOptions(uncertainty=UncertaintyOptions(n_refits=3))).json_path).read())
             for name in ("a", "b")]
     assert docs[0]["chinchilla"]["fits"], docs[0]["skipped"]  # the section with the durations
     a, b = (faults.numbers(d) for d in docs)

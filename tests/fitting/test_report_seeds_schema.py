@@ -67,7 +67,7 @@ def test_power_and_joint_fits_accept_repeated_points():
 
 def test_the_report_fits_seed_means_and_states_the_spread(tmp_path):
     tab = seeded_table(sd=0.004)
-    rep = write_report(tab, str(tmp_path), ReportOptions(uncertainty=None))
+    rep = write_report(tab, str(tmp_path), ReportOptions(uncertainty=NO_UNCERTAINTY))
     assert rep.seeds["n_repeated"] == len(SIZES) * 3 * 2
     assert rep.seeds["sd_median"] == pytest.approx(0.004, rel=0.5)
     # one point per size in every fit, not one per seed
@@ -88,7 +88,8 @@ def test_the_quality_section_fits_bleurt_and_comet(tmp_path):
         q["metric"] = metric
         q["value"] = a + b * q["value"]
         parts.append(q)
-    rep = write_report(pd.concat(parts, ignore_index=True), str(tmp_path), ReportOptions(uncertainty=None))
+    rep = write_report(pd.concat(parts, ignore_index=True), str(tmp_path),
+                       ReportOptions(uncertainty=NO_UNCERTAINTY))
     for metric, a, b in (("bleurt", 0.9, -0.1), ("comet", 1.1, -0.2)):
         for pair in ("en-de", "en-zh"):
             q = rep.quality[(metric, pair)]
@@ -145,7 +146,8 @@ def test_tables_without_the_new_columns_still_load(tmp_path):
     assert list(back["mixture"]) == list(tab["mixture"])
     # and an old CSV file gives a report as before
     write_table(make_final_table(sizes=SIZES, weights=(0.5, 1.0)), tmp_path / "old.csv")
-    rep = write_report(str(tmp_path / "old.csv"), str(tmp_path / "rep"), ReportOptions(uncertainty=None))
+    rep = write_report(str(tmp_path / "old.csv"), str(tmp_path / "rep"),
+                       ReportOptions(uncertainty=NO_UNCERTAINTY))
     assert rep.joint is not None and not rep.seeds["n_repeated"]
 
 

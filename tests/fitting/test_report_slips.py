@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from fitting.core.options import UncertaintyOptions
 from fitting.report.markdown import format_number
 from fitting.report.writer import ReportOptions, write_report
 from fitting.test_utils import make_final_table
@@ -29,7 +30,8 @@ def two_pair_study(noise: float = 0.01, sizes=None):
 def slips_report(tmp_path_factory):
     out = tmp_path_factory.mktemp("slips")
     # ground truth just below the best losses: every best loss is a few % above L∞
-    return write_report(two_pair_study(), str(out), ReportOptions(target_sizes=TARGETS, n_refits=5,
+    return write_report(two_pair_study(), str(out), ReportOptions(uncertainty=UncertaintyOptions(n_refits=5),
+                                                                  target_sizes=TARGETS,
                         ground_truth={"en-de": 1.17, "en-zh": 1.58}))
 
 
@@ -79,7 +81,8 @@ def test_weights_within_noise_are_not_recommended(slips_report):
 
 def test_weights_that_matter_are_still_recommended(tmp_path):
     rep = write_report(two_pair_study(noise=0.0, sizes=[2e5, 1e6, 5e6, 2e7]), str(tmp_path),
-                       ReportOptions(target_sizes=[8e7], n_refits=5))
+                       ReportOptions(uncertainty=UncertaintyOptions(n_refits=5),
+                                     target_sizes=[8e7]))
     rec = json.load(open(rep.json_path))["recommendation"][0]
     assert rec["weights_matter"] is True and rec["gain_over_uniform"] > rec["noise"]
     assert "Recommended weights at N = 8e+07" in rep.markdown

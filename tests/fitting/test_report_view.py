@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fitting.core.options import UncertaintyOptions
 from fitting.data import tables
 from fitting.laws.budget import chinchilla_joint
 from fitting.laws.curves import learning_curve
@@ -73,8 +74,8 @@ def test_the_report_derives_each_view_once(tmp_path):
     tab = _branch_study()
     count = _count_calls(
         [tables.final_losses, learning_curve.cooldown_budgets],
-        lambda: write_report(tab, str(tmp_path), ReportOptions(uncertainty=None, n_refits=4,
-                             heldout_runs=[HELD])))
+        lambda: write_report(tab, str(tmp_path), ReportOptions(uncertainty=UncertaintyOptions(method=None, n_refits=4),
+                                                               heldout_runs=[HELD])))
     assert count["cooldown_budgets"] == 1
     assert count["final_losses"] == 4
 
@@ -104,8 +105,8 @@ def test_held_out_run_is_seen_by_no_choice(tmp_path, monkeypatch):
         return real(n, d, p, y, **kw)
 
     monkeypatch.setattr(chinchilla_joint, "select_form", spy)
-    rep = write_report(_branch_study(), str(tmp_path), ReportOptions(uncertainty=None, n_refits=4,
-                       heldout_runs=[HELD]))
+    rep = write_report(_branch_study(), str(tmp_path), ReportOptions(uncertainty=UncertaintyOptions(method=None, n_refits=4),
+                                                                     heldout_runs=[HELD]))
     assert seen and rep.chinchilla.get("joint")
     for n, p in seen:
         assert not np.any((n == 1e6) & np.isclose(p, 0.5)), "a held-out point reached a choice"

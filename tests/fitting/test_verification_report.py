@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fitting.core.options import UncertaintyOptions
 from fitting.report.markdown import Document
 from fitting.report.sections.verification import (
     RECOMMENDED,
@@ -242,10 +243,11 @@ def test_verification_runs_never_enter_the_fits(tmp_path):
             "mixtures": {RECOMMENDED: {"en-de": 0.5, "en-zh": 0.5}},
             "runs": {"s4_verify-recommended_s1000": RECOMMENDED,
                      "s4_verify-recommended_s1001": RECOMMENDED}}
-    plain = write_report(base, str(tmp_path / "plain"), ReportOptions(uncertainty=None, n_refits=4))
+    plain = write_report(base, str(tmp_path / "plain"),
+                         ReportOptions(uncertainty=UncertaintyOptions(method=None, n_refits=4)))
     with_v = write_report(pd.concat([base, _verify_rows(base, plan, 50.0)]),
-                          str(tmp_path / "verified"), ReportOptions(uncertainty=None, n_refits=4,
-                          verification=plan))
+                          str(tmp_path / "verified"), ReportOptions(uncertainty=UncertaintyOptions(method=None, n_refits=4),
+                                                                    verification=plan))
     a = json.loads(open(plain.json_path).read())
     b = json.loads(open(with_v.json_path).read())
     assert b["power"] == a["power"] and b["joint"] == a["joint"]

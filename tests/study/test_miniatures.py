@@ -121,7 +121,7 @@ def test_many_pairs_relatives_help_and_held_out_mixtures_are_predicted(tmp_path)
     """cpu-many-pairs (known relatedness): a low-resource pair at weight 0.1 learns more beside
     its relative than beside the isolate, and at mini-1 the contrasts say so beyond 2 of the
     verification runs' pooled seed sd; the chosen mixture law predicts the held-out mixtures
-    (measured with the concentration-3 design, RESULTS 63/65: median |error| 4.9 %; at mini-1,
+    (measured with the concentration-3 design, benchmarks/RESULTS.md: median |error| 4.9 %; at mini-1,
     10 of 15 within 3 seed sd); untrained
     and over-repeated losses are outside its domain; the recommendation keeps the low-resource
     pairs inside the epoch cap, and trained it beats the temperature and UniMax baselines (paired
@@ -158,7 +158,7 @@ def test_many_pairs_relatives_help_and_held_out_mixtures_are_predicted(tmp_path)
     assert all(rec["weights"][p] <= caps[p] + 1e-6 for p in caps)
     assert all(rec["weights"][p] >= m - 1e-6 for p, m in rec["bounds"]["min_weights"].items())
     # trained, lower than uniform on the mean of 3 paired seeds, none diverged (measured with 2
-    # seeds: 0.018 lower, RESULTS 63/65). It replaces "criterion <= uniform's criterion", which
+    # seeds: 0.018 lower, benchmarks/RESULTS.md). It replaces "criterion <= uniform's criterion", which
     # held by construction (uniform is one of the optimiser's start points).
     vs_uniform = mix["verification"]["comparisons"]["uniform"]
     assert vs_uniform["n_seeds"] == 3 and vs_uniform["n_diverged"] == 0, vs_uniform
@@ -183,7 +183,7 @@ def test_gettext_study_records_its_catalogs_and_predicts_held_out_mixtures(tmp_p
     rec = mix["recommendation"]
     assert {"uniform", "temperature T=1", "temperature T=5"} <= set(rec["baselines"])
     # trained (3 paired seeds): within 1 % of uniform's J (measured with 2 seeds: 0.25 % above,
-    # RESULTS 56; "criterion <= uniform's" held by construction and was dropped)
+    # benchmarks/RESULTS.md; "criterion <= uniform's" held by construction and was dropped)
     v = mix["verification"]["mixtures"]
     assert v["recommended"]["measured"]["objective"] < 1.01 * v["uniform"]["measured"]["objective"]
     assert min(rec["weights"].values()) > 0  # never a pair at weight 0 (en-uk was, untrained)

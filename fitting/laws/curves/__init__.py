@@ -7,6 +7,7 @@
 * :mod:`.annealing`       L(s) = L0 + A·S1^−α − C·S2 (Tissue et al. 2024, eq. 1)
 * :mod:`.multipower`      the Multi-Power Law (Luo et al. 2025, eq. 1)
 * :mod:`.branches`        cool-down branches' ends predicted from their parent's curve
+* :mod:`.early_stop`      a stopped run's cooled-down end predicted from its curve up to the stop
 """
 
 # The schedule-aware laws register themselves (``register_law``) when imported; the registry's

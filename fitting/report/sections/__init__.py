@@ -7,6 +7,7 @@
 * :mod:`~fitting.report.sections.size_laws`     power law per weight (eq. 6), joint law (eq. 7)
 * :mod:`~fitting.report.sections.frontier`      eq. 11 frontier and recommended weights
 * :mod:`~fitting.report.sections.heldout`       held-out runs predicted
+* :mod:`~fitting.report.sections.design_rounds` an adaptive study's rounds
 * :mod:`~fitting.report.sections.mixture`       mixture laws for K pairs (``mnmt-fit mixture``)
 * :mod:`~fitting.report.sections.verification`  the verification runs against predicted
 * :mod:`~fitting.report.sections.quality`       quality laws (BLEU, ChrF, …) and their frontier

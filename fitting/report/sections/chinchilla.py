@@ -11,6 +11,7 @@ compute-optimal split of a budget C ≈ 6·N·D.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -172,8 +173,8 @@ def compute_budgets(fit: ChinchillaFit, c_trained: np.ndarray, n_range, k: int =
 
 
 def chinchilla_section(doc: Document, rep: Report, view: StudyView, out_dir: str, *,
-                       uncertainty: str | None = "perturbation", n_refits: int = 100,
-                       seed: int = 0, max_panels: int = 6) -> None:
+                       uncertainty: UncertaintyOptions = UncertaintyOptions(),
+                       max_panels: int = 6) -> None:
     """Fit L(N, D) per pair (and weight) on the fitted runs (``view.table_fit``, its
     cooled-down budgets ``view.budgets_fit``), tabulate it with the compute-optimal N and D, draw
     the contours; reasons it cannot go to ``rep.skipped``.
@@ -218,7 +219,7 @@ def chinchilla_section(doc: Document, rep: Report, view: StudyView, out_dir: str
           f"{where} (Huber loss on log L, L-BFGS; ± sd over bootstrap refits). "
           f"{note}. Compute-optimal: N*, D* minimising L at C = 6·N·D "
           "(Hoffmann et al. eq. 4).")
-    boot = min(int(n_refits), 30) if uncertainty not in (None, "none") else 0
+    boot = uncertainty.capped_resamples(30)
     rep.chinchilla.update({"fits": {}, "budgets": {}, "points_note": note,
                            "d_axis": D_AXIS_BRANCHES if branches else D_AXIS_EVALUATIONS})
     rows, brows, panels = [], [], {}
@@ -229,7 +230,7 @@ def chinchilla_section(doc: Document, rep: Report, view: StudyView, out_dir: str
             rep.skipped[f"{_KEY} {label}"] = f"{g['n'].nunique()} model sizes (needs 3)"
             continue
         try:
-            fit = fit_chinchilla(g["n"], g["tokens"], g["value"], bootstrap=boot, seed=seed,
+            fit = fit_chinchilla(g["n"], g["tokens"], g["value"], bootstrap=boot, seed=uncertainty.seed,
                                  options=ChinchillaOptions(init="varpro"))
         except FitError as e:
             rep.skipped[f"{_KEY} {label}"] = str(e)
@@ -358,8 +359,7 @@ def cooled_points(view: StudyView, predicted: pd.DataFrame | None = None
     return pts, note, ""
 
 
-def fit_cooled_law(view: StudyView, *, uncertainty: str | None = "perturbation",
-                   n_refits: int = 100, seed: int = 0,
+def fit_cooled_law(view: StudyView, *, uncertainty: UncertaintyOptions = UncertaintyOptions(),
                    noise_rel: dict[str, SeedNoise] | None = None,
                    predicted: pd.DataFrame | None = None,
                    points: tuple[pd.DataFrame | None, str, str] | None = None
@@ -379,18 +379,18 @@ def fit_cooled_law(view: StudyView, *, uncertainty: str | None = "perturbation",
     if why:
         return None, "", why
     try:
-        unc = UncertaintyOptions(method=None if uncertainty == "bootstrap" else uncertainty,
-                                 n_refits=n_refits, seed=seed)
+        unc = (replace(uncertainty, method=None) if uncertainty.method == "bootstrap"
+               else uncertainty)
         fit = fit_joint_chinchilla(pts, uncertainty=unc, noise_rel=noise_rel, form="auto",
                                    skip_failed_pairs=True)
     except FitError as e:
         return None, "", str(e)
-    if uncertainty not in (None, "none"):
+    if uncertainty.method not in (None, "none"):
         try:
             below = {p: largest_size_seed_noises(view.seeds, bt["held_out_n"])[0].get(p)
                      for p, bt in (fit.backtest or {}).items() if bt}
             cooled_law_intervals(fit, pts, {p: v for p, v in below.items() if v is not None},
-                                 seed)
+                                 uncertainty.seed)
         except (FitError, ValueError) as e:  # the intervals never cost the fit
             fit.meta["predictive_failed"] = f"{type(e).__name__}: {e}"
     return fit, note, ""

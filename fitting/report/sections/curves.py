@@ -1,48 +1,14 @@
-"""The report's section "Training curves and curve-law continuations".
-
-For a table with ``learning_rate`` rows and cool-down branches (schema revision 1.2; Hägele et
-al. 2024), per pair and per fitted parent run that trains it (a family: the parent and its
-branches; held-out and verification runs left out, :attr:`fitting.report.view.StudyView.
-table_fit`),
-the LR-annealing law (Tissue et al. 2024, eq. 1) in the form :data:`CURVE_FORM`, by default
-the relative one (:mod:`fitting.laws.curves.annealing`)
-
-    L(s) = (L0 + A·S1(s)^−α)·exp(−C·S2(s)),  S2 with momentum λ = :data:`CURVE_LAMBDA`
-
-is fitted on the parent's curve of the pair up to the start of its own cool-down
-(:func:`fitting.laws.curves.learning_curve.cooldown_start`) and on one of its branches (the
-middle one by branch step), from :data:`FROM_FRACTION` of the parent's steps on; it predicts the
-cooled-down end of every other branch and the parent's own end from their learning-rate
-schedules (:func:`fitting.laws.curves.branches.predict_branch_ends`). The curve is the pair's
-probe loss where the table has it (``probe_loss``, schema revision 1.4: the same examples at
-every probe step, so its points differ by the model only), and each end is judged against the
-probe loss at that end, the quantity fitted; else the pair's training loss, each end judged
-against the run's evaluation loss there (the report's ``metric`` on its ``eval_set``, of the
-pair): a training-loss row is the mean over one log interval's batches and scatters by ≈ 6 %
-(relative sd about a smooth curve on the main job), more than 3σ_seed: judged against it no law
-could hold. The verdict judges each end against the scatter of the quantity predicted: a probe
-loss at one step against the per-point scatter the family fits leave on their fitted steps
-(:func:`fitting.report.sections.extrapolation.point_scatter`: the model itself moves between steps, by
-more than the seed sd of a cooled end), an evaluated end against the evaluation loss's seed
-noise. Why a branch in the fit:
-along an rsqrt schedule η ∝ 1/S1, so the stable phase alone cannot tell the annealing term from
-A·S1^−α (:mod:`fitting.laws.curves.branches`). The settings are the best of those measured on
-the main job's own runs (``benchmarks/studies/curve_laws_main_job.py``, variant
-``middle-rel-l0.8-nowin>val``): λ = 0.8 rather than Tissue et al.'s 0.999 for cool-downs of
-50–80 steps, the relative form (its gain shrinks with the loss; eq. 1's is fixed), the
-training loss of the pair read at its logged step (``loss_window=0``).
-
-Per pair the tested ends' relative errors (predicted − trained) / trained are judged by the
-report's one rule (:func:`fitting.report.sections.extrapolation.judge`: RMSE within k·σ, k = 3
-or Student's t on σ's dof where wider, σ the
-per-point scatter above for probe-loss ends, else the relative seed sd at the largest size
-repeated, :func:`fitting.report.sections.chinchilla.largest_size_seed_noises`, with its seeds (points),
-dof and 90 % interval; information without it, and where it rests on fewer than 2 dof); the median and worst error are shown with it. The first section's row "later cool-down" reads these errors.
-
-Cost: one fit per family; at most :data:`MAX_FAMILIES` families per pair (spread over the
-sizes), at most :data:`MAX_POINTS` losses per curve. ``fits.json["curves"]``: the settings,
-``pairs[pair]`` (families with their fits, every end predicted and trained, the tested
-``errors``, the verdict's fields) and ``skipped`` {pair: why}.
+"""The report's section "Training curves and curve-law continuations": per pair and fitted parent
+run with cool-down branches, the LR-annealing law (Tissue et al. 2024 eq. 1, in the form
+:data:`CURVE_FORM` with momentum :data:`CURVE_LAMBDA`) fitted on the parent's stable phase and one
+branch predicts the cooled-down ends of the others (:func:`fitting.laws.curves.branches.
+predict_branch_ends`), each judged by the report's one rule
+(:func:`fitting.report.sections.extrapolation.judge`) against the scatter of the quantity
+predicted: a probe loss's per-point scatter, else the evaluation loss's seed noise.
+``fits.json["curves"]``: the settings, ``pairs[pair]`` and ``skipped``. The first section's row
+"later cool-down" reads its errors. What is fitted on which points, why a branch enters the fit
+and how the settings were chosen: docs/reference/laws.md, "Training curves and curve-law
+continuations".
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from scipy.optimize import least_squares
 from fitting import plots
 from fitting.core.base import FitError
 from fitting.core.engine import converged, convergence_warning
+from fitting.core.options import UncertaintyOptions
 from fitting.data.tables import with_optional_columns
 from fitting.laws.mixture.dpl import CHEN_EQ6_PARAMS, DPLFit, fit_dpl, optimal_sampling_ratios
 from fitting.plots.laws import plot_dpl_curves
@@ -215,8 +216,7 @@ def _natural(tag: str) -> tuple:
 
 
 def dpl_section(doc: Document, rep: Report, fin: pd.DataFrame, out_dir: str, *,
-                uncertainty: str | None = "perturbation", n_refits: int = 100,
-                seed: int = 0) -> None:
+                uncertainty: UncertaintyOptions = UncertaintyOptions()) -> None:
     """Fit the DPL per model size, tabulate eq. 7's optimum and the trained baselines, draw the
     U-curves; every reason it cannot goes to ``rep.skipped``.
 
@@ -256,12 +256,12 @@ def dpl_section(doc: Document, rep: Report, fin: pd.DataFrame, out_dir: str, *,
           "prediction for them." + (f" Not qualifying: {why}." if why else ""))
     cap = _capped(fin)
     rep.dpl = {"fits": {}, "estimation": {}, "settings": [], "fitted_on": {}, "converged": {}}
-    boot = min(int(n_refits), 30) if uncertainty not in (None, "none") else 0
+    boot = uncertainty.capped_resamples(30)
     panels: dict[str, dict[str, dict]] = {}
     for n, rows in by_n.items():
         key = f"N={n:.3g}"
         try:
-            fit, how = fit_study_dpl(rows, bootstrap=boot, seed=seed)
+            fit, how = fit_study_dpl(rows, bootstrap=boot, seed=uncertainty.seed)
         except FitError as e:
             rep.skipped[f"{_KEY} {key}"] = str(e)
             continue

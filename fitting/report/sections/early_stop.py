@@ -1,42 +1,15 @@
 """The report's section "Early stop": each run's cooled-down end predicted from its curve up to
 the stop, and how the predictions held on the runs trained to the end.
 
-A study stopped at a share f of each run's steps (``StudySpec.stop_fraction``; runs with
-``planned_learning_rate`` rows, :mod:`fitting.laws.curves.early_stop`) — or any table with
-learning-rate rows, given f (``ReportOptions.stop_fraction``, ``mnmt-fit report
---stop-fraction``: a benchmark, every run cut at its stop as if stopped) — gets, per pair and
-per fitted parent run that trains the pair (held-out and verification runs left out,
-:attr:`fitting.report.view.StudyView.table_fit`):
-
-* the predicted end: the loss at the run's last step T after its cool-down, from the
-  LR-annealing law (Tissue et al. 2024 eq. 1, the curve section's form and λ,
-  :data:`fitting.report.sections.extrapolation.CURVE_FORM`, :data:`~fitting.report.sections.extrapolation.
-  CURVE_LAMBDA`) fitted on the pair's curve loss — its probe loss where the table has it,
-  else its training loss, read at its logged step (:func:`fitting.laws.curves.runs.
-  pair_training_curves`) — from
-  :data:`~fitting.report.sections.extrapolation.FROM_FRACTION` · T to the stop S = ⌈f·T⌉ and on the
-  run's cool-down branches that left at or before S, plus the median gap between the report's
-  ``metric`` on its ``eval_set`` and the law on those fitted steps
-  (:func:`fitting.laws.curves.early_stop.predict_stopped_end`). Always marked **predicted**;
-  the tidy table gives a stopped run no ``final`` row, so the size laws read trained ends only;
-  L(N, D) across weights takes it, and the run's branches after the stop, by the same rule,
-  marked predicted (:mod:`fitting.report.predicted_budgets`);
-* its predictive interval (80 %, 95 %), calibrated on the checks — the runs trained to T —
-  leaving out the run's own experiment (:func:`fitting.intervals.early_stop.
-  calibrated_intervals`): the rule is fixed before any check is read;
-* for a check: the trained end (the ``metric`` at T), the error, whether the end lies inside
-  each interval (:func:`fitting.intervals.predictive.coverage`, with its Clopper–Pearson interval),
-  and whether it lies within k·σ_seed of the trained end — σ_seed the relative seed sd at the
-  largest size repeated (:func:`fitting.report.sections.chinchilla.largest_size_seed_noises`), k
-  3 or Student's t quantile on σ's dof where wider (:func:`fitting.core.seed_noise.
-  judging_multiple`: 4.85 on 2 dof).
-
-Verdict per pair (:func:`verdict`): **holds** when at least :data:`REQUIRED_SHARE` of the
-checked ends lie within k·σ_seed of their trained ends, **does not hold** otherwise;
-information where σ_seed rests on fewer than 3 seeds or was not measured
-(:func:`fitting.core.seed_noise.judges`, :func:`~fitting.core.seed_noise.few_seeds_verdict`).
-``fits.json["early_stop"]``: the settings, ``pairs[pair]`` (every end, the verdict's fields,
-the coverage), ``failed`` {pair: {run: why}} and the compute not trained.
+For a study stopped at a share f of each run's steps (``StudySpec.stop_fraction``), or any table
+with learning-rate rows given f (``ReportOptions.stop_fraction``), per pair and fitted parent
+run: the predicted end (:func:`fitting.laws.curves.early_stop.predict_stopped_end`, the curve
+section's law), always marked predicted; its 80 / 95 % interval calibrated on the checks
+(:func:`fitting.intervals.early_stop.calibrated_intervals`); for a check, the trained end, the
+error, inside each interval and within k·σ_seed. Verdict per pair (:func:`verdict`): **holds**
+when at least :data:`REQUIRED_SHARE` of the checked ends lie within k·σ_seed. ``fits.json
+["early_stop"]``: the settings, ``pairs``, ``failed`` and the compute not trained. Every step of
+the rule: docs/reference/laws.md, "Early stop".
 """
 
 from __future__ import annotations

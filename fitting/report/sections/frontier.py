@@ -156,7 +156,7 @@ def _frontier_interval_text(predictive: dict) -> str:
 def frontier_section(doc: Document, rep: Report, view: StudyView,
                      target_sizes: Sequence[float] | None,
                      preferences: Mapping[str, float] | None, out_dir: str,
-                     uncertainty: str | None, n_refits: int, seed: int,
+                     uncertainty: UncertaintyOptions,
                      seed_sd: Mapping[str, float] | None = None) -> None:
     """Fit eq. 11 (eq. 12 f̂, falling back to eq. 13) on the fitted runs' seed means
     (``view.final``), draw the frontier with its predictive intervals at the target sizes
@@ -175,10 +175,9 @@ def frontier_section(doc: Document, rep: Report, view: StudyView,
         doc.p(f"Skipped: {why}.")
         return
     fits, reasons = {}, []
-    unc = UncertaintyOptions(method=uncertainty, n_refits=n_refits, seed=seed)
     for form in ("eq12", "eq13"):  # eq. 12 where its f̂ is identified, else the linear eq. 13
         try:
-            fits[form] = fit_multilingual_law(sub, form=form, uncertainty=unc)
+            fits[form] = fit_multilingual_law(sub, form=form, uncertainty=uncertainty)
         except FitError as e:
             reasons.append(f"{form}: {e}")
             continue

@@ -25,12 +25,10 @@ from fitting.report.view import StudyView
 __all__ = ["fit_size_laws", "power_section", "joint_section"]
 
 
-def fit_size_laws(rep: Report, view: StudyView, *, uncertainty: str | None, n_refits: int,
-                  seed: int) -> None:
+def fit_size_laws(rep: Report, view: StudyView, *, uncertainty: UncertaintyOptions) -> None:
     """Fit eq. 6 per pair and weight (``rep.power_fits``; zero-shot weights and studies of
     fewer than 3 sizes skipped with their reason) and eq. 7 (``rep.joint``) on ``view.final``."""
     fin, data = view.final, view.points
-    unc = UncertaintyOptions(method=uncertainty, n_refits=n_refits, seed=seed)
     # per pair and weight: power law (eq. 6); one reason per pair when no weight can have it
     few_sizes = fin["n"].nunique() < 3
     for pair, by_w in data.items():
@@ -44,13 +42,13 @@ def fit_size_laws(rep: Report, view: StudyView, *, uncertainty: str | None, n_re
                 rep.skipped[f"power {pair} p={w:g}"] = "zero-shot weight (p = 0) is outside the law"
                 continue
             try:
-                rep.power_fits[pair][w] = fit_power_law(n, y, uncertainty=unc)
+                rep.power_fits[pair][w] = fit_power_law(n, y, uncertainty=uncertainty)
             except FitError as e:
                 rep.skipped[f"power {pair} p={w:g}"] = str(e)
     # joint law (eq. 7)
     try:
         sub = fin[fin["weight"].notna()] if "weight" in fin.columns else fin.assign(weight=1.0)
-        rep.joint = fit_joint_law(sub, uncertainty=unc)
+        rep.joint = fit_joint_law(sub, uncertainty=uncertainty)
     except FitError as e:
         rep.skipped["joint law (eq. 7)"] = str(e)
 
