@@ -10,9 +10,14 @@ half-width of log E ≤ the threshold?), and the held-out run's error per pair w
 beside the grid's own report on the same seed.
 
     python benchmarks/studies/adaptive_seeds.py GRID... --out DIR [--gin BINDING ...] [--json]
+    python benchmarks/studies/adaptive_seeds.py --widths STUDY...
 
-A seed whose adaptive study already has a report is not re-run. Exit status 0 when every seed
-ran, 2 on bad input.
+A seed whose adaptive study already has a report is not re-run (its bindings, kept in
+OUT/<grid name>.gin, must be the ones given). The development seed (vocabulary seed 0, on which
+the default was chosen) is refused unless ``--allow-dev``. ``--widths`` prints, per round of each
+finished adaptive study, the FLOPs spent and the report's E interval with its two terms (the
+resampled runs' sd and the forms' sd of log E): the half-width against compute. Exit status 0
+when every seed ran, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -29,6 +34,19 @@ from mnmt.study import adaptive
 
 #: the frozen adaptive default judged here (chosen on vocabulary seed 0)
 DEFAULT_BINDINGS = ("StudySpec.adaptive=True", "StudySpec.adaptive_sizes=('mini-2',)")
+#: the vocabulary seed the default was chosen on: never a judged seed
+DEV_SEED = 0
+
+
+def check_bindings(out: Path, bindings: list[str]) -> str | None:
+    """Why ``out`` cannot be reused with ``bindings`` (None when it can): a study grown with
+    other bindings is another design."""
+    kept = out.with_suffix(".gin")
+    if not kept.exists():
+        return None
+    before = kept.read_text(encoding="utf-8").splitlines()
+    return None if before == bindings else (
+        f"{out}: grown with {before}, not {bindings}; use another --out")
 
 
 def grow_beside(grid: Path, out: Path, bindings: list[str]) -> Path:
@@ -43,6 +61,7 @@ def grow_beside(grid: Path, out: Path, bindings: list[str]) -> Path:
                "--gin", f"StudySpec.vocab_seed={seed}"]
         for binding in bindings:
             cmd += ["--gin", binding]
+        out.with_suffix(".gin").write_text("\n".join(bindings) + "\n", encoding="utf-8")
         with open(out.with_suffix(".log"), "w", encoding="utf-8") as log:
             subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=True)
     return out
@@ -68,6 +87,24 @@ def spent(study: Path) -> float | None:
     return records[-1]["spent"] / records[-1]["budget"] if records else None
 
 
+def width_rows(study: Path) -> list[str]:
+    """One Markdown row per recorded round: FLOPs spent before it (of the budget) and the
+    report's E interval read then, with its resampling and forms terms (sd of log E)."""
+    rows = []
+    for record in adaptive.read_rounds(study):
+        before = record.get("before") or {}
+        spent_before = record["spent"] - record.get("cost", 0.0)
+        if not before:
+            continue
+        rel = before.get("relative")
+        width = "none" if rel is None or rel > 1 else f"±{rel:.1%}"
+        rows.append(f"| {study.name} | {record['round']} | {spent_before / record['budget']:.0%} | "
+                    f"{before.get('E', float('nan')):.4g} | {width} | "
+                    f"{before.get('sd_resample', float('nan')):.3f} | "
+                    f"{before.get('sd_forms', float('nan')):.3f} |")
+    return rows
+
+
 def row(name: str, s: dict, share: float | None, threshold: float) -> str:
     e = "none" if s["lo95"] is None else (f"{s['E']:.4g} [{s['lo95']:.4g}, {s['hi95']:.4g}] "
                                           f"±{s['relative']:.1%}")
@@ -80,8 +117,13 @@ def row(name: str, s: dict, share: float | None, threshold: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("grids", nargs="+", type=Path, help="finished main-job studies")
-    ap.add_argument("--out", type=Path, required=True, help="folder of the adaptive studies")
+    ap.add_argument("grids", nargs="+", type=Path, help="finished main-job studies "
+                    "(with --widths: finished adaptive studies)")
+    ap.add_argument("--out", type=Path, help="folder of the adaptive studies")
+    ap.add_argument("--widths", action="store_true",
+                    help="tabulate each round's E interval and its terms against FLOPs")
+    ap.add_argument("--allow-dev", action="store_true",
+                    help=f"accept the development seed (vocabulary seed {DEV_SEED})")
     ap.add_argument("--gin", action="append", default=None,
                     help=f"StudySpec bindings (default: {' '.join(DEFAULT_BINDINGS)})")
     ap.add_argument("--pair", default="en-de", help="the target pair (default: %(default)s)")
@@ -93,7 +135,26 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         print(f"{bad[0]}: not a finished study (no report/fits.json)", file=sys.stderr)
         return 2
+    if args.widths:
+        print("| study | round | FLOPs spent before (of the budget) | report's E | 95 % ±log | "
+              "sd resample | sd forms |")
+        print("|---|---|---|---|---|---|---|")
+        for study in args.grids:
+            print("\n".join(width_rows(study)))
+        return 0
+    if args.out is None:
+        print("--out is required (the folder of the adaptive studies)", file=sys.stderr)
+        return 2
     bindings = list(args.gin or DEFAULT_BINDINGS)
+    for grid in args.grids:
+        seed = json.loads((grid / "study.json").read_text()).get("vocab_seed", 0)
+        why = check_bindings(args.out / grid.name, bindings)
+        if seed == DEV_SEED and not args.allow_dev:
+            why = (f"{grid}: vocabulary seed {seed} is the development seed the default was "
+                   "chosen on; pass --allow-dev to grow it anyway")
+        if why:
+            print(why, file=sys.stderr)
+            return 2
     results = []
     for grid in args.grids:
         grown = grow_beside(grid, args.out / grid.name, bindings)
