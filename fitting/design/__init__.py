@@ -19,7 +19,8 @@ _EXPORTS = {
     **dict.fromkeys(["DesignState", "STRATEGIES", "register_strategy"], "strategies"),
     **dict.fromkeys(["BudgetStep", "FitSettings", "simulate_design"], "simulate"),
     **dict.fromkeys(["PlannedRun", "plan_batch", "current_target_sd"], "plan"),
-    **dict.fromkeys(["DesignLaw", "DESIGN_LAWS", "design_law", "kaplan_across_weights"], "laws"),
+    **dict.fromkeys(["DesignLaw", "DESIGN_LAWS", "design_law", "kaplan_across_weights",
+                     "mixture_across_sizes", "mixture_objective"], "laws"),
 }
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -3,7 +3,10 @@
 ``chinchilla``: L(N, D) = E + A/N^α + B/D^β (Caillaut et al. 2024 eq. 2) on columns n, d;
 ``data_constrained``: Muennighoff et al. 2023's L(N, D, U) on columns u, n, d;
 ``farseer``: Farseer's L(N, D) on columns n, d. Each comes with a box of plausible parameters,
-wide enough for the CPU studies' thousands of parameters and for billions.
+wide enough for the CPU studies' thousands of parameters and for billions. For adaptive
+studies: L(N, D) across mixture weights (:func:`kaplan_across_weights`) and, for K pairs, every
+pair's loss across sizes and mixtures with the recommendation's objective on its parameters
+(:func:`mixture_across_sizes`, :func:`mixture_objective`).
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from fitting.laws.budget.data_constrained import (
 )
 from fitting.laws.budget.farseer import FARSEER_BOUNDS, FARSEER_PARAMS, farseer_loss
 from fitting.laws.budget.kaplan_nd import KAPLAN_EXPONENT_BOUNDS, predict_kaplan
+from fitting.laws.mixture.forms import form_spec
 
-__all__ = ["DesignLaw", "DESIGN_LAWS", "design_law", "kaplan_across_weights"]
+__all__ = ["DesignLaw", "DESIGN_LAWS", "design_law", "kaplan_across_weights",
+           "mixture_across_sizes", "mixture_objective"]
 
 
 @dataclass(frozen=True)
@@ -82,3 +87,72 @@ def kaplan_across_weights(n_weights: int, k: int) -> ParametricLaw:
     return ParametricLaw(f"kaplan_across_weights@{k}", predict,
                          [(0.0, 10.0), KAPLAN_EXPONENT_BOUNDS, KAPLAN_EXPONENT_BOUNDS,
                           *[(1e-4, 1e6)] * (2 * n_weights)], names)
+
+
+#: bounds of each pair's linear coefficients in :func:`mixture_across_sizes`: β_i (the size
+#: term's scale, searched in log space) and L∞_i
+MIXTURE_COEF_BOUNDS = ((1e-3, 1e3), (0.0, 10.0))
+
+
+def _mixture_losses(n_pairs: int):
+    """(predict of every pair's loss (b, n, K) at inputs (u, w_1 … w_K, …), parameters per
+    pair): eq. 11 of :func:`fitting.laws.mixture.forms.form_spec` ("transfer", sized), the
+    form's own design A(θ; u, W) times its linear coefficients."""
+    specs = [form_spec("transfer", i, n_pairs, sized=True) for i in range(n_pairs)]
+    n_theta, per = len(specs[0].theta_names), len(specs[0].theta_names) + 2
+
+    def losses(T, X):
+        X = np.asarray(X, float)
+        u, W = X[:, 0], X[:, 1:1 + n_pairs]
+        out = np.empty((T.shape[1], len(X), n_pairs))
+        for b in range(T.shape[1]):
+            for i, spec in enumerate(specs):
+                th = T[i * per:i * per + n_theta, b]
+                out[b, :, i] = spec.design(th, u, W) @ T[i * per + n_theta:(i + 1) * per, b]
+        return out
+
+    return losses, specs
+
+
+def mixture_across_sizes(n_pairs: int) -> ParametricLaw:
+    """Every pair's loss across model sizes and mixtures, as log L_i: per pair i, Fernandes et
+    al. 2023 eq. 11 with eq. 13's effective fraction and a transfer matrix τ (the mixture
+    laws' "transfer" form, :mod:`fitting.laws.mixture.forms`), L_i = β_i (e_i(w) u)^−α_i + L∞_i
+    with e_i = clip(w_i + Σ_j τ_ij w_j). Inputs (u, w_1 … w_K, m_1 … m_K): u = N / N_ref, the
+    run's weights, and m_i = 1 where pair i's loss is in the mixture laws' domain (trained, not
+    over the epoch cap) — the output is 0 where m_i = 0, so a run records 0 there and that loss
+    neither fits nor informs. Parameters per pair: α_i, τ_ij (j ≠ i), β_i, L∞_i."""
+    if n_pairs < 2:
+        raise ValueError(f"need at least two pairs, got {n_pairs}")
+    losses, specs = _mixture_losses(n_pairs)
+
+    def predict(T, X):
+        X = np.asarray(X, float)
+        inside = X[:, 1 + n_pairs:1 + 2 * n_pairs] > 0
+        with np.errstate(all="ignore"):
+            return np.where(inside, np.log(losses(T, X)), 0.0)
+
+    bounds, names = [], []
+    for i, spec in enumerate(specs):
+        bounds += [*zip(spec.lo, spec.hi, strict=True), *MIXTURE_COEF_BOUNDS]
+        names += [f"{n}_{i}" for n in (*spec.theta_names, "beta", "L_inf")]
+    return ParametricLaw(f"mixture_across_sizes@{n_pairs}", predict, bounds, names)
+
+
+def mixture_objective(law: ParametricLaw, n_pairs: int, preferences: np.ndarray
+                      ) -> ParametricLaw:
+    """The recommendation's objective on ``law``'s parameters (:func:`mixture_across_sizes`):
+    log J, J(w) = Σ_i π_i L_i(N, w) / Σ_i π_i over the pairs with π_i > 0
+    (:func:`fitting.intervals.mixture.objective_samples`' J), at inputs (u, w_1 … w_K, …)."""
+    pi = np.asarray(preferences, float)
+    if pi.shape != (n_pairs,) or not np.all(pi >= 0) or not pi.sum() > 0:
+        raise ValueError(f"need {n_pairs} preferences >= 0, not all 0; got {pi.tolist()}")
+    used = pi > 0
+    weights = pi[used] / pi[used].sum()
+    losses, _ = _mixture_losses(n_pairs)
+
+    def predict(T, X):
+        with np.errstate(all="ignore"):
+            return np.log(losses(T, X)[..., used] @ weights)[..., None]
+
+    return ParametricLaw(f"mixture_objective@{n_pairs}", predict, law.bounds, law.param_names)

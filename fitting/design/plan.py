@@ -19,7 +19,7 @@ from fitting.design.information import (
     target_variance,
     variance_reduction,
 )
-from fitting.design.parametric import ParametricFit
+from fitting.design.parametric import ParametricFit, ParametricLaw
 
 __all__ = ["PlannedRun", "plan_batch", "current_target_sd"]
 
@@ -43,12 +43,15 @@ class PlannedRun:
 
 
 def plan_batch(fit: ParametricFit, X_done: np.ndarray, X_pool: np.ndarray, cost: np.ndarray,
-               X_target: np.ndarray, budget: float, cost_power: float = 1.0) -> list[PlannedRun]:
-    """Greedy batch from ``X_pool`` within ``budget`` (same units as ``cost``)."""
+               X_target: np.ndarray, budget: float, cost_power: float = 1.0,
+               target_law: ParametricLaw | None = None) -> list[PlannedRun]:
+    """Greedy batch from ``X_pool`` within ``budget`` (same units as ``cost``). ``target_law``:
+    the law whose value at ``X_target`` is the target, on the fitted law's parameters (a
+    function of its outputs, e.g. a mixture's objective); None: the fitted law itself."""
     law, sigma2 = fit.law, max(fit.sigma2, 1e-12)
     jac_done = jacobian(law, fit.u, X_done)
     jac_pool = jacobian(law, fit.u, X_pool)
-    jac_target = jacobian(law, fit.u, X_target)
+    jac_target = jacobian(target_law or law, fit.u, X_target)
     cost = np.asarray(cost, float)
     free = np.ones(len(X_pool), bool)
     spent, picks = 0.0, []
@@ -67,7 +70,9 @@ def plan_batch(fit: ParametricFit, X_done: np.ndarray, X_pool: np.ndarray, cost:
     return picks
 
 
-def current_target_sd(fit: ParametricFit, X_done: np.ndarray, X_target: np.ndarray) -> np.ndarray:
-    """The target's linearised predictive sd from the finished runs alone."""
+def current_target_sd(fit: ParametricFit, X_done: np.ndarray, X_target: np.ndarray,
+                      target_law: ParametricLaw | None = None) -> np.ndarray:
+    """The target's linearised predictive sd from the finished runs alone (``target_law`` as in
+    :func:`plan_batch`)."""
     info = fisher_information(jacobian(fit.law, fit.u, X_done), max(fit.sigma2, 1e-12))
-    return np.sqrt(target_variance(info, jacobian(fit.law, fit.u, X_target)))[:, 0]
+    return np.sqrt(target_variance(info, jacobian(target_law or fit.law, fit.u, X_target)))[:, 0]

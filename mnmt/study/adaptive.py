@@ -9,7 +9,12 @@ computes it (`report_interval`); while the interval of log E is wider than ±`ad
 the next batch is picked from the pool's untrained runs by the drop in E's predicted variance per
 FLOP (`fitting.design.plan.plan_batch`) within a round's share of the budget, recorded in
 OUT/design/rounds.jsonl, then trained. A record is written before its batch
-trains, so a study killed mid-round resumes the same batch and no finished run trains again.
+trains, so a study killed mid-round resumes the same batch and no finished run trains again;
+each record holds its fit's normalised parameters, the next round's warm start, so a resumed
+study fits as the uninterrupted one. The budget counts the design runs only: the seed repeats
+and held-out runs train besides it (round 0's record says their FLOPs). `grow` runs any design
+with this class's interface: mnmt.study.adaptive_objective's targets the K-pair
+recommendation's objective instead of E.
 """
 
 from __future__ import annotations
@@ -50,7 +55,9 @@ class Estimate:
     """E of the target pair with its 95 % interval.
 
     Attributes:
-        E: the estimate of L∞; ``lo``, ``hi``: its 95 % interval (NaN: none).
+        E: the estimate of L∞ (of the target named ``name``: "E", or "J" for a mixture's
+            objective, mnmt.study.adaptive_objective); ``lo``, ``hi``: its 95 % interval (NaN:
+            none).
         source: what made it: "design law" (:meth:`AdaptiveDesign.fit`: linearised, t_{0.975,
             dof} · sd of log E from the fit's own residual variance) or "L(N, D) across
             weights" (the report's interval: resampled runs and forms, :func:`report_interval`).
@@ -63,6 +70,7 @@ class Estimate:
     hi: float
     source: str
     detail: dict = field(default_factory=dict)
+    name: str = "E"
 
     @property
     def relative(self) -> float:
@@ -76,7 +84,7 @@ class Estimate:
         def number(x: float) -> float | None:
             return float(x) if np.isfinite(x) else None
 
-        return {"E": number(self.E), "lo95": number(self.lo), "hi95": number(self.hi),
+        return {self.name: number(self.E), "lo95": number(self.lo), "hi95": number(self.hi),
                 "relative": number(self.relative), "source": self.source, **self.detail}
 
 
@@ -154,18 +162,31 @@ def grid_design_runs(spec: StudySpec) -> list[RunSpec]:
     return [r for r in expand(spec) if r.run_id not in skip]
 
 
-def pool_runs(spec: StudySpec) -> list[RunSpec]:
-    """The grid's design runs the design may pick from (not held out, not seed repeats) that
-    train the target pair."""
-    pair = target_pair(spec)
+def candidate_runs(spec: StudySpec) -> list[RunSpec]:
+    """The grid's design runs (not held out, not seed repeats) and those of `adaptive_sizes` at
+    the grid's weights and seeds: what a design may pick from."""
     repeats, held = fixed_runs(spec)
     fixed = {r.run_id for r in (*repeats, *held)}  # never a design run, whatever its size
     extra = [RunSpec(run_id=run_id(size, weights, seed), size=size, weights=weights, seed=seed)
              for size in spec.adaptive.adaptive_sizes if size not in spec.sizes
              for weights in (mixture_weights(spec.pairs, w) for w in spec.weights)
              for seed in spec.seeds]
-    return [r for r in [*grid_design_runs(spec), *extra]
-            if r.weights.get(pair, 0) > 0 and r.run_id not in fixed]
+    return [r for r in [*grid_design_runs(spec), *extra] if r.run_id not in fixed]
+
+
+def pool_runs(spec: StudySpec) -> list[RunSpec]:
+    """The candidate runs (`candidate_runs`) that train the target pair."""
+    pair = target_pair(spec)
+    return [r for r in candidate_runs(spec) if r.weights.get(pair, 0) > 0]
+
+
+def pool_costs(spec: StudySpec, pool: Sequence[RunSpec]) -> tuple[dict[str, float], float]:
+    """({run id: FLOPs with its branches} of ``pool``, the budget: `adaptive_budget` × the FLOPs
+    of the grid's design runs)."""
+    grid = grid_design_runs(spec)
+    flops = {size: size_step_flops(spec, size) for size in {r.size for r in (*pool, *grid)}}
+    return ({r.run_id: run_flops(spec, r, flops[r.size]) for r in pool},
+            spec.adaptive.adaptive_budget * sum(run_flops(spec, r, flops[r.size]) for r in grid))
 
 
 def initial_runs(spec: StudySpec, pool: Sequence[RunSpec]) -> list[RunSpec]:
@@ -195,13 +216,9 @@ class AdaptiveDesign:
                              f"of cooled-down budgets (cool-down branches); got {sorted(counts)}")
         self.weights = sorted({r.weights[self.pair] for r in self.pool})
         self.law: ParametricLaw = kaplan_across_weights(len(self.weights), counts.pop())
-        grid = grid_design_runs(spec)
-        flops = {size: size_step_flops(spec, size)
-                 for size in {r.size for r in (*self.pool, *grid)}}
-        self.cost = {r.run_id: run_flops(spec, r, flops[r.size]) for r in self.pool}
-        self.budget = spec.adaptive.adaptive_budget * sum(run_flops(spec, r, flops[r.size])
-                                                          for r in grid)
-        self.n = {size: float(non_embedding(spec, size)) for size in flops}
+        self.cost, self.budget = pool_costs(spec, self.pool)
+        self.n = {size: float(non_embedding(spec, size))
+                  for size in {r.size for r in (*self.pool, *grid_design_runs(spec))}}
         self.tokens_per_step = float(tokens_per_step(spec))
         # inputs in units of the smallest size and the smallest budget: parameters of order 1
         self.scale = (min(self.n.values()),
@@ -210,14 +227,52 @@ class AdaptiveDesign:
     def initial(self) -> list[RunSpec]:
         """Round 0's runs (`initial_runs`); a StudyError when they alone cost more than the
         budget."""
-        runs = initial_runs(self.spec, self.pool)
+        runs = self.round_zero_runs()
         cost = sum(self.cost[r.run_id] for r in runs)
         if cost > self.budget * (1 + 1e-9):
             raise StudyError(f"StudySpec.adaptive_budget: round 0 ({len(runs)} runs at "
-                             f"adaptive_initial weights) costs {cost:.3g} FLOPs, more than the "
+                             f"{self.initial_what}) costs {cost:.3g} FLOPs, more than the "
                              f"budget of {self.budget:.3g}; raise adaptive_budget or start from "
                              "fewer weights")
         return runs
+
+    #: what round 0 trains, as its refusal names it
+    initial_what = "adaptive_initial weights"
+    #: why a round's batch was chosen, as its record says
+    why = "largest drop in E's variance per FLOP"
+    @property
+    def label(self) -> str:
+        """The target, as the progress line names it."""
+        return f"{self.pair} E"
+
+    @property
+    def goal(self) -> str:
+        """The target, as the plan names it."""
+        return f"{self.pair}'s E"
+
+    def round_zero_runs(self) -> list[RunSpec]:
+        """The design runs of round 0 (`initial_runs`)."""
+        return initial_runs(self.spec, self.pool)
+
+    def fixed_first(self) -> list[RunSpec]:
+        """The runs outside the design that round 0 trains first: the seed repeats (the held-out
+        runs are the caller's, after the rounds)."""
+        return fixed_runs(self.spec)[0]
+
+    def fixed_cost(self) -> float:
+        """FLOPs of the seed repeats and the held-out runs: trained whatever the design picks,
+        outside `budget` (which counts the design runs only)."""
+        repeats, held = fixed_runs(self.spec)
+        return sum(run_flops(self.spec, r, size_step_flops(self.spec, r.size))
+                   for r in (*repeats, *held))
+
+    def study_measure(self, runs_dir: Path, eval_set: str) -> Measure:
+        """What a study measures its runs by (`measure_from_runs`)."""
+        return measure_from_runs(self, runs_dir, eval_set)
+
+    def study_interval(self, runs_dir: Path, eval_set: str) -> Interval:
+        """What a study stops on: the report's own interval of E (`report_interval`)."""
+        return report_interval(self, runs_dir, eval_set, fixed_runs(self.spec)[0])
 
     def header(self) -> dict:
         """What every round record repeats: the target, its threshold, the budget, the law."""
@@ -244,6 +299,12 @@ class AdaptiveDesign:
         return np.array([self.n[run.size] / n0,
                          *(self.tokens_per_step * s / d0 for s in self.budgets[run.run_id]),
                          weight], float)
+
+    def target(self, fit: ParametricFit, estimate: Estimate | None = None
+               ) -> tuple[np.ndarray, ParametricLaw | None]:
+        """(the target's inputs, the law whose value there is the target; None: the design law):
+        log E at N = D = ∞."""
+        return self.target_inputs(), None
 
     def target_inputs(self) -> np.ndarray:
         """N = D = ∞ at every budget: the law's value there is log E."""
@@ -274,9 +335,11 @@ class AdaptiveDesign:
         return quantile(0.95, self.dof(len(runs))) * float(
             current_target_sd(fit, X, self.target_inputs())[0])
 
-    def plan(self, fit: ParametricFit, trained: Sequence[RunSpec], budget: float) -> list[dict]:
+    def plan(self, fit: ParametricFit, trained: Sequence[RunSpec], budget: float,
+             estimate: Estimate | None = None) -> list[dict]:
         """The next batch within ``budget`` FLOPs: pool runs not trained, by E's variance drop
-        per FLOP; each pick with its cost and E's predicted half-width once trained."""
+        per FLOP; each pick with its cost and E's predicted half-width once trained
+        (``estimate``: the stop rule's, unused here)."""
         done = {r.run_id for r in trained}
         free = [r for r in self.pool if r.run_id not in done]
         if not free:
@@ -284,7 +347,8 @@ class AdaptiveDesign:
         X_done = np.stack([self.inputs(r) for r in trained])
         X_pool = np.stack([self.inputs(r) for r in free])
         cost = np.array([self.cost[r.run_id] for r in free])
-        picks = plan_batch(fit, X_done, X_pool, cost, self.target_inputs(), budget)
+        X_target, target_law = self.target(fit, estimate)
+        picks = plan_batch(fit, X_done, X_pool, cost, X_target, budget, target_law=target_law)
         out = []
         for i, p in enumerate(picks):
             width = quantile(0.95, self.dof(len(trained) + i + 1)) * float(p.target_sd[0])
@@ -333,7 +397,9 @@ def plan_rounds(design: AdaptiveDesign, rounds: int, noise: float,
     """The first ``rounds`` rounds as the study would pick them if every run measured what the
     law at ``prior`` predicts (`PLAN_PRIOR` by default; keys E, alpha, beta, A, B, in the
     design's scaled units) with relative noise ``noise``: per round its runs, FLOPs and the
-    interval of log E predicted once it is trained (linearised: nothing is fitted)."""
+    interval of log E predicted once it is trained (linearised: nothing is fitted). The plan
+    ends, as the study would stop, after the first round whose interval is within
+    `adaptive_threshold`."""
     values = {**PLAN_PRIOR, **(prior or {})}
     unknown = sorted(set(values) - set(PLAN_PRIOR))
     if unknown:
@@ -348,7 +414,10 @@ def plan_rounds(design: AdaptiveDesign, rounds: int, noise: float,
     spent = sum(design.cost[r.run_id] for r in trained)
     out = [{"round": 0, "chosen": [r.run_id for r in trained], "cost": spent, "spent": spent,
             "relative": design.planned_relative(fit, trained)}]
+    threshold = design.spec.adaptive.adaptive_threshold
     for number in range(1, rounds + 1):
+        if out[-1]["relative"] is not None and out[-1]["relative"] <= threshold:
+            break  # the study stops here
         picks = design.plan(fit, trained, design.round_budget(spent))
         if not picks:
             break
@@ -383,8 +452,10 @@ def report_interval(design: AdaptiveDesign, runs_dir: Path, eval_set: str,
                                      or None)
         e = ((fit.meta.get("E_predictive") or {}).get(design.pair) or {}) if fit else {}
         if "lo95" not in e:
+            failed = ((fit.meta.get("failed_pairs") or {}).get(design.pair)
+                      or fit.meta.get("predictive_failed")) if fit else None
             return Estimate(float(e.get("estimate", np.nan)), np.nan, np.nan, source,
-                            {"why": e.get("error") or why or "no interval"})
+                            {"why": e.get("error") or failed or why or "no interval"})
         return Estimate(e["estimate"], e["lo95"], e["hi95"], source,
                         {k: e[k] for k in ("sd_resample", "sd_forms", "sd_total") if k in e})
 
@@ -399,17 +470,17 @@ def grow(design: AdaptiveDesign, out: Path, train: Train, measure: Measure,
     the design law's), then either stops (``stop``: "threshold", "budget" or "pool") or records
     its batch (``chosen``, ``costs``, ``predicted_relative``: the design law's interval of log E
     predicted once the batch up to each pick is trained) and trains it."""
-    spec = design.spec
     by_id = {r.run_id: r for r in design.pool}
     records = read_rounds(out)
-    repeats, _ = fixed_runs(spec)
+    first = design.fixed_first()
     if not records:
         initial = design.initial()
         cost = sum(design.cost[r.run_id] for r in initial)
         append_round(out, {**design.header(), "round": 0, "chosen": [r.run_id for r in initial],
                            "inputs": [design.inputs(r).tolist() for r in initial],
                            "costs": [design.cost[r.run_id] for r in initial], "cost": cost,
-                           "spent": cost, "why": "initial design"})
+                           "spent": cost, "why": "initial design",
+                           "outside_budget": design.fixed_cost()})
         records = read_rounds(out)
     trained: list[RunSpec] = []
     for record in records:  # recorded rounds: trained (again only what is unfinished)
@@ -418,28 +489,26 @@ def grow(design: AdaptiveDesign, out: Path, train: Train, measure: Measure,
             raise StudyError(f"{rounds_path(out)}: round {record['round']} chose {unknown[0]!r}, "
                              "not a run of this study's pool")
         batch = [by_id[i] for i in record["chosen"]]
-        train(([*repeats] if record["round"] == 0 else []) + batch)
+        train(([*first] if record["round"] == 0 else []) + batch)
         trained += batch
         if "stop" in record:
             return records
-    # the last recorded fit starts the next (as it did before a kill): a resumed study fits as
-    # the uninterrupted one would
-    fitted = [r["theta"] for r in records if r.get("theta")]
-    warm = design.law.to_u(np.asarray(fitted[-1], float)) if fitted else None
+    warm = recorded_start(design, records)
     while True:
         number = records[-1]["round"] + 1
         fit, own = design.fit(trained, measure(trained), number, warm)
         estimate = interval(trained) if interval else own
         warm = fit.u
         spent = sum(design.cost[r.run_id] for r in trained)
-        log(f"design round {number}: {design.pair} E {estimate_text(estimate)}, "
+        log(f"design round {number}: {design.label} {estimate_text(estimate)}, "
             f"{spent / design.budget:.0%} of the budget spent")
-        stop = _stop_reason(spec, design, estimate, spent)
-        picks = [] if stop else design.plan(fit, trained, design.round_budget(spent))
+        stop = _stop_reason(design.spec, design, estimate, spent)
+        picks = [] if stop else design.plan(fit, trained, design.round_budget(spent), estimate)
         if not stop and not picks:
             stop = "budget" if len(trained) < len(design.pool) else "pool"
         record = {**design.header(), "round": number, "before": estimate.as_json(),
-                  "design": own.as_json(), "spent": spent, "theta": fit.theta.tolist()}
+                  "design": own.as_json(), "spent": spent, "theta": fit.theta.tolist(),
+                  "u": fit.u.tolist()}
         if stop:
             append_round(out, {**record, "chosen": [], "stop": stop})
             return read_rounds(out)
@@ -449,19 +518,32 @@ def grow(design: AdaptiveDesign, out: Path, train: Train, measure: Measure,
                            "costs": [p["cost"] for p in picks], "cost": cost,
                            "spent": spent + cost,
                            "predicted_relative": [p["predicted_relative"] for p in picks],
-                           "why": "largest drop in E's variance per FLOP"})
+                           "why": design.why})
         batch = [by_id[p["run_id"]] for p in picks]
         train(batch)
         trained += batch
         records = read_rounds(out)
 
 
+def recorded_start(design: AdaptiveDesign, records: Sequence[dict]) -> np.ndarray | None:
+    """The last recorded fit's normalised parameters, the next fit's warm start (as the
+    uninterrupted study's was, so a resumed study fits as it would have): its ``u`` exactly; a
+    record without one (written before ``u`` was recorded) through ``to_u`` of its theta."""
+    fitted = [r for r in records if r.get("theta")]
+    if not fitted:
+        return None
+    if fitted[-1].get("u") is not None:
+        return np.asarray(fitted[-1]["u"], float)
+    return design.law.to_u(np.asarray(fitted[-1]["theta"], float))
+
+
 def plan_text(design: AdaptiveDesign) -> str:
     """One line: what the adaptive study will do."""
     a = design.spec.adaptive
-    return (f"adaptive: {len(design.pool)} design runs to pick from, {design.pair}'s E to "
+    return (f"adaptive: {len(design.pool)} design runs to pick from, {design.goal} to "
             f"±{a.adaptive_threshold:.0%} (95 %) within {design.budget:.3g} FLOPs "
-            f"({a.adaptive_budget:g}× the grid's design runs), rounds of "
+            f"({a.adaptive_budget:g}× the grid's design runs; the seed repeats and held-out runs, "
+            f"{design.fixed_cost():.3g} FLOPs, besides), rounds of "
             f"{a.adaptive_round:.0%}; rounds recorded in {ROUNDS_FILE}")
 
 

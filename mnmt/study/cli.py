@@ -39,7 +39,16 @@ from collections.abc import Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from mnmt.study import adaptive, design_pool, lock, mesh_plan, mixture_design, train_options, verify
+from mnmt.study import (
+    adaptive,
+    adaptive_objective,
+    design_pool,
+    lock,
+    mesh_plan,
+    mixture_design,
+    train_options,
+    verify,
+)
 from mnmt.study.loading import DEFAULT_FILE, DEFAULT_PRESET, preset, preset_file
 from mnmt.study.progress import StudyProgress
 from mnmt.study.runner import RunStopped, run_all, run_complete
@@ -90,7 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     mixtures = mixture_count(spec)
     held = sum(r.heldout for r in runs)
     n_branches = len(with_branches(spec, runs)) - len(runs)
-    design = adaptive.AdaptiveDesign(spec) if spec.adaptive.adaptive else None
+    design = adaptive_objective.adaptive_design(spec) if spec.adaptive.adaptive else None
     if design is not None:
         log(adaptive.plan_text(design))
     log(f"study {spec.name}: {len(runs)} runs ({len(spec.sizes)} sizes x {mixtures} "
@@ -178,11 +187,10 @@ def _grow(design, data, out: Path, workers_arg, log) -> tuple[list[Path], list[d
 
     eval_set = spec.evaluation.eval_sets[0]
     repeats, held = adaptive.fixed_runs(spec)
-    rounds = adaptive.grow(design, out, train,
-                           adaptive.measure_from_runs(design, out / "runs", eval_set),
-                           adaptive.report_interval(design, out / "runs", eval_set, repeats), log)
+    rounds = adaptive.grow(design, out, train, design.study_measure(out / "runs", eval_set),
+                           design.study_interval(out / "runs", eval_set), log)
     if held:
-        train(held)
+        train(held)  # nothing left to train where round 0 trained them
     runs = [*repeats, *adaptive.trained_runs(design, rounds), *held]
     return [out / "runs" / r.run_id for r in with_branches(spec, runs)], rounds
 
@@ -355,7 +363,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
               "predicted from each run's curve; "
               + compute_saved(spec, runs, None).split("; report")[0], file=sys.stderr)
     if spec.adaptive.adaptive:
-        print(f"# {adaptive.plan_text(adaptive.AdaptiveDesign(spec))}: the grid above is what "
+        print(f"# {adaptive.plan_text(adaptive_objective.adaptive_design(spec))}: the grid above "
+              "is what "
               "its rounds pick from, not what trains (`mnmt-study design-plan` shows the rounds)",
               file=sys.stderr)
     if spec.train_overrides:
@@ -425,6 +434,10 @@ def cmd_design_plan(args: argparse.Namespace) -> int:
         prior = json.loads(args.prior) if args.prior else None
         if prior is not None and not isinstance(prior, dict):
             raise ValueError("--prior: expected a JSON object such as '{\"E\": 1.6}'")
+        if spec.adaptive.adaptive_target != "E":
+            raise ValueError("a plan before any run is made for an 'E' study only "
+                             "(StudySpec.adaptive_target = 'E'); an 'objective' study has no "
+                             "prior for its mixture law")
         design = adaptive.AdaptiveDesign(spec)
         rounds = adaptive.plan_rounds(design, args.rounds, args.noise, prior)
     except (ValueError, StudyError) as err:

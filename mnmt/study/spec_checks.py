@@ -104,9 +104,31 @@ def _validate_adaptive(spec: StudySpec) -> None:
             zoo.get_config(size, spec.vocab_size)
         except ValueError as err:
             raise StudyError(f"StudySpec.adaptive_sizes: {err}") from None
+    _validate_adaptive_target(spec)
     if a.adaptive and spec.early_stop.stop_fraction < 1.0:
         raise StudyError("StudySpec.adaptive: an adaptive study fits cooled-down ends; it cannot "
                          "also stop runs early (stop_fraction < 1)")
+
+
+def _validate_adaptive_target(spec: StudySpec) -> None:
+    """`adaptive_target` and the fields an "objective" study cannot combine with."""
+    a = spec.adaptive
+    if a.adaptive_target not in ("E", "objective"):
+        raise StudyError(f"StudySpec.adaptive_target: expected 'E' or 'objective', got "
+                         f"{a.adaptive_target!r}")
+    if a.adaptive_target != "objective":
+        return
+    if len(spec.pairs) < 3:
+        raise StudyError(f"StudySpec.adaptive_target: 'objective' is the K-pair recommendation's "
+                         f"(3 pairs or more), got pairs {list(spec.pairs)}")
+    for name in ("adaptive_pair", "adaptive_initial"):
+        if getattr(a, name):
+            raise StudyError(f"StudySpec.{name}: names the target pair of an 'E' study; an "
+                             "'objective' study has none (round 0 trains every design mixture "
+                             "at the smallest size)")
+    if not spec.report_target_sizes:
+        raise StudyError("StudySpec.report_target_sizes: an 'objective' study needs the "
+                         "recommendation's size (its first entry)")
 
 
 def validate(spec: StudySpec) -> None:

@@ -221,11 +221,16 @@ class Verification:
 @dataclasses.dataclass(frozen=True)
 class Adaptive:
     """An adaptive study (mnmt.study.adaptive): instead of the whole grid, an initial design, then
-    round by round the grid runs that most narrow the 95 % interval of the target pair's fitted
-    L∞ (E) per FLOP, until that interval is narrow enough or the compute budget is spent. The
-    seed repeats and the held-out runs are trained as in the full grid."""
+    round by round the grid runs that most narrow the 95 % interval of the target (the target
+    pair's fitted L∞, E, or the K-pair recommendation's objective) per FLOP, until that
+    interval is narrow enough or the compute budget is spent. The seed repeats and the
+    held-out runs are trained as in the full grid, outside the budget."""
 
     adaptive: bool = False
+    # What the design makes certain: "E" (a pair's fitted L∞) or "objective" (the K-pair
+    # recommendation's objective at the report's target size; 3 pairs or more;
+    # mnmt.study.adaptive_objective).
+    adaptive_target: str = "E"
     # The pair whose E the design makes certain ("" = the first pair).
     adaptive_pair: str = ""
     # Stop once E's 95 % interval half-width is at most this share of E.

@@ -213,3 +213,44 @@ def test_identify_first_picks_as_d_optimal_until_the_law_has_as_many_values_as_p
     d_opt, hybrid, ours = picks("d_optimal", False), picks("ours", True), picks("ours", False)
     assert hybrid[:LAW.n_params] == d_opt[:LAW.n_params]
     assert ours[:LAW.n_params] != d_opt[:LAW.n_params]
+
+
+def test_the_mixture_objective_is_the_preference_weighted_mean_of_the_pairs_losses():
+    """mixture_objective on mixture_across_sizes' parameters: log of Σ π_i L_i / Σ π_i over the
+    pairs with π_i > 0, whatever the domain mask; the per-pair law outputs 0 outside it."""
+    from fitting.design.laws import mixture_across_sizes, mixture_objective
+
+    law = mixture_across_sizes(3)
+    objective = mixture_objective(law, 3, np.array([0.0, 1.0, 3.0]))
+    u = np.random.default_rng(0).random(law.n_params)
+    X = np.array([[0.5, 0.2, 0.3, 0.5, 1, 1, 1], [2.0, 0.0, 1.0, 0.0, 0, 1, 0]])
+    losses = np.exp(law.predict_u(u, X[:1]))[0]
+    assert objective.predict_u(u, X[:1])[0, 0] == pytest.approx(
+        np.log((losses[1] + 3 * losses[2]) / 4))
+    assert law.predict_u(u, X[1:])[0, [0, 2]].tolist() == [0.0, 0.0]
+    assert law.jacobian_u(u, X[1:])[0, [0, 2]].any() == np.False_
+    with pytest.raises(ValueError, match="need 3 preferences"):
+        mixture_objective(law, 3, np.array([0.0, 0.0, 0.0]))
+
+
+def test_a_plan_for_a_function_of_the_outputs_targets_that_function():
+    """plan_batch with target_law: the objective's predicted sd after the batch is the one
+    current_target_sd gives with the batch trained, and differs from the first pair's own."""
+    from fitting.design.laws import mixture_across_sizes, mixture_objective
+    from fitting.design.parametric import ParametricFit
+    from fitting.design.plan import current_target_sd, plan_batch
+
+    law = mixture_across_sizes(3)
+    objective = mixture_objective(law, 3, np.array([1.0, 1.0, 1.0]))
+    u = np.full(law.n_params, 0.5)
+    fit = ParametricFit(law, u, law.to_theta(u), 0.0, 0, 1e-4)
+    rng = np.random.default_rng(1)
+    W = rng.dirichlet(np.ones(3), 12)
+    X = np.column_stack([np.repeat([0.2, 0.5, 1.0], 4), W, np.ones((12, 3))])
+    target = np.array([[1.0, 0.2, 0.4, 0.4, 1, 1, 1]])
+    picks = plan_batch(fit, X[:6], X[6:], np.ones(6), target, 2.0, target_law=objective)
+    trained = np.concatenate([X[:6], X[6:][[p.index for p in picks]]])
+    assert picks[-1].target_sd[0] == pytest.approx(
+        current_target_sd(fit, trained, target, objective)[0])
+    own = plan_batch(fit, X[:6], X[6:], np.ones(6), target, 2.0)
+    assert own[-1].target_sd[0] != pytest.approx(picks[-1].target_sd[0], rel=0.01)

@@ -3,7 +3,6 @@ it stops on its interval or its budget, never spends past the budget, resumes a 
 without repeating a finished run, and reads back its records."""
 
 import json
-import zlib
 
 import numpy as np
 import pytest
@@ -12,6 +11,7 @@ from fitting.report.markdown import Document
 from fitting.report.sections.design_rounds import design_rounds_section
 from mnmt.study import adaptive, design_pool
 from mnmt.study.spec import StudyError, StudySpec
+from mnmt.study.test_utils import KnownOutcomes, grow_killed_in_round
 
 
 def _truth(design) -> np.ndarray:
@@ -31,26 +31,16 @@ def _spec(**kw) -> StudySpec:
     return StudySpec.of(**fields)
 
 
-class KnownLaw:
-    """Outcomes from `_truth` with relative noise drawn once per run (the same run always
-    measures the same losses); records what was trained."""
+class KnownLaw(KnownOutcomes):
+    """Outcomes from `_truth`, noise drawn once per run; records what was trained."""
 
     def __init__(self, design: adaptive.AdaptiveDesign, noise: float = 0.01, seed: int = 0):
-        self.design, self.noise = design, noise
-        self.theta, self.seed = _truth(design), seed
-        self.trained: list[str] = []
+        super().__init__(noise, seed)
+        self.design, self.theta = design, _truth(design)
 
-    def train(self, runs):
-        self.trained += [r.run_id for r in runs]
-
-    def measure(self, runs):
-        out = {}
-        for run in runs:
-            x = self.design.inputs(run)[None, :]
-            clean = np.exp(self.design.law.predict(self.theta[:, None], x))[0, 0]
-            rng = np.random.default_rng([self.seed, zlib.crc32(run.run_id.encode())])
-            out[run.run_id] = clean * (1 + rng.normal(0.0, self.noise, clean.shape))
-        return out
+    def clean(self, run):
+        x = self.design.inputs(run)[None, :]
+        return np.exp(self.design.law.predict(self.theta[:, None], x))[0, 0]
 
 
 def _grow(tmp_path, spec, noise=0.01):
@@ -93,16 +83,7 @@ def test_a_round_killed_while_training_resumes_the_same_batch_and_ends_as_uninte
     spec = _spec(adaptive_threshold=1e-4)
     _, _, whole = _grow(tmp_path / "whole", spec)
     design = adaptive.AdaptiveDesign(spec)
-    law = KnownLaw(design)
-
-    def killed_in_round_2(runs):
-        if len(adaptive.read_rounds(tmp_path / "cut")) == 3:  # round 2 recorded, now training
-            raise KeyboardInterrupt
-        law.train(runs)
-
-    with pytest.raises(KeyboardInterrupt):
-        adaptive.grow(design, tmp_path / "cut", killed_in_round_2, law.measure, log=lambda _: None)
-    recorded = adaptive.read_rounds(tmp_path / "cut")
+    recorded = grow_killed_in_round(design, tmp_path / "cut", KnownLaw(design), 2)
     assert [r["round"] for r in recorded] == [0, 1, 2]
     again = KnownLaw(design)
     resumed = adaptive.grow(design, tmp_path / "cut", again.train, again.measure,
@@ -291,3 +272,77 @@ def test_the_report_section_compares_the_reports_interval_with_the_design_laws(t
     design = records[-1]["design"]
     assert (f"the design law's is {design['E']:.4g} [{design['lo95']:.4g}, "
             f"{design['hi95']:.4g}]") in doc.markdown()
+
+
+def test_a_resumed_study_starts_its_next_fit_from_the_recorded_parameters_exactly(tmp_path):
+    """The warm start of the first fit after a kill is the uninterrupted study's, bit for bit:
+    the recorded normalised parameters, not to_u of the recorded theta (a round trip through
+    exp and log that moves the last bits)."""
+    spec = _spec(adaptive_threshold=1e-4)
+    starts: dict[str, list] = {"whole": [], "cut": []}
+
+    def design_for(key):
+        design = adaptive.AdaptiveDesign(spec)
+        fit = design.fit
+
+        def recording_fit(runs, losses, number, warm=None):
+            starts[key].append((number, None if warm is None else warm.copy()))
+            return fit(runs, losses, number, warm)
+
+        design.fit = recording_fit
+        return design
+
+    whole = design_for("whole")
+    law = KnownLaw(whole)
+    adaptive.grow(whole, tmp_path / "whole", law.train, law.measure, log=lambda _: None)
+    cut = design_for("cut")
+    law = KnownLaw(cut)
+    grow_killed_in_round(cut, tmp_path / "cut", law, 2)
+    starts["cut"].clear()
+    adaptive.grow(cut, tmp_path / "cut", law.train, law.measure, log=lambda _: None)
+    number, warm = starts["cut"][0]
+    expected = dict(starts["whole"])[number]
+    assert number == 3 and np.array_equal(warm, expected)
+    theta = adaptive.read_rounds(tmp_path / "cut")[2]["theta"]
+    assert not np.array_equal(cut.law.to_u(np.asarray(theta)), expected)  # what it was before
+
+
+def test_the_reason_a_pair_failed_to_fit_reaches_the_round_record(tmp_path, monkeypatch):
+    """When the report's fit leaves the target pair out, the stop rule's estimate says why."""
+    import types
+
+    from fitting.data import rundirs
+    from fitting.report import view
+    from fitting.report.sections import chinchilla
+
+    failed = types.SimpleNamespace(meta={"failed_pairs": {"en-de": "E hit its bound"}})
+    monkeypatch.setattr(rundirs, "collect_runs", lambda dirs: None)
+    monkeypatch.setattr(view, "prepare_view", lambda table, eval_set: types.SimpleNamespace(
+        seeds=None))
+    monkeypatch.setattr(chinchilla, "largest_size_seed_noises", lambda seeds: ({},))
+    monkeypatch.setattr(chinchilla, "fit_cooled_law", lambda v, noise_rel: (failed, "", ""))
+    design = adaptive.AdaptiveDesign(_spec())
+    estimate = adaptive.report_interval(design, tmp_path, "validation")(design.pool[:2])
+    assert estimate.detail == {"why": "E hit its bound"} and estimate.relative == float("inf")
+
+
+def test_a_plan_ends_with_the_round_that_reaches_the_threshold():
+    spec = _spec(adaptive_threshold=0.9, adaptive_budget=3.0)
+    design = adaptive.AdaptiveDesign(spec)
+    rounds = adaptive.plan_rounds(design, 20, 0.01)
+    widths = [r["relative"] for r in rounds]
+    assert widths[-1] <= 0.9 and all(w > 0.9 for w in widths[:-1]), widths
+    assert len(rounds) < 21  # the threshold ended it, not the rounds asked for
+
+
+def test_round_zero_records_the_flops_outside_the_budget_and_the_report_says_so(tmp_path):
+    design, _, records = _grow(tmp_path, _spec(adaptive_threshold=0.5))
+    repeats, held = adaptive.fixed_runs(design.spec)
+    assert [r.run_id for r in (*repeats, *held)] == ["mini-1_p0.50_s1", "mini-3_p0.60_s0"]
+    expected = sum(design_pool.run_flops(design.spec, r, design_pool.size_step_flops(
+        design.spec, r.size)) for r in (*repeats, *held))
+    assert records[0]["outside_budget"] == pytest.approx(expected) and expected > 0
+    doc = Document()
+    design_rounds_section(doc, records, str(tmp_path), None)
+    assert (f"the seed repeats and the held-out runs ({expected:.3g} FLOPs) are trained besides"
+            in doc.markdown())

@@ -6,13 +6,14 @@ the losses masked here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from fitting.laws.mixture.runs import MixtureRuns
 
-__all__ = ["EpochCap", "outside_domain"]
+__all__ = ["EpochCap", "outside_domain", "over_epoch_cap"]
 
 
 @dataclass(frozen=True)
@@ -37,10 +38,19 @@ def outside_domain(runs: MixtureRuns, *, epoch_cap: EpochCap | None = None
       law here models (they saturate at best).
     """
     untrained = runs.W <= 0
-    over = np.zeros_like(untrained)
-    if epoch_cap is not None and epoch_cap.budget_examples and epoch_cap.cap:
-        for i, p in enumerate(runs.pairs):
-            if runs.data_size.get(p):
-                over[:, i] = (runs.W[:, i] * epoch_cap.budget_examples / runs.data_size[p]
-                              > epoch_cap.cap)
+    over = over_epoch_cap(runs.W, [runs.data_size.get(p) for p in runs.pairs], epoch_cap)
     return {"untrained": untrained, "over epoch cap": over & ~untrained}
+
+
+def over_epoch_cap(W: np.ndarray, data_sizes: Sequence[float | None],
+                   epoch_cap: EpochCap | None) -> np.ndarray:
+    """Runs × pairs: the pair's own data repeated more than ``epoch_cap.cap`` times,
+    w_i · budget / D_i > cap, for the weights ``W`` (one row per run) and each pair's data
+    size D_i (None or 0: uncapped, never over); all False without an ``epoch_cap``."""
+    W = np.asarray(W, dtype=float)
+    over = np.zeros(W.shape, bool)
+    if epoch_cap is not None and epoch_cap.budget_examples and epoch_cap.cap:
+        for i, size in enumerate(data_sizes):
+            if size:
+                over[:, i] = W[:, i] * epoch_cap.budget_examples / size > epoch_cap.cap
+    return over

@@ -1,6 +1,7 @@
 """The report's section on an adaptive study's rounds: what each round trained, why, what it
-cost, and the target's 95 % interval before it and predicted after it; a figure of the design
-law's last fit (iso-loss contours) with the runs each round added.
+cost, and the target's 95 % interval (a pair's E, or the K-pair recommendation's objective J)
+before it and predicted after it; for E, a figure of the design law's last fit (iso-loss
+contours) with the runs each round added.
 
 The rounds are the study's records (mnmt.study.adaptive, OUT/design/rounds.jsonl), passed in
 :attr:`fitting.report.options.ReportOptions.design_rounds`; the section compares the design's
@@ -24,7 +25,7 @@ __all__ = ["design_rounds_section", "STOP_REASONS"]
 
 #: why the study stopped growing, as the report says it
 STOP_REASONS = {
-    "threshold": "E's 95 % interval reached the threshold",
+    "threshold": "the target's 95 % interval reached the threshold",
     "budget": "the compute budget is spent (no run of the pool fits in what is left)",
     "pool": "every run of the pool is trained",
 }
@@ -33,10 +34,10 @@ STOP_REASONS = {
 def _interval(before: dict | None) -> str:
     if not before:
         return "–"
+    value = before.get("E", before.get("J"))  # the estimate of E, or of the objective J
     if before.get("relative") is None or not before["relative"] <= 1:
-        return ("not identified" if before.get("E") is None else
-                f"{before['E']:.4g}, not identified")
-    return f"{before['E']:.4g} [{before['lo95']:.4g}, {before['hi95']:.4g}] (±{before['relative']:.1%})"
+        return "not identified" if value is None else f"{value:.4g}, not identified"
+    return f"{value:.4g} [{before['lo95']:.4g}, {before['hi95']:.4g}] (±{before['relative']:.1%})"
 
 
 def _row(record: dict, budget: float) -> list[str]:
@@ -52,17 +53,18 @@ def _row(record: dict, budget: float) -> list[str]:
             f"± {predicted[-1]:.1%}" if predicted and (predicted[-1] or 2) <= 1 else "–"]
 
 
-def _not_reached(records: Sequence[dict], threshold: float, budget: float) -> str:
+def _not_reached(records: Sequence[dict], threshold: float, budget: float, name: str) -> str:
     """The sentence of a study that stopped short of its threshold: the width it reached and the
     narrowest of any round, each with the share of the budget spent before it."""
     widths = [(r["before"]["relative"], r["spent"] - r.get("cost", 0.0)) for r in records
               if (r.get("before") or {}).get("relative") is not None]
     if not widths:
-        return (f"E never had an interval: the budget could not pin it to ±{threshold:.0%} "
-                "(train larger sizes or longer runs: `adaptive_sizes`, `adaptive_budget`).")
+        return (f"{name} never had an interval: the budget could not pin it to "
+                f"±{threshold:.0%} (train larger sizes or longer runs: `adaptive_sizes`, "
+                "`adaptive_budget`).")
     last, spent = widths[-1]
     best, at = min(widths)
-    return (f"E's interval did not reach ±{threshold:.0%} of log E within the budget: "
+    return (f"{name}'s interval did not reach ±{threshold:.0%} of log {name} within the budget: "
             f"±{last:.1%} with {spent / budget:.0%} of it spent, the narrowest ±{best:.1%} at "
             f"{at / budget:.0%} (where the forms disagree, more grid runs do not narrow it; "
             "larger sizes may: `adaptive_sizes`).")
@@ -72,7 +74,7 @@ def _figure(records: Sequence[dict], out_dir: str) -> str | None:
     """Iso-loss contours of the design law's last fit at the largest weight, with each round's
     runs at (N, D) of their last budget; None before any fit."""
     fits = [r for r in records if r.get("theta")]
-    if not fits:
+    if not fits or records[0].get("target", "E") != "E":
         return None
     theta, head = fits[-1]["theta"], records[0]
     n0, d0 = head["scale"]
@@ -92,6 +94,31 @@ def _figure(records: Sequence[dict], out_dir: str) -> str | None:
     return "figures/design_rounds.png"
 
 
+def _intro(head: dict, budget: float) -> str:
+    """What the rounds did, and what the budget counts."""
+    if head.get("target") == "objective":
+        text = ("This study grew adaptively: round 0 trained every design mixture at the smallest "
+                "size; each later round fitted the design law (every pair's log loss across sizes "
+                "and mixtures, eq. 11 with a transfer matrix) and, while the 95 % interval of the "
+                "log of the recommendation's objective J at N = "
+                f"{head['target_size']:.3g} (the report's: the mixture laws compared and the "
+                f"recommendation made on the runs so far) was wider than ±{head['threshold']:.0%}, "
+                "trained the grid runs that most shrink log J's predicted variance at the "
+                "recommended weights per FLOP within the round's share of the budget "
+                f"({budget:.3g} FLOPs).")
+    else:
+        text = (f"This study grew adaptively: round 0 trained an initial design; each later round "
+                f"fitted the design law (L(N, D) across weights in Kaplan's form, E + "
+                f"[(A_p/N)^(α/β) + B_p/D]^β, to log L of {head['pair']} at each cooled-down "
+                f"budget of a run) and, while the 95 % interval of log E was wider than "
+                f"±{head['threshold']:.0%}, trained the grid runs that most shrink E's predicted "
+                f"variance per FLOP within the round's share of the budget ({budget:.3g} FLOPs).")
+    if head.get("outside_budget") is not None:
+        text += (f" The budget counts the design runs only: the seed repeats and the held-out "
+                 f"runs ({head['outside_budget']:.3g} FLOPs) are trained besides it.")
+    return text
+
+
 def design_rounds_section(doc: Document, records: Sequence[dict], out_dir: str,
                           report_e: dict | None = None) -> dict[str, Any] | None:
     """Write the section; return its payload (the records and how the study stopped). None
@@ -102,20 +129,16 @@ def design_rounds_section(doc: Document, records: Sequence[dict], out_dir: str,
         return None
     head, last = records[0], records[-1]
     budget = float(head["budget"])
+    name = "J" if head.get("target") == "objective" else "E"
     doc.h(2, "Design rounds")
-    doc.p(f"This study grew adaptively: round 0 trained an initial design; each later round fitted "
-          f"the design law (L(N, D) across weights in Kaplan's form, E + [(A_p/N)^(α/β) + "
-          f"B_p/D]^β, to log L of {head['pair']} at each cooled-down budget of a run) and, while "
-          f"the 95 % interval of log E was wider than ±{head['threshold']:.0%}, trained the grid "
-          f"runs that most shrink E's predicted variance per FLOP within the round's share of the "
-          f"budget ({budget:.3g} FLOPs).")
-    doc.table(["round", "runs trained", "why", "FLOPs (of budget)", "spent after", "E before "
+    doc.p(_intro(head, budget))
+    doc.table(["round", "runs trained", "why", "FLOPs (of budget)", "spent after", f"{name} before "
                "(95 %)", "design law's interval after"], [_row(r, budget) for r in records])
     stop = last.get("stop")
     text = (f"Stopped: {STOP_REASONS.get(stop, stop)}." if stop else
             "Still growing: the last round's runs are not all trained.")
     if stop in ("budget", "pool"):
-        text += " " + _not_reached(records, float(head["threshold"]), budget)
+        text += " " + _not_reached(records, float(head["threshold"]), budget, name)
     if report_e and "lo95" in report_e and last.get("design"):
         text += (f" The report's own interval on {head['pair']}'s E (L(N, D) across weights, "
                  f"resampled runs and forms): {report_e['estimate']:.4g}, 95 % "
