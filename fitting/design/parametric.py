@@ -6,7 +6,9 @@ bound, or logarithmic where a positive bound spans more than three decades (a co
 may be 1e-3 or 1e9), so that uniform random starts cover every scale. The fit is a bounded
 least-squares solve (scipy's trust-region reflective method) from the warm start, if any, and
 random starts; an optional ridge pulls u toward the middle of the box, which matters only where
-the runs cannot pin a parameter.
+the runs cannot pin a parameter. An optional guard keeps the predictions at inputs without a loss
+(the target) inside a plausible band: a form that can diverge (a power of a sum that reaches
+zero) otherwise fits the runs and predicts an astronomical loss one step outside them.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import least_squares
 
-__all__ = ["ParametricLaw", "ParametricFit", "fit_parametric"]
+__all__ = ["ParametricLaw", "ParametricFit", "PredictionGuard", "fit_parametric"]
 
 #: Bounds whose ratio exceeds this are searched in log space.
 LOG_SPAN = 1e3
@@ -116,17 +118,59 @@ class ParametricFit:
         return self.law.predict_u(self.u, X)
 
 
-def _residual_fn(law: ParametricLaw, X: np.ndarray, y: np.ndarray, ridge: float):
+@dataclass(frozen=True)
+class PredictionGuard:
+    """A band the predictions at inputs ``X`` (no losses known there) should stay inside.
+
+    Each prediction outside [low, high] (per output) adds its distance to the band as one more
+    residual, so a fit pays for a divergent prediction as for a missed run; inside the band the
+    guard costs nothing and changes no fit.
+    """
+
+    X: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+
+    @classmethod
+    def around(cls, X: np.ndarray, y: np.ndarray) -> PredictionGuard:
+        """The band of the observed losses ``y`` (n, k) widened by their own range each side
+        (at least a tenth of the largest loss, so that one run still leaves room)."""
+        y = np.asarray(y, float).reshape(len(y), -1)
+        lo, hi = y.min(axis=0), y.max(axis=0)
+        width = np.maximum(hi - lo, 0.1 * np.abs(y).max(axis=0))
+        return cls(np.asarray(X, float), lo - width, hi + width)
+
+    def residuals(self, law: ParametricLaw, u: np.ndarray) -> np.ndarray:
+        pred = law.predict_u(u, self.X)
+        out = np.maximum(pred - self.high, 0.0) + np.maximum(self.low - pred, 0.0)
+        return np.where(np.isfinite(out), out, 1e3).ravel()
+
+    def jacobian(self, law: ParametricLaw, u: np.ndarray) -> np.ndarray:
+        pred = law.predict_u(u, self.X)
+        sign = np.where(pred > self.high, 1.0, np.where(pred < self.low, -1.0, 0.0))
+        return (law.jacobian_u(u, self.X) * sign[..., None]).reshape(-1, law.n_params)
+
+
+def _residual_fn(law: ParametricLaw, X: np.ndarray, y: np.ndarray, ridge: float,
+                 guard: PredictionGuard | None = None):
     scale = np.sqrt(ridge)
 
     def residuals(u: np.ndarray) -> np.ndarray:
         r = (law.predict_u(u, X) - y).ravel()
-        r = np.where(np.isfinite(r), r, 1e3)
-        return np.concatenate([r, scale * (u - 0.5)]) if ridge > 0 else r
+        parts = [np.where(np.isfinite(r), r, 1e3)]
+        if guard is not None:
+            parts.append(guard.residuals(law, u))
+        if ridge > 0:
+            parts.append(scale * (u - 0.5))
+        return np.concatenate(parts)
 
     def jac(u: np.ndarray) -> np.ndarray:
-        j = law.jacobian_u(u, X).reshape(-1, law.n_params)
-        return np.vstack([j, scale * np.eye(law.n_params)]) if ridge > 0 else j
+        parts = [law.jacobian_u(u, X).reshape(-1, law.n_params)]
+        if guard is not None:
+            parts.append(guard.jacobian(law, u))
+        if ridge > 0:
+            parts.append(scale * np.eye(law.n_params))
+        return np.vstack(parts)
 
     return residuals, jac
 
@@ -134,17 +178,20 @@ def _residual_fn(law: ParametricLaw, X: np.ndarray, y: np.ndarray, ridge: float)
 def fit_parametric(law: ParametricLaw, X: np.ndarray, y: np.ndarray, *,
                    rng: np.random.Generator, n_starts: int = 8,
                    warm: np.ndarray | None = None, ridge: float = 0.0,
-                   max_nfev: int = 200, screen_nfev: int = 0, n_polish: int = 2) -> ParametricFit:
+                   max_nfev: int = 200, screen_nfev: int = 0, n_polish: int = 2,
+                   guard: PredictionGuard | None = None) -> ParametricFit:
     """Least-squares fit of ``law`` to runs ``X`` with outcomes ``y`` (n, k) from several starts.
 
     ``warm`` (normalised) is tried first; ``n_starts`` uniform random starts follow. With
     ``screen_nfev`` > 0 every start first runs that many evaluations and only the ``n_polish``
     best (and the warm start) continue to ``max_nfev``: many cheap starts find the narrow valleys
-    that a few long ones miss. ``ridge`` adds ridge·Σ(u − ½)² to the objective.
+    that a few long ones miss. ``ridge`` adds ridge·Σ(u − ½)² to the objective; ``guard`` adds
+    the distance of each guarded prediction outside its band (:class:`PredictionGuard`). The
+    recorded rss and σ² are the runs' alone.
     """
     X = np.asarray(X, float)
     y = np.asarray(y, float).reshape(len(X), -1)
-    residuals, jac = _residual_fn(law, X, y, ridge)
+    residuals, jac = _residual_fn(law, X, y, ridge, guard)
 
     def solve(u0: np.ndarray, nfev: int):
         try:

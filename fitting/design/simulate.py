@@ -14,7 +14,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fitting.design.parametric import ParametricFit, ParametricLaw, fit_parametric
+from fitting.design.parametric import (
+    ParametricFit,
+    ParametricLaw,
+    PredictionGuard,
+    fit_parametric,
+)
 from fitting.design.strategies import STRATEGIES, DesignState
 
 __all__ = ["BudgetStep", "FitSettings", "simulate_design", "refit_points"]
@@ -31,6 +36,8 @@ class FitSettings:
         max_nfev: evaluations of a continuing start.
         design_starts: random starts of the refits made while picking (beside the warm start).
         ridge: pull of the normalised parameters toward the middle of the box.
+        guard: keep the predictions at the target inside the band of the observed losses
+            widened by their range (:class:`~fitting.design.parametric.PredictionGuard`).
     """
 
     n_starts: int = 32
@@ -39,14 +46,20 @@ class FitSettings:
     max_nfev: int = 300
     design_starts: int = 8
     ridge: float = 0.0
+    guard: bool = False
 
     def fit(self, law: ParametricLaw, X: np.ndarray, y: np.ndarray, rng: np.random.Generator,
-            warm: np.ndarray | None = None, design: bool = False) -> ParametricFit:
-        """One fit with these settings (``design``: the lighter refit made while picking)."""
+            warm: np.ndarray | None = None, design: bool = False,
+            X_target: np.ndarray | None = None) -> ParametricFit:
+        """One fit with these settings (``design``: the lighter refit made while picking;
+        ``X_target``: the inputs the guard, if on, watches)."""
+        guard = (PredictionGuard.around(X_target, y)
+                 if self.guard and X_target is not None and len(X_target) else None)
         return fit_parametric(law, X, y, rng=rng, warm=warm, ridge=self.ridge,
                               n_starts=self.design_starts if design else self.n_starts,
                               screen_nfev=self.screen_nfev,
-                              n_polish=1 if design else self.n_polish, max_nfev=self.max_nfev)
+                              n_polish=1 if design else self.n_polish, max_nfev=self.max_nfev,
+                              guard=guard)
 
 
 @dataclass
@@ -120,4 +133,5 @@ def simulate_design(law: ParametricLaw, X: np.ndarray, y: np.ndarray, cost: np.n
 def _fit(state: DesignState, y: np.ndarray, settings: FitSettings, design: bool) -> ParametricFit:
     idx = state.chosen
     warm = None if state.fit is None else state.fit.u
-    return settings.fit(state.law, state.X[idx], y[idx], state.rng, warm=warm, design=design)
+    return settings.fit(state.law, state.X[idx], y[idx], state.rng, warm=warm, design=design,
+                        X_target=state.X_target)

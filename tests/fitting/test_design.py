@@ -8,6 +8,7 @@ import pytest
 from fitting.design import (
     STRATEGIES,
     ParametricLaw,
+    PredictionGuard,
     fisher_information,
     fit_parametric,
     jacobian,
@@ -52,6 +53,28 @@ def test_fit_recovers_a_known_law_from_exact_points():
     fit = fit_parametric(LAW, X, y, rng=rng, n_starts=8)
     assert np.allclose(fit.theta, TRUE, rtol=1e-3)
     assert fit.rss < 1e-12
+
+
+def test_the_guard_keeps_an_unpinned_prediction_in_band_and_leaves_a_pinned_fit_alone():
+    # c + d·x²: runs at x = 0 leave d free, and a start at d = 1 predicts c + 100 at x = 10
+    law = ParametricLaw("free", lambda T, X: T[0][:, None] + T[1][:, None] * X[:, 0] ** 2,
+                        [(0.0, 2.0), (0.0, 2.0)])
+    X, y, target = np.zeros((5, 1)), np.ones(5), np.array([[10.0]])
+    warm = np.array([0.3, 0.5])
+    plain = fit_parametric(law, X, y, rng=np.random.default_rng(0), n_starts=0, warm=warm)
+    guard = PredictionGuard.around(target, y)
+    guarded = fit_parametric(law, X, y, rng=np.random.default_rng(0), n_starts=0, warm=warm,
+                             guard=guard)
+    assert plain.predict(target)[0, 0] > 50
+    assert guard.low[0] - 1e-6 <= guarded.predict(target)[0, 0] <= guard.high[0] + 1e-6
+    assert guarded.rss < 1e-12 and plain.rss < 1e-12  # the runs fit equally well either way
+    # where the runs pin the law and the target is in band, the guard changes nothing
+    rng = np.random.default_rng(0)
+    Xc, _ = pool(rng, 60)
+    yc = LAW.predict_u(LAW.to_u(TRUE), Xc)
+    fit = fit_parametric(LAW, Xc, yc, rng=rng, n_starts=8,
+                         guard=PredictionGuard.around(Xc[:5] * 2, yc))
+    assert np.allclose(fit.theta, TRUE, rtol=1e-3)
 
 
 def test_variance_reduction_equals_the_drop_computed_by_refactoring():
