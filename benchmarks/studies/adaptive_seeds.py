@@ -131,17 +131,22 @@ def main(argv: list[str] | None = None) -> int:
                     help="the half-width of log E judged (default: %(default)g)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    bad = [g for g in args.grids if not (g / "report" / "fits.json").exists()]
-    if bad:
-        print(f"{bad[0]}: not a finished study (no report/fits.json)", file=sys.stderr)
-        return 2
     if args.widths:
+        bare = [s for s in args.grids if not adaptive.rounds_path(s).exists()]
+        if bare:
+            print(f"{bare[0]}: not an adaptive study (no {adaptive.rounds_path(bare[0])})",
+                  file=sys.stderr)
+            return 2
         print("| study | round | FLOPs spent before (of the budget) | report's E | 95 % ±log | "
               "sd resample | sd forms |")
         print("|---|---|---|---|---|---|---|")
         for study in args.grids:
             print("\n".join(width_rows(study)))
         return 0
+    bad = [g for g in args.grids if not (g / "report" / "fits.json").exists()]
+    if bad:
+        print(f"{bad[0]}: not a finished study (no report/fits.json)", file=sys.stderr)
+        return 2
     if args.out is None:
         print("--out is required (the folder of the adaptive studies)", file=sys.stderr)
         return 2

@@ -50,3 +50,13 @@ def test_widths_read_the_flops_spent_before_the_round(tmp_path, benchmark_script
     assert len(rows) == 2  # round 0 has no interval before it
     assert "| 1 | 50% |" in rows[0] and "±20.0%" in rows[0] and "| 0.090 |" in rows[0]
     assert "| 2 | 75% |" in rows[1] and "| none |" in rows[1]  # wider than ×e^±1: no interval
+
+
+def test_widths_need_round_records_not_a_report(tmp_path, benchmark_script, capsys):
+    seeds = benchmark_script("adaptive_seeds")
+    growing = tmp_path / "growing"
+    growing.mkdir()
+    adaptive.append_round(growing, {"round": 0, "spent": 1.0, "cost": 1.0, "budget": 4.0})
+    assert seeds.main(["--widths", str(growing)]) == 0  # still growing: no report yet
+    assert seeds.main(["--widths", str(_grid(tmp_path, 31))]) == 2  # a fixed grid: no rounds
+    assert "not an adaptive study" in capsys.readouterr().err
