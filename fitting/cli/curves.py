@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from fitting.core.base import FitError
-from fitting.core.options import uncertainty_method
+from fitting.core.options import UncertaintyOptions, uncertainty_method
 from fitting.data.tables import read_table
 from fitting.laws.curves.annealing import fit_annealing_law
 from fitting.laws.curves.joint_fit import CurveFitOptions, heldout_errors, size_constraints
@@ -75,7 +75,8 @@ def curves_command(args: argparse.Namespace) -> dict[str, Any]:
             "for one L0 shared by both sizes", column="n")
     fit = CURVE_LAWS[args.law](fitted, options=CurveFitOptions(
         size_terms=size_terms, fixed_e=fixed_e, size_exponent=exponent, from_step=args.from_step,
-        uncertainty=uncertainty_method(args.uncertainty), n_refits=args.n_refits, seed=args.seed))
+        uncertainty=UncertaintyOptions(method=uncertainty_method(args.uncertainty),
+                                       n_refits=args.n_refits, seed=args.seed)))
     if late:
         fit.warnings.append(f"{len(late)} run(s) left out of the fit: their learning rate is "
                             f"logged from late in the run on (e.g. {late[0]!r}; a branch without "

@@ -25,6 +25,7 @@ from fitting.cli.laws import fit_command, frontier_command, recommend_command
 from fitting.cli.reports import compare_command, mixture_command, report_command
 from fitting.core.base import FitError, FitResult, json_safe, table_laws
 from fitting.core.options import DEFAULT_UNCERTAINTY
+from fitting.laws.curves.joint_fit import CURVE_UNCERTAINTY
 from fitting.report.sections.mixture import mixture_text
 
 __all__ = ["main", "build_parser"]
@@ -182,8 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="size terms with the exponent a fixed at VALUE, E and A_N fitted: an "
                         "assumption that lets two sizes predict a third")
     p.add_argument("--uncertainty", choices=["perturbation", "none"], default="perturbation")
-    p.add_argument("--n-refits", type=int, default=20)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--n-refits", type=int, default=CURVE_UNCERTAINTY.n_refits)
+    p.add_argument("--seed", type=int, default=CURVE_UNCERTAINTY.seed)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--out", help="write the JSON result to this file")
     add_design_parser(sub)

@@ -10,6 +10,7 @@ import pytest
 
 from fitting.cli import main
 from fitting.core.base import FitError, FitResult
+from fitting.core.options import UncertaintyOptions
 from fitting.laws.curves.annealing import AnnealingLawFit, fit_annealing_law
 from fitting.laws.curves.joint_fit import CurveFitOptions, heldout_errors
 from fitting.laws.curves.multipower import MultiPowerLawFit, fit_multipower_law
@@ -91,7 +92,7 @@ def test_reduction_sum_matches_the_definition_step_by_step():
 def test_annealing_law_recovers_parameters_and_predicts_heldout_schedule():
     truth = AnnealingLawFit(law="lr_annealing", params=dict(ANNEAL))
     fit = fit_annealing_law([make(truth, "wsd", wsd(0.2)), make(truth, "cos", cosine())],
-                            options=CurveFitOptions(uncertainty="perturbation", n_refits=5))
+                            options=CurveFitOptions(uncertainty=UncertaintyOptions(n_refits=5)))
     for k, v in ANNEAL.items():
         assert fit.params[k] == pytest.approx(v, rel=1e-4), k
     assert fit.limits["L_inf"] == pytest.approx(2.0, rel=1e-4)

@@ -25,10 +25,11 @@ from fitting.core.engine import (
     goodness_of_fit,
     varpro_fit,
 )
+from fitting.core.options import UncertaintyOptions
 from fitting.core.uncertainty import perturbation_samples, summarize_samples
 from fitting.laws.curves.runs import Curve
 
-__all__ = ["CurveLaw", "CurveFitOptions", "ScheduleLawFit", "fit_curve_law", "heldout_errors", "CURVE_F_SCALES",
+__all__ = ["CurveLaw", "CurveFitOptions", "CURVE_UNCERTAINTY", "ScheduleLawFit", "fit_curve_law", "heldout_errors", "CURVE_F_SCALES",
            "WindowFeatures", "curve_features", "law_columns", "WINDOW_SAMPLES",
            "SIZE_ASSUMPTIONS", "size_constraints", "size_assumption_text", "sizes_needed"]
 
@@ -254,6 +255,10 @@ def _sizes_error(n_sizes: int, fixed: dict[str, float]) -> FitError:
                     f"{how}, or fit runs of more sizes", column="n")
 
 
+#: the curve laws' refits by default: none (``mnmt-fit curves`` asks for 20 perturbation refits)
+CURVE_UNCERTAINTY = UncertaintyOptions(method=None, n_refits=20)
+
+
 @dataclass(frozen=True)
 class CurveFitOptions:
     """How a schedule law is fitted to learning curves (:func:`fit_curve_law`).
@@ -267,8 +272,9 @@ class CurveFitOptions:
       from_step: the first step fitted (after each run's warm-up).
       max_points: losses per run, thinned evenly in step.
       f_scale: the soft_l1 scale, or ``"auto"`` (:data:`CURVE_F_SCALES`).
-      uncertainty: None or ``"perturbation"`` (losses × (1 + 0.01 ε), Fernandes fn. 5).
-      n_refits / seed: the perturbation refits and their seed.
+      uncertainty: the refits (:class:`~fitting.core.options.UncertaintyOptions`): method None
+        or ``"perturbation"`` (losses × (1 + sigma_rel·ε), Fernandes fn. 5), ``n_refits``
+        (default :data:`CURVE_UNCERTAINTY`: no refits), ``seed``, ``level``.
       n_refine: grid points refined by the θ search (:class:`~fitting.core.engine.VarproOptions`).
     """
 
@@ -278,9 +284,7 @@ class CurveFitOptions:
     from_step: float = 0.0
     max_points: int = 200
     f_scale: float | str = "auto"
-    uncertainty: str | None = None
-    n_refits: int = 20
-    seed: int = 0
+    uncertainty: UncertaintyOptions = CURVE_UNCERTAINTY
     n_refine: int = 3
 
 
@@ -295,7 +299,6 @@ def fit_curve_law(
     goodness, n_points, warnings, meta, limits, size_fixed."""
     size_terms, from_step, max_points = options.size_terms, options.from_step, options.max_points
     f_scale, uncertainty, n_refine = options.f_scale, options.uncertainty, options.n_refine
-    n_refits, seed = options.n_refits, options.seed
     cs = list(curves.values()) if isinstance(curves, dict) else list(curves)
     if not cs:
         raise FitError("no curves to fit", column="run")
@@ -385,7 +388,7 @@ def fit_curve_law(
     if not res.success:
         warnings.append(f"the robust polish did not report convergence: {res.message}")
     stderr = intervals = None
-    if uncertainty == "perturbation" and n_refits > 0:
+    if uncertainty.method == "perturbation" and uncertainty.n_refits > 0:
         def refit(y_new: np.ndarray) -> dict[str, float]:
             with np.errstate(all="ignore"):
                 r = varpro_fit(model, y_new - offset, theta_grid=grid, theta0=res.theta,
@@ -393,15 +396,19 @@ def fit_curve_law(
             out = params_of(r.theta, r.coef)
             return {n: v for n, v in out.items() if n not in fixed}
 
-        samples, failed = perturbation_samples(refit, y, n_refits=n_refits, seed=seed)
-        stderr, intervals = summarize_samples(samples, estimate=params)
-        meta["uncertainty"] = {"method": "perturbation (1 % of each loss, Fernandes fn. 5)",
-                               "n_refits": int(n_refits), "failed": int(failed)}
+        n_refits = int(uncertainty.n_refits)
+        samples, failed = perturbation_samples(refit, y, n_refits=n_refits,
+                                               sigma_rel=uncertainty.sigma_rel,
+                                               seed=uncertainty.seed)
+        stderr, intervals = summarize_samples(samples, level=uncertainty.level, estimate=params)
+        meta["uncertainty"] = {"method": f"perturbation ({uncertainty.sigma_rel * 100:g} % of each "
+                                         "loss, Fernandes fn. 5)",
+                               "n_refits": n_refits, "failed": int(failed)}
         if failed:
             warnings.append(f"{failed} of {n_refits} perturbation refits failed")
-    elif uncertainty not in (None, "none", "perturbation"):
+    elif uncertainty.method not in (None, "none", "perturbation"):
         raise FitError(f"curve laws: uncertainty must be 'perturbation' or None, got "
-                       f"{uncertainty!r}", column="uncertainty")
+                       f"{uncertainty.method!r}", column="uncertainty")
     limits = {"L_inf": params["E"] if size_terms else params["L0"]}
     if size_terms:
         for n in distinct:
