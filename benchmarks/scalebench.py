@@ -9,7 +9,9 @@ forms and repeats, sd over (form, repeat) pairs. Methods: ours (fitting.design's
 drop per cost), random, cheapest, cost_random, d_optimal, and all_data (every pool run).
 
     python benchmarks/scalebench.py [--tasks farseer,data_constrained,domain_mixture]
-        [--repeats 10 | --seeds 0,1,...] [--workers 2] [--json]
+        [--repeats 10 | --seeds 0,1,...] [--workers 2] [--json] [--fit n_polish=8,guard=1]
+
+``--fit`` overrides fields of every task's frozen FitSettings (development runs only).
 
 The design (ours' cost exponent 0.25, the fit settings below, identifying the law first on the
 domain task) was chosen on repeat seeds 100–102 and frozen; judged repeats are seeds 0–9 (the
@@ -26,7 +28,7 @@ import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -99,9 +101,24 @@ def r_squared(truth: np.ndarray, pred: np.ndarray) -> float:
     return float(np.clip(1.0 - np.sum((truth - pred) ** 2) / ss_tot, -1.0, 1.0))
 
 
+def fit_overrides(text: str) -> dict:
+    """``"n_polish=8,guard=1"`` → FitSettings field values, typed as the fields' defaults."""
+    types = {f.name: type(f.default) for f in fields(FitSettings)}
+    out = {}
+    for item in filter(None, text.split(",")):
+        key, _, value = item.partition("=")
+        if key not in types:
+            raise ValueError(f"unknown fit setting {key!r}; known: {', '.join(types)}")
+        out[key] = (value.lower() in ("1", "true", "yes")) if types[key] is bool else types[key](value)
+    return out
+
+
 def one_job(task: str, form_index: int, method: str, seed: int,
-            cost_power: float = COST_POWER, identify_first: bool | None = None) -> list[float]:
-    """R² at each budget of one (form, method, repeat): groups designed separately, scored pooled."""
+            cost_power: float = COST_POWER, identify_first: bool | None = None,
+            fit: dict | None = None) -> list[float]:
+    """R² at each budget of one (form, method, repeat): groups designed separately, scored pooled.
+    ``fit``: overrides of the task's frozen FitSettings fields."""
+    settings = replace(SETTINGS[task], **(fit or {}))
     law = forms(task)[form_index]
     groups = load_task(task)
     budgets = BUDGETS[task]
@@ -109,11 +126,11 @@ def one_job(task: str, form_index: int, method: str, seed: int,
     for g_index, g in enumerate(groups):
         rng = np.random.default_rng([seed, form_index, g_index])
         if method == "all_data":
-            fit = SETTINGS[task].fit(law, g.X, g.y, rng, X_target=g.X_test)
-            steps_pred = [fit.predict(g.X_test)] * len(budgets)
+            full = settings.fit(law, g.X, g.y, rng, X_target=g.X_test)
+            steps_pred = [full.predict(g.X_test)] * len(budgets)
         else:
             steps = simulate_design(law, g.X, g.y, g.cost, g.X_test, budgets, method, rng,
-                                    SETTINGS[task], cost_power,
+                                    settings, cost_power,
                                     identify_first=(IDENTIFY_FIRST[task] if identify_first is None
                                                     else identify_first))
             steps_pred = [s.fit.predict(g.X_test) if s.fit else np.full(g.y_test.shape, np.nan)
@@ -130,9 +147,9 @@ def _run(job: tuple) -> tuple[tuple, list[float]]:
 
 def run(tasks: list[str], seeds: list[int], methods: list[str], workers: int,
         cost_power: float = COST_POWER, identify_first: bool | None = None,
-        progress=print) -> dict:
-    jobs = [(t, f, m, s, cost_power, identify_first) for t in tasks for m in methods for s in seeds
-            for f in range(len(forms(t)))]
+        progress=print, fit: dict | None = None) -> dict:
+    jobs = [(t, f, m, s, cost_power, identify_first, fit) for t in tasks for m in methods
+            for s in seeds for f in range(len(forms(t)))]
     scores: dict = {}
     start = time.time()
     with ProcessPoolExecutor(workers) as pool:
@@ -178,6 +195,8 @@ def main(argv=None) -> int:
     ap.add_argument("--identify-first", action=argparse.BooleanOptionalAction, default=None,
                     help="ours: D-optimal picks until the law is identified, then the target's "
                          "(default: the frozen choice per task)")
+    ap.add_argument("--fit", default="", help="development runs: override FitSettings fields, "
+                    "e.g. n_starts=64,n_polish=8,max_nfev=1000 or guard=1")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     if not DATA.is_dir():
@@ -186,7 +205,7 @@ def main(argv=None) -> int:
         return 2
     seeds = ([int(s) for s in args.seeds.split(",")] if args.seeds else list(range(args.repeats)))
     table = run(args.tasks.split(","), seeds, args.methods.split(","), args.workers,
-                args.cost_power, args.identify_first)
+                args.cost_power, args.identify_first, fit=fit_overrides(args.fit))
     if args.json:
         print(json.dumps(table, indent=1))
     else:

@@ -59,3 +59,12 @@ def test_r_squared_is_clipped_and_a_nan_prediction_scores_minus_one(scalebench):
     assert scalebench.r_squared(truth, truth + 100) == -1.0
     assert scalebench.r_squared(truth, np.array([1.0, np.nan, 3.0])) == -1.0
     assert scalebench.r_squared(truth, np.array([1.0, 2.0, 2.0])) == pytest.approx(0.5)
+
+
+def test_fit_overrides_are_typed_as_the_settings_fields_and_unknown_ones_refused(scalebench):
+    assert scalebench.fit_overrides("n_polish=8,guard=1,ridge=0.5") == {
+        "n_polish": 8, "guard": True, "ridge": 0.5}
+    assert scalebench.fit_overrides("guard=0") == {"guard": False}
+    assert scalebench.fit_overrides("") == {}
+    with pytest.raises(ValueError, match="n_start"):
+        scalebench.fit_overrides("n_start=3")
