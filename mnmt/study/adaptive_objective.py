@@ -119,9 +119,14 @@ class ObjectiveDesign(AdaptiveDesign):
         return np.array([[1.0, *weights, *np.ones(len(self.pairs))]])
 
     def stand_in(self, fit: ParametricFit) -> np.ndarray:
-        """The recommendation's stand-in where no report gives one: the pool's mixture of the
-        lowest objective the design law predicts at the target size."""
-        mixtures = np.unique(np.stack([self.run_weights(r) for r in self.pool]), axis=0)
+        """The recommendation's stand-in where no report gives one: of the pool's mixtures that
+        train every pair of the objective inside the laws' domain (the report's J is not
+        defined elsewhere: a zero-shot or over-repeated pair; all mixtures where none does),
+        the one of the lowest objective the design law predicts at the target size."""
+        mixtures = {tuple(self.run_weights(r)): self.inputs(r) for r in self.pool}
+        wanted = self.preferences > 0
+        inside = [w for w, x in mixtures.items() if x[1 + len(self.pairs):][wanted].all()]
+        mixtures = np.array(sorted(inside or mixtures))
         X = np.stack([self.target_inputs(w)[0] for w in mixtures])
         values = self.objective.predict_u(fit.u, X)[:, 0]
         return mixtures[int(np.nanargmin(np.where(np.isfinite(values), values, np.inf)))]

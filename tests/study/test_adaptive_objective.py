@@ -85,6 +85,19 @@ def test_a_reachable_threshold_stops_with_the_objective_inside_its_interval_on_m
     assert held >= 4
 
 
+def test_without_a_report_the_stand_in_trains_every_pair_of_the_objective():
+    """Where en-fr and en-zh teach each other fully (τ = 1), a mixture of one of them alone
+    predicts the lowest objective — but the other's loss there is zero-shot, outside the laws'
+    domain: the stand-in is a mixture that trains both."""
+    design = adaptive_objective.adaptive_design(_spec())
+    theta = TRUTH.copy()
+    theta[[7, 13]] = 1.0  # τ(en-fr ← en-zh), τ(en-zh ← en-fr)
+    u = design.law.to_u(theta)
+    fit = adaptive.ParametricFit(design.law, u, design.law.to_theta(u), 0.0, 0, 1e-4)
+    w = dict(zip(design.pairs, design.stand_in(fit), strict=True))
+    assert w["en-fr"] > 0 and w["en-zh"] > 0, w
+
+
 def test_an_unreachable_threshold_spends_at_most_the_budget_and_never_a_run_twice(tmp_path):
     design, law, records = _grow(tmp_path, _spec(adaptive_threshold=1e-4, adaptive_budget=0.7))
     assert records[-1]["stop"] in ("budget", "pool")
