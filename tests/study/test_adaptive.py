@@ -160,6 +160,11 @@ def test_the_report_section_shows_every_round_and_why_it_stopped(tmp_path):
     assert "Stopped: the compute budget is spent" in text or "every run of the pool" in text
     narrowest = min(r["before"]["relative"] for r in records[1:])
     assert "did not reach ±0% of log E" in text and f"the narrowest ±{narrowest:.1%}" in text
+    assert "from the other form" not in text  # these intervals carry no terms
+    records[-1]["before"].update(sd_resample=0.0512, sd_forms=0.1834)
+    doc = Document()
+    design_rounds_section(doc, records, str(tmp_path), None)
+    assert "0.051 from the resampled runs and 0.183 from the other form" in doc.markdown()
     assert payload["stop"] == records[-1]["stop"]
     assert (tmp_path / "figures" / "design_rounds.png").exists()
 

@@ -66,8 +66,19 @@ def _not_reached(records: Sequence[dict], threshold: float, budget: float, name:
     best, at = min(widths)
     return (f"{name}'s interval did not reach ±{threshold:.0%} of log {name} within the budget: "
             f"±{last:.1%} with {spent / budget:.0%} of it spent, the narrowest ±{best:.1%} at "
-            f"{at / budget:.0%} (where the forms disagree, more grid runs do not narrow it; "
-            "larger sizes may: `adaptive_sizes`).")
+            f"{at / budget:.0%}{_terms(records)} (where the forms disagree, more grid runs do not "
+            "narrow it; larger sizes may: `adaptive_sizes`).")
+
+
+def _terms(records: Sequence[dict]) -> str:
+    """``; at the end, sd of log E 0.05 from the resampled runs and 0.18 from the other
+    form``: the two terms of the last interval, where the record has them."""
+    last = next((r["before"] for r in reversed(records)
+                 if (r.get("before") or {}).get("relative") is not None), {})
+    if last.get("sd_resample") is None or last.get("sd_forms") is None:
+        return ""
+    return (f"; at the end, the sd of the log is {last['sd_resample']:.3f} from the resampled "
+            f"runs and {last['sd_forms']:.3f} from the other form")
 
 
 def _figure(records: Sequence[dict], out_dir: str) -> str | None:
