@@ -299,7 +299,7 @@ def test_every_field_has_one_home_and_one_flat_name():
     from mnmt.study import spec_sections
 
     names = field_names()
-    assert len(names) == len(set(names)) == 74
+    assert len(names) == len(set(names)) == 75
     spec = StudySpec.of(train_steps=900, cache_shards=4, verify_seeds=5, sizes=("mini-1",))
     assert (spec.schedule.train_steps, spec.cache.cache_shards, spec.verification.verify_seeds,
             spec.sizes) == (900, 4, 5, ("mini-1",))
