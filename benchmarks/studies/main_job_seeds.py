@@ -42,9 +42,9 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 CURVE_KINDS = (LONGER_RUN, LATER_COOLDOWN)
 
 
-def _check_module():
-    spec = importlib.util.spec_from_file_location("check_main_job",
-                                                  os.path.join(_HERE, "check_main_job.py"))
+def _script(name: str):
+    """A sibling script of benchmarks/studies/ imported as a module (scripts are run by path)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(_HERE, f"{name}.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -248,25 +248,10 @@ def rereport(out: str, extra_gin: list[str]) -> None:
 
 def report_into(out: str, dest: str) -> None:
     """Write the finished study ``out``'s report again into ``dest``/report with this
-    checkout's fitting code and the arguments `mnmt-study run` gives it
-    (:func:`mnmt.study.stages.export_and_report`: the study's spec, held-out runs and target
-    sizes), the ground truth read from the study's own fits.json (the data stage's exact
-    irreducible loss); ``out`` is only read."""
-    from fitting.data.tables import read_table  # noqa: PLC0415  (heavy: only when re-reporting)
-    from fitting.report.writer import ReportOptions, write_report  # noqa: PLC0415
-    from mnmt.study.expansion import expand  # noqa: PLC0415
-    from mnmt.study.mesh_plan import spec_from_json  # noqa: PLC0415
-    from mnmt.study.stages import mixture_constraints  # noqa: PLC0415
-
-    with open(os.path.join(out, "study.json"), encoding="utf-8") as f:
-        spec = spec_from_json(json.load(f))
-    with open(os.path.join(out, "report", "fits.json"), encoding="utf-8") as f:
-        truth = json.load(f).get("ground_truth")
-    write_report(read_table(os.path.join(out, "metrics.csv")), os.path.join(dest, "report"),
-                 ReportOptions(ground_truth=truth, target_sizes=list(spec.report_target_sizes),
-                               title=f"Study {spec.name}", eval_set=spec.evaluation.eval_sets[0],
-                               heldout_runs=[r.run_id for r in expand(spec) if r.heldout],
-                               mixture_constraints=mixture_constraints(spec)))
+    checkout's fitting code (`benchmarks/studies/rewrite_report.py`: the arguments
+    `mnmt-study run` gives it, the ground truth from the study's own fits.json); ``out`` is
+    only read."""
+    _script("rewrite_report").rewrite_report(out, dest)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -284,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="write each finished seed's report again into DIR/seed<K> (the study "
                          "untouched) and tabulate those; no seed is trained")
     args = ap.parse_args(argv)
-    check = _check_module()
+    check = _script("check_main_job")
     os.makedirs(args.out, exist_ok=True)
     rows = []
     for seed in args.seeds:

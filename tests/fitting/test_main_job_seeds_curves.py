@@ -3,6 +3,7 @@ rows per pair, and whether both hold for both pairs on a seed."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from fitting.report.sections.extrapolation import (
@@ -116,3 +117,31 @@ def test_report_into_writes_another_folder_with_the_studys_report_arguments(
     assert held and options.heldout_runs == held
     assert options.target_sizes == list(spec.report_target_sizes)
     assert sorted(p.name for p in (study / "report").iterdir()) == ["fits.json"]
+
+
+def test_a_checkout_without_report_options_gets_the_same_arguments_as_keywords(
+        benchmark_script, tmp_path, monkeypatch):
+    """The "before" side of a comparison runs an older checkout whose write_report takes flat
+    keywords: rewrite_report passes it the arguments ReportOptions would hold."""
+    from fitting.data import tables  # noqa: PLC0415
+    from fitting.report import writer  # noqa: PLC0415
+    from mnmt.study.loading import load_spec  # noqa: PLC0415
+    from mnmt.study.stages import spec_json  # noqa: PLC0415
+
+    rewrite = benchmark_script("rewrite_report")
+    study = tmp_path / "seed7"
+    (study / "report").mkdir(parents=True)
+    (study / "study.json").write_text(json.dumps(spec_json(load_spec(None, None, []))))
+    (study / "report" / "fits.json").write_text(json.dumps({"ground_truth": {"en-de": 0.1}}))
+    expected = rewrite.report_arguments(str(study))
+    assert set(expected) <= {f.name for f in dataclasses.fields(writer.ReportOptions)}
+    calls = []
+    monkeypatch.setattr(tables, "read_table", lambda path: "table")
+    monkeypatch.delattr(writer, "ReportOptions")
+    monkeypatch.setattr(writer, "write_report",
+                        lambda table, out, **kw: calls.append((table, out, kw)))
+    assert rewrite.rewrite_report(str(study), str(tmp_path / "before")) == str(
+        tmp_path / "before" / "report")
+    ((table, out, keywords),) = calls
+    assert table == "table" and out == str(tmp_path / "before" / "report")
+    assert keywords == expected and keywords["ground_truth"] == {"en-de": 0.1}
