@@ -13,7 +13,8 @@ from __future__ import annotations
 from fitting.core.exports import lazy_exports
 
 _EXPORTS = {
-    **dict.fromkeys(["ParametricLaw", "ParametricFit", "PredictionGuard", "fit_parametric"], "parametric"),
+    **dict.fromkeys(["ParametricLaw", "ParametricFit", "PredictionGuard", "FitObjective",
+                     "fit_parametric"], "parametric"),
     **dict.fromkeys(["jacobian", "fisher_information", "target_variance", "variance_reduction",
                      "logdet_gain"], "information"),
     **dict.fromkeys(["DesignState", "STRATEGIES", "register_strategy"], "strategies"),

@@ -5,10 +5,12 @@ plausible parameters. Parameters move in a normalised coordinate u ∈ [0, 1]: l
 bound, or logarithmic where a positive bound spans more than three decades (a coefficient that
 may be 1e-3 or 1e9), so that uniform random starts cover every scale. The fit is a bounded
 least-squares solve (scipy's trust-region reflective method) from the warm start, if any, and
-random starts; an optional ridge pulls u toward the middle of the box, which matters only where
-the runs cannot pin a parameter. An optional guard keeps the predictions at inputs without a loss
-(the target) inside a plausible band: a form that can diverge (a power of a sum that reaches
-zero) otherwise fits the runs and predicts an astronomical loss one step outside them.
+random starts. The objective's optional terms (:class:`FitObjective`): weights on the runs (a
+target beyond the costliest runs is best told by them), a ridge pulling u toward the middle of
+the box (it matters only where the runs cannot pin a parameter), and a guard keeping the
+predictions at inputs without a loss (the target) inside a plausible band: a form that can diverge
+(a power of a sum that reaches zero) otherwise fits the runs and predicts an astronomical loss one
+step outside them.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import least_squares
 
-__all__ = ["ParametricLaw", "ParametricFit", "PredictionGuard", "fit_parametric"]
+__all__ = ["ParametricLaw", "ParametricFit", "PredictionGuard", "FitObjective", "fit_parametric"]
 
 #: Bounds whose ratio exceeds this are searched in log space.
 LOG_SPAN = 1e3
@@ -151,24 +153,45 @@ class PredictionGuard:
         return (law.jacobian_u(u, self.X) * sign[..., None]).reshape(-1, law.n_params)
 
 
-def _residual_fn(law: ParametricLaw, X: np.ndarray, y: np.ndarray, ridge: float,
-                 guard: PredictionGuard | None = None):
-    scale = np.sqrt(ridge)
+@dataclass(frozen=True)
+class FitObjective:
+    """The least-squares objective's terms beyond the runs' plain squared residuals.
+
+    Attributes:
+        weights: one per run; each run's squared residuals are multiplied by its weight
+            (None: all 1, the plain fit).
+        ridge: adds ridge·Σ(u − ½)² (normalised parameters pulled toward the box's middle).
+        guard: adds the distance of each guarded prediction outside its band
+            (:class:`PredictionGuard`).
+    """
+
+    weights: np.ndarray | None = None
+    ridge: float = 0.0
+    guard: PredictionGuard | None = None
+
+
+def _residual_fn(law: ParametricLaw, X: np.ndarray, y: np.ndarray, objective: FitObjective):
+    scale = np.sqrt(objective.ridge)
+    guard = objective.guard
+    root_w = (None if objective.weights is None
+              else np.repeat(np.sqrt(np.asarray(objective.weights, float)), y.shape[1]))
 
     def residuals(u: np.ndarray) -> np.ndarray:
         r = (law.predict_u(u, X) - y).ravel()
-        parts = [np.where(np.isfinite(r), r, 1e3)]
+        r = np.where(np.isfinite(r), r, 1e3)
+        parts = [r if root_w is None else r * root_w]
         if guard is not None:
             parts.append(guard.residuals(law, u))
-        if ridge > 0:
+        if objective.ridge > 0:
             parts.append(scale * (u - 0.5))
         return np.concatenate(parts)
 
     def jac(u: np.ndarray) -> np.ndarray:
-        parts = [law.jacobian_u(u, X).reshape(-1, law.n_params)]
+        j = law.jacobian_u(u, X).reshape(-1, law.n_params)
+        parts = [j if root_w is None else j * root_w[:, None]]
         if guard is not None:
             parts.append(guard.jacobian(law, u))
-        if ridge > 0:
+        if objective.ridge > 0:
             parts.append(scale * np.eye(law.n_params))
         return np.vstack(parts)
 
@@ -177,21 +200,20 @@ def _residual_fn(law: ParametricLaw, X: np.ndarray, y: np.ndarray, ridge: float,
 
 def fit_parametric(law: ParametricLaw, X: np.ndarray, y: np.ndarray, *,
                    rng: np.random.Generator, n_starts: int = 8,
-                   warm: np.ndarray | None = None, ridge: float = 0.0,
-                   max_nfev: int = 200, screen_nfev: int = 0, n_polish: int = 2,
-                   guard: PredictionGuard | None = None) -> ParametricFit:
+                   warm: np.ndarray | None = None, max_nfev: int = 200,
+                   screen_nfev: int = 0, n_polish: int = 2,
+                   objective: FitObjective = FitObjective()) -> ParametricFit:
     """Least-squares fit of ``law`` to runs ``X`` with outcomes ``y`` (n, k) from several starts.
 
     ``warm`` (normalised) is tried first; ``n_starts`` uniform random starts follow. With
     ``screen_nfev`` > 0 every start first runs that many evaluations and only the ``n_polish``
     best (and the warm start) continue to ``max_nfev``: many cheap starts find the narrow valleys
-    that a few long ones miss. ``ridge`` adds ridge·Σ(u − ½)² to the objective; ``guard`` adds
-    the distance of each guarded prediction outside its band (:class:`PredictionGuard`). The
-    recorded rss and σ² are the runs' alone.
+    that a few long ones miss. ``objective``: the runs' weights, a ridge and a guard
+    (:class:`FitObjective`). The recorded rss and σ² are the runs' alone, unweighted.
     """
     X = np.asarray(X, float)
     y = np.asarray(y, float).reshape(len(X), -1)
-    residuals, jac = _residual_fn(law, X, y, ridge, guard)
+    residuals, jac = _residual_fn(law, X, y, objective)
 
     def solve(u0: np.ndarray, nfev: int):
         try:

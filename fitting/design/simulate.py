@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fitting.design.parametric import (
+    FitObjective,
     ParametricFit,
     ParametricLaw,
     PredictionGuard,
@@ -38,6 +39,10 @@ class FitSettings:
         ridge: pull of the normalised parameters toward the middle of the box.
         guard: keep the predictions at the target inside the band of the observed losses
             widened by their range (:class:`~fitting.design.parametric.PredictionGuard`).
+        cost_weight: each run's squared residual weighted by (its cost / the largest cost
+            among the fitted runs) ** cost_weight (0: unweighted). A target beyond the costliest
+            runs (larger models, more tokens) is best told by the runs nearest it; the cheap
+            runs still pin what the costly ones leave free.
     """
 
     n_starts: int = 32
@@ -47,19 +52,25 @@ class FitSettings:
     design_starts: int = 8
     ridge: float = 0.0
     guard: bool = False
+    cost_weight: float = 0.0
 
     def fit(self, law: ParametricLaw, X: np.ndarray, y: np.ndarray, rng: np.random.Generator,
             warm: np.ndarray | None = None, design: bool = False,
-            X_target: np.ndarray | None = None) -> ParametricFit:
+            X_target: np.ndarray | None = None, cost: np.ndarray | None = None) -> ParametricFit:
         """One fit with these settings (``design``: the lighter refit made while picking;
-        ``X_target``: the inputs the guard, if on, watches)."""
+        ``X_target``: the inputs the guard, if on, watches; ``cost``: the runs' costs, which
+        ``cost_weight`` reads)."""
         guard = (PredictionGuard.around(X_target, y)
                  if self.guard and X_target is not None and len(X_target) else None)
-        return fit_parametric(law, X, y, rng=rng, warm=warm, ridge=self.ridge,
+        weights = None
+        if self.cost_weight and cost is not None and len(cost):
+            cost = np.asarray(cost, float)
+            weights = (cost / cost.max()) ** self.cost_weight
+        return fit_parametric(law, X, y, rng=rng, warm=warm,
                               n_starts=self.design_starts if design else self.n_starts,
                               screen_nfev=self.screen_nfev,
                               n_polish=1 if design else self.n_polish, max_nfev=self.max_nfev,
-                              guard=guard)
+                              objective=FitObjective(weights, self.ridge, guard))
 
 
 @dataclass
@@ -134,4 +145,4 @@ def _fit(state: DesignState, y: np.ndarray, settings: FitSettings, design: bool)
     idx = state.chosen
     warm = None if state.fit is None else state.fit.u
     return settings.fit(state.law, state.X[idx], y[idx], state.rng, warm=warm, design=design,
-                        X_target=state.X_target)
+                        X_target=state.X_target, cost=state.cost[idx])

@@ -7,6 +7,8 @@ import pytest
 
 from fitting.design import (
     STRATEGIES,
+    FitObjective,
+    FitSettings,
     ParametricLaw,
     PredictionGuard,
     fisher_information,
@@ -64,7 +66,7 @@ def test_the_guard_keeps_an_unpinned_prediction_in_band_and_leaves_a_pinned_fit_
     plain = fit_parametric(law, X, y, rng=np.random.default_rng(0), n_starts=0, warm=warm)
     guard = PredictionGuard.around(target, y)
     guarded = fit_parametric(law, X, y, rng=np.random.default_rng(0), n_starts=0, warm=warm,
-                             guard=guard)
+                             objective=FitObjective(guard=guard))
     assert plain.predict(target)[0, 0] > 50
     assert guard.low[0] - 1e-6 <= guarded.predict(target)[0, 0] <= guard.high[0] + 1e-6
     assert guarded.rss < 1e-12 and plain.rss < 1e-12  # the runs fit equally well either way
@@ -73,8 +75,24 @@ def test_the_guard_keeps_an_unpinned_prediction_in_band_and_leaves_a_pinned_fit_
     Xc, _ = pool(rng, 60)
     yc = LAW.predict_u(LAW.to_u(TRUE), Xc)
     fit = fit_parametric(LAW, Xc, yc, rng=rng, n_starts=8,
-                         guard=PredictionGuard.around(Xc[:5] * 2, yc))
+                         objective=FitObjective(guard=PredictionGuard.around(Xc[:5] * 2, yc)))
     assert np.allclose(fit.theta, TRUE, rtol=1e-3)
+
+
+def test_cost_weights_pull_a_misspecified_fit_toward_the_costly_runs_and_rss_stays_plain():
+    # a constant cannot fit 0, 0, 1: unweighted it lands at the mean, weighted near the costly run
+    law = ParametricLaw("constant", lambda T, X: np.repeat(T[0][:, None], len(X), axis=1),
+                        [(-1.0, 2.0)])
+    X, y, cost = np.zeros((3, 1)), np.array([0.0, 0.0, 1.0]), np.array([1.0, 1.0, 100.0])
+    plain = FitSettings(n_starts=2).fit(law, X, y, np.random.default_rng(0), cost=cost)
+    weighted = FitSettings(n_starts=2, cost_weight=1.0).fit(law, X, y, np.random.default_rng(0),
+                                                            cost=cost)
+    assert plain.theta[0] == pytest.approx(1 / 3, abs=1e-6)
+    assert weighted.theta[0] == pytest.approx(100 / 102, abs=1e-6)
+    assert weighted.rss == pytest.approx(2 * (100 / 102) ** 2 + (2 / 102) ** 2, rel=1e-6)
+    direct = fit_parametric(law, X, y, rng=np.random.default_rng(0), n_starts=2,
+                            objective=FitObjective(weights=cost / 100))
+    assert direct.theta[0] == pytest.approx(weighted.theta[0], abs=1e-9)
 
 
 def test_variance_reduction_equals_the_drop_computed_by_refactoring():
