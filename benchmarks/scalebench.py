@@ -20,8 +20,10 @@ fits, every method's, keep their predictions at the target inputs inside the ban
 runs' losses widened by its range (chosen on seeds 100–103, judged on seeds 5–7). Farseer's fits,
 every method's, weight each run's squared residual by its cost ** 0.5 (relative to the costliest
 run fitted): its target lies beyond the pool's largest N and D on both axes (chosen on seeds
-100–109, judged on seeds 10–19); data-constrained's target spans the pool's unique-token range,
-and weighting lowered its dev means, so it stays unweighted. RESULTS.md has every number.
+100–109, judged on seeds 10–19), and ours then counts each run's information as that fit weighs
+it (chosen on the same dev seeds after the judged run, judged on seeds 20–29); data-constrained's
+target spans the pool's unique-token range, and weighting lowered its dev means, so it stays
+unweighted. RESULTS.md has every number.
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ def simulate_design(law: ParametricLaw, X: np.ndarray, y: np.ndarray, cost: np.n
     y = np.asarray(y, float).reshape(len(X), -1)
     state = DesignState(law, np.asarray(X, float), np.asarray(cost, float),
                         np.asarray(X_target, float), rng, cost_power=cost_power,
-                        identify_first=identify_first)
+                        identify_first=identify_first, cost_weight=settings.cost_weight)
     needs_fit = strategy in ("ours", "d_optimal")
     state.chosen = list(finished)
     if len(state.chosen) >= 2:

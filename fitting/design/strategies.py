@@ -5,6 +5,7 @@ Every strategy picks one run from the affordable candidates of a :class:`DesignS
 cost, the information updated after each pick so that a batch never repeats what it already
 teaches), ``d_optimal`` (the largest gain in log det of the information, cost ignored),
 ``random``, ``cheapest`` and ``cost_random`` (chance ∝ 1/cost), as in Li et al. 2026's benchmark.
+Where the fit weights the runs by cost, ours counts each run's information as that fit weighs it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from fitting.design.information import (
 )
 from fitting.design.parametric import ParametricFit, ParametricLaw
 
-__all__ = ["DesignState", "STRATEGIES", "register_strategy"]
+__all__ = ["DesignState", "STRATEGIES", "register_strategy", "weighted_information"]
 
 
 @dataclass
@@ -39,6 +40,8 @@ class DesignState:
         cost_power: ours divides its gain by cost ** cost_power.
         identify_first: ours gains in log det of the information (D-optimality) until the chosen
             runs give as many values as the law has parameters, then in the target's variance.
+        cost_weight: the fit's run weights (``FitSettings.cost_weight``); ours counts each run's
+            information as that fit weighs it (see :func:`weighted_information`).
         jac_pool: cached Jacobians of the pool at ``fit`` (filled by the criterion).
     """
 
@@ -51,6 +54,7 @@ class DesignState:
     fit: ParametricFit | None = None
     cost_power: float = 1.0
     identify_first: bool = False
+    cost_weight: float = 0.0
     jac_pool: np.ndarray | None = None
     jac_target: np.ndarray | None = None
 
@@ -114,13 +118,33 @@ def d_optimal_choice(state: DesignState, affordable: np.ndarray) -> int:
     return int(affordable[np.argmax(gain)])
 
 
+def weighted_information(state: DesignState,
+                         affordable: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The chosen runs' information and the candidates' Jacobians as a cost-weighted fit uses them.
+
+    A fit that multiplies each run's squared residual by w = (cost / c_max) ** cost_weight
+    learns w·JᵀJ/σ² from it, not JᵀJ/σ²: each Jacobian is scaled by √w, c_max the costliest
+    of the chosen and affordable runs. With ``cost_weight`` 0 the plain information.
+    """
+    info = state.info()
+    jac = state.jac_pool[affordable]
+    if not state.cost_weight:
+        return info, jac
+    top = max(state.cost[state.chosen].max(initial=0.0), state.cost[affordable].max())
+
+    def root_w(idx) -> np.ndarray:
+        return np.sqrt((state.cost[idx] / top) ** state.cost_weight)[:, None, None]
+
+    info = fisher_information(state.jac_pool[state.chosen] * root_w(state.chosen), state.sigma2())
+    return info, jac * root_w(affordable)
+
+
 @register_strategy("ours")
 def target_variance_per_cost(state: DesignState, affordable: np.ndarray) -> int:
-    info = state.info()
+    info, jac = weighted_information(state, affordable)
     if state.identify_first and not state.identified():
-        gain = logdet_gain(info, state.jac_pool[affordable], state.sigma2())
+        gain = logdet_gain(info, jac, state.sigma2())
     else:
-        gain = variance_reduction(info, state.jac_pool[affordable], state.jac_target,
-                                  state.sigma2())
+        gain = variance_reduction(info, jac, state.jac_target, state.sigma2())
     score = gain / state.cost[affordable] ** state.cost_power
     return int(affordable[np.argmax(score)])

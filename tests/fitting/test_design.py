@@ -7,6 +7,7 @@ import pytest
 
 from fitting.design import (
     STRATEGIES,
+    DesignState,
     FitObjective,
     FitSettings,
     ParametricLaw,
@@ -17,6 +18,7 @@ from fitting.design import (
     simulate_design,
     target_variance,
     variance_reduction,
+    weighted_information,
 )
 from fitting.laws.budget.data_constrained import data_constrained_loss
 from fitting.laws.budget.farseer import farseer_loss
@@ -93,6 +95,29 @@ def test_cost_weights_pull_a_misspecified_fit_toward_the_costly_runs_and_rss_sta
     direct = fit_parametric(law, X, y, rng=np.random.default_rng(0), n_starts=2,
                             objective=FitObjective(weights=cost / 100))
     assert direct.theta[0] == pytest.approx(weighted.theta[0], abs=1e-9)
+
+
+def test_under_a_cost_weighted_fit_ours_counts_a_cheap_run_as_teaching_less():
+    # two candidates at the same point, one 100 times cheaper; cost left out of the score
+    X = np.array([[1e8, 1e10], [1e8, 1e10], [3e7, 1e9], [3e8, 3e9]])
+    cost = np.array([1.0, 100.0, 50.0, 50.0])
+    target = np.array([[3e9, 1e11]])
+
+    def state(cost_weight):
+        s = DesignState(LAW, X, cost, target, np.random.default_rng(0), chosen=[2, 3],
+                        cost_power=0.0, cost_weight=cost_weight)
+        s.fit = fit_parametric(LAW, X[[2, 3]], LAW.predict_u(LAW.to_u(TRUE), X[[2, 3]]),
+                               rng=np.random.default_rng(0), n_starts=2)
+        s.refresh_jacobians()
+        return s
+
+    plain, weighted = state(0.0), state(1.0)
+    info, jac = weighted_information(plain, np.array([0, 1]))
+    assert np.array_equal(info, plain.info()) and np.array_equal(jac, plain.jac_pool[[0, 1]])
+    assert STRATEGIES["ours"](plain, np.array([0, 1])) == 0  # a tie: the first
+    assert STRATEGIES["ours"](weighted, np.array([0, 1])) == 1
+    info, jac = weighted_information(weighted, np.array([0, 1]))
+    assert np.allclose(jac[0], weighted.jac_pool[0] / 10) and np.allclose(jac[1], weighted.jac_pool[1])
 
 
 def test_variance_reduction_equals_the_drop_computed_by_refactoring():
