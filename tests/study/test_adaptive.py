@@ -165,6 +165,7 @@ def test_the_report_section_shows_every_round_and_why_it_stopped(tmp_path):
     doc = Document()
     design_rounds_section(doc, records, str(tmp_path), None)
     assert "0.051 from the resampled runs and 0.183 from the other form" in doc.markdown()
+    assert "the forms keep it wide" in doc.markdown()
     assert payload["stop"] == records[-1]["stop"]
     assert (tmp_path / "figures" / "design_rounds.png").exists()
 
@@ -351,3 +352,28 @@ def test_round_zero_records_the_flops_outside_the_budget_and_the_report_says_so(
     design_rounds_section(doc, records, str(tmp_path), None)
     assert (f"the seed repeats and the held-out runs ({expected:.3g} FLOPs) are trained besides"
             in doc.markdown())
+
+
+@pytest.mark.parametrize("terms, stop, says", [
+    ({"sd_resample": 0.15, "sd_forms": 0.05}, "budget", "the resampled runs keep it wide"),
+    ({"sd_resample": 0.01, "sd_forms": 0.2}, "budget", "larger sizes may: `adaptive_sizes`"),
+    ({"sd_resample": 0.01, "sd_forms": 0.2}, "pool", "only sizes beyond the pool's"),
+    ({}, "budget", "where the forms disagree"),
+])
+def test_a_study_short_of_its_threshold_is_told_what_would_narrow_it(terms, stop, says):
+    """The last interval's larger term decides the advice: more runs for the resampling term,
+    larger sizes for the forms term, and once the pool (its larger sizes included) is spent,
+    nothing the study could still buy."""
+    before = {"E": 0.1, "lo95": 0.07, "hi95": 0.14, "relative": 0.4, **terms}
+    records = [{"round": 0, "chosen": ["a"], "cost": 1.0, "spent": 1.0, "budget": 1.0,
+                "threshold": 0.1, "target": "E", "pair": "en-de"},
+               {"round": 1, "chosen": [], "stop": stop, "cost": 0.0, "spent": 1.0,
+                "before": before}]
+    doc = Document()
+    design_rounds_section(doc, records, None, None)
+    text = doc.markdown()
+    assert says in text
+    if terms:   # one piece of advice, never the others'
+        others = {"the resampled runs keep it wide", "larger sizes may: `adaptive_sizes`",
+                  "only sizes beyond the pool's"} - {says}
+        assert not any(o in text for o in others)

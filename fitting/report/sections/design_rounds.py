@@ -66,15 +66,39 @@ def _not_reached(records: Sequence[dict], threshold: float, budget: float, name:
     best, at = min(widths)
     return (f"{name}'s interval did not reach ±{threshold:.0%} of log {name} within the budget: "
             f"±{last:.1%} with {spent / budget:.0%} of it spent, the narrowest ±{best:.1%} at "
-            f"{at / budget:.0%}{_terms(records)} (where the forms disagree, more grid runs do not "
-            "narrow it; larger sizes may: `adaptive_sizes`).")
+            f"{at / budget:.0%}{_terms(records)} ({_what_would_narrow(records)}).")
+
+
+def _what_would_narrow(records: Sequence[dict]) -> str:
+    """Which of the last interval's two terms keeps it wide, and what could narrow it: more
+    runs for the resampling term; for the forms term, sizes beyond those trained (once the
+    pool, `adaptive_sizes` included, is spent, only sizes beyond it)."""
+    last = _last_interval(records)
+    resample, forms = last.get("sd_resample"), last.get("sd_forms")
+    if resample is None or forms is None:
+        return ("where the forms disagree, more grid runs do not narrow it; larger sizes may: "
+                "`adaptive_sizes`")
+    if resample >= forms:
+        return ("the resampled runs keep it wide: more runs narrow it, a larger "
+                "`adaptive_budget`")
+    if records[-1].get("stop") == "pool":
+        return ("the forms keep it wide, and every run of the pool, `adaptive_sizes` included, "
+                "is trained: only sizes beyond the pool's can bring the forms together, and "
+                "they may not")
+    return ("the forms keep it wide: more runs of the sizes trained do not narrow it; larger "
+            "sizes may: `adaptive_sizes`")
+
+
+def _last_interval(records: Sequence[dict]) -> dict:
+    """The last round's ``before`` record that has an interval ({} when none has)."""
+    return next((r["before"] for r in reversed(records)
+                 if (r.get("before") or {}).get("relative") is not None), {})
 
 
 def _terms(records: Sequence[dict]) -> str:
     """``; at the end, sd of log E 0.05 from the resampled runs and 0.18 from the other
     form``: the two terms of the last interval, where the record has them."""
-    last = next((r["before"] for r in reversed(records)
-                 if (r.get("before") or {}).get("relative") is not None), {})
+    last = _last_interval(records)
     if last.get("sd_resample") is None or last.get("sd_forms") is None:
         return ""
     return (f"; at the end, the sd of the log is {last['sd_resample']:.3f} from the resampled "
