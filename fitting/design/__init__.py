@@ -14,7 +14,7 @@ from fitting.core.exports import lazy_exports
 
 _EXPORTS = {
     **dict.fromkeys(["ParametricLaw", "ParametricFit", "PredictionGuard", "FitObjective",
-                     "fit_parametric"], "parametric"),
+                     "cost_weights", "fit_parametric"], "parametric"),
     **dict.fromkeys(["jacobian", "fisher_information", "target_variance", "variance_reduction",
                      "logdet_gain"], "information"),
     **dict.fromkeys(["DesignState", "STRATEGIES", "register_strategy", "weighted_information"],

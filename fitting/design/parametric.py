@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import least_squares
 
-__all__ = ["ParametricLaw", "ParametricFit", "PredictionGuard", "FitObjective", "fit_parametric"]
+__all__ = ["ParametricLaw", "ParametricFit", "PredictionGuard", "FitObjective", "cost_weights",
+           "fit_parametric"]
 
 #: Bounds whose ratio exceeds this are searched in log space.
 LOG_SPAN = 1e3
@@ -168,6 +169,14 @@ class FitObjective:
     weights: np.ndarray | None = None
     ridge: float = 0.0
     guard: PredictionGuard | None = None
+
+
+def cost_weights(cost: np.ndarray, power: float, top: float | None = None) -> np.ndarray:
+    """The run weights of a cost-weighted fit, (cost / top) ** power; ``top`` the largest of
+    ``cost`` unless given (a criterion that ranks candidates beside the chosen runs passes the
+    largest of both)."""
+    cost = np.asarray(cost, float)
+    return (cost / (cost.max() if top is None else top)) ** power
 
 
 def _residual_fn(law: ParametricLaw, X: np.ndarray, y: np.ndarray, objective: FitObjective):

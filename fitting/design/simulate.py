@@ -19,6 +19,7 @@ from fitting.design.parametric import (
     ParametricFit,
     ParametricLaw,
     PredictionGuard,
+    cost_weights,
     fit_parametric,
 )
 from fitting.design.strategies import STRATEGIES, DesignState
@@ -62,10 +63,8 @@ class FitSettings:
         ``cost_weight`` reads)."""
         guard = (PredictionGuard.around(X_target, y)
                  if self.guard and X_target is not None and len(X_target) else None)
-        weights = None
-        if self.cost_weight and cost is not None and len(cost):
-            cost = np.asarray(cost, float)
-            weights = (cost / cost.max()) ** self.cost_weight
+        weights = (cost_weights(cost, self.cost_weight)
+                   if self.cost_weight and cost is not None and len(cost) else None)
         return fit_parametric(law, X, y, rng=rng, warm=warm,
                               n_starts=self.design_starts if design else self.n_starts,
                               screen_nfev=self.screen_nfev,

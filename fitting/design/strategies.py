@@ -21,7 +21,7 @@ from fitting.design.information import (
     logdet_gain,
     variance_reduction,
 )
-from fitting.design.parametric import ParametricFit, ParametricLaw
+from fitting.design.parametric import ParametricFit, ParametricLaw, cost_weights
 
 __all__ = ["DesignState", "STRATEGIES", "register_strategy", "weighted_information"]
 
@@ -126,14 +126,14 @@ def weighted_information(state: DesignState,
     learns w·JᵀJ/σ² from it, not JᵀJ/σ²: each Jacobian is scaled by √w, c_max the costliest
     of the chosen and affordable runs. With ``cost_weight`` 0 the plain information.
     """
-    info = state.info()
+    info = state.info()   # fills the Jacobian cache read below
     jac = state.jac_pool[affordable]
     if not state.cost_weight:
         return info, jac
     top = max(state.cost[state.chosen].max(initial=0.0), state.cost[affordable].max())
 
     def root_w(idx) -> np.ndarray:
-        return np.sqrt((state.cost[idx] / top) ** state.cost_weight)[:, None, None]
+        return np.sqrt(cost_weights(state.cost[idx], state.cost_weight, top))[:, None, None]
 
     info = fisher_information(state.jac_pool[state.chosen] * root_w(state.chosen), state.sigma2())
     return info, jac * root_w(affordable)
