@@ -50,13 +50,19 @@ def check_bindings(out: Path, bindings: list[str]) -> str | None:
         f"{out}: grown with {before}, not {bindings}; use another --out")
 
 
+def copy_finished(grid: Path, out: Path) -> None:
+    """``grid``'s data and run directories copied into ``out`` (where ``out`` has none yet): a
+    run a design picks from the grid is then found finished, the same run it would train."""
+    out.mkdir(parents=True, exist_ok=True)
+    for part in ("data", "runs"):
+        if not (out / part).exists():
+            shutil.copytree(grid / part, out / part)
+
+
 def grow_beside(grid: Path, out: Path, bindings: list[str]) -> Path:
     """The adaptive study of ``grid``'s seed in ``out`` (the grid's runs copied in first)."""
     if not (out / "report" / "fits.json").exists():
-        out.mkdir(parents=True, exist_ok=True)
-        for part in ("data", "runs"):
-            if not (out / part).exists():
-                shutil.copytree(grid / part, out / part)
+        copy_finished(grid, out)
         seed = json.loads((grid / "study.json").read_text()).get("vocab_seed", 0)
         cmd = [str(Path(sys.executable).with_name("mnmt-study")), "run", "--out", str(out),
                "--gin", f"StudySpec.vocab_seed={seed}"]

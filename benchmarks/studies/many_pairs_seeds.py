@@ -19,7 +19,21 @@ the clusters (seed; seed × pair).
     flock /tmp/cpu.lock python benchmarks/studies/many_pairs_seeds.py --out /tmp/mp --seeds 1 2
     python benchmarks/studies/many_pairs_seeds.py --out /tmp/mp --seeds 1 2 --rereport --json
 
-Exit status 0 when the recommendation beats every baseline on every seed, 1 otherwise.
+An adaptive study of the objective is judged beside today's grid of the same seed:
+
+    python benchmarks/studies/many_pairs_seeds.py --out /tmp/mp/adaptive --seeds 7 8 \
+        --beside /tmp/mp/grid --gin StudySpec.adaptive=True \
+        --gin "StudySpec.adaptive_target='objective'"
+
+``--gin`` bindings go to every study (kept in OUT/ds<K>.gin; a study grown with other bindings is
+refused). ``--beside GRIDS`` copies GRIDS/ds<K>'s data and run directories into OUT/ds<K> first
+(a run the design picks, or a verification run, is then found finished: the same run), and adds
+the columns the issue's bar reads: the FLOPs the adaptive study spent (of its budget, the grid's
+design runs times `adaptive_budget`) and the half-width of log J's 95 % interval beside the
+grid's on the same seed.
+
+Exit status 0 when the recommendation beats every baseline on every seed, 1 otherwise, 2 on bad
+input.
 """
 
 from __future__ import annotations
@@ -32,20 +46,32 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-from fitting.intervals.predictive import LEVELS, coverage_by_cluster, coverage_text
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root (run or loaded by path)
+
+from benchmarks.studies.adaptive_seeds import check_bindings, copy_finished, spent  # noqa: E402
+from fitting.intervals.predictive import LEVELS, coverage_by_cluster, coverage_text  # noqa: E402
 
 
-def run_seed(out: str, seed: int, rereport: bool, timeout: float) -> dict:
-    """Train (or re-report) the preset for design seed ``seed`` into ``out``."""
+def run_seed(out: str, seed: int, rereport: bool, timeout: float, bindings: tuple[str, ...] = (),
+             beside: str | None = None) -> dict:
+    """Train (or re-report) the preset for design seed ``seed`` into ``out``, with ``bindings``;
+    ``beside``'s data and runs copied in first."""
     done = os.path.exists(os.path.join(out, "report", "fits.json"))
     if done and not rereport:
         return {"wall_s": None, "rc": 0}
     if rereport:
         shutil.rmtree(os.path.join(out, "report"), ignore_errors=True)
+    if beside and not done:
+        copy_finished(Path(beside), Path(out))
+    if bindings:
+        Path(out).with_suffix(".gin").write_text("\n".join(bindings) + "\n", encoding="utf-8")
     study = os.path.join(os.path.dirname(sys.executable), "mnmt-study")
     cmd = [study, "run", "--preset", "cpu-many-pairs", "--out", out,
            "--gin", f"StudySpec.design_seed={seed}"]
+    for binding in bindings:
+        cmd += ["--gin", binding]
     t0 = time.perf_counter()
     with open(out + (".rereport.log" if done else ".log"), "w", encoding="utf-8") as log:
         rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout)
@@ -94,9 +120,12 @@ def seed_row(out: str, seed: int, run: dict) -> dict:
     ver_marked = [((m.get("predicted") or {}).get("interval"),
                    (m.get("measured") or {}).get("objective"))
                   for m in (ver.get("mixtures") or {}).values()]
+    lo, hi = iv.get("lo95"), iv.get("hi95")
     return {"seed": seed, **run, "measured": rec.get("measured", {}).get("objective"),
             "sd": rec.get("sd", {}).get("objective"), "predicted": pred.get("objective"),
-            "lo95": iv.get("lo95"), "hi95": iv.get("hi95"), "inside95": rec.get("inside95"),
+            "lo95": lo, "hi95": hi, "inside95": rec.get("inside95"),
+            "half_width_log": math.log(hi / lo) / 2 if lo and hi else None,
+            "spent": spent(Path(out)),
             "beats": ver.get("beats") or {},
             "holm_p": {b: c.get("p_holm") for b, c in (ver.get("comparisons") or {}).items()},
             "verification_coverage": (ver.get("predictive") or {}).get("coverage"),
@@ -141,6 +170,31 @@ def coverage_lines(cov: dict[str, dict]) -> str:
                      for k, c in cov.items())
 
 
+def half_width_text(row: dict, grid: dict | None) -> str:
+    """``±12.3 % (0.45 of the grid's ±27.1 %)``: log J's 95 % half-width, beside the grid's."""
+    mine = row.get("half_width_log")
+    if mine is None:
+        return "none"
+    theirs = (grid or {}).get("half_width_log")
+    return f"±{mine:.1%}" + (f" ({mine / theirs:.2f} of the grid's ±{theirs:.1%})" if theirs
+                              else "")
+
+
+def beside_table(rows: list[dict], grids: dict[int, dict]) -> str:
+    """Per seed, the adaptive study against the grid: FLOPs spent, J's half-width and the
+    verdicts of the issue's bar (measured J inside the 95 % interval; every baseline beaten)."""
+    out = ["| design seed | FLOPs spent (of the budget) | log J's 95 % half-width | measured J inside"
+           " (adaptive · grid) | beats every baseline (adaptive · grid) |", "|---|---|---|---|---|"]
+    for r in rows:
+        g = grids.get(r["seed"]) or {}
+        share = "–" if r.get("spent") is None else f"{r['spent']:.0%}"
+        beats = [("yes" if x.get("beats") and all(x["beats"].values()) else "no") for x in (r, g)]
+        inside = [{True: "yes", False: "no"}.get(x.get("inside95"), "–") for x in (r, g)]
+        out.append(f"| {r['seed']} | {share} | {half_width_text(r, g)} | {' · '.join(inside)} | "
+                   f"{' · '.join(beats)} |")
+    return "\n".join(out)
+
+
 def table(rows: list[dict]) -> str:
     head = ["design seed", "wall s", "recommended J measured (± seed sd)", "predicted [95 % PI]",
             "inside", "beats (Holm p)", "verification mixtures inside 80 · 95 % (sum rule)",
@@ -174,16 +228,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rereport", action="store_true",
                     help="write each finished seed's report again (fitting code changed)")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON as well")
+    ap.add_argument("--gin", action="append", default=[],
+                    help="a StudySpec binding for every study (repeatable)")
+    ap.add_argument("--beside", help="folder of today's grids (GRIDS/ds<K>, finished): their "
+                    "runs copied in first, and the studies judged beside them")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
+    for seed in args.seeds:
+        out = os.path.join(args.out, f"ds{seed}")
+        why = check_bindings(Path(out), list(args.gin))
+        grid = os.path.join(args.beside or "", f"ds{seed}", "report", "fits.json")
+        if why is None and args.beside and not os.path.exists(grid):
+            why = f"{grid}: no finished grid of design seed {seed} to grow beside"
+        if why:
+            print(why, file=sys.stderr)
+            return 2
     rows = []
     for seed in args.seeds:
         out = os.path.join(args.out, f"ds{seed}")
-        run = run_seed(out, seed, args.rereport, args.timeout)
+        beside = os.path.join(args.beside, f"ds{seed}") if args.beside else None
+        run = run_seed(out, seed, args.rereport, args.timeout, tuple(args.gin), beside)
         rows.append(seed_row(out, seed, run))
         print(f"design seed {seed}: done ({run})", file=sys.stderr)
     print(table(rows))
     print(coverage_lines(pooled_coverage(rows)))
+    if args.beside:
+        grids = {s: seed_row(os.path.join(args.beside, f"ds{s}"), s, {}) for s in args.seeds}
+        print(beside_table(rows, grids))
     if args.json:
         print(json.dumps(rows, default=float))
     return 0 if all(r.get("beats") and all(r["beats"].values()) for r in rows) else 1

@@ -1,0 +1,38 @@
+"""benchmarks/studies/many_pairs_seeds.py --beside: an adaptive study of the objective judged
+beside today's grid of the same design seed."""
+
+from __future__ import annotations
+
+import json
+import math
+
+
+def _study(path, lo: float, hi: float, inside: bool, beats: bool) -> None:
+    rec = {"predicted": {"objective": 0.3, "interval": {"estimate": 0.3, "lo95": lo, "hi95": hi}},
+           "measured": {"objective": 0.3}, "inside95": inside}
+    ver = {"mixtures": {"recommended": rec}, "beats": {"uniform": beats, "T1": True}}
+    (path / "report").mkdir(parents=True)
+    (path / "report" / "fits.json").write_text(json.dumps({"mixture": {"verification": ver}}))
+
+
+def test_the_half_width_is_read_beside_the_grids(tmp_path, benchmark_script):
+    seeds = benchmark_script("many_pairs_seeds")
+    _study(tmp_path / "grid", 0.2, 0.45, True, True)
+    _study(tmp_path / "adaptive", 0.27, 0.33, False, False)
+    grid = seeds.seed_row(str(tmp_path / "grid"), 7, {})
+    mine = seeds.seed_row(str(tmp_path / "adaptive"), 7, {})
+    assert math.isclose(mine["half_width_log"], math.log(0.33 / 0.27) / 2)
+    ratio = mine["half_width_log"] / grid["half_width_log"]
+    line = seeds.beside_table([mine], {7: grid}).splitlines()[-1]
+    assert f"({ratio:.2f} of the grid's ±{grid['half_width_log']:.1%})" in line
+    assert line.endswith("| no · yes | no · yes |")  # not inside, not every baseline: the grid's are
+
+
+def test_a_seed_without_its_grid_is_refused_before_anything_trains(tmp_path, benchmark_script,
+                                                                    capsys):
+    seeds = benchmark_script("many_pairs_seeds")
+    rc = seeds.main(["--out", str(tmp_path / "adaptive"), "--seeds", "7",
+                     "--beside", str(tmp_path / "grids"), "--gin", "StudySpec.adaptive=True"])
+    assert rc == 2
+    assert "grids/ds7/report/fits.json: no finished grid of design seed 7" in capsys.readouterr().err
+    assert not (tmp_path / "adaptive" / "ds7").exists()
