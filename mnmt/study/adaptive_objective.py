@@ -234,7 +234,8 @@ def report_interval(design: ObjectiveDesign, runs_dir: Path, eval_set: str) -> I
                             {"why": why}, name="J")
         return Estimate(float(iv["estimate"]), float(iv["lo95"]), float(iv["hi95"]), source,
                         {"weights": rec["weights"], "calibrated": iv["calibrated"],
-                         **{k: iv[k] for k in ("sd_resample", "sd_forms", "sd_total") if k in iv}},
+                         **{k: iv[k] for k in ("sd_resample", "sd_forms", "sd_extrapolation",
+                                               "sd_total", "rule", "calibration_n") if k in iv}},
                         name="J")
 
     return interval

@@ -359,6 +359,8 @@ def test_round_zero_records_the_flops_outside_the_budget_and_the_report_says_so(
     ({"sd_resample": 0.01, "sd_forms": 0.2}, "budget", "larger sizes may: `adaptive_sizes`"),
     ({"sd_resample": 0.01, "sd_forms": 0.2}, "pool", "only sizes beyond the pool's"),
     ({}, "budget", "where the forms disagree"),
+    ({"sd_resample": 0.01, "sd_forms": 0.2, "sd_extrapolation": 0.054, "rule": "calibration",
+      "calibrated": True, "calibration_n": 6}, "pool", "the held-out mixtures' error of J"),
 ])
 def test_a_study_short_of_its_threshold_is_told_what_would_narrow_it(terms, stop, says):
     """The last interval's larger term decides the advice: more runs for the resampling term,
@@ -375,5 +377,22 @@ def test_a_study_short_of_its_threshold_is_told_what_would_narrow_it(terms, stop
     assert says in text
     if terms:   # one piece of advice, never the others'
         others = {"the resampled runs keep it wide", "larger sizes may: `adaptive_sizes`",
-                  "only sizes beyond the pool's"} - {says}
+                  "only sizes beyond the pool's", "the held-out mixtures' error of J"} - {says}
         assert not any(o in text for o in others)
+
+
+def test_a_calibrated_interval_names_its_one_term_and_the_two_it_does_not_add():
+    """The objective's interval is the held-out mixtures' error alone: the section gives that
+    term with its count and says the resampling and forms terms are not in it."""
+    before = {"J": 0.3, "lo95": 0.27, "hi95": 0.35, "relative": 0.13, "sd_resample": 0.014,
+              "sd_forms": 0.038, "sd_extrapolation": 0.054, "rule": "calibration",
+              "calibrated": True, "calibration_n": 6.0}
+    records = [{"round": 0, "chosen": ["a"], "cost": 1.0, "spent": 1.0, "budget": 1.0,
+                "threshold": 0.1, "target": "objective", "target_size": 5e4},
+               {"round": 1, "chosen": [], "stop": "pool", "cost": 0.0, "spent": 1.0,
+                "before": before}]
+    doc = Document()
+    design_rounds_section(doc, records, None, None)
+    assert ("the sd of the log is 0.054, the held-out mixtures' root mean square error of log J "
+            "over 6 runs (the resampled runs' 0.014 and the other forms' 0.038 are reported, not "
+            "added)") in doc.markdown()

@@ -69,11 +69,22 @@ def _not_reached(records: Sequence[dict], threshold: float, budget: float, name:
             f"{at / budget:.0%}{_terms(records)} ({_what_would_narrow(records)}).")
 
 
+def _calibrated(last: dict) -> bool:
+    """Whether the interval is the calibration rule's (the objective J's: the held-out
+    mixtures' error, the resampling and forms terms reported, not added)."""
+    return last.get("rule") == "calibration" and bool(last.get("calibrated"))
+
+
 def _what_would_narrow(records: Sequence[dict]) -> str:
-    """Which of the last interval's two terms keeps it wide, and what could narrow it: more
-    runs for the resampling term; for the forms term, sizes beyond those trained (once the
-    pool, `adaptive_sizes` included, is spent, only sizes beyond it)."""
+    """Which of the last interval's terms keeps it wide, and what could narrow it: more runs
+    for the resampling term; for the forms term, sizes beyond those trained (once the pool,
+    `adaptive_sizes` included, is spent, only sizes beyond it); for a calibrated interval (the
+    objective's), a law that predicts the held-out mixtures better."""
     last = _last_interval(records)
+    if _calibrated(last):
+        return ("the interval is the held-out mixtures' error of J: design runs narrow it only "
+                "as far as the mixture law they refit predicts the held-out mixtures better, and "
+                "more held-out mixtures (`heldout_mixtures`) only shrink its t quantile")
     resample, forms = last.get("sd_resample"), last.get("sd_forms")
     if resample is None or forms is None:
         return ("where the forms disagree, more grid runs do not narrow it; larger sizes may: "
@@ -99,6 +110,14 @@ def _terms(records: Sequence[dict]) -> str:
     """``; at the end, sd of log E 0.05 from the resampled runs and 0.18 from the other
     form``: the two terms of the last interval, where the record has them."""
     last = _last_interval(records)
+    if _calibrated(last) and last.get("sd_extrapolation") is not None:
+        n = last.get("calibration_n")
+        return (f"; at the end, the sd of the log is {last['sd_extrapolation']:.3f}, the held-out "
+                f"mixtures' root mean square error of log J" + (f" over {n:.0f} runs" if n else "")
+                + (f" (the resampled runs' {last['sd_resample']:.3f} and the other forms' "
+                   f"{last['sd_forms']:.3f} are reported, not added)"
+                   if last.get("sd_resample") is not None and last.get("sd_forms") is not None
+                   else ""))
     if last.get("sd_resample") is None or last.get("sd_forms") is None:
         return ""
     return (f"; at the end, the sd of the log is {last['sd_resample']:.3f} from the resampled "
