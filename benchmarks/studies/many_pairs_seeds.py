@@ -30,7 +30,9 @@ refused). ``--beside GRIDS`` copies GRIDS/ds<K>'s data and run directories into 
 (a run the design picks, or a verification run, is then found finished: the same run), and adds
 the columns the issue's bar reads: the FLOPs the adaptive study spent (of its budget, the grid's
 design runs times `adaptive_budget`) and the half-width of log J's 95 % interval beside the
-grid's on the same seed.
+grid's on the same seed, and the floor a law without error would leave: each held-out error
+in J's calibration term is one run's, so t times the verified mixtures' seed sd of log J
+(`noise_floor`) is the half-width no design of these runs goes below.
 
 Exit status 0 when the recommendation beats every baseline on every seed, 1 otherwise, 2 on bad
 input.
@@ -51,7 +53,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root (run or loaded by path)
 
 from benchmarks.studies.adaptive_seeds import check_bindings, copy_finished, spent  # noqa: E402
-from fitting.intervals.predictive import LEVELS, coverage_by_cluster, coverage_text  # noqa: E402
+from fitting.intervals.predictive import (  # noqa: E402
+    LEVELS,
+    coverage_by_cluster,
+    coverage_text,
+    quantile,
+)
 
 
 def run_seed(out: str, seed: int, rereport: bool, timeout: float, bindings: tuple[str, ...] = (),
@@ -121,11 +128,13 @@ def seed_row(out: str, seed: int, run: dict) -> dict:
                    (m.get("measured") or {}).get("objective"))
                   for m in (ver.get("mixtures") or {}).values()]
     lo, hi = iv.get("lo95"), iv.get("hi95")
+    objective_iv = (mixture.get("recommendation") or {}).get("objective_interval") or {}
     return {"seed": seed, **run, "measured": rec.get("measured", {}).get("objective"),
             "sd": rec.get("sd", {}).get("objective"), "predicted": pred.get("objective"),
             "lo95": lo, "hi95": hi, "inside95": rec.get("inside95"),
             "half_width_log": math.log(hi / lo) / 2 if lo and hi else None,
             "spent": spent(Path(out)),
+            "noise_floor": noise_floor(ver, objective_iv.get("calibration_n")),
             "beats": ver.get("beats") or {},
             "holm_p": {b: c.get("p_holm") for b, c in (ver.get("comparisons") or {}).items()},
             "verification_coverage": (ver.get("predictive") or {}).get("coverage"),
@@ -170,6 +179,22 @@ def coverage_lines(cov: dict[str, dict]) -> str:
                      for k, c in cov.items())
 
 
+def noise_floor(verification: dict, calibration_n: float | None) -> dict | None:
+    """The half-width of log J's 95 % interval that a mixture law without error would still
+    have: each held-out error in the calibration term is one run's, so it holds one seed's
+    noise of log J. σ is the seed sd of log J pooled over the verified mixtures (their paired
+    seeds; dof Σ (n_seeds − 1)); the floor is t_{0.975, calibration_n} · σ. None without
+    repeated seeds or a calibration count."""
+    logs = [[math.log(v) for v in (m.get("measured") or {}).get("per_seed", {}).values() if v > 0]
+            for m in (verification.get("mixtures") or {}).values()]
+    logs = [v for v in logs if len(v) > 1]
+    dof = sum(len(v) - 1 for v in logs)
+    if not dof or not calibration_n:
+        return None
+    sigma = math.sqrt(sum(sum((x - sum(v) / len(v)) ** 2 for x in v) for v in logs) / dof)
+    return {"sigma_log": sigma, "dof": dof, "half_width": quantile(0.95, calibration_n) * sigma}
+
+
 def half_width_text(row: dict, grid: dict | None) -> str:
     """``±12.3 % (0.45 of the grid's ±27.1 %)``: log J's 95 % half-width, beside the grid's."""
     mine = row.get("half_width_log")
@@ -183,15 +208,19 @@ def half_width_text(row: dict, grid: dict | None) -> str:
 def beside_table(rows: list[dict], grids: dict[int, dict]) -> str:
     """Per seed, the adaptive study against the grid: FLOPs spent, J's half-width and the
     verdicts of the issue's bar (measured J inside the 95 % interval; every baseline beaten)."""
-    out = ["| design seed | FLOPs spent (of the budget) | log J's 95 % half-width | measured J inside"
-           " (adaptive · grid) | beats every baseline (adaptive · grid) |", "|---|---|---|---|---|"]
+    out = ["| design seed | FLOPs spent (of the budget) | log J's 95 % half-width | floor: a law "
+           "without error (seed sd of log J) | measured J inside (adaptive · grid) | beats every "
+           "baseline (adaptive · grid) |", "|---|---|---|---|---|---|"]
     for r in rows:
         g = grids.get(r["seed"]) or {}
         share = "–" if r.get("spent") is None else f"{r['spent']:.0%}"
         beats = [("yes" if x.get("beats") and all(x["beats"].values()) else "no") for x in (r, g)]
         inside = [{True: "yes", False: "no"}.get(x.get("inside95"), "–") for x in (r, g)]
-        out.append(f"| {r['seed']} | {share} | {half_width_text(r, g)} | {' · '.join(inside)} | "
-                   f"{' · '.join(beats)} |")
+        floor = r.get("noise_floor")
+        floor_text = "–" if not floor else (f"±{floor['half_width']:.1%} ({floor['sigma_log']:.1%}"
+                                            f", {floor['dof']} dof)")
+        out.append(f"| {r['seed']} | {share} | {half_width_text(r, g)} | {floor_text} | "
+                   f"{' · '.join(inside)} | {' · '.join(beats)} |")
     return "\n".join(out)
 
 

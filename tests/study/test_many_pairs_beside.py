@@ -36,3 +36,19 @@ def test_a_seed_without_its_grid_is_refused_before_anything_trains(tmp_path, ben
     assert rc == 2
     assert "grids/ds7/report/fits.json: no finished grid of design seed 7" in capsys.readouterr().err
     assert not (tmp_path / "adaptive" / "ds7").exists()
+
+
+def test_the_noise_floor_pools_the_verified_mixtures_seed_sd_of_log_j(benchmark_script):
+    """A law without error still has one seed's noise in every held-out error: the floor is
+    t_{0.975, calibration count} times the seed sd of log J pooled over the verified mixtures."""
+    seeds = benchmark_script("many_pairs_seeds")
+    a, b = [0.30, 0.31, 0.29], [0.50, 0.52]
+    ver = {"mixtures": {"recommended": {"measured": {"per_seed": dict(enumerate(a))}},
+                        "uniform": {"measured": {"per_seed": dict(enumerate(b))}},
+                        "single": {"measured": {"per_seed": {0: 0.4}}}}}  # one seed: no spread
+    floor = seeds.noise_floor(ver, 6)
+    squares = sum((math.log(x) - sum(map(math.log, v)) / len(v)) ** 2 for v in (a, b) for x in v)
+    assert floor["dof"] == 3
+    assert math.isclose(floor["sigma_log"], math.sqrt(squares / 3))
+    assert math.isclose(floor["half_width"], 2.446912 * floor["sigma_log"], rel_tol=1e-6)
+    assert seeds.noise_floor(ver, None) is None  # no calibration count: no t quantile
