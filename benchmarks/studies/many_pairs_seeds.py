@@ -32,7 +32,7 @@ the columns the issue's bar reads: the FLOPs the adaptive study spent (of its bu
 design runs times `adaptive_budget`) and the half-width of log J's 95 % interval beside the
 grid's on the same seed, and the floor a law without error would leave: each held-out error
 in J's calibration term is one run's, so t times the verified mixtures' seed sd of log J
-(`noise_floor`) is the half-width no design of these runs goes below.
+(`noise_floor`) is the half-width that no design of these runs can expect to go below.
 
 Exit status 0 when the recommendation beats every baseline on every seed, 1 otherwise, 2 on bad
 input.
