@@ -207,7 +207,8 @@ def _verify(spec, out: Path, data, design_dirs: list[Path], workers_arg, log, *,
                      f"({', '.join(plan['mixtures'])}) x {len(plan['seeds'])} seeds at "
                      f"{plan['size']}: {len(runs)} runs")
     dirs = _train(train_spec, runs, data, out, progress, workers, flops)
-    report = export_and_report(spec, [*design_dirs, *dirs], data, out, log, verification=plan)
+    report = export_and_report(spec, [*design_dirs, *dirs], data, out, log, verification=plan,
+                               design_rounds=adaptive.read_rounds(out))  # [] for a fixed grid
     log(verify.summary(_fits_json(report).get("mixture", {}).get("verification")))
     return report
 

@@ -155,6 +155,24 @@ def test_the_recorded_spec_is_the_study_that_ran(tmp_path):
         verify.recorded_spec(tmp_path / "elsewhere")
 
 
+def test_the_report_written_after_the_verification_keeps_the_design_rounds(tmp_path,
+                                                                          monkeypatch):
+    """An adaptive study's report is written again once the verification trained: the
+    rounds recorded in OUT/design/rounds.jsonl stay in it (they were dropped before)."""
+    records = [{"round": 0, "chosen": ["a"], "spent": 1.0}, {"round": 1, "stop": "pool"}]
+    (tmp_path / "design").mkdir()
+    (tmp_path / "design" / "rounds.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in records))
+    seen = {}
+    monkeypatch.setattr(verify, "plan", lambda spec, out, size, seeds: (
+        [], {"mixtures": {}, "seeds": [], "size": "micro-1"}))
+    monkeypatch.setattr(verify, "check_trained_weights", lambda runs, runs_dir: None)
+    monkeypatch.setattr(cli, "_train", lambda *args: [])
+    monkeypatch.setattr(cli, "export_and_report", lambda *args, **kw: seen.update(kw))
+    cli._verify(k5(), tmp_path, None, [], 1, lambda text: None)
+    assert seen["design_rounds"] == records
+
+
 def test_verify_on_a_directory_without_a_study_exits_2(tmp_path, capsys):
     assert cli.main(["verify", str(tmp_path)]) == cli.EXIT_USAGE
     assert "study.json" in capsys.readouterr().err
