@@ -186,13 +186,19 @@ def _grow(design, data, out: Path, workers_arg, log) -> tuple[list[Path], list[d
         _train(spec, batch, data, out, progress, workers, flops)
 
     eval_set = spec.evaluation.eval_sets[0]
-    repeats, held = adaptive.fixed_runs(spec)
+    held = adaptive.fixed_runs(spec)[1]
     rounds = adaptive.grow(design, out, train, design.study_measure(out / "runs", eval_set),
                            design.study_interval(out / "runs", eval_set), log)
     if held:
         train(held)  # nothing left to train where round 0 trained them
-    runs = [*repeats, *adaptive.trained_runs(design, rounds), *held]
-    return [out / "runs" / r.run_id for r in with_branches(spec, runs)], rounds
+    return [out / "runs" / r.run_id for r in grown_runs(design, rounds)], rounds
+
+
+def grown_runs(design, rounds: Sequence[dict]) -> list:
+    """The runs of an adaptive study, with their branches: the seed repeats, the design runs its
+    recorded rounds chose and the held-out runs (what its report fits and holds out)."""
+    repeats, held = adaptive.fixed_runs(design.spec)
+    return with_branches(design.spec, [*repeats, *adaptive.trained_runs(design, rounds), *held])
 
 
 def _verify(spec, out: Path, data, design_dirs: list[Path], workers_arg, log, *,
@@ -225,7 +231,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
     out = Path(args.out)
     spec = verify.recorded_spec(out)
     prepare_out_dir(out, spec, command="verify")
-    runs = with_branches(spec, expand(spec))
+    if spec.adaptive.adaptive:  # the runs its rounds chose, not the whole pool
+        rounds = adaptive.read_rounds(out)
+        if not rounds or not rounds[-1].get("stop"):
+            raise UsageError(f"{adaptive.rounds_path(out)}: the adaptive study has not stopped "
+                             "growing; finish it with `mnmt-study run` first")
+        runs = grown_runs(adaptive_objective.adaptive_design(spec), rounds)
+    else:
+        runs = with_branches(spec, expand(spec))
     unfinished = [r.run_id for r in runs if not run_complete(spec, r, out / "runs")]
     if unfinished:
         raise UsageError(f"{out}: {len(unfinished)} of the study's runs are not finished (e.g. "

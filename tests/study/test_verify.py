@@ -173,6 +173,29 @@ def test_the_report_written_after_the_verification_keeps_the_design_rounds(tmp_p
     assert seen["design_rounds"] == records
 
 
+def test_verify_of_an_adaptive_study_fits_the_runs_its_rounds_chose(tmp_path, monkeypatch):
+    """`mnmt-study verify` on an adaptive study reports the runs its rounds chose (the seed
+    repeats, the chosen design runs, the held-out runs), not the whole pool it picked from; a
+    study still growing is refused."""
+    spec = k5(adaptive=True, adaptive_target="objective")
+    pool = [r.run_id for r in expand(spec) if not r.heldout]
+    held = [r.run_id for r in expand(spec) if r.heldout]
+    (tmp_path / "design").mkdir()
+    rounds = tmp_path / "design" / "rounds.jsonl"
+    rounds.write_text(json.dumps({"round": 0, "chosen": pool[:3]}) + "\n")
+    seen = []
+    monkeypatch.setattr(verify, "recorded_spec", lambda out: spec)
+    monkeypatch.setattr(cli, "prepare_out_dir", lambda out, spec, command: None)
+    monkeypatch.setattr(cli, "prepare_data", lambda spec, out, log: None)
+    monkeypatch.setattr(cli, "run_complete", lambda spec, run, runs_dir: True)
+    monkeypatch.setattr(cli, "_verify", lambda spec, out, data, dirs, *a, **kw: seen.append(dirs))
+    assert cli.main(["verify", str(tmp_path)]) == cli.EXIT_USAGE  # no stop recorded yet
+    rounds.write_text(rounds.read_text() + json.dumps({"round": 1, "chosen": [],
+                                                       "stop": "budget"}) + "\n")
+    assert cli.main(["verify", str(tmp_path)]) == 0
+    assert [d.name for d in seen[0]] == [*pool[:3], *held]
+
+
 def test_verify_on_a_directory_without_a_study_exits_2(tmp_path, capsys):
     assert cli.main(["verify", str(tmp_path)]) == cli.EXIT_USAGE
     assert "study.json" in capsys.readouterr().err
