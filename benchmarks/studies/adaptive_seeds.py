@@ -17,7 +17,8 @@ A seed whose adaptive study already has a report is not re-run (its bindings, ke
 OUT/<grid name>.gin, must be the ones given). The development seed (vocabulary seed 0, on which
 the default was chosen) is refused unless ``--allow-dev``. ``--widths`` prints, per round of each
 finished adaptive study, the FLOPs spent and the report's E interval with its two terms (the
-resampled runs' sd and the forms' sd of log E): the half-width against compute. Exit status 0
+resampled runs' sd and the forms' sd of log E; for an objective study, J's interval and its one
+term, the held-out mixtures' error): the half-width against compute. Exit status 0
 when every seed ran, 2 on bad input.
 """
 
@@ -97,7 +98,9 @@ def spent(study: Path) -> float | None:
 
 def width_rows(study: Path) -> list[str]:
     """One Markdown row per recorded round: FLOPs spent before it (of the budget) and the
-    report's E interval read then, with its resampling and forms terms (sd of log E)."""
+    report's interval of the target (E, or an objective study's J) read then, with its
+    resampling and forms terms (sd of the log) and, for a calibrated interval (J's), its one
+    added term, the held-out mixtures' error ("–" where the interval has none)."""
     rows = []
     for record in adaptive.read_rounds(study):
         before = record.get("before") or {}
@@ -106,10 +109,12 @@ def width_rows(study: Path) -> list[str]:
             continue
         rel = before.get("relative")
         width = "none" if rel is None or rel > 1 else f"±{rel:.1%}"
+        held = before.get("sd_extrapolation") if before.get("rule") == "calibration" else None
         rows.append(f"| {study.name} | {record['round']} | {spent_before / record['budget']:.0%} | "
-                    f"{before.get('E', float('nan')):.4g} | {width} | "
+                    f"{before.get('E', before.get('J', float('nan'))):.4g} | {width} | "
                     f"{before.get('sd_resample', float('nan')):.3f} | "
-                    f"{before.get('sd_forms', float('nan')):.3f} |")
+                    f"{before.get('sd_forms', float('nan')):.3f} | "
+                    + ("–" if held is None else f"{held:.3f}") + " |")
     return rows
 
 
@@ -134,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                     "(with --widths: finished adaptive studies)")
     ap.add_argument("--out", type=Path, help="folder of the adaptive studies")
     ap.add_argument("--widths", action="store_true",
-                    help="tabulate each round's E interval and its terms against FLOPs")
+                    help="tabulate each round's E (or J) interval and its terms against FLOPs")
     ap.add_argument("--allow-dev", action="store_true",
                     help=f"accept the development seed (vocabulary seed {DEV_SEED})")
     ap.add_argument("--gin", action="append", default=None,
@@ -150,9 +155,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{bare[0]}: not an adaptive study (no {adaptive.rounds_path(bare[0])})",
                   file=sys.stderr)
             return 2
-        print("| study | round | FLOPs spent before (of the budget) | report's E | 95 % ±log | "
-              "sd resample | sd forms |")
-        print("|---|---|---|---|---|---|---|")
+        print("| study | round | FLOPs spent before (of the budget) | report's E (or J) | 95 % "
+              "±log | sd resample | sd forms | sd held-out (J's one term) |")
+        print("|---|---|---|---|---|---|---|---|")
         for study in args.grids:
             print("\n".join(width_rows(study)))
         return 0

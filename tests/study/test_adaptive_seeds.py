@@ -50,6 +50,19 @@ def test_widths_read_the_flops_spent_before_the_round(tmp_path, benchmark_script
     assert len(rows) == 2  # round 0 has no interval before it
     assert "| 1 | 50% |" in rows[0] and "±20.0%" in rows[0] and "| 0.090 |" in rows[0]
     assert "| 2 | 75% |" in rows[1] and "| none |" in rows[1]  # wider than ×e^±1: no interval
+    assert rows[0].endswith("| 0.090 | – |")  # E's interval has no held-out term
+
+
+def test_widths_of_an_objective_study_read_j_and_its_held_out_term(tmp_path, benchmark_script):
+    seeds = benchmark_script("adaptive_seeds")
+    study = tmp_path / "study"
+    study.mkdir()
+    before = {"J": 0.3047, "relative": 0.132, "sd_resample": 0.014, "sd_forms": 0.045,
+              "sd_extrapolation": 0.054, "rule": "calibration", "calibrated": True}
+    adaptive.append_round(study, {"round": 5, "spent": 9.0, "cost": 1.0, "budget": 10.0,
+                                  "before": before})
+    assert seeds.width_rows(study) == ["| study | 5 | 80% | 0.3047 | ±13.2% | 0.014 | 0.045 | "
+                                       "0.054 |"]
 
 
 def test_widths_need_round_records_not_a_report(tmp_path, benchmark_script, capsys):
