@@ -96,6 +96,11 @@ def spent(study: Path) -> float | None:
     return records[-1]["spent"] / records[-1]["budget"] if records else None
 
 
+def _number(value: float | None, spec: str) -> str:
+    """``value`` formatted, "–" where the record has none (a round before any interval)."""
+    return "–" if value is None else format(value, spec)
+
+
 def width_rows(study: Path) -> list[str]:
     """One Markdown row per recorded round: FLOPs spent before it (of the budget) and the
     report's interval of the target (E, or an objective study's J) read then, with its
@@ -110,10 +115,11 @@ def width_rows(study: Path) -> list[str]:
         rel = before.get("relative")
         width = "none" if rel is None or rel > 1 else f"±{rel:.1%}"
         held = before.get("sd_extrapolation") if before.get("rule") == "calibration" else None
+        value = before.get("E") if before.get("E") is not None else before.get("J")
         rows.append(f"| {study.name} | {record['round']} | {spent_before / record['budget']:.0%} | "
-                    f"{before.get('E', before.get('J', float('nan'))):.4g} | {width} | "
-                    f"{before.get('sd_resample', float('nan')):.3f} | "
-                    f"{before.get('sd_forms', float('nan')):.3f} | "
+                    f"{_number(value, '.4g')} | {width} | "
+                    f"{_number(before.get('sd_resample'), '.3f')} | "
+                    f"{_number(before.get('sd_forms'), '.3f')} | "
                     + ("–" if held is None else f"{held:.3f}") + " |")
     return rows
 

@@ -59,10 +59,13 @@ def test_widths_of_an_objective_study_read_j_and_its_held_out_term(tmp_path, ben
     study.mkdir()
     before = {"J": 0.3047, "relative": 0.132, "sd_resample": 0.014, "sd_forms": 0.045,
               "sd_extrapolation": 0.054, "rule": "calibration", "calibrated": True}
+    adaptive.append_round(study, {"round": 1, "spent": 5.0, "cost": 1.0, "budget": 10.0,
+                                  "before": {"J": None, "relative": None, "why": "one size"}})
     adaptive.append_round(study, {"round": 5, "spent": 9.0, "cost": 1.0, "budget": 10.0,
                                   "before": before})
-    assert seeds.width_rows(study) == ["| study | 5 | 80% | 0.3047 | ±13.2% | 0.014 | 0.045 | "
-                                       "0.054 |"]
+    assert seeds.width_rows(study) == [
+        "| study | 1 | 40% | – | none | – | – | – |",  # no interval yet: nothing to read
+        "| study | 5 | 80% | 0.3047 | ±13.2% | 0.014 | 0.045 | 0.054 |"]
 
 
 def test_widths_need_round_records_not_a_report(tmp_path, benchmark_script, capsys):
