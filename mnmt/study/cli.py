@@ -55,6 +55,7 @@ from mnmt.study.runner import RunStopped, run_all, run_complete
 from mnmt.study.spec import (
     PRESET_SUMMARIES,
     PRESETS,
+    RunSpec,
     StudyError,
     branch_check_runs,
     branch_runs,
@@ -194,7 +195,7 @@ def _grow(design, data, out: Path, workers_arg, log) -> tuple[list[Path], list[d
     return [out / "runs" / r.run_id for r in grown_runs(design, rounds)], rounds
 
 
-def grown_runs(design, rounds: Sequence[dict]) -> list:
+def grown_runs(design: adaptive.AdaptiveDesign, rounds: Sequence[dict]) -> list[RunSpec]:
     """The runs of an adaptive study, with their branches: the seed repeats, the design runs its
     recorded rounds chose and the held-out runs (what its report fits and holds out)."""
     repeats, held = adaptive.fixed_runs(design.spec)
