@@ -53,12 +53,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root (run or loaded by path)
 
 from benchmarks.studies.adaptive_seeds import check_bindings, copy_finished, spent  # noqa: E402
-from fitting.intervals.predictive import (  # noqa: E402
-    LEVELS,
-    coverage_by_cluster,
-    coverage_text,
-    quantile,
-)
+from fitting.intervals.mixture import objective_noise_floor  # noqa: E402
+from fitting.intervals.predictive import LEVELS, coverage_by_cluster, coverage_text  # noqa: E402
 
 
 def run_seed(out: str, seed: int, rereport: bool, timeout: float, bindings: tuple[str, ...] = (),
@@ -180,19 +176,14 @@ def coverage_lines(cov: dict[str, dict]) -> str:
 
 
 def noise_floor(verification: dict, calibration_n: float | None) -> dict | None:
-    """The half-width of log J's 95 % interval that a mixture law without error would still
-    have: each held-out error in the calibration term is one run's, so it holds one seed's
-    noise of log J. σ is the seed sd of log J pooled over the verified mixtures (their paired
-    seeds; dof Σ (n_seeds − 1)); the floor is t_{0.975, calibration_n} · σ. None without
-    repeated seeds or a calibration count."""
-    logs = [[math.log(v) for v in (m.get("measured") or {}).get("per_seed", {}).values() if v > 0]
-            for m in (verification.get("mixtures") or {}).values()]
-    logs = [v for v in logs if len(v) > 1]
-    dof = sum(len(v) - 1 for v in logs)
-    if not dof or not calibration_n:
-        return None
-    sigma = math.sqrt(sum(sum((x - sum(v) / len(v)) ** 2 for x in v) for v in logs) / dof)
-    return {"sigma_log": sigma, "dof": dof, "half_width": quantile(0.95, calibration_n) * sigma}
+    """The half-width of log J's 95 % interval a law without error would still have
+    (:func:`fitting.intervals.mixture.objective_noise_floor` of the verified mixtures' seeds,
+    diverged runs left out): what the report's Verification section prints, read from a
+    fits.json written before it did."""
+    mixtures = (verification.get("mixtures") or {}).values()
+    per_seed = [[j for rid, j in ((m.get("measured") or {}).get("per_seed") or {}).items()
+                 if rid not in (m.get("diverged") or [])] for m in mixtures]
+    return objective_noise_floor(per_seed, int(calibration_n) if calibration_n else None)
 
 
 def half_width_text(row: dict, grid: dict | None) -> str:

@@ -16,7 +16,7 @@ Pure numpy/scipy.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -26,11 +26,12 @@ from fitting.intervals.predictive import (
     extrapolation_sd,
     largest_size_step,
     predictive_interval,
+    quantile,
     satterthwaite_dof,
 )
 
 __all__ = ["objective_samples", "heldout_objective_error", "objective_interval", "cv_log_error",
-           "cv_form_weights",
+           "cv_form_weights", "objective_noise_floor",
            "size_step_error", "heldout_mixture_intervals"]
 
 #: fewer held-out mixtures than this give no calibration term (an RMS of one error is no spread)
@@ -98,6 +99,24 @@ def heldout_objective_error(law, heldout: Mapping[str, Mapping[str, Mapping]] | 
     vals = np.array(list(errors.values()))
     rms = float(np.sqrt(np.mean(vals ** 2))) if len(vals) >= MIN_HELDOUT else float("nan")
     return {"rms_log": rms, "runs": len(vals), "errors": errors}
+
+
+def objective_noise_floor(per_seed: Iterable[Sequence[float]], calibration_runs: int | None
+                          ) -> dict | None:
+    """The half-width of log J's 95 % interval that a mixture law without error would still
+    have under the calibration rule: each held-out error is one run's, so it holds one seed's
+    noise of log J. ``per_seed``: the measured J of each seed, per mixture trained with several
+    (the verification's; a value that is not finite and positive is left out); σ is their seed sd of log J pooled over the mixtures (dof Σ (n − 1)).
+    Returns {sigma_log, dof, half_width = t_{0.975, calibration_runs} · σ}; None with no
+    repeated seed or no calibration (fewer than :data:`MIN_HELDOUT` runs)."""
+    values = (np.asarray(list(j), float) for j in per_seed)
+    logs = [np.log(v) for v in (v[np.isfinite(v) & (v > 0)] for v in values) if len(v) > 1]
+    dof = sum(len(v) - 1 for v in logs)
+    if not dof or not calibration_runs or calibration_runs < MIN_HELDOUT:
+        return None
+    sigma = math.sqrt(sum(float(np.sum((v - v.mean()) ** 2)) for v in logs) / dof)
+    return {"sigma_log": sigma, "dof": dof,
+            "half_width": quantile(0.95, calibration_runs) * sigma}
 
 
 def objective_interval(law, other_laws: Mapping[str, object], n: float,

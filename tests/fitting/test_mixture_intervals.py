@@ -14,6 +14,7 @@ from fitting.intervals.mixture import (
     heldout_mixture_intervals,
     heldout_objective_error,
     objective_interval,
+    objective_noise_floor,
     objective_samples,
 )
 from fitting.report.sections.verification import (
@@ -147,6 +148,40 @@ def test_predictive_checks_mark_each_mixture_and_count_coverage():
     assert out["inside"]["uniform"] == {"0.80": False, "0.95": False}
     assert out["coverage"]["0.95"]["inside"] == 1 and out["coverage"]["0.95"]["n"] == 2
     assert payload["mixtures"]["uniform"]["inside95"] is False and out["calibrated"]
+
+
+def test_the_noise_floor_is_t_times_the_pooled_seed_sd_of_log_j():
+    """Seed noise alone in every held-out error: t_{0.975, calibration runs} times the seed sd
+    of log J pooled over mixtures; a non-finite J (a diverged seed) is left out, a mixture of
+    one seed adds nothing, and without a calibration there is no floor."""
+    a, b = [0.30, 0.31, 0.29, float("nan")], [0.50, 0.52]
+    floor = objective_noise_floor([a, b, [0.4]], 6)
+    logs = [np.log(a[:3]), np.log(b)]
+    sigma = math.sqrt(sum(float(np.sum((v - v.mean()) ** 2)) for v in logs) / 3)
+    assert floor["dof"] == 3 and floor["sigma_log"] == pytest.approx(sigma)
+    assert floor["half_width"] == pytest.approx(2.446912 * sigma, rel=1e-6)  # t_{0.975, 6}
+    assert objective_noise_floor([a, b], 1) is None  # one held-out run: no calibration
+    assert objective_noise_floor([[0.4], [0.5]], 6) is None  # no repeated seed
+
+
+def test_predictive_checks_give_the_floor_from_the_mixtures_seeds_without_diverged_runs():
+    law = _Law(boot=[0.99, 1.01])
+    mixes = {RECOMMENDED: {"a": 0.5, "b": 0.5, "c": 0.0}, "uniform": {"a": 0.4, "b": 0.4,
+                                                                         "c": 0.2}}
+    plan = {"size": "s", "seeds": [1, 2, 3], "mixtures": mixes,
+            "runs": {f"m_{m}_s{s}": m for m in mixes for s in (1, 2, 3)}}
+    rec = {"weights": mixes[RECOMMENDED], "law": "x", "target_size": 1e5,
+           "constraints": {"preferences": PI, "max_loss": {}}}
+    cal = {"rms_log": 0.05, "runs": 4, "errors": {}}
+    intervals = {m: objective_interval(law, {}, 1e5, mixes[m], PI, cal) for m in mixes}
+    factor = {1: 1.0, 2: 1.03, 3: float("nan")}  # seed 3 diverged in every mixture
+    measured = {m: {f"m_{m}_s{s}": {"a": factor[s], "b": factor[s], "c": 9.0} for s in (1, 2, 3)}
+                for m in mixes}
+    payload = verification_payload(plan, rec, measured)
+    floor = predictive_checks(payload, intervals, cal)["noise_floor"]
+    sigma = math.log(1.03) / math.sqrt(2)  # two seeds per mixture, the same gap: 2 dof
+    assert floor["dof"] == 2 and floor["sigma_log"] == pytest.approx(sigma)
+    assert floor["half_width"] == pytest.approx(2.776445 * sigma, rel=1e-6)  # t_{0.975, 4}
 
 
 class _SizedLaw(_Law):

@@ -31,6 +31,7 @@ from fitting.intervals.mixture import (
     cv_form_weights,
     heldout_objective_error,
     objective_interval,
+    objective_noise_floor,
     objective_samples,
 )
 from fitting.intervals.predictive import LEVELS, PredictiveInterval, coverage, coverage_text
@@ -372,7 +373,9 @@ def predictive_checks(payload: Mapping, intervals: Mapping[str, PredictiveInterv
     (:func:`~fitting.intervals.mixture.objective_interval`): {calibration, inside
     {mixture: {"0.80": bool, "0.95": bool}}, coverage (:func:`fitting.intervals.predictive.coverage`
     over the mixtures whose interval is calibrated; the others counted in ``left_out``),
-    calibrated (whether the held-out term entered)}; the marks are also set
+    calibrated (whether the held-out term entered), noise_floor (the half-width a law without
+    error would still have, :func:`~fitting.intervals.mixture.objective_noise_floor` of the
+    mixtures' seeds, diverged ones left out; None uncalibrated)}; the marks are also set
     on ``payload["mixtures"][name]`` as ``inside80`` / ``inside95``."""
     records, inside = [], {}
     for name, iv in intervals.items():
@@ -383,9 +386,13 @@ def predictive_checks(payload: Mapping, intervals: Mapping[str, PredictiveInterv
         records.append((iv, j))
         inside[name] = {f"{q:.2f}": iv.contains(j, q) for q in LEVELS}
         m["inside80"], m["inside95"] = inside[name]["0.80"], inside[name]["0.95"]
+    calibrated = bool(math.isfinite(float(calibration.get("rms_log", float("nan")))))
+    per_seed = [[j for rid, j in m["measured"]["per_seed"].items() if rid not in m["diverged"]]
+                for m in payload["mixtures"].values()]
     return {"calibration": dict(calibration), "inside": inside,
-            "coverage": coverage(records, calibrated_only=True),
-            "calibrated": bool(math.isfinite(float(calibration.get("rms_log", float("nan")))))}
+            "coverage": coverage(records, calibrated_only=True), "calibrated": calibrated,
+            "noise_floor": objective_noise_floor(per_seed, calibration.get("runs"))
+            if calibrated else None}
 
 
 def _band(b) -> str:
@@ -420,7 +427,18 @@ def _predictive_text(pv: Mapping) -> str:
             "any verification run was read. Measured mean J inside (calibrated intervals "
             "only): "
             f"{held}. The recommendation is the law's own optimum, where the law's error is not "
-            "a random draw: read its row with that in mind.")
+            "a random draw: read its row with that in mind." + _floor_text(pv.get("noise_floor")))
+
+
+def _floor_text(floor: Mapping | None) -> str:
+    """What seed noise alone leaves of the interval: its half-width for a law without error."""
+    if not floor:
+        return ""
+    return (f" Each held-out error holds one run's seed noise: with these mixtures' seed sd of "
+            f"log J ({100 * floor['sigma_log']:.2g} %, {floor['dof']} dof), a law without error "
+            f"would still have a 95 % interval of ±{100 * floor['half_width']:.2g} % in log; the "
+            "width above that is the law's error on mixtures it was not fitted on, which more "
+            "runs of the same design narrow only as far as they make the law more accurate.")
 
 
 def _noise_text(entries: list[dict]) -> str:
