@@ -53,8 +53,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root (run or loaded by path)
 
 from benchmarks.studies.adaptive_seeds import check_bindings, copy_finished, spent  # noqa: E402
-from fitting.intervals.mixture import objective_noise_floor  # noqa: E402
 from fitting.intervals.predictive import LEVELS, coverage_by_cluster, coverage_text  # noqa: E402
+from fitting.report.sections.verification import verification_noise_floor  # noqa: E402
 
 
 def run_seed(out: str, seed: int, rereport: bool, timeout: float, bindings: tuple[str, ...] = (),
@@ -177,13 +177,9 @@ def coverage_lines(cov: dict[str, dict]) -> str:
 
 def noise_floor(verification: dict, calibration_n: float | None) -> dict | None:
     """The half-width of log J's 95 % interval a law without error would still have
-    (:func:`fitting.intervals.mixture.objective_noise_floor` of the verified mixtures' seeds,
-    diverged runs left out): what the report's Verification section prints, read from a
-    fits.json written before it did."""
-    mixtures = (verification.get("mixtures") or {}).values()
-    per_seed = [[j for rid, j in ((m.get("measured") or {}).get("per_seed") or {}).items()
-                 if rid not in (m.get("diverged") or [])] for m in mixtures]
-    return objective_noise_floor(per_seed, int(calibration_n) if calibration_n else None)
+    (:func:`fitting.report.sections.verification.verification_noise_floor`): what the report's
+    Verification section prints, read from a fits.json written before it did."""
+    return verification_noise_floor(verification.get("mixtures") or {}, calibration_n)
 
 
 def half_width_text(row: dict, grid: dict | None) -> str:

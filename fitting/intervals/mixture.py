@@ -101,12 +101,13 @@ def heldout_objective_error(law, heldout: Mapping[str, Mapping[str, Mapping]] | 
     return {"rms_log": rms, "runs": len(vals), "errors": errors}
 
 
-def objective_noise_floor(per_seed: Iterable[Sequence[float]], calibration_runs: int | None
+def objective_noise_floor(per_seed: Iterable[Sequence[float]], calibration_runs: float | None
                           ) -> dict | None:
     """The half-width of log J's 95 % interval that a mixture law without error would still
     have under the calibration rule: each held-out error is one run's, so it holds one seed's
     noise of log J. ``per_seed``: the measured J of each seed, per mixture trained with several
-    (the verification's; a value that is not finite and positive is left out); σ is their seed sd of log J pooled over the mixtures (dof Σ (n − 1)).
+    (the verification's; a value that is not finite and positive is left out); σ is their seed
+    sd of log J pooled over the mixtures (dof Σ (n − 1)).
     Returns {sigma_log, dof, half_width = t_{0.975, calibration_runs} · σ}; None with no
     repeated seed or no calibration (fewer than :data:`MIN_HELDOUT` runs)."""
     values = (np.asarray(list(j), float) for j in per_seed)

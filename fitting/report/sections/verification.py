@@ -41,7 +41,8 @@ from fitting.report.view import split_verification
 
 __all__ = ["RECOMMENDED", "SD_MULTIPLE", "ALPHA", "split_verification", "compare_paired",
            "holm", "run_seed", "predict_mixtures", "verification_payload",
-           "verification_section", "verification_seed_noise", "predictive_checks"]
+           "verification_section", "verification_seed_noise", "predictive_checks",
+           "verification_noise_floor"]
 
 #: the recommendation beats a baseline by more than this many paired sd (sd of d_s)
 SD_MULTIPLE = 2.0
@@ -387,12 +388,20 @@ def predictive_checks(payload: Mapping, intervals: Mapping[str, PredictiveInterv
         inside[name] = {f"{q:.2f}": iv.contains(j, q) for q in LEVELS}
         m["inside80"], m["inside95"] = inside[name]["0.80"], inside[name]["0.95"]
     calibrated = bool(math.isfinite(float(calibration.get("rms_log", float("nan")))))
-    per_seed = [[j for rid, j in m["measured"]["per_seed"].items() if rid not in m["diverged"]]
-                for m in payload["mixtures"].values()]
     return {"calibration": dict(calibration), "inside": inside,
             "coverage": coverage(records, calibrated_only=True), "calibrated": calibrated,
-            "noise_floor": objective_noise_floor(per_seed, calibration.get("runs"))
+            "noise_floor": verification_noise_floor(payload["mixtures"], calibration.get("runs"))
             if calibrated else None}
+
+
+def verification_noise_floor(mixtures: Mapping[str, Mapping], calibration_runs: float | None
+                             ) -> dict | None:
+    """:func:`~fitting.intervals.mixture.objective_noise_floor` of the verification's mixtures
+    (``fits.json["mixture"]["verification"]["mixtures"]``): each mixture's J per seed, its
+    diverged runs left out."""
+    per_seed = [[j for rid, j in ((m.get("measured") or {}).get("per_seed") or {}).items()
+                 if rid not in (m.get("diverged") or ())] for m in mixtures.values()]
+    return objective_noise_floor(per_seed, calibration_runs)
 
 
 def _band(b) -> str:
