@@ -51,13 +51,20 @@ def check_bindings(out: Path, bindings: list[str]) -> str | None:
         f"{out}: grown with {before}, not {bindings}; use another --out")
 
 
+#: the verification's runs (named by mixture, not by weights): never copied, so a study that
+#: recommends other weights trains its own, and its verdicts are not the grid's runs again
+VERIFICATION_RUNS = "*_verify-*"
+
+
 def copy_finished(grid: Path, out: Path) -> None:
-    """``grid``'s data and run directories copied into ``out`` (where ``out`` has none yet): a
-    run a design picks from the grid is then found finished, the same run it would train."""
+    """``grid``'s data and design run directories copied into ``out`` (where ``out`` has none
+    yet): a run a design picks from the grid is then found finished, the same run it would
+    train. The verification's runs are left out (:data:`VERIFICATION_RUNS`)."""
     out.mkdir(parents=True, exist_ok=True)
     for part in ("data", "runs"):
         if not (out / part).exists():
-            shutil.copytree(grid / part, out / part)
+            shutil.copytree(grid / part, out / part,
+                            ignore=shutil.ignore_patterns(VERIFICATION_RUNS))
 
 
 def grow_beside(grid: Path, out: Path, bindings: list[str]) -> Path:

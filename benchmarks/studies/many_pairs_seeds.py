@@ -26,8 +26,9 @@ An adaptive study of the objective is judged beside today's grid of the same see
         --gin "StudySpec.adaptive_target='objective'"
 
 ``--gin`` bindings go to every study (kept in OUT/ds<K>.gin; a study grown with other bindings is
-refused). ``--beside GRIDS`` copies GRIDS/ds<K>'s data and run directories into OUT/ds<K> first
-(a run the design picks, or a verification run, is then found finished: the same run), and adds
+refused). ``--beside GRIDS`` copies GRIDS/ds<K>'s data and design run directories into OUT/ds<K>
+first (a run the design picks is then found finished: the same run; the verification's runs are
+not copied, so its verdicts are the study's own), and adds
 the columns the issue's bar reads: the FLOPs the adaptive study spent (of its budget, the grid's
 design runs times `adaptive_budget`) and the half-width of log J's 95 % interval beside the
 grid's on the same seed, and the floor a law without error would leave: each held-out error
@@ -68,8 +69,7 @@ def run_seed(out: str, seed: int, rereport: bool, timeout: float, bindings: tupl
         shutil.rmtree(os.path.join(out, "report"), ignore_errors=True)
     if beside and not done:
         copy_finished(Path(beside), Path(out))
-    if bindings:
-        Path(out).with_suffix(".gin").write_text("\n".join(bindings) + "\n", encoding="utf-8")
+    Path(out).with_suffix(".gin").write_text("".join(b + "\n" for b in bindings), encoding="utf-8")
     study = os.path.join(os.path.dirname(sys.executable), "mnmt-study")
     cmd = [study, "run", "--preset", "cpu-many-pairs", "--out", out,
            "--gin", f"StudySpec.design_seed={seed}"]
@@ -250,9 +250,16 @@ def main(argv: list[str] | None = None) -> int:
                     "runs copied in first, and the studies judged beside them")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
+    if args.beside and os.path.abspath(args.beside) == os.path.abspath(args.out):
+        print(f"--beside {args.beside} is --out: the studies would be judged beside themselves",
+              file=sys.stderr)
+        return 2
     for seed in args.seeds:
         out = os.path.join(args.out, f"ds{seed}")
         why = check_bindings(Path(out), list(args.gin))
+        if (why is None and args.gin and not Path(out).with_suffix(".gin").exists()
+                and os.path.exists(os.path.join(out, "report", "fits.json"))):
+            why = f"{out}: finished without bindings, not {args.gin}; use another --out"
         grid = os.path.join(args.beside or "", f"ds{seed}", "report", "fits.json")
         if why is None and args.beside and not os.path.exists(grid):
             why = f"{grid}: no finished grid of design seed {seed} to grow beside"

@@ -5,6 +5,7 @@ may not use, the forms' spread, and coverage at about the nominal rate on simula
 from __future__ import annotations
 
 import math
+import statistics
 
 import numpy as np
 import pytest
@@ -156,8 +157,9 @@ def test_the_noise_floor_is_t_times_the_pooled_seed_sd_of_log_j():
     one seed adds nothing, and without a calibration there is no floor."""
     a, b = [0.30, 0.31, 0.29, float("nan")], [0.50, 0.52]
     floor = objective_noise_floor([a, b, [0.4]], 6)
-    logs = [np.log(a[:3]), np.log(b)]
-    sigma = math.sqrt(sum(float(np.sum((v - v.mean()) ** 2)) for v in logs) / 3)
+    # pooled variance: each mixture's sample variance weighted by its dof (2 and 1)
+    sigma = math.sqrt((2 * statistics.variance(np.log(a[:3])) + statistics.variance(np.log(b)))
+                      / 3)
     assert floor["dof"] == 3 and floor["sigma_log"] == pytest.approx(sigma)
     assert floor["half_width"] == pytest.approx(2.446912 * sigma, rel=1e-6)  # t_{0.975, 6}
     assert objective_noise_floor([a, b], 1) is None  # one held-out run: no calibration
@@ -174,13 +176,19 @@ def test_predictive_checks_give_the_floor_from_the_mixtures_seeds_without_diverg
            "constraints": {"preferences": PI, "max_loss": {}}}
     cal = {"rms_log": 0.05, "runs": 4, "errors": {}}
     intervals = {m: objective_interval(law, {}, 1e5, mixes[m], PI, cal) for m in mixes}
-    factor = {1: 1.0, 2: 1.03, 3: float("nan")}  # seed 3 diverged in every mixture
-    measured = {m: {f"m_{m}_s{s}": {"a": factor[s], "b": factor[s], "c": 9.0} for s in (1, 2, 3)}
+    # seed 3: a and b finite (J finite), c lost: uniform trains c, so that run diverged and is
+    # out of the floor; the recommendation holds c at weight 0, so its seed 3 counts
+    factor = {1: 1.0, 2: 1.03, 3: 1.5}
+    measured = {m: {f"m_{m}_s{s}": {"a": factor[s], "b": factor[s],
+                                    "c": float("nan") if s == 3 else 9.0} for s in (1, 2, 3)}
                 for m in mixes}
     payload = verification_payload(plan, rec, measured)
+    assert payload["mixtures"]["uniform"]["diverged"] == ["m_uniform_s3"]
+    assert math.isfinite(payload["mixtures"]["uniform"]["measured"]["per_seed"]["m_uniform_s3"])
     floor = predictive_checks(payload, intervals, cal)["noise_floor"]
-    sigma = math.log(1.03) / math.sqrt(2)  # two seeds per mixture, the same gap: 2 dof
-    assert floor["dof"] == 2 and floor["sigma_log"] == pytest.approx(sigma)
+    rec_logs, uni_logs = np.log([1.0, 1.03, 1.5]), np.log([1.0, 1.03])
+    sigma = math.sqrt((2 * statistics.variance(rec_logs) + statistics.variance(uni_logs)) / 3)
+    assert floor["dof"] == 3 and floor["sigma_log"] == pytest.approx(sigma)
     assert floor["half_width"] == pytest.approx(2.776445 * sigma, rel=1e-6)  # t_{0.975, 4}
 
 

@@ -52,3 +52,27 @@ def test_the_noise_floor_pools_the_verified_mixtures_seed_sd_of_log_j(benchmark_
     assert math.isclose(floor["sigma_log"], math.sqrt(squares / 3))
     assert math.isclose(floor["half_width"], 2.446912 * floor["sigma_log"], rel_tol=1e-6)
     assert seeds.noise_floor(ver, None) is None  # no calibration count: no t quantile
+
+
+def test_the_grids_verification_runs_are_not_copied(tmp_path, benchmark_script):
+    """A study grown beside a grid trains its own verification: the grid's runs are named by
+    mixture, so a different recommendation would meet the grid's 'recommended' runs."""
+    seeds = benchmark_script("adaptive_seeds")
+    grid = tmp_path / "grid"
+    for run in ("mini-1_dir0_s0", "mini-1_verify-recommended_s1000", "mini-1_verify-T1_s1001"):
+        (grid / "runs" / run).mkdir(parents=True)
+    (grid / "data").mkdir()
+    seeds.copy_finished(grid, tmp_path / "out")
+    assert sorted(p.name for p in (tmp_path / "out" / "runs").iterdir()) == ["mini-1_dir0_s0"]
+
+
+def test_a_finished_study_without_bindings_or_the_grids_own_folder_is_refused(
+        tmp_path, benchmark_script, capsys):
+    seeds = benchmark_script("many_pairs_seeds")
+    _study(tmp_path / "grids" / "ds7", 0.2, 0.45, True, True)  # a grid: finished, no .gin
+    args = ["--seeds", "7", "--gin", "StudySpec.adaptive=True"]
+    assert seeds.main(["--out", str(tmp_path / "grids"), *args]) == 2
+    assert "finished without bindings" in capsys.readouterr().err
+    assert seeds.main(["--out", str(tmp_path / "grids"), "--beside", str(tmp_path / "grids"),
+                       *args]) == 2
+    assert "judged beside themselves" in capsys.readouterr().err

@@ -436,18 +436,24 @@ def _predictive_text(pv: Mapping) -> str:
             "any verification run was read. Measured mean J inside (calibrated intervals "
             "only): "
             f"{held}. The recommendation is the law's own optimum, where the law's error is not "
-            "a random draw: read its row with that in mind." + _floor_text(pv.get("noise_floor")))
+            "a random draw: read its row with that in mind."
+            + _floor_text(pv.get("noise_floor"), float(cal.get("rms_log", float("nan")))))
 
 
-def _floor_text(floor: Mapping | None) -> str:
-    """What seed noise alone leaves of the interval: its half-width for a law without error."""
+def _floor_text(floor: Mapping | None, rms_log: float) -> str:
+    """What seed noise alone leaves of the interval: its half-width for a law without error,
+    and the law's own share of the calibration error, √(rms² − σ²) (the two add in squares)."""
     if not floor:
         return ""
+    sigma = floor["sigma_log"]
+    law = math.sqrt(max(rms_log ** 2 - sigma ** 2, 0.0))
     return (f" Each held-out error holds one run's seed noise: with these mixtures' seed sd of "
-            f"log J ({100 * floor['sigma_log']:.2g} %, {floor['dof']} dof), a law without error "
-            f"would still have a 95 % interval of ±{100 * floor['half_width']:.2g} % in log; the "
-            "width above that is the law's error on mixtures it was not fitted on, which more "
-            "runs of the same design narrow only as far as they make the law more accurate.")
+            f"log J at the verification's size ({100 * sigma:.2g} %, {floor['dof']} dof; an "
+            "estimate, and the held-out runs' own sizes may differ), a law without error "
+            f"would still have a 95 % interval of about ±{100 * floor['half_width']:.2g} % in "
+            f"log; the law's own error on mixtures it was not fitted on is about "
+            f"{100 * law:.2g} % (√(rms² − σ²)), which more runs of the same design narrow only "
+            "as far as they make the law more accurate.")
 
 
 def _noise_text(entries: list[dict]) -> str:
